@@ -1,0 +1,245 @@
+"""One typed configuration object per node.
+
+Values come, lowest precedence first, from the defaults written here, the
+data dir's ``node.toml``, ``CRYSTALMESH_<SECTION>_<KEY>`` environment
+variables, and finally explicit overrides (CLI flags).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, get_type_hints
+
+DEFAULT_HOME = Path(os.environ.get("CRYSTALMESH_HOME", Path.home() / ".crystalmesh"))
+BASE_SEPOLIA_CHAIN_ID = 84532
+BASE_SEPOLIA_USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+
+
+class ConfigError(ValueError):
+    """node.toml or an override is malformed."""
+
+
+@dataclass
+class NetConfig:
+    listen: str = "/ip4/127.0.0.1/tcp/0"
+    bootstrap: list[str] = field(default_factory=list)
+    # Ed25519 public keys (hex) whose weather alerts are obeyed and who are pre-trusted.
+    management_keys: list[str] = field(default_factory=list)
+    heartbeat_s: float = 1.0
+    clock_window_s: int = 120
+    max_weather_duration_s: int = 3600
+    reconnect_max_backoff_s: float = 30.0
+
+
+@dataclass
+class ApiConfig:
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: pick a free port, written to <data dir>/api.port
+
+
+@dataclass
+class MemoryConfig:
+    embedder: str = "minilm"  # "minilm" (default, semantic) or "hashing" (tests only)
+    hnsw_ef_search: int = 100
+    hnsw_m: int = 16
+    hnsw_ef_construction: int = 200
+    consolidation_interval_s: int = 1800
+    decay_rate: float = 5e-10
+    promote_threshold: float = 0.7
+    forget_threshold: float = 0.02
+    merge_overlap_threshold: float = 0.92
+    emotion_decay_resistance: float = 0.5
+
+
+@dataclass
+class ChainConfig:
+    rpc_url: str = "http://127.0.0.1:8545"
+    chain_id: int = BASE_SEPOLIA_CHAIN_ID
+    token_address: str = BASE_SEPOLIA_USDC
+    settler_address: str = ""
+    batch_max_size: int = 50
+    batch_max_delay_ms: int = 200
+    confirmations: int = 1
+
+
+@dataclass
+class MarketConfig:
+    base_price_micro_usdc: int = 10_000
+    min_price_micro_usdc: int = 1_000
+    max_price_micro_usdc: int = 1_000_000
+    max_per_purchase_micro_usdc: int = 500_000
+    max_per_day_micro_usdc: int = 2_000_000
+    min_executions: int = 3
+    min_success_rate: float = 0.6
+    listing_ttl_s: int = 86_400
+    purchase_timeout_s: float = 30.0
+
+
+@dataclass
+class TrustConfig:
+    untrusted_below: float = 0.3
+    provisional_below: float = 0.6
+    trusted_below: float = 0.85
+    alpha: float = 0.15
+    epsilon: float = 1e-6
+    max_iterations: int = 100
+    report_interval_s: float = 10.0
+    report_max_age_s: int = 600
+    ban_after_offences: int = 3
+
+
+@dataclass
+class NodeConfig:
+    name: str = "default"
+    data_dir: Path = field(default_factory=lambda: DEFAULT_HOME / "default")
+    net: NetConfig = field(default_factory=NetConfig)
+    api: ApiConfig = field(default_factory=ApiConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    chain: ChainConfig = field(default_factory=ChainConfig)
+    market: MarketConfig = field(default_factory=MarketConfig)
+    trust: TrustConfig = field(default_factory=TrustConfig)
+
+    # --- well-known files in the data dir -------------------------------------------------
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / "node.toml"
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "crystals.db"
+
+    @property
+    def index_path(self) -> Path:
+        return self.data_dir / "index.hnsw"
+
+    @property
+    def identity_path(self) -> Path:
+        return self.data_dir / "identity.key"
+
+    @property
+    def wallet_path(self) -> Path:
+        return self.data_dir / "wallet.key"
+
+    @property
+    def api_token_path(self) -> Path:
+        return self.data_dir / "api.token"
+
+    @property
+    def api_port_path(self) -> Path:
+        return self.data_dir / "api.port"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.data_dir / "node.pid"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "node.log"
+
+
+def _coerce(value: Any, annotation: Any, where: str) -> Any:
+    kind = annotation if isinstance(annotation, type) else None
+    text = str(annotation)
+    try:
+        if kind is bool or text == "bool":
+            if isinstance(value, str):
+                return value.strip().lower() in {"1", "true", "yes", "on"}
+            return bool(value)
+        if kind is int or text == "int":
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError("not an integer")
+            return int(value)
+        if kind is float or text == "float":
+            return float(value)
+        if text.startswith("list"):
+            if isinstance(value, str):
+                return [item.strip() for item in value.split(",") if item.strip()]
+            return [str(item) for item in value]
+        if kind is Path or "Path" in text:
+            return Path(value).expanduser()
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: cannot use {value!r} ({exc})") from exc
+
+
+def _apply(target: Any, values: dict[str, Any], where: str) -> None:
+    hints = get_type_hints(type(target))
+    known = {f.name for f in fields(target)}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(f"{where}: unknown setting {key!r}")
+        current = getattr(target, key)
+        if is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}.{key}: expected a table")
+            _apply(current, value, f"{where}.{key}")
+        else:
+            setattr(target, key, _coerce(value, hints[key], f"{where}.{key}"))
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    sections = {f.name for f in fields(NodeConfig) if f.name not in {"name", "data_dir"}}
+    for name, value in environ.items():
+        if not name.startswith("CRYSTALMESH_") or name == "CRYSTALMESH_HOME":
+            continue
+        rest = name[len("CRYSTALMESH_") :].lower()
+        section, _, key = rest.partition("_")
+        if section in sections and key:
+            out.setdefault(section, {})[key] = value
+    return out
+
+
+def load_config(
+    data_dir: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> NodeConfig:
+    """Build the config for the node living in ``data_dir``."""
+    config = NodeConfig()
+    if data_dir is not None:
+        config.data_dir = Path(data_dir).expanduser()
+    if config.config_path.exists():
+        try:
+            values = tomllib.loads(config.config_path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{config.config_path}: {exc}") from exc
+        values.pop("data_dir", None)
+        _apply(config, values, str(config.config_path))
+    _apply(config, _env_overrides(dict(environ if environ is not None else os.environ)), "env")
+    if overrides:
+        _apply(config, overrides, "override")
+    return config
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def dump_config(config: NodeConfig) -> str:
+    """Serialise to TOML (every setting, so node.toml documents itself)."""
+    lines = [f"name = {_toml_value(config.name)}", ""]
+    for section in fields(config):
+        value = getattr(config, section.name)
+        if not is_dataclass(value):
+            continue
+        lines.append(f"[{section.name}]")
+        for item in fields(value):
+            lines.append(f"{item.name} = {_toml_value(getattr(value, item.name))}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def save_config(config: NodeConfig) -> None:
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    config.config_path.write_text(dump_config(config))
