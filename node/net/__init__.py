@@ -1,1 +1,8 @@
-"""net"""
+"""libp2p host, gossipsub topics + validators, purchase request/response.
+
+``NetService`` (node.net.service) is the one object the node service runs;
+the modules split by concept: ``host`` (key, transports), ``gossip_config``
+(gossipsub parameters), ``validation`` (message rules), ``scoring`` (peer
+penalties and bans), ``gossip`` (publish / receive), ``peers`` (bootstrap,
+reconnect, ban list), ``reqresp`` (purchase protocol transport).
+"""

@@ -1,0 +1,144 @@
+"""The local control API: JSON routes over the node's services.
+
+Every route needs the bearer token from ``<data dir>/api.token`` except
+``/metrics`` (Prometheus convention on loopback) and the dashboard login page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from node.api.app import App, HttpError, Request
+from node.crystals.memory import SearchRequest
+
+if TYPE_CHECKING:
+    from node.service import NodeService
+
+
+def _int_arg(request: Request, name: str) -> int | None:
+    value = request.arg(name)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise HttpError(400, f"{name} must be an integer") from exc
+
+
+def build_app(node: NodeService, token: str) -> App:
+    app = App(token)
+
+    # --- node -------------------------------------------------------------------------------
+    @app.route("GET", "/v1/status")
+    async def status(request: Request) -> Any:
+        return await node.status()
+
+    @app.route("GET", "/v1/peers")
+    async def peers(request: Request) -> Any:
+        return {"peers": node.peers()}
+
+    # --- memory -----------------------------------------------------------------------------
+    @app.route("POST", "/v1/crystals")
+    async def add_crystal(request: Request) -> Any:
+        body = request.json()
+        if not isinstance(body.get("text"), str):
+            raise HttpError(400, "text is required")
+        crystal = await node.add_crystal(body)
+        return crystal.to_dict()
+
+    @app.route("GET", "/v1/crystals/{crystal_id}")
+    async def get_crystal(request: Request) -> Any:
+        return await node.crystal_detail(request.params["crystal_id"])
+
+    @app.route("POST", "/v1/crystals/search")
+    async def search(request: Request) -> Any:
+        body = request.json()
+        query = body.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise HttpError(400, "query is required")
+        hits = await node.memory.search(
+            SearchRequest(
+                query=query,
+                k=int(body.get("k", 10)),
+                semantic_types=tuple(body.get("types") or ()),
+                lifecycles=tuple(body.get("lifecycles") or ()),
+                scopes=tuple(body.get("scopes") or ()),
+            )
+        )
+        return {"hits": [hit.to_dict() for hit in hits]}
+
+    @app.route("GET", "/v1/memory/status")
+    async def memory_status(request: Request) -> Any:
+        return await node.memory.run(node.memory.memory.status)
+
+    @app.route("POST", "/v1/memory/consolidate")
+    async def consolidate(request: Request) -> Any:
+        body = request.json()
+        report = await node.consolidate(purge=bool(body.get("purge")))
+        return asdict(report)
+
+    # --- skills & market --------------------------------------------------------------------
+    @app.route("POST", "/v1/skills/{crystal_id}/executions")
+    async def record_execution(request: Request) -> Any:
+        body = request.json()
+        if not isinstance(body.get("success"), bool):
+            raise HttpError(400, "success (true/false) is required")
+        reward = body.get("reward")
+        crystal = await node.record_execution(request.params["crystal_id"], body["success"], reward)
+        return crystal.to_dict()
+
+    @app.route("POST", "/v1/skills/{crystal_id}/versions")
+    async def new_version(request: Request) -> Any:
+        body = request.json()
+        if not isinstance(body.get("text"), str):
+            raise HttpError(400, "text is required")
+        crystal = await node.new_skill_version(request.params["crystal_id"], body["text"])
+        return crystal.to_dict()
+
+    @app.route("POST", "/v1/skills/{crystal_id}/publish")
+    async def publish(request: Request) -> Any:
+        return await node.publish_skill(request.params["crystal_id"])
+
+    @app.route("GET", "/v1/listings")
+    async def listings(request: Request) -> Any:
+        return {
+            "listings": await node.list_listings(
+                category=request.arg("category"),
+                max_price_micro_usdc=_int_arg(request, "max_price"),
+                tags=tuple(request.query.get("tag", [])),
+            )
+        }
+
+    @app.route("GET", "/v1/listings/search")
+    async def search_listings(request: Request) -> Any:
+        query = request.arg("q") or ""
+        if not query.strip():
+            raise HttpError(400, "q is required")
+        return {
+            "listings": await node.search_listings(
+                query,
+                k=_int_arg(request, "k") or 10,
+                category=request.arg("category"),
+                max_price_micro_usdc=_int_arg(request, "max_price"),
+                tags=tuple(request.query.get("tag", [])),
+            )
+        }
+
+    # --- weather ----------------------------------------------------------------------------
+    @app.route("GET", "/v1/weather")
+    async def weather(request: Request) -> Any:
+        return node.weather()
+
+    @app.route("POST", "/v1/weather/broadcast")
+    async def broadcast(request: Request) -> Any:
+        body = request.json()
+        try:
+            level = float(body["level"])
+            duration_s = int(body["duration_s"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HttpError(400, "level (0..1) and duration_s are required") from exc
+        return await node.broadcast_weather(level, duration_s, str(body.get("reason", "")))
+
+    node.extend_api(app)
+    return app

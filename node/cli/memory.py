@@ -1,0 +1,274 @@
+"""``crystalmesh memory ...``: the node's local memory.
+
+When a node is running on the data dir the commands go through its API (it
+owns the index); otherwise they open the store directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from node.cli.context import CliContext, CliError, common_options, stderr, table
+from node.crystals.model import AccessScope, LifespanPolicy, SemanticType
+
+TYPES = [t.value for t in SemanticType]
+SCOPES = [s.value for s in AccessScope]
+
+
+@contextmanager
+def open_memory(ctx: CliContext) -> Iterator[Any]:
+    from node.crystals.index import stderr_progress
+    from node.crystals.memory import Memory
+
+    config = ctx.config()
+    if not config.config_path.exists():
+        raise CliError(f"{config.data_dir} is not initialised; run `crystalmesh init` first")
+    memory = Memory(config, progress=None if ctx.as_json else stderr_progress("indexing"))
+    try:
+        yield memory
+    finally:
+        memory.close()
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _short(text: str, width: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@click.group()
+def memory() -> None:
+    """Add, search and maintain this node's knowledge crystals."""
+
+
+@memory.command("add")
+@click.argument("text")
+@click.option("--type", "semantic_type", type=click.Choice(TYPES), default="general",
+              show_default=True, help="Semantic type.")
+@click.option("--scope", type=click.Choice(SCOPES), default=None,
+              help="Access scope (default derived from sensitivity: private unless public content).")
+@click.option("--path", default=None, help="Source path the text came from.")
+@click.option("--ttl", "ttl_s", type=int, default=None, help="Expire after this many seconds.")
+@click.option("--category", default=None, help="Skill category (skills).")
+@click.option("--tag", "tags", multiple=True, help="Skill tag (repeatable).")
+@common_options
+def add(
+    ctx: CliContext,
+    text: str,
+    semantic_type: str,
+    scope: str | None,
+    path: str | None,
+    ttl_s: int | None,
+    category: str | None,
+    tags: tuple[str, ...],
+) -> None:
+    """Store TEXT as a crystal (deduplicated by content hash)."""
+    body = {
+        "text": text,
+        "type": semantic_type,
+        "scope": scope,
+        "path": path,
+        "ttl_ms": ttl_s * 1000 if ttl_s else None,
+        "category": category,
+        "tags": list(tags),
+    }
+    client = ctx.api(required=False)
+    if client is not None:
+        crystal = client.post("/v1/crystals", body)
+    else:
+        with open_memory(ctx) as mem:
+            crystal = add_local(mem, body).to_dict()
+    ctx.emit(
+        crystal,
+        lambda c: click.echo(
+            f"{c['id']}  {c['semanticType']}  scope={c['governance']['accessScope']}  "
+            f"sensitivity={c['governance']['sensitivity']}"
+        ),
+    )
+
+
+def add_local(mem: Any, body: dict[str, Any]) -> Any:
+    """Shared by the CLI (no node running) and the API handler."""
+    semantic_type = SemanticType(body.get("type") or "general")
+    ttl_ms = body.get("ttl_ms")
+    extra: dict[str, Any] = {}
+    if semantic_type in (SemanticType.SKILL, SemanticType.TASK_PATTERN):
+        extra = {
+            "skill_category": body.get("category"),
+            "skill_tags": list(body.get("tags") or []),
+        }
+    return mem.add(
+        body["text"],
+        semantic_type=semantic_type,
+        scope=AccessScope(body["scope"]) if body.get("scope") else None,
+        path=body.get("path"),
+        ttl_ms=ttl_ms,
+        lifespan=LifespanPolicy.TTL if ttl_ms else None,
+        **extra,
+    )
+
+
+@memory.command("search")
+@click.argument("query")
+@click.option("-k", "--limit", "k", type=int, default=10, show_default=True)
+@click.option("--type", "types", multiple=True, type=click.Choice(TYPES), help="Filter by type.")
+@click.option("--lifecycle", "lifecycles", multiple=True, help="Filter by lifecycle.")
+@click.option("--scope", "scopes", multiple=True, type=click.Choice(SCOPES), help="Filter by scope.")
+@common_options
+def search(
+    ctx: CliContext,
+    query: str,
+    k: int,
+    types: tuple[str, ...],
+    lifecycles: tuple[str, ...],
+    scopes: tuple[str, ...],
+) -> None:
+    """Hybrid (dense + BM25) search over this node's crystals."""
+    body = {"query": query, "k": k, "types": list(types), "lifecycles": list(lifecycles),
+            "scopes": list(scopes)}
+    client = ctx.api(required=False)
+    if client is not None:
+        hits = client.post("/v1/crystals/search", body)["hits"]
+    else:
+        from node.crystals.memory import SearchRequest
+
+        with open_memory(ctx) as mem:
+            hits = [
+                hit.to_dict()
+                for hit in mem.search(
+                    SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes))
+                )
+            ]
+
+    def render(items: list[dict[str, Any]]) -> None:
+        if not items:
+            click.echo("no matches")
+            return
+        table(
+            None,
+            ["#", "score", "id", "type", "lifecycle", "text"],
+            [
+                [i + 1, f"{h['score']:.4f}", h["id"][:8], h["crystal"]["semanticType"],
+                 h["crystal"]["lifecycle"], _short(h["crystal"]["text"])]
+                for i, h in enumerate(items)
+            ],
+        )
+
+    ctx.emit(hits, render)
+
+
+@memory.command("show")
+@click.argument("crystal_id")
+@common_options
+def show(ctx: CliContext, crystal_id: str) -> None:
+    """Show one crystal with its governance, provenance and audit trail."""
+    client = ctx.api(required=False)
+    if client is not None:
+        data = client.get(f"/v1/crystals/{crystal_id}")
+    else:
+        with open_memory(ctx) as mem:
+            crystal = mem.get(crystal_id)
+            data = crystal.to_dict() | {"audit": mem.store.audit_log(crystal.id, 20)}
+
+    def render(c: dict[str, Any]) -> None:
+        governance = c["governance"]
+        click.echo(f"id           {c['id']}")
+        click.echo(f"type         {c['semanticType']}   origin {c['origin']}   lifecycle {c['lifecycle']}")
+        click.echo(f"scope        {governance['accessScope']}   sensitivity {governance['sensitivity']}"
+                   f"   lifespan {governance['lifespanPolicy']}")
+        click.echo(f"importance   {c['importanceScore']:.4f}   accesses {c['accessCount']}"
+                   f"   last access {_when(c['lastAccessedAt'])}")
+        click.echo(f"created      {_when(c['createdAt'])}   hash {c['hash'][:16]}…")
+        if c.get("stableSkillId") or c["semanticType"] in ("skill", "task_pattern"):
+            click.echo(f"skill        stable id {c['stableSkillId']}  v{c['skillVersion']}"
+                       f"  executions {c['executions']}  successes {c['successes']}")
+        if governance.get("peerOrigin"):
+            click.echo(f"peer origin  {governance['peerOrigin']}")
+        click.echo("")
+        click.echo(c["text"])
+        if c.get("audit"):
+            click.echo("")
+            table("audit", ["when", "action", "from", "to"],
+                  [[_when(a["at_ms"]), a["action"], a["from_state"], a["to_state"]] for a in c["audit"]])
+
+    ctx.emit(data, render)
+
+
+@memory.command("consolidate")
+@click.option("--purge", is_flag=True, help="Also delete expired and archived crystals.")
+@common_options
+def consolidate(ctx: CliContext, purge: bool) -> None:
+    """Run one consolidation cycle now (decay, expiry, merges; seed 000)."""
+    client = ctx.api(required=False)
+    if client is not None:
+        report = client.post("/v1/memory/consolidate", {"purge": purge})
+    else:
+        from dataclasses import asdict
+
+        with open_memory(ctx) as mem:
+            report = asdict(mem.consolidate(purge=purge))
+    ctx.emit(
+        report,
+        lambda r: click.echo(
+            f"scored {r['scored']}, expired {r['expired']} (ttl {r['ttl_expired']}), "
+            f"merged {r['merged']}, purged {r['purged']}"
+        ),
+    )
+
+
+@memory.command("status")
+@common_options
+def status(ctx: CliContext) -> None:
+    """Counts by lifecycle and type, index state, hormones."""
+    client = ctx.api(required=False)
+    if client is not None:
+        data = client.get("/v1/memory/status")
+    else:
+        with open_memory(ctx) as mem:
+            data = mem.status()
+
+    def render(s: dict[str, Any]) -> None:
+        click.echo(f"crystals     {s['total']}   ({s['db_path']})")
+        click.echo(f"embedder     {s['embedder']} ({s['dim']}-d)   index vectors {s['index']['vectors']}")
+        click.echo("lifecycle    " + ", ".join(f"{k} {v}" for k, v in sorted(s["by_lifecycle"].items())))
+        click.echo("types        " + ", ".join(f"{k} {v}" for k, v in sorted(s["by_type"].items())))
+        h = s["hormones"]
+        click.echo(f"hormones     dopamine {h.get('dopamine', 0):.3f}  cortisol {h.get('cortisol', 0):.3f}"
+                   f"  oxytocin {h.get('oxytocin', 0):.3f}")
+        click.echo(f"consolidated {_when(s.get('last_consolidation_ms'))}")
+
+    ctx.emit(data, render)
+
+
+@memory.command("import")
+@click.argument("file", type=click.File("r"))
+@click.option("--type", "semantic_type", type=click.Choice(TYPES), default="general")
+@common_options
+def import_lines(ctx: CliContext, file: Any, semantic_type: str) -> None:
+    """Add every non-empty line of FILE as a crystal (one transaction, with progress)."""
+    from node.crystals.model import SemanticType as ST
+
+    if ctx.api(required=False) is not None:
+        raise CliError("a node is running on this data dir; stop it before a bulk import")
+    lines = [line.strip() for line in file if line.strip()]
+    with open_memory(ctx) as mem:
+        created = 0
+        batch = 256
+        for start in range(0, len(lines), batch):
+            chunk = lines[start : start + batch]
+            crystals = [mem.prepare(text, semantic_type=ST(semantic_type)) for text in chunk]
+            created += sum(1 for r in mem.add_crystals(crystals) if r.created)
+            if not ctx.as_json:
+                stderr(f"imported {min(start + batch, len(lines))}/{len(lines)}")
+    ctx.emit({"lines": len(lines), "created": created},
+             lambda r: click.echo(f"{r['created']} new crystals from {r['lines']} lines"))

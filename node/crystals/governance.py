@@ -1,0 +1,168 @@
+"""Crystal governance: who may read a crystal, how sensitive it is, when it lapses.
+
+Seed 000, ``governance.ts``. Pure functions; the store and the API call them.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from node.crystals.model import (
+    KNOWLEDGE_TYPES,
+    AccessScope,
+    Governance,
+    Lifecycle,
+    LifespanPolicy,
+    SemanticType,
+    Sensitivity,
+)
+
+
+class Requester(StrEnum):
+    """Who is asking for a crystal."""
+
+    LOCAL_AGENT = "local_agent"
+    AUTHENTICATED_SESSION = "authenticated_session"
+    PEER = "peer"
+    ANONYMOUS = "anonymous"
+
+
+_ALLOWED: dict[AccessScope, frozenset[Requester]] = {
+    AccessScope.CONFIDENTIAL: frozenset({Requester.LOCAL_AGENT}),
+    AccessScope.PRIVATE: frozenset({Requester.LOCAL_AGENT}),
+    AccessScope.SHARED: frozenset({Requester.LOCAL_AGENT, Requester.AUTHENTICATED_SESSION}),
+    AccessScope.PUBLIC: frozenset(Requester),
+}
+
+
+def can_access(
+    crystal_scope: AccessScope | str, lifecycle: Lifecycle | str, requester: Requester | str
+) -> bool:
+    """Whether ``requester`` may read a crystal.
+
+    Seed table: confidential and private → only ``local_agent``; shared →
+    ``local_agent`` + authenticated sessions; public → anyone. "Expired crystals
+    always return false regardless of scope." Unknown requesters get nothing.
+    """
+    if Lifecycle(lifecycle) == Lifecycle.EXPIRED:
+        return False
+    try:
+        who = Requester(requester)
+    except ValueError:
+        return False
+    return who in _ALLOWED[AccessScope(crystal_scope)]
+
+
+# --- sensitivity ------------------------------------------------------------------------------
+# Confidential: credentials. Vendor key formats are matched anywhere; generic
+# secrets only when a secret-ish word is followed by a long value that mixes
+# letters and digits, so prose like "token bucket rate limiter" stays normal.
+_SECRET_VALUE = (
+    r"[\"'`]?(?=[A-Za-z0-9+/_\-]*\d)(?=[A-Za-z0-9+/_\-]*[A-Za-z])[A-Za-z0-9+/_\-]{16,}={0,2}"
+)
+_CONFIDENTIAL_PATTERNS = [
+    re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"),
+    re.compile(r"\bsk-(?:[A-Za-z]+-)?[A-Za-z0-9_\-]{20,}"),  # OpenAI / Anthropic style
+    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key id
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),  # GitHub tokens
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{30,}\b"),
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),  # Slack tokens
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"),  # Google API key
+    re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
+    re.compile(r"\b0x[0-9a-fA-F]{64}\b"),  # secp256k1 private key (or a 32-byte hash)
+    re.compile(
+        r"(?i)(?:api[_\-]?key|secret|token|passw(?:or)?d|passphrase|pwd|credential|"
+        r"access[_\-]?key|private[_\-]?key|auth)[\w\-]*[\"']?\s*(?:[:=]|\s)\s*" + _SECRET_VALUE
+    ),
+    # password = "literal" (code) and "password: hunter2" (prose); not type hints
+    # ("password: str") or expressions ("password = self.password").
+    re.compile(r"(?i)(?<![A-Za-z])(?:passw(?:or)?d|passphrase|pwd)[\"']?\s*[:=]\s*[\"'][^\"'\s]{4,}[\"']"),
+    re.compile(
+        r"(?i)(?<![A-Za-z])(?:passw(?:or)?d|passphrase|pwd)\s*[:=]\s*"
+        r"(?!(?:str|bytes|int|none|null|undefined|optional|string|secretstr)\b)"
+        r"[^\s\"'(),;{}\[\].]{4,}(?=\s|$|[,;]|\.(?:\s|$))"
+    ),
+    re.compile(
+        r"(?i)\b(?:my|our)\s+(?:\w+\s+)?(?:password|passphrase|pin|passcode)\s+(?:is|was)\b"
+    ),
+]
+
+# Personal: contact details, names, feelings and opinions about oneself.
+_FEELINGS = (
+    r"anxious|sad|depressed|lonely|unhappy|angry|upset|scared|worried|"
+    r"stressed|nervous|overwhelmed|hurt|ashamed|guilty|heartbroken|frustrated|"
+    r"exhausted|burn(?:ed|t) out|miserable|jealous"
+)
+_PERSONAL_PATTERNS = [
+    re.compile(
+        r"(?<![\w.+\-])(?!git@)[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b"
+    ),
+    re.compile(r"(?<![\w.])(?:\+\d{1,3}[\s.\-]?)?\(?\d{3}\)?[\s.\-]\d{3}[\s.\-]\d{4}\b"),
+    re.compile(r"(?<![\w.])\+\d{1,3}(?:[\s.\-]?\d{2,4}){3,5}\b"),
+    re.compile(r"(?i)\bmy\s+name\s+is\b|\bcall\s+me\s+[A-Z]|\bi\s+live\s+(?:in|at)\b"),
+    re.compile(r"(?i)\bmy\s+(?:home\s+)?(?:address|birthday|phone(?:\s+number)?|email)\b"),
+    re.compile(
+        r"(?i)\bmy\s+(?:wife|husband|partner|girlfriend|boyfriend|mother|mom|father|dad|"
+        r"son|daughter|sister|brother|therapist|doctor|diagnosis)\b"
+    ),
+    re.compile(r"(?i)\bi\s+(?:really\s+)?feel\b|\bi'?m\s+feeling\b"),
+    re.compile(
+        r"(?i)\bi(?:'m|\s+am)\s+(?:so\s+|really\s+|very\s+|quite\s+|a\s+bit\s+)?(?:"
+        + _FEELINGS
+        + r")\b"
+    ),
+    re.compile(r"(?i)\bi\s+(?:really\s+)?(?:love|hate|miss)\s+(?:you|him|her|them|my)\b"),
+    re.compile(r"(?i)\bin\s+my\s+(?:personal\s+)?opinion\b|\bpersonally,?\s+i\b"),
+]
+
+
+def classify_sensitivity(text: str) -> Sensitivity:
+    """Sensitivity of ``text`` by regex.
+
+    Seed: "confidential: passwords, API keys, tokens, secrets; personal: names,
+    emails, opinions, personal feelings; normal: everything else." Confidential
+    wins over personal.
+    """
+    if any(pattern.search(text) for pattern in _CONFIDENTIAL_PATTERNS):
+        return Sensitivity.CONFIDENTIAL
+    if any(pattern.search(text) for pattern in _PERSONAL_PATTERNS):
+        return Sensitivity.PERSONAL
+    return Sensitivity.NORMAL
+
+
+def default_scope_for(
+    sensitivity: Sensitivity | str, semantic_type: SemanticType | str
+) -> AccessScope:
+    """Access scope a new crystal gets unless the user says otherwise.
+
+    Confidential content is confidential and personal content private, whatever
+    the type. Normal memory crystals are private too (seed: they "never leave the
+    node"); normal knowledge crystals (skill, task_pattern) are shared, so they
+    can pass the marketplace gates once they have a track record.
+    """
+    level = Sensitivity(sensitivity)
+    if level == Sensitivity.CONFIDENTIAL:
+        return AccessScope.CONFIDENTIAL
+    if level == Sensitivity.PERSONAL:
+        return AccessScope.PRIVATE
+    if SemanticType(semantic_type) in KNOWLEDGE_TYPES:
+        return AccessScope.SHARED
+    return AccessScope.PRIVATE
+
+
+def ttl_elapsed(ttl_ms: int | None, created_at_ms: int, now_ms: int) -> bool:
+    """Whether a TTL of ``ttl_ms`` counted from ``created_at_ms`` has run out."""
+    return ttl_ms is not None and now_ms - created_at_ms >= ttl_ms
+
+
+def lifespan_expired(governance: Governance, created_at_ms: int, now_ms: int) -> bool:
+    """Whether the lifespan policy says the crystal is over (what ``enforce_lifespan`` uses).
+
+    Seed: ``ttl`` — "Expired after ttlMs milliseconds (enforced by enforceLifespan())";
+    ``permanent`` never expires; ``decay`` is left to consolidation. A ``ttl``
+    policy without ``ttl_ms`` never expires.
+    """
+    if governance.lifespan_policy != LifespanPolicy.TTL:
+        return False
+    return ttl_elapsed(governance.ttl_ms, created_at_ms, now_ms)

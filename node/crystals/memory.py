@@ -1,0 +1,468 @@
+"""A node's local memory: store + vector index + embedder + hormones, as one object.
+
+``Memory`` is synchronous (CLI, benchmarks, tests). ``AsyncMemory`` is what
+trio code uses: every store call goes through ``trio.to_thread.run_sync`` with a
+``CapacityLimiter(1)``, so SQLite sees one writer thread at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, ParamSpec, TypeVar
+
+import numpy as np
+import trio
+
+from node.config import NodeConfig
+from node.crystals import governance as gov
+from node.crystals import provenance
+from node.crystals.fusion import fts_query, fuse
+from node.crystals.index import IndexParams, ProgressCallback, VectorIndex
+from node.crystals.model import (
+    LOCAL_ONLY_SCOPES,
+    AccessScope,
+    Crystal,
+    Governance,
+    Lifecycle,
+    LifespanPolicy,
+    Origin,
+    ProvenanceNode,
+    ProvenanceOperation,
+    SemanticType,
+    Sensitivity,
+    Source,
+    now_ms,
+)
+from node.crystals.store import CrystalNotFound, CrystalStore, Filters, StoreError
+from node.memory.consolidation import ConsolidationInput, plan_consolidation
+from node.memory.embedder import Embedder, get_embedder
+from node.memory.hormones import (
+    HormonalStateManager,
+    compute_crystal_influence,
+    emotional_valence,
+)
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Re-weighting after fusion stays small: relevance decides, importance and
+# recency (modulated by hormones) only break near-ties.
+IMPORTANCE_WEIGHT = 0.1
+RECENCY_WEIGHT = 0.05
+RECENCY_HALF_LIFE_MS = 7 * 24 * 3600 * 1000
+INDEX_SAVE_EVERY = 1000
+
+_SCOPE_RANK = {
+    AccessScope.PUBLIC: 0,
+    AccessScope.SHARED: 1,
+    AccessScope.PRIVATE: 2,
+    AccessScope.CONFIDENTIAL: 3,
+}
+
+
+class MemoryInputError(StoreError):
+    """A memory operation was refused (bad input); nothing was written."""
+
+
+@dataclass
+class SearchHit:
+    crystal: Crystal
+    score: float
+    dense: float | None = None
+    lexical: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.crystal.id,
+            "score": round(self.score, 6),
+            "dense": self.dense,
+            "lexical": self.lexical,
+            "crystal": self.crystal.to_dict(),
+        }
+
+
+@dataclass
+class SearchRequest:
+    query: str
+    k: int = 10
+    semantic_types: tuple[str, ...] = ()
+    lifecycles: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = ()
+    requester: str = gov.Requester.LOCAL_AGENT.value
+    record_access: bool = True
+
+
+@dataclass
+class ConsolidationReport:
+    scored: int = 0
+    expired: int = 0
+    merged: int = 0
+    ttl_expired: int = 0
+    purged: int = 0
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _most_restrictive(a: AccessScope, b: AccessScope) -> AccessScope:
+    return a if _SCOPE_RANK[a] >= _SCOPE_RANK[b] else b
+
+
+class Memory:
+    """Owns the store, the index and the hormonal state of one data dir."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        embedder: Embedder | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.config = config
+        self.embedder = embedder or get_embedder(config.memory.embedder)
+        self.store = CrystalStore(config.db_path)
+        try:
+            self.store.bind_embedder(self.embedder.name, self.embedder.dim)
+            self.index = VectorIndex(
+                config.index_path,
+                IndexParams(
+                    dim=self.embedder.dim,
+                    m=config.memory.hnsw_m,
+                    ef_construction=config.memory.hnsw_ef_construction,
+                    ef_search=config.memory.hnsw_ef_search,
+                ),
+                self.embedder.name,
+            )
+            self.index_state = self.index.open(self.store, progress)
+        except BaseException:
+            self.store.close()
+            raise
+        self.hormones = HormonalStateManager()
+        saved = self.store.get_meta("hormones")
+        if saved:
+            self.hormones = HormonalStateManager.from_dict(json.loads(saved))
+
+    def close(self) -> None:
+        if self.index.dirty:
+            self.index.save()
+        self.save_hormones()
+        self.store.close()
+
+    def save_hormones(self) -> None:
+        self.store.set_meta("hormones", json.dumps(self.hormones.to_dict()))
+
+    # --- ingestion ----------------------------------------------------------------------------
+    def prepare(
+        self,
+        text: str,
+        *,
+        semantic_type: SemanticType = SemanticType.GENERAL,
+        scope: AccessScope | None = None,
+        origin: Origin = Origin.USER_INPUT,
+        source: Source = Source.MEMORY,
+        path: str | None = None,
+        lifespan: LifespanPolicy | None = None,
+        ttl_ms: int | None = None,
+        actor: str = gov.Requester.LOCAL_AGENT.value,
+        **extra: Any,
+    ) -> Crystal:
+        """Build a crystal with governance, hormonal influence and provenance filled in."""
+        text = text.strip()
+        if not text:
+            raise MemoryInputError("a crystal needs some text")
+        sensitivity = gov.classify_sensitivity(text)
+        derived = gov.default_scope_for(sensitivity, semantic_type)
+        # An explicit scope may tighten but never loosen what the content demands:
+        # a text holding a secret stays confidential even if asked to be public.
+        chosen = derived if scope is None else _most_restrictive(scope, derived)
+        if lifespan is None:
+            lifespan = LifespanPolicy.TTL if ttl_ms else LifespanPolicy.DECAY
+        if lifespan is LifespanPolicy.TTL and not ttl_ms:
+            raise MemoryInputError("a ttl lifespan needs --ttl")
+        influence = compute_crystal_influence(text, origin)
+        crystal = Crystal(
+            text=text,
+            path=path,
+            source=source,
+            semantic_type=semantic_type,
+            origin=origin,
+            lifecycle=Lifecycle.FROZEN if semantic_type is SemanticType.SKILL else Lifecycle.GENERATED,
+            hormonal_influence=influence,
+            emotional_valence=emotional_valence(influence),
+            governance=Governance(
+                access_scope=chosen,
+                lifespan_policy=lifespan,
+                ttl_ms=ttl_ms,
+                sensitivity=sensitivity,
+                provenance_chain=[actor],
+            ),
+            **extra,
+        )
+        crystal.provenance_dag.append(
+            provenance.created_node(crystal.id, actor=actor, timestamp_ms=crystal.created_at_ms)
+        )
+        return crystal
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embedder.embed(list(texts))
+
+    def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None) -> list[Any]:
+        """Store crystals (one transaction) and index the new ones."""
+        if vectors is None:
+            vectors = self.embed([c.text for c in crystals])
+        for crystal, vector in zip(crystals, vectors, strict=True):
+            crystal.embedding = vector.tolist()
+        results = self.store.add_many(crystals)
+        new = [(r.rowid, i) for i, r in enumerate(results) if r.created]
+        if new:
+            self.index.add(
+                np.array([rowid for rowid, _ in new], dtype=np.int64),
+                np.vstack([vectors[i] for _, i in new]),
+            )
+            for crystal, result in zip(crystals, results, strict=True):
+                if result.created:
+                    self.hormones.observe(crystal.text)
+            if self.index.dirty >= INDEX_SAVE_EVERY:
+                self.index.save()
+        return results
+
+    def add(self, text: str, **kwargs: Any) -> Crystal:
+        crystal = self.prepare(text, **kwargs)
+        result = self.add_crystals([crystal])[0]
+        return self.store.get(result.id)
+
+    # --- retrieval ----------------------------------------------------------------------------
+    def search(self, request: SearchRequest) -> list[SearchHit]:
+        query = request.query.strip()
+        if not query:
+            raise MemoryInputError("empty search query")
+        k = max(1, min(request.k, 200))
+        lifecycles = request.lifecycles or tuple(
+            lc.value for lc in Lifecycle if lc not in (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
+        )
+        filters = Filters(request.semantic_types, lifecycles, request.scopes)
+        candidates = max(50, k * 5)
+        vector = self.embed([query])[0]
+        dense = self.index.query(vector, candidates)
+        lexical = self.store.fts(fts_query(query), candidates)
+        total_docs = max(1, self.store.fts_doc_count())
+
+        def doc_freq(term: str) -> float:
+            return self.store.fts_doc_freq(term) / total_docs
+
+        fused = fuse(
+            query,
+            [(str(rowid), score) for rowid, score in dense],
+            [(str(rowid), score) for rowid, score in lexical],
+            k=candidates,
+            doc_freq=doc_freq,
+        )
+        rowids = [int(rowid) for rowid, _ in fused]
+        crystals = self.store.get_by_rowids(rowids)
+        dense_by_id = dict(dense)
+        lexical_by_id = dict(lexical)
+        retrieval = self.hormones.retrieval_modulation()
+        now = now_ms()
+        allowed_types = set(filters.semantic_types)
+        allowed_lifecycles = set(filters.lifecycles)
+        allowed_scopes = set(filters.scopes)
+        hits: list[SearchHit] = []
+        for rowid_text, fused_score in fused:
+            rowid = int(rowid_text)
+            crystal = crystals.get(rowid)
+            if crystal is None:
+                continue
+            if allowed_types and crystal.semantic_type.value not in allowed_types:
+                continue
+            if crystal.lifecycle.value not in allowed_lifecycles:
+                continue
+            if allowed_scopes and crystal.governance.access_scope.value not in allowed_scopes:
+                continue
+            if not gov.can_access(crystal.governance.access_scope, crystal.lifecycle, request.requester):
+                continue
+            age_ms = now - (crystal.last_accessed_at_ms or crystal.created_at_ms)
+            recency = math.exp(-math.log(2) * max(age_ms, 0) / RECENCY_HALF_LIFE_MS)
+            weight = (1 + IMPORTANCE_WEIGHT * crystal.importance_score * retrieval.importance_boost) * (
+                1 + RECENCY_WEIGHT * recency * retrieval.recency_bias
+            )
+            hits.append(
+                SearchHit(crystal, fused_score * weight, dense_by_id.get(rowid), lexical_by_id.get(rowid))
+            )
+        hits.sort(key=lambda hit: hit.score, reverse=True)
+        hits = hits[:k]
+        if request.record_access and hits:
+            self.store.record_access([hit.crystal.id for hit in hits], now)
+            for hit in hits:
+                hit.crystal.access_count += 1
+                hit.crystal.last_accessed_at_ms = now
+        return hits
+
+    def get(self, crystal_id: str, requester: str = gov.Requester.LOCAL_AGENT.value) -> Crystal:
+        crystal = self.store.get(crystal_id)
+        if not gov.can_access(crystal.governance.access_scope, crystal.lifecycle, requester):
+            # Same answer as a missing crystal: do not reveal that it exists.
+            raise CrystalNotFound(crystal_id)
+        return crystal
+
+    # --- consolidation ------------------------------------------------------------------------
+    def consolidate(self, now: int | None = None, purge: bool = False) -> ConsolidationReport:
+        """Run one consolidation cycle (seed 000) and apply it in one transaction."""
+        at = now or now_ms()
+        inputs: list[ConsolidationInput] = []
+        for row in self.store.consolidation_rows():
+            governance = Governance.from_dict(json.loads(row["governance_json"]))
+            inputs.append(
+                ConsolidationInput(
+                    id=row["id"],
+                    path=row["path"],
+                    semantic_type=SemanticType(row["semantic_type"]),
+                    lifecycle=Lifecycle(row["lifecycle"]),
+                    access_count=row["access_count"],
+                    last_accessed_at_ms=row["last_accessed_at_ms"],
+                    created_at_ms=row["created_at_ms"],
+                    emotional_valence=row["emotional_valence"],
+                    lifespan_policy=governance.lifespan_policy,
+                    embedding=np.frombuffer(row["embedding"], dtype=np.float32)
+                    if row["embedding"] is not None
+                    else None,
+                    importance=row["importance_score"],
+                    ttl_ms=governance.ttl_ms,
+                )
+            )
+        plan = plan_consolidation(
+            inputs, at, self.config.memory, self.hormones.consolidation_modulation()
+        )
+        transitions = [
+            (t.crystal_id, t.from_lifecycle.value, t.to_lifecycle.value, t.reason.value)
+            for t in plan.transitions
+        ]
+        merges = [(m.winner_id, m.loser_id, m.similarity) for m in plan.merges]
+        self.store.apply_consolidation(
+            [(u.crystal_id, u.importance) for u in plan.score_updates], transitions, merges, at
+        )
+        self.store.set_meta("last_consolidation_ms", str(at))
+        report = ConsolidationReport(
+            scored=len(plan.score_updates),
+            expired=sum(1 for t in plan.transitions if t.to_lifecycle is Lifecycle.EXPIRED),
+            merged=len(merges),
+            ttl_expired=sum(1 for t in transitions if t[3] == "ttl_elapsed"),
+            transitions=[
+                {"id": t[0], "from": t[1], "to": t[2], "reason": t[3]} for t in transitions
+            ],
+        )
+        if purge:
+            report.purged = self.purge()
+        return report
+
+    def purge(self) -> int:
+        removed = self.store.purge()
+        if removed:
+            self.index.mark_deleted(removed, self.store.checkpoint("vector_deletions"))
+            self.index.save()
+        return len(removed)
+
+    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None) -> Crystal:
+        return self.store.record_execution(
+            crystal_id, success, reward if reward is not None else (1.0 if success else 0.0)
+        )
+
+    def ensure_stable_skill_id(self, crystal_id: str) -> Crystal:
+        """A skill's first listing fixes its stable id (its first version's crystal id)."""
+        crystal = self.store.get(crystal_id)
+        if crystal.stable_skill_id is None:
+            self.store.update_fields(crystal.id, "stable_skill_id_set", stable_skill_id=crystal.id)
+            crystal.stable_skill_id = crystal.id
+        return crystal
+
+    def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
+        """Create version n+1 of a skill; the previous version becomes deprecated.
+
+        Execution statistics start from zero: the new text has not proven itself
+        yet, so it must pass the quality gates again before it can be listed.
+        """
+        previous = self.store.get(crystal_id)
+        if not previous.is_knowledge:
+            raise MemoryInputError("only skill and task_pattern crystals have versions")
+        if previous.deprecated:
+            raise MemoryInputError(
+                f"{previous.id} is already superseded; version its newest version instead"
+            )
+        stable_id = previous.stable_skill_id or previous.id
+        crystal = self.prepare(
+            text,
+            semantic_type=previous.semantic_type,
+            scope=previous.governance.access_scope,
+            origin=previous.origin,
+            source=previous.source,
+            path=previous.path,
+            stable_skill_id=stable_id,
+            skill_version=previous.skill_version + 1,
+            previous_version_id=previous.id,
+            skill_tags=list(previous.skill_tags),
+            skill_category=previous.skill_category,
+        )
+        crystal.provenance_dag = [
+            ProvenanceNode(
+                crystal.id,
+                ProvenanceOperation.MUTATED,
+                gov.Requester.LOCAL_AGENT.value,
+                crystal.created_at_ms,
+                [previous.id],
+            )
+        ]
+        if previous.stable_skill_id is None:
+            self.store.update_fields(previous.id, "stable_skill_id_set", stable_skill_id=stable_id)
+        vector = self.embed([crystal.text])[0]
+        crystal.embedding = vector.tolist()
+        result = self.store.add_version(crystal, previous.id)
+        self.index.add(np.array([result.rowid], dtype=np.int64), vector.reshape(1, -1))
+        return self.store.get(crystal.id)
+
+    def status(self) -> dict[str, Any]:
+        stats = self.store.stats()
+        stats["index"] = {"vectors": self.index.count, "state": self.index_state}
+        stats["hormones"] = asdict(self.hormones.state()) | {"weather": self.hormones.weather()}
+        stats["db_path"] = str(self.config.db_path)
+        return stats
+
+    def local_only(self, crystal: Crystal) -> bool:
+        return crystal.governance.access_scope in LOCAL_ONLY_SCOPES or (
+            crystal.governance.sensitivity is Sensitivity.CONFIDENTIAL
+        )
+
+
+class AsyncMemory:
+    """trio face of ``Memory``: one worker thread at a time touches SQLite and the index."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self._limiter = trio.CapacityLimiter(1)
+
+    async def run(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await trio.to_thread.run_sync(
+            lambda: function(*args, **kwargs), limiter=self._limiter
+        )
+
+    async def add(self, text: str, **kwargs: Any) -> Crystal:
+        crystal = self.memory.prepare(text, **kwargs)
+        # Embedding is CPU work without SQLite: keep it outside the store's limiter.
+        vectors = await trio.to_thread.run_sync(self.memory.embed, [crystal.text])
+        results = await self.run(self.memory.add_crystals, [crystal], vectors)
+        return await self.run(self.memory.store.get, results[0].id)
+
+    async def search(self, request: SearchRequest) -> list[SearchHit]:
+        return await self.run(self.memory.search, request)
+
+
+__all__ = [
+    "AsyncMemory",
+    "ConsolidationReport",
+    "Memory",
+    "MemoryInputError",
+    "ProvenanceOperation",
+    "SearchHit",
+    "SearchRequest",
+]

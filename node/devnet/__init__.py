@@ -1,0 +1,1 @@
+"""Local devnet: chain + node processes on loopback."""

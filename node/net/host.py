@@ -1,0 +1,114 @@
+"""The libp2p host: one Ed25519 key, Noise only, yamux, TCP.
+
+The node's identity seed (``identity.key``) is the libp2p key, so the libp2p
+peer id equals ``protocol.identity.Identity.peer_id`` for the same seed and a
+peer's gossip/stream identity is the key that signs its envelopes.
+
+Why the options below are not py-libp2p's defaults (0.8.1):
+
+- ``new_host`` offers plaintext, secio and TLS next to Noise unless ``sec_opt``
+  is given; a plaintext connection would let anyone claim any peer id.
+- The default muxer table offers mplex as a fallback; we offer yamux only.
+- With ``max_connections_per_peer`` above 1 every dial waits ~250 ms for a
+  second connection; one connection per peer is all gossip needs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import multiaddr
+from libp2p import new_host
+from libp2p.abc import IHost
+from libp2p.crypto.ed25519 import create_new_key_pair as ed25519_key_pair
+from libp2p.crypto.keys import KeyPair
+from libp2p.crypto.x25519 import create_new_key_pair as x25519_key_pair
+from libp2p.custom_types import TMuxerOptions, TProtocol, TSecurityOptions
+from libp2p.network.config import ConnectionConfig
+from libp2p.peer.id import ID
+from libp2p.peer.peerinfo import PeerInfo, info_from_p2p_addr
+from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
+from libp2p.security.noise.transport import Transport as NoiseTransport
+from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
+from libp2p.stream_muxer.yamux.yamux import Yamux
+
+logger = logging.getLogger(__name__)
+
+SEED_BYTES = 32
+
+
+@dataclass(frozen=True)
+class HostParts:
+    """A built (not yet running) host plus what is needed to run it."""
+
+    host: IHost
+    key_pair: KeyPair
+    listen_addrs: tuple[multiaddr.Multiaddr, ...]
+
+    @property
+    def peer_id(self) -> ID:
+        return self.host.get_id()
+
+
+def key_pair_from_seed(seed: bytes) -> KeyPair:
+    """The libp2p key pair for a 32-byte Ed25519 seed (same key as protocol.identity)."""
+    if len(seed) != SEED_BYTES:
+        raise ValueError(f"Ed25519 seed must be {SEED_BYTES} bytes, got {len(seed)}")
+    return ed25519_key_pair(seed)
+
+
+def peer_id_from_seed(seed: bytes) -> ID:
+    return ID.from_pubkey(key_pair_from_seed(seed).public_key)
+
+
+def noise_only(key_pair: KeyPair) -> TSecurityOptions:
+    """Security table offering Noise and nothing else (no plaintext fallback)."""
+    return {
+        NOISE_PROTOCOL_ID: NoiseTransport(key_pair, noise_privkey=x25519_key_pair().private_key)
+    }
+
+
+def yamux_only() -> TMuxerOptions:
+    return {TProtocol(YAMUX_PROTOCOL_ID): Yamux}
+
+
+def connection_config(dial_timeout_s: float = 10.0) -> ConnectionConfig:
+    return ConnectionConfig(max_connections_per_peer=1, dial_timeout=dial_timeout_s)
+
+
+def build_host(seed: bytes, listen: str) -> HostParts:
+    """Build a host for ``seed`` that will listen on ``listen`` (``/tcp/0`` allowed).
+
+    The host is not listening yet: run it with ``host.run(parts.listen_addrs)``
+    *after* the pubsub services have started (see ``node.net.service``).
+    """
+    key_pair = key_pair_from_seed(seed)
+    listen_addr = multiaddr.Multiaddr(listen)
+    host = new_host(
+        key_pair=key_pair,
+        sec_opt=noise_only(key_pair),
+        muxer_opt=yamux_only(),
+        listen_addrs=[listen_addr],
+        connection_config=connection_config(),
+        enable_mDNS=False,
+        enable_upnp=False,
+    )
+    return HostParts(host=host, key_pair=key_pair, listen_addrs=(listen_addr,))
+
+
+def listen_addrs(host: IHost) -> list[str]:
+    """Actual listen addresses including ``/p2p/<peer id>`` (real port when 0 was asked)."""
+    return [str(addr) for addr in host.get_addrs()]
+
+
+def peer_info_from_addr(addr: str) -> PeerInfo:
+    """Parse ``/ip4/…/tcp/…/p2p/<peer id>``; raises ValueError when the peer id is missing."""
+    try:
+        return info_from_p2p_addr(multiaddr.Multiaddr(addr))
+    except Exception as exc:
+        raise ValueError(f"not a dialable /p2p multiaddr: {addr!r} ({exc})") from exc
+
+
+def to_peer_id(peer: str | ID) -> ID:
+    return peer if isinstance(peer, ID) else ID.from_base58(peer)

@@ -1,0 +1,256 @@
+"""The purchase protocol transport: one request, one response, per stream.
+
+Built on py-libp2p's ``RequestResponse`` helper (0.8.1), which owns framing,
+size limits and timeouts, and — unlike a raw stream handler — catches every
+exception so a bad request can never take the node down.
+
+Wire format on ``/crystalmesh/purchase/1`` (for docs/protocol.md):
+
+1. The client opens a new yamux stream on the Noise-secured connection and
+   negotiates ``/crystalmesh/purchase/1`` with multistream-select 1.0.
+2. It writes one frame: ``uvarint(len(payload)) || payload`` where payload is
+   a sealed envelope (canonical CBOR, ``protocol.envelope``), at most
+   ``MAX_MESSAGE_BYTES`` (256 KiB). Unsigned LEB128 varint, as in go-msgio.
+3. The server reads exactly one frame, answers with one frame of the same
+   shape (a sealed envelope: the next purchase message or an ``ErrorReply``),
+   and closes its write side. The client closes too. No request ids: the
+   stream *is* the request.
+4. Oversize frames, a missing response within the timeout, or a reset stream
+   end the exchange with an error on the client; the server resets the stream
+   on oversize/timeout without answering.
+
+The server checks the request's envelope signature and that its sender key is
+the peer at the other end of the Noise channel, so a request cannot be
+replayed through another connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import trio
+from libp2p.abc import IHost
+from libp2p.custom_types import TProtocol
+from libp2p.peer.id import ID
+from libp2p.peer.peerinfo import PeerInfo
+from libp2p.request_response import (
+    BytesCodec,
+    MessageTooLargeError,
+    ProtocolNotSupportedError,
+    RequestContext,
+    RequestResponse,
+    RequestResponseConfig,
+    RequestResponseError,
+    RequestTimeoutError,
+)
+
+from protocol.codec import MAX_MESSAGE_BYTES
+from protocol.envelope import Envelope, InvalidEnvelope, open_envelope, seal
+from protocol.identity import Identity, peer_id_from_public_key
+from protocol.messages import ErrorReply
+from protocol.purchase import ERROR_BAD_REQUEST, ERROR_INTERNAL, ERROR_RATE_LIMITED
+from protocol.topics import PURCHASE_EXCHANGES, PURCHASE_PROTOCOL
+
+from .host import peer_info_from_addr
+
+logger = logging.getLogger(__name__)
+
+RequestHandler = Callable[[str, Envelope], Awaitable[bytes]]
+
+# ErrorReply needs a request id; this one answers requests we could not even read.
+NO_REQUEST_ID = "0" * 32
+
+
+class ReqRespError(Exception):
+    """A purchase-protocol exchange failed."""
+
+
+class PeerUnreachable(ReqRespError):
+    """No connection to the peer could be made (no address, dial failed, banned)."""
+
+
+class RequestTimeout(ReqRespError):
+    """The peer did not answer within the timeout."""
+
+
+class RequestFailed(ReqRespError):
+    """The exchange broke: stream reset, protocol unsupported, or a frame over the size limit."""
+
+
+class PurchaseTransport:
+    """Serve and send purchase-protocol requests (payloads are sealed envelopes)."""
+
+    def __init__(
+        self,
+        host: IHost,
+        identity: Identity,
+        next_seq: Callable[[], int],
+        handler_timeout_s: float = 30.0,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        max_concurrent_inbound: int = 64,
+        is_banned: Callable[[ID], bool] = lambda peer: False,
+        protocol_id: str = PURCHASE_PROTOCOL,
+    ) -> None:
+        self.host = host
+        self.identity = identity
+        self.next_seq = next_seq
+        self.handler_timeout_s = handler_timeout_s
+        self.max_message_bytes = max_message_bytes
+        self.max_concurrent_inbound = max_concurrent_inbound
+        self.is_banned = is_banned
+        self.protocol_id = TProtocol(protocol_id)
+        self._rr = RequestResponse(host)
+        self._codec = BytesCodec()
+        self._handler: RequestHandler | None = None
+
+    def _config(self, timeout_s: float) -> RequestResponseConfig:
+        return RequestResponseConfig(
+            timeout=timeout_s,
+            max_request_size=self.max_message_bytes,
+            max_response_size=self.max_message_bytes,
+            max_concurrent_inbound=self.max_concurrent_inbound,
+        )
+
+    # ------------------------------------------------------------------ server
+    def serve(self, handler: RequestHandler) -> None:
+        """Answer requests with ``await handler(peer_id, envelope) -> sealed response bytes``.
+
+        A handler exception is logged and answered with ``ErrorReply("internal")``.
+        Handlers get ``handler_timeout_s`` (the server resets the stream after that).
+        """
+        self._handler = handler
+        # The helper's own timeout is a backstop just above ours, so that our
+        # timeout answers with an ErrorReply instead of a silent reset.
+        self._rr.set_handler(
+            self.protocol_id,
+            self._on_request,
+            self._codec,
+            self._config(self.handler_timeout_s + 1.0),
+        )
+
+    def stop_serving(self) -> None:
+        self._rr.remove_handler(self.protocol_id)
+        self._handler = None
+
+    def error_reply(self, code: str, detail: str = "", request_id: str = NO_REQUEST_ID) -> bytes:
+        """A sealed ``ErrorReply`` from this node (``code`` from protocol.purchase.ERROR_CODES)."""
+        reply = ErrorReply(request_id=request_id, code=code, message=detail[:280])
+        return seal(self.identity, ErrorReply.KIND, reply, self.next_seq(), _now_ms())
+
+    async def _on_request(self, data: bytes, context: RequestContext) -> bytes:
+        peer = str(context.peer_id)
+        if self.is_banned(context.peer_id):
+            return self.error_reply(ERROR_RATE_LIMITED, "banned")
+        try:
+            envelope = open_envelope(data, self.max_message_bytes)
+        except InvalidEnvelope as error:
+            return self.error_reply(ERROR_BAD_REQUEST, error.reason)
+        request_id = _request_id_of(envelope)
+        if envelope.kind not in PURCHASE_EXCHANGES:
+            return self.error_reply(
+                ERROR_BAD_REQUEST, f"{envelope.kind!r} is not a purchase request", request_id
+            )
+        if peer_id_from_public_key(envelope.sender) != peer:
+            return self.error_reply(ERROR_BAD_REQUEST, "sender_mismatch", request_id)
+        handler = self._handler
+        if handler is None:
+            return self.error_reply(ERROR_INTERNAL, "not serving purchases", request_id)
+        try:
+            with trio.fail_after(self.handler_timeout_s):
+                response = await handler(peer, envelope)
+        except trio.TooSlowError:
+            logger.warning("purchase handler timed out peer=%s kind=%s", peer, envelope.kind)
+            return self.error_reply(ERROR_INTERNAL, "timeout", request_id)
+        except Exception:
+            logger.exception("purchase handler failed peer=%s kind=%s", peer, envelope.kind)
+            return self.error_reply(ERROR_INTERNAL, "", request_id)
+        if not isinstance(response, bytes | bytearray) or len(response) > self.max_message_bytes:
+            logger.error("purchase handler returned an invalid response peer=%s", peer)
+            return self.error_reply(ERROR_INTERNAL, "", request_id)
+        return bytes(response)
+
+    # ------------------------------------------------------------------ client
+    async def request(self, peer: str, data: bytes, timeout_s: float = 30.0) -> bytes:
+        """Send ``data`` (a sealed envelope) to ``peer`` and return the raw response bytes.
+
+        ``peer`` is a peer id (must be connected or have known addresses) or
+        a full ``/ip4/…/tcp/…/p2p/<id>`` multiaddr (dialled if needed).
+        ``timeout_s`` covers dialling, the request and the response.
+        """
+        if len(data) > self.max_message_bytes:
+            raise RequestFailed(f"request of {len(data)} bytes exceeds {self.max_message_bytes}")
+        deadline = trio.current_time() + timeout_s
+        peer_id = await self._reach(peer, timeout_s)
+        remaining = deadline - trio.current_time()
+        if remaining <= 0:
+            raise RequestTimeout(f"no time left after dialling {peer_id}")
+        try:
+            return await self._rr.send_request(
+                peer_id, [self.protocol_id], data, self._codec, self._config(remaining)
+            )
+        except RequestTimeoutError as error:
+            raise RequestTimeout(f"{peer_id} did not answer within {timeout_s} s") from error
+        except ProtocolNotSupportedError as error:
+            raise RequestFailed(f"{peer_id} does not speak {self.protocol_id}") from error
+        except MessageTooLargeError as error:
+            raise RequestFailed(f"frame over {self.max_message_bytes} bytes: {error}") from error
+        except RequestResponseError as error:
+            if not self.host.get_network().connections.get(peer_id):
+                raise PeerUnreachable(f"{peer_id}: {error}") from error
+            raise RequestFailed(f"{peer_id}: {error}") from error
+
+    async def request_envelope(self, peer: str, data: bytes, timeout_s: float = 30.0) -> Envelope:
+        """``request`` and open the response; checks it is signed by the peer we asked."""
+        peer_id = _peer_id_of(peer)
+        raw = await self.request(peer, data, timeout_s)
+        try:
+            envelope = open_envelope(raw, self.max_message_bytes)
+        except InvalidEnvelope as error:
+            raise RequestFailed(f"invalid response from {peer_id}: {error}") from error
+        if peer_id_from_public_key(envelope.sender) != str(peer_id):
+            raise RequestFailed(f"response from {peer_id} is signed by another key")
+        return envelope
+
+    async def _reach(self, peer: str, timeout_s: float) -> ID:
+        peer_id = _peer_id_of(peer)
+        if self.is_banned(peer_id):
+            raise PeerUnreachable(f"{peer_id} is banned")
+        if self.host.get_network().connections.get(peer_id):
+            return peer_id
+        try:
+            if peer.startswith("/"):
+                info = peer_info_from_addr(peer)
+            else:
+                addrs = self.host.get_peerstore().addrs(peer_id)
+                if not addrs:
+                    raise PeerUnreachable(f"no known address for {peer_id}")
+                info = PeerInfo(peer_id, addrs)
+            with trio.fail_after(timeout_s):
+                await self.host.connect(info)
+        except PeerUnreachable:
+            raise
+        except trio.TooSlowError as error:
+            raise PeerUnreachable(f"dialling {peer_id} took over {timeout_s} s") from error
+        except Exception as error:
+            raise PeerUnreachable(f"cannot connect to {peer_id}: {error}") from error
+        return peer_id
+
+
+def _request_id_of(envelope: Envelope) -> str:
+    request_id = envelope.body.get("request_id")
+    return request_id if isinstance(request_id, str) else NO_REQUEST_ID
+
+
+def _peer_id_of(peer: str) -> ID:
+    try:
+        if peer.startswith("/"):
+            return peer_info_from_addr(peer).peer_id
+        return ID.from_base58(peer)
+    except Exception as error:
+        raise PeerUnreachable(f"not a peer id or /p2p multiaddr: {peer!r}") from error
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

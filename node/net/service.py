@@ -1,0 +1,212 @@
+"""NetService: the whole network side of one node, run in one trio nursery.
+
+    net = NetService(config.net, identity)
+    net.on_listing(handle_listing)            # async (Envelope) -> None
+    net.on_weather(handle_weather)
+    net.on_trust_report(handle_trust_report)
+    net.serve_purchases(handle_purchase)      # async (peer_id, Envelope) -> bytes
+    await nursery.start(net.run)              # listening and subscribed once started
+    await net.publish(topics.SKILLS, listing)
+
+Start order matters in py-libp2p 0.8.1: the Pubsub and GossipSub services
+must be running before ``host.run`` (bootstrap dials as soon as the host
+listens, and an inbound pubsub stream before the services start crashes
+them). Cancelling ``run`` stops everything in reverse order.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+from libp2p.peer.id import ID
+from libp2p.tools.anyio_service import background_trio_service
+
+from node.config import NetConfig
+from protocol.envelope import Envelope
+from protocol.identity import Identity
+from protocol.topics import SKILLS, TRUST, WEATHER
+
+from .gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
+from .gossip_config import GossipConfig, build_pubsub, build_router
+from .host import build_host, listen_addrs, to_peer_id
+from .peers import PeerManager, PeerStatus
+from .reqresp import PurchaseTransport, RequestHandler
+from .scoring import PeerScores, ScoringConfig
+from .validation import (
+    MessageValidator,
+    RejectHook,
+    Rejection,
+    RejectionCounter,
+    wall_clock_ms,
+)
+
+logger = logging.getLogger(__name__)
+
+
+async def _no_auto_connect() -> None:
+    """Replaces the swarm's AutoConnector: it redials any peerstore peer, banned ones too."""
+
+
+class NetService:
+    def __init__(
+        self,
+        config: NetConfig,
+        identity: Identity,
+        *,
+        gossip_config: GossipConfig | None = None,
+        scoring_config: ScoringConfig | None = None,
+        now_ms: Any = wall_clock_ms,
+        purchase_timeout_s: float = 30.0,
+        deliver_own: bool = False,
+    ) -> None:
+        self.config = config
+        self.identity = identity
+        self.gossip_config = gossip_config or GossipConfig(heartbeat_s=config.heartbeat_s)
+        parts = build_host(identity.seed, config.listen)
+        self.host = parts.host
+        self._listen = parts.listen_addrs
+        self.host.get_network().auto_connector.maybe_connect = _no_auto_connect  # type: ignore[attr-defined,method-assign]
+
+        self.scores = PeerScores(scoring_config)
+        self.rejections = RejectionCounter()
+        self.validator = MessageValidator(
+            management_keys=[bytes.fromhex(key) for key in config.management_keys],
+            clock_window_s=config.clock_window_s,
+            max_weather_duration_s=config.max_weather_duration_s,
+            now_ms=now_ms,
+            max_message_bytes=self.gossip_config.max_message_bytes,
+        )
+        self.router = build_router(self.gossip_config, self._app_score)
+        self.pubsub = build_pubsub(self.host, self.router, self.gossip_config)
+        self.pubsub.allowed_topics = frozenset(TOPICS)
+        self.sequence = SequenceSource(now_ms)
+        self.gossip = Gossip(
+            identity,
+            self.pubsub,
+            self.validator,
+            self.rejections,
+            sequence=self.sequence,
+            deliver_own=deliver_own,
+            on_rejected=self._on_rejected,
+        )
+        self.peer_manager = PeerManager(
+            self.host,
+            list(config.bootstrap),
+            score_of=self.scores.score,
+            max_backoff_s=config.reconnect_max_backoff_s,
+        )
+        self.purchases = PurchaseTransport(
+            self.host,
+            identity,
+            self.sequence.next,
+            handler_timeout_s=purchase_timeout_s,
+            is_banned=lambda peer: peer in self.peer_manager.banned,
+        )
+        self._started = trio.Event()
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def peer_id(self) -> str:
+        return str(self.host.get_id())
+
+    def listen_addrs(self) -> list[str]:
+        """Actual addresses, each ending in ``/p2p/<peer id>`` (valid once ``run`` started)."""
+        return listen_addrs(self.host)
+
+    # ------------------------------------------------------------------ gossip
+    def on_listing(self, handler: EnvelopeHandler) -> None:
+        self.gossip.on(SKILLS, handler)
+
+    def on_weather(self, handler: EnvelopeHandler) -> None:
+        self.gossip.on(WEATHER, handler)
+
+    def on_trust_report(self, handler: EnvelopeHandler) -> None:
+        self.gossip.on(TRUST, handler)
+
+    async def publish(self, topic: str, message: Any) -> Envelope:
+        """Seal ``message`` with our key and next seq, and gossip it on ``topic``."""
+        return await self.gossip.publish(topic, message)
+
+    def on_reject(self, hook: RejectHook) -> None:
+        """``hook(Rejection)`` for every rejected gossip message (for the trust ledger)."""
+        self.rejections.on_reject(hook)
+
+    def rejection_counts(self, peer_id: str) -> dict[str, int]:
+        return self.rejections.counts(peer_id)
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, peer_id: str) -> float:
+        return self.scores.score(peer_id)
+
+    def _app_score(self, peer: ID) -> float:
+        return self.scores.score(str(peer))
+
+    def _on_rejected(self, rejection: Rejection) -> None:
+        score = self.scores.penalize(rejection.peer_id, rejection.reason)
+        if score < self.scores.config.ban_threshold:
+            logger.warning(
+                "peer score below threshold, banning peer=%s score=%.1f", rejection.peer_id, score
+            )
+            self.ban(rejection.peer_id)
+
+    def ban(self, peer_id: str) -> None:
+        """Cut a peer off: pubsub blacklist (graylist), disconnect, refuse it later.
+
+        For the trust layer as well as for scoring. Lasts until ``unban``.
+        """
+        peer = to_peer_id(peer_id)
+        if peer == self.host.get_id():
+            return
+        if peer not in self.peer_manager.banned:
+            self.pubsub.add_to_blacklist(peer)
+        self.peer_manager.ban(peer)
+
+    def unban(self, peer_id: str) -> None:
+        peer = to_peer_id(peer_id)
+        self.pubsub.remove_from_blacklist(peer)
+        self.scores.forget(peer_id)
+        self.peer_manager.unban(peer)
+
+    def is_banned(self, peer_id: str) -> bool:
+        return to_peer_id(peer_id) in self.peer_manager.banned
+
+    # ------------------------------------------------------------------ peers
+    def peers(self) -> list[PeerStatus]:
+        return self.peer_manager.peers()
+
+    def connect(self, addr: str) -> str:
+        """Keep a connection to ``addr`` (``…/p2p/<id>``), redialled when it drops."""
+        return str(self.peer_manager.keep(addr))
+
+    def connected_peers(self) -> list[str]:
+        return [str(peer) for peer in self.host.get_connected_peers()]
+
+    def mesh_peers(self, topic: str) -> list[str]:
+        return [str(peer) for peer in self.router.mesh.get(topic, ())]
+
+    def topic_peers(self, topic: str) -> list[str]:
+        return [str(peer) for peer in self.pubsub.peer_topics.get(topic, ())]
+
+    # ------------------------------------------------------------------ purchase
+    def serve_purchases(self, handler: RequestHandler) -> None:
+        self.purchases.serve(handler)
+
+    async def request(self, peer: str, data: bytes, timeout_s: float = 30.0) -> bytes:
+        return await self.purchases.request(peer, data, timeout_s)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with background_trio_service(self.pubsub), background_trio_service(self.router):
+            await self.pubsub.wait_until_ready()
+            async with self.host.run(self._listen), trio.open_nursery() as nursery:
+                await nursery.start(self.gossip.run)
+                await nursery.start(self.peer_manager.run)
+                logger.info("net started peer=%s addrs=%s", self.peer_id, self.listen_addrs())
+                self._started.set()
+                task_status.started()
+                await trio.sleep_forever()
+
+    async def wait_started(self) -> None:
+        await self._started.wait()

@@ -1,0 +1,152 @@
+"""Helpers for tests and benchmarks of the net layer (real hosts, one trio run).
+
+Kept next to the code (like ``trio.testing``) so integration tests, the
+gossip benchmark and other folders' tests build nodes the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from node.config import NetConfig
+from protocol.envelope import Envelope
+from protocol.identity import Identity
+from protocol.messages import SkillListing, WeatherAlert, listing_id_for
+
+from .gossip import TOPICS
+from .gossip_config import GossipConfig
+from .scoring import ScoringConfig
+from .service import NetService
+
+
+async def wait_until(
+    condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition"
+) -> None:
+    """Poll ``condition`` every 10 ms; raise ``TimeoutError`` after ``timeout_s``."""
+    with trio.move_on_after(timeout_s):
+        while not condition():
+            await trio.sleep(0.01)
+        return
+    raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@dataclass
+class Inbox:
+    """Envelopes received per topic by one node (registered as its handlers)."""
+
+    listings: list[Envelope] = field(default_factory=list)
+    weather: list[Envelope] = field(default_factory=list)
+    trust: list[Envelope] = field(default_factory=list)
+
+    def attach(self, net: NetService) -> None:
+        async def on_listing(envelope: Envelope) -> None:
+            self.listings.append(envelope)
+
+        async def on_weather(envelope: Envelope) -> None:
+            self.weather.append(envelope)
+
+        async def on_trust(envelope: Envelope) -> None:
+            self.trust.append(envelope)
+
+        net.on_listing(on_listing)
+        net.on_weather(on_weather)
+        net.on_trust_report(on_trust)
+
+    def total(self) -> int:
+        return len(self.listings) + len(self.weather) + len(self.trust)
+
+
+def make_listing(
+    seller: Identity,
+    name: str = "summarise-logs",
+    now_ms: int = 0,
+    skill_version: int = 1,
+    price_micro_usdc: int = 10_000,
+) -> SkillListing:
+    """A valid listing for ``seller`` (ids derived as protocol.messages requires)."""
+    stable_skill_id = f"skill-{name}"
+    return SkillListing(
+        listing_id=listing_id_for(seller.public_key, stable_skill_id, skill_version),
+        stable_skill_id=stable_skill_id,
+        skill_version=skill_version,
+        name=name,
+        description="test listing",
+        tags=("test",),
+        category="tools",
+        content_hash="ab" * 32,
+        size_bytes=100,
+        price_micro_usdc=price_micro_usdc,
+        pay_to="0x" + "11" * 20,
+        chain_id=84532,
+        token_address="0x" + "22" * 20,
+        executions=5,
+        successes=4,
+        reward_sum_ppm=3_000_000,
+        unique_buyers=1,
+        expires_at_ms=(now_ms or 1) + 86_400_000,
+    )
+
+
+def make_weather(
+    issued_at_ms: int, duration_ms: int = 600_000, level_ppm: int = 800_000
+) -> WeatherAlert:
+    return WeatherAlert(
+        cortisol_level_ppm=level_ppm,
+        issued_at_ms=issued_at_ms,
+        expires_at_ms=issued_at_ms + duration_ms,
+        reason="test spike",
+    )
+
+
+def make_net(
+    identity: Identity | None = None,
+    bootstrap: Sequence[str] = (),
+    management_keys: Sequence[bytes] = (),
+    scoring: ScoringConfig | None = None,
+    **net_overrides: Any,
+) -> NetService:
+    config = NetConfig(
+        listen="/ip4/127.0.0.1/tcp/0",
+        bootstrap=list(bootstrap),
+        management_keys=[key.hex() for key in management_keys],
+        heartbeat_s=0.5,
+        reconnect_max_backoff_s=2.0,
+        **net_overrides,
+    )
+    return NetService(
+        config,
+        identity or Identity.generate(),
+        gossip_config=GossipConfig(heartbeat_s=0.5),
+        scoring_config=scoring,
+    )
+
+
+async def start_mesh(
+    nursery: trio.Nursery,
+    count: int,
+    management_keys: Sequence[bytes] = (),
+    identities: Sequence[Identity] = (),
+    scoring: ScoringConfig | None = None,
+    timeout_s: float = 15.0,
+) -> list[NetService]:
+    """Start ``count`` nodes, each bootstrapping from all earlier ones; wait for the mesh."""
+    nets: list[NetService] = []
+    for index in range(count):
+        identity = identities[index] if index < len(identities) else None
+        bootstrap = [net.listen_addrs()[0] for net in nets]
+        net = make_net(
+            identity, bootstrap=bootstrap, management_keys=management_keys, scoring=scoring
+        )
+        await nursery.start(net.run)
+        nets.append(net)
+    want = min(count - 1, 4)
+    await wait_until(
+        lambda: all(len(net.mesh_peers(topic)) >= want for net in nets for topic in TOPICS),
+        timeout_s,
+        "every node to have mesh peers on every topic",
+    )
+    return nets

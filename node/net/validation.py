@@ -1,0 +1,246 @@
+"""Gossip message validation: pure checks, no I/O, injectable clock.
+
+``MessageValidator.check(topic, data, from_peer)`` returns the opened
+``Envelope`` or raises ``InvalidEnvelope`` whose ``reason`` names the rule that
+failed. The envelope layer (``protocol.envelope.open_envelope``) rejects
+oversize, malformed CBOR, unknown kind/version, bad signature and bad body;
+this module adds the rules that need network context:
+
+- the kind must be allowed on the topic it arrived on (``wrong_topic``);
+- ``issued_at`` must be within ``clock_window_s`` of our clock (``stale``);
+- (sender, seq) must be new (``replayed``), see ``ReplayGuard``;
+- weather must be signed by a management key (``not_management``), last at
+  most ``max_weather_duration_s`` (``expiry_too_long``) and not be over
+  already (``expired``).
+
+A check never half-applies: the replay high-water mark only moves when the
+whole message is accepted, so a rejected message cannot burn a sequence
+number that a later, valid message needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from protocol.codec import MAX_MESSAGE_BYTES
+from protocol.envelope import (
+    REASON_BAD_BODY,
+    REASON_EXPIRED,
+    REASON_EXPIRY_TOO_LONG,
+    REASON_NOT_MANAGEMENT,
+    REASON_OVERSIZE,
+    REASON_REPLAYED,
+    REASON_STALE,
+    REASON_WRONG_TOPIC,
+    Envelope,
+    InvalidEnvelope,
+    open_envelope,
+)
+from protocol.messages import WeatherAlert
+from protocol.topics import TOPIC_KINDS, WEATHER
+
+logger = logging.getLogger(__name__)
+
+OVERSIZE = REASON_OVERSIZE
+WRONG_TOPIC = REASON_WRONG_TOPIC
+STALE = REASON_STALE
+REPLAYED = REASON_REPLAYED
+NOT_MANAGEMENT = REASON_NOT_MANAGEMENT
+EXPIRY_TOO_LONG = REASON_EXPIRY_TOO_LONG
+EXPIRED = REASON_EXPIRED
+BAD_BODY = REASON_BAD_BODY
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _reject(reason: str, detail: str, sender: bytes | None = None) -> InvalidEnvelope:
+    return InvalidEnvelope(reason, detail, sender)
+
+
+class ReplayGuard:
+    """Per-sender replay filter over envelope sequence numbers.
+
+    Gossip does not preserve order between paths, so a plain "seq must exceed
+    the last one seen" rule would drop honest messages that overtook each
+    other. Each sender keeps a *floor* and the set of the last
+    ``reorder_window`` accepted seqs above it: a seq is new when it is above
+    the floor and not in the set. When the set overflows, its smallest entry
+    becomes the floor, so anything older than the last ``reorder_window``
+    messages of a sender is rejected.
+
+    Memory is bounded: at most ``max_senders`` senders are tracked, least
+    recently heard first out. An evicted sender's old messages are still
+    rejected by the clock window (``issued_at`` older than ``clock_window_s``).
+    """
+
+    def __init__(self, reorder_window: int = 64, max_senders: int = 4096) -> None:
+        self.reorder_window = reorder_window
+        self.max_senders = max_senders
+        self._senders: OrderedDict[bytes, tuple[int, set[int]]] = OrderedDict()
+
+    def is_new(self, sender: bytes, seq: int) -> bool:
+        state = self._senders.get(sender)
+        if state is None:
+            return True
+        floor, recent = state
+        return seq > floor and seq not in recent
+
+    def commit(self, sender: bytes, seq: int) -> None:
+        state = self._senders.get(sender)
+        if state is None:
+            floor, recent = -1, set[int]()
+            if len(self._senders) >= self.max_senders:
+                self._senders.popitem(last=False)
+        else:
+            floor, recent = state
+            self._senders.move_to_end(sender)
+        recent.add(seq)
+        if len(recent) > self.reorder_window:
+            oldest = min(recent)
+            recent.discard(oldest)
+            floor = max(floor, oldest)
+        self._senders[sender] = (floor, recent)
+
+    def high_water(self, sender: bytes) -> int | None:
+        state = self._senders.get(sender)
+        if state is None:
+            return None
+        floor, recent = state
+        return max(recent, default=floor)
+
+    def __len__(self) -> int:
+        return len(self._senders)
+
+
+RejectHook = Callable[["Rejection"], None]
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """One rejected message: who handed it to us, why, and who it claimed to be from."""
+
+    peer_id: str
+    reason: str
+    topic: str
+    sender: bytes | None = None
+
+
+class RejectionCounter:
+    """Rejections per forwarding peer and reason, read by the trust layer and scoring.
+
+    ``peer_id`` is the libp2p peer that delivered the message (gossipsub
+    forwarders validate before forwarding, so an honest relay does not pass on
+    invalid messages). Bounded: at most ``max_peers`` peers, oldest first out.
+    """
+
+    def __init__(self, max_peers: int = 4096) -> None:
+        self.max_peers = max_peers
+        self._counts: OrderedDict[str, dict[str, int]] = OrderedDict()
+        self._hooks: list[RejectHook] = []
+
+    def on_reject(self, hook: RejectHook) -> None:
+        """Call ``hook(rejection)`` for every rejection (must not block; exceptions are logged)."""
+        self._hooks.append(hook)
+
+    def record(self, rejection: Rejection) -> None:
+        counts = self._counts.get(rejection.peer_id)
+        if counts is None:
+            if len(self._counts) >= self.max_peers:
+                self._counts.popitem(last=False)
+            counts = self._counts[rejection.peer_id] = {}
+        else:
+            self._counts.move_to_end(rejection.peer_id)
+        counts[rejection.reason] = counts.get(rejection.reason, 0) + 1
+        for hook in self._hooks:
+            try:
+                hook(rejection)
+            except Exception:
+                logger.exception("on_reject hook failed peer=%s", rejection.peer_id)
+
+    def counts(self, peer_id: str) -> dict[str, int]:
+        return dict(self._counts.get(peer_id, {}))
+
+    def total(self, peer_id: str) -> int:
+        return sum(self._counts.get(peer_id, {}).values())
+
+    def peers(self) -> list[str]:
+        return list(self._counts)
+
+
+class MessageValidator:
+    """Checks one gossip message against every rule; see the module docstring."""
+
+    def __init__(
+        self,
+        management_keys: Iterable[bytes],
+        clock_window_s: int = 120,
+        max_weather_duration_s: int = 3600,
+        now_ms: Clock = wall_clock_ms,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        replay_guard: ReplayGuard | None = None,
+    ) -> None:
+        self.management_keys = frozenset(bytes(key) for key in management_keys)
+        self.clock_window_ms = int(clock_window_s * 1000)
+        self.max_weather_duration_ms = int(max_weather_duration_s * 1000)
+        self.now_ms = now_ms
+        self.max_message_bytes = max_message_bytes
+        self.replay_guard = replay_guard if replay_guard is not None else ReplayGuard()
+
+    def check(self, topic: str, data: bytes, from_peer: str | None = None) -> Envelope:
+        """Return the envelope if ``data`` is acceptable on ``topic``; else raise InvalidEnvelope.
+
+        ``from_peer`` is only used in log lines; counting is the caller's job
+        (see ``RejectionCounter``) so that this stays a pure function of its
+        inputs, the clock and the replay state.
+        """
+        envelope = self.inspect(topic, data)
+        self.replay_guard.commit(envelope.sender, envelope.seq)
+        return envelope
+
+    def inspect(self, topic: str, data: bytes) -> Envelope:
+        """All checks of ``check`` without recording the (sender, seq) as seen."""
+        if len(data) > self.max_message_bytes:
+            raise _reject(OVERSIZE, f"{len(data)} bytes > {self.max_message_bytes}")
+        envelope = open_envelope(data, self.max_message_bytes)
+        allowed = TOPIC_KINDS.get(topic)
+        if allowed is None or envelope.kind not in allowed:
+            raise _reject(
+                WRONG_TOPIC, f"kind {envelope.kind!r} not allowed on {topic!r}", envelope.sender
+            )
+        now = self.now_ms()
+        if abs(envelope.issued_at_ms - now) > self.clock_window_ms:
+            raise _reject(STALE, f"issued_at {envelope.issued_at_ms} vs now {now}", envelope.sender)
+        if topic == WEATHER:
+            self._check_weather(envelope, now)
+        if not self.replay_guard.is_new(envelope.sender, envelope.seq):
+            raise _reject(REPLAYED, f"seq {envelope.seq} already seen or too old", envelope.sender)
+        return envelope
+
+    def _check_weather(self, envelope: Envelope, now: int) -> None:
+        if envelope.sender not in self.management_keys:
+            raise _reject(
+                NOT_MANAGEMENT, "weather must be signed by a management key", envelope.sender
+            )
+        alert = envelope.message()
+        if not isinstance(alert, WeatherAlert):
+            raise _reject(WRONG_TOPIC, "weather topic carries only weather alerts", envelope.sender)
+        # WeatherAlert.check_envelope already ties alert.issued_at_ms to the envelope's.
+        duration_ms = alert.expires_at_ms - envelope.issued_at_ms
+        if duration_ms <= 0:
+            raise _reject(BAD_BODY, "expires_at before issued_at", envelope.sender)
+        if duration_ms > self.max_weather_duration_ms:
+            raise _reject(
+                EXPIRY_TOO_LONG,
+                f"{duration_ms} ms > {self.max_weather_duration_ms} ms",
+                envelope.sender,
+            )
+        if alert.expires_at_ms <= now:
+            raise _reject(EXPIRED, f"expired at {alert.expires_at_ms}, now {now}", envelope.sender)

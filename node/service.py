@@ -1,0 +1,379 @@
+"""One node: memory, network, API (and chain/market/trust) in one trio nursery.
+
+``crystalmesh run`` builds a ``NodeService`` and awaits ``run()``. Nothing
+else in the package starts background tasks: every long-lived task of a node
+is started here, so SIGINT/SIGTERM cancel all of them together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import trio
+
+from node.api.app import App
+from node.config import NodeConfig
+from node.crystals.memory import AsyncMemory, ConsolidationReport, Memory, SearchRequest
+from node.crystals.model import Crystal, Lifecycle, now_ms
+from node.crystals.store import CrystalNotFound
+from node.keys import load_identity, load_or_create_api_token
+from node.market.gates import check_listable
+from node.market.listings import ListingBook
+from node.market.pricing import FlatReputation, ReputationSource, quote, scarcity_for
+from node.net.service import NetService
+from protocol.envelope import Envelope
+from protocol.messages import SkillListing, WeatherAlert, listing_id_for
+from protocol.topics import SKILLS, WEATHER
+
+log = logging.getLogger(__name__)
+
+PPM = 1_000_000
+INDEX_SAVE_INTERVAL_S = 30.0
+
+
+class NodeError(RuntimeError):
+    """A node operation was refused; the message says why and what to do."""
+
+
+class NotManagementNode(NodeError):
+    pass
+
+
+def listing_text(listing: SkillListing) -> str:
+    return f"{listing.name}. {listing.description} {' '.join(listing.tags)}"
+
+
+class NodeService:
+    def __init__(self, config: NodeConfig, memory: Memory | None = None) -> None:
+        self.config = config
+        self.identity = load_identity(config)
+        self.api_token = load_or_create_api_token(config)
+        self._memory = memory
+        self.memory: AsyncMemory
+        self.listings: ListingBook
+        self.reputation: ReputationSource = FlatReputation(1.0)
+        self.net = NetService(config.net, self.identity)
+        self.started_at_ms = now_ms()
+        self.api_port = 0
+        self.ready = trio.Event()
+        self._api_extensions: list[Callable[[App], None]] = []
+        self._nursery: trio.Nursery | None = None
+        self.wallet_address = self._wallet_address()
+
+    def _wallet_address(self) -> str:
+        from node.chain.wallet import load_or_create_wallet
+
+        return str(load_or_create_wallet(self.config.wallet_path).address)
+
+    # --- wiring -------------------------------------------------------------------------------
+    def extend_api(self, app: App) -> None:
+        for extension in self._api_extensions:
+            extension(app)
+
+    def add_api_extension(self, extension: Callable[[App], None]) -> None:
+        self._api_extensions.append(extension)
+
+    @property
+    def is_management(self) -> bool:
+        return self.identity.public_key.hex() in {k.lower() for k in self.config.net.management_keys}
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        memory = self._memory or await trio.to_thread.run_sync(Memory, self.config)
+        self.memory = AsyncMemory(memory)
+        self.listings = ListingBook(memory.store)
+        self.net.on_listing(self._on_listing)
+        self.net.on_weather(self._on_weather)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await nursery.start(self.net.run)
+                await nursery.start(self._serve_api)
+                nursery.start_soon(self._periodic_index_save)
+                nursery.start_soon(self._periodic_consolidation)
+                nursery.start_soon(self._watch_signals, nursery.cancel_scope)
+                self._write_runtime_files()
+                self.ready.set()
+                log.info(
+                    "node ready name=%s peer_id=%s api_port=%d",
+                    self.config.name,
+                    self.identity.peer_id,
+                    self.api_port,
+                )
+                task_status.started()
+        finally:
+            self._remove_runtime_files()
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(memory.close)
+
+    async def _serve_api(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        from hypercorn.config import Config as HypercornConfig
+        from hypercorn.trio import serve
+
+        from node.api.routes import build_app
+
+        app = build_app(self, self.api_token)
+        listener = await trio.open_tcp_listeners(self.config.api.port, host=self.config.api.host)
+        self.api_port = listener[0].socket.getsockname()[1]
+        for sock in listener:
+            sock.socket.close()
+        hypercorn_config = HypercornConfig()
+        hypercorn_config.bind = [f"{self.config.api.host}:{self.api_port}"]
+        hypercorn_config.accesslog = None
+        hypercorn_config.errorlog = logging.getLogger("hypercorn.error")
+        hypercorn_config.graceful_timeout = 1.0
+        await serve(app, hypercorn_config, task_status=task_status)  # type: ignore[arg-type]
+
+    async def _watch_signals(self, cancel_scope: trio.CancelScope) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                log.info("shutting down signal=%s", signal.Signals(signum).name)
+                cancel_scope.cancel()
+                return
+
+    def _write_runtime_files(self) -> None:
+        self.config.pid_path.write_text(f"{os.getpid()}\n")
+        self.config.api_port_path.write_text(f"{self.api_port}\n")
+
+    def _remove_runtime_files(self) -> None:
+        for path in (self.config.pid_path, self.config.api_port_path):
+            try:
+                if path == self.config.pid_path and path.read_text().strip() != str(os.getpid()):
+                    continue
+                path.unlink()
+            except OSError:
+                pass
+
+    async def _periodic_index_save(self) -> None:
+        memory = self.memory.memory
+        while True:
+            await trio.sleep(INDEX_SAVE_INTERVAL_S)
+            if memory.index.dirty:
+                await self.memory.run(memory.index.save)
+            await self.memory.run(memory.save_hormones)
+
+    async def _periodic_consolidation(self) -> None:
+        while True:
+            await trio.sleep(self.config.memory.consolidation_interval_s)
+            try:
+                await self.consolidate()
+            except Exception:
+                log.exception("consolidation failed")
+
+    # --- status -------------------------------------------------------------------------------
+    async def status(self) -> dict[str, Any]:
+        listings = await self.memory.run(self.listings.count)
+        stats = await self.memory.run(self.memory.memory.store.stats)
+        return {
+            "name": self.config.name,
+            "peer_id": self.identity.peer_id,
+            "public_key": self.identity.public_key.hex(),
+            "management": self.is_management,
+            "listen_addrs": self.net.listen_addrs(),
+            "api_port": self.api_port,
+            "uptime_s": (now_ms() - self.started_at_ms) // 1000,
+            "connected_peers": len([p for p in self.peers() if p["connected"]]),
+            "listings_known": listings,
+            "crystals": stats["total"],
+            "wallet_address": self.wallet_address,
+            "weather": self.weather(),
+        }
+
+    def peers(self) -> list[dict[str, Any]]:
+        return [dataclasses.asdict(peer) for peer in self.net.peers()]
+
+    # --- memory -------------------------------------------------------------------------------
+    async def add_crystal(self, body: dict[str, Any]) -> Crystal:
+        from node.cli.memory import add_local
+
+        return await self.memory.run(add_local, self.memory.memory, body)
+
+    async def crystal_detail(self, crystal_id: str) -> dict[str, Any]:
+        memory = self.memory.memory
+
+        def detail() -> dict[str, Any]:
+            crystal = memory.get(crystal_id)
+            return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, 20)}
+
+        return await self.memory.run(detail)
+
+    async def consolidate(self, purge: bool = False) -> ConsolidationReport:
+        return await self.memory.run(self.memory.memory.consolidate, None, purge)
+
+    async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
+        return await self.memory.run(self.memory.memory.record_execution, crystal_id, success, reward)
+
+    async def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
+        return await self.memory.run(self.memory.memory.new_skill_version, crystal_id, text)
+
+    # --- listings -----------------------------------------------------------------------------
+    async def publish_skill(self, crystal_id: str) -> dict[str, Any]:
+        memory = self.memory.memory
+        crystal = await self.memory.run(memory.get, crystal_id)
+        check_listable(
+            crystal,
+            min_executions=self.config.market.min_executions,
+            min_success_rate=self.config.market.min_success_rate,
+        )
+        crystal = await self.memory.run(memory.ensure_stable_skill_id, crystal.id)
+        assert crystal.stable_skill_id is not None
+        similar = await self.memory.run(
+            self.listings.count_similar, crystal.skill_category or "general", self.identity.public_key
+        )
+        previous = None
+        if crystal.previous_version_id:
+            older = await self.memory.run(self.listings.own_for_crystal, crystal.previous_version_id)
+            previous = older.listing.listing_id if older else None
+        unique_buyers = await self.memory.run(self._unique_buyers, crystal.stable_skill_id)
+        market = self.config.market
+        breakdown = quote(
+            base_micro_usdc=market.base_price_micro_usdc,
+            successes=crystal.execution.successes,
+            executions=crystal.execution.executions,
+            avg_reward=crystal.execution.avg_reward,
+            unique_buyers=unique_buyers,
+            reputation=self.reputation.reputation(self.identity.public_key),
+            scarcity=scarcity_for(similar),
+            min_micro=market.min_price_micro_usdc,
+            max_micro=market.max_price_micro_usdc,
+        )
+        issued = now_ms()
+        listing = SkillListing(
+            listing_id=listing_id_for(
+                self.identity.public_key, crystal.stable_skill_id, crystal.skill_version
+            ),
+            stable_skill_id=crystal.stable_skill_id,
+            skill_version=crystal.skill_version,
+            name=_skill_name(crystal),
+            description=crystal.text[:4096],
+            tags=tuple(dict.fromkeys(t[:32] for t in crystal.skill_tags))[:16],
+            category=(crystal.skill_category or "general")[:64],
+            content_hash=crystal.hash,
+            size_bytes=len(crystal.text.encode()),
+            price_micro_usdc=breakdown.price_micro_usdc,
+            pay_to=self.wallet_address,
+            chain_id=self.config.chain.chain_id,
+            token_address=self.config.chain.token_address,
+            executions=crystal.execution.executions,
+            successes=crystal.execution.successes,
+            reward_sum_ppm=round(crystal.execution.reward_sum * PPM),
+            unique_buyers=unique_buyers,
+            expires_at_ms=issued + market.listing_ttl_s * 1000,
+            previous_listing_id=previous,
+        )
+        envelope = await self.net.gossip.publish(SKILLS, listing, issued_at_ms=issued)
+        await self._store_listing(envelope, own_crystal_id=crystal.id)
+        return {"listing_id": listing.listing_id, "price_micro_usdc": listing.price_micro_usdc,
+                "price": breakdown.to_dict(), "crystal_id": crystal.id,
+                "skill_version": listing.skill_version, "previous_listing_id": previous}
+
+    def _unique_buyers(self, stable_skill_id: str) -> int:
+        return 0
+
+    async def _store_listing(self, envelope: Envelope, own_crystal_id: str | None = None) -> bool:
+        listing = envelope.message()
+        assert isinstance(listing, SkillListing)
+        vectors = await trio.to_thread.run_sync(self.memory.memory.embed, [listing_text(listing)])
+        return await self.memory.run(
+            self.listings.upsert, envelope, envelope.to_bytes(), vectors[0], own_crystal_id
+        )
+
+    async def _on_listing(self, envelope: Envelope) -> None:
+        if envelope.sender == self.identity.public_key:
+            return
+        await self._store_listing(envelope)
+
+    async def list_listings(
+        self,
+        category: str | None = None,
+        max_price_micro_usdc: int | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> list[dict[str, Any]]:
+        items = await self.memory.run(
+            self.listings.active, None, category, max_price_micro_usdc, tags
+        )
+        return [item.to_dict() for item in items]
+
+    async def search_listings(
+        self,
+        query: str,
+        k: int = 10,
+        category: str | None = None,
+        max_price_micro_usdc: int | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> list[dict[str, Any]]:
+        items = await self.memory.run(
+            self.listings.active, None, category, max_price_micro_usdc, tags
+        )
+        if not items:
+            return []
+        ids = [item.listing.listing_id for item in items]
+        vectors = await self.memory.run(self.listings.embeddings, ids)
+        query_vector = (await trio.to_thread.run_sync(self.memory.memory.embed, [query]))[0]
+        scored = []
+        for item in items:
+            vector = vectors.get(item.listing.listing_id)
+            score = float(np.dot(vector, query_vector)) if vector is not None else 0.0
+            scored.append((score, item))
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+        return [item.to_dict() | {"score": round(score, 4)} for score, item in scored[:k]]
+
+    # --- weather ------------------------------------------------------------------------------
+    def weather(self) -> dict[str, Any]:
+        hormones = self.memory.memory.hormones
+        return hormones.weather() | {
+            "halt_untrusted_ingestion": hormones.consolidation_modulation().halt_untrusted_ingestion
+        }
+
+    async def _on_weather(self, envelope: Envelope) -> None:
+        alert = envelope.message()
+        assert isinstance(alert, WeatherAlert)
+        memory = self.memory.memory
+        applied = memory.hormones.apply_network_cortisol_spike(
+            alert.cortisol_level_ppm / PPM, alert.expires_at_ms, alert.reason
+        )
+        log.warning(
+            "weather alert level=%.2f expires_at_ms=%d reason=%s applied=%s",
+            alert.cortisol_level_ppm / PPM,
+            alert.expires_at_ms,
+            alert.reason,
+            applied,
+        )
+        await self.memory.run(memory.save_hormones)
+
+    async def broadcast_weather(self, level: float, duration_s: int, reason: str) -> dict[str, Any]:
+        if not self.is_management:
+            raise NotManagementNode(
+                "this node is not a management node: its public key "
+                f"{self.identity.public_key.hex()} is not in [net] management_keys"
+            )
+        if not 0.0 <= level <= 1.0:
+            raise NodeError("level must be between 0 and 1")
+        if not 0 < duration_s <= self.config.net.max_weather_duration_s:
+            raise NodeError(
+                f"duration must be between 1 s and {self.config.net.max_weather_duration_s} s"
+            )
+        issued = now_ms()
+        alert = WeatherAlert(
+            cortisol_level_ppm=round(level * PPM),
+            issued_at_ms=issued,
+            expires_at_ms=issued + duration_s * 1000,
+            reason=reason[:280],
+        )
+        envelope = await self.net.gossip.publish(WEATHER, alert, issued_at_ms=issued)
+        await self._on_weather(envelope)
+        return {"issued_at_ms": issued, "expires_at_ms": alert.expires_at_ms,
+                "level": level, "reason": alert.reason, "seq": envelope.seq}
+
+
+def _skill_name(crystal: Crystal) -> str:
+    first_line = crystal.text.strip().splitlines()[0] if crystal.text.strip() else "skill"
+    return first_line[:128]
+
+
+__all__ = ["CrystalNotFound", "Lifecycle", "NodeError", "NodeService", "SearchRequest"]

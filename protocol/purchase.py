@@ -1,0 +1,263 @@
+"""Messages of the ``/crystalmesh/purchase/1`` request/response protocol (x402-like).
+
+Each exchange is one request and one response, every one a signed envelope:
+
+    buyer                                   seller
+    PurchaseRequest          ->
+                             <-  PaymentRequirements | ErrorReply
+    PaymentAuthorization     ->              (seller settles on chain)
+                             <-  Delivery | ErrorReply
+    DeliveryRequest          ->              (re-fetch an already paid skill)
+                             <-  Delivery | ErrorReply
+    Receipt                  ->              (buyer's verdict after checking)
+                             <-  Receipt (echo, acknowledges) | ErrorReply
+
+``request_id`` (16 random bytes, lowercase hex; :func:`new_request_id`) ties
+the messages of one purchase together.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import ClassVar
+
+from protocol.schema import (
+    CHAIN_ID,
+    EVM_ADDRESS,
+    REQUEST_ID,
+    SHA256_HEX,
+    TX_HASH,
+    U64_MAX,
+    Bool,
+    Bytes,
+    Int,
+    InvalidMessage,
+    Message,
+    Record,
+    RecordField,
+    Schema,
+    Text,
+    sha256_hex,
+)
+
+__all__ = [
+    "ERROR_CODES",
+    "MAX_SKILL_PAYLOAD_BYTES",
+    "PURCHASE_MESSAGES",
+    "Delivery",
+    "DeliveryRequest",
+    "ErrorReply",
+    "PaymentAuthorization",
+    "PaymentRequirements",
+    "PurchaseRequest",
+    "Receipt",
+    "TransferAuthorization",
+    "content_hash",
+    "new_request_id",
+]
+
+MAX_SKILL_PAYLOAD_BYTES = 192 * 1024
+"""Largest skill text (UTF-8), so a Delivery envelope stays under MAX_MESSAGE_BYTES."""
+
+ERROR_UNKNOWN_LISTING = "unknown_listing"
+ERROR_NOT_FOR_SALE = "not_for_sale"
+ERROR_PRICE_CHANGED = "price_changed"
+ERROR_PAYMENT_INVALID = "payment_invalid"
+ERROR_SETTLEMENT_FAILED = "settlement_failed"
+ERROR_BAD_REQUEST = "bad_request"
+ERROR_RATE_LIMITED = "rate_limited"
+ERROR_INTERNAL = "internal"
+ERROR_CODES = frozenset(
+    {
+        ERROR_UNKNOWN_LISTING,
+        ERROR_NOT_FOR_SALE,
+        ERROR_PRICE_CHANGED,
+        ERROR_PAYMENT_INVALID,
+        ERROR_SETTLEMENT_FAILED,
+        ERROR_BAD_REQUEST,
+        ERROR_RATE_LIMITED,
+        ERROR_INTERNAL,
+    }
+)
+
+_NONCE = Bytes(32)
+_EIP3009_SIGNATURE = Bytes(65)  # r (32) || s (32) || v (1)
+_SECONDS = Int(0, 2**63 - 1)
+
+
+def new_request_id() -> str:
+    return secrets.token_hex(16)
+
+
+def content_hash(payload: str) -> str:
+    """The ``content_hash`` of a skill text: lowercase hex SHA-256 of its UTF-8 bytes."""
+    return sha256_hex(payload.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class PurchaseRequest(Message):
+    """Buyer asks to buy a listing; ``buyer_address`` is the wallet that will pay."""
+
+    KIND: ClassVar[str] = "purchase_request"
+    FIELDS: ClassVar[Schema] = {
+        "request_id": REQUEST_ID,
+        "listing_id": SHA256_HEX,
+        "buyer_address": EVM_ADDRESS,
+    }
+    request_id: str
+    listing_id: str
+    buyer_address: str
+
+
+@dataclass(frozen=True)
+class PaymentRequirements(Message):
+    """Seller's terms: pay exactly ``price_micro_usdc`` of ``asset`` to ``pay_to``."""
+
+    KIND: ClassVar[str] = "payment_requirements"
+    FIELDS: ClassVar[Schema] = {
+        "request_id": REQUEST_ID,
+        "listing_id": SHA256_HEX,
+        "scheme": Text(16, choices=frozenset({"exact"})),
+        "price_micro_usdc": Int(0, U64_MAX),
+        "pay_to": EVM_ADDRESS,
+        "asset": EVM_ADDRESS,
+        "chain_id": CHAIN_ID,
+        "valid_before_s": _SECONDS,
+        "content_hash": SHA256_HEX,
+    }
+    request_id: str
+    listing_id: str
+    scheme: str
+    price_micro_usdc: int
+    pay_to: str
+    asset: str
+    chain_id: int
+    valid_before_s: int
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class TransferAuthorization(Record):
+    """The EIP-3009 ``TransferWithAuthorization`` message (see :mod:`protocol.payment`)."""
+
+    FIELDS: ClassVar[Schema] = {
+        "from": EVM_ADDRESS,
+        "to": EVM_ADDRESS,
+        "value": Int(0, U64_MAX),
+        "valid_after": _SECONDS,
+        "valid_before": _SECONDS,
+        "nonce": _NONCE,
+    }
+    from_: str
+    to: str
+    value: int
+    valid_after: int
+    valid_before: int
+    nonce: bytes
+
+    def check(self) -> None:
+        if self.valid_before <= self.valid_after:
+            raise InvalidMessage("authorization: valid_before must be > valid_after")
+
+
+@dataclass(frozen=True)
+class PaymentAuthorization(Message):
+    """Buyer's signed EIP-3009 authorization; the seller submits it on chain."""
+
+    KIND: ClassVar[str] = "payment_authorization"
+    FIELDS: ClassVar[Schema] = {
+        "request_id": REQUEST_ID,
+        "listing_id": SHA256_HEX,
+        "authorization": RecordField(TransferAuthorization),
+        "signature": _EIP3009_SIGNATURE,
+    }
+    request_id: str
+    listing_id: str
+    authorization: TransferAuthorization
+    signature: bytes
+
+
+@dataclass(frozen=True)
+class Delivery(Message):
+    """The skill text, after settlement. ``content_hash`` must be the payload's hash."""
+
+    KIND: ClassVar[str] = "delivery"
+    FIELDS: ClassVar[Schema] = {
+        "request_id": REQUEST_ID,
+        "listing_id": SHA256_HEX,
+        "payload": Text(
+            MAX_SKILL_PAYLOAD_BYTES, min_chars=0, max_utf8_bytes=MAX_SKILL_PAYLOAD_BYTES
+        ),
+        "content_hash": SHA256_HEX,
+        "tx_hash": TX_HASH,
+    }
+    request_id: str
+    listing_id: str
+    payload: str
+    content_hash: str
+    tx_hash: str
+
+    def check(self) -> None:
+        if content_hash(self.payload) != self.content_hash:
+            raise InvalidMessage("content_hash is not the SHA-256 of payload")
+
+
+@dataclass(frozen=True)
+class DeliveryRequest(Message):
+    """Ask again for a skill already paid for by ``tx_hash``."""
+
+    KIND: ClassVar[str] = "delivery_request"
+    FIELDS: ClassVar[Schema] = {
+        "request_id": REQUEST_ID,
+        "listing_id": SHA256_HEX,
+        "tx_hash": TX_HASH,
+    }
+    request_id: str
+    listing_id: str
+    tx_hash: str
+
+
+@dataclass(frozen=True)
+class Receipt(Message):
+    """Buyer's verdict: ``ok`` if the hash matched and the transfer is on chain."""
+
+    KIND: ClassVar[str] = "receipt"
+    FIELDS: ClassVar[Schema] = {
+        "request_id": REQUEST_ID,
+        "listing_id": SHA256_HEX,
+        "tx_hash": TX_HASH,
+        "content_hash": SHA256_HEX,
+        "ok": Bool(),
+    }
+    request_id: str
+    listing_id: str
+    tx_hash: str
+    content_hash: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class ErrorReply(Message):
+    """A refusal; ``code`` is one of :data:`ERROR_CODES`, ``message`` is for humans."""
+
+    KIND: ClassVar[str] = "error_reply"
+    FIELDS: ClassVar[Schema] = {
+        "request_id": REQUEST_ID,
+        "code": Text(32, choices=ERROR_CODES),
+        "message": Text(280, min_chars=0),
+    }
+    request_id: str
+    code: str
+    message: str
+
+
+PURCHASE_MESSAGES: tuple[type[Message], ...] = (
+    PurchaseRequest,
+    PaymentRequirements,
+    PaymentAuthorization,
+    Delivery,
+    DeliveryRequest,
+    Receipt,
+    ErrorReply,
+)

@@ -1,0 +1,163 @@
+"""Gossip between real py-libp2p hosts in one trio run: delivery and validation."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import trio
+
+from node.net.host import peer_id_from_seed
+from node.net.scoring import ScoringConfig
+from node.net.service import NetService
+from node.net.testing import (
+    Inbox,
+    make_listing,
+    make_net,
+    make_weather,
+    start_mesh,
+    wait_until,
+)
+from protocol.envelope import InvalidEnvelope, seal
+from protocol.identity import Identity
+from protocol.topics import GOSSIP_TOPICS, SKILLS, TRUST, WEATHER
+
+NO_BANS = ScoringConfig(ban_threshold=-1e9)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def test_libp2p_peer_id_is_the_identity_peer_id() -> None:
+    identity = Identity.generate()
+    assert str(peer_id_from_seed(identity.seed)) == identity.peer_id
+
+
+async def test_listing_reaches_every_node_and_not_its_publisher(
+    nursery: trio.Nursery,
+) -> None:
+    nets = await start_mesh(nursery, 4)
+    inboxes = [Inbox() for _ in nets]
+    for net, inbox in zip(nets, inboxes, strict=True):
+        inbox.attach(net)
+    publisher = nets[0]
+    assert publisher.peer_id == publisher.identity.peer_id
+    assert all(addr.endswith(f"/p2p/{publisher.peer_id}") for addr in publisher.listen_addrs())
+
+    sent = await publisher.publish(SKILLS, make_listing(publisher.identity, now_ms=now_ms()))
+
+    await wait_until(lambda: all(inbox.listings for inbox in inboxes[1:]), 5, "listing everywhere")
+    for inbox in inboxes[1:]:
+        assert [envelope.seq for envelope in inbox.listings] == [sent.seq]
+        assert inbox.listings[0].sender == publisher.identity.public_key
+    assert inboxes[0].total() == 0
+    statuses = {status.peer_id: status for status in publisher.peers()}
+    assert all(statuses[net.peer_id].connected for net in nets[1:])
+
+
+async def _attacker(nursery: trio.Nursery, nets: list[NetService]) -> NetService:
+    """A node that skips its own validators, connected to every honest node."""
+    attacker = make_net(bootstrap=[net.listen_addrs()[0] for net in nets], scoring=NO_BANS)
+    for topic in GOSSIP_TOPICS:
+        attacker.pubsub.remove_topic_validator(topic)
+    await nursery.start(attacker.run)
+    await wait_until(
+        lambda: all(len(attacker.mesh_peers(topic)) == len(nets) for topic in (SKILLS, WEATHER)),
+        10,
+        "attacker in every mesh",
+    )
+    return attacker
+
+
+async def test_invalid_gossip_is_rejected_and_counted_on_every_node(
+    nursery: trio.Nursery,
+) -> None:
+    management = Identity.generate()
+    nets = await start_mesh(nursery, 3, management_keys=[management.public_key], scoring=NO_BANS)
+    inboxes = [Inbox() for _ in nets]
+    for net, inbox in zip(nets, inboxes, strict=True):
+        inbox.attach(net)
+    attacker = await _attacker(nursery, nets)
+    me = attacker.identity
+    now = now_ms()
+    seq = attacker.sequence.next
+
+    # Weather signed by a key that is not a management key.
+    weather = seal(me, "weather_alert", make_weather(now), seq(), now)
+    # A listing whose signature was tampered with.
+    good = bytearray(seal(me, "skill_listing", make_listing(me, "a", now), seq(), now))
+    good[-5] ^= 0xFF
+    tampered = bytes(good)
+    # A listing issued ten minutes ago (outside the 120 s clock window).
+    stale = seal(me, "skill_listing", make_listing(me, "b", now), seq(), now - 600_000)
+    # A listing on the wrong topic.
+    wrong_topic = seal(me, "skill_listing", make_listing(me, "c", now), seq(), now)
+    # Two different envelopes under one (sender, seq): the second is a replay.
+    replay_seq = seq()
+    first = seal(me, "skill_listing", make_listing(me, "d", now), replay_seq, now)
+    replay = seal(me, "skill_listing", make_listing(me, "e", now), replay_seq, now)
+
+    for topic, data in (
+        (WEATHER, weather),
+        (SKILLS, tampered),
+        (SKILLS, stale),
+        (TRUST, wrong_topic),
+        (SKILLS, first),
+        (SKILLS, replay),
+    ):
+        await attacker.pubsub.publish(topic, data)
+
+    expected = {
+        "not_management": 1,
+        "bad_signature": 1,
+        "stale": 1,
+        "wrong_topic": 1,
+        "replayed": 1,
+    }
+
+    def counted() -> bool:
+        return all(net.rejection_counts(attacker.peer_id) == expected for net in nets)
+
+    await wait_until(counted, 10, "rejections counted on every node")
+    await wait_until(lambda: all(inbox.listings for inbox in inboxes), 5, "first listing")
+    for inbox in inboxes:
+        # Only the first of the two same-seq listings got through.
+        assert [envelope.seq for envelope in inbox.listings] == [replay_seq]
+        assert inbox.listings[0].message().name == "d"  # type: ignore[attr-defined]
+        assert inbox.weather == [] and inbox.trust == []
+    for net in nets:
+        assert net.score(attacker.peer_id) < 0
+        assert not net.is_banned(attacker.peer_id)
+
+    # A byte-identical replay is a duplicate for gossipsub (content-addressed
+    # message ids): dropped before validation, handlers not called again.
+    await attacker.pubsub.publish(SKILLS, first)
+    marker = await attacker.gossip.publish_sealed(
+        SKILLS, seal(me, "skill_listing", make_listing(me, "f", now_ms()), seq(), now_ms())
+    )
+    await wait_until(lambda: all(len(inbox.listings) == 2 for inbox in inboxes), 5, "marker")
+    for inbox in inboxes:
+        assert [envelope.seq for envelope in inbox.listings] == [replay_seq, marker.seq]
+
+
+async def test_management_weather_is_accepted_and_own_rejections_raise(
+    nursery: trio.Nursery,
+) -> None:
+    management = Identity.generate()
+    nets = await start_mesh(
+        nursery, 3, management_keys=[management.public_key], identities=[management]
+    )
+    inboxes = [Inbox() for _ in nets]
+    for net, inbox in zip(nets, inboxes, strict=True):
+        inbox.attach(net)
+
+    await nets[0].publish(WEATHER, make_weather(now_ms()))
+    await wait_until(lambda: all(inbox.weather for inbox in inboxes[1:]), 5, "weather")
+
+    # A node that is not a management node cannot publish weather: its own
+    # validator refuses, the caller hears about it, no peer is blamed.
+    with pytest.raises(InvalidEnvelope) as raised:
+        await nets[1].publish(WEATHER, make_weather(now_ms()))
+    assert raised.value.reason == "not_management"
+    assert nets[1].rejection_counts(nets[1].peer_id) == {}

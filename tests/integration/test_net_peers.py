@@ -1,0 +1,107 @@
+"""Connections: Noise only, reconnect with backoff, score-based and manual bans."""
+
+from __future__ import annotations
+
+import time
+
+import multiaddr
+import pytest
+import trio
+from libp2p import new_host
+from libp2p.crypto.ed25519 import create_new_key_pair
+from libp2p.custom_types import TProtocol
+from libp2p.peer.peerinfo import info_from_p2p_addr
+from libp2p.security.insecure.transport import PLAINTEXT_PROTOCOL_ID, InsecureTransport
+
+from node.net.host import connection_config, to_peer_id, yamux_only
+from node.net.scoring import ScoringConfig
+from node.net.testing import Inbox, make_listing, make_net, start_mesh, wait_until
+from protocol.envelope import seal
+from protocol.topics import GOSSIP_TOPICS, SKILLS
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def test_plaintext_connections_are_refused(nursery: trio.Nursery) -> None:
+    node = make_net()
+    await nursery.start(node.run)
+    key_pair = create_new_key_pair()
+    plaintext = new_host(
+        key_pair=key_pair,
+        sec_opt={TProtocol(PLAINTEXT_PROTOCOL_ID): InsecureTransport(key_pair)},
+        muxer_opt=yamux_only(),
+        connection_config=connection_config(dial_timeout_s=2.0),
+    )
+    async with plaintext.run([multiaddr.Multiaddr("/ip4/127.0.0.1/tcp/0")]):
+        with pytest.raises(Exception), trio.fail_after(10):  # noqa: B017 - any dial failure
+            await plaintext.connect(info_from_p2p_addr(multiaddr.Multiaddr(node.listen_addrs()[0])))
+        assert str(plaintext.get_id()) not in node.connected_peers()
+
+
+async def test_dropped_bootstrap_connection_is_redialled(nursery: trio.Nursery) -> None:
+    first = make_net()
+    await nursery.start(first.run)
+    second = make_net(bootstrap=[first.listen_addrs()[0]])
+    await nursery.start(second.run)
+    await wait_until(lambda: first.peer_id in second.connected_peers(), 5, "bootstrap dial")
+
+    await first.host.disconnect(to_peer_id(second.peer_id))
+    await wait_until(lambda: first.peer_id not in second.connected_peers(), 5, "drop seen")
+    await wait_until(lambda: first.peer_id in second.connected_peers(), 10, "redial")
+    status = {peer.peer_id: peer for peer in second.peers()}[first.peer_id]
+    assert status.connected and status.kept and not status.banned
+    assert any(addr.startswith("/ip4/127.0.0.1/tcp/") for addr in status.addrs)
+
+
+async def test_peer_sending_forgeries_is_disconnected_and_stays_out(
+    nursery: trio.Nursery,
+) -> None:
+    nets = await start_mesh(nursery, 3, scoring=ScoringConfig(ban_threshold=-50.0))
+    inboxes = [Inbox() for _ in nets]
+    for net, inbox in zip(nets, inboxes, strict=True):
+        inbox.attach(net)
+    attacker = make_net(bootstrap=[net.listen_addrs()[0] for net in nets])
+    for topic in GOSSIP_TOPICS:
+        attacker.pubsub.remove_topic_validator(topic)
+    await nursery.start(attacker.run)
+    await wait_until(
+        lambda: len(attacker.mesh_peers(SKILLS)) == len(nets), 10, "attacker in the mesh"
+    )
+
+    me = attacker.identity
+    for index in range(3):  # 3 x bad_signature (20 each) crosses -50
+        data = bytearray(
+            seal(me, "skill_listing", make_listing(me, f"x{index}", now_ms()), index + 1, now_ms())
+        )
+        data[-3] ^= 0x01
+        await attacker.pubsub.publish(SKILLS, bytes(data))
+
+    await wait_until(
+        lambda: all(net.is_banned(attacker.peer_id) for net in nets), 10, "banned everywhere"
+    )
+    await wait_until(lambda: attacker.connected_peers() == [], 10, "attacker disconnected")
+    for net in nets:
+        assert net.score(attacker.peer_id) < -50
+        assert net.rejection_counts(attacker.peer_id) == {"bad_signature": 3}
+        assert {peer.peer_id: peer for peer in net.peers()}[attacker.peer_id].banned
+    assert all(inbox.total() == 0 for inbox in inboxes)
+
+    # Its bootstrap loop redials; every node drops it again at once.
+    with trio.move_on_after(1.5):
+        while True:
+            await trio.sleep(0.05)
+            for net in nets:
+                assert attacker.peer_id not in net.mesh_peers(SKILLS)
+
+
+async def test_manual_ban_disconnects_and_unban_allows_back(nursery: trio.Nursery) -> None:
+    nets = await start_mesh(nursery, 2)
+    keeper, other = nets[1], nets[0]  # nets[1] bootstrapped from nets[0]
+    other.ban(keeper.peer_id)
+    await wait_until(lambda: keeper.peer_id not in other.connected_peers(), 5, "ban disconnect")
+    assert other.is_banned(keeper.peer_id)
+
+    other.unban(keeper.peer_id)
+    await wait_until(lambda: keeper.peer_id in other.connected_peers(), 10, "redial after unban")
