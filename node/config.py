@@ -7,6 +7,7 @@ variables, and finally explicit overrides (CLI flags).
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -222,8 +223,8 @@ def _toml_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
+    # JSON string escapes are valid TOML basic-string escapes; TOML also forbids a raw DEL.
+    return json.dumps(str(value), ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def dump_config(config: NodeConfig) -> str:

@@ -18,13 +18,17 @@ import numpy as np
 import trio
 
 from node.api.app import App
+from node.chain.settlement import SettlementEngine
 from node.config import NodeConfig
 from node.crystals.memory import AsyncMemory, ConsolidationReport, Memory, SearchRequest
 from node.crystals.model import Crystal, Lifecycle, now_ms
 from node.crystals.store import CrystalNotFound
 from node.keys import load_identity, load_or_create_api_token
 from node.market.gates import check_listable
+from node.market.buyer import Buyer
+from node.market.ledger import MarketLedger
 from node.market.listings import ListingBook
+from node.market.seller import Seller
 from node.market.pricing import FlatReputation, ReputationSource, quote, scarcity_for
 from node.net.service import NetService
 from protocol.envelope import Envelope
@@ -65,11 +69,48 @@ class NodeService:
         self._api_extensions: list[Callable[[App], None]] = []
         self._nursery: trio.Nursery | None = None
         self.wallet_address = self._wallet_address()
+        self.engine: SettlementEngine | None = None
+        self._open_chain()
 
     def _wallet_address(self) -> str:
         from node.chain.wallet import load_or_create_wallet
 
-        return str(load_or_create_wallet(self.config.wallet_path).address)
+        self.wallet = load_or_create_wallet(self.config.wallet_path)
+        return str(self.wallet.address)
+
+    def _open_chain(self) -> None:
+        """Settlement engine + read client; the chain may be down now and come up later."""
+        from node.chain.settlement import SettlementEngine
+
+        chain = self.config.chain
+        if not chain.rpc_url:
+            return
+        self.engine = SettlementEngine.open(
+            rpc_url=chain.rpc_url,
+            chain_id=chain.chain_id,
+            token_address=chain.token_address,
+            settler_address=chain.settler_address,
+            sender=self.wallet,
+            data_dir=self.config.data_dir,
+            batch_max_size=chain.batch_max_size,
+            batch_max_delay_ms=chain.batch_max_delay_ms,
+        )
+
+    async def _reconcile_settlements(self) -> None:
+        """Finish settlements a crash left open; retried until the chain answers."""
+        if self.engine is None:
+            return
+        delay = 1.0
+        while True:
+            try:
+                rows = await self.engine.reconcile_async()
+                if rows:
+                    log.info("reconciled settlements count=%d", len(rows))
+                return
+            except Exception as error:
+                log.warning("settlement reconcile failed, retrying error=%s", error)
+                await trio.sleep(delay)
+                delay = min(delay * 2, 60.0)
 
     # --- wiring -------------------------------------------------------------------------------
     def extend_api(self, app: App) -> None:
@@ -83,16 +124,32 @@ class NodeService:
     def is_management(self) -> bool:
         return self.identity.public_key.hex() in {k.lower() for k in self.config.net.management_keys}
 
-    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        memory = self._memory or await trio.to_thread.run_sync(Memory, self.config)
+    async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        memory = self._memory
+        if memory is None:
+            memory = await trio.to_thread.run_sync(Memory, self.config)
         self.memory = AsyncMemory(memory)
         self.listings = ListingBook(memory.store)
+        self.ledger = MarketLedger(memory.store)
+        self.seller = Seller(
+            self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
+            lambda: self.engine, self.wallet_address,
+        )
+        self.buyer = Buyer(
+            self.config, self.identity, self.net.sequence.next, self.net.purchases.request_envelope,
+            self.memory, self.listings, self.ledger, self.wallet,
+            lambda: self.engine.client if self.engine else None,
+        )
         self.net.on_listing(self._on_listing)
         self.net.on_weather(self._on_weather)
+        self.net.serve_purchases(self.seller.handle)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.net.run)
+                if self.engine is not None:
+                    await nursery.start(self.engine.run)
+                    nursery.start_soon(self._reconcile_settlements)
                 await nursery.start(self._serve_api)
                 nursery.start_soon(self._periodic_index_save)
                 nursery.start_soon(self._periodic_consolidation)
@@ -111,7 +168,7 @@ class NodeService:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(memory.close)
 
-    async def _serve_api(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def _serve_api(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         from hypercorn.config import Config as HypercornConfig
         from hypercorn.trio import serve
 
@@ -273,7 +330,28 @@ class NodeService:
                 "skill_version": listing.skill_version, "previous_listing_id": previous}
 
     def _unique_buyers(self, stable_skill_id: str) -> int:
-        return 0
+        return self.ledger.unique_buyers(stable_skill_id)
+
+    # --- purchases ----------------------------------------------------------------------------
+    async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None) -> dict[str, Any]:
+        return await self.buyer.buy(listing_id, max_price_micro_usdc)
+
+    async def redeliver(self, listing_id: str) -> dict[str, Any]:
+        return await self.buyer.redeliver(listing_id)
+
+    async def wallet_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"address": self.wallet_address, "usdc_micro": None, "eth_wei": None,
+                                "chain_id": self.config.chain.chain_id,
+                                "token_address": self.config.chain.token_address}
+        if self.engine is None:
+            return info
+        client = self.engine.client
+        try:
+            info["usdc_micro"] = await trio.to_thread.run_sync(client.usdc_balance, self.wallet_address)
+            info["eth_wei"] = await trio.to_thread.run_sync(client.eth_balance, self.wallet_address)
+        except Exception as error:
+            info["error"] = str(error)
+        return info
 
     async def _store_listing(self, envelope: Envelope, own_crystal_id: str | None = None) -> bool:
         listing = envelope.message()

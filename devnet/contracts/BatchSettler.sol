@@ -20,7 +20,10 @@ interface IERC3009 {
 /// @notice Anyone may call it: each item moves the payer's money only to the payee the
 ///   payer signed, so the caller's identity does not matter (as with the token itself).
 ///   A failing item (replayed nonce, expired, bad signature, low balance) does not
-///   revert the others; every item's outcome is returned and logged.
+///   revert the others. Every item's outcome is returned (bool[]) and logged: a settled
+///   item by the token's own AuthorizationUsed(from, nonce) and Transfer events, a
+///   failed one by ItemFailed(index, revert data). (A settler-side success event would
+///   cost ~1.1k gas per item, 3 % of a purchase, and say nothing the token's do not.)
 /// @dev Stateless and immutable-free, so it works at any address and for any token
 ///   implementing the (v,r,s) overload.
 contract BatchSettler {
@@ -42,24 +45,47 @@ contract BatchSettler {
     ///   since a caught out-of-gas still "succeeds").
     uint256 public constant MIN_GAS_PER_ITEM = 100_000;
 
-    event ItemSettled(uint256 indexed index);
     event ItemFailed(uint256 indexed index, bytes reason);
 
     error OutOfGasForItem(uint256 index);
+    error NotAContract(address token);
 
+    uint256 private constant ITEM_SIZE = 9 * 32;
+
+    /// @dev Each item is ABI-encoded exactly like transferWithAuthorization's (v,r,s)
+    ///   arguments, so it is forwarded by copying its 288 calldata bytes behind the
+    ///   selector, with no decoding or re-encoding (about 1.5k gas per item less than
+    ///   a try/catch on the decoded struct). The token validates the arguments.
     function settle(address token, Authorization[] calldata items) external returns (bool[] memory settled) {
-        settled = new bool[](items.length);
-        for (uint256 i = 0; i < items.length; ++i) {
+        if (token.code.length == 0) revert NotAContract(token);
+        uint256 count = items.length;
+        settled = new bool[](count);
+        bytes4 selector = IERC3009.transferWithAuthorization.selector;
+        for (uint256 i = 0; i < count; ++i) {
             if (gasleft() < MIN_GAS_PER_ITEM) revert OutOfGasForItem(i);
-            Authorization calldata item = items[i];
-            try IERC3009(token).transferWithAuthorization(
-                item.from, item.to, item.value, item.validAfter, item.validBefore, item.nonce, item.v, item.r, item.s
-            ) {
-                settled[i] = true;
-                emit ItemSettled(i);
-            } catch (bytes memory reason) {
-                emit ItemFailed(i, reason);
+            bool ok;
+            assembly ("memory-safe") {
+                let input := mload(0x40)
+                mstore(input, selector)
+                calldatacopy(add(input, 4), add(items.offset, mul(i, ITEM_SIZE)), ITEM_SIZE)
+                ok := call(gas(), token, 0, input, add(ITEM_SIZE, 4), 0, 0)
             }
+            if (ok) {
+                settled[i] = true;
+            } else {
+                emit ItemFailed(i, _returnData());
+            }
+        }
+    }
+
+    function _returnData() private pure returns (bytes memory data) {
+        uint256 size;
+        assembly ("memory-safe") {
+            size := returndatasize()
+        }
+        data = new bytes(size);
+        assembly ("memory-safe") {
+            returndatacopy(add(data, 32), 0, size)
         }
     }
 }

@@ -22,6 +22,8 @@ contract USDC is ERC20 {
 
     bytes32 private constant EIP712_DOMAIN_TYPEHASH =
         keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
+    bytes32 private constant NAME_HASH = keccak256("USDC");
+    bytes32 private constant VERSION_HASH = keccak256("2");
     bytes32 public constant PERMIT_TYPEHASH =
         keccak256("Permit(address owner,address spender,uint256 value,uint256 nonce,uint256 deadline)");
     bytes32 public constant TRANSFER_WITH_AUTHORIZATION_TYPEHASH = keccak256(
@@ -86,15 +88,7 @@ contract USDC is ERC20 {
 
     // solhint-disable-next-line func-name-mixedcase
     function DOMAIN_SEPARATOR() public view returns (bytes32) {
-        return keccak256(
-            abi.encode(
-                EIP712_DOMAIN_TYPEHASH,
-                keccak256(bytes(TOKEN_NAME)),
-                keccak256(bytes(TOKEN_VERSION)),
-                block.chainid,
-                address(this)
-            )
-        );
+        return keccak256(abi.encode(EIP712_DOMAIN_TYPEHASH, NAME_HASH, VERSION_HASH, block.chainid, address(this)));
     }
 
     function _digest(bytes32 structHash) private view returns (bytes32) {
@@ -264,8 +258,12 @@ contract USDC is ERC20 {
         emit AuthorizationUsed(authorizer, nonce);
     }
 
+    /// @dev FiatTokenV2's revert string (x402 and the settlement engine map it to
+    ///   "insufficient balance"); OpenZeppelin's custom error would be opaque to them.
     function _transferChecked(address from, address to, uint256 value) private {
         require(balanceOf(from) >= value, "ERC20: transfer amount exceeds balance");
-        _transfer(from, to, value);
+        unchecked {
+            _transfer(from, to, value);
+        }
     }
 }

@@ -181,13 +181,18 @@ class App:
 
 
 def _classify(exc: Exception) -> tuple[int, str]:
-    """Our own exceptions are the caller's problem (4xx); anything else is a bug (500)."""
+    """Our own exceptions are the caller's problem (4xx) unless they say otherwise
+    (``http_status``); anything else is a bug (500)."""
     name = type(exc).__name__
+    code = getattr(exc, "code", None)
+    code = code if isinstance(code, str) else re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    status = getattr(exc, "http_status", None)
+    if isinstance(status, int):
+        return status, code
     if name.endswith("NotFound"):
         return 404, "not_found"
     if type(exc).__module__.split(".")[0] in {"node", "protocol"}:
-        code = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-        return (409 if name.endswith(("Rejected", "NotListable", "Denied")) else 400), code
+        return (409 if name.endswith(("Rejected", "NotListable", "Denied", "Refused")) else 400), code
     return 500, "internal"
 
 

@@ -125,6 +125,42 @@ def build_app(node: NodeService, token: str) -> App:
             )
         }
 
+    @app.route("POST", "/v1/purchases")
+    async def buy(request: Request) -> Any:
+        body = request.json()
+        listing_id = body.get("listing_id")
+        if not isinstance(listing_id, str) or not listing_id:
+            raise HttpError(400, "listing_id is required")
+        max_price = body.get("max_price_micro_usdc")
+        if max_price is not None and (not isinstance(max_price, int) or isinstance(max_price, bool)):
+            raise HttpError(400, "max_price_micro_usdc must be an integer (micro-USDC)")
+        return await node.buy(listing_id, max_price)
+
+    @app.route("POST", "/v1/purchases/redeliver")
+    async def redeliver(request: Request) -> Any:
+        body = request.json()
+        if not isinstance(body.get("listing_id"), str):
+            raise HttpError(400, "listing_id is required")
+        return await node.redeliver(body["listing_id"])
+
+    @app.route("GET", "/v1/purchases")
+    async def purchases(request: Request) -> Any:
+        items = await node.memory.run(node.ledger.purchases, _int_arg(request, "limit") or 100)
+        return {"purchases": [item.to_dict() for item in items]}
+
+    @app.route("GET", "/v1/sales")
+    async def sales(request: Request) -> Any:
+        items = await node.memory.run(node.ledger.sales, _int_arg(request, "limit") or 100)
+        return {"sales": [item.to_dict() for item in items]}
+
+    @app.route("GET", "/v1/market/stats")
+    async def market_stats(request: Request) -> Any:
+        return await node.memory.run(node.ledger.stats)
+
+    @app.route("GET", "/v1/wallet")
+    async def wallet(request: Request) -> Any:
+        return await node.wallet_info()
+
     # --- weather ----------------------------------------------------------------------------
     @app.route("GET", "/v1/weather")
     async def weather(request: Request) -> Any:

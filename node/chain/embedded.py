@@ -7,6 +7,7 @@ eth-tester is a dev dependency (``pip install -e .[dev]``).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +69,17 @@ def start_embedded_chain(
     # separately, in the eth_chainId endpoint.
     type(backend.chain).chain_id = chain_id
     endpoints = {**API_ENDPOINTS, "eth": {**API_ENDPOINTS["eth"], "chainId": lambda *_: chain_id}}
-    w3 = Web3(EthereumTesterProvider(EthereumTester(backend), api_endpoints=endpoints))
+    provider = EthereumTesterProvider(EthereumTester(backend), api_endpoints=endpoints)
+    # eth-tester is not thread-safe and the engine calls it from trio worker threads.
+    lock = threading.Lock()
+    unlocked_request = provider.make_request
+
+    def make_request(method: Any, params: Any) -> Any:
+        with lock:
+            return unlocked_request(method, params)
+
+    provider.make_request = make_request  # type: ignore[method-assign]
+    w3 = Web3(provider)
 
     client = ChainClient(w3, BASE_SEPOLIA_USDC)
     settler_address = deploy_contract(client, deployer, settler_artifact().bytecode)

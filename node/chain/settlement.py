@@ -329,6 +329,10 @@ class SettlementEngine:
                     row = self.ledger.get(item.key)
                     if row is not None:
                         self._resolve_used(row)
+                    continue
+                reason = self._diagnose(item)
+                if reason is not None:
+                    self.ledger.mark_failed(item.key, reason)
             return
         transfers = Counter(self.client.transfer_events(receipt))
         outcomes = self._batch_outcomes(receipt) if batched else {0: None}
@@ -345,6 +349,20 @@ class SettlementEngine:
         self.ledger.mark_confirmed_many(confirmed, tx_hash, int(receipt["blockNumber"]))
         for item, reason in unsettled:
             self._resolve_after_failure(item, reason)
+
+    def _diagnose(self, authorization: Authorization) -> str | None:
+        """Why the token refuses ``authorization`` now, if for a reason that will not go
+        away (bad signature, expired, no balance...); None if it would succeed now."""
+        try:
+            self.client.w3.eth.call({
+                "from": self.sender.address,
+                "to": self.client.token_address,
+                "data": encode_transfer_with_authorization(authorization),  # type: ignore[typeddict-item]
+            })
+        except Exception as exc:  # web3's ContractLogicError, eth-tester's TransactionFailed
+            reason = revert_reason_code(str(exc))
+            return reason if reason in PaymentRejected.REASONS else None
+        return None
 
     def _batch_outcomes(self, receipt: TxReceipt) -> dict[int, str | None]:
         """index → None (settled) or the revert reason, from the settler's events."""

@@ -69,7 +69,10 @@ class CliContext:
 
 
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=False, width=max(100, Console().width))
+    probe = Console()
+    # Piped output (scripts, CI logs) gets a wide fixed width instead of 80 columns.
+    width = probe.width if probe.is_terminal else 160
+    return Console(highlight=False, soft_wrap=False, width=max(100, width))
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:

@@ -57,9 +57,11 @@ def can_access(
 # --- sensitivity ------------------------------------------------------------------------------
 # Confidential: credentials. Vendor key formats are matched anywhere; generic
 # secrets only when a secret-ish word is followed by a long value that mixes
-# letters and digits, so prose like "token bucket rate limiter" stays normal.
+# letters and digits and is not a snake_case identifier, so prose like "token
+# bucket rate limiter" and code like "auth token_refresh_interval_v2" stay normal.
 _SECRET_VALUE = (
-    r"[\"'`]?(?=[A-Za-z0-9+/_\-]*\d)(?=[A-Za-z0-9+/_\-]*[A-Za-z])[A-Za-z0-9+/_\-]{16,}={0,2}"
+    r"[\"'`]?(?-i:(?![a-z]+(?:[_\-][a-z0-9]+)+\b))"
+    r"(?=[A-Za-z0-9+/_\-]*\d)(?=[A-Za-z0-9+/_\-]*[A-Za-z])[A-Za-z0-9+/_\-]{16,}={0,2}"
 )
 _CONFIDENTIAL_PATTERNS = [
     re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"),
@@ -72,12 +74,14 @@ _CONFIDENTIAL_PATTERNS = [
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
     re.compile(r"\b0x[0-9a-fA-F]{64}\b"),  # secp256k1 private key (or a 32-byte hash)
     re.compile(
-        r"(?i)(?:api[_\-]?key|secret|token|passw(?:or)?d|passphrase|pwd|credential|"
+        r"(?i)(?<![A-Za-z])(?:api[_\-]?key|secret|token|passw(?:or)?d|passphrase|pwd|credential|"
         r"access[_\-]?key|private[_\-]?key|auth)[\w\-]*[\"']?\s*(?:[:=]|\s)\s*" + _SECRET_VALUE
     ),
     # password = "literal" (code) and "password: hunter2" (prose); not type hints
     # ("password: str") or expressions ("password = self.password").
-    re.compile(r"(?i)(?<![A-Za-z])(?:passw(?:or)?d|passphrase|pwd)[\"']?\s*[:=]\s*[\"'][^\"'\s]{4,}[\"']"),
+    re.compile(
+        r"(?i)(?<![A-Za-z])(?:passw(?:or)?d|passphrase|pwd)[\"']?\s*[:=]\s*[\"'][^\"'\s]{4,}[\"']"
+    ),
     re.compile(
         r"(?i)(?<![A-Za-z])(?:passw(?:or)?d|passphrase|pwd)\s*[:=]\s*"
         r"(?!(?:str|bytes|int|none|null|undefined|optional|string|secretstr)\b)"

@@ -140,10 +140,13 @@ class Memory:
         except BaseException:
             self.store.close()
             raise
-        self.hormones = HormonalStateManager()
+        base_merge = config.memory.merge_overlap_threshold
+        self.hormones = HormonalStateManager(base_merge_threshold=base_merge)
         saved = self.store.get_meta("hormones")
         if saved:
-            self.hormones = HormonalStateManager.from_dict(json.loads(saved))
+            self.hormones = HormonalStateManager.from_dict(
+                json.loads(saved), base_merge_threshold=base_merge
+            )
 
     def close(self) -> None:
         if self.index.dirty:

@@ -144,6 +144,89 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX listings_skill ON listings(seller_key, stable_skill_id, skill_version)",
         "CREATE INDEX listings_expiry ON listings(expires_at_ms)",
     ],
+    # 4: marketplace ledgers. The seller records a sale before settling it and the
+    # buyer records a purchase before paying, so neither side forgets money moved.
+    [
+        """
+        CREATE TABLE sales (
+            request_id TEXT PRIMARY KEY,
+            listing_id TEXT NOT NULL,
+            crystal_id TEXT NOT NULL,
+            stable_skill_id TEXT NOT NULL,
+            buyer_key TEXT NOT NULL,
+            buyer_address TEXT NOT NULL,
+            price_micro_usdc INTEGER NOT NULL,
+            auth_nonce TEXT,
+            state TEXT NOT NULL,
+            tx_hash TEXT,
+            reason TEXT,
+            created_at_ms INTEGER NOT NULL,
+            updated_at_ms INTEGER NOT NULL
+        )
+        """,
+        "CREATE INDEX sales_listing ON sales(listing_id, buyer_key)",
+        "CREATE INDEX sales_tx ON sales(tx_hash)",
+        """
+        CREATE TABLE purchases (
+            request_id TEXT PRIMARY KEY,
+            listing_id TEXT NOT NULL,
+            seller_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            price_micro_usdc INTEGER NOT NULL,
+            pay_to TEXT NOT NULL,
+            auth_nonce TEXT,
+            state TEXT NOT NULL,
+            tx_hash TEXT,
+            crystal_id TEXT,
+            reason TEXT,
+            created_at_ms INTEGER NOT NULL,
+            updated_at_ms INTEGER NOT NULL
+        )
+        """,
+        "CREATE INDEX purchases_listing ON purchases(listing_id)",
+        "CREATE INDEX purchases_created ON purchases(created_at_ms)",
+    ],
+    # 5: trust ledger (node/trust): per-peer aggregates, the interaction events behind
+    # them, and every ingestion-gate decision with its reason.
+    [
+        """
+        CREATE TABLE trust_peers (
+            peer_key TEXT PRIMARY KEY,
+            satisfactory REAL NOT NULL DEFAULT 0,
+            unsatisfactory REAL NOT NULL DEFAULT 0,
+            events INTEGER NOT NULL DEFAULT 0,
+            offences INTEGER NOT NULL DEFAULT 0,
+            banned INTEGER NOT NULL DEFAULT 0,
+            first_seen_ms INTEGER NOT NULL,
+            last_event_ms INTEGER NOT NULL,
+            last_reason TEXT NOT NULL DEFAULT ''
+        )
+        """,
+        """
+        CREATE TABLE trust_events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at_ms INTEGER NOT NULL,
+            peer_key TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            weight REAL NOT NULL,
+            offence INTEGER NOT NULL,
+            detail TEXT NOT NULL DEFAULT ''
+        )
+        """,
+        "CREATE INDEX trust_events_peer ON trust_events(peer_key, at_ms)",
+        """
+        CREATE TABLE trust_decisions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at_ms INTEGER NOT NULL,
+            peer_key TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            admitted INTEGER NOT NULL,
+            level TEXT NOT NULL,
+            reason TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX trust_decisions_peer ON trust_decisions(peer_key, at_ms)",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

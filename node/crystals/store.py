@@ -483,7 +483,7 @@ class CrystalStore:
         ).fetchone()
         return None if row is None else _row_to_crystal(row)
 
-    def list(
+    def list_crystals(
         self, filters: Filters | None = None, limit: int = 50, order: str = "created_at_ms DESC"
     ) -> list[Crystal]:
         where, params = (filters or Filters()).sql()

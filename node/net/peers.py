@@ -62,6 +62,7 @@ class _Watcher(INotifee):
     async def connected(self, network: INetwork, conn: INetConn) -> None:
         peer = conn.muxed_conn.peer_id
         if peer in self.manager.banned:
+            self.manager.refused_connections += 1
             self.manager.request_disconnect(peer)
 
     async def disconnected(self, network: INetwork, conn: INetConn) -> None:
@@ -90,6 +91,10 @@ class PeerManager:
         self.initial_backoff_s = initial_backoff_s
         self.dial_timeout_s = dial_timeout_s
         self.banned: set[ID] = set()
+        # Connections from banned peers closed on arrival (py-libp2p has no
+        # peer-id gater: they live for a few ms, their gossip is dropped by the
+        # pubsub blacklist meanwhile).
+        self.refused_connections = 0
         self._kept: dict[ID, _Kept] = {}
         self._wake = trio.Event()
         self._disconnect_send, self._disconnect_receive = trio.open_memory_channel[ID](1024)

@@ -140,6 +140,4 @@ def eigentrust(
     total = t.sum()
     if total > 0:
         t = t / total
-    return EigenTrustResult(
-        {peer: float(t[i]) for i, peer in enumerate(graph.peers)}, iterations, converged
-    )
+    return EigenTrustResult(dict(zip(graph.peers, t.tolist(), strict=True)), iterations, converged)

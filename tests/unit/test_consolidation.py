@@ -7,7 +7,6 @@ from node.config import MemoryConfig
 from node.crystals.model import Lifecycle, LifespanPolicy, SemanticType
 from node.memory.consolidation import (
     ConsolidationInput,
-    Merge,
     Transition,
     TransitionReason,
     plan_consolidation,
@@ -132,7 +131,9 @@ def test_promotion_and_merge_by_hand() -> None:
         ],
         NOW,
     )
-    assert plan.merges == [Merge("a-winner", "b-loser", pytest.approx(0.96))]
+    [merge] = plan.merges
+    assert (merge.winner_id, merge.loser_id) == ("a-winner", "b-loser")
+    assert merge.similarity == pytest.approx(0.96)
     assert transitions_of(plan) == {
         "a-winner": (Lifecycle.GENERATED, Lifecycle.CONSOLIDATED, TransitionReason.MERGED_WINNER),
         "b-loser": (Lifecycle.GENERATED, Lifecycle.ARCHIVED, TransitionReason.MERGED_LOSER),
@@ -145,7 +146,8 @@ def test_each_crystal_merges_at_most_once_and_order_is_deterministic() -> None:
     inputs = [crystal(name, access_count=19, embedding=[1.0, 1.0]) for name in "cab"]
     plan = plan_consolidation(inputs, NOW)
     # equal importance → smaller id wins; pairs by (−similarity, index): (a, b) first
-    assert plan.merges == [Merge("a", "b", pytest.approx(1.0))]
+    assert [(m.winner_id, m.loser_id) for m in plan.merges] == [("a", "b")]
+    assert plan.merges[0].similarity == pytest.approx(1.0)
     assert plan == plan_consolidation(list(reversed(inputs)), NOW)
 
 

@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from node.trust.eigentrust import TrustMatrix, eigentrust, normalise_local_trust
 
@@ -90,3 +92,19 @@ def test_sparse_matrix_input_matches_rows() -> None:
 def test_alpha_out_of_range_is_rejected() -> None:
     with pytest.raises(ValueError):
         eigentrust({"a": {"b": 1}}, alpha=1.5)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from("abcdef"),
+        st.dictionaries(st.sampled_from("abcdef"), st.floats(-5, 5), max_size=6),
+        max_size=6,
+    ),
+    st.sets(st.sampled_from("abcdefg"), max_size=3),
+)
+def test_trust_is_a_distribution(rows: dict[str, dict[str, float]], pretrusted: set[str]) -> None:
+    result = eigentrust(rows, pretrusted)
+    if result.trust:
+        assert sum(result.trust.values()) == pytest.approx(1.0)
+        assert min(result.trust.values()) >= 0.0

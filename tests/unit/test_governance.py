@@ -61,6 +61,7 @@ CONFIDENTIAL = [
     "api_key: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
     "secret=dGhpcyBpcyBhIHNlY3JldCB2YWx1ZTEy",
     "Authorization token abc123def456ghi789jkl",
+    "GITHUB_TOKEN=Xk9aB3qP7zz0LmN4rT8y",
     "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE=\n-----END OPENSSH PRIVATE KEY-----",
     "-----BEGIN PRIVATE KEY-----",
     "wallet key 0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318",
@@ -98,6 +99,10 @@ NORMAL = [
     "I think the index is stale",
     "error: connection refused on port 5432",
     "tokenizer splits text into tokens",
+    "OAuth2 client_credentials_grant_v2 flow",
+    "set token_refresh_interval_v2 to 30",
+    "secret_rotation_days_90 is a setting",
+    "MY_SECRET_NAME_V2 is read from the environment",
 ]
 
 

@@ -113,7 +113,9 @@ def test_modulation_at_homeostasis_by_hand() -> None:
 
 
 def test_decay_resistance_is_capped_at_half() -> None:
-    manager = HormonalStateManager(now_ms=Clock(), levels={"dopamine": 1, "cortisol": 1, "oxytocin": 1})
+    manager = HormonalStateManager(
+        now_ms=Clock(), levels={"dopamine": 1, "cortisol": 1, "oxytocin": 1}
+    )
     # 0.3 + 0.2 + 0.2 = 0.7 → capped to 0.5
     assert manager.consolidation_modulation().decay_resistance == 0.5
 

@@ -24,7 +24,8 @@ def test_importance_without_elapsed_time_is_frequency_factor() -> None:
 def test_default_decay_rate_halves_importance_in_about_16_days() -> None:
     # λ = 5e-10 /ms, Δt = ln2/λ = 1.386e9 ms → I = 0.632121 / 2 = 0.316060
     assert importance(9, HALF_LIFE_MS, None) == pytest.approx(0.3160603, abs=1e-7)
-    assert HALF_LIFE_MS / 86_400_000 == pytest.approx(16.05, abs=0.01)
+    half_life_days = HALF_LIFE_MS / 86_400_000
+    assert half_life_days == pytest.approx(16.05, abs=0.01)
 
 
 def test_emotional_valence_slows_decay() -> None:

@@ -1,4 +1,8 @@
+from typing import Any
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from node.market.pricing import (
     FlatReputation,
@@ -12,13 +16,11 @@ from node.market.pricing import (
 
 def test_quality_only_by_hand() -> None:
     # 10_000 × (3/4 × 0.8 = 0.6) × (1 + ln(0 + 0 + 1)·0.1 = 1) × 1 × 1.0 = 6_000
-    assert (
-        price_micro_usdc(successes=3, executions=4, avg_reward=0.8, unique_buyers=0) == 6_000
-    )
+    assert price_micro_usdc(successes=3, executions=4, avg_reward=0.8, unique_buyers=0) == 6_000
 
 
 def test_demand_reputation_and_scarcity_by_hand() -> None:
-    common = dict(successes=3, executions=4, avg_reward=0.8, unique_buyers=3)
+    common: dict[str, Any] = dict(successes=3, executions=4, avg_reward=0.8, unique_buyers=3)
     # demand = 1 + ln(4)·0.1 = 1 + 1.3862944·0.1 = 1.1386294
     # 10_000 × 0.6 × 1.1386294 = 6_831.78 → 6_832
     assert price_micro_usdc(**common, scarcity=Scarcity.COMMON) == 6_832
@@ -48,7 +50,7 @@ def test_bounty_matches_count_as_demand() -> None:
 
 def test_rounds_half_to_even() -> None:
     # 10_001 × (1/2 × 1.0) = 5_000.5 → 5_000 (even); 10_003 × 0.5 = 5_001.5 → 5_002
-    half = dict(successes=1, executions=2, avg_reward=1.0, unique_buyers=0)
+    half: dict[str, Any] = dict(successes=1, executions=2, avg_reward=1.0, unique_buyers=0)
     assert price_micro_usdc(base_micro_usdc=10_001, **half) == 5_000
     assert price_micro_usdc(base_micro_usdc=10_003, **half) == 5_002
 
@@ -73,7 +75,7 @@ def test_clamped_to_the_maximum() -> None:
 
 
 def test_avg_reward_is_clamped_to_unit_interval() -> None:
-    args = dict(successes=4, executions=4, unique_buyers=0)
+    args: dict[str, Any] = dict(successes=4, executions=4, unique_buyers=0)
     assert price_micro_usdc(avg_reward=7.0, **args) == 10_000
     assert price_micro_usdc(avg_reward=-1.0, **args) == 1_000
 
@@ -87,8 +89,8 @@ def test_avg_reward_is_clamped_to_unit_interval() -> None:
         dict(successes=1, executions=4, min_micro=10, max_micro=5),
     ],
 )
-def test_rejects_impossible_inputs(kwargs: dict) -> None:
-    params = dict(avg_reward=1.0, unique_buyers=0) | kwargs
+def test_rejects_impossible_inputs(kwargs: dict[str, Any]) -> None:
+    params: dict[str, Any] = dict(avg_reward=1.0, unique_buyers=0) | kwargs
     with pytest.raises(ValueError):
         price_micro_usdc(**params)
 
@@ -116,3 +118,32 @@ def test_flat_reputation_is_a_reputation_source() -> None:
     source: ReputationSource = FlatReputation()
     assert source.reputation(b"\x01" * 32) == 1.0
     assert FlatReputation(0.4).reputation(b"") == 0.4
+
+
+@given(
+    executions=st.integers(0, 1_000),
+    data=st.data(),
+    avg_reward=st.floats(-2, 2),
+    buyers=st.integers(0, 10_000),
+    reputation=st.floats(0, 1),
+    scarcity=st.sampled_from(Scarcity),
+)
+def test_price_is_an_integer_within_bounds(
+    executions: int,
+    data: st.DataObject,
+    avg_reward: float,
+    buyers: int,
+    reputation: float,
+    scarcity: Scarcity,
+) -> None:
+    successes = data.draw(st.integers(0, executions))
+    price = price_micro_usdc(
+        successes=successes,
+        executions=executions,
+        avg_reward=avg_reward,
+        unique_buyers=buyers,
+        reputation=reputation,
+        scarcity=scarcity,
+    )
+    assert isinstance(price, int)
+    assert 1_000 <= price <= 1_000_000

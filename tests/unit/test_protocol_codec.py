@@ -87,7 +87,18 @@ def test_rfc8949_deterministic_examples() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [1.5, 0.0, float("nan"), (1, 2), {1: "a"}, {b"k": 1}, {"a": {1, 2}}, 2**64, -(2**64) - 1, "\ud800"],
+    [
+        1.5,
+        0.0,
+        float("nan"),
+        (1, 2),
+        {1: "a"},
+        {b"k": 1},
+        {"a": {1, 2}},
+        2**64,
+        -(2**64) - 1,
+        "\ud800",
+    ],
 )
 def test_encode_refuses_values_outside_the_data_model(value: Any) -> None:
     with pytest.raises(CodecError):

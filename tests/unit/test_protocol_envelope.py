@@ -252,10 +252,15 @@ def test_random_bytes_are_rejected_cleanly(data: bytes) -> None:
 @settings(max_examples=100, deadline=None)
 @given(
     st.recursive(
-        st.none() | st.booleans() | st.integers(-(2**64), 2**64 - 1) | st.binary(max_size=70)
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**64), 2**64 - 1)
+        | st.binary(max_size=70)
         | st.text(max_size=20),
-        lambda children: st.lists(children, max_size=4)
-        | st.dictionaries(st.text(max_size=12), children, max_size=4),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.text(max_size=12), children, max_size=4)
+        ),
         max_leaves=10,
     ),
     st.sampled_from(["kind", "version", "sender", "seq", "issued_at_ms", "body", "signature"]),

@@ -123,7 +123,7 @@ def test_registry_covers_every_message() -> None:
     kinds = {type(message) for message in sample_messages()}
     assert kinds == set(MESSAGE_TYPES.values())
     for (kind, version), message_type in MESSAGE_TYPES.items():
-        assert (message_type.KIND, message_type.VERSION) == (kind, version)
+        assert (kind, version) == (message_type.KIND, message_type.VERSION)
 
 
 def test_fields_table_matches_dataclass_fields() -> None:

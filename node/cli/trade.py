@@ -1,0 +1,134 @@
+"""Buying, selling and the wallet: ``skill buy|redeliver``, ``purchases``, ``sales``,
+``market stats``, ``wallet address|balance``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from node.cli.context import CliContext, CliError, common_options, table
+from node.cli.network import market, parse_usdc, skill, usdc
+
+
+def _when(ms: int | None) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d %H:%M:%S") if ms else "-"
+
+
+@skill.command("buy")
+@click.argument("listing_id")
+@click.option("--max-price", default=None, help="Refuse if the price is above this (USDC, e.g. 0.05).")
+@common_options
+def buy(ctx: CliContext, listing_id: str, max_price: str | None) -> None:
+    """Buy a listed skill: pay in USDC, verify the delivery, ingest it."""
+    client = ctx.api()
+    assert client is not None
+    data = client.post("/v1/purchases", {
+        "listing_id": listing_id,
+        "max_price_micro_usdc": parse_usdc(max_price) if max_price else None,
+    })
+    ctx.emit(data, lambda d: click.echo(
+        f"bought {d['listing_id'][:16]} for {usdc(d['price_micro_usdc'])}\n"
+        f"  tx       {d['tx_hash']}\n  crystal  {d['crystal_id']}"))
+
+
+@skill.command("redeliver")
+@click.argument("listing_id")
+@common_options
+def redeliver(ctx: CliContext, listing_id: str) -> None:
+    """Ask the seller again for a skill paid for but not received."""
+    client = ctx.api()
+    assert client is not None
+    data = client.post("/v1/purchases/redeliver", {"listing_id": listing_id})
+    ctx.emit(data, lambda d: click.echo(f"received {d['listing_id'][:16]} as crystal {d['crystal_id']}"))
+
+
+@click.command()
+@click.option("--limit", type=int, default=50, show_default=True)
+@common_options
+def purchases(ctx: CliContext, limit: int) -> None:
+    """Skills this node bought (or tried to)."""
+    client = ctx.api()
+    assert client is not None
+    items = client.get("/v1/purchases", limit=limit)["purchases"]
+    ctx.emit(items, lambda rows: table(
+        None, ["when", "listing", "name", "price", "state", "tx", "crystal"],
+        [[_when(r["created_at_ms"]), r["listing_id"][:12], r["name"][:30],
+          usdc(r["price_micro_usdc"]), r["state"], (r["tx_hash"] or "-")[:12],
+          (r["crystal_id"] or "-")[:8]] for r in rows]) if rows else click.echo("no purchases"))
+
+
+@click.command()
+@click.option("--limit", type=int, default=50, show_default=True)
+@common_options
+def sales(ctx: CliContext, limit: int) -> None:
+    """Skills this node sold."""
+    client = ctx.api()
+    assert client is not None
+    items = client.get("/v1/sales", limit=limit)["sales"]
+    ctx.emit(items, lambda rows: table(
+        None, ["when", "listing", "buyer", "price", "state", "tx"],
+        [[_when(r["created_at_ms"]), r["listing_id"][:12], r["buyer_key"][:10],
+          usdc(r["price_micro_usdc"]), r["state"], (r["tx_hash"] or "-")[:12]] for r in rows])
+        if rows else click.echo("no sales"))
+
+
+@market.command("stats")
+@common_options
+def stats(ctx: CliContext) -> None:
+    """Earnings and spending, top-earning skills, 7-day trend."""
+    client = ctx.api()
+    assert client is not None
+    data = client.get("/v1/market/stats")
+
+    def render(d: dict[str, Any]) -> None:
+        click.echo(f"earned {usdc(d['earned_micro_usdc'])}   spent {usdc(d['spent_micro_usdc'])}"
+                   f"   net {usdc(d['net_micro_usdc'])}")
+        if d["top_skills"]:
+            table("top skills", ["skill", "sales", "unique buyers", "earned"],
+                  [[t["name"] or t["stable_skill_id"][:12], t["sales"], t["unique_buyers"],
+                    usdc(t["earned"])] for t in d["top_skills"]])
+        table("last 7 days", ["day", "earned", "spent"],
+              [[t["day"], usdc(t["earned_micro_usdc"]), usdc(t["spent_micro_usdc"])]
+               for t in d["trend_7d"]])
+
+    ctx.emit(data, render)
+
+
+@click.group()
+def wallet() -> None:
+    """This node's USDC wallet (secp256k1 key in wallet.key, 0600)."""
+
+
+@wallet.command("address")
+@common_options
+def address(ctx: CliContext) -> None:
+    """The wallet address (works without a running node)."""
+    from node.chain.wallet import load_wallet
+
+    config = ctx.config()
+    if not config.wallet_path.exists():
+        raise CliError(f"{config.data_dir} has no wallet; run `crystalmesh init`")
+    account = load_wallet(config.wallet_path)
+    ctx.emit({"address": account.address}, lambda d: click.echo(d["address"]))
+
+
+@wallet.command("balance")
+@common_options
+def balance(ctx: CliContext) -> None:
+    """USDC and ETH balances on the configured chain."""
+    from node.chain.wallet import balances, load_wallet
+
+    config = ctx.config()
+    if not config.wallet_path.exists():
+        raise CliError(f"{config.data_dir} has no wallet; run `crystalmesh init`")
+    account = load_wallet(config.wallet_path)
+    found = balances(config.chain.rpc_url, config.chain.token_address, account.address)
+    data = {"address": account.address, "usdc_micro": found["usdc_micro"], "eth_wei": found["eth_wei"],
+            "chain_id": config.chain.chain_id, "rpc_url": config.chain.rpc_url}
+    ctx.emit(data, lambda d: click.echo(
+        f"{d['address']}\n  {usdc(d['usdc_micro'])}\n  {d['eth_wei'] / 1e18:.6f} ETH (gas)"))
+
+
+COMMANDS: list[click.Command] = [purchases, sales, wallet]

@@ -1,0 +1,413 @@
+"""Buyer side of ``/crystalmesh/purchase/1``.
+
+``Buyer.buy(listing_id)`` runs the whole exchange: gate and spend caps are
+checked before any money is committed; the purchase is recorded before the
+signed authorization leaves the node; the delivery is accepted only if its
+hash equals the listing's and the chain shows the exact transfer; then the
+skill is ingested as a crystal (origin peer, provenance "imported") through
+the trust gate and a signed receipt goes back to the seller.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import trio
+from eth_account.signers.local import LocalAccount
+
+from node.chain.authorization import sign_authorization
+from node.chain.client import ChainClient
+from node.chain.errors import ChainError
+from node.config import NodeConfig
+from node.crystals import provenance
+from node.crystals.memory import AsyncMemory
+from node.crystals.model import (
+    AccessScope,
+    Crystal,
+    Governance,
+    Lifecycle,
+    LifespanPolicy,
+    Origin,
+    SemanticType,
+    Source,
+    now_ms,
+)
+from node.market.ledger import DAY_MS, MarketLedger, Purchase
+from node.market.listings import ListingBook, StoredListing
+from node.net.reqresp import ReqRespError
+from protocol.envelope import Envelope, seal
+from protocol.identity import Identity, peer_id_from_public_key
+from protocol.messages import (
+    Delivery,
+    DeliveryRequest,
+    ErrorReply,
+    Message,
+    PaymentAuthorization,
+    PaymentRequirements,
+    PurchaseRequest,
+    Receipt,
+)
+from protocol.purchase import TransferAuthorization
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Message)
+Request = Callable[[str, bytes, float], Awaitable[Envelope]]
+MAX_AUTHORIZATION_VALIDITY_S = 600
+
+
+class PurchaseError(RuntimeError):
+    """A purchase did not complete; ``money_moved`` says whether USDC left the wallet."""
+
+    http_status = 502
+
+    def __init__(self, message: str, code: str = "purchase_failed", money_moved: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.money_moved = money_moved
+
+
+class PurchaseRefused(PurchaseError):
+    """Refused before any money was committed (caps, gate, unknown listing, seller said no)."""
+
+    http_status = 409
+
+    def __init__(self, message: str, code: str = "refused") -> None:
+        super().__init__(message, code, money_moved=False)
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    admitted: bool
+    level: str
+    reason: str
+
+
+Gate = Callable[[bytes], Awaitable[GateDecision]]
+
+
+async def admit_all(seller_key: bytes) -> GateDecision:
+    return GateDecision(True, "provisional", "no trust layer configured")
+
+
+class Buyer:
+    def __init__(
+        self,
+        config: NodeConfig,
+        identity: Identity,
+        next_seq: Callable[[], int],
+        request: Request,
+        memory: AsyncMemory,
+        listings: ListingBook,
+        ledger: MarketLedger,
+        wallet: LocalAccount,
+        chain: Callable[[], ChainClient | None],
+        gate: Gate = admit_all,
+        on_outcome: Callable[[bytes, str, str], Awaitable[None]] | None = None,
+    ) -> None:
+        self.config = config
+        self.identity = identity
+        self.next_seq = next_seq
+        self.request = request
+        self.memory = memory
+        self.listings = listings
+        self.ledger = ledger
+        self.wallet = wallet
+        self.chain = chain
+        self.gate = gate
+        self.on_outcome = on_outcome  # (seller key, event, detail) for the trust ledger
+        self._lock = trio.Lock()  # serialises cap checks with the purchase record
+
+    def _seal(self, message: Message) -> bytes:
+        return seal(self.identity, message.KIND, message, self.next_seq(), now_ms())
+
+    async def _exchange(self, peer: str, message: Message, expect: type[M], timeout_s: float) -> M:
+        try:
+            envelope = await self.request(peer, self._seal(message), timeout_s)
+        except ReqRespError as error:
+            raise PurchaseError(f"seller unreachable: {error}", "seller_unreachable") from error
+        reply = envelope.message()
+        if isinstance(reply, ErrorReply):
+            raise PurchaseRefused(f"seller refused: {reply.code}: {reply.message}", reply.code)
+        if not isinstance(reply, expect):
+            raise PurchaseError(f"seller answered {envelope.kind}, expected {expect.KIND}", "protocol")
+        return reply
+
+    async def _outcome(self, seller_key: bytes, event: str, detail: str) -> None:
+        if self.on_outcome:
+            await self.on_outcome(seller_key, event, detail)
+
+    # --- the purchase -------------------------------------------------------------------------
+    async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None) -> dict[str, Any]:
+        stored = await self.memory.run(self.listings.get, listing_id)
+        if stored is None:
+            raise PurchaseRefused(f"unknown listing {listing_id} (see `crystalmesh market list`)",
+                                  "unknown_listing")
+        listing = stored.listing
+        if stored.own_crystal_id is not None:
+            raise PurchaseRefused("that is this node's own listing", "own_listing")
+        if stored.superseded_by:
+            raise PurchaseRefused(f"listing superseded by {stored.superseded_by}", "superseded")
+        if listing.expires_at_ms <= now_ms():
+            raise PurchaseRefused("listing expired", "expired")
+        if listing.chain_id != self.config.chain.chain_id or (
+            listing.token_address.lower() != self.config.chain.token_address.lower()
+        ):
+            raise PurchaseRefused("listing is priced on another chain or token", "wrong_chain")
+        decision = await self.gate(stored.seller_key)
+        if not decision.admitted:
+            raise PurchaseRefused(f"ingestion gate: {decision.reason}", "gate")
+        seller = peer_id_from_public_key(stored.seller_key)
+        timeout = self.config.market.purchase_timeout_s
+        request_id = secrets.token_hex(16)
+
+        requirements = await self._exchange(
+            seller,
+            PurchaseRequest(request_id=request_id, listing_id=listing.listing_id,
+                            buyer_address=self.wallet.address),
+            PaymentRequirements,
+            timeout,
+        )
+        self._check_requirements(stored, requirements)
+        price = requirements.price_micro_usdc
+        async with self._lock:
+            await self._check_caps(price, max_price_micro_usdc)
+            valid_before = min(requirements.valid_before_s,
+                               int(time.time()) + MAX_AUTHORIZATION_VALIDITY_S)
+            authorization = sign_authorization(
+                self.wallet,
+                chain_id=listing.chain_id,
+                token_address=listing.token_address,
+                to=requirements.pay_to,
+                value_micro=price,
+                valid_before_s=valid_before,
+            )
+            created = now_ms()
+            await self.memory.run(self.ledger.record_purchase, Purchase(
+                request_id=request_id, listing_id=listing.listing_id,
+                seller_key=stored.seller_key.hex(), name=listing.name, price_micro_usdc=price,
+                pay_to=requirements.pay_to, auth_nonce="0x" + authorization.nonce.hex(),
+                state="authorized", tx_hash=None, crystal_id=None, reason=None,
+                created_at_ms=created, updated_at_ms=created,
+            ))
+        payment = PaymentAuthorization(
+            request_id=request_id,
+            listing_id=listing.listing_id,
+            authorization=TransferAuthorization(
+                from_=authorization.from_address, to=authorization.to,
+                value=authorization.value_micro, valid_after=authorization.valid_after_s,
+                valid_before=authorization.valid_before_s, nonce=authorization.nonce,
+            ),
+            signature=authorization.signature,
+        )
+        try:
+            delivery = await self._exchange(seller, payment, Delivery, timeout)
+        except PurchaseError as error:
+            await self._after_failed_delivery(request_id, stored, authorization.nonce, error)
+            raise
+        return await self._accept(request_id, stored, delivery, price)
+
+    def _check_requirements(self, stored: StoredListing, req: PaymentRequirements) -> None:
+        listing = stored.listing
+        problems = []
+        if req.listing_id != listing.listing_id:
+            problems.append("listing id")
+        if req.price_micro_usdc != listing.price_micro_usdc:
+            problems.append(f"price {req.price_micro_usdc} != listed {listing.price_micro_usdc}")
+        if req.pay_to.lower() != listing.pay_to.lower():
+            problems.append("pay-to address")
+        if req.asset.lower() != listing.token_address.lower() or req.chain_id != listing.chain_id:
+            problems.append("asset/chain")
+        if req.content_hash != listing.content_hash:
+            problems.append("content hash")
+        if req.valid_before_s <= int(time.time()) + 30:
+            problems.append("quote already expiring")
+        if problems:
+            raise PurchaseRefused("seller's terms differ from its listing: " + ", ".join(problems),
+                                  "terms_mismatch")
+
+    async def _check_caps(self, price: int, max_price: int | None) -> None:
+        market = self.config.market
+        if max_price is not None and price > max_price:
+            raise PurchaseRefused(f"price {price} micro-USDC is above --max-price {max_price}",
+                                  "price_above_cap")
+        if price > market.max_per_purchase_micro_usdc:
+            raise PurchaseRefused(
+                f"price {price} micro-USDC is above the per-purchase cap "
+                f"{market.max_per_purchase_micro_usdc} ([market] max_per_purchase_micro_usdc)",
+                "price_above_cap")
+        spent = await self.memory.run(self.ledger.spent_since, now_ms() - DAY_MS)
+        if spent + price > market.max_per_day_micro_usdc:
+            raise PurchaseRefused(
+                f"buying would spend {spent + price} micro-USDC in 24 h, above the daily cap "
+                f"{market.max_per_day_micro_usdc} ([market] max_per_day_micro_usdc)",
+                "daily_cap")
+
+    async def _after_failed_delivery(self, request_id: str, stored: StoredListing, nonce: bytes,
+                                     error: PurchaseError) -> None:
+        """The authorization left the node but no delivery came back: did money move?"""
+        tx_hash = await self._settled_tx(nonce)
+        if tx_hash:
+            await self.memory.run(self.ledger.update_purchase, request_id, "paid_undelivered",
+                                  tx_hash=tx_hash, reason=str(error))
+            await self._outcome(stored.seller_key, "delivery_failed", str(error))
+            error.money_moved = True
+            error.args = (f"{error}. The payment settled in {tx_hash} but nothing was delivered; "
+                          f"retry with `crystalmesh skill redeliver {stored.listing.listing_id}`",)
+            return
+        state = "refused" if isinstance(error, PurchaseRefused) else "failed"
+        await self.memory.run(self.ledger.update_purchase, request_id, state, reason=str(error))
+        if not isinstance(error, PurchaseRefused):
+            await self._outcome(stored.seller_key, "delivery_failed", str(error))
+
+    async def _settled_tx(self, nonce: bytes) -> str | None:
+        client = self.chain()
+        if client is None:
+            return None
+        try:
+            used = await trio.to_thread.run_sync(client.authorization_state, self.wallet.address, nonce)
+            if not used:
+                return None
+            events = await trio.to_thread.run_sync(client.authorization_events, self.wallet.address, nonce)
+        except ChainError:
+            return None
+        for event in events:
+            tx = event.get("transactionHash")
+            if tx is not None:
+                return "0x" + bytes(tx).hex()
+        return None
+
+    async def _verify_transfer(self, tx_hash: str, pay_to: str, price: int) -> str | None:
+        """None if the chain shows Transfer(us → pay_to, price) in tx_hash, else why not."""
+        client = self.chain()
+        if client is None:
+            return "no chain configured to verify the payment"
+        try:
+            receipt = await trio.to_thread.run_sync(client.receipt, tx_hash)
+        except ChainError as error:
+            return f"chain unreachable: {error}"
+        if receipt is None or receipt["status"] != 1:
+            return f"transaction {tx_hash} is not a successful transaction on chain"
+        transfers = client.transfer_events(receipt)
+        wanted = (self.wallet.address.lower(), pay_to.lower(), price)
+        if not any((a.lower(), b.lower(), v) == wanted for a, b, v in transfers):
+            return f"transaction {tx_hash} does not transfer {price} micro-USDC from us to {pay_to}"
+        return None
+
+    async def _accept(self, request_id: str, stored: StoredListing, delivery: Delivery,
+                      price: int) -> dict[str, Any]:
+        listing = stored.listing
+        seller = peer_id_from_public_key(stored.seller_key)
+        # Delivery.check() already verified sha256(payload) == delivery.content_hash.
+        if delivery.content_hash != listing.content_hash or delivery.listing_id != listing.listing_id:
+            problem = await self._verify_transfer(delivery.tx_hash, listing.pay_to, price)
+            await self.memory.run(self.ledger.update_purchase, request_id, "tampered",
+                                  tx_hash=delivery.tx_hash,
+                                  reason="delivered content does not match the listing's hash")
+            await self._outcome(stored.seller_key, "delivery_tampered", "hash mismatch")
+            await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=False)
+            raise PurchaseError(
+                "delivered skill does not match the listing's content hash; it was NOT ingested"
+                + ("" if problem else f" (payment {delivery.tx_hash} did settle)"),
+                "tampered", money_moved=problem is None)
+        problem = await self._verify_transfer(delivery.tx_hash, listing.pay_to, price)
+        if problem:
+            await self.memory.run(self.ledger.update_purchase, request_id, "failed",
+                                  tx_hash=delivery.tx_hash, reason=problem)
+            await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=False)
+            raise PurchaseError(f"payment not verified on chain: {problem}", "unverified_payment")
+        await self.memory.run(self.ledger.update_purchase, request_id, "paid", tx_hash=delivery.tx_hash)
+        decision = await self.gate(stored.seller_key)
+        if not decision.admitted:
+            await self.memory.run(self.ledger.update_purchase, request_id, "paid_undelivered",
+                                  reason=f"ingestion gate: {decision.reason}")
+            raise PurchaseError(f"paid, but the ingestion gate refused the skill: {decision.reason}",
+                                "gate", money_moved=True)
+        crystal = await self._ingest(stored, delivery)
+        await self.memory.run(self.ledger.update_purchase, request_id, "completed",
+                              crystal_id=crystal.id)
+        await self._outcome(stored.seller_key, "delivered_ok", listing.listing_id)
+        await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=True)
+        return {
+            "request_id": request_id,
+            "listing_id": listing.listing_id,
+            "price_micro_usdc": price,
+            "tx_hash": delivery.tx_hash,
+            "crystal_id": crystal.id,
+            "seller_key": stored.seller_key.hex(),
+            "content_hash": delivery.content_hash,
+        }
+
+    async def _send_receipt(self, seller: str, request_id: str, listing_id: str, delivery: Delivery,
+                            ok: bool) -> None:
+        receipt = Receipt(request_id=request_id, listing_id=listing_id, tx_hash=delivery.tx_hash,
+                          content_hash=delivery.content_hash, ok=ok)
+        try:
+            await self.request(seller, self._seal(receipt), 5.0)
+        except ReqRespError as error:
+            log.info("receipt not delivered seller=%s error=%s", seller, error)
+
+    async def _ingest(self, stored: StoredListing, delivery: Delivery) -> Crystal:
+        listing = stored.listing
+        memory = self.memory.memory
+        existing = await self.memory.run(memory.store.find_by_hash, delivery.content_hash)
+        if existing is not None:
+            return existing
+        seller_hex = stored.seller_key.hex()
+        created = now_ms()
+        crystal = Crystal(
+            text=delivery.payload,
+            source=Source.SKILLS,
+            semantic_type=SemanticType.SKILL,
+            origin=Origin.PEER,
+            lifecycle=Lifecycle.FROZEN,
+            governance=Governance(
+                access_scope=AccessScope.PRIVATE,
+                lifespan_policy=LifespanPolicy.PERMANENT,
+                provenance_chain=[provenance.peer_actor(seller_hex)],
+                peer_origin=seller_hex,
+            ),
+            stable_skill_id=listing.stable_skill_id,
+            skill_version=listing.skill_version,
+            skill_tags=list(listing.tags),
+            skill_category=listing.category,
+            is_verified=listing.endorsement is not None,
+            verified_by=listing.endorsement.management_key.hex() if listing.endorsement else None,
+        )
+        crystal.provenance_dag.append(provenance.imported_node(
+            crystal.id, seller_hex, created,
+            metadata={"listing_id": listing.listing_id, "tx_hash": delivery.tx_hash},
+        ))
+        vectors = await trio.to_thread.run_sync(memory.embed, [crystal.text])
+        results = await self.memory.run(memory.add_crystals, [crystal], vectors)
+        return await self.memory.run(memory.store.get, results[0].id)
+
+    async def redeliver(self, listing_id: str) -> dict[str, Any]:
+        """Ask the seller again for a skill this node paid for but did not receive."""
+        purchase = await self.memory.run(self.ledger.latest_purchase, listing_id)
+        if purchase is None:
+            raise PurchaseRefused(f"no purchase of {listing_id} recorded", "unknown_purchase")
+        if purchase.state == "completed":
+            raise PurchaseRefused(f"already received as crystal {purchase.crystal_id}", "completed")
+        stored = await self.memory.run(self.listings.get, purchase.listing_id)
+        if stored is None:
+            raise PurchaseRefused("the listing is no longer known", "unknown_listing")
+        tx_hash = purchase.tx_hash
+        if not tx_hash and purchase.auth_nonce:
+            tx_hash = await self._settled_tx(bytes.fromhex(purchase.auth_nonce[2:]))
+        if not tx_hash:
+            raise PurchaseRefused("the payment never settled on chain: nothing to redeliver",
+                                  "not_paid")
+        delivery = await self._exchange(
+            peer_id_from_public_key(stored.seller_key),
+            DeliveryRequest(request_id=purchase.request_id, listing_id=purchase.listing_id,
+                            tx_hash=tx_hash),
+            Delivery,
+            self.config.market.purchase_timeout_s,
+        )
+        return await self._accept(purchase.request_id, stored, delivery, purchase.price_micro_usdc)

@@ -1,0 +1,240 @@
+"""Purchase and sale records, and the economics computed from them.
+
+Both live in the crystal store's SQLite file. Sale states (seller side):
+``authorized`` (recorded before settling) → ``settled`` → ``delivered``, or
+``rejected`` / ``failed``. Purchase states (buyer side): ``quoted`` →
+``authorized`` (recorded before the authorization leaves the node) →
+``paid`` → ``completed``, or ``refused`` / ``failed`` / ``tampered`` /
+``paid_undelivered`` (money moved, skill not yet received: redeliver).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from node.crystals.model import now_ms
+from node.crystals.store import CrystalStore
+
+SALE_SETTLED_STATES = ("settled", "delivered")
+PURCHASE_PAID_STATES = ("paid", "completed", "paid_undelivered", "tampered")
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class Sale:
+    request_id: str
+    listing_id: str
+    crystal_id: str
+    stable_skill_id: str
+    buyer_key: str
+    buyer_address: str
+    price_micro_usdc: int
+    auth_nonce: str | None
+    state: str
+    tx_hash: str | None
+    reason: str | None
+    created_at_ms: int
+    updated_at_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Purchase:
+    request_id: str
+    listing_id: str
+    seller_key: str
+    name: str
+    price_micro_usdc: int
+    pay_to: str
+    auth_nonce: str | None
+    state: str
+    tx_hash: str | None
+    crystal_id: str | None
+    reason: str | None
+    created_at_ms: int
+    updated_at_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _sale(row: sqlite3.Row) -> Sale:
+    return Sale(**{key: row[key] for key in row.keys()})  # noqa: SIM118 - sqlite3.Row
+
+
+def _purchase(row: sqlite3.Row) -> Purchase:
+    return Purchase(**{key: row[key] for key in row.keys()})  # noqa: SIM118 - sqlite3.Row
+
+
+class MarketLedger:
+    """Synchronous: call through the store's single writer thread."""
+
+    def __init__(self, store: CrystalStore) -> None:
+        self.store = store
+
+    # --- sales (seller side) --------------------------------------------------------------
+    def record_sale(self, sale: Sale) -> None:
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO sales(request_id, listing_id, crystal_id, stable_skill_id, buyer_key, "
+                "buyer_address, price_micro_usdc, auth_nonce, state, tx_hash, reason, "
+                "created_at_ms, updated_at_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT(request_id) DO UPDATE SET auth_nonce=excluded.auth_nonce, "
+                "state=excluded.state, updated_at_ms=excluded.updated_at_ms",
+                (
+                    sale.request_id, sale.listing_id, sale.crystal_id, sale.stable_skill_id,
+                    sale.buyer_key, sale.buyer_address, sale.price_micro_usdc, sale.auth_nonce,
+                    sale.state, sale.tx_hash, sale.reason, sale.created_at_ms, sale.updated_at_ms,
+                ),
+            )
+
+    def update_sale(self, request_id: str, state: str, tx_hash: str | None = None,
+                    reason: str | None = None) -> None:
+        with self.store.transaction() as conn:
+            conn.execute(
+                "UPDATE sales SET state=?, tx_hash=COALESCE(?, tx_hash), reason=?, updated_at_ms=? "
+                "WHERE request_id=?",
+                (state, tx_hash, reason, now_ms(), request_id),
+            )
+
+    def get_sale(self, request_id: str) -> Sale | None:
+        row = self.store.conn.execute("SELECT * FROM sales WHERE request_id=?", (request_id,)).fetchone()
+        return None if row is None else _sale(row)
+
+    def sale_for_redelivery(self, listing_id: str, buyer_key: str, tx_hash: str) -> Sale | None:
+        row = self.store.conn.execute(
+            "SELECT * FROM sales WHERE listing_id=? AND buyer_key=? AND "
+            "(tx_hash=? OR state IN ('authorized', 'settled')) "
+            "ORDER BY (tx_hash=?) DESC, created_at_ms DESC LIMIT 1",
+            (listing_id, buyer_key, tx_hash, tx_hash),
+        ).fetchone()
+        return None if row is None else _sale(row)
+
+    def sales(self, limit: int = 100) -> list[Sale]:
+        rows = self.store.conn.execute(
+            "SELECT * FROM sales ORDER BY created_at_ms DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [_sale(row) for row in rows]
+
+    def unique_buyers(self, stable_skill_id: str) -> int:
+        marks = ",".join("?" * len(SALE_SETTLED_STATES))
+        row = self.store.conn.execute(
+            f"SELECT COUNT(DISTINCT buyer_key) FROM sales WHERE stable_skill_id=? AND state IN ({marks})",
+            (stable_skill_id, *SALE_SETTLED_STATES),
+        ).fetchone()
+        return int(row[0])
+
+    # --- purchases (buyer side) -----------------------------------------------------------
+    def record_purchase(self, purchase: Purchase) -> None:
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO purchases(request_id, listing_id, seller_key, name, price_micro_usdc, "
+                "pay_to, auth_nonce, state, tx_hash, crystal_id, reason, created_at_ms, "
+                "updated_at_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    purchase.request_id, purchase.listing_id, purchase.seller_key, purchase.name,
+                    purchase.price_micro_usdc, purchase.pay_to, purchase.auth_nonce, purchase.state,
+                    purchase.tx_hash, purchase.crystal_id, purchase.reason, purchase.created_at_ms,
+                    purchase.updated_at_ms,
+                ),
+            )
+
+    def update_purchase(self, request_id: str, state: str, *, tx_hash: str | None = None,
+                        crystal_id: str | None = None, reason: str | None = None,
+                        auth_nonce: str | None = None) -> None:
+        with self.store.transaction() as conn:
+            conn.execute(
+                "UPDATE purchases SET state=?, tx_hash=COALESCE(?, tx_hash), "
+                "crystal_id=COALESCE(?, crystal_id), auth_nonce=COALESCE(?, auth_nonce), reason=?, "
+                "updated_at_ms=? WHERE request_id=?",
+                (state, tx_hash, crystal_id, auth_nonce, reason, now_ms(), request_id),
+            )
+
+    def get_purchase(self, request_id: str) -> Purchase | None:
+        row = self.store.conn.execute(
+            "SELECT * FROM purchases WHERE request_id=?", (request_id,)
+        ).fetchone()
+        return None if row is None else _purchase(row)
+
+    def latest_purchase(self, listing_id: str) -> Purchase | None:
+        row = self.store.conn.execute(
+            "SELECT * FROM purchases WHERE listing_id=? ORDER BY created_at_ms DESC LIMIT 1",
+            (listing_id,),
+        ).fetchone()
+        return None if row is None else _purchase(row)
+
+    def purchases(self, limit: int = 100) -> list[Purchase]:
+        rows = self.store.conn.execute(
+            "SELECT * FROM purchases ORDER BY created_at_ms DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [_purchase(row) for row in rows]
+
+    def spent_since(self, since_ms: int) -> int:
+        """Money committed by this node since ``since_ms``: authorized and paid purchases.
+
+        Authorized-but-unconfirmed purchases count, so a burst of concurrent buys
+        cannot overshoot the daily cap.
+        """
+        row = self.store.conn.execute(
+            "SELECT COALESCE(SUM(price_micro_usdc), 0) FROM purchases WHERE created_at_ms >= ? "
+            "AND state IN ('authorized', 'paid', 'completed', 'paid_undelivered', 'tampered')",
+            (since_ms,),
+        ).fetchone()
+        return int(row[0])
+
+    # --- economics ------------------------------------------------------------------------
+    def stats(self, now: int | None = None, days: int = 7) -> dict[str, Any]:
+        at = now or now_ms()
+        conn = self.store.conn
+        sale_marks = ",".join("?" * len(SALE_SETTLED_STATES))
+        buy_marks = ",".join("?" * len(PURCHASE_PAID_STATES))
+        earned = int(conn.execute(
+            f"SELECT COALESCE(SUM(price_micro_usdc),0) FROM sales WHERE state IN ({sale_marks})",
+            SALE_SETTLED_STATES).fetchone()[0])
+        spent = int(conn.execute(
+            f"SELECT COALESCE(SUM(price_micro_usdc),0) FROM purchases WHERE state IN ({buy_marks})",
+            PURCHASE_PAID_STATES).fetchone()[0])
+        top = conn.execute(
+            f"SELECT s.stable_skill_id, MAX(l.name) AS name, COUNT(*) AS sales, "
+            f"COUNT(DISTINCT s.buyer_key) AS unique_buyers, SUM(s.price_micro_usdc) AS earned "
+            f"FROM sales s LEFT JOIN listings l ON l.listing_id = s.listing_id "
+            f"WHERE s.state IN ({sale_marks}) GROUP BY s.stable_skill_id "
+            f"ORDER BY earned DESC LIMIT 10",
+            SALE_SETTLED_STATES,
+        ).fetchall()
+        start_day = datetime.fromtimestamp(at / 1000, UTC).date() - timedelta(days=days - 1)
+        start_ms = int(datetime(start_day.year, start_day.month, start_day.day, tzinfo=UTC).timestamp() * 1000)
+        trend = {
+            (start_day + timedelta(days=offset)).isoformat(): {"earned_micro_usdc": 0, "spent_micro_usdc": 0}
+            for offset in range(days)
+        }
+        for table, states, key in (
+            ("sales", SALE_SETTLED_STATES, "earned_micro_usdc"),
+            ("purchases", PURCHASE_PAID_STATES, "spent_micro_usdc"),
+        ):
+            marks = ",".join("?" * len(states))
+            for day, total in conn.execute(
+                f"SELECT (created_at_ms - ?) / {DAY_MS} AS day, SUM(price_micro_usdc) FROM {table} "
+                f"WHERE created_at_ms >= ? AND state IN ({marks}) GROUP BY day",
+                (start_ms, start_ms, *states),
+            ).fetchall():
+                label = (start_day + timedelta(days=int(day))).isoformat()
+                if label in trend:
+                    trend[label][key] = int(total)
+        counts = {
+            "sales": dict(conn.execute("SELECT state, COUNT(*) FROM sales GROUP BY state").fetchall()),
+            "purchases": dict(conn.execute("SELECT state, COUNT(*) FROM purchases GROUP BY state").fetchall()),
+        }
+        return {
+            "earned_micro_usdc": earned,
+            "spent_micro_usdc": spent,
+            "net_micro_usdc": earned - spent,
+            "top_skills": [dict(row) for row in top],
+            "trend_7d": [{"day": day} | values for day, values in trend.items()],
+            "counts": counts,
+        }

@@ -1,0 +1,379 @@
+"""The interaction ledger: what this node has experienced with each peer.
+
+Every interaction is an *event* about one peer (its Ed25519 public key, hex):
+
+- ``delivered_ok`` — a purchase was delivered and its content hash matched;
+- ``delivery_failed`` — a paid purchase was not delivered (timeout, error);
+- ``delivery_tampered`` — the delivered payload did not match the advertised hash;
+- ``execution_success`` / ``execution_failure`` — outcome of running a skill
+  acquired from that peer;
+- ``invalid_message`` — the gossip validator rejected a message the peer
+  forwarded to us (``detail`` is the rejection reason).
+
+Each event adds its weight to the peer's satisfactory or unsatisfactory total;
+EigenTrust's local trust is their difference (Kamvar et al. 2003, §4.1)::
+
+    s_ij = Σ w(satisfactory events) − Σ w(unsatisfactory events)
+    c_ij = max(s_ij, 0) / Σ_j max(s_ij, 0)          (normalise_local_trust)
+
+Some events are *proven misbehaviour* (offences): a tampered delivery, or a
+message that no honest node forwards (forged signature, garbage bytes,
+weather not signed by a management key, ...). After ``ban_after_offences`` of
+them the peer is banned.
+
+Storage: tables ``trust_peers`` (aggregates), ``trust_events`` (the log) and
+``trust_decisions`` (gate decisions) in the crystal store. Each write is one
+transaction; the in-memory mirror of ``trust_peers`` is only updated after the
+transaction committed, so reads never see a write that did not happen. Like
+the store, a ``Ledger`` is owned by one thread at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from node.crystals.model import now_ms
+from node.crystals.store import CrystalStore
+from node.trust.eigentrust import normalise_local_trust
+
+logger = logging.getLogger(__name__)
+
+
+class TrustEvent(StrEnum):
+    DELIVERED_OK = "delivered_ok"
+    DELIVERY_FAILED = "delivery_failed"
+    DELIVERY_TAMPERED = "delivery_tampered"
+    EXECUTION_SUCCESS = "execution_success"
+    EXECUTION_FAILURE = "execution_failure"
+    INVALID_MESSAGE = "invalid_message"
+
+    @property
+    def satisfactory(self) -> bool:
+        return self in _SATISFACTORY
+
+
+_SATISFACTORY = frozenset({TrustEvent.DELIVERED_OK, TrustEvent.EXECUTION_SUCCESS})
+
+
+class UnknownPeerKey(ValueError):
+    """A peer key is not a 32-byte Ed25519 public key (bytes or 64 hex digits)."""
+
+
+def peer_key_hex(peer_key: bytes | str) -> str:
+    """Canonical ledger key: lower-case hex of the 32-byte public key."""
+    if isinstance(peer_key, bytes | bytearray):
+        if len(peer_key) != 32:
+            raise UnknownPeerKey(f"a peer key is 32 bytes, got {len(peer_key)}")
+        return bytes(peer_key).hex()
+    text = str(peer_key).strip().lower()
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError as error:
+        raise UnknownPeerKey(f"not a hex public key: {peer_key!r}") from error
+    if len(raw) != 32:
+        raise UnknownPeerKey(f"a peer key is 32 bytes, got {len(raw)}")
+    return text
+
+
+# Reasons a gossip message is rejected (protocol.envelope.REASON_*), by weight.
+# Forged or garbage data is never an honest mistake: those are offences. Timing
+# and replay rejections happen to honest peers (clock skew, gossip races), and
+# "untrusted"/"rate_limited" are our own policy, so they weigh nothing here
+# (the gossipsub peer score already handles them).
+DEFAULT_INVALID_MESSAGE_WEIGHTS: Mapping[str, float] = MappingProxyType(
+    {
+        "bad_signature": 5.0,
+        "malformed": 5.0,
+        "oversize": 5.0,
+        "not_management": 5.0,
+        "sender_mismatch": 5.0,
+        "bad_body": 2.0,
+        "wrong_topic": 2.0,
+        "expiry_too_long": 2.0,
+        "unknown_kind": 0.5,
+        "stale": 0.0,
+        "replayed": 0.0,
+        "expired": 0.0,
+        "rate_limited": 0.0,
+        "untrusted": 0.0,
+    }
+)
+DEFAULT_OFFENCE_REASONS = frozenset(
+    {"bad_signature", "malformed", "oversize", "not_management", "sender_mismatch"}
+)
+
+
+@dataclass(frozen=True)
+class EventWeights:
+    """How much each event moves ``s_ij`` (all magnitudes ≥ 0; the sign comes from the kind).
+
+    A poisoned skill is delivered intact (``delivered_ok``, +1) and then fails
+    (``execution_failure``, −2), so selling poison always nets negative trust;
+    an honest sale nets +2.
+    """
+
+    delivered_ok: float = 1.0
+    execution_success: float = 1.0
+    delivery_failed: float = 1.0
+    execution_failure: float = 2.0
+    delivery_tampered: float = 10.0
+    invalid_message: Mapping[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_INVALID_MESSAGE_WEIGHTS)
+    )
+    invalid_message_default: float = 1.0
+    offence_reasons: frozenset[str] = DEFAULT_OFFENCE_REASONS
+
+    def weight(self, event: TrustEvent, detail: str = "") -> float:
+        if event is TrustEvent.INVALID_MESSAGE:
+            return float(self.invalid_message.get(detail, self.invalid_message_default))
+        return float(getattr(self, event.value))
+
+    def is_offence(self, event: TrustEvent, detail: str = "") -> bool:
+        if event is TrustEvent.DELIVERY_TAMPERED:
+            return True
+        return event is TrustEvent.INVALID_MESSAGE and detail in self.offence_reasons
+
+
+@dataclass(frozen=True)
+class PeerRecord:
+    """One row of ``trust_peers``: the aggregate of every event about a peer."""
+
+    peer_key: str
+    satisfactory: float = 0.0
+    unsatisfactory: float = 0.0
+    events: int = 0
+    offences: int = 0
+    banned: bool = False
+    first_seen_ms: int = 0
+    last_event_ms: int = 0
+    last_reason: str = ""
+
+    @property
+    def local_trust(self) -> float:
+        """``s_ij``: satisfactory minus unsatisfactory weight."""
+        return self.satisfactory - self.unsatisfactory
+
+    @property
+    def has_evidence(self) -> bool:
+        """True once some weighted event is known (zero-weight events do not count)."""
+        return self.satisfactory > 0 or self.unsatisfactory > 0 or self.offences > 0
+
+
+class Ledger:
+    """Events and per-peer aggregates in the crystal store, mirrored in memory."""
+
+    def __init__(
+        self,
+        store: CrystalStore,
+        weights: EventWeights | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.store = store
+        self.weights = weights or EventWeights()
+        self.clock = clock
+        self._peers: dict[str, PeerRecord] = {}
+        self._row: dict[str, float] | None = None
+        self.reload()
+
+    def reload(self) -> None:
+        """Re-read ``trust_peers`` into memory."""
+        rows = self.store.conn.execute("SELECT * FROM trust_peers").fetchall()
+        self._peers = {row["peer_key"]: _record_from_row(row) for row in rows}
+        self._row = None
+
+    # --- writes -----------------------------------------------------------------------------
+    def record(
+        self,
+        peer_key: bytes | str,
+        event: TrustEvent | str,
+        detail: str = "",
+        at_ms: int | None = None,
+    ) -> PeerRecord:
+        """Log one event and update the peer's aggregate, in one transaction."""
+        return self.record_many([(peer_key, event, detail)], at_ms)[-1]
+
+    def record_many(
+        self,
+        events: Iterable[tuple[bytes | str, TrustEvent | str, str]],
+        at_ms: int | None = None,
+    ) -> list[PeerRecord]:
+        """Log several events in one transaction; returns the updated record after each."""
+        at = self.clock() if at_ms is None else at_ms
+        pending: dict[str, PeerRecord] = {}
+        out: list[PeerRecord] = []
+        with self.store.transaction() as conn:
+            for peer_key, raw_event, detail in events:
+                key = peer_key_hex(peer_key)
+                event = TrustEvent(raw_event)
+                weight = self.weights.weight(event, detail)
+                offence = self.weights.is_offence(event, detail)
+                signed_weight = weight if event.satisfactory else -weight
+                conn.execute(
+                    "INSERT INTO trust_events(at_ms, peer_key, kind, weight, offence, detail) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (at, key, event.value, signed_weight, int(offence), detail),
+                )
+                before = pending.get(key) or self._peers.get(key) or PeerRecord(key, first_seen_ms=at)
+                after = replace(
+                    before,
+                    satisfactory=before.satisfactory + (weight if event.satisfactory else 0.0),
+                    unsatisfactory=before.unsatisfactory + (0.0 if event.satisfactory else weight),
+                    events=before.events + 1,
+                    offences=before.offences + int(offence),
+                    last_event_ms=at,
+                    last_reason=f"{event.value}: {detail}" if detail else event.value,
+                )
+                _upsert(conn, after)
+                pending[key] = after
+                out.append(after)
+        self._peers.update(pending)
+        self._row = None
+        return out
+
+    def set_banned(self, peer_key: bytes | str, banned: bool, reason: str) -> PeerRecord:
+        """An explicit ban or unban; unbanning also forgives past offences."""
+        key = peer_key_hex(peer_key)
+        at = self.clock()
+        before = self._peers.get(key) or PeerRecord(key, first_seen_ms=at, last_event_ms=at)
+        after = replace(
+            before,
+            banned=banned,
+            offences=before.offences if banned else 0,
+            last_reason=reason,
+        )
+        with self.store.transaction() as conn:
+            _upsert(conn, after)
+        self._peers[key] = after
+        self._row = None
+        return after
+
+    def record_decision(
+        self,
+        peer_key: bytes | str,
+        kind: str,
+        admitted: bool,
+        level: str,
+        reason: str,
+        at_ms: int | None = None,
+    ) -> None:
+        """Log one ingestion-gate decision; the reason also becomes the peer's last reason."""
+        key = peer_key_hex(peer_key)
+        at = self.clock() if at_ms is None else at_ms
+        verdict = "admitted" if admitted else "rejected"
+        last_reason = f"{verdict} {kind}: {reason}"
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO trust_decisions(at_ms, peer_key, kind, admitted, level, reason) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (at, key, kind, int(admitted), level, reason),
+            )
+            # Only peers already in the ledger carry a last reason: a decision alone is
+            # not evidence about a peer, so it does not create a trust_peers row.
+            conn.execute(
+                "UPDATE trust_peers SET last_reason=? WHERE peer_key=?", (last_reason, key)
+            )
+        record = self._peers.get(key)
+        if record is not None:
+            self._peers[key] = replace(record, last_reason=last_reason)
+
+    def prune(self, keep_events: int = 100_000, keep_decisions: int = 100_000) -> int:
+        """Drop all but the newest rows of the event and decision logs (aggregates stay)."""
+        with self.store.transaction() as conn:
+            removed = conn.execute(
+                "DELETE FROM trust_events WHERE id <= (SELECT MAX(id) FROM trust_events) - ?",
+                (keep_events,),
+            ).rowcount
+            removed += conn.execute(
+                "DELETE FROM trust_decisions WHERE id <= (SELECT MAX(id) FROM trust_decisions) - ?",
+                (keep_decisions,),
+            ).rowcount
+        return int(removed)
+
+    # --- reads ------------------------------------------------------------------------------
+    def peer(self, peer_key: bytes | str) -> PeerRecord | None:
+        return self._peers.get(peer_key_hex(peer_key))
+
+    def peers(self) -> list[PeerRecord]:
+        return list(self._peers.values())
+
+    def local_trust(self) -> dict[str, float]:
+        """Raw ``s_ij`` of every peer with weighted evidence."""
+        return {key: record.local_trust for key, record in self._peers.items() if record.has_evidence}
+
+    def normalised_row(self) -> dict[str, float]:
+        """``c_ij`` over non-banned peers (cached until the next write)."""
+        if self._row is None:
+            self._row = normalise_local_trust(
+                {
+                    key: record.local_trust
+                    for key, record in self._peers.items()
+                    if not record.banned
+                }
+            )
+        return dict(self._row)
+
+    def events(self, peer_key: bytes | str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        return _select(self.store.conn, "trust_events", peer_key, limit)
+
+    def decisions(
+        self, peer_key: bytes | str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        rows = _select(self.store.conn, "trust_decisions", peer_key, limit)
+        for row in rows:
+            row["admitted"] = bool(row["admitted"])
+        return rows
+
+
+def _record_from_row(row: sqlite3.Row) -> PeerRecord:
+    return PeerRecord(
+        peer_key=row["peer_key"],
+        satisfactory=float(row["satisfactory"]),
+        unsatisfactory=float(row["unsatisfactory"]),
+        events=int(row["events"]),
+        offences=int(row["offences"]),
+        banned=bool(row["banned"]),
+        first_seen_ms=int(row["first_seen_ms"]),
+        last_event_ms=int(row["last_event_ms"]),
+        last_reason=str(row["last_reason"]),
+    )
+
+
+def _upsert(conn: sqlite3.Connection, record: PeerRecord) -> None:
+    conn.execute(
+        "INSERT INTO trust_peers(peer_key, satisfactory, unsatisfactory, events, offences, "
+        "banned, first_seen_ms, last_event_ms, last_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(peer_key) DO UPDATE SET satisfactory=excluded.satisfactory, "
+        "unsatisfactory=excluded.unsatisfactory, events=excluded.events, "
+        "offences=excluded.offences, banned=excluded.banned, "
+        "last_event_ms=excluded.last_event_ms, last_reason=excluded.last_reason",
+        (
+            record.peer_key,
+            record.satisfactory,
+            record.unsatisfactory,
+            record.events,
+            record.offences,
+            int(record.banned),
+            record.first_seen_ms,
+            record.last_event_ms,
+            record.last_reason,
+        ),
+    )
+
+
+def _select(
+    conn: sqlite3.Connection, table: str, peer_key: bytes | str | None, limit: int
+) -> list[dict[str, Any]]:
+    if peer_key is None:
+        rows = conn.execute(f"SELECT * FROM {table} ORDER BY id DESC LIMIT ?", (limit,))
+    else:
+        rows = conn.execute(
+            f"SELECT * FROM {table} WHERE peer_key=? ORDER BY id DESC LIMIT ?",
+            (peer_key_hex(peer_key), limit),
+        )
+    return [dict(row) for row in rows.fetchall()]

@@ -1,0 +1,142 @@
+"""One benchmark node (a NetService in its own process), driven by bench_gossip.py.
+
+Talks JSON lines: commands on stdin, events on stdout. Not a user tool.
+
+    -> {"cmd": "status"}                         <- {"event": "status", "mesh": n, "peers": n}
+    -> {"cmd": "publish", "phase": k, "rate": r, "count": m}
+                                                 <- {"event": "published", "phase": k, ...}
+    -> {"cmd": "report", "phase": k}             <- {"event": "report", "phase": k,
+                                                     "received": [[index, latency_us], ...],
+                                                     "cpu_s": ..., "dropped": ...}
+    -> {"cmd": "quit"}
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import resource
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from node.config import NetConfig  # noqa: E402
+from node.net.gossip_config import GossipConfig  # noqa: E402
+from node.net.service import NetService  # noqa: E402
+from node.net.testing import make_listing  # noqa: E402
+from protocol.envelope import Envelope  # noqa: E402
+from protocol.identity import Identity  # noqa: E402
+from protocol.topics import SKILLS  # noqa: E402
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+class Worker:
+    def __init__(self, net: NetService) -> None:
+        self.net = net
+        # phase -> [(index, latency_us)]
+        self.received: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        net.on_listing(self.on_listing)
+
+    async def on_listing(self, envelope: Envelope) -> None:
+        now_ns = time.time_ns()
+        description = envelope.body.get("description", "")
+        try:
+            phase_text, index_text, sent_ns_text = description.split(":")
+            phase, index, sent_ns = int(phase_text), int(index_text), int(sent_ns_text)
+        except ValueError:
+            return
+        self.received[phase].append((index, (now_ns - sent_ns) // 1000))
+
+    async def publish(self, phase: int, rate: float, count: int) -> dict[str, Any]:
+        identity = self.net.identity
+        template = make_listing(identity, "bench", time.time_ns() // 1_000_000)
+        start = trio.current_time()
+        late = 0
+        for index in range(count):
+            due = start + index / rate
+            now = trio.current_time()
+            if due > now:
+                await trio.sleep(due - now)
+            elif now - due > 0.05:
+                late += 1
+            listing = dataclasses.replace(
+                template,
+                description=f"{phase}:{index}:{time.time_ns()}",
+                expires_at_ms=time.time_ns() // 1_000_000 + 86_400_000,
+            )
+            await self.net.publish(SKILLS, listing)
+        elapsed = trio.current_time() - start
+        return {"achieved_rate": count / elapsed if elapsed > 0 else 0.0, "late": late}
+
+    async def serve(self) -> None:
+        stdin = trio.wrap_file(sys.stdin)
+        while True:
+            line = await stdin.readline()
+            if not line:
+                return
+            command = json.loads(line)
+            name = command["cmd"]
+            if name == "status":
+                emit(
+                    {
+                        "event": "status",
+                        "mesh": len(self.net.mesh_peers(SKILLS)),
+                        "peers": len(self.net.connected_peers()),
+                    }
+                )
+            elif name == "publish":
+                result = await self.publish(command["phase"], command["rate"], command["count"])
+                emit({"event": "published", "phase": command["phase"], **result})
+            elif name == "report":
+                phase = command["phase"]
+                emit(
+                    {
+                        "event": "report",
+                        "phase": phase,
+                        "received": self.received.get(phase, []),
+                        "cpu_s": cpu_seconds(),
+                        "dropped": self.net.gossip.dropped,
+                    }
+                )
+            elif name == "quit":
+                return
+
+
+async def main(arguments: argparse.Namespace) -> None:
+    config = NetConfig(
+        listen="/ip4/127.0.0.1/tcp/0",
+        bootstrap=[addr for addr in arguments.bootstrap.split(",") if addr],
+        heartbeat_s=1.0,
+    )
+    net = NetService(config, Identity.generate(), gossip_config=GossipConfig(heartbeat_s=1.0))
+    worker = Worker(net)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(net.run)
+        emit({"event": "ready", "addr": net.listen_addrs()[0], "pid": os.getpid()})
+        await worker.serve()
+        nursery.cancel_scope.cancel()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bootstrap", default="")
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    trio.run(main, parser.parse_args())

@@ -1,0 +1,238 @@
+"""Gossip benchmark: N node processes, one publisher, rate stepped up within one run.
+
+    .venv/bin/python scripts/bench_gossip.py --nodes 10 --rate 100 --count 200
+
+Every node is a separate OS process running a NetService
+(scripts/_gossip_worker.py) on 127.0.0.1; node i bootstraps from up to 4
+random earlier nodes. Node 0 publishes ``--count`` skill listings at each rate
+step (10, 20, 35, 50, 75, 100 … up to ``--rate``). Each listing carries its
+send time (same machine clock); receivers record receive time in their
+handler, i.e. after validation and dispatch. Per step:
+
+- p50 / p99 of the publish → *all*-received latency (max over receivers, per message),
+- delivered fraction = receptions / ((N - 1) × count),
+- CPU ms per message = CPU of all node processes during the step / count,
+- ratios against the first (lowest) step of the same run.
+
+The last line is one JSON object (nodes, p50_ms, p99_ms, delivered_fraction at
+the highest loss-free rate, max_rate_no_loss, per-step results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import select
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+WORKER = Path(__file__).with_name("_gossip_worker.py")
+DEFAULT_STEPS = (10, 20, 35, 50, 75, 100, 150, 200)
+
+
+class Node:
+    def __init__(self, index: int, bootstrap: list[str]) -> None:
+        self.index = index
+        self.process = subprocess.Popen(
+            [sys.executable, str(WORKER), "--bootstrap", ",".join(bootstrap)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        self.addr = ""
+        self.pid = self.process.pid
+
+    def send(self, command: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+
+    def expect(self, event: str, timeout_s: float = 60.0) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"node {self.index}: no {event!r} within {timeout_s} s")
+            ready, _, _ = select.select([self.process.stdout], [], [], remaining)
+            if not ready:
+                continue
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"node {self.index} exited (code {self.process.poll()})")
+            message = json.loads(line)
+            if message.get("event") == event:
+                return message
+
+    def close(self) -> None:
+        try:
+            self.send({"cmd": "quit"})
+            self.process.wait(timeout=5)
+        except Exception:
+            self.process.kill()
+            self.process.wait()
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def start_nodes(count: int, seed: int) -> list[Node]:
+    rng = random.Random(seed)
+    nodes: list[Node] = []
+    for index in range(count):
+        earlier = rng.sample(nodes, min(4, len(nodes)))
+        node = Node(index, [peer.addr for peer in earlier])
+        nodes.append(node)
+        node.addr = node.expect("ready")["addr"]
+    return nodes
+
+
+def wait_for_mesh(nodes: list[Node], timeout_s: float = 60.0) -> None:
+    want = min(len(nodes) - 1, 4)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        sizes = []
+        for node in nodes:
+            node.send({"cmd": "status"})
+            sizes.append(node.expect("status")["mesh"])
+        if min(sizes) >= want:
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"mesh did not form: sizes {sizes}")
+
+
+def collect(nodes: list[Node], phase: int) -> list[dict[str, Any]]:
+    for node in nodes:
+        node.send({"cmd": "report", "phase": phase})
+    return [node.expect("report") for node in nodes]
+
+
+def run_step(
+    nodes: list[Node], phase: int, rate: float, count: int, drain_s: float
+) -> dict[str, Any]:
+    before = collect(nodes, phase)
+    cpu_before = sum(report["cpu_s"] for report in before)
+    publisher = nodes[0]
+    publisher.send({"cmd": "publish", "phase": phase, "rate": rate, "count": count})
+    published = publisher.expect("published", timeout_s=count / rate * 5 + 30)
+    expected = (len(nodes) - 1) * count
+    deadline = time.monotonic() + drain_s
+    while True:
+        reports = collect(nodes, phase)
+        received = sum(len(report["received"]) for report in reports[1:])
+        if received >= expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    cpu_s = sum(report["cpu_s"] for report in reports) - cpu_before
+    per_message: dict[int, list[int]] = {}
+    for report in reports[1:]:
+        for index, latency_us in report["received"]:
+            per_message.setdefault(index, []).append(latency_us)
+    complete = [
+        max(latencies) / 1000 for latencies in per_message.values() if len(latencies) == len(nodes) - 1
+    ]
+    each = [latency / 1000 for latencies in per_message.values() for latency in latencies]
+    return {
+        "rate": rate,
+        "achieved_rate": round(published["achieved_rate"], 1),
+        "count": count,
+        "delivered_fraction": round(received / expected, 4) if expected else 1.0,
+        "p50_ms": round(percentile(complete, 0.50), 2),
+        "p99_ms": round(percentile(complete, 0.99), 2),
+        "p50_each_ms": round(percentile(each, 0.50), 2),
+        "cpu_ms_per_msg": round(cpu_s * 1000 / count, 2),
+        "cpu_util": round(cpu_s / max(count / rate, 1e-9), 2),
+        "inbox_dropped": sum(report["dropped"] for report in reports),
+    }
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    baseline = results[0]
+    header = (
+        f"{'rate':>6} {'achieved':>8} {'deliv':>7} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'cpu ms/msg':>10} {'cores':>6} {'p50 x':>6} {'p99 x':>6} {'cpu x':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for row in results:
+        print(
+            f"{row['rate']:>6} {row['achieved_rate']:>8} {row['delivered_fraction']:>7.3f} "
+            f"{row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} {row['cpu_ms_per_msg']:>10.2f} "
+            f"{row['cpu_util']:>6.2f} "
+            f"{row['p50_ms'] / baseline['p50_ms']:>6.2f} {row['p99_ms'] / baseline['p99_ms']:>6.2f} "
+            f"{row['cpu_ms_per_msg'] / baseline['cpu_ms_per_msg']:>6.2f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=10)
+    parser.add_argument("--rate", type=float, default=100, help="highest rate step (msg/s)")
+    parser.add_argument("--rates", default="", help="explicit comma-separated rate steps")
+    parser.add_argument("--count", type=int, default=200, help="listings per rate step")
+    parser.add_argument("--drain", type=float, default=5.0, help="seconds to wait for stragglers")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--stop-after-loss", type=int, default=1, help="steps with loss before stopping")
+    arguments = parser.parse_args()
+
+    if arguments.rates:
+        steps = [float(rate) for rate in arguments.rates.split(",")]
+    else:
+        steps = [float(rate) for rate in DEFAULT_STEPS if rate < arguments.rate] + [arguments.rate]
+
+    started = time.monotonic()
+    nodes = start_nodes(arguments.nodes, arguments.seed)
+    try:
+        wait_for_mesh(nodes)
+        print(
+            f"{arguments.nodes} nodes up and meshed in {time.monotonic() - started:.1f} s; "
+            f"{arguments.count} listings per step",
+            flush=True,
+        )
+        results = []
+        lossy_steps = 0
+        for phase, rate in enumerate(steps):
+            row = run_step(nodes, phase, rate, arguments.count, arguments.drain)
+            results.append(row)
+            print(json.dumps(row), flush=True)
+            if row["delivered_fraction"] < 1.0:
+                lossy_steps += 1
+                if lossy_steps >= arguments.stop_after_loss:
+                    break
+    finally:
+        for node in nodes:
+            node.close()
+
+    print_table(results)
+    loss_free = [row for row in results if row["delivered_fraction"] >= 1.0]
+    best = max(loss_free, key=lambda row: row["rate"]) if loss_free else results[0]
+    summary = {
+        "nodes": arguments.nodes,
+        "count_per_step": arguments.count,
+        "max_rate_no_loss": best["rate"] if loss_free else 0,
+        "p50_ms": best["p50_ms"],
+        "p99_ms": best["p99_ms"],
+        "delivered_fraction": best["delivered_fraction"],
+        "cpu_ms_per_msg": best["cpu_ms_per_msg"],
+        "baseline_rate": results[0]["rate"],
+        "baseline_p50_ms": results[0]["p50_ms"],
+        "baseline_p99_ms": results[0]["p99_ms"],
+        "median_p50_ms": statistics.median(row["p50_ms"] for row in results),
+        "steps": results,
+        "wall_s": round(time.monotonic() - started, 1),
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+#!/usr/bin/env python
+"""HNSW search over the real crystal store + vector index vs exact numpy search.
+
+Synthetic data: ``--n`` 384-d unit vectors drawn around ``--clusters`` random
+unit centres (seeded numpy), inserted as crystals through ``CrystalStore``
+(``add_many`` in batches) and ``VectorIndex.add`` — the embedder is bypassed.
+The index is then saved and reopened with ``VectorIndex.open`` (as a node
+restart does) and queried with the configured ``hnsw_ef_search``. Queries are
+fresh points from the same distribution. Recall@10 is measured against an
+exact brute-force dot product over the same matrix, in the same process, on
+the same queries, one query at a time (the way a node searches). The last
+line is one JSON object.
+
+    .venv/bin/python scripts/bench_search.py --n 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from node.config import MemoryConfig  # noqa: E402
+from node.crystals.index import IndexParams, VectorIndex  # noqa: E402
+from node.crystals.model import Crystal  # noqa: E402
+from node.crystals.store import CrystalStore  # noqa: E402
+
+DIM = 384
+K = 10
+EMBEDDER_NAME = "bench-synthetic-384"
+
+
+def clustered_unit_vectors(
+    rng: np.random.Generator, centres: np.ndarray, count: int, spread: float
+) -> np.ndarray:
+    """``count`` unit vectors, each a random centre plus isotropic Gaussian noise."""
+    labels = rng.integers(0, len(centres), size=count)
+    noise = rng.standard_normal((count, centres.shape[1]), dtype=np.float32)
+    points = centres[labels] + noise * np.float32(spread / np.sqrt(centres.shape[1]))
+    points /= np.linalg.norm(points, axis=1, keepdims=True)
+    return points.astype(np.float32)
+
+
+def percentile_ms(samples_s: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples_s) * 1000.0, q))
+
+
+def exact_top_k(matrix: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
+    scores = matrix @ query
+    top = np.argpartition(-scores, k)[:k]
+    return top[np.argsort(-scores[top])]
+
+
+def run(args: argparse.Namespace) -> dict[str, float | int | str]:
+    config = MemoryConfig()
+    ef_search = args.ef or config.hnsw_ef_search
+    params = IndexParams(
+        dim=DIM,
+        m=args.m or config.hnsw_m,
+        ef_construction=args.ef_construction or config.hnsw_ef_construction,
+        ef_search=ef_search,
+    )
+    rng = np.random.default_rng(args.seed)
+    centres = rng.standard_normal((args.clusters, DIM), dtype=np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    vectors = clustered_unit_vectors(rng, centres, args.n, args.spread)
+    queries = clustered_unit_vectors(rng, centres, args.queries, args.spread)
+
+    with tempfile.TemporaryDirectory(prefix="bench_search_") as tmp:
+        root = Path(tmp)
+        store = CrystalStore(root / "crystals.db")
+        store.bind_embedder(EMBEDDER_NAME, DIM)
+        index = VectorIndex(root / "index.hnsw", params, EMBEDDER_NAME)
+        index.open(store)
+
+        store_s = 0.0
+        index_s = 0.0
+        rowid_of_row = np.empty(args.n, dtype=np.int64)
+        for start in range(0, args.n, args.batch):
+            chunk = vectors[start : start + args.batch]
+            crystals = [
+                Crystal(text=f"synthetic crystal {start + offset}", embedding=vector)
+                for offset, vector in enumerate(chunk)
+            ]
+            began = time.perf_counter()
+            results = store.add_many(crystals)
+            stored = time.perf_counter()
+            rowids = np.array([result.rowid for result in results], dtype=np.int64)
+            index.add(rowids, chunk)
+            index_s += time.perf_counter() - stored
+            store_s += stored - began
+            rowid_of_row[start : start + len(chunk)] = rowids
+
+        began = time.perf_counter()
+        index.save()
+        save_s = time.perf_counter() - began
+        began = time.perf_counter()
+        reopened = VectorIndex(root / "index.hnsw", params, EMBEDDER_NAME)
+        state = reopened.open(store)
+        open_s = time.perf_counter() - began
+        if state != "loaded" or reopened.count != args.n:
+            raise SystemExit(f"reopened index is {state} with {reopened.count} vectors")
+
+        for query in queries[: min(20, len(queries))]:  # warm caches for both methods
+            reopened.query(query, K)
+            exact_top_k(vectors, query, K)
+
+        hnsw_s: list[float] = []
+        exact_s: list[float] = []
+        hits = 0
+        for query in queries:
+            began = time.perf_counter()
+            found = reopened.query(query, K)
+            hnsw_s.append(time.perf_counter() - began)
+            began = time.perf_counter()
+            truth = exact_top_k(vectors, query, K)
+            exact_s.append(time.perf_counter() - began)
+            hits += len({rowid for rowid, _ in found} & set(rowid_of_row[truth].tolist()))
+        store.close()
+
+    p50 = percentile_ms(hnsw_s, 50)
+    exact_p50 = percentile_ms(exact_s, 50)
+    ingest_s = store_s + index_s
+    return {
+        "n": args.n,
+        "dim": DIM,
+        "clusters": args.clusters,
+        "spread": args.spread,
+        "queries": args.queries,
+        "m": params.m,
+        "ef_construction": params.ef_construction,
+        "ef_search": params.ef_search,
+        "batch": args.batch,
+        "recall_at_10": round(hits / (K * len(queries)), 4),
+        "p50_ms": round(p50, 4),
+        "p99_ms": round(percentile_ms(hnsw_s, 99), 4),
+        "exact_p50_ms": round(exact_p50, 4),
+        "exact_p99_ms": round(percentile_ms(exact_s, 99), 4),
+        "speedup_vs_exact": round(exact_p50 / p50, 1),
+        "store_s": round(store_s, 2),
+        "build_s": round(index_s, 2),
+        "ingest_per_s": round(args.n / ingest_s, 1),
+        "save_s": round(save_s, 3),
+        "open_s": round(open_s, 3),
+        "open_state": state,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000, help="crystals to insert")
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--clusters", type=int, default=1000)
+    parser.add_argument(
+        "--spread", type=float, default=1.0, help="noise norm relative to the unit centre"
+    )
+    parser.add_argument("--batch", type=int, default=1000, help="crystals per store transaction")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--ef", type=int, default=None, help="ef_search (default: config)")
+    parser.add_argument("--m", type=int, default=None, help="HNSW M (default: config)")
+    parser.add_argument("--ef-construction", type=int, default=None)
+    args = parser.parse_args()
+    result = run(args)
+    rows = [
+        ("vectors", f"{result['n']} x {DIM}-d, {args.clusters} clusters, spread {args.spread}"),
+        ("hnsw", f"M={result['m']} ef_construction={result['ef_construction']} "
+                 f"ef_search={result['ef_search']}"),
+        ("store insert", f"{result['store_s']} s"),
+        ("index build", f"{result['build_s']} s"),
+        ("ingest rate", f"{result['ingest_per_s']} crystals/s (store + index)"),
+        ("save / reopen", f"{result['save_s']} s / {result['open_s']} s ({result['open_state']})"),
+        ("recall@10", f"{result['recall_at_10']}"),
+        ("hnsw p50 / p99", f"{result['p50_ms']} / {result['p99_ms']} ms"),
+        ("exact p50 / p99", f"{result['exact_p50_ms']} / {result['exact_p99_ms']} ms"),
+        ("speedup (p50)", f"{result['speedup_vs_exact']}x"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The purchase protocol transport between real hosts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import trio
+
+from node.net.reqresp import PeerUnreachable, RequestFailed, RequestTimeout
+from node.net.service import NetService
+from node.net.testing import make_net, wait_until
+from protocol.envelope import Envelope, open_envelope, seal
+from protocol.messages import ErrorReply, PaymentRequirements, PurchaseRequest, new_request_id
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def purchase_request(buyer: NetService, request_id: str) -> bytes:
+    request = PurchaseRequest(
+        request_id=request_id, listing_id="ab" * 32, buyer_address="0x" + "33" * 20
+    )
+    return seal(buyer.identity, PurchaseRequest.KIND, request, buyer.sequence.next(), now_ms())
+
+
+async def two_nodes(nursery: trio.Nursery) -> tuple[NetService, NetService]:
+    seller = make_net()
+    await nursery.start(seller.run)
+    buyer = make_net()
+    await nursery.start(buyer.run)
+    return seller, buyer
+
+
+async def test_round_trip_and_failing_handler_does_not_kill_the_node(
+    nursery: trio.Nursery,
+) -> None:
+    seller, buyer = await two_nodes(nursery)
+    seen: list[tuple[str, Envelope]] = []
+
+    async def handle(peer_id: str, envelope: Envelope) -> bytes:
+        seen.append((peer_id, envelope))
+        request = envelope.message()
+        assert isinstance(request, PurchaseRequest)
+        if request.listing_id != "ab" * 32:
+            raise RuntimeError("boom")
+        terms = PaymentRequirements(
+            request_id=request.request_id,
+            listing_id=request.listing_id,
+            scheme="exact",
+            price_micro_usdc=10_000,
+            pay_to="0x" + "11" * 20,
+            asset="0x" + "22" * 20,
+            chain_id=84532,
+            valid_before_s=int(time.time()) + 300,
+            content_hash="ef" * 32,
+        )
+        return seal(seller.identity, terms.KIND, terms, seller.sequence.next(), now_ms())
+
+    seller.serve_purchases(handle)
+    request_id = new_request_id()
+
+    # First request dials by multiaddr; the answer is signed by the seller.
+    response = await buyer.purchases.request_envelope(
+        seller.listen_addrs()[0], purchase_request(buyer, request_id), timeout_s=10
+    )
+    assert response.kind == PaymentRequirements.KIND
+    assert response.message().request_id == request_id  # type: ignore[attr-defined]
+    assert seen[0][0] == buyer.peer_id
+
+    # A handler that raises is answered with ErrorReply("internal"), node keeps serving.
+    bad = PurchaseRequest(
+        request_id=request_id, listing_id="cd" * 32, buyer_address="0x" + "33" * 20
+    )
+    data = seal(buyer.identity, bad.KIND, bad, buyer.sequence.next(), now_ms())
+    reply = open_envelope(await buyer.request(seller.peer_id, data, timeout_s=10))
+    assert reply.kind == ErrorReply.KIND
+    assert reply.message().code == "internal"  # type: ignore[attr-defined]
+    again = await buyer.request(seller.peer_id, purchase_request(buyer, request_id), timeout_s=10)
+    assert open_envelope(again).kind == PaymentRequirements.KIND
+
+    # Garbage and someone else's envelope are refused before the handler.
+    calls = len(seen)
+    garbage = open_envelope(await buyer.request(seller.peer_id, b"\xa0nonsense", timeout_s=10))
+    assert garbage.message().code == "bad_request"  # type: ignore[attr-defined]
+    relayed = purchase_request(seller, request_id)  # signed by another key than the caller's
+    mismatch = open_envelope(await buyer.request(seller.peer_id, relayed, timeout_s=10))
+    assert mismatch.message().code == "bad_request"  # type: ignore[attr-defined]
+    assert len(seen) == calls
+
+
+async def test_timeouts_unreachable_and_limits(nursery: trio.Nursery) -> None:
+    seller, buyer = await two_nodes(nursery)
+    release = trio.Event()
+
+    async def slow(peer_id: str, envelope: Envelope) -> bytes:
+        await release.wait()
+        return b""
+
+    seller.serve_purchases(slow)
+    with pytest.raises(RequestTimeout):
+        await buyer.request(
+            seller.listen_addrs()[0], purchase_request(buyer, new_request_id()), timeout_s=0.5
+        )
+    release.set()
+
+    with pytest.raises(RequestFailed):
+        await buyer.request(seller.peer_id, b"x" * (256 * 1024 + 1), timeout_s=5)
+
+    stranger = make_net()  # never started: nobody listens at its address
+    with pytest.raises(PeerUnreachable):
+        await buyer.request(stranger.peer_id, b"data", timeout_s=2)
+    with pytest.raises(PeerUnreachable):
+        await buyer.request("not-a-peer", b"data", timeout_s=2)
+
+    # The seller is still alive and answering after all of that.
+    async def ok(peer_id: str, envelope: Envelope) -> bytes:
+        return seller.purchases.error_reply("not_for_sale", "", envelope.body["request_id"])
+
+    seller.serve_purchases(ok)
+    reply = await buyer.request(seller.peer_id, purchase_request(buyer, new_request_id()), 5)
+    assert open_envelope(reply).message().code == "not_for_sale"  # type: ignore[attr-defined]
+    await wait_until(lambda: buyer.peer_id in seller.connected_peers(), 5, "still connected")

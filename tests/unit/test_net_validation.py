@@ -1,0 +1,160 @@
+"""node.net.validation / scoring / sequence numbers: pure, with an injected clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from node.net.gossip import SequenceSource
+from node.net.scoring import PeerScores, ScoringConfig
+from node.net.testing import make_listing, make_weather
+from node.net.validation import MessageValidator, Rejection, RejectionCounter, ReplayGuard
+from protocol.codec import encode
+from protocol.envelope import InvalidEnvelope, seal
+from protocol.identity import Identity
+from protocol.topics import SKILLS, TRUST, WEATHER
+
+NOW = 1_700_000_000_000
+SELLER = Identity.from_seed(b"s" * 32)
+MANAGEMENT = Identity.from_seed(b"m" * 32)
+
+
+def validator(now: int = NOW, **kwargs: object) -> MessageValidator:
+    return MessageValidator(
+        management_keys={MANAGEMENT.public_key},
+        clock_window_s=120,
+        max_weather_duration_s=3600,
+        now_ms=lambda: now,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def listing(seq: int, issued_at_ms: int = NOW, name: str = "a") -> bytes:
+    return seal(SELLER, "skill_listing", make_listing(SELLER, name, NOW), seq, issued_at_ms)
+
+
+def weather(
+    identity: Identity = MANAGEMENT, seq: int = 1, issued: int = NOW, duration_ms: int = 600_000
+) -> bytes:
+    return seal(identity, "weather_alert", make_weather(issued, duration_ms), seq, issued)
+
+
+def rejected(check: MessageValidator, topic: str, data: bytes) -> str:
+    state_before = dict(check.replay_guard._senders)
+    with pytest.raises(InvalidEnvelope) as raised:
+        check.check(topic, data, "peer")
+    # A rejection never changes the replay state.
+    assert dict(check.replay_guard._senders) == state_before
+    return raised.value.reason
+
+
+def test_valid_listing_and_weather_are_accepted() -> None:
+    check = validator()
+    envelope = check.check(SKILLS, listing(1), "peer")
+    assert envelope.sender == SELLER.public_key and envelope.seq == 1
+    assert check.check(WEATHER, weather(), "peer").kind == "weather_alert"
+
+
+def test_envelope_level_rejections() -> None:
+    check = validator()
+    tampered = bytearray(listing(1))
+    tampered[-2] ^= 0xFF
+    assert rejected(check, SKILLS, bytes(tampered)) == "bad_signature"
+    assert rejected(check, SKILLS, b"\xff\x00garbage") == "malformed"
+    assert rejected(check, SKILLS, encode({"kind": "skill_listing"})) == "malformed"
+    assert rejected(check, SKILLS, b"\x00" * (256 * 1024 + 1)) == "oversize"
+
+
+def test_kind_must_match_topic() -> None:
+    check = validator()
+    assert rejected(check, TRUST, listing(1)) == "wrong_topic"
+    assert rejected(check, "/crystalmesh/1/unknown", listing(1)) == "wrong_topic"
+    assert rejected(check, SKILLS, weather()) == "wrong_topic"
+
+
+@pytest.mark.parametrize("skew_ms", [-120_001, 120_001, -(10**9)])
+def test_issued_at_outside_the_clock_window_is_stale(skew_ms: int) -> None:
+    assert rejected(validator(), SKILLS, listing(1, NOW + skew_ms)) == "stale"
+
+
+@pytest.mark.parametrize("skew_ms", [-120_000, 0, 120_000])
+def test_issued_at_inside_the_window_is_fine(skew_ms: int) -> None:
+    validator().check(SKILLS, listing(1, NOW + skew_ms))
+
+
+def test_replays_and_older_seqs_are_rejected_but_reordering_is_tolerated() -> None:
+    check = validator()
+    check.check(SKILLS, listing(10))
+    assert rejected(check, SKILLS, listing(10, name="other")) == "replayed"
+    check.check(SKILLS, listing(12))
+    check.check(SKILLS, listing(11))  # overtaken on another gossip path: still new
+    assert rejected(check, SKILLS, listing(11, name="again")) == "replayed"
+    assert check.replay_guard.high_water(SELLER.public_key) == 12
+
+
+def test_failed_message_does_not_burn_its_seq() -> None:
+    check = validator()
+    assert rejected(check, SKILLS, listing(5, NOW - 10**6)) == "stale"
+    check.check(SKILLS, listing(5))  # the same seq, now valid, is accepted
+
+
+def test_weather_rules() -> None:
+    check = validator()
+    assert rejected(check, WEATHER, weather(SELLER)) == "not_management"
+    assert rejected(check, WEATHER, weather(duration_ms=3_600_001)) == "expiry_too_long"
+    check.check(WEATHER, weather(seq=2, duration_ms=3_600_000))
+    # Issued 100 s ago for 60 s: inside the clock window, but over.
+    assert rejected(check, WEATHER, weather(seq=3, issued=NOW - 100_000, duration_ms=60_000)) == (
+        "expired"
+    )
+
+
+def test_replay_guard_window_and_sender_bound() -> None:
+    guard = ReplayGuard(reorder_window=4, max_senders=2)
+    for seq in (1, 2, 3, 4, 5, 6):
+        guard.commit(b"a", seq)
+    assert not guard.is_new(b"a", 2)  # fell below the floor
+    assert not guard.is_new(b"a", 6)
+    assert guard.is_new(b"a", 7)
+    guard.commit(b"b", 1)
+    guard.commit(b"c", 1)  # evicts "a", the least recently heard sender
+    assert len(guard) == 2 and guard.high_water(b"a") is None
+
+
+def test_rejection_counter_counts_per_peer_and_reason_and_calls_hooks() -> None:
+    counter = RejectionCounter(max_peers=2)
+    heard: list[Rejection] = []
+    counter.on_reject(heard.append)
+    counter.on_reject(lambda rejection: 1 / 0)  # a failing hook does not break counting
+    for reason in ("stale", "stale", "bad_signature"):
+        counter.record(Rejection("p1", reason, SKILLS))
+    counter.record(Rejection("p2", "replayed", SKILLS))
+    assert counter.counts("p1") == {"stale": 2, "bad_signature": 1}
+    assert counter.total("p1") == 3 and counter.counts("nobody") == {}
+    assert len(heard) == 4
+    counter.record(Rejection("p3", "stale", SKILLS))
+    assert counter.peers() == ["p2", "p3"]
+
+
+def test_peer_scores_penalise_by_reason_and_decay() -> None:
+    clock = [0.0]
+    scores = PeerScores(ScoringConfig(half_life_s=10.0, ban_threshold=-50.0), lambda: clock[0])
+    assert scores.score("p") == 0.0
+    scores.penalize("p", "bad_signature")
+    scores.penalize("p", "bad_signature")
+    assert scores.score("p") == pytest.approx(-40.0)
+    assert not scores.below_threshold("p")
+    scores.penalize("p", "bad_signature")
+    assert scores.below_threshold("p")
+    clock[0] = 10.0  # one half-life later
+    assert scores.score("p") == pytest.approx(-30.0)
+    scores.forget("p")
+    assert scores.score("p") == 0.0
+
+
+def test_sequence_source_is_monotonic_across_restarts() -> None:
+    clock = [NOW]
+    first = SequenceSource(lambda: clock[0])
+    a, b = first.next(), first.next()
+    assert a == NOW * 1000 and b == a + 1
+    restarted = SequenceSource(lambda: clock[0] + 1)  # a restart one millisecond later
+    assert restarted.next() > b
