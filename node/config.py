@@ -14,7 +14,11 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, get_type_hints
 
-DEFAULT_HOME = Path(os.environ.get("CRYSTALMESH_HOME", Path.home() / ".crystalmesh"))
+
+def crystalmesh_home() -> Path:
+    """Where data dirs and devnets live by default: $CRYSTALMESH_HOME or ~/.crystalmesh."""
+    return Path(os.environ.get("CRYSTALMESH_HOME", Path.home() / ".crystalmesh")).expanduser()
+
 BASE_SEPOLIA_CHAIN_ID = 84532
 BASE_SEPOLIA_USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 
@@ -95,7 +99,7 @@ class TrustConfig:
 @dataclass
 class NodeConfig:
     name: str = "default"
-    data_dir: Path = field(default_factory=lambda: DEFAULT_HOME / "default")
+    data_dir: Path = field(default_factory=lambda: crystalmesh_home() / "default")
     net: NetConfig = field(default_factory=NetConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)

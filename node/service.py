@@ -24,12 +24,12 @@ from node.crystals.memory import AsyncMemory, ConsolidationReport, Memory, Searc
 from node.crystals.model import Crystal, Lifecycle, now_ms
 from node.crystals.store import CrystalNotFound
 from node.keys import load_identity, load_or_create_api_token
-from node.market.gates import check_listable
 from node.market.buyer import Buyer
+from node.market.gates import check_listable
 from node.market.ledger import MarketLedger
 from node.market.listings import ListingBook
-from node.market.seller import Seller
 from node.market.pricing import FlatReputation, ReputationSource, quote, scarcity_for
+from node.market.seller import Seller
 from node.net.service import NetService
 from protocol.envelope import Envelope
 from protocol.messages import SkillListing, WeatherAlert, listing_id_for
@@ -242,7 +242,10 @@ class NodeService:
         }
 
     def peers(self) -> list[dict[str, Any]]:
-        return [dataclasses.asdict(peer) for peer in self.net.peers()]
+        return [
+            dataclasses.asdict(peer) | {"rejections": self.net.rejection_counts(peer.peer_id)}
+            for peer in self.net.peers()
+        ]
 
     # --- memory -------------------------------------------------------------------------------
     async def add_crystal(self, body: dict[str, Any]) -> Crystal:

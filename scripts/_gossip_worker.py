@@ -29,13 +29,13 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from node.config import NetConfig  # noqa: E402
-from node.net.gossip_config import GossipConfig  # noqa: E402
-from node.net.service import NetService  # noqa: E402
-from node.net.testing import make_listing  # noqa: E402
-from protocol.envelope import Envelope  # noqa: E402
-from protocol.identity import Identity  # noqa: E402
-from protocol.topics import SKILLS  # noqa: E402
+from node.config import NetConfig
+from node.net.gossip_config import GossipConfig
+from node.net.service import NetService
+from node.net.testing import make_listing
+from protocol.envelope import Envelope
+from protocol.identity import Identity
+from protocol.topics import SKILLS
 
 
 def cpu_seconds() -> float:

@@ -139,7 +139,9 @@ def run_step(
         for index, latency_us in report["received"]:
             per_message.setdefault(index, []).append(latency_us)
     complete = [
-        max(latencies) / 1000 for latencies in per_message.values() if len(latencies) == len(nodes) - 1
+        max(latencies) / 1000
+        for latencies in per_message.values()
+        if len(latencies) == len(nodes) - 1
     ]
     each = [latency / 1000 for latencies in per_message.values() for latency in latencies]
     return {
@@ -175,14 +177,18 @@ def print_table(results: list[dict[str, Any]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--nodes", type=int, default=10)
     parser.add_argument("--rate", type=float, default=100, help="highest rate step (msg/s)")
     parser.add_argument("--rates", default="", help="explicit comma-separated rate steps")
     parser.add_argument("--count", type=int, default=200, help="listings per rate step")
     parser.add_argument("--drain", type=float, default=5.0, help="seconds to wait for stragglers")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--stop-after-loss", type=int, default=1, help="steps with loss before stopping")
+    parser.add_argument(
+        "--stop-after-loss", type=int, default=1, help="steps with loss before stopping"
+    )
     arguments = parser.parse_args()
 
     if arguments.rates:

@@ -24,13 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eth_account import Account  # noqa: E402
+from eth_account import Account
 
-from node.chain.authorization import Authorization, sign_authorization  # noqa: E402
-from node.chain.client import ChainClient  # noqa: E402
-from node.chain.ledger import SettlementLedger  # noqa: E402
-from node.chain.localchain import ANVIL_DEV_KEY, LocalChain, deploy_devnet, fund  # noqa: E402
-from node.chain.settlement import SettlementEngine  # noqa: E402
+from node.chain.authorization import Authorization, sign_authorization
+from node.chain.client import ChainClient
+from node.chain.ledger import SettlementLedger
+from node.chain.localchain import LocalChain, deploy_devnet, fund
+from node.chain.settlement import SettlementEngine
 
 PRICE_MICRO = 10_000
 
@@ -109,10 +109,7 @@ def main() -> None:
 
 def run(engine: SettlementEngine, items: list[Authorization], *, one_by_one: bool) -> dict[str, float]:
     started = time.perf_counter()
-    if one_by_one:
-        rows = [engine.settle(item) for item in items]
-    else:
-        rows = engine.settle_many(items)
+    rows = [engine.settle(item) for item in items] if one_by_one else engine.settle_many(items)
     elapsed = time.perf_counter() - started
     if not all(row.settled for row in rows):
         raise SystemExit(f"unsettled rows: {[row for row in rows if not row.settled][:3]}")

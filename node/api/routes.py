@@ -38,6 +38,11 @@ def build_app(node: NodeService, token: str) -> App:
     async def peers(request: Request) -> Any:
         return {"peers": node.peers()}
 
+    @app.route("GET", "/v1/rejections")
+    async def rejections(request: Request) -> Any:
+        counter = node.net.rejections
+        return {"rejections": {peer: counter.counts(peer) for peer in counter.peers()}}
+
     # --- memory -----------------------------------------------------------------------------
     @app.route("POST", "/v1/crystals")
     async def add_crystal(request: Request) -> Any:

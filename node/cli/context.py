@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from node.api.client import ApiClient, running_node
-from node.config import DEFAULT_HOME, NodeConfig, load_config
+from node.config import NodeConfig, crystalmesh_home, load_config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,7 +44,7 @@ class CliContext:
         if self.data_dir:
             return self.data_dir.expanduser()
         env = os.environ.get("CRYSTALMESH_DATA_DIR")
-        return Path(env).expanduser() if env else DEFAULT_HOME / "default"
+        return Path(env).expanduser() if env else crystalmesh_home() / "default"
 
     def config(self) -> NodeConfig:
         return load_config(self.resolve_data_dir())

@@ -36,9 +36,7 @@ RRF_K = 60
 # Small on purpose: BM25's IDF handles the rest; these only keep OR-queries
 # from matching every memory through "the" and "what".
 STOPWORDS = frozenset(
-    """a an and are as at be been but by can could did do does for from had has have how i if in
-    into is it its me my no not of on or our should so than that the their them then there these
-    they this to was we were what when where which who whom why will with would you your""".split()
+    ["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or", "our", "should", "so", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your"]
 )
 
 # A query token: a run of word characters possibly joined by . - _ / : # (so

@@ -188,7 +188,9 @@ class VectorIndex:
         if vectors.shape[1] != self.params.dim:
             raise ValueError(f"vector dim {vectors.shape[1]} != index dim {self.params.dim}")
         with self.lock.write():
-            needed = self._count + len(rowids)
+            # Deleted labels keep their slots until a rebuild, so capacity is measured
+            # against hnswlib's element count, not against the live ``_count``.
+            needed = self._index.get_current_count() + len(rowids)
             capacity = self._index.get_max_elements()
             if needed > capacity:
                 self._index.resize_index(max(needed, capacity * 2))

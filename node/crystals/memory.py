@@ -180,7 +180,9 @@ class Memory:
         derived = gov.default_scope_for(sensitivity, semantic_type)
         # An explicit scope may tighten but never loosen what the content demands:
         # a text holding a secret stays confidential even if asked to be public.
-        chosen = derived if scope is None else _most_restrictive(scope, derived)
+        # Normal content demands nothing, so there the explicit scope is honoured.
+        floor = AccessScope.PUBLIC if sensitivity is Sensitivity.NORMAL else derived
+        chosen = derived if scope is None else _most_restrictive(scope, floor)
         if lifespan is None:
             lifespan = LifespanPolicy.TTL if ttl_ms else LifespanPolicy.DECAY
         if lifespan is LifespanPolicy.TTL and not ttl_ms:

@@ -147,7 +147,11 @@ class CrystalStore:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.conn.execute("PRAGMA busy_timeout=5000")
-        migrate(self.conn)
+        try:
+            migrate(self.conn)
+        except BaseException:
+            self.conn.close()  # a refused (newer) schema must not leak the connection
+            raise
 
     def close(self) -> None:
         self.conn.close()

@@ -30,11 +30,11 @@ from node.chain.localchain import (
 from node.config import BASE_SEPOLIA_CHAIN_ID, load_config
 from node.crystals.model import now_ms
 from node.devnet.state import (
-    DEFAULT_DEVNET_DIR,
     ChainEntry,
     DevnetError,
     DevnetState,
     NodeEntry,
+    default_devnet_dir,
     load_state,
     save_state,
 )
@@ -68,7 +68,7 @@ def up(
 ) -> DevnetState:
     if count < 1:
         raise DevnetError("a devnet needs at least one node (-n 1)")
-    root = Path(directory).expanduser().resolve() if directory else DEFAULT_DEVNET_DIR
+    root = Path(directory).expanduser().resolve() if directory else default_devnet_dir()
     try:
         previous = load_state(root)
     except DevnetError:

@@ -13,11 +13,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.config import DEFAULT_HOME
+from node.config import crystalmesh_home
 
 STATE_FILE = "devnet.json"
-DEFAULT_DEVNET_DIR = DEFAULT_HOME / "devnet"
-LATEST_POINTER = DEFAULT_HOME / "devnet-latest"
+
+
+def default_devnet_dir() -> Path:
+    return crystalmesh_home() / "devnet"
+
+
+def latest_pointer() -> Path:
+    return crystalmesh_home() / "devnet-latest"
 
 
 class DevnetError(RuntimeError):
@@ -78,12 +84,12 @@ def devnet_dir(explicit: Path | None) -> Path:
     if explicit:
         return Path(explicit).expanduser().resolve()
     try:
-        pointed = Path(LATEST_POINTER.read_text().strip())
+        pointed = Path(latest_pointer().read_text().strip())
         if (pointed / STATE_FILE).exists():
             return pointed
     except OSError:
         pass
-    return DEFAULT_DEVNET_DIR
+    return default_devnet_dir()
 
 
 def load_state(directory: Path | None) -> DevnetState:
@@ -105,8 +111,8 @@ def save_state(state: DevnetState) -> None:
     tmp = root / (STATE_FILE + ".tmp")
     tmp.write_text(json.dumps(state.to_dict(), indent=2))
     os.replace(tmp, root / STATE_FILE)
-    LATEST_POINTER.parent.mkdir(parents=True, exist_ok=True)
-    LATEST_POINTER.write_text(str(root) + "\n")
+    latest_pointer().parent.mkdir(parents=True, exist_ok=True)
+    latest_pointer().write_text(str(root) + "\n")
 
 
 def resolve_node_dir(name: str, directory: Path | None) -> Path:

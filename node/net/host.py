@@ -33,6 +33,8 @@ from libp2p.security.noise.transport import Transport as NoiseTransport
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
 from libp2p.stream_muxer.yamux.yamux import Yamux
 
+from . import libp2p_tuning
+
 logger = logging.getLogger(__name__)
 
 SEED_BYTES = 32
@@ -83,6 +85,7 @@ def build_host(seed: bytes, listen: str) -> HostParts:
     The host is not listening yet: run it with ``host.run(parts.listen_addrs)``
     *after* the pubsub services have started (see ``node.net.service``).
     """
+    libp2p_tuning.apply()
     key_pair = key_pair_from_seed(seed)
     listen_addr = multiaddr.Multiaddr(listen)
     host = new_host(

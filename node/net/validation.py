@@ -8,7 +8,10 @@ this module adds the rules that need network context:
 
 - the kind must be allowed on the topic it arrived on (``wrong_topic``);
 - ``issued_at`` must be within ``clock_window_s`` of our clock (``stale``);
-- (sender, seq) must be new (``replayed``), see ``ReplayGuard``;
+- (sender, seq) must be new (``replayed``), see ``ReplayGuard``; for weather
+  it must also be above every alert already accepted from that sender, so a
+  captured older alert can never be replayed over a newer one (listings keep
+  the reorder window: they are independent, and gossip reorders them);
 - weather must be signed by a management key (``not_management``), last at
   most ``max_weather_duration_s`` (``expiry_too_long``) and not be over
   already (``expired``).
@@ -193,6 +196,8 @@ class MessageValidator:
         self.now_ms = now_ms
         self.max_message_bytes = max_message_bytes
         self.replay_guard = replay_guard if replay_guard is not None else ReplayGuard()
+        # Per management key: only a handful of keys, so this stays tiny.
+        self._weather_high_water: dict[bytes, int] = {}
 
     def check(self, topic: str, data: bytes, from_peer: str | None = None) -> Envelope:
         """Return the envelope if ``data`` is acceptable on ``topic``; else raise InvalidEnvelope.
@@ -203,6 +208,8 @@ class MessageValidator:
         """
         envelope = self.inspect(topic, data)
         self.replay_guard.commit(envelope.sender, envelope.seq)
+        if topic == WEATHER:
+            self._weather_high_water[envelope.sender] = envelope.seq
         return envelope
 
     def inspect(self, topic: str, data: bytes) -> Envelope:
@@ -222,6 +229,8 @@ class MessageValidator:
             self._check_weather(envelope, now)
         if not self.replay_guard.is_new(envelope.sender, envelope.seq):
             raise _reject(REPLAYED, f"seq {envelope.seq} already seen or too old", envelope.sender)
+        if topic == WEATHER and envelope.seq <= self._weather_high_water.get(envelope.sender, -1):
+            raise _reject(REPLAYED, f"seq {envelope.seq} older than the latest alert", envelope.sender)
         return envelope
 
     def _check_weather(self, envelope: Envelope, now: int) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -177,15 +178,19 @@ class Ledger:
         self.store = store
         self.weights = weights or EventWeights()
         self.clock = clock
+        # The mirror is written by the store's thread and read from the event loop
+        # (levels, gossipsub scores): the lock keeps iteration safe.
+        self._lock = threading.Lock()
         self._peers: dict[str, PeerRecord] = {}
-        self._row: dict[str, float] | None = None
+        self._row: Mapping[str, float] | None = None
         self.reload()
 
     def reload(self) -> None:
         """Re-read ``trust_peers`` into memory."""
         rows = self.store.conn.execute("SELECT * FROM trust_peers").fetchall()
-        self._peers = {row["peer_key"]: _record_from_row(row) for row in rows}
-        self._row = None
+        with self._lock:
+            self._peers = {row["peer_key"]: _record_from_row(row) for row in rows}
+            self._row = None
 
     # --- writes -----------------------------------------------------------------------------
     def record(
@@ -232,8 +237,9 @@ class Ledger:
                 _upsert(conn, after)
                 pending[key] = after
                 out.append(after)
-        self._peers.update(pending)
-        self._row = None
+        with self._lock:
+            self._peers.update(pending)
+            self._row = None
         return out
 
     def set_banned(self, peer_key: bytes | str, banned: bool, reason: str) -> PeerRecord:
@@ -249,8 +255,9 @@ class Ledger:
         )
         with self.store.transaction() as conn:
             _upsert(conn, after)
-        self._peers[key] = after
-        self._row = None
+        with self._lock:
+            self._peers[key] = after
+            self._row = None
         return after
 
     def record_decision(
@@ -278,9 +285,10 @@ class Ledger:
             conn.execute(
                 "UPDATE trust_peers SET last_reason=? WHERE peer_key=?", (last_reason, key)
             )
-        record = self._peers.get(key)
-        if record is not None:
-            self._peers[key] = replace(record, last_reason=last_reason)
+        with self._lock:
+            record = self._peers.get(key)
+            if record is not None:
+                self._peers[key] = replace(record, last_reason=last_reason)
 
     def prune(self, keep_events: int = 100_000, keep_decisions: int = 100_000) -> int:
         """Drop all but the newest rows of the event and decision logs (aggregates stay)."""
@@ -300,23 +308,39 @@ class Ledger:
         return self._peers.get(peer_key_hex(peer_key))
 
     def peers(self) -> list[PeerRecord]:
-        return list(self._peers.values())
+        with self._lock:
+            return list(self._peers.values())
 
     def local_trust(self) -> dict[str, float]:
         """Raw ``s_ij`` of every peer with weighted evidence."""
-        return {key: record.local_trust for key, record in self._peers.items() if record.has_evidence}
+        with self._lock:
+            return {
+                key: record.local_trust for key, record in self._peers.items() if record.has_evidence
+            }
 
-    def normalised_row(self) -> dict[str, float]:
-        """``c_ij`` over non-banned peers (cached until the next write)."""
-        if self._row is None:
-            self._row = normalise_local_trust(
-                {
-                    key: record.local_trust
-                    for key, record in self._peers.items()
-                    if not record.banned
-                }
-            )
-        return dict(self._row)
+    def distrusted(self) -> list[str]:
+        """Peers we dealt with and found wanting: banned, or weighted evidence with ``s_ij ≤ 0``."""
+        with self._lock:
+            return [
+                key
+                for key, record in self._peers.items()
+                if record.banned or (record.has_evidence and record.local_trust <= 0)
+            ]
+
+    def normalised_row(self) -> Mapping[str, float]:
+        """``c_ij`` over non-banned peers; a read-only view, cached until the next write."""
+        with self._lock:
+            if self._row is None:
+                self._row = MappingProxyType(
+                    normalise_local_trust(
+                        {
+                            key: record.local_trust
+                            for key, record in self._peers.items()
+                            if not record.banned
+                        }
+                    )
+                )
+            return self._row
 
     def events(self, peer_key: bytes | str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         return _select(self.store.conn, "trust_events", peer_key, limit)

@@ -41,13 +41,17 @@ def build_report(
     epoch: int,
     own_key: bytes,
     exclude: Collection[str] = (),
+    distrusted: Collection[str] = (),
     max_entries: int = MAX_TRUST_ROW_ENTRIES,
 ) -> TrustReport:
     """Our TrustReport: the top ``max_entries`` peers of ``row`` (``c_ij``) in ppm.
 
-    Self and ``exclude`` (hex keys, e.g. banned peers) are left out; the kept
-    entries are renormalised so the row sums to 1_000_000 ppm, entries that
-    round to 0 ppm are dropped. Order: highest weight first, then key.
+    Self and ``exclude`` (hex keys) are left out; the kept entries are
+    renormalised so the row sums to 1_000_000 ppm, entries that round to 0 ppm
+    are dropped. Remaining room (up to ``max_entries``) goes to ``distrusted``
+    peers as 0-ppm entries: ``c_ij = 0`` for a peer we dealt with and found
+    wanting, which receivers count against it (see ``node.trust.policy``).
+    Order: highest weight first, then key.
     """
     own = own_key.hex()
     skip = set(exclude) | {own}
@@ -55,16 +59,22 @@ def build_report(
     candidates.sort(key=lambda item: (-item[1], item[0]))
     kept = candidates[:max_entries]
     ppm = to_ppm([value for _, value in kept])
-    entries = tuple(
-        TrustEntry(bytes.fromhex(key), weight) for (key, _), weight in zip(kept, ppm, strict=True)
+    entries = [
+        TrustEntry(bytes.fromhex(key), weight)
+        for (key, _), weight in zip(kept, ppm, strict=True)
         if weight > 0
-    )
-    return TrustReport(epoch=epoch, row=entries)
+    ]
+    listed = {entry.peer.hex() for entry in entries}
+    for key in sorted(set(distrusted) - skip - listed - set(row))[: max_entries - len(entries)]:
+        entries.append(TrustEntry(bytes.fromhex(key), 0))
+    return TrustReport(epoch=epoch, row=tuple(entries))
 
 
 @dataclass(frozen=True)
 class ReceivedReport:
-    """The latest report of one sender, as weights in [0, 1] keyed by hex public key."""
+    """The latest report of one sender, as weights in [0, 1] keyed by hex public key.
+
+    A weight of 0 is a distrust entry (the sender dealt with that peer and found it wanting)."""
 
     sender: str
     epoch: int
@@ -111,7 +121,7 @@ class TrustMatrix:
         row: dict[str, float] = {}
         for entry in report.row:
             peer = entry.peer.hex()
-            if peer != key and entry.weight_ppm > 0:
+            if peer != key:
                 row[peer] = entry.weight_ppm / PPM
         if current is None and len(self._reports) >= self.max_senders:
             self.prune(now_ms)

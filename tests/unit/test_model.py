@@ -25,6 +25,7 @@ from node.crystals.model import (
 )
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+finite32 = st.floats(allow_nan=False, allow_infinity=False, width=32)
 unit = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
 ms = st.integers(min_value=1, max_value=2**53)
 short_text = st.text(max_size=40)
@@ -71,7 +72,7 @@ def crystals(draw: st.DrawFn, with_embedding: bool = True) -> Crystal:
     return Crystal(
         text=draw(st.text(min_size=1, max_size=200)),
         id=draw(ids),
-        embedding=draw(st.none() | st.lists(finite, min_size=1, max_size=8))
+        embedding=draw(st.none() | st.lists(finite32, min_size=1, max_size=8))
         if with_embedding
         else None,
         path=draw(st.none() | short_text),
@@ -104,7 +105,7 @@ def crystals(draw: st.DrawFn, with_embedding: bool = True) -> Crystal:
     )
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(crystals())
 def test_to_dict_from_dict_round_trip(crystal: Crystal) -> None:
     data = crystal.to_dict(include_embedding=True)

@@ -1,0 +1,62 @@
+"""Process-wide py-libp2p 0.8.1 tweaks that cut per-message CPU without changing semantics.
+
+Both are applied by ``apply()`` (idempotent), called when a host is built.
+
+1. Yamux window updates. py-libp2p defaults ``PY_YAMUX_RELEASE_ON_READ=1``:
+   a WINDOW_UPDATE frame goes back to the sender after *every* read, i.e. one
+   extra encrypted frame per gossip message per hop. ``0`` restores go-yamux
+   behaviour (update once half the 256 KiB window is consumed). Only a
+   default: an explicit environment value wins.
+
+2. Signed peer records. Every pubsub RPC carries the sender's signed peer
+   record and the receiver verifies it (protobuf parse + Ed25519 verify +
+   peerstore update) on every RPC, twice for RPCs with control messages. The
+   record only changes when the peer's addresses change, so a verdict for the
+   exact same bytes from the same peer is cached (bounded LRU). Records that
+   differ in any byte go through the library's full check.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import libp2p.pubsub.gossipsub as gossipsub_module
+import libp2p.pubsub.pubsub as pubsub_module
+from libp2p.pubsub import utils as pubsub_utils
+
+_RECORD_CACHE_SIZE = 4096
+_applied = False
+
+
+def _cached_record_check(original: Callable[[Any, Any, Any], bool]) -> Callable[..., bool]:
+    verified: OrderedDict[tuple[bytes, bytes], None] = OrderedDict()
+
+    def maybe_consume_signed_record(message: Any, host: Any, peer_id: Any) -> bool:
+        if not message.HasField("senderRecord"):
+            return True
+        key = (peer_id.to_bytes(), message.senderRecord)
+        if key in verified:
+            verified.move_to_end(key)
+            return True
+        ok = original(message, host, peer_id)
+        if ok:
+            verified[key] = None
+            if len(verified) > _RECORD_CACHE_SIZE:
+                verified.popitem(last=False)
+        return ok
+
+    return maybe_consume_signed_record
+
+
+def apply() -> None:
+    global _applied
+    if _applied:
+        return
+    _applied = True
+    os.environ.setdefault("PY_YAMUX_RELEASE_ON_READ", "0")
+    cached = _cached_record_check(pubsub_utils.maybe_consume_signed_record)
+    pubsub_module.maybe_consume_signed_record = cached  # type: ignore[attr-defined]
+    gossipsub_module.maybe_consume_signed_record = cached  # type: ignore[attr-defined]

@@ -1,0 +1,201 @@
+"""/metrics and the dashboard routes through the real ASGI app, called in-process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from node.api import dashboard as dashboard_module
+from node.api.app import App
+from node.api.dashboard import register_dashboard
+from node.api.metrics import CONTENT_TYPE, register_metrics
+
+TOKEN = "test-token_0123456789abcdef"
+
+
+class FakeNode:
+    """The slice of NodeService that /metrics reads."""
+
+    def __init__(self) -> None:
+        stats = {"total": 3, "by_lifecycle": {"generated": 2, "consolidated": 1},
+                 "by_type": {"skill": 1, "general": 2}}
+        store = SimpleNamespace(stats=lambda: stats)
+        self.memory = SimpleNamespace(memory=SimpleNamespace(store=store), run=self._run)
+
+    @staticmethod
+    async def _run(function: Callable[..., Any], *args: Any) -> Any:
+        return function(*args)
+
+    async def status(self) -> dict[str, Any]:
+        return {"name": "node-x", "peer_id": "12D3KooWtest", "uptime_s": 42, "listings_known": 5,
+                "weather": {"active": True, "level": 0.8, "remaining_ms": 90_500}}
+
+    def peers(self) -> list[dict[str, Any]]:
+        return [{"peer_id": "a", "connected": True, "banned": False},
+                {"peer_id": "b", "connected": False, "banned": True}]
+
+
+@pytest.fixture
+def app() -> App:
+    app = App(TOKEN)
+    register_dashboard(app, None)
+    register_metrics(app, cast(Any, FakeNode()))
+    return app
+
+
+async def call(app: App, method: str, path: str, *, query: str = "", body: bytes = b"",
+               headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    scope = {"type": "http", "method": method, "path": path, "query_string": query.encode(),
+             "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]}
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    start = sent[0]
+    response_headers: dict[str, str] = {}
+    for key, value in start["headers"]:
+        name = key.decode()
+        # set-cookie may repeat; these tests set at most one.
+        response_headers[name] = value.decode()
+    payload = b"".join(m.get("body", b"") for m in sent[1:])
+    return start["status"], response_headers, payload
+
+
+async def test_metrics_is_public_and_prometheus_text(app: App) -> None:
+    status, headers, body = await call(app, "GET", "/metrics")
+    assert status == 200
+    assert headers["content-type"] == CONTENT_TYPE
+    text = body.decode()
+    assert "# TYPE crystalmesh_gossip_messages_total counter" in text
+    assert 'crystalmesh_crystals{lifecycle="generated"} 2.0' in text
+    assert 'crystalmesh_crystals_by_type{type="skill"} 1.0' in text
+    assert 'crystalmesh_peers{state="connected"} 1.0' in text
+    assert 'crystalmesh_peers{state="banned"} 1.0' in text
+    assert "crystalmesh_weather_active 1.0" in text
+    assert "crystalmesh_weather_level 0.8" in text
+    assert "crystalmesh_weather_remaining_seconds 90.5" in text
+    assert "crystalmesh_listings_known 5.0" in text
+
+
+async def test_dashboard_without_token_shows_login(app: App) -> None:
+    status, headers, body = await call(app, "GET", "/dashboard")
+    assert status == 200
+    assert headers["content-type"].startswith("text/html")
+    assert b'data-testid="login-page"' in body
+    assert b"dashboard.js" not in body
+    assert "script-src 'self'" in headers["content-security-policy"]
+
+
+async def test_dashboard_with_cookie_or_bearer_shows_dashboard(app: App) -> None:
+    for auth in ({"cookie": f"other=1; cm_token={TOKEN}"}, {"authorization": f"Bearer {TOKEN}"}):
+        status, headers, body = await call(app, "GET", "/dashboard", headers=auth)
+        assert status == 200
+        assert headers["content-type"] == "text/html; charset=utf-8"
+        assert b'data-testid="peers-table"' in body
+        assert b"/dashboard/static/dashboard.js" in body
+    status, _, body = await call(app, "GET", "/dashboard", headers={"cookie": "cm_token=wrong"})
+    assert status == 200 and b'data-testid="login-page"' in body
+
+
+async def test_login_link_sets_cookie_and_redirects(app: App) -> None:
+    status, headers, _ = await call(app, "GET", "/dashboard/login", query=f"token={TOKEN}")
+    assert status == 303
+    assert headers["location"] == "/dashboard"
+    cookie = headers["set-cookie"]
+    assert cookie.startswith(f"cm_token={TOKEN};")
+    for attribute in ("HttpOnly", "SameSite=Strict", "Path=/"):
+        assert attribute in cookie
+    # /dashboard?token= trades the token for the cookie too, so it leaves the address bar.
+    status, headers, _ = await call(app, "GET", "/dashboard", query=f"token={TOKEN}")
+    assert status == 303 and headers["set-cookie"].startswith("cm_token=")
+
+
+async def test_login_link_with_wrong_token_is_refused_without_cookie(app: App) -> None:
+    status, headers, body = await call(app, "GET", "/dashboard/login", query="token=nope")
+    assert status == 401
+    assert "set-cookie" not in headers
+    assert b"not valid" in body
+
+
+async def test_login_post_json_and_form(app: App) -> None:
+    status, headers, body = await call(app, "POST", "/dashboard/login",
+                                       body=json.dumps({"token": TOKEN}).encode(),
+                                       headers={"content-type": "application/json"})
+    assert status == 200 and json.loads(body) == {"ok": True}
+    assert headers["set-cookie"].startswith(f"cm_token={TOKEN};")
+
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    status, headers, _ = await call(app, "POST", "/dashboard/login",
+                                    body=f"token={TOKEN}".encode(), headers=form)
+    assert status == 303 and headers["location"] == "/dashboard"
+
+    status, headers, body = await call(app, "POST", "/dashboard/login", body=b"token=wrong",
+                                       headers=form)
+    assert status == 401 and "set-cookie" not in headers and b"Wrong token" in body
+    status, headers, body = await call(app, "POST", "/dashboard/login",
+                                       body=b'{"token": "wrong"}')
+    assert status == 401 and "set-cookie" not in headers
+    assert json.loads(body)["code"] == "unauthorized"
+
+
+async def test_logout_clears_cookie(app: App) -> None:
+    status, headers, _ = await call(app, "POST", "/dashboard/logout")
+    assert status == 303 and "Max-Age=0" in headers["set-cookie"]
+
+
+@pytest.mark.parametrize(("name", "content_type"), [
+    ("dashboard.js", "text/javascript; charset=utf-8"),
+    ("dashboard.css", "text/css; charset=utf-8"),
+    ("dashboard.html", "text/html; charset=utf-8"),
+])
+async def test_static_files_have_their_content_types(app: App, name: str, content_type: str) -> None:
+    status, headers, body = await call(app, "GET", f"/dashboard/static/{name}")
+    assert status == 200
+    assert headers["content-type"] == content_type
+    assert headers["x-content-type-options"] == "nosniff"
+    assert body == (dashboard_module.STATIC_DIR / name).read_bytes()
+
+
+@pytest.mark.parametrize("path", [
+    "/dashboard/static/../app.py",
+    "/dashboard/static/..%2Fapp.py",
+    "/dashboard/static/..",
+    "/dashboard/static/.hidden.js",
+    "/dashboard/static/%2e%2e/app.py",
+    "/dashboard/static//etc/passwd",
+    "/dashboard/static/dashboard.py",
+    "/dashboard/static/missing.js",
+    "/dashboard/static/sub/dashboard.js",
+])
+async def test_static_refuses_traversal_and_unknown_files(app: App, path: str) -> None:
+    status, _, body = await call(app, "GET", path)
+    assert status == 404
+    assert b"import" not in body and b"root:" not in body
+
+
+def test_static_path_only_resolves_inside_the_static_dir() -> None:
+    assert dashboard_module.static_path("dashboard.js") is not None
+    for name in ("../app.py", "..", ".", "", "a/b.js", "/etc/passwd", "dashboard.js\x00.css",
+                 "..\\app.py", "app.py"):
+        assert dashboard_module.static_path(name) is None, name
+
+
+async def test_json_api_still_needs_the_token(app: App) -> None:
+    @app.route("GET", "/v1/secret")
+    async def secret(request: Any) -> Any:
+        return {"ok": True}
+
+    status, _, _ = await call(app, "GET", "/v1/secret")
+    assert status == 401
+    status, _, _ = await call(app, "GET", "/v1/secret", headers={"cookie": f"cm_token={TOKEN}"})
+    assert status == 200

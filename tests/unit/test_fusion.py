@@ -1,0 +1,134 @@
+"""Hybrid fusion and FTS5 query construction, on hand-made lists (no model, no store)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node.crystals.fusion import (
+    DEFAULT_PARAMS,
+    fts_query,
+    fuse,
+    identifier_tokens,
+    is_identifier,
+    lexical_weight,
+    rarity,
+    rrf,
+)
+
+
+def test_identifier_query_puts_the_exact_lexical_match_first() -> None:
+    # Dense prefers the near-duplicate (ERR-4413); only BM25 knows which memory names ERR-4412.
+    dense = [("err4413", 0.71), ("err4412", 0.69), ("err4414", 0.66), ("token_fix", 0.52)]
+    lexical = [("err4412", -9.8), ("err4413", -2.1), ("err4414", -2.1)]
+    fused = fuse("what does ERR-4412 mean", dense, lexical, k=3)
+    assert fused[0][0] == "err4412"
+    # Among equal lexical matches the dense order decides.
+    assert [doc_id for doc_id, _ in fused[1:]] == ["err4413", "err4414"]
+
+
+def test_paraphrase_query_keeps_a_strong_dense_match_first() -> None:
+    # BM25's best shares only the incidental words "user" and "session".
+    dense = [("token_expired", 0.68), ("login_latency", 0.41), ("support", 0.22)]
+    lexical = [("support", -7.5), ("login_latency", -6.9), ("token_expired", -1.2)]
+    fused = fuse("what should I do when a user's login session has run out", dense, lexical, k=3)
+    assert [doc_id for doc_id, _ in fused] == ["token_expired", "login_latency", "support"]
+
+
+def test_identifier_absent_from_the_corpus_falls_back_to_dense() -> None:
+    dense = [("a", 0.6), ("b", 0.5)]
+    lexical = [("b", -3.0)]
+    assert lexical_weight("JIRA-9999 status", doc_freq=lambda token: 0.0) == 0.0
+    assert fuse("JIRA-9999 status", dense, lexical, 2, doc_freq=lambda token: 0.0)[0][0] == "a"
+
+
+def test_common_identifier_gets_less_lexical_weight_than_a_rare_one() -> None:
+    rare = lexical_weight("port 5433", doc_freq=lambda token: 0.005)
+    common = lexical_weight("port 5433", doc_freq=lambda token: 0.3)
+    assert rare == pytest.approx(min(DEFAULT_PARAMS.max_lexical_weight, DEFAULT_PARAMS.identifier_weight))
+    assert common < rare
+
+
+def test_rarity_by_hand() -> None:
+    assert rarity(0.01) == 1.0  # in 1 % of memories: two decades
+    assert rarity(0.1) == pytest.approx(0.5)
+    assert rarity(1.0) == 0.0 and rarity(0.0) == 0.0
+
+
+def test_rrf_matches_seed_formula() -> None:
+    scores = rrf([["a", "b"], ["b", "c"]])
+    assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
+    assert scores["a"] == pytest.approx(1 / 61)
+
+
+def test_fuse_rejects_flipped_bm25_signs_and_handles_edges() -> None:
+    with pytest.raises(ValueError, match="bm25"):
+        fuse("ERR-4412", [("a", 0.5)], [("a", 4.2)], 5)
+    assert fuse("x", [("a", 0.5)], [], 0) == []
+    assert fuse("x", [], [], 5) == []
+    assert fuse("ERR-4412", [], [("a", -1.0), ("b", -0.5)], 5)[0][0] == "a"
+    assert [doc_id for doc_id, _ in fuse("x", [("a", 0.5), ("b", 0.4)], [], 1)] == ["a"]
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["ERR-4412", "JIRA-2231", "db-prod-07", "a41be07", "E1102", "0x80070005", "5433", "2024-11-15",
+     "search-03.prod.example.net", "ECONNRESET", "OOMKilled", "user_id"],
+)
+def test_identifiers_are_recognised(token: str) -> None:
+    assert is_identifier(token)
+
+
+@pytest.mark.parametrize("token", ["database", "Postgres", "AWS", "42", "e-mail", "Berlin", "the"])
+def test_words_are_not_identifiers(token: str) -> None:
+    assert not is_identifier(token)
+
+
+def test_identifier_tokens_keep_punctuated_runs_whole() -> None:
+    assert identifier_tokens("why is db-prod-07 slow? see ERR-4412, PR #517.") == ["db-prod-07", "ERR-4412", "517"]
+
+
+def _fts() -> sqlite3.Connection:
+    connection = sqlite3.connect(":memory:")
+    connection.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61')")
+    connection.executemany(
+        "INSERT INTO t (text) VALUES (?)",
+        [("ERR-4412 means the refresh token expired",), ("ERR 4413 and then 4412",), ('say "hello" NEAR me',)],
+    )
+    return connection
+
+
+def _match(connection: sqlite3.Connection, text: str) -> list[str]:
+    expression = fts_query(text)
+    if not expression:
+        return []
+    return [row[0] for row in connection.execute("SELECT text FROM t WHERE t MATCH ? ORDER BY bm25(t)", (expression,))]
+
+
+def test_fts_query_quotes_tokens_and_drops_stopwords() -> None:
+    assert fts_query('what is "ERR-4412"?') == '"err-4412"'
+    assert fts_query("the what") == '"the" OR "what"'
+    assert fts_query("--- ?? !!") == ""
+
+
+def test_fts_query_identifier_is_a_phrase() -> None:
+    connection = _fts()
+    assert _match(connection, "ERR-4412")[0] == "ERR-4412 means the refresh token expired"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['ERR-4412', 'say "hello', 'NEAR(a b)', 'a AND OR NOT', 'col:value', 'prefix*', '^start', '(unbalanced',
+     "it's", '"', "C++ / C#", "ümlaut straße", "-", "a - b", "x.y.z", "#517", "\\", "{a b}", "+1"],
+)
+def test_fts_query_never_raises_on_user_text(text: str) -> None:
+    _match(_fts(), text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_fts_query_never_raises_on_any_text(text: str) -> None:
+    _match(_fts(), text)
