@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from node.memory.embedder import SESSION_THREADS, MiniLMEmbedder  # noqa: E402
+from node.memory.embedder import SESSION_THREADS, MiniLMEmbedder
 
 DATA_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "retrieval_set.json"
 TARGET_SENTENCES_PER_S = 500

@@ -28,8 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from node.crystals.fusion import DEFAULT_PARAMS, FusionParams, fts_query, fuse, rrf  # noqa: E402
-from node.memory.embedder import Embedder, get_embedder  # noqa: E402
+from node.crystals.fusion import DEFAULT_PARAMS, FusionParams, fts_query, fuse, rrf
+from node.memory.embedder import Embedder, get_embedder
 
 DATA_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "retrieval_set.json"
 CUTOFF = 10

@@ -27,10 +27,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from node.config import MemoryConfig  # noqa: E402
-from node.crystals.index import IndexParams, VectorIndex  # noqa: E402
-from node.crystals.model import Crystal  # noqa: E402
-from node.crystals.store import CrystalStore  # noqa: E402
+from node.config import MemoryConfig
+from node.crystals.index import IndexParams, VectorIndex
+from node.crystals.model import Crystal
+from node.crystals.store import CrystalStore
 
 DIM = 384
 K = 10

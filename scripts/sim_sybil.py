@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from node.trust.simulation import SybilScenario, simulate  # noqa: E402
+from node.trust.simulation import SybilScenario, simulate
 
 
 def main() -> int:
@@ -26,7 +26,9 @@ def main() -> int:
     parser.add_argument("--honest", type=int, default=10)
     parser.add_argument("--malicious", type=int, default=5)
     parser.add_argument("--management", type=int, default=1)
-    parser.add_argument("--purchases", type=int, default=2, help="purchases per honest node per round")
+    parser.add_argument(
+        "--purchases", type=int, default=2, help="purchases per honest node per round"
+    )
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--honest-failure-rate", type=float, default=0.0)
     parser.add_argument("--no-self-pretrust", action="store_true")

@@ -124,7 +124,7 @@ class ChainClient:
         self._chain_id: int | None = None
         self._nonce_lock = threading.Lock()
         self._next_nonce: dict[str, int] = {}
-        self._gas_price: tuple[float, int] | None = None
+        self._fees: tuple[float, dict[str, int]] | None = None
 
     @classmethod
     def connect(
@@ -211,15 +211,25 @@ class ChainClient:
         return [dict(entry) for entry in logs]
 
     # --- writes -----------------------------------------------------------------------
-    def gas_price(self) -> int:
-        cached = self._gas_price
+    def fee_fields(self) -> dict[str, int]:
+        """EIP-1559 fees: the node's suggested tip and head-room for the base fee to double.
+
+        Paying the tip as suggested (not a multiple of eth_gasPrice) matters: anvil
+        derives its suggestion from recent tips, so over-paying feeds back into it.
+        Cached for 2 s, since every settlement transaction needs them.
+        """
+        cached = self._fees
         if cached is not None and time.monotonic() - cached[0] < 2.0:
             return cached[1]
-        price = int(self._rpc(lambda: self.w3.eth.gas_price))
-        # Head-room so a slowly rising base fee does not strand the transaction.
-        price = price * 3 // 2 + 1
-        self._gas_price = (time.monotonic(), price)
-        return price
+        block = self._rpc(lambda: self.w3.eth.get_block("latest"))
+        base_fee = block.get("baseFeePerGas")
+        if base_fee is None:
+            fees = {"gasPrice": int(self._rpc(lambda: self.w3.eth.gas_price))}
+        else:
+            tip = int(self._rpc(lambda: self.w3.eth.max_priority_fee))
+            fees = {"maxFeePerGas": 2 * int(base_fee) + tip, "maxPriorityFeePerGas": tip}
+        self._fees = (time.monotonic(), fees)
+        return fees
 
     def sign_transaction(
         self, account: LocalAccount, to: str, data: bytes, gas: int, value_wei: int = 0
@@ -227,7 +237,7 @@ class ChainClient:
         """Sign with the next local nonce. Returns (tx hash, raw) before anything is sent,
         so the caller can record the hash first."""
         chain_id = self.chain_id
-        gas_price = self.gas_price()
+        fees = self.fee_fields()
         with self._nonce_lock:
             nonce = self._next_nonce.get(account.address)
             if nonce is None:
@@ -241,7 +251,7 @@ class ChainClient:
                 "data": HexBytes(data),
                 "value": value_wei,
                 "gas": gas,
-                "gasPrice": gas_price,
+                **fees,
                 "nonce": nonce,
                 "chainId": chain_id,
             }

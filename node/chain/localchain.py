@@ -223,7 +223,7 @@ def deploy_contract(client: ChainClient, deployer: object, creation_code: bytes)
 
     assert isinstance(deployer, LocalAccount)
     signed = deployer.sign_transaction({
-        "data": creation_code, "gas": 3_000_000, "gasPrice": client.gas_price(), "value": 0,
+        "data": creation_code, "gas": 3_000_000, **client.fee_fields(), "value": 0,
         "nonce": client.w3.eth.get_transaction_count(deployer.address, "pending"),
         "chainId": client.chain_id,
     })

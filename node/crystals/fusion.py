@@ -44,7 +44,6 @@ STOPWORDS = frozenset(
 _TOKEN = re.compile(r"\w+(?:[.\-_/:#]\w+)*", re.UNICODE)
 _HAS_DIGIT = re.compile(r"\d")
 _HAS_LETTER = re.compile(r"[^\W\d_]")
-_CAMEL = re.compile(r"[a-z][A-Z]")
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,8 @@ def is_identifier(token: str) -> bool:
     if "_" in token.strip("_") or token.count(".") >= 2:
         return True
     letters = token.replace("-", "")
-    return len(letters) >= 5 and (letters.isupper() or bool(_CAMEL.search(letters)))
+    inner_capital = any(character.isupper() for character in letters[1:])
+    return len(letters) >= 5 and (letters.isupper() or (inner_capital and not letters.isupper()))
 
 
 def identifier_tokens(text: str) -> list[str]:

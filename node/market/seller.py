@@ -12,6 +12,7 @@ after the transfer still knows it owes the skill and redelivers on request.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -44,11 +45,15 @@ from protocol.purchase import (
     ERROR_PAYMENT_INVALID,
     ERROR_SETTLEMENT_FAILED,
     ERROR_UNKNOWN_LISTING,
+    content_hash,
 )
 
 log = logging.getLogger(__name__)
 
 QUOTE_VALID_S = 300
+# Fault injection for the end-to-end tests only (crash/tamper paths cannot be
+# reached by a well-behaved seller): "crash_after_settle" or "tamper_delivery".
+FAULT_ENV = "CRYSTALMESH_TEST_FAULT"
 M = TypeVar("M", bound=Message)
 
 
@@ -72,6 +77,9 @@ class Seller:
         self.engine = engine
         self.pay_to = pay_to
         self.on_sale = on_sale
+        self.fault = os.environ.get(FAULT_ENV, "")
+        if self.fault:
+            log.warning("test fault injection active fault=%s", self.fault)
 
     def _seal(self, message: Message) -> bytes:
         return seal(self.identity, message.KIND, message, self.next_seq(), now_ms())
@@ -192,7 +200,10 @@ class Seller:
                                   settlement.tx_hash, reason)
             return self._error(message.request_id, ERROR_SETTLEMENT_FAILED, f"not settled: {reason}")
         await self.memory.run(self.ledger.update_sale, sale.request_id, "settled", settlement.tx_hash)
-        reply = self._deliver(message.request_id, stored, crystal.text, settlement.tx_hash)
+        if self.fault == "crash_after_settle":
+            os._exit(17)
+        payload = crystal.text + ("\n(tampered)" if self.fault == "tamper_delivery" else "")
+        reply = self._deliver(message.request_id, stored, payload, settlement.tx_hash)
         await self.memory.run(self.ledger.update_sale, sale.request_id, "delivered")
         if self.on_sale:
             await self.on_sale(sale)
@@ -203,7 +214,7 @@ class Seller:
             request_id=request_id,
             listing_id=stored.listing.listing_id,
             payload=payload,
-            content_hash=stored.listing.content_hash,
+            content_hash=content_hash(payload),
             tx_hash=tx_hash,
         ))
 

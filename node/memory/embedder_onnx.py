@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -136,7 +137,7 @@ class _GraphWriter:
         self.initializers.append(numpy_helper.from_array(value, name))
         return name
 
-    def op(self, op_type: str, inputs: list[str], **attributes: object) -> str:
+    def op(self, op_type: str, inputs: list[str], **attributes: Any) -> str:
         self._counter += 1
         output = f"{op_type.lower()}_{self._counter}"
         self.nodes.append(
@@ -199,8 +200,8 @@ def build_graph(weights: dict[str, np.ndarray], shape: BertShape) -> onnx.ModelP
     for index in range(shape.layers):
         prefix = f"encoder.layer.{index}"
 
-        def heads(projection: str, perm: list[int], prefix: str = prefix) -> str:
-            projected = g.linear(hidden, weights, f"{prefix}.attention.self.{projection}")
+        def heads(projection: str, perm: list[int], prefix: str = prefix, source: str = hidden) -> str:
+            projected = g.linear(source, weights, f"{prefix}.attention.self.{projection}")
             return g.op("Transpose", [g.op("Reshape", [projected, split_heads])], perm=perm)
 
         query = heads("query", [0, 2, 1, 3])

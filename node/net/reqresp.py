@@ -227,6 +227,11 @@ class PurchaseTransport:
                 if not addrs:
                     raise PeerUnreachable(f"no known address for {peer_id}")
                 info = PeerInfo(peer_id, addrs)
+            # A request is an explicit user action: dial even if an earlier attempt
+            # failed (py-libp2p's negative cache would refuse for a while).
+            unblock = getattr(self.host.get_network(), "unblock_peer", None)
+            if unblock is not None:
+                unblock(peer_id)
             with trio.fail_after(timeout_s):
                 await self.host.connect(info)
         except PeerUnreachable:

@@ -224,7 +224,9 @@ class Ledger:
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     (at, key, event.value, signed_weight, int(offence), detail),
                 )
-                before = pending.get(key) or self._peers.get(key) or PeerRecord(key, first_seen_ms=at)
+                before = (
+                    pending.get(key) or self._peers.get(key) or PeerRecord(key, first_seen_ms=at)
+                )
                 after = replace(
                     before,
                     satisfactory=before.satisfactory + (weight if event.satisfactory else 0.0),
@@ -315,7 +317,9 @@ class Ledger:
         """Raw ``s_ij`` of every peer with weighted evidence."""
         with self._lock:
             return {
-                key: record.local_trust for key, record in self._peers.items() if record.has_evidence
+                key: record.local_trust
+                for key, record in self._peers.items()
+                if record.has_evidence
             }
 
     def distrusted(self) -> list[str]:

@@ -162,5 +162,7 @@ class TrustMatrix:
         """``{truster: {trustee: c}}`` of every fresh report plus ``own_row`` as our row."""
         self.prune(now_ms)
         rows = {key: dict(held.row) for key, held in self._reports.items()}
-        rows[self.own_key] = {peer: value for peer, value in own_row.items() if peer != self.own_key}
+        rows[self.own_key] = {
+            peer: value for peer, value in own_row.items() if peer != self.own_key
+        }
         return rows

@@ -140,7 +140,9 @@ class TrustService:
                 and record.offences >= self.config.ban_after_offences
                 and key not in self.management
             ):
-                logger.warning("banning peer for offences peer_key=%s offences=%d", key, record.offences)
+                logger.warning(
+                    "banning peer for offences peer_key=%s offences=%d", key, record.offences
+                )
                 latest[key] = self.ledger.set_banned(
                     key, True, f"banned: {record.offences} offences ({record.last_reason})"
                 )
@@ -230,7 +232,9 @@ class TrustService:
                 tally[peer] = tally.get(peer, 0.0) + weight
         self._vouch, self._distrust = vouch, distrust
         self._incoming = frozenset(
-            peer for sender, row in rows.items() for peer, value in row.items()
+            peer
+            for sender, row in rows.items()
+            for peer, value in row.items()
             if value > 0 and peer != sender
         )
         self._global = trust
@@ -304,7 +308,10 @@ class TrustService:
         if not decision.admitted:
             logger.info(
                 "ingestion rejected peer_key=%s kind=%s level=%s reason=%s",
-                key, kind, decision.level.value, decision.reason,
+                key,
+                kind,
+                decision.level.value,
+                decision.reason,
             )
         return decision
 
@@ -325,27 +332,30 @@ class TrustService:
         records = {record.peer_key: record for record in self.ledger.peers()}
         keys = set(records) | set(self._global) | set(self.management)
         keys.discard(self._own)
-        rows = []
+        ranked = []
         for key in keys:
             local, global_, score, level = self._assess(key)
             record = records.get(key)
-            rows.append(
-                {
-                    "peer_key": key,
-                    "peer_id": peer_id_from_public_key(bytes.fromhex(key)),
-                    "local": None if local is None else round(local, 6),
-                    "global": None if global_ is None else round(global_, 6),
-                    "reputation": round(score, 4),
-                    "level": level.value,
-                    "last_reason": record.last_reason if record else "",
-                    "local_raw": round(record.local_trust, 4) if record else 0.0,
-                    "events": record.events if record else 0,
-                    "offences": record.offences if record else 0,
-                    "management": key in self.management,
-                }
+            ranked.append(
+                (
+                    (-level.rank, -score, key),
+                    {
+                        "peer_key": key,
+                        "peer_id": peer_id_from_public_key(bytes.fromhex(key)),
+                        "local": None if local is None else round(local, 6),
+                        "global": None if global_ is None else round(global_, 6),
+                        "reputation": round(score, 4),
+                        "level": level.value,
+                        "last_reason": record.last_reason if record else "",
+                        "local_raw": round(record.local_trust, 4) if record else 0.0,
+                        "events": record.events if record else 0,
+                        "offences": record.offences if record else 0,
+                        "management": key in self.management,
+                    },
+                )
             )
-        rows.sort(key=lambda row: (-TrustLevel(row["level"]).rank, -row["reputation"], row["peer_key"]))
-        return rows
+        ranked.sort(key=lambda item: item[0])
+        return [row for _, row in ranked]
 
     # --- background -------------------------------------------------------------------------------
     def _maintain(self) -> None:
@@ -378,7 +388,7 @@ class TrustService:
         self,
         publish: Publish,
         ban: Callable[[str], None] | None = None,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Every ``report_interval_s``: ``tick``. Report epochs are unix seconds."""
         task_status.started()

@@ -145,7 +145,9 @@ def simulate(scenario: SybilScenario = SybilScenario()) -> SimulationResult:
                         services[receiver].add_report(keys[sender], report, clock.now_ms)
             iterations = max(services[i].recompute().iterations for i in honest)
             result.rounds.append(
-                _figures(round_number, services, keys, honest, malicious, poisoned, refused, iterations)
+                _figures(
+                    round_number, services, keys, honest, malicious, poisoned, refused, iterations
+                )
             )
     finally:
         for store in stores:

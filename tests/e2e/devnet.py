@@ -83,7 +83,7 @@ class Devnet:
         os.kill(self.state.node(name).pid, signal.SIGKILL)
         self._clients.pop(name, None)
 
-    def restart_node(self, name: str) -> None:
+    def restart_node(self, name: str, env: dict[str, str] | None = None) -> None:
         """Start a stopped node again with the same data dir (as `crystalmesh run`)."""
         data_dir = self.data_dir(name)
         for stale in ("node.pid", "api.port"):
@@ -92,7 +92,8 @@ class Devnet:
         process = subprocess.Popen(
             [sys.executable, "-m", "node.cli.main", "--data-dir", str(data_dir), "run"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, cwd=REPO, env=os.environ | {"PYTHONPATH": str(REPO)},
+            start_new_session=True, cwd=REPO,
+            env=os.environ | {"PYTHONPATH": str(REPO)} | (env or {}),
         )
         log.close()
         assert self.state is not None

@@ -248,3 +248,20 @@ def test_concurrent_add_and_query(tmp_path: Path, store: CrystalStore) -> None:
     assert errors == []
     assert queries["n"] > 0
     assert index.count == 4000
+
+
+def test_crash_between_index_write_and_sidecar_write(tmp_path: Path, store: CrystalStore) -> None:
+    """save() replaces the index file first: a crash before the sidecar leaves a stale sidecar."""
+    add_rows(store, unit_vectors(50, 14), "before")
+    index = new_index(tmp_path)
+    index.open(store)
+    late_vectors = unit_vectors(30, 15)
+    late = add_rows(store, late_vectors, "after")
+    index.add(late, late_vectors)
+    index._index.save_index(str(index.path))  # the first half of save(), then "crash"
+
+    reopened = new_index(tmp_path)
+    assert reopened.open(store) in {"caught_up", "rebuilt"}
+    assert reopened.count == 80 == store.vector_stats()[0]
+    assert reopened._index.get_current_count() == 80
+    assert reopened.query(late_vectors[0], 1)[0][0] == late[0]

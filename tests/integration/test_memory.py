@@ -320,7 +320,7 @@ def test_opening_with_another_embedder_is_refused(node_config: NodeConfig) -> No
     first = reopen(node_config)
     first.add("bound to the hashing embedder")
     first.close()
-    with pytest.raises(EmbedderMismatch, match="'hashing-384' .* 'some-other-model'"):
+    with pytest.raises(EmbedderMismatch, match=r"'hashing-384' .* 'some-other-model'"):
         Memory(node_config, embedder=OtherEmbedder())
     with pytest.raises(EmbedderMismatch, match="64-d"):
         Memory(node_config, embedder=HashingEmbedder(dim=64))

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from node.crystals.model import Crystal, Lifecycle, SemanticType
 from node.crystals.schema import MIGRATIONS, SCHEMA_VERSION, SchemaError

@@ -117,7 +117,7 @@ def test_bad_type_is_refused_with_the_setting_named(
 
 
 def test_bad_env_type_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="env.api.port"):
+    with pytest.raises(ConfigError, match=r"env\.api\.port"):
         load_config(tmp_path, environ={"CRYSTALMESH_API_PORT": "eighty"})
 
 
@@ -145,7 +145,7 @@ toml_safe_text = st.text(
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     name=toml_safe_text,
     bootstrap=st.lists(toml_safe_text, max_size=3),

@@ -105,20 +105,21 @@ def crystals(draw: st.DrawFn, with_embedding: bool = True) -> Crystal:
     )
 
 
-@settings(max_examples=100)
+@settings(max_examples=80, deadline=None)
 @given(crystals())
 def test_to_dict_from_dict_round_trip(crystal: Crystal) -> None:
     data = crystal.to_dict(include_embedding=True)
     assert Crystal.from_dict(data) == crystal
 
 
-@settings(max_examples=100)
+@settings(max_examples=40, deadline=None)
 @given(crystals())
 def test_round_trip_survives_json(crystal: Crystal) -> None:
     text = json.dumps(crystal.to_dict(include_embedding=True))
     assert Crystal.from_dict(json.loads(text)) == crystal
 
 
+@settings(max_examples=20, deadline=None)
 @given(crystals())
 def test_embedding_only_exported_when_asked(crystal: Crystal) -> None:
     assert "embedding" not in crystal.to_dict()

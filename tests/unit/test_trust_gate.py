@@ -67,7 +67,7 @@ def test_decide_by_hand() -> None:
     assert decide(TrustLevel.PROVISIONAL, False).admitted
     halted = decide(TrustLevel.PROVISIONAL, True)
     assert not halted.admitted and halted.reason == REASON_WEATHER_HALT
-    assert decide(TrustLevel.TRUSTED, True) .reason == REASON_ADMITTED
+    assert decide(TrustLevel.TRUSTED, True).reason == REASON_ADMITTED
     assert decide(TrustLevel.VERIFIED, True).admitted
 
 
@@ -88,7 +88,7 @@ def test_new_peers_are_provisional_even_after_recompute(trust: TrustService) -> 
 
 
 def test_gate_outside_weather(trust: TrustService) -> None:
-    assert trust.gate(CHEAT) .reason == REASON_BANNED
+    assert trust.gate(CHEAT).reason == REASON_BANNED
     assert not trust.gate(BAD).admitted
     assert trust.gate(NEW).admitted
     assert trust.gate(GOOD).admitted

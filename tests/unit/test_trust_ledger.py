@@ -65,7 +65,9 @@ def test_weights_are_configurable(store: CrystalStore) -> None:
 
 def test_events_and_aggregates_survive_a_reload(store: CrystalStore) -> None:
     ledger = Ledger(store, clock=lambda: 42)
-    ledger.record_many([(A, "delivered_ok", ""), (A, "execution_success", ""), (B, "delivery_failed", "")])
+    ledger.record_many(
+        [(A, "delivered_ok", ""), (A, "execution_success", ""), (B, "delivery_failed", "")]
+    )
     again = Ledger(store)
     assert again.local_trust() == ledger.local_trust()
     assert [event["kind"] for event in again.events(A)] == ["execution_success", "delivered_ok"]

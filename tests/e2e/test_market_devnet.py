@@ -1,0 +1,236 @@
+"""Issue 5 end to end on a devnet (anvil + management + 3 node processes):
+A publishes, B searches and buys with USDC, C is unaffected; then the failure
+paths, each with a clear error and consistent ledgers and balances."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import trio
+
+from node.chain.authorization import sign_authorization
+from node.chain.wallet import load_wallet
+from node.config import load_config
+from node.keys import load_identity
+from node.net.testing import make_net
+from protocol.envelope import open_envelope, seal
+from protocol.messages import (
+    ErrorReply,
+    PaymentAuthorization,
+    PurchaseRequest,
+    listing_id_for,
+    new_request_id,
+)
+from protocol.purchase import TransferAuthorization
+from tests.e2e.devnet import Devnet, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+A, B, C = "node-1", "node-2", "node-3"
+SKILL = ("Triage a flaky CI job: rerun it three times, diff the environment of the failing runs, "
+         "pin the dependency that changed, and file the upstream bug")
+
+
+@pytest.fixture(scope="module")
+def devnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
+    with Devnet(tmp_path_factory.mktemp("market") / "devnet", 3) as net:
+        yield net
+
+
+def usdc(devnet: Devnet, name: str) -> int:
+    return int(devnet.cli_json("wallet", "balance", node=name)["usdc_micro"])
+
+
+def publish(devnet: Devnet, seller: str, text: str, executions: int = 3) -> dict[str, Any]:
+    crystal = devnet.cli_json("memory", "add", "--type", "skill", "--scope", "public",
+                              "--category", "ci", "--tag", "flaky", "--tag", "ci", text, node=seller)
+    for _ in range(executions):
+        devnet.cli("skill", "record-execution", crystal["id"], "--success", "--reward", "0.9",
+                   node=seller)
+    listing = devnet.cli_json("skill", "publish", crystal["id"], node=seller)
+    listing["crystal_id"] = crystal["id"]
+    return listing
+
+
+def known_everywhere(devnet: Devnet, listing_id: str, names: tuple[str, ...] = (B, C)) -> None:
+    wait_for(lambda: all(listing_id in {item["listing_id"] for item in
+                                        devnet.api(name).get("/v1/listings")["listings"]}
+                         for name in names), 20, "listing gossiped")
+
+
+def test_publish_search_buy_and_balances(devnet: Devnet) -> None:
+    refused = devnet.cli("skill", "publish",
+                         devnet.cli_json("memory", "add", "--type", "skill", "untested", node=A)["id"],
+                         node=A, check=False)
+    assert refused.returncode == 1 and "executions" in refused.stderr
+
+    listing = publish(devnet, A, SKILL)
+    known_everywhere(devnet, listing["listing_id"])
+    found = devnet.cli_json("market", "search", "my CI pipeline fails randomly", node=B)
+    assert found and found[0]["listing_id"] == listing["listing_id"]
+
+    before = {name: usdc(devnet, name) for name in (A, B, C)}
+    bought = devnet.cli_json("skill", "buy", listing["listing_id"], "--max-price", "0.5", node=B)
+    price = bought["price_micro_usdc"]
+    assert price == listing["price_micro_usdc"] and isinstance(price, int) and price > 0
+    assert bought["tx_hash"].startswith("0x") and bought["listing_id"] == listing["listing_id"]
+
+    assert usdc(devnet, B) == before[B] - price
+    assert usdc(devnet, A) == before[A] + price
+    assert usdc(devnet, C) == before[C]
+
+    crystal = devnet.api(B).get(f"/v1/crystals/{bought['crystal_id']}")
+    seller_key = load_identity(load_config(devnet.data_dir(A))).public_key.hex()
+    assert crystal["text"] == SKILL
+    assert crystal["origin"] == "peer" and crystal["semanticType"] == "skill"
+    assert crystal["governance"]["peerOrigin"] == seller_key
+    assert crystal["provenanceDag"][0]["operation"] == "imported"
+    assert crystal["provenanceDag"][0]["actor"] == f"peer:{seller_key}"
+
+    purchases = devnet.api(B).get("/v1/purchases")["purchases"]
+    assert [p["state"] for p in purchases] == ["completed"]
+    sales = devnet.api(A).get("/v1/sales")["sales"]
+    assert [(s["state"], s["tx_hash"]) for s in sales] == [("delivered", bought["tx_hash"])]
+    assert devnet.api(C).get("/v1/purchases")["purchases"] == []
+    stats = devnet.cli_json("market", "stats", node=A)
+    assert stats["earned_micro_usdc"] == price and stats["top_skills"][0]["unique_buyers"] == 1
+
+
+def test_price_above_cap_and_unknown_listing_are_refused(devnet: Devnet) -> None:
+    listing = publish(devnet, A, SKILL + " (v2 notes)")
+    known_everywhere(devnet, listing["listing_id"])
+    before = usdc(devnet, B)
+    too_cheap = devnet.cli("skill", "buy", listing["listing_id"], "--max-price", "0.000001",
+                           node=B, check=False)
+    assert too_cheap.returncode == 1 and "above --max-price" in too_cheap.stderr
+    unknown = devnet.cli("skill", "buy", "ab" * 32, node=B, check=False)
+    assert unknown.returncode == 1 and "unknown listing" in unknown.stderr
+    assert "Traceback" not in too_cheap.stderr + unknown.stderr
+    assert usdc(devnet, B) == before
+    assert all(p["state"] == "completed" for p in devnet.api(B).get("/v1/purchases")["purchases"])
+
+
+def test_seller_refuses_unlisted_private_and_replayed(devnet: Devnet) -> None:
+    """A raw peer asks the seller directly: unlisted and private skills are refused,
+    and an authorization presented twice settles once."""
+    listing = publish(devnet, A, "Rotate TLS certificates before expiry with a 30-day alarm")
+    known_everywhere(devnet, listing["listing_id"], (B,))
+    private = devnet.cli_json("memory", "add", "--type", "skill", "my private deploy recipe", node=A)
+    seller_key = load_identity(load_config(devnet.data_dir(A))).public_key
+    seller_addr = devnet.api(A).get("/v1/status")["listen_addrs"][0]
+    chain = devnet.cli_json("devnet", "status")["chain"]
+    buyer_wallet = load_wallet(devnet.data_dir(B) / "wallet.key")
+    before = {name: usdc(devnet, name) for name in (A, B)}
+
+    pay_to = devnet.state.node(A).wallet_address  # type: ignore[union-attr]
+    replies = trio.run(_raw_requests, seller_addr, listing, seller_key, private["id"],
+                       buyer_wallet, chain, pay_to)
+    unlisted, private_reply, first, second = replies
+    assert isinstance(unlisted, ErrorReply) and unlisted.code == "unknown_listing"
+    assert isinstance(private_reply, ErrorReply) and private_reply.code == "unknown_listing"
+    assert first.kind == "delivery"  # the first presentation pays and delivers
+    assert isinstance(second, ErrorReply) and second.code == "payment_invalid"
+    assert "replayed" in second.message
+    price = listing["price_micro_usdc"]
+    assert usdc(devnet, B) == before[B] - price  # exactly one transfer
+    assert usdc(devnet, A) == before[A] + price
+
+
+async def _raw_requests(addr: str, listing: dict[str, Any], seller_key: bytes, private_id: str,
+                        wallet: Any, chain: dict[str, Any], pay_to: str) -> list[Any]:
+    peer = make_net()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(peer.run)
+        me = peer.identity
+
+        async def ask(message: Any) -> Any:
+            data = seal(me, message.KIND, message, peer.sequence.next(), _now_ms())
+            envelope = open_envelope(await peer.request(addr, data, 30.0))
+            return envelope.message() if envelope.kind == "error_reply" else envelope
+
+        out = [
+            await ask(PurchaseRequest(request_id=new_request_id(), listing_id="cd" * 32,
+                                      buyer_address=wallet.address)),
+            await ask(PurchaseRequest(request_id=new_request_id(),
+                                      listing_id=listing_id_for(seller_key, private_id, 1),
+                                      buyer_address=wallet.address)),
+        ]
+        auth = sign_authorization(wallet, chain_id=chain["chain_id"], token_address=chain["token_address"],
+                                  to=pay_to, value_micro=listing["price_micro_usdc"])
+        payment = PaymentAuthorization(
+            request_id=new_request_id(), listing_id=listing["listing_id"],
+            authorization=TransferAuthorization(
+                from_=auth.from_address, to=auth.to, value=auth.value_micro,
+                valid_after=auth.valid_after_s, valid_before=auth.valid_before_s, nonce=auth.nonce),
+            signature=auth.signature)
+        out.append(await ask(payment))
+        out.append(await ask(PaymentAuthorization(
+            request_id=new_request_id(), listing_id=payment.listing_id,
+            authorization=payment.authorization, signature=payment.signature)))
+        nursery.cancel_scope.cancel()
+    return out
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+def test_seller_offline_then_back(devnet: Devnet) -> None:
+    listing = publish(devnet, A, "Bisect a performance regression with hyperfine and git bisect run")
+    known_everywhere(devnet, listing["listing_id"], (B,))
+    before = usdc(devnet, B)
+    devnet.stop_node(A)
+    try:
+        failed = devnet.cli("skill", "buy", listing["listing_id"], node=B, check=False)
+        assert failed.returncode == 1 and "unreachable" in failed.stderr
+        assert usdc(devnet, B) == before  # no money moved
+    finally:
+        devnet.restart_node(A)
+    bought = devnet.cli_json("skill", "buy", listing["listing_id"], node=B)
+    assert usdc(devnet, B) == before - bought["price_micro_usdc"]
+
+
+def test_crash_after_settlement_redelivers_after_restart(devnet: Devnet) -> None:
+    listing = publish(devnet, A, "Recover a corrupted sqlite database with .recover and integrity_check")
+    known_everywhere(devnet, listing["listing_id"], (B,))
+    devnet.stop_node(A)
+    devnet.restart_node(A, env={"CRYSTALMESH_TEST_FAULT": "crash_after_settle"})
+    before = {name: usdc(devnet, name) for name in (A, B)}
+    failed = devnet.cli("skill", "buy", listing["listing_id"], node=B, check=False)
+    assert failed.returncode == 1 and "redeliver" in failed.stderr
+    price = listing["price_micro_usdc"]
+    assert usdc(devnet, B) == before[B] - price  # paid once...
+    assert usdc(devnet, A) == before[A] + price
+    purchase = devnet.api(B).get("/v1/purchases")["purchases"][0]
+    assert purchase["state"] == "paid_undelivered" and purchase["tx_hash"]
+
+    devnet.restart_node(A)  # ...the seller comes back without the fault
+    received = devnet.cli_json("skill", "redeliver", listing["listing_id"], node=B)
+    assert received["tx_hash"] == purchase["tx_hash"]
+    assert devnet.api(B).get(f"/v1/crystals/{received['crystal_id']}")["hash"] == \
+        devnet.api(A).get(f"/v1/crystals/{listing['crystal_id']}")["hash"]
+    assert usdc(devnet, B) == before[B] - price  # and nobody paid twice
+    states = [s["state"] for s in devnet.api(A).get("/v1/sales")["sales"]
+              if s["listing_id"] == listing["listing_id"]]
+    assert states == ["delivered"]
+
+
+def test_tampered_delivery_is_not_ingested(devnet: Devnet) -> None:
+    listing = publish(devnet, A, "Shrink a docker image with multi-stage builds and distroless bases")
+    known_everywhere(devnet, listing["listing_id"], (B,))
+    devnet.stop_node(A)
+    devnet.restart_node(A, env={"CRYSTALMESH_TEST_FAULT": "tamper_delivery"})
+    try:
+        crystals_before = devnet.api(B).get("/v1/memory/status")["total"]
+        failed = devnet.cli("skill", "buy", listing["listing_id"], node=B, check=False)
+        assert failed.returncode == 1 and "does not match the listing's content hash" in failed.stderr
+        assert devnet.api(B).get("/v1/memory/status")["total"] == crystals_before
+        purchase = devnet.api(B).get("/v1/purchases")["purchases"][0]
+        assert purchase["state"] == "tampered" and purchase["crystal_id"] is None
+    finally:
+        devnet.stop_node(A)
+        devnet.restart_node(A)

@@ -1,0 +1,199 @@
+"""``crystalmesh init`` and ``crystalmesh memory ...`` against a temporary data dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from node.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+CRYSTALMESH = Path(sys.executable).parent / "crystalmesh"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Nothing may touch ~/.crystalmesh, and no CRYSTALMESH_* setting leaks in."""
+    for name in list(os.environ):
+        if name.startswith("CRYSTALMESH_"):
+            monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    monkeypatch.setenv("CRYSTALMESH_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "node"
+
+
+class Cli:
+    def __init__(self, capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
+        self.capsys = capsys
+        self.data_dir = data_dir
+
+    def run(self, *args: str) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        code = main(["--data-dir", str(self.data_dir), *args])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def json(self, *args: str) -> Any:
+        code, out, err = self.run("--json", *args)
+        assert code == 0, err
+        return json.loads(out)
+
+    def fails(self, *args: str) -> str:
+        """Run a command that must fail cleanly; returns its one error line."""
+        code, out, err = self.run(*args)
+        assert code != 0
+        assert "Traceback" not in out + err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert lines[0].startswith("error: ")
+        return lines[0]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], data_dir: Path) -> Cli:
+    return Cli(capsys, data_dir)
+
+
+@pytest.fixture
+def initialised(cli: Cli) -> Cli:
+    summary = cli.json("init", "--embedder", "hashing")
+    assert summary["created"] and summary["embedder"] == "hashing"
+    return cli
+
+
+def test_init_writes_the_data_dir(initialised: Cli, isolated_home: Path) -> None:
+    assert (initialised.data_dir / "node.toml").exists()
+    assert 'embedder = "hashing"' in (initialised.data_dir / "node.toml").read_text()
+    assert not isolated_home.exists()
+    again = initialised.json("init")
+    assert not again["created"]
+
+
+def test_add_search_show_round_trip(initialised: Cli) -> None:
+    added = initialised.json("memory", "add", "the release checklist lives in docs/release.md")
+    assert len(added["id"]) == 36
+    assert added["governance"]["accessScope"] == "private"
+
+    hits = initialised.json("memory", "search", "release checklist")
+    assert [hit["id"] for hit in hits] == [added["id"]]
+    assert hits[0]["crystal"]["text"] == "the release checklist lives in docs/release.md"
+
+    shown = initialised.json("memory", "show", added["id"][:8])
+    assert shown["id"] == added["id"]
+    assert shown["accessCount"] == 1  # the search above touched it
+    assert [entry["action"] for entry in shown["audit"]] == ["created"]
+
+
+def test_json_flag_works_before_and_after_the_subcommand(initialised: Cli) -> None:
+    code, out, _ = initialised.run("--json", "memory", "add", "global flag")
+    assert code == 0 and "id" in json.loads(out)
+    code, out, _ = initialised.run("memory", "add", "per-command flag", "--json")
+    assert code == 0 and "id" in json.loads(out)
+
+
+def test_human_output(initialised: Cli) -> None:
+    code, out, _ = initialised.run("memory", "search", "anything")
+    assert code == 0 and "no matches" in out
+    code, out, _ = initialised.run("memory", "add", "human readable output please")
+    assert code == 0
+    assert "scope=private" in out and "sensitivity=normal" in out
+    code, out, _ = initialised.run("memory", "search", "human readable")
+    assert code == 0 and "human readable output" in out
+    code, out, _ = initialised.run("memory", "status")
+    assert code == 0 and "crystals     1" in out
+
+
+def test_scope_public_cannot_loosen_a_secret(initialised: Cli) -> None:
+    secret = initialised.json(
+        "memory", "add", "--scope", "public", "my api key is sk-live-4eC39HqLyjWDarjtT1zdp7dc"
+    )
+    assert secret["governance"]["accessScope"] == "confidential"
+    assert secret["governance"]["sensitivity"] == "confidential"
+    plain = initialised.json("memory", "add", "--scope", "public", "the office is on floor 3")
+    assert plain["governance"]["accessScope"] == "public"
+
+
+def test_search_filters_and_limit(initialised: Cli) -> None:
+    initialised.json("memory", "add", "--type", "fact", "coffee machine is on floor 2")
+    skill = initialised.json(
+        "memory", "add", "--type", "skill", "--tag", "kitchen", "--category", "office",
+        "descale the coffee machine monthly",
+    )
+    assert skill["skillTags"] == ["kitchen"] and skill["skillCategory"] == "office"
+    hits = initialised.json("memory", "search", "coffee machine", "--type", "skill")
+    assert [hit["id"] for hit in hits] == [skill["id"]]
+    assert len(initialised.json("memory", "search", "coffee machine", "-k", "1")) == 1
+
+
+def test_status_consolidate_and_import(initialised: Cli, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("first imported line\n\n  second imported line \nfirst imported line\n")
+    assert initialised.json("memory", "import", str(notes)) == {"lines": 3, "created": 2}
+    status = initialised.json("memory", "status")
+    assert status["total"] == 2
+    assert status["index"]["vectors"] == 2
+    assert status["embedder"] == "hashing-384"
+    report = initialised.json("memory", "consolidate", "--purge")
+    assert report["scored"] == 2 and report["purged"] == 0
+
+
+def test_uninitialised_data_dir(cli: Cli) -> None:
+    line = cli.fails("memory", "add", "hello")
+    assert "is not initialised" in line and "crystalmesh init" in line
+    assert not (cli.data_dir / "crystals.db").exists()
+    cli.fails("memory", "search", "hello")
+    cli.fails("memory", "status")
+
+
+def test_unknown_crystal_id(initialised: Cli) -> None:
+    line = initialised.fails("memory", "show", "00000000-0000-0000-0000-000000000000")
+    assert "no crystal with id" in line
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_empty_query(initialised: Cli, query: str) -> None:
+    assert "empty search query" in initialised.fails("memory", "search", query)
+
+
+def test_empty_text(initialised: Cli) -> None:
+    assert "needs some text" in initialised.fails("memory", "add", "  ")
+    assert initialised.json("memory", "status")["total"] == 0
+
+
+def test_bad_option_value(initialised: Cli) -> None:
+    code, _, err = initialised.run("memory", "add", "--type", "nonsense", "x")
+    assert code != 0 and "Traceback" not in err and "nonsense" in err
+
+
+def test_installed_entry_point(cli: Cli, isolated_home: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRYSTALMESH_")}
+    env["CRYSTALMESH_HOME"] = str(isolated_home)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(CRYSTALMESH), "--data-dir", str(cli.data_dir), *args],
+            capture_output=True, text=True, env=env, cwd=REPO, timeout=60,
+        )
+
+    missing = run("memory", "show", "abcd")
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [missing.stderr.strip()]
+    assert missing.stderr.startswith("error: ") and "Traceback" not in missing.stderr
+    cli.json("init", "--embedder", "hashing")
+    added = run("memory", "add", "--json", "subprocess crystal")
+    assert added.returncode == 0, added.stderr
+    crystal_id = json.loads(added.stdout)["id"]
+    found = run("--json", "memory", "search", "subprocess")
+    assert [hit["id"] for hit in json.loads(found.stdout)] == [crystal_id]
+    assert not isolated_home.exists()

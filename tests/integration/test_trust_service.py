@@ -1,0 +1,104 @@
+"""TrustService over a real CrystalStore file: persistence, gossip envelopes, the run loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from node.config import NodeConfig
+from node.crystals.schema import SCHEMA_VERSION
+from node.crystals.store import CrystalStore
+from node.net.validation import Rejection
+from node.trust.ledger import TrustEvent
+from node.trust.levels import TrustLevel
+from node.trust.service import TrustService, trust_rows_for_api
+from protocol.envelope import open_envelope, seal
+from protocol.identity import Identity, peer_id_from_public_key
+from protocol.messages import PPM, TrustEntry, TrustReport
+
+NOW_MS = 1_700_000_000_000
+
+
+def make(
+    path: Path, own: Identity, management: Identity, clock: object = lambda: NOW_MS
+) -> TrustService:
+    return TrustService(
+        CrystalStore(path),
+        NodeConfig(),
+        own.public_key,
+        {management.public_key},
+        lambda: False,
+        clock=clock,  # type: ignore[arg-type]
+    )
+
+
+def test_ledger_and_bans_survive_a_restart(tmp_path: Path) -> None:
+    own, management, seller, cheat = (Identity.generate() for _ in range(4))
+    trust = make(tmp_path / "crystals.db", own, management)
+    assert trust.ledger.store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    trust.record(seller.public_key, TrustEvent.DELIVERED_OK)
+    trust.record(seller.public_key, TrustEvent.EXECUTION_SUCCESS)
+    for _ in range(3):
+        trust.on_rejection(Rejection(cheat.peer_id, "bad_signature", "/crystalmesh/1/skills"))
+    trust.flush_rejections()
+    trust.gate(cheat.public_key)
+    trust.ledger.store.close()
+
+    again = make(tmp_path / "crystals.db", own, management)
+    assert again.level(cheat.public_key) is TrustLevel.BANNED
+    assert again.peers_to_ban() == [cheat.public_key]
+    assert dict(again.ledger.normalised_row()) == {seller.public_key.hex(): 1.0}
+    assert again.ledger.decisions(cheat.public_key)[0]["reason"] == "banned"
+    again.ledger.store.close()
+
+
+async def test_reports_from_gossip_envelopes_feed_eigentrust(tmp_path: Path) -> None:
+    own, management, seller, sybil = (Identity.generate() for _ in range(4))
+    trust = make(tmp_path / "crystals.db", own, management)
+    vouch = TrustReport(epoch=1, row=(TrustEntry(seller.public_key, PPM),))
+    praise = TrustReport(epoch=1, row=(TrustEntry(seller.public_key, PPM),))
+    await trust.on_trust_report(open_envelope(seal(management, "trust_report", vouch, 1, NOW_MS)))
+    await trust.on_trust_report(open_envelope(seal(sybil, "trust_report", praise, 1, NOW_MS)))
+    # our own report echoed back is ignored
+    await trust.on_trust_report(open_envelope(seal(own, "trust_report", vouch, 1, NOW_MS)))
+    assert len(trust.matrix) == 2
+    result = await trust.recompute_async()
+    assert result.converged
+    assert result.trust[seller.public_key.hex()] > result.trust[sybil.public_key.hex()] == 0.0
+    rows = {row["peer_key"]: row for row in trust_rows_for_api(trust)}
+    assert rows[seller.public_key.hex()]["peer_id"] == peer_id_from_public_key(seller.public_key)
+    assert rows[management.public_key.hex()]["level"] == "verified"
+    trust.ledger.store.close()
+
+
+async def test_run_publishes_reports_and_hands_out_bans(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    own, management, seller, cheat = (Identity.generate() for _ in range(4))
+    trust = make(
+        tmp_path / "crystals.db", own, management, clock=lambda: int(trio.current_time() * 1000)
+    )
+    trust.record(seller.public_key, TrustEvent.DELIVERED_OK)
+    for _ in range(3):
+        trust.record(cheat.public_key, TrustEvent.DELIVERY_TAMPERED)
+    published: list[TrustReport] = []
+    banned: list[str] = []
+
+    async def publish(report: TrustReport) -> None:
+        # the report must be sealable, i.e. acceptable to every peer
+        seal(own, "trust_report", report, len(published) + 1, NOW_MS)
+        published.append(report)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trust.run, publish, banned.append)
+        with trio.fail_after(100):
+            while len(published) < 3:
+                await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+    assert [entry.peer for entry in published[0].row] == [seller.public_key, cheat.public_key]
+    assert published[0].row[0].weight_ppm == PPM
+    assert banned == [cheat.peer_id]  # once, not every round
+    assert published[0].epoch < published[1].epoch < published[2].epoch
+    trust.ledger.store.close()
