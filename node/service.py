@@ -18,22 +18,27 @@ import numpy as np
 import trio
 
 from node.api.app import App
+from node.api.dashboard import register_dashboard
+from node.api import metrics
+from node.api.metrics import register_metrics
 from node.chain.settlement import SettlementEngine
 from node.config import NodeConfig
 from node.crystals.memory import AsyncMemory, ConsolidationReport, Memory, SearchRequest
 from node.crystals.model import Crystal, Lifecycle, now_ms
 from node.crystals.store import CrystalNotFound
 from node.keys import load_identity, load_or_create_api_token
-from node.market.buyer import Buyer
+from node.market.buyer import Buyer, PurchaseRefused
 from node.market.gates import check_listable
-from node.market.ledger import MarketLedger
+from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook
 from node.market.pricing import FlatReputation, ReputationSource, quote, scarcity_for
 from node.market.seller import Seller
 from node.net.service import NetService
+from node.trust.gate import GateDecision
+from node.trust.service import TrustService, trust_rows_for_api
 from protocol.envelope import Envelope
-from protocol.messages import SkillListing, WeatherAlert, listing_id_for
-from protocol.topics import SKILLS, WEATHER
+from protocol.messages import SkillListing, TrustReport, WeatherAlert, listing_id_for
+from protocol.topics import SKILLS, TRUST, WEATHER
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +71,10 @@ class NodeService:
         self.started_at_ms = now_ms()
         self.api_port = 0
         self.ready = trio.Event()
-        self._api_extensions: list[Callable[[App], None]] = []
+        self._api_extensions: list[Callable[[App], None]] = [
+            lambda app: register_dashboard(app, self),
+            lambda app: register_metrics(app, self),
+        ]
         self._nursery: trio.Nursery | None = None
         self.wallet_address = self._wallet_address()
         self.engine: SettlementEngine | None = None
@@ -133,20 +141,38 @@ class NodeService:
         self.ledger = MarketLedger(memory.store)
         self.seller = Seller(
             self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
-            lambda: self.engine, self.wallet_address,
+            lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
         )
         self.buyer = Buyer(
             self.config, self.identity, self.net.sequence.next, self.net.purchases.request_envelope,
             self.memory, self.listings, self.ledger, self.wallet,
             lambda: self.engine.client if self.engine else None,
         )
+        self.trust = TrustService(
+            memory.store,
+            self.config,
+            self.identity.public_key,
+            [bytes.fromhex(key) for key in self.config.net.management_keys],
+            hormones_halt=lambda: memory.hormones.consolidation_modulation().halt_untrusted_ingestion,
+            run_in_store=self.memory.run,
+        )
+        self.reputation = self.trust
+        self.buyer.gate = self._gate
+        self.buyer.on_outcome = self._record_trust
         self.net.on_listing(self._on_listing)
         self.net.on_weather(self._on_weather)
+        self.net.on_trust_report(self.trust.on_trust_report)
+        self.net.on_reject(self.trust.on_rejection)
+        self.net.on_reject(
+            lambda r: metrics.GOSSIP_MESSAGES.inc(topic=r.topic, outcome="rejected", reason=r.reason)
+        )
+        self.net.app_score_hooks.append(self.trust.app_score)
         self.net.serve_purchases(self.seller.handle)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.net.run)
+                await nursery.start(self.trust.run, self._publish_trust_report, self.net.ban)
                 if self.engine is not None:
                     await nursery.start(self.engine.run)
                     nursery.start_soon(self._reconcile_settlements)
@@ -263,10 +289,38 @@ class NodeService:
         return await self.memory.run(detail)
 
     async def consolidate(self, purge: bool = False) -> ConsolidationReport:
-        return await self.memory.run(self.memory.memory.consolidate, None, purge)
+        try:
+            report = await self.memory.run(self.memory.memory.consolidate, None, purge)
+        except Exception:
+            metrics.CONSOLIDATION_RUNS.inc(outcome="failed")
+            raise
+        metrics.CONSOLIDATION_RUNS.inc(outcome="ok")
+        return report
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
-        return await self.memory.run(self.memory.memory.record_execution, crystal_id, success, reward)
+        crystal = await self.memory.run(
+            self.memory.memory.record_execution, crystal_id, success, reward
+        )
+        seller = crystal.governance.peer_origin
+        if seller:
+            # A skill bought from a peer: its outcome is evidence about that peer.
+            event = "execution_success" if success else "execution_failure"
+            await self._record_trust(bytes.fromhex(seller), event, crystal.id)
+        return crystal
+
+    # --- trust --------------------------------------------------------------------------------
+    async def _gate(self, peer_key: bytes) -> GateDecision:
+        return await self.memory.run(self.trust.gate, peer_key)
+
+    async def _record_trust(self, peer_key: bytes, event: str, detail: str) -> None:
+        await self.memory.run(self.trust.record, peer_key, event, detail)
+
+    async def _publish_trust_report(self, report: TrustReport) -> None:
+        await self.net.publish(TRUST, report)
+        metrics.GOSSIP_PUBLISHED.inc(topic=TRUST)
+
+    def trust_rows(self) -> list[dict[str, Any]]:
+        return trust_rows_for_api(self.trust)
 
     async def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
         return await self.memory.run(self.memory.memory.new_skill_version, crystal_id, text)
@@ -327,17 +381,32 @@ class NodeService:
             previous_listing_id=previous,
         )
         envelope = await self.net.gossip.publish(SKILLS, listing, issued_at_ms=issued)
+        metrics.GOSSIP_PUBLISHED.inc(topic=SKILLS)
         await self._store_listing(envelope, own_crystal_id=crystal.id)
         return {"listing_id": listing.listing_id, "price_micro_usdc": listing.price_micro_usdc,
                 "price": breakdown.to_dict(), "crystal_id": crystal.id,
                 "skill_version": listing.skill_version, "previous_listing_id": previous}
+
+    async def _on_sale(self, sale: Sale) -> None:
+        metrics.SALES.inc(outcome="ok")
+        metrics.MARKET_MICRO_USDC.inc(sale.price_micro_usdc, direction="earned")
 
     def _unique_buyers(self, stable_skill_id: str) -> int:
         return self.ledger.unique_buyers(stable_skill_id)
 
     # --- purchases ----------------------------------------------------------------------------
     async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None) -> dict[str, Any]:
-        return await self.buyer.buy(listing_id, max_price_micro_usdc)
+        try:
+            result = await self.buyer.buy(listing_id, max_price_micro_usdc)
+        except PurchaseRefused:
+            metrics.PURCHASES.inc(outcome="rejected")
+            raise
+        except Exception:
+            metrics.PURCHASES.inc(outcome="failed")
+            raise
+        metrics.PURCHASES.inc(outcome="ok")
+        metrics.MARKET_MICRO_USDC.inc(result["price_micro_usdc"], direction="spent")
+        return result
 
     async def redeliver(self, listing_id: str) -> dict[str, Any]:
         return await self.buyer.redeliver(listing_id)
@@ -364,7 +433,13 @@ class NodeService:
             self.listings.upsert, envelope, envelope.to_bytes(), vectors[0], own_crystal_id
         )
 
+    @staticmethod
+    def _count_accepted(topic: str, envelope: Envelope) -> None:
+        metrics.GOSSIP_MESSAGES.inc(topic=topic, outcome="accepted", reason="")
+        metrics.GOSSIP_LATENCY.observe(max(0, now_ms() - envelope.issued_at_ms) / 1000, topic=topic)
+
     async def _on_listing(self, envelope: Envelope) -> None:
+        self._count_accepted(SKILLS, envelope)
         if envelope.sender == self.identity.public_key:
             return
         await self._store_listing(envelope)
@@ -414,6 +489,8 @@ class NodeService:
     async def _on_weather(self, envelope: Envelope) -> None:
         alert = envelope.message()
         assert isinstance(alert, WeatherAlert)
+        if envelope.sender != self.identity.public_key:
+            self._count_accepted(WEATHER, envelope)
         memory = self.memory.memory
         applied = memory.hormones.apply_network_cortisol_spike(
             alert.cortisol_level_ppm / PPM, alert.expires_at_ms, alert.reason
@@ -447,6 +524,7 @@ class NodeService:
             reason=reason[:280],
         )
         envelope = await self.net.gossip.publish(WEATHER, alert, issued_at_ms=issued)
+        metrics.GOSSIP_PUBLISHED.inc(topic=WEATHER)
         await self._on_weather(envelope)
         return {"issued_at_ms": issued, "expires_at_ms": alert.expires_at_ms,
                 "level": level, "reason": alert.reason, "seq": envelope.seq}

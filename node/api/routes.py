@@ -166,6 +166,10 @@ def build_app(node: NodeService, token: str) -> App:
     async def wallet(request: Request) -> Any:
         return await node.wallet_info()
 
+    @app.route("GET", "/v1/trust")
+    async def trust(request: Request) -> Any:
+        return {"peers": node.trust_rows()}
+
     # --- weather ----------------------------------------------------------------------------
     @app.route("GET", "/v1/weather")
     async def weather(request: Request) -> Any:

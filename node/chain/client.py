@@ -48,7 +48,6 @@ SELECTOR_SETTLE = function_signature_to_4byte_selector(
 TOPIC_TRANSFER = Web3.keccak(text="Transfer(address,address,uint256)")
 TOPIC_AUTHORIZATION_USED = Web3.keccak(text="AuthorizationUsed(address,bytes32)")
 TOPIC_AUTHORIZATION_CANCELED = Web3.keccak(text="AuthorizationCanceled(address,bytes32)")
-TOPIC_ITEM_SETTLED = Web3.keccak(text="ItemSettled(uint256)")
 TOPIC_ITEM_FAILED = Web3.keccak(text="ItemFailed(uint256,bytes)")
 
 # Gas limits are fixed rather than estimated: eth_estimateGas under-estimates a batch

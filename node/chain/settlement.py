@@ -43,7 +43,6 @@ from node.chain.client import (
     TOPIC_AUTHORIZATION_CANCELED,
     TOPIC_AUTHORIZATION_USED,
     TOPIC_ITEM_FAILED,
-    TOPIC_ITEM_SETTLED,
     ChainClient,
     decode_revert_reason,
     encode_settle,
@@ -335,11 +334,12 @@ class SettlementEngine:
                     self.ledger.mark_failed(item.key, reason)
             return
         transfers = Counter(self.client.transfer_events(receipt))
-        outcomes = self._batch_outcomes(receipt) if batched else {0: None}
+        # Settled items are those without an ItemFailed event; each must also show its Transfer.
+        outcomes = self._batch_outcomes(receipt) if batched else {}
         confirmed: list[Key] = []
         unsettled: list[tuple[Authorization, str]] = []
         for index, item in enumerate(authorizations):
-            failure = outcomes.get(index, "no outcome in receipt")
+            failure = outcomes.get(index)
             expected = (item.from_address, item.to, item.value_micro)
             if failure is None and transfers[expected] > 0:
                 transfers[expected] -= 1
@@ -364,17 +364,14 @@ class SettlementEngine:
             return reason if reason in PaymentRejected.REASONS else None
         return None
 
-    def _batch_outcomes(self, receipt: TxReceipt) -> dict[int, str | None]:
-        """index → None (settled) or the revert reason, from the settler's events."""
-        outcomes: dict[int, str | None] = {}
+    def _batch_outcomes(self, receipt: TxReceipt) -> dict[int, str]:
+        """index → revert reason of each item the settler reports failed (ItemFailed)."""
+        outcomes: dict[int, str] = {}
         settler = self.client.settler_address
         for entry in receipt["logs"]:
             if to_checksum_address(entry["address"]) != settler or not entry["topics"]:
                 continue
-            topic = bytes(entry["topics"][0])
-            if topic == bytes(TOPIC_ITEM_SETTLED):
-                outcomes[int.from_bytes(bytes(entry["topics"][1]), "big")] = None
-            elif topic == bytes(TOPIC_ITEM_FAILED):
+            if bytes(entry["topics"][0]) == bytes(TOPIC_ITEM_FAILED):
                 index = int.from_bytes(bytes(entry["topics"][1]), "big")
                 data = bytes(entry["data"])
                 # abi.encode(bytes reason): offset, length, payload

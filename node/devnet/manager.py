@@ -10,6 +10,7 @@ Layout under the devnet dir::
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -77,6 +78,13 @@ def up(
         raise DevnetError(
             f"a devnet is already running in {root}; stop it with `crystalmesh devnet down --dir {root}`"
         )
+    if previous is not None:
+        # A devnet is a fresh network each time: the chain restarts empty, so old
+        # node data (balances, settlements, listings priced on it) would be stale.
+        progress(f"replacing the stopped devnet in {root}")
+        for entry in previous.nodes:
+            shutil.rmtree(entry.data_dir, ignore_errors=True)
+        shutil.rmtree(root / "chain", ignore_errors=True)
     root.mkdir(parents=True, exist_ok=True)
     state = DevnetState(dir=str(root), created_at_ms=now_ms())
     chain_settings: dict[str, Any] = {}

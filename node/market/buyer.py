@@ -14,7 +14,6 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import trio
@@ -40,6 +39,8 @@ from node.crystals.model import (
 from node.market.ledger import DAY_MS, MarketLedger, Purchase
 from node.market.listings import ListingBook, StoredListing
 from node.net.reqresp import ReqRespError
+from node.trust.gate import GateDecision
+from node.trust.levels import TrustLevel
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity, peer_id_from_public_key
 from protocol.messages import (
@@ -81,18 +82,12 @@ class PurchaseRefused(PurchaseError):
         super().__init__(message, code, money_moved=False)
 
 
-@dataclass(frozen=True)
-class GateDecision:
-    admitted: bool
-    level: str
-    reason: str
-
-
 Gate = Callable[[bytes], Awaitable[GateDecision]]
 
 
 async def admit_all(seller_key: bytes) -> GateDecision:
-    return GateDecision(True, "provisional", "no trust layer configured")
+    """The gate for a node without a trust layer (tests of the purchase flow alone)."""
+    return GateDecision(True, TrustLevel.PROVISIONAL, "no trust layer configured")
 
 
 class Buyer:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from node.api import metrics
 from node.chain.authorization import Authorization
 from node.chain.errors import ChainError, ChainUnavailable, PaymentRejected
 from node.chain.settlement import SettlementEngine
@@ -189,11 +190,14 @@ class Seller:
                 authorization, pay_to=self.pay_to, price_micro=stored.listing.price_micro_usdc
             )
         except PaymentRejected as error:
+            metrics.SETTLEMENTS.inc(outcome="rejected")
             await self.memory.run(self.ledger.update_sale, sale.request_id, "rejected", None, str(error))
             return self._error(message.request_id, ERROR_PAYMENT_INVALID, str(error))
         except (ChainUnavailable, ChainError) as error:
+            metrics.SETTLEMENTS.inc(outcome="failed")
             await self.memory.run(self.ledger.update_sale, sale.request_id, "failed", None, str(error))
             return self._error(message.request_id, ERROR_SETTLEMENT_FAILED, str(error))
+        metrics.SETTLEMENTS.inc(outcome="ok" if settlement.settled else "failed")
         if not settlement.settled or not settlement.tx_hash:
             reason = settlement.reason or settlement.state
             await self.memory.run(self.ledger.update_sale, sale.request_id, "failed",

@@ -17,6 +17,7 @@ them). Cancelling ``run`` stops everything in reverse order.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -70,6 +71,8 @@ class NetService:
         self.host.get_network().auto_connector.maybe_connect = _no_auto_connect  # type: ignore[attr-defined,method-assign]
 
         self.scores = PeerScores(scoring_config)
+        # Extra application-specific score terms (the trust layer adds one).
+        self.app_score_hooks: list[Callable[[str], float]] = []
         self.rejections = RejectionCounter()
         self.validator = MessageValidator(
             management_keys=[bytes.fromhex(key) for key in config.management_keys],
@@ -141,7 +144,8 @@ class NetService:
         return self.scores.score(peer_id)
 
     def _app_score(self, peer: ID) -> float:
-        return self.scores.score(str(peer))
+        peer_id = str(peer)
+        return self.scores.score(peer_id) + sum(hook(peer_id) for hook in self.app_score_hooks)
 
     def _on_rejected(self, rejection: Rejection) -> None:
         score = self.scores.penalize(rejection.peer_id, rejection.reason)

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import trio
 
+from node.config import load_config
 from node.keys import load_identity
 from node.net.testing import make_net, wait_until
-from node.config import load_config
 from protocol.envelope import seal
 from protocol.messages import WeatherAlert
 from protocol.topics import GOSSIP_TOPICS, WEATHER
