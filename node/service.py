@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import trio
 
+from node.api import metrics
 from node.api.app import App
 from node.api.dashboard import register_dashboard
-from node.api import metrics
 from node.api.metrics import register_metrics
 from node.chain.settlement import SettlementEngine
 from node.config import NodeConfig
