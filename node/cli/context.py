@@ -35,6 +35,7 @@ class CliContext:
     devnet_dir: Path | None = None
     as_json: bool = False
     debug: bool = False
+    get: str | None = None
 
     def resolve_data_dir(self) -> Path:
         if self.node_name:
@@ -62,10 +63,24 @@ class CliContext:
 
     # --- output -------------------------------------------------------------------------------
     def emit(self, data: Any, human: Callable[[Any], None] | None = None) -> None:
+        if self.get:
+            click.echo(pick(data, self.get))
+            return
         if self.as_json or human is None:
             click.echo(json.dumps(data, indent=2, default=str))
         else:
             human(data)
+
+
+def pick(data: Any, path: str) -> str:
+    """``--get listing_id`` / ``--get 0.listing_id``: one value of the JSON result, raw."""
+    value = data
+    for part in path.split("."):
+        try:
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        except (KeyError, IndexError, ValueError, TypeError) as exc:
+            raise CliError(f"--get {path}: no {part!r} in the result") from exc
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def console() -> Console:
@@ -88,6 +103,8 @@ def common_options(function: F) -> F:
     """Accept --data-dir/--node/--dir/--json after the subcommand too (git-style)."""
 
     @click.option("--json", "as_json", is_flag=True, default=False, help="Machine-readable output.")
+    @click.option("--get", "get", default=None, metavar="FIELD",
+                  help="Print one field of the JSON result (e.g. id, 0.listing_id).")
     @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Node data dir.")
     @click.option("--node", "node_name", default=None, help="Address a devnet node by name.")
     @click.option(
@@ -97,6 +114,7 @@ def common_options(function: F) -> F:
     def wrapper(
         *args: Any,
         as_json: bool,
+        get: str | None,
         data_dir: Path | None,
         node_name: str | None,
         devnet_dir: Path | None,
@@ -104,6 +122,7 @@ def common_options(function: F) -> F:
     ) -> Any:
         ctx: CliContext = click.get_current_context().ensure_object(CliContext)
         ctx.as_json = ctx.as_json or as_json
+        ctx.get = get or ctx.get
         ctx.data_dir = data_dir or ctx.data_dir
         ctx.node_name = node_name or ctx.node_name
         ctx.devnet_dir = devnet_dir or ctx.devnet_dir

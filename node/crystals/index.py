@@ -32,17 +32,22 @@ ProgressCallback = Callable[[int, int], None]
 
 
 class ReadWriteLock:
-    """Many concurrent readers or one writer: hnswlib is unsafe to add to while querying."""
+    """Many concurrent readers or one writer: hnswlib is unsafe to add to while querying.
+
+    Writers take precedence: once a writer waits, new readers queue behind it,
+    so a steady stream of queries cannot starve ingestion.
+    """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._writer = False
+        self._writers_waiting = 0
 
     @contextmanager
     def read(self) -> Iterator[None]:
         with self._cond:
-            while self._writer:
+            while self._writer or self._writers_waiting:
                 self._cond.wait()
             self._readers += 1
         try:
@@ -56,8 +61,12 @@ class ReadWriteLock:
     @contextmanager
     def write(self) -> Iterator[None]:
         with self._cond:
-            while self._writer or self._readers:
-                self._cond.wait()
+            self._writers_waiting += 1
+            try:
+                while self._writer or self._readers:
+                    self._cond.wait()
+            finally:
+                self._writers_waiting -= 1
             self._writer = True
         try:
             yield

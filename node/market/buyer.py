@@ -156,7 +156,9 @@ class Buyer:
             raise PurchaseRefused("listing is priced on another chain or token", "wrong_chain")
         decision = await self.gate(stored.seller_key)
         if not decision.admitted:
-            raise PurchaseRefused(f"ingestion gate: {decision.reason}", "gate")
+            raise PurchaseRefused(
+                f"ingestion gate refused seller at trust level {decision.level}: {decision.reason}",
+                "gate")
         seller = peer_id_from_public_key(stored.seller_key)
         timeout = self.config.market.purchase_timeout_s
         request_id = secrets.token_hex(16)

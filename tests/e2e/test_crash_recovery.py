@@ -79,8 +79,9 @@ def ingest_then_kill(data_dir: Path, start: int, wanted: int) -> list[str]:
         child.wait(timeout=30)
     reader.join(timeout=30)
     # Lines flushed before the kill are committed too; a torn last line is not an id.
-    while (line := lines.get_nowait() if not lines.empty() else None) is not None:
-        if line.endswith("\n") and len(line.strip()) == 36:
+    while not lines.empty():
+        line = lines.get_nowait()
+        if line is not None and line.endswith("\n") and len(line.strip()) == 36:
             reported.append(line.strip())
     assert child.returncode == -signal.SIGKILL
     return reported
