@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # Generous caps: the benchmark buys far more than an agent would in a day.
 os.environ.setdefault("CRYSTALMESH_MARKET_MAX_PER_DAY_MICRO_USDC", str(10**12))
 
-from node.api.client import ApiClient, running_node  # noqa: E402
-from node.config import load_config  # noqa: E402
-from node.devnet import manager  # noqa: E402
+from node.api.client import ApiClient, running_node
+from node.config import load_config
+from node.devnet import manager
 
 
 def percentile(values: list[float], q: float) -> float:

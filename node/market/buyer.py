@@ -38,6 +38,7 @@ from node.crystals.model import (
 )
 from node.market.ledger import DAY_MS, MarketLedger, Purchase
 from node.market.listings import ListingBook, StoredListing
+from node.market.wire import payment_message
 from node.net.reqresp import ReqRespError
 from node.trust.gate import GateDecision
 from node.trust.levels import TrustLevel
@@ -48,12 +49,10 @@ from protocol.messages import (
     DeliveryRequest,
     ErrorReply,
     Message,
-    PaymentAuthorization,
     PaymentRequirements,
     PurchaseRequest,
     Receipt,
 )
-from protocol.purchase import TransferAuthorization
 
 log = logging.getLogger(__name__)
 
@@ -192,16 +191,7 @@ class Buyer:
                 state="authorized", tx_hash=None, crystal_id=None, reason=None,
                 created_at_ms=created, updated_at_ms=created,
             ))
-        payment = PaymentAuthorization(
-            request_id=request_id,
-            listing_id=listing.listing_id,
-            authorization=TransferAuthorization(
-                from_=authorization.from_address, to=authorization.to,
-                value=authorization.value_micro, valid_after=authorization.valid_after_s,
-                valid_before=authorization.valid_before_s, nonce=authorization.nonce,
-            ),
-            signature=authorization.signature,
-        )
+        payment = payment_message(request_id, listing.listing_id, authorization)
         try:
             delivery = await self._exchange(seller, payment, Delivery, timeout)
         except PurchaseError as error:

@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 import trio
 
 from node.api import metrics
-from node.chain.authorization import Authorization
 from node.chain.errors import ChainError, ChainUnavailable, PaymentRejected
 from node.chain.settlement import SettlementEngine
 from node.crystals.memory import AsyncMemory
@@ -28,6 +27,7 @@ from node.crystals.model import LOCAL_ONLY_SCOPES, Sensitivity, now_ms
 from node.crystals.store import CrystalNotFound
 from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook, StoredListing
+from node.market.wire import authorization_of
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity
 from protocol.messages import (
@@ -152,17 +152,8 @@ class Seller:
         if engine is None:
             return self._error(message.request_id, ERROR_SETTLEMENT_FAILED,
                                "this node has no chain configured")
-        transfer = message.authorization
         try:
-            authorization = Authorization(
-                from_address=transfer.from_,
-                to=transfer.to,
-                value_micro=transfer.value,
-                valid_after_s=transfer.valid_after,
-                valid_before_s=transfer.valid_before,
-                nonce=transfer.nonce,
-                signature=message.signature,
-            )
+            authorization = authorization_of(message)
         except PaymentRejected as error:
             return self._error(message.request_id, ERROR_PAYMENT_INVALID, str(error))
         created = now_ms()

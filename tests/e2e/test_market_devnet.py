@@ -14,6 +14,7 @@ from node.chain.authorization import sign_authorization
 from node.chain.wallet import load_wallet
 from node.config import load_config
 from node.keys import load_identity
+from node.market.wire import payment_message
 from node.net.testing import make_net
 from protocol.envelope import open_envelope, seal
 from protocol.messages import (
@@ -23,7 +24,6 @@ from protocol.messages import (
     listing_id_for,
     new_request_id,
 )
-from protocol.purchase import TransferAuthorization
 from tests.e2e.devnet import Devnet, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -159,12 +159,7 @@ async def _raw_requests(addr: str, listing: dict[str, Any], seller_key: bytes, p
         ]
         auth = sign_authorization(wallet, chain_id=chain["chain_id"], token_address=chain["token_address"],
                                   to=pay_to, value_micro=listing["price_micro_usdc"])
-        payment = PaymentAuthorization(
-            request_id=new_request_id(), listing_id=listing["listing_id"],
-            authorization=TransferAuthorization(
-                from_=auth.from_address, to=auth.to, value=auth.value_micro,
-                valid_after=auth.valid_after_s, valid_before=auth.valid_before_s, nonce=auth.nonce),
-            signature=auth.signature)
+        payment = payment_message(new_request_id(), listing["listing_id"], auth)
         out.append(await ask(payment))
         out.append(await ask(PaymentAuthorization(
             request_id=new_request_id(), listing_id=payment.listing_id,
