@@ -27,3 +27,19 @@ def memory(node_config: NodeConfig) -> Iterator[Memory]:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_crystalmesh_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep the suite away from the user's ~/.crystalmesh (devnet pointer, default node)."""
+    import os
+
+    previous = os.environ.get("CRYSTALMESH_HOME")
+    os.environ["CRYSTALMESH_HOME"] = str(tmp_path_factory.mktemp("crystalmesh-home"))
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("CRYSTALMESH_HOME", None)
+        else:
+            os.environ["CRYSTALMESH_HOME"] = previous
