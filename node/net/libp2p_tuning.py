@@ -1,6 +1,7 @@
-"""Process-wide py-libp2p 0.8.1 tweaks that cut per-message CPU without changing semantics.
+"""Process-wide py-libp2p 0.8.1 tweaks: two cut per-message CPU without changing
+semantics, one fixes a race that could kill the node.
 
-Both are applied by ``apply()`` (idempotent), called when a host is built.
+All are applied by ``apply()`` (idempotent), called when a host is built.
 
 1. Yamux window updates. py-libp2p defaults ``PY_YAMUX_RELEASE_ON_READ=1``:
    a WINDOW_UPDATE frame goes back to the sender after *every* read, i.e. one
@@ -14,6 +15,12 @@ Both are applied by ``apply()`` (idempotent), called when a host is built.
    record only changes when the peer's addresses change, so a verdict for the
    exact same bytes from the same peer is cached (bounded LRU). Records that
    differ in any byte go through the library's full check.
+
+3. Blacklist teardown race. ``Pubsub.add_to_blacklist`` tears the peer down in
+   a task that awaits ``stream.reset()`` and then does ``del self.peers[peer]``;
+   if the peer's dead-stream handler removed it meanwhile, the ``KeyError``
+   escapes and takes the whole pubsub service (and the node) down. Seen in CI
+   when banning a peer. The replacement removes the entry with ``pop``.
 """
 
 from __future__ import annotations
@@ -51,6 +58,18 @@ def _cached_record_check(original: Callable[[Any, Any, Any], bool]) -> Callable[
     return maybe_consume_signed_record
 
 
+async def _teardown_if_connected(self: Any, peer_id: Any) -> None:
+    """``Pubsub._teardown_if_connected`` without the KeyError race (see module doc)."""
+    stream = self.peers.get(peer_id)
+    if stream is not None:
+        try:
+            await stream.reset()
+        except Exception:
+            pass
+        self.peers.pop(peer_id, None)
+    self._forget_all_subscriptions(peer_id)
+
+
 def apply() -> None:
     global _applied
     if _applied:
@@ -60,3 +79,4 @@ def apply() -> None:
     cached = _cached_record_check(pubsub_utils.maybe_consume_signed_record)
     pubsub_module.maybe_consume_signed_record = cached  # type: ignore[attr-defined]
     gossipsub_module.maybe_consume_signed_record = cached  # type: ignore[attr-defined]
+    pubsub_module.Pubsub._teardown_if_connected = _teardown_if_connected  # type: ignore[method-assign]
