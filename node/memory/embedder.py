@@ -6,7 +6,7 @@ running as an int8 ONNX graph built locally from the bundled weights (see
 :class:`HashingEmbedder` exists only for fast tests and must be asked for by
 name: vectors from different embedders are not comparable, so a store records
 :attr:`Embedder.name` and :attr:`Embedder.dim` and raises
-:class:`EmbedderMismatch` when they differ.
+:class:`node.crystals.store.EmbedderMismatch` when they differ.
 """
 
 from __future__ import annotations
@@ -30,20 +30,6 @@ Vectors = NDArray[np.float32]
 DEFAULT_EMBEDDER = "minilm"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 SESSION_THREADS = 2
-
-
-class EmbedderMismatch(RuntimeError):
-    """A store's vectors were made by a different embedder (name or dimension) than the one in use."""
-
-    def __init__(self, stored_name: str, stored_dim: int, current_name: str, current_dim: int) -> None:
-        super().__init__(
-            f"the store was built with embedder {stored_name!r} (dim {stored_dim}) but "
-            f"{current_name!r} (dim {current_dim}) is configured; re-embed or use the original embedder"
-        )
-        self.stored_name = stored_name
-        self.stored_dim = stored_dim
-        self.current_name = current_name
-        self.current_dim = current_dim
 
 
 @runtime_checkable

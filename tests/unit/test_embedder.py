@@ -9,7 +9,6 @@ import pytest
 
 from node.memory.embedder import (
     Embedder,
-    EmbedderMismatch,
     HashingEmbedder,
     MiniLMEmbedder,
     get_embedder,
@@ -46,9 +45,6 @@ def test_get_embedder_names() -> None:
         get_embedder("bert")
 
 
-def test_embedder_mismatch_names_both_sides() -> None:
-    error = EmbedderMismatch("hashing-384", 384, "all-MiniLM-L6-v2-onnx-int8", 384)
-    assert "hashing-384" in str(error) and "all-MiniLM-L6-v2-onnx-int8" in str(error)
 
 
 @pytest.fixture(scope="module")
