@@ -111,7 +111,31 @@ class Metric:
         return lines
 
 
-class Counter(Metric):
+class _Scalar(Metric):
+    """One float per label set: the storage shared by counters and gauges."""
+
+    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
+        super().__init__(name, help_text, labels)
+        self._values: dict[LabelValues, float] = {}
+
+    def _add(self, amount: float, labels: dict[str, Any]) -> None:
+        key = self._key(labels)
+        with self._lock:
+            if key is not None and self._admit(self._values, key):
+                self._values[key] = self._values.get(key, 0.0) + amount
+
+    def value(self, **labels: Any) -> float:
+        key = self._key(labels)
+        with self._lock:
+            return self._values.get(key, 0.0) if key is not None else 0.0
+
+    def samples(self) -> Iterable[tuple[str, LabelValues, float, tuple[str, ...]]]:
+        with self._lock:
+            items = sorted(self._values.items())
+        return [("", key, value, ()) for key, value in items]
+
+
+class Counter(_Scalar):
     """A value that only goes up (restarts reset it; Prometheus' rate() copes)."""
 
     kind = "counter"
@@ -120,35 +144,17 @@ class Counter(Metric):
         if not name.endswith("_total"):
             raise ValueError(f"counter names end in _total: {name!r}")
         super().__init__(name, help_text, labels)
-        self._values: dict[LabelValues, float] = {}
 
     def inc(self, amount: float = 1.0, **labels: Any) -> None:
         if amount < 0:
             raise ValueError(f"{self.name}: counters only go up (got {amount})")
-        key = self._key(labels)
-        with self._lock:
-            if key is not None and self._admit(self._values, key):
-                self._values[key] = self._values.get(key, 0.0) + amount
-
-    def value(self, **labels: Any) -> float:
-        key = self._key(labels)
-        with self._lock:
-            return self._values.get(key, 0.0) if key is not None else 0.0
-
-    def samples(self) -> Iterable[tuple[str, LabelValues, float, tuple[str, ...]]]:
-        with self._lock:
-            items = sorted(self._values.items())
-        return [("", key, value, ()) for key, value in items]
+        self._add(amount, labels)
 
 
-class Gauge(Metric):
+class Gauge(_Scalar):
     """A value that goes up and down; ``clear()`` before refilling from a callback."""
 
     kind = "gauge"
-
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
-        super().__init__(name, help_text, labels)
-        self._values: dict[LabelValues, float] = {}
 
     def set(self, value: float, **labels: Any) -> None:
         key = self._key(labels)
@@ -157,27 +163,14 @@ class Gauge(Metric):
                 self._values[key] = float(value)
 
     def inc(self, amount: float = 1.0, **labels: Any) -> None:
-        key = self._key(labels)
-        with self._lock:
-            if key is not None and self._admit(self._values, key):
-                self._values[key] = self._values.get(key, 0.0) + amount
+        self._add(amount, labels)
 
     def dec(self, amount: float = 1.0, **labels: Any) -> None:
-        self.inc(-amount, **labels)
+        self._add(-amount, labels)
 
     def clear(self) -> None:
         with self._lock:
             self._values.clear()
-
-    def value(self, **labels: Any) -> float:
-        key = self._key(labels)
-        with self._lock:
-            return self._values.get(key, 0.0) if key is not None else 0.0
-
-    def samples(self) -> Iterable[tuple[str, LabelValues, float, tuple[str, ...]]]:
-        with self._lock:
-            items = sorted(self._values.items())
-        return [("", key, value, ()) for key, value in items]
 
 
 class Histogram(Metric):

@@ -1,4 +1,9 @@
-"""Between the chain's ``Authorization`` and the purchase protocol's message form."""
+"""Between the chain's ``Authorization`` and the purchase protocol's message form.
+
+Both sides already speak the same plain-value map (``Authorization.to_wire`` and
+``TransferAuthorization``'s body use the same keys); this only adds or strips the
+signature, which the message carries beside the authorization.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +13,16 @@ from protocol.purchase import TransferAuthorization
 
 
 def payment_message(request_id: str, listing_id: str, authorization: Authorization) -> PaymentAuthorization:
+    body = authorization.to_wire()
+    signature = body.pop("signature")
     return PaymentAuthorization(
         request_id=request_id,
         listing_id=listing_id,
-        authorization=TransferAuthorization(
-            from_=authorization.from_address,
-            to=authorization.to,
-            value=authorization.value_micro,
-            valid_after=authorization.valid_after_s,
-            valid_before=authorization.valid_before_s,
-            nonce=authorization.nonce,
-        ),
-        signature=authorization.signature,
+        authorization=TransferAuthorization.from_body(body),
+        signature=signature,
     )
 
 
 def authorization_of(message: PaymentAuthorization) -> Authorization:
     """Raises ``PaymentRejected("malformed", ...)`` for an unusable authorization."""
-    transfer = message.authorization
-    return Authorization(
-        from_address=transfer.from_,
-        to=transfer.to,
-        value_micro=transfer.value,
-        valid_after_s=transfer.valid_after,
-        valid_before_s=transfer.valid_before,
-        nonce=transfer.nonce,
-        signature=message.signature,
-    )
+    return Authorization.from_wire(message.authorization.to_body() | {"signature": message.signature})
