@@ -81,12 +81,12 @@ def init(
 
 
 def _register_commands() -> None:
-    from node.cli import devnet, memory, models, network, operate, trade
+    from node.cli import agent, devnet, memory, models, network, operate, trade
 
     cli.add_command(devnet.devnet)
     cli.add_command(memory.memory)
     cli.add_command(models.models)
-    for command in network.COMMANDS + trade.COMMANDS + operate.COMMANDS:
+    for command in network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS:
         cli.add_command(command)
 
 

@@ -1,0 +1,1 @@
+"""The agent-facing side of a node: the MCP server and skill installation."""

@@ -1,0 +1,37 @@
+"""``crystalmesh mcp``: serve the running node's memory and market to an MCP host."""
+
+from __future__ import annotations
+
+import click
+
+from node.api.client import ApiClient, ApiError
+from node.cli.context import CliContext, common_options
+
+
+@click.command("mcp")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+              help="stdio for an MCP host that starts this command; http for streamable HTTP.")
+@click.option("--port", type=int, default=8765, show_default=True, help="Port for --transport http (127.0.0.1).")
+@common_options
+def mcp(ctx: CliContext, transport: str, port: int) -> None:
+    """Run an MCP server (tools: memory_*, market_search, skill_*, weather_status, wallet_balance)
+    that talks to the node running on this data dir through its local API."""
+    from node.agent.mcp_server import build_server
+
+    def connect() -> ApiClient:
+        client = ctx.api(required=False)
+        if client is None:
+            raise ApiError(
+                f"no crystalmesh node is running on {ctx.resolve_data_dir()}; "
+                "start it with `crystalmesh run` (or `crystalmesh devnet up`)"
+            )
+        return client
+
+    server = build_server(connect)
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=port)
+
+
+COMMANDS = [mcp]
