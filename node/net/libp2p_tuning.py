@@ -21,10 +21,21 @@ All are applied by ``apply()`` (idempotent), called when a host is built.
    if the peer's dead-stream handler removed it meanwhile, the ``KeyError``
    escapes and takes the whole pubsub service (and the node) down. Seen in CI
    when banning a peer. The replacement removes the entry with ``pop``.
+
+4. Containment of hostile frames (issue 11, row 1). ``signature_validator``
+   raises (``DecodeError`` from ``deserialize_public_key``) on a crafted
+   ``from``/``key`` instead of returning False; the exception escaped
+   ``push_msg``, cancelled the Pubsub service and stopped the node. Three
+   layers now hold: the signature check answers False on any exception;
+   ``push_msg`` for a message forwarded by a peer contains every exception
+   (logged, and the forwarder is charged an invalid message); a peer's read
+   loop that raises ends only that peer's stream. Our own publishes still
+   raise to their caller.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import OrderedDict
 from collections.abc import Callable
@@ -36,6 +47,7 @@ from libp2p.pubsub import utils as pubsub_utils
 
 _RECORD_CACHE_SIZE = 4096
 _applied = False
+logger = logging.getLogger(__name__)
 
 
 def _cached_record_check(original: Callable[[Any, Any, Any], bool]) -> Callable[..., bool]:
@@ -70,6 +82,61 @@ async def _teardown_if_connected(self: Any, peer_id: Any) -> None:
     self._forget_all_subscriptions(peer_id)
 
 
+def _safe_signature_validator(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    def signature_validator(message: Any) -> bool:
+        try:
+            return bool(original(message))
+        except Exception as exc:
+            logger.debug("pubsub signature check failed on a malformed message: %r", exc)
+            return False
+
+    return signature_validator
+
+
+def _charge_forwarder(pubsub: Any, forwarder: Any, message: Any) -> None:
+    scorer = getattr(pubsub.router, "scorer", None)
+    if scorer is None:
+        return
+    try:
+        for topic in list(message.topicIDs):
+            scorer.on_invalid_message(forwarder, topic)
+    except Exception:
+        logger.debug("could not charge forwarder %s", forwarder, exc_info=True)
+
+
+def _contained_push_msg(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def push_msg(self: Any, msg_forwarder: Any, msg: Any) -> None:
+        if msg_forwarder == self.host.get_id():
+            await original(self, msg_forwarder, msg)
+            return
+        try:
+            await original(self, msg_forwarder, msg)
+        except Exception as exc:
+            logger.warning("dropped a malformed pubsub message from %s: %r", msg_forwarder, exc)
+            _charge_forwarder(self, msg_forwarder, msg)
+
+    return push_msg
+
+
+def _contained_read_loop(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def continuously_read_stream(self: Any, stream: Any) -> None:
+        try:
+            await original(self, stream)
+        except Exception as exc:
+            peer_id = stream.muxed_conn.peer_id
+            logger.warning("closed the pubsub stream of %s after a malformed RPC: %r", peer_id, exc)
+            try:
+                await stream.reset()
+            except Exception:
+                pass
+            try:
+                self._handle_dead_peer(peer_id)
+            except Exception:
+                logger.debug("dead-peer cleanup for %s failed", peer_id, exc_info=True)
+
+    return continuously_read_stream
+
+
 def apply() -> None:
     global _applied
     if _applied:
@@ -80,3 +147,12 @@ def apply() -> None:
     pubsub_module.maybe_consume_signed_record = cached  # type: ignore[attr-defined]
     gossipsub_module.maybe_consume_signed_record = cached  # type: ignore[attr-defined]
     pubsub_module.Pubsub._teardown_if_connected = _teardown_if_connected  # type: ignore[method-assign]
+    pubsub_module.signature_validator = _safe_signature_validator(  # type: ignore[attr-defined]
+        pubsub_module.signature_validator  # type: ignore[attr-defined]
+    )
+    pubsub_module.Pubsub.push_msg = _contained_push_msg(  # type: ignore[method-assign]
+        pubsub_module.Pubsub.push_msg
+    )
+    pubsub_module.Pubsub.continuously_read_stream = _contained_read_loop(  # type: ignore[method-assign]
+        pubsub_module.Pubsub.continuously_read_stream
+    )
