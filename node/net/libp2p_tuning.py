@@ -147,7 +147,7 @@ def apply() -> None:
     pubsub_module.maybe_consume_signed_record = cached  # type: ignore[attr-defined]
     gossipsub_module.maybe_consume_signed_record = cached  # type: ignore[attr-defined]
     pubsub_module.Pubsub._teardown_if_connected = _teardown_if_connected  # type: ignore[method-assign]
-    pubsub_module.signature_validator = _safe_signature_validator(  # type: ignore[attr-defined]
+    pubsub_module.signature_validator = _safe_signature_validator(  # type: ignore[attr-defined,assignment]
         pubsub_module.signature_validator  # type: ignore[attr-defined]
     )
     pubsub_module.Pubsub.push_msg = _contained_push_msg(  # type: ignore[method-assign]
