@@ -52,6 +52,8 @@ from protocol.purchase import (
 log = logging.getLogger(__name__)
 
 QUOTE_VALID_S = 300
+# Tolerated difference between the buyer's clock and ours when checking validBefore.
+CLOCK_SLACK_S = 60
 # Fault injection for the end-to-end tests only (crash/tamper paths cannot be
 # reached by a well-behaved seller): "crash_after_settle" or "tamper_delivery".
 FAULT_ENV = "CRYSTALMESH_TEST_FAULT"
@@ -172,9 +174,20 @@ class Seller:
             created_at_ms=created,
             updated_at_ms=created,
         )
+        if authorization.valid_before_s > int(time.time()) + QUOTE_VALID_S + CLOCK_SLACK_S:
+            return self._error(message.request_id, ERROR_PAYMENT_INVALID,
+                               f"authorization outlives the {QUOTE_VALID_S} s quote window")
         existing = await self.memory.run(self.ledger.get_sale, message.request_id)
-        if existing is not None and existing.state in ("settled", "delivered") and existing.tx_hash:
-            return self._deliver(message.request_id, stored, crystal.text, existing.tx_hash)
+        if existing is not None:
+            # A request id names one purchase: the same buyer, listing and authorization.
+            # Anything else reusing it is a new purchase in disguise and must pay.
+            if (existing.listing_id, existing.buyer_key, existing.auth_nonce) != (
+                sale.listing_id, sale.buyer_key, sale.auth_nonce
+            ):
+                return self._error(message.request_id, ERROR_BAD_REQUEST,
+                                   "request id already used for another purchase")
+            if existing.state in ("settled", "delivered") and existing.tx_hash:
+                return self._deliver(message.request_id, stored, crystal.text, existing.tx_hash)
         await self.memory.run(self.ledger.record_sale, sale)
         try:
             settlement = await engine.accept_payment_async(

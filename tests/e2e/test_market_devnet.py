@@ -229,3 +229,55 @@ def test_tampered_delivery_is_not_ingested(devnet: Devnet) -> None:
     finally:
         devnet.stop_node(A)
         devnet.restart_node(A)
+
+
+def test_paid_request_id_does_not_unlock_another_listing_or_a_long_authorization(
+        devnet: Devnet) -> None:
+    """Issue 11 rows 2 and 10: a request id paid for L1 does not deliver L2 for a junk
+    authorization, and an authorization valid far beyond the quote window is refused."""
+    first = publish(devnet, A, "Tune Postgres autovacuum for a table with heavy update churn")
+    second = publish(devnet, A, "Trace a slow gRPC call across services with OpenTelemetry spans")
+    for listing in (first, second):
+        known_everywhere(devnet, listing["listing_id"], (B,))
+    seller_addr = devnet.api(A).get("/v1/status")["listen_addrs"][0]
+    chain = devnet.cli_json("devnet", "status")["chain"]
+    wallet = load_wallet(devnet.data_dir(B) / "wallet.key")
+    pay_to = devnet.state.node(A).wallet_address  # type: ignore[union-attr]
+    before = {name: usdc(devnet, name) for name in (A, B)}
+
+    paid, reused, long_lived = trio.run(_reuse_request_id, seller_addr, first, second, wallet,
+                                        chain, pay_to)
+    assert paid.kind == "delivery"
+    assert isinstance(reused, ErrorReply) and reused.code == "bad_request", reused
+    assert isinstance(long_lived, ErrorReply) and "quote window" in long_lived.message
+    assert usdc(devnet, B) == before[B] - first["price_micro_usdc"]  # only L1 was paid
+    assert usdc(devnet, A) == before[A] + first["price_micro_usdc"]
+    sold = {s["listing_id"] for s in devnet.api(A).get("/v1/sales")["sales"]
+            if s["state"] == "delivered"}
+    assert second["listing_id"] not in sold
+
+
+async def _reuse_request_id(addr: str, first: dict[str, Any], second: dict[str, Any], wallet: Any,
+                            chain: dict[str, Any], pay_to: str) -> list[Any]:
+    peer = make_net()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(peer.run)
+
+        async def ask(message: Any) -> Any:
+            data = seal(peer.identity, message.KIND, message, peer.sequence.next(), _now_ms())
+            envelope = open_envelope(await peer.request(addr, data, 30.0))
+            return envelope.message() if envelope.kind == "error_reply" else envelope
+
+        def authorize(value: int, valid_for_s: int = 240) -> Any:
+            return sign_authorization(wallet, chain_id=chain["chain_id"],
+                                      token_address=chain["token_address"], to=pay_to,
+                                      value_micro=value, valid_for_s=valid_for_s)
+
+        request_id = new_request_id()
+        out = [await ask(payment_message(request_id, first["listing_id"],
+                                         authorize(first["price_micro_usdc"])))]
+        out.append(await ask(payment_message(request_id, second["listing_id"], authorize(0))))
+        out.append(await ask(payment_message(new_request_id(), second["listing_id"],
+                                             authorize(second["price_micro_usdc"], 3600))))
+        nursery.cancel_scope.cancel()
+    return out
