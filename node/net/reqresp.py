@@ -21,7 +21,14 @@ Wire format on ``/crystalmesh/purchase/1`` (for docs/protocol.md):
 
 The server checks the request's envelope signature and that its sender key is
 the peer at the other end of the Noise channel, so a request cannot be
-replayed through another connection.
+replayed through another connection; ``issued_at_ms`` must be within the clock
+window and (sender, seq) new, as for gossip (``stale`` / ``replayed``).
+
+Inbound limits (issue 11, row 5): at most ``max_streams_per_peer`` open
+streams per peer and ``max_concurrent_inbound`` in all (a stream over either
+limit is reset at once), and the request frame must arrive within
+``read_timeout_s``: an idle stream holds its slot for seconds, not for the
+whole handler timeout.
 """
 
 from __future__ import annotations
@@ -31,15 +38,15 @@ import time
 from collections.abc import Awaitable, Callable
 
 import trio
-from libp2p.abc import IHost
+from libp2p.abc import IHost, INetStream
 from libp2p.custom_types import TProtocol
+from libp2p.io.msgio import VarIntLengthMsgReadWriter
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 from libp2p.request_response import (
     BytesCodec,
     MessageTooLargeError,
     ProtocolNotSupportedError,
-    RequestContext,
     RequestResponse,
     RequestResponseConfig,
     RequestResponseError,
@@ -47,13 +54,22 @@ from libp2p.request_response import (
 )
 
 from protocol.codec import MAX_MESSAGE_BYTES
-from protocol.envelope import Envelope, InvalidEnvelope, open_envelope, seal
+from protocol.envelope import (
+    MAX_CLOCK_SKEW_MS,
+    REASON_REPLAYED,
+    REASON_STALE,
+    Envelope,
+    InvalidEnvelope,
+    open_envelope,
+    seal,
+)
 from protocol.identity import Identity, peer_id_from_public_key
 from protocol.messages import ErrorReply
 from protocol.purchase import ERROR_BAD_REQUEST, ERROR_INTERNAL, ERROR_RATE_LIMITED
 from protocol.topics import PURCHASE_EXCHANGES, PURCHASE_PROTOCOL
 
 from .host import peer_info_from_addr
+from .validation import ReplayGuard
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +108,10 @@ class PurchaseTransport:
         max_concurrent_inbound: int = 64,
         is_banned: Callable[[ID], bool] = lambda peer: False,
         protocol_id: str = PURCHASE_PROTOCOL,
+        max_streams_per_peer: int = 4,
+        read_timeout_s: float = 5.0,
+        clock_window_ms: int = MAX_CLOCK_SKEW_MS,
+        now_ms: Callable[[], int] | None = None,
     ) -> None:
         self.host = host
         self.identity = identity
@@ -101,9 +121,16 @@ class PurchaseTransport:
         self.max_concurrent_inbound = max_concurrent_inbound
         self.is_banned = is_banned
         self.protocol_id = TProtocol(protocol_id)
+        self.max_streams_per_peer = max_streams_per_peer
+        self.read_timeout_s = read_timeout_s
+        self.clock_window_ms = clock_window_ms
+        self.now_ms = now_ms or _now_ms
+        self.replays = ReplayGuard()
         self._rr = RequestResponse(host)
         self._codec = BytesCodec()
         self._handler: RequestHandler | None = None
+        self._open_streams: dict[ID, int] = {}
+        self.refused_streams = 0
 
     def _config(self, timeout_s: float) -> RequestResponseConfig:
         return RequestResponseConfig(
@@ -121,17 +148,10 @@ class PurchaseTransport:
         Handlers get ``handler_timeout_s`` (the server resets the stream after that).
         """
         self._handler = handler
-        # The helper's own timeout is a backstop just above ours, so that our
-        # timeout answers with an ErrorReply instead of a silent reset.
-        self._rr.set_handler(
-            self.protocol_id,
-            self._on_request,
-            self._codec,
-            self._config(self.handler_timeout_s + 1.0),
-        )
+        self.host.set_stream_handler(self.protocol_id, self._on_stream)
 
     def stop_serving(self) -> None:
-        self._rr.remove_handler(self.protocol_id)
+        self.host.remove_stream_handler(self.protocol_id)
         self._handler = None
 
     def error_reply(self, code: str, detail: str = "", request_id: str = NO_REQUEST_ID) -> bytes:
@@ -139,15 +159,47 @@ class PurchaseTransport:
         reply = ErrorReply(request_id=request_id, code=code, message=detail[:280])
         return seal(self.identity, ErrorReply.KIND, reply, self.next_seq(), _now_ms())
 
-    async def _on_request(self, data: bytes, context: RequestContext) -> bytes:
-        peer = str(context.peer_id)
-        if self.is_banned(context.peer_id):
+    async def _on_stream(self, stream: INetStream) -> None:
+        peer_id = stream.muxed_conn.peer_id
+        open_now = self._open_streams.get(peer_id, 0)
+        if (open_now >= self.max_streams_per_peer
+                or sum(self._open_streams.values()) >= self.max_concurrent_inbound):
+            self.refused_streams += 1
+            logger.info("purchase stream refused peer=%s open=%d", peer_id, open_now)
+            await _reset(stream)
+            return
+        self._open_streams[peer_id] = open_now + 1
+        try:
+            framing = VarIntLengthMsgReadWriter(stream, max_msg_size=self.max_message_bytes)
+            with trio.fail_after(self.read_timeout_s):
+                data = await framing.read_msg()
+            response = await self._on_request(data, peer_id)
+            with trio.fail_after(self.read_timeout_s):
+                await framing.write_msg(response)
+            await stream.close()
+        except Exception as error:  # idle, oversize, reset: the stream goes, the node stays
+            logger.info("purchase stream dropped peer=%s: %r", peer_id, error)
+            await _reset(stream)
+        finally:
+            left = self._open_streams.get(peer_id, 1) - 1
+            if left > 0:
+                self._open_streams[peer_id] = left
+            else:
+                self._open_streams.pop(peer_id, None)
+
+    async def _on_request(self, data: bytes, peer_id: ID) -> bytes:
+        peer = str(peer_id)
+        if self.is_banned(peer_id):
             return self.error_reply(ERROR_RATE_LIMITED, "banned")
         try:
             envelope = open_envelope(data, self.max_message_bytes)
         except InvalidEnvelope as error:
             return self.error_reply(ERROR_BAD_REQUEST, error.reason)
         request_id = _request_id_of(envelope)
+        if abs(envelope.issued_at_ms - self.now_ms()) > self.clock_window_ms:
+            return self.error_reply(ERROR_BAD_REQUEST, REASON_STALE, request_id)
+        if not self.replays.is_new(envelope.sender, envelope.seq):
+            return self.error_reply(ERROR_BAD_REQUEST, REASON_REPLAYED, request_id)
         if envelope.kind not in PURCHASE_EXCHANGES:
             return self.error_reply(
                 ERROR_BAD_REQUEST, f"{envelope.kind!r} is not a purchase request", request_id
@@ -157,6 +209,7 @@ class PurchaseTransport:
         handler = self._handler
         if handler is None:
             return self.error_reply(ERROR_INTERNAL, "not serving purchases", request_id)
+        self.replays.commit(envelope.sender, envelope.seq)
         try:
             with trio.fail_after(self.handler_timeout_s):
                 response = await handler(peer, envelope)
@@ -241,6 +294,13 @@ class PurchaseTransport:
         except Exception as error:
             raise PeerUnreachable(f"cannot connect to {peer_id}: {error}") from error
         return peer_id
+
+
+async def _reset(stream: INetStream) -> None:
+    try:
+        await stream.reset()
+    except Exception:
+        logger.debug("stream reset failed", exc_info=True)
 
 
 def _request_id_of(envelope: Envelope) -> str:

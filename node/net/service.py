@@ -106,6 +106,8 @@ class NetService:
             self.sequence.next,
             handler_timeout_s=purchase_timeout_s,
             is_banned=lambda peer: peer in self.peer_manager.banned,
+            clock_window_ms=int(config.clock_window_s * 1000),
+            now_ms=now_ms,
         )
         self._started = trio.Event()
 

@@ -7,6 +7,7 @@ import time
 import pytest
 import trio
 
+from node.net.host import peer_info_from_addr
 from node.net.reqresp import PeerUnreachable, RequestFailed, RequestTimeout
 from node.net.service import NetService
 from node.net.testing import make_net, wait_until
@@ -122,3 +123,53 @@ async def test_timeouts_unreachable_and_limits(nursery: trio.Nursery) -> None:
     reply = await buyer.request(seller.peer_id, purchase_request(buyer, new_request_id()), 5)
     assert open_envelope(reply).message().code == "not_for_sale"  # type: ignore[attr-defined]
     await wait_until(lambda: buyer.peer_id in seller.connected_peers(), 5, "still connected")
+
+
+async def test_idle_streams_from_one_peer_do_not_lock_out_buyers(nursery: trio.Nursery) -> None:
+    """Issue 11 row 5: an attacker holding 64 idle purchase streams open."""
+    seller, buyer = await two_nodes(nursery)
+    attacker = make_net()
+    await nursery.start(attacker.run)
+    seller.purchases.read_timeout_s = 60.0  # idle streams must be refused by count, not time
+
+    async def ok(peer_id: str, envelope: Envelope) -> bytes:
+        return seller.purchases.error_reply("not_for_sale", "", envelope.body["request_id"])
+
+    seller.serve_purchases(ok)
+    await attacker.host.connect(peer_info_from_addr(seller.listen_addrs()[0]))
+    idle = []
+    for _ in range(64):
+        try:
+            idle.append(await attacker.host.new_stream(seller.host.get_id(),
+                                                       [seller.purchases.protocol_id]))
+        except Exception:
+            continue  # refused: reset by the seller during or after negotiation
+    await wait_until(lambda: seller.purchases.refused_streams >= 60, 30, "streams over the limit refused")
+    assert sum(seller.purchases._open_streams.values()) <= seller.purchases.max_streams_per_peer
+
+    reply = await buyer.request(seller.listen_addrs()[0], purchase_request(buyer, new_request_id()), 30)
+    assert open_envelope(reply).message().code == "not_for_sale"  # type: ignore[attr-defined]
+
+
+async def test_stale_and_replayed_requests_are_refused(nursery: trio.Nursery) -> None:
+    """Issue 11 row 7: request/response has the gossip clock window and replay check."""
+    seller, buyer = await two_nodes(nursery)
+    handled: list[Envelope] = []
+
+    async def ok(peer_id: str, envelope: Envelope) -> bytes:
+        handled.append(envelope)
+        return seller.purchases.error_reply("not_for_sale", "", envelope.body["request_id"])
+
+    seller.serve_purchases(ok)
+    request = PurchaseRequest(request_id=new_request_id(), listing_id="ab" * 32,
+                              buyer_address="0x" + "33" * 20)
+    ancient = seal(buyer.identity, request.KIND, request, buyer.sequence.next(), 0)
+    stale = open_envelope(await buyer.request(seller.listen_addrs()[0], ancient, 30))
+    assert stale.message().code == "bad_request" and "stale" in stale.message().message  # type: ignore[attr-defined]
+
+    fresh = purchase_request(buyer, new_request_id())
+    first = open_envelope(await buyer.request(seller.peer_id, fresh, 30))
+    assert first.message().code == "not_for_sale"  # type: ignore[attr-defined]
+    replay = open_envelope(await buyer.request(seller.peer_id, fresh, 30))
+    assert replay.message().code == "bad_request" and "replayed" in replay.message().message  # type: ignore[attr-defined]
+    assert len(handled) == 1
