@@ -28,10 +28,17 @@ from libp2p.pubsub.pb import rpc_pb2
 from libp2p.pubsub.pubsub import Pubsub
 
 from protocol.envelope import Envelope, InvalidEnvelope, open_envelope, seal
-from protocol.identity import Identity
+from protocol.identity import Identity, peer_id_from_public_key
 from protocol.topics import SKILLS, TOPIC_KINDS, TRUST, WEATHER
 
-from .validation import MessageValidator, Rejection, RejectionCounter
+from .validation import (
+    IGNORE_REASONS,
+    RATE_LIMITED,
+    IgnoredMessage,
+    MessageValidator,
+    Rejection,
+    RejectionCounter,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +102,7 @@ class Gossip:
         )
         self.dropped = 0
         self.delivered = 0
+        self.ignored: dict[str, int] = {}
         self._subscribed = trio.Event()
         for topic in self.topics:
             pubsub.set_topic_validator(topic, self._validator_for(topic), False)
@@ -152,8 +160,13 @@ class Gossip:
         except InvalidEnvelope as error:
             if own:
                 self._own_rejection = error
-            else:
-                self._record(forwarder, topic, error.reason, data, error.sender)
+                return False
+            if self._is_ignore(error, forwarder):
+                self.ignored[error.reason] = self.ignored.get(error.reason, 0) + 1
+                logger.debug("gossip ignored peer=%s topic=%s reason=%s", forwarder, topic,
+                             error.reason)
+                raise IgnoredMessage(error.reason) from None
+            self._record(forwarder, topic, error.reason, data, error.sender)
             return False
         except Exception:
             logger.exception("validator crashed topic=%s forwarder=%s", topic, forwarder)
@@ -164,6 +177,15 @@ class Gossip:
         if len(self._accepted) > self._accepted_max:
             self._accepted.popitem(last=False)
         return True
+
+    @staticmethod
+    def _is_ignore(error: InvalidEnvelope, forwarder: ID) -> bool:
+        if error.reason in IGNORE_REASONS:
+            return True
+        if error.reason == RATE_LIMITED:
+            # Only the origin itself pays for its rate; relays merely passed it on.
+            return error.sender is None or peer_id_from_public_key(error.sender) != str(forwarder)
+        return False
 
     def _record(
         self, forwarder: ID, topic: str, reason: str, data: bytes, sender: bytes | None = None

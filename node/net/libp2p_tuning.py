@@ -45,6 +45,8 @@ import libp2p.pubsub.gossipsub as gossipsub_module
 import libp2p.pubsub.pubsub as pubsub_module
 from libp2p.pubsub import utils as pubsub_utils
 
+from .validation import IgnoredMessage
+
 _RECORD_CACHE_SIZE = 4096
 _applied = False
 logger = logging.getLogger(__name__)
@@ -111,6 +113,8 @@ def _contained_push_msg(original: Callable[..., Any]) -> Callable[..., Any]:
             return
         try:
             await original(self, msg_forwarder, msg)
+        except IgnoredMessage:
+            return  # dropped without penalty (see node.net.validation)
         except Exception as exc:
             logger.warning("dropped a malformed pubsub message from %s: %r", msg_forwarder, exc)
             _charge_forwarder(self, msg_forwarder, msg)

@@ -33,6 +33,10 @@ DEFAULT_REASON_WEIGHTS: Mapping[str, float] = {
     "expired": 2.0,
     "stale": 2.0,
     "replayed": 2.0,
+    # The origin itself overran a documented limit (relays are never charged for it);
+    # py-libp2p's publish gate drops its next messages before validation, so two
+    # overruns must already cross the ban threshold.
+    "rate_limited": 30.0,
 }
 
 

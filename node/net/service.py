@@ -26,7 +26,7 @@ from libp2p.tools.anyio_service import background_trio_service
 
 from node.config import NetConfig
 from protocol.envelope import Envelope
-from protocol.identity import Identity
+from protocol.identity import Identity, peer_id_from_public_key
 from protocol.topics import SKILLS, TRUST, WEATHER
 
 from .gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
@@ -71,6 +71,10 @@ class NetService:
         self.host.get_network().auto_connector.maybe_connect = _no_auto_connect  # type: ignore[attr-defined,method-assign]
 
         self.scores = PeerScores(scoring_config)
+        # Management nodes carry the weather: scoring never penalises, graylists or bans them.
+        self.management_peers = frozenset(
+            peer_id_from_public_key(bytes.fromhex(key)) for key in config.management_keys
+        )
         # Extra application-specific score terms (the trust layer adds one).
         self.app_score_hooks: list[Callable[[str], float]] = []
         self.rejections = RejectionCounter()
@@ -150,6 +154,10 @@ class NetService:
         return self.scores.score(peer_id) + sum(hook(peer_id) for hook in self.app_score_hooks)
 
     def _on_rejected(self, rejection: Rejection) -> None:
+        if rejection.peer_id in self.management_peers:
+            logger.warning("management peer sent an invalid message peer=%s reason=%s",
+                           rejection.peer_id, rejection.reason)
+            return
         score = self.scores.penalize(rejection.peer_id, rejection.reason)
         if score < self.scores.config.ban_threshold:
             logger.warning(
@@ -164,6 +172,9 @@ class NetService:
         """
         peer = to_peer_id(peer_id)
         if peer == self.host.get_id():
+            return
+        if peer_id in self.management_peers:
+            logger.warning("refusing to ban management peer=%s", peer_id)
             return
         if peer not in self.peer_manager.banned:
             self.pubsub.add_to_blacklist(peer)

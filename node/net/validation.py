@@ -16,9 +16,21 @@ this module adds the rules that need network context:
   most ``max_weather_duration_s`` (``expiry_too_long``) and not be over
   already (``expired``).
 
-A check never half-applies: the replay high-water mark only moves when the
-whole message is accepted, so a rejected message cannot burn a sequence
-number that a later, valid message needs.
+- at most ``rate_limits[topic]`` accepted messages per origin key
+  (``rate_limited``): listings 10 per minute with a burst of 30, trust reports
+  4 per minute with a burst of 8; weather is bounded by its strict seq rule.
+
+A check never half-applies: the replay high-water mark and the rate-limit
+tokens only move when the whole message is accepted, so a rejected message
+cannot burn a sequence number or a token that a later, valid message needs.
+
+Outcomes, as in Lighthouse: **accept**; **ignore** (``IGNORE_REASONS``: the
+message may be honest and merely late, early, repeated or of a kind we do not
+know; nobody is penalised, the message is dropped and not forwarded);
+**reject** (everything else: a relay that validates before forwarding would
+never have passed it on, so it costs the peer that handed it to us). A
+``rate_limited`` message is rejected only when the peer handing it to us is
+its origin; relays of an over-eager origin are ignored.
 """
 
 from __future__ import annotations
@@ -36,15 +48,19 @@ from protocol.envelope import (
     REASON_EXPIRY_TOO_LONG,
     REASON_NOT_MANAGEMENT,
     REASON_OVERSIZE,
+    REASON_RATE_LIMITED,
     REASON_REPLAYED,
     REASON_STALE,
+    REASON_UNKNOWN_KIND,
     REASON_WRONG_TOPIC,
     Envelope,
     InvalidEnvelope,
     open_envelope,
 )
 from protocol.messages import WeatherAlert
-from protocol.topics import TOPIC_KINDS, WEATHER
+from protocol.topics import SKILLS, TOPIC_KINDS, TRUST, WEATHER
+
+from .ratelimit import TokenBuckets
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +72,26 @@ NOT_MANAGEMENT = REASON_NOT_MANAGEMENT
 EXPIRY_TOO_LONG = REASON_EXPIRY_TOO_LONG
 EXPIRED = REASON_EXPIRED
 BAD_BODY = REASON_BAD_BODY
+RATE_LIMITED = REASON_RATE_LIMITED
+
+IGNORE_REASONS = frozenset({REASON_STALE, REASON_REPLAYED, REASON_EXPIRED, REASON_UNKNOWN_KIND})
+"""Reasons that say nothing bad about the peer that relayed the message."""
+
+# (per minute, burst) per origin key.
+DEFAULT_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (10.0, 30), TRUST: (4.0, 8)}
+
+
+class IgnoredMessage(Exception):
+    """Raised from a topic validator to drop a message without penalising its forwarder.
+
+    py-libp2p's validators can only say valid/invalid, and invalid costs the
+    forwarder gossipsub score; our containment layer (``libp2p_tuning``)
+    drops a message that raised this and charges nobody.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 Clock = Callable[[], int]
 
@@ -189,6 +225,7 @@ class MessageValidator:
         now_ms: Clock = wall_clock_ms,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         replay_guard: ReplayGuard | None = None,
+        rate_limits: dict[str, tuple[float, int]] | None = None,
     ) -> None:
         self.management_keys = frozenset(bytes(key) for key in management_keys)
         self.clock_window_ms = int(clock_window_s * 1000)
@@ -196,6 +233,10 @@ class MessageValidator:
         self.now_ms = now_ms
         self.max_message_bytes = max_message_bytes
         self.replay_guard = replay_guard if replay_guard is not None else ReplayGuard()
+        limits = DEFAULT_RATE_LIMITS if rate_limits is None else rate_limits
+        self.rate_limits = {
+            topic: TokenBuckets(per_minute, burst) for topic, (per_minute, burst) in limits.items()
+        }
         # Per management key: only a handful of keys, so this stays tiny.
         self._weather_high_water: dict[bytes, int] = {}
 
@@ -208,6 +249,8 @@ class MessageValidator:
         """
         envelope = self.inspect(topic, data)
         self.replay_guard.commit(envelope.sender, envelope.seq)
+        if topic in self.rate_limits:
+            self.rate_limits[topic].spend(envelope.sender)
         if topic == WEATHER:
             self._weather_high_water[envelope.sender] = envelope.seq
         return envelope
@@ -231,6 +274,10 @@ class MessageValidator:
             raise _reject(REPLAYED, f"seq {envelope.seq} already seen or too old", envelope.sender)
         if topic == WEATHER and envelope.seq <= self._weather_high_water.get(envelope.sender, -1):
             raise _reject(REPLAYED, f"seq {envelope.seq} older than the latest alert", envelope.sender)
+        buckets = self.rate_limits.get(topic)
+        if buckets is not None and envelope.sender not in self.management_keys \
+                and not buckets.allows(envelope.sender):
+            raise _reject(RATE_LIMITED, f"origin over its {topic} rate limit", envelope.sender)
         return envelope
 
     def _check_weather(self, envelope: Envelope, now: int) -> None:

@@ -108,18 +108,15 @@ async def test_invalid_gossip_is_rejected_and_counted_on_every_node(
     ):
         await attacker.pubsub.publish(topic, data)
 
-    expected = {
-        "not_management": 1,
-        "bad_signature": 1,
-        "stale": 1,
-        "wrong_topic": 1,
-        "replayed": 1,
-    }
+    # Provable misbehaviour is rejected and charged; a stale or replayed message may be an
+    # honest relay's bad luck, so it is ignored: dropped, and nobody is charged for it.
+    expected = {"not_management": 1, "bad_signature": 1, "wrong_topic": 1}
 
     def counted() -> bool:
-        return all(net.rejection_counts(attacker.peer_id) == expected for net in nets)
+        return all(net.rejection_counts(attacker.peer_id) == expected
+                   and net.gossip.ignored == {"stale": 1, "replayed": 1} for net in nets)
 
-    await wait_until(counted, 10, "rejections counted on every node")
+    await wait_until(counted, 30, "rejections counted on every node")
     await wait_until(lambda: all(inbox.listings for inbox in inboxes), 5, "first listing")
     for inbox in inboxes:
         # Only the first of the two same-seq listings got through.
