@@ -28,7 +28,7 @@ from typing import Any
 from protocol.codec import MAX_MESSAGE_BYTES, CodecError, decode, encode
 from protocol.identity import Identity, peer_id_from_public_key, verify
 from protocol.messages import MESSAGE_TYPES, Message
-from protocol.schema import U63_MAX, U64_MAX, Bytes, Int, InvalidMessage, Text
+from protocol.schema import U63_MAX, Bytes, Int, InvalidMessage, Text
 
 __all__ = [
     "DEFAULT_MAX_WEATHER_DURATION_MS",
@@ -106,7 +106,7 @@ REJECTION_REASONS = frozenset(
 _KIND = Text(64, pattern=r"[a-z][a-z0-9_]*")
 _VERSION = Int(1, 2**16 - 1)
 _SENDER = Bytes(32)
-_SEQ = Int(0, U64_MAX)
+_SEQ = Int(0, U63_MAX)
 _ISSUED_AT_MS = Int(0, U63_MAX)
 _SIGNATURE = Bytes(64)
 

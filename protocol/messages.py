@@ -34,12 +34,13 @@ from protocol.schema import (
     CHAIN_ID,
     COUNT,
     EVM_ADDRESS,
+    MAX_LISTING_LIFETIME_MS,
+    MAX_PRICE_MICRO_USDC,
     PPM,
     PUBLIC_KEY,
     SHA256_HEX,
     TIMESTAMP,
     U63_MAX,
-    U64_MAX,
     Bytes,
     Int,
     InvalidMessage,
@@ -136,13 +137,13 @@ class SkillListing(Message):
         "category": Text(64),
         "content_hash": SHA256_HEX,
         "size_bytes": Int(0, MAX_SKILL_PAYLOAD_BYTES),
-        "price_micro_usdc": Int(0, U64_MAX),
+        "price_micro_usdc": Int(0, MAX_PRICE_MICRO_USDC),
         "pay_to": EVM_ADDRESS,
         "chain_id": CHAIN_ID,
         "token_address": EVM_ADDRESS,
         "executions": COUNT,
         "successes": COUNT,
-        "reward_sum_ppm": Int(0, U64_MAX),
+        "reward_sum_ppm": Int(0, U63_MAX),
         "unique_buyers": COUNT,
         "expires_at_ms": TIMESTAMP,
         "previous_listing_id": Nullable(SHA256_HEX),
@@ -182,6 +183,8 @@ class SkillListing(Message):
             raise InvalidMessage("listing_id is not derived from sender, stable_skill_id, version")
         if self.expires_at_ms <= issued_at_ms:
             raise InvalidMessage("listing expires before it was issued")
+        if self.expires_at_ms - issued_at_ms > MAX_LISTING_LIFETIME_MS:
+            raise InvalidMessage("listing lives longer than MAX_LISTING_LIFETIME_MS past its issue")
 
 
 def listing_signing_bytes(listing: SkillListing) -> bytes:

@@ -24,6 +24,8 @@ __all__ = [
     "CHAIN_ID",
     "COUNT",
     "EVM_ADDRESS",
+    "MAX_LISTING_LIFETIME_MS",
+    "MAX_PRICE_MICRO_USDC",
     "PPM",
     "PUBLIC_KEY",
     "REQUEST_ID",
@@ -53,6 +55,12 @@ U64_MAX = 2**64 - 1
 
 U63_MAX = 2**63 - 1
 """Bound for timestamps and ids, so they also fit a signed 64-bit column."""
+
+MAX_PRICE_MICRO_USDC = 10**12
+"""Largest price or payment on the wire: one million USDC, in micro-USDC."""
+
+MAX_LISTING_LIFETIME_MS = 7 * 24 * 3600 * 1000
+"""A listing may not claim to live longer than a week past its issue time."""
 
 PPM = 1_000_000
 """One, in parts per million: fractions travel as integers."""

@@ -358,3 +358,25 @@ def test_new_request_id_is_valid() -> None:
     request_id = new_request_id()
     assert PurchaseRequest(request_id, HASH, ADDRESS_B).request_id == request_id
     assert new_request_id() != request_id
+
+
+def test_listing_integers_fit_a_signed_64_bit_store_and_lifetime_is_bounded() -> None:
+    """Issue 11 row 8: a price of 2**64-1 validated and then overflowed SQLite on every node."""
+    from node.net.testing import make_listing
+    from protocol.envelope import InvalidEnvelope, open_envelope, seal
+    from protocol.identity import Identity
+    from protocol.schema import MAX_LISTING_LIFETIME_MS, MAX_PRICE_MICRO_USDC, InvalidMessage
+
+    seller = Identity.generate()
+    now = 1_700_000_000_000
+    for price in (2**64 - 1, 2**63, MAX_PRICE_MICRO_USDC + 1):
+        body = make_listing(seller, now_ms=now).to_body() | {"price_micro_usdc": price}
+        with pytest.raises((InvalidEnvelope, InvalidMessage)):
+            seal(seller, "skill_listing", body, 1, now)
+    ok = dataclasses.replace(make_listing(seller, now_ms=now), price_micro_usdc=MAX_PRICE_MICRO_USDC)
+    assert open_envelope(seal(seller, ok.KIND, ok, 1, now)).message().price_micro_usdc == MAX_PRICE_MICRO_USDC
+    forever = dataclasses.replace(ok, expires_at_ms=now + MAX_LISTING_LIFETIME_MS + 1)
+    with pytest.raises(InvalidEnvelope):
+        seal(seller, forever.KIND, forever, 2, now)
+    with pytest.raises(InvalidEnvelope):
+        seal(seller, ok.KIND, ok, 2**63, now)
