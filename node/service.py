@@ -37,7 +37,15 @@ from node.net.service import NetService
 from node.trust.gate import GateDecision
 from node.trust.service import TrustService, trust_rows_for_api
 from protocol.envelope import Envelope
-from protocol.messages import SkillListing, TrustReport, WeatherAlert, listing_id_for
+from protocol.messages import (
+    ListingEndorsement,
+    SkillListing,
+    TrustReport,
+    WeatherAlert,
+    endorsement_valid,
+    listing_id_for,
+    listing_signing_bytes,
+)
 from protocol.topics import SKILLS, TRUST, WEATHER
 
 log = logging.getLogger(__name__)
@@ -440,9 +448,43 @@ class NodeService:
 
     async def _on_listing(self, envelope: Envelope) -> None:
         self._count_accepted(SKILLS, envelope)
+        if envelope.kind == ListingEndorsement.KIND:
+            await self._apply_endorsement(envelope)
+            return
         if envelope.sender == self.identity.public_key:
             return
         await self._store_listing(envelope)
+
+    async def _apply_endorsement(self, envelope: Envelope) -> bool:
+        """Record a management key's endorsement of a listing we hold, if its signature holds."""
+        endorsement = envelope.message()
+        assert isinstance(endorsement, ListingEndorsement)
+        stored = await self.memory.run(self.listings.get, endorsement.listing_id)
+        if stored is None or not endorsement_valid(stored.listing, envelope.sender,
+                                                   endorsement.signature):
+            log.info("endorsement dropped listing=%s known=%s", endorsement.listing_id[:16],
+                     stored is not None)
+            return False
+        return await self.memory.run(self.listings.record_endorsement, endorsement.listing_id,
+                                     envelope.sender)
+
+    async def endorse_listing(self, listing_id: str) -> dict[str, Any]:
+        """Management nodes: vouch for a listing network-wide (gossiped; stored by every node)."""
+        if not self.is_management:
+            raise NotManagementNode(
+                "only a management node can endorse: its public key "
+                f"{self.identity.public_key.hex()} is not in [net] management_keys"
+            )
+        stored = await self.memory.run(self.listings.get, listing_id)
+        if stored is None:
+            raise NodeError(f"unknown listing {listing_id}")
+        unendorsed = dataclasses.replace(stored.listing, endorsement=None)
+        signature = self.identity.sign(listing_signing_bytes(unendorsed))
+        message = ListingEndorsement(listing_id=stored.listing.listing_id, signature=signature)
+        envelope = await self.net.gossip.publish(SKILLS, message)
+        metrics.GOSSIP_PUBLISHED.inc(topic=SKILLS)
+        await self._apply_endorsement(envelope)
+        return {"listing_id": message.listing_id, "endorsed_by": self.identity.public_key.hex()}
 
     async def list_listings(
         self,

@@ -36,6 +36,7 @@ __all__ = [
     "ENVELOPE_KEYS",
     "MAX_CLOCK_SKEW_MS",
     "REASON_BAD_BODY",
+    "REASON_BAD_ENDORSEMENT",
     "REASON_BAD_SIGNATURE",
     "REASON_EXPIRED",
     "REASON_EXPIRY_TOO_LONG",
@@ -83,6 +84,7 @@ REASON_NOT_MANAGEMENT = "not_management"
 REASON_EXPIRY_TOO_LONG = "expiry_too_long"
 REASON_UNTRUSTED = "untrusted"
 REASON_RATE_LIMITED = "rate_limited"
+REASON_BAD_ENDORSEMENT = "bad_endorsement"
 
 REJECTION_REASONS = frozenset(
     {
@@ -98,6 +100,7 @@ REJECTION_REASONS = frozenset(
         REASON_EXPIRED,
         REASON_NOT_MANAGEMENT,
         REASON_EXPIRY_TOO_LONG,
+        REASON_BAD_ENDORSEMENT,
         REASON_UNTRUSTED,
         REASON_RATE_LIMITED,
     }

@@ -70,6 +70,7 @@ __all__ = [
     "Endorsement",
     "ErrorReply",
     "InvalidMessage",
+    "ListingEndorsement",
     "Message",
     "PaymentAuthorization",
     "PaymentRequirements",
@@ -82,6 +83,7 @@ __all__ = [
     "WeatherAlert",
     "content_hash",
     "endorse",
+    "endorsement_valid",
     "listing_id_for",
     "listing_signing_bytes",
     "new_request_id",
@@ -212,6 +214,29 @@ def verify_endorsement(listing: SkillListing) -> bool:
 
 
 @dataclass(frozen=True)
+class ListingEndorsement(Message):
+    """A management node vouches for a listing, gossiped on the skills topic.
+
+    The envelope must be signed by a configured management key; ``signature``
+    is that key's signature over :func:`listing_signing_bytes` of the listing,
+    so receivers that hold the listing check it and record the endorsement,
+    and a seller can embed it as ``SkillListing.endorsement`` when it
+    re-announces. Receivers that do not know the listing drop it (ignore).
+    """
+
+    KIND: ClassVar[str] = "listing_endorsement"
+    FIELDS: ClassVar[Schema] = {"listing_id": SHA256_HEX, "signature": Bytes(64)}
+    listing_id: str
+    signature: bytes
+
+
+def endorsement_valid(listing: SkillListing, management_key: bytes, signature: bytes) -> bool:
+    """True if ``signature`` is ``management_key``'s endorsement of ``listing``."""
+    unendorsed = dataclasses.replace(listing, endorsement=None)
+    return verify(management_key, listing_signing_bytes(unendorsed), signature)
+
+
+@dataclass(frozen=True)
 class WeatherAlert(Message):
     """A management node's cortisol spike. Effective until the signed ``expires_at_ms``.
 
@@ -274,6 +299,7 @@ class TrustReport(Message):
 
 _ALL_MESSAGES: tuple[type[Message], ...] = (
     SkillListing,
+    ListingEndorsement,
     WeatherAlert,
     TrustReport,
     *PURCHASE_MESSAGES,

@@ -10,6 +10,7 @@ from protocol.messages import (
     Delivery,
     DeliveryRequest,
     ErrorReply,
+    ListingEndorsement,
     PaymentAuthorization,
     PaymentRequirements,
     PurchaseRequest,
@@ -45,7 +46,7 @@ PURCHASE_EXCHANGES: dict[str, frozenset[str]] = {
 """Request kind (buyer -> seller) -> the response kinds a seller may answer with."""
 
 TOPIC_KINDS: dict[str, frozenset[str]] = {
-    SKILLS: frozenset({SkillListing.KIND}),
+    SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND}),
     WEATHER: frozenset({WeatherAlert.KIND}),
     TRUST: frozenset({TrustReport.KIND}),
     PURCHASE_PROTOCOL: frozenset(PURCHASE_EXCHANGES).union(*PURCHASE_EXCHANGES.values()),

@@ -130,6 +130,10 @@ def build_app(node: NodeService, token: str) -> App:
             )
         }
 
+    @app.route("POST", "/v1/listings/{listing_id}/endorse")
+    async def endorse(request: Request) -> Any:
+        return await node.endorse_listing(request.params["listing_id"])
+
     @app.route("POST", "/v1/purchases")
     async def buy(request: Request) -> Any:
         body = request.json()

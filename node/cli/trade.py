@@ -33,6 +33,17 @@ def buy(ctx: CliContext, listing_id: str, max_price: str | None) -> None:
         f"  tx       {d['tx_hash']}\n  crystal  {d['crystal_id']}"))
 
 
+@skill.command("endorse")
+@click.argument("listing_id")
+@common_options
+def endorse(ctx: CliContext, listing_id: str) -> None:
+    """Management nodes: vouch for a listing; every node records it as endorsed."""
+    client = ctx.api()
+    assert client is not None
+    data = client.post(f"/v1/listings/{listing_id}/endorse", {})
+    ctx.emit(data, lambda d: click.echo(f"endorsed {d['listing_id'][:16]} as {d['endorsed_by'][:16]}…"))
+
+
 @skill.command("redeliver")
 @click.argument("listing_id")
 @common_options

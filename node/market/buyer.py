@@ -52,6 +52,7 @@ from protocol.messages import (
     PaymentRequirements,
     PurchaseRequest,
     Receipt,
+    verify_endorsement,
 )
 
 log = logging.getLogger(__name__)
@@ -347,6 +348,13 @@ class Buyer:
             return existing
         seller_hex = stored.seller_key.hex()
         created = now_ms()
+        # Checked again at purchase: only a key this node trusts as management counts.
+        management = {key.lower() for key in self.config.net.management_keys}
+        verified_by = stored.endorsed_by if (stored.endorsed_by or "").lower() in management else None
+        if listing.endorsement is not None and not (
+            listing.endorsement.management_key.hex() in management and verify_endorsement(listing)
+        ):
+            verified_by = None
         crystal = Crystal(
             text=delivery.payload,
             source=Source.SKILLS,
@@ -363,8 +371,8 @@ class Buyer:
             skill_version=listing.skill_version,
             skill_tags=list(listing.tags),
             skill_category=listing.category,
-            is_verified=listing.endorsement is not None,
-            verified_by=listing.endorsement.management_key.hex() if listing.endorsement else None,
+            is_verified=verified_by is not None,
+            verified_by=verified_by,
         )
         crystal.provenance_dag.append(provenance.imported_node(
             crystal.id, seller_hex, created,

@@ -30,6 +30,8 @@ class StoredListing:
     superseded_by: str | None
     own_crystal_id: str | None
     envelope: bytes
+    # A configured management key that vouched for it (checked before it was recorded).
+    endorsed_by: str | None = None
 
     @property
     def success_rate(self) -> float:
@@ -61,7 +63,7 @@ class StoredListing:
             "unique_buyers": listing.unique_buyers,
             "expires_at_ms": listing.expires_at_ms,
             "previous_listing_id": listing.previous_listing_id,
-            "endorsed_by": listing.endorsement.management_key.hex() if listing.endorsement else None,
+            "endorsed_by": self.endorsed_by,
             "issued_at_ms": self.issued_at_ms,
             "received_at_ms": self.received_at_ms,
             "superseded_by": self.superseded_by,
@@ -84,6 +86,7 @@ def _from_row(row: sqlite3.Row) -> StoredListing:
         superseded_by=row["superseded_by"],
         own_crystal_id=row["own_crystal_id"],
         envelope=row["envelope"],
+        endorsed_by=row["endorsed_by"],
     )
 
 
@@ -160,6 +163,15 @@ class ListingBook:
                     (listing.listing_id, seller, listing.stable_skill_id, listing.skill_version),
                 )
         return True
+
+    def record_endorsement(self, listing_id: str, management_key: bytes) -> bool:
+        """Mark a listing as endorsed by ``management_key`` (already verified by the caller)."""
+        with self.store.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE listings SET endorsed_by=? WHERE listing_id=?",
+                (management_key.hex(), listing_id),
+            )
+            return cursor.rowcount > 0
 
     def get(self, listing_id: str) -> StoredListing | None:
         row = self.store.conn.execute(

@@ -29,6 +29,7 @@ DEFAULT_REASON_WEIGHTS: Mapping[str, float] = {
     "unknown_kind": 5.0,
     "wrong_topic": 10.0,
     "not_management": 20.0,
+    "bad_endorsement": 20.0,
     "expiry_too_long": 10.0,
     "expired": 2.0,
     "stale": 2.0,

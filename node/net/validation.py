@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from protocol.codec import MAX_MESSAGE_BYTES
 from protocol.envelope import (
     REASON_BAD_BODY,
+    REASON_BAD_ENDORSEMENT,
     REASON_EXPIRED,
     REASON_EXPIRY_TOO_LONG,
     REASON_NOT_MANAGEMENT,
@@ -57,7 +58,7 @@ from protocol.envelope import (
     InvalidEnvelope,
     open_envelope,
 )
-from protocol.messages import WeatherAlert
+from protocol.messages import ListingEndorsement, SkillListing, WeatherAlert, verify_endorsement
 from protocol.topics import SKILLS, TOPIC_KINDS, TRUST, WEATHER
 
 from .ratelimit import TokenBuckets
@@ -270,6 +271,8 @@ class MessageValidator:
             raise _reject(STALE, f"issued_at {envelope.issued_at_ms} vs now {now}", envelope.sender)
         if topic == WEATHER:
             self._check_weather(envelope, now)
+        if topic == SKILLS:
+            self._check_endorsement(envelope)
         if not self.replay_guard.is_new(envelope.sender, envelope.seq):
             raise _reject(REPLAYED, f"seq {envelope.seq} already seen or too old", envelope.sender)
         if topic == WEATHER and envelope.seq <= self._weather_high_water.get(envelope.sender, -1):
@@ -279,6 +282,18 @@ class MessageValidator:
                 and not buckets.allows(envelope.sender):
             raise _reject(RATE_LIMITED, f"origin over its {topic} rate limit", envelope.sender)
         return envelope
+
+    def _check_endorsement(self, envelope: Envelope) -> None:
+        """An endorsement means a configured management key vouched: anything else is forged."""
+        message = envelope.message()
+        if isinstance(message, ListingEndorsement):
+            if envelope.sender not in self.management_keys:
+                raise _reject(NOT_MANAGEMENT, "endorsements come from management keys", envelope.sender)
+        elif isinstance(message, SkillListing) and message.endorsement is not None:
+            key = message.endorsement.management_key
+            if key not in self.management_keys or not verify_endorsement(message):
+                raise _reject(REASON_BAD_ENDORSEMENT, "endorsement is not a management key's valid "
+                              "signature over this listing", envelope.sender)
 
     def _check_weather(self, envelope: Envelope, now: int) -> None:
         if envelope.sender not in self.management_keys:

@@ -158,7 +158,7 @@ async def _raw_requests(addr: str, listing: dict[str, Any], seller_key: bytes, p
                                       buyer_address=wallet.address)),
         ]
         auth = sign_authorization(wallet, chain_id=chain["chain_id"], token_address=chain["token_address"],
-                                  to=pay_to, value_micro=listing["price_micro_usdc"])
+                                  to=pay_to, value_micro=listing["price_micro_usdc"], valid_for_s=240)
         payment = payment_message(new_request_id(), listing["listing_id"], auth)
         out.append(await ask(payment))
         out.append(await ask(PaymentAuthorization(
@@ -281,3 +281,26 @@ async def _reuse_request_id(addr: str, first: dict[str, Any], second: dict[str, 
                                              authorize(second["price_micro_usdc"], 3600))))
         nursery.cancel_scope.cancel()
     return out
+
+
+def test_management_endorsement_reaches_every_node_and_the_bought_crystal(devnet: Devnet) -> None:
+    """Issue 11 row 3: only a management node can endorse; the endorsement is gossiped,
+    recorded everywhere, and a buyer stores the skill as verified by that key."""
+    listing = publish(devnet, A, "Find a memory leak in a long-running Python service with tracemalloc")
+    known_everywhere(devnet, listing["listing_id"], ("management", B, C))
+    refused = devnet.cli("skill", "endorse", listing["listing_id"], node=B, check=False)
+    assert refused.returncode == 1 and "management" in refused.stderr
+    endorsed = devnet.cli_json("skill", "endorse", listing["listing_id"], node="management")
+    management_key = load_identity(load_config(devnet.data_dir("management"))).public_key.hex()
+    assert endorsed["endorsed_by"] == management_key
+
+    def endorsed_on(name: str) -> bool:
+        rows = devnet.api(name).get("/v1/listings")["listings"]
+        return any(r["listing_id"] == listing["listing_id"] and r["endorsed_by"] == management_key
+                   for r in rows)
+
+    wait_for(lambda: all(endorsed_on(name) for name in (A, B, C)), 30, "endorsement everywhere")
+    # C: B distrusts A by now (the tampered delivery above).
+    bought = devnet.cli_json("skill", "buy", listing["listing_id"], node=C)
+    crystal = devnet.api(C).get(f"/v1/crystals/{bought['crystal_id']}")
+    assert crystal["isVerified"] is True and crystal["verifiedBy"] == management_key

@@ -92,15 +92,16 @@ def test_weather_alert_reaches_all_and_forgeries_are_rejected(devnet: Devnet) ->
     addrs = [devnet.api(name).get("/v1/status")["listen_addrs"][0] for name in devnet.names]
     attacker_peer = trio.run(_attack, management, addrs)
 
-    # Every node counted each bad alert against the attacker and kept its weather.
-    expected = {"stale": 1, "replayed": 1, "not_management": 1, "bad_signature": 1}
+    # Every node counted each forged alert against the attacker and kept its weather; the
+    # stale and replayed ones are ignored (an honest relay may hand on such a message).
+    expected = {"not_management": 1, "bad_signature": 1}
 
     def counted() -> Any:
         seen = {name: devnet.api(name).get("/v1/rejections")["rejections"].get(attacker_peer)
                 for name in devnet.names}
         return all(counts == expected for counts in seen.values())
 
-    wait_for(counted, 15, "rejections counted on every node")
+    wait_for(counted, 60, "rejections counted on every node")
     for name in devnet.names:
         after = _weather(devnet, name)
         assert after["level"] == before[name]["level"] and after["reason"] == "real alert"

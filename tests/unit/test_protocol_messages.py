@@ -15,6 +15,7 @@ from protocol.messages import (
     DeliveryRequest,
     ErrorReply,
     InvalidMessage,
+    ListingEndorsement,
     Message,
     PaymentAuthorization,
     PaymentRequirements,
@@ -105,6 +106,7 @@ def sample_authorization() -> TransferAuthorization:
 def sample_messages() -> list[Message]:
     return [
         sample_listing(),
+        ListingEndorsement(HASH, b"\x07" * 64),
         sample_weather(),
         sample_trust(),
         PurchaseRequest(REQUEST_ID, HASH, ADDRESS_B),
