@@ -8,6 +8,7 @@ is started here, so SIGINT/SIGTERM cancel all of them together.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import signal
@@ -34,6 +35,7 @@ from node.market.listings import ListingBook
 from node.market.pricing import FlatReputation, ReputationSource, quote, scarcity_for
 from node.market.seller import Seller
 from node.net.service import NetService
+from node.supervisor import supervise
 from node.trust.gate import GateDecision
 from node.trust.service import TrustService, trust_rows_for_api
 from protocol.envelope import Envelope
@@ -180,13 +182,21 @@ class NodeService:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.net.run)
-                await nursery.start(self.trust.run, self._publish_trust_report, self.net.ban)
+                # Subsystems a bug or a hostile input could crash are restarted, not fatal.
+                await nursery.start(functools.partial(
+                    supervise, "trust", self.trust.run, self._publish_trust_report, self.net.ban,
+                    startable=True, on_crash=_count_crash))
                 if self.engine is not None:
-                    await nursery.start(self.engine.run)
+                    await nursery.start(functools.partial(
+                        supervise, "settlement", self.engine.run, startable=True,
+                        on_crash=_count_crash))
                     nursery.start_soon(self._reconcile_settlements)
                 await nursery.start(self._serve_api)
-                nursery.start_soon(self._periodic_index_save)
-                nursery.start_soon(self._periodic_consolidation)
+                nursery.start_soon(functools.partial(
+                    supervise, "index-save", self._periodic_index_save, on_crash=_count_crash))
+                nursery.start_soon(functools.partial(
+                    supervise, "consolidation", self._periodic_consolidation,
+                    on_crash=_count_crash))
                 nursery.start_soon(self._watch_signals, nursery.cancel_scope)
                 self._write_runtime_files()
                 self.ready.set()
@@ -570,6 +580,10 @@ class NodeService:
         await self._on_weather(envelope)
         return {"issued_at_ms": issued, "expires_at_ms": alert.expires_at_ms,
                 "level": level, "reason": alert.reason, "seq": envelope.seq}
+
+
+def _count_crash(name: str, error: BaseException) -> None:
+    metrics.SUBSYSTEM_RESTARTS.inc(subsystem=name)
 
 
 def _skill_name(crystal: Crystal) -> str:

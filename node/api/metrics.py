@@ -351,6 +351,11 @@ CRYSTALS = REGISTRY.gauge(
 CRYSTALS_BY_TYPE = REGISTRY.gauge(
     "crystalmesh_crystals_by_type", "Crystals in local memory by semantic type.", ("type",),
 )
+SUBSYSTEM_RESTARTS = REGISTRY.counter(
+    "crystalmesh_subsystem_restarts_total",
+    "Subsystems restarted by the supervisor after they raised, by subsystem.",
+    ("subsystem",),
+)
 CONSOLIDATION_RUNS = REGISTRY.counter(
     "crystalmesh_consolidation_runs_total", "Memory consolidation runs, by outcome (ok, failed).",
     ("outcome",),
