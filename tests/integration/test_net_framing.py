@@ -110,3 +110,34 @@ async def test_flood_from_one_key_is_capped_and_honest_gossip_gets_through(
     sent = await honest.publish(SKILLS, make_listing(honest.identity, "honest", wall_ms()))
     await wait_until(lambda: any(e.sender == sent.sender and e.seq == sent.seq for e in inbox.listings),
                      30, "honest listing delivered during the flood")
+
+
+async def test_unknown_kind_is_ignored_and_huge_price_rejected_over_a_real_connection(
+        nursery: trio.Nursery) -> None:
+    """Issue 11 rows 9 and 8: a kind from the future costs its relay nothing; a price that
+    does not fit the store is rejected at the door and never reaches a handler."""
+    from protocol.envelope import sign_envelope
+
+    victim = make_net()
+    await nursery.start(victim.run)
+    attacker = make_net(bootstrap=[victim.listen_addrs()[0]])
+    for topic in GOSSIP_TOPICS:
+        attacker.pubsub.remove_topic_validator(topic)
+    await nursery.start(attacker.run)
+    await wait_until(lambda: victim.peer_id in attacker.mesh_peers(SKILLS), 30, "mesh")
+    inbox = Inbox()
+    inbox.attach(victim)
+    me = attacker.identity
+
+    future = sign_envelope(me, "skill_review", 1, {"stars": 5}, attacker.sequence.next(), wall_ms())
+    await attacker.pubsub.publish(SKILLS, future.to_bytes())
+    body = make_listing(me, "overflow", wall_ms()).to_body() | {"price_micro_usdc": 2**64 - 1}
+    overflow = sign_envelope(me, "skill_listing", 1, body, attacker.sequence.next(), wall_ms())
+    await attacker.pubsub.publish(SKILLS, overflow.to_bytes())
+
+    await wait_until(lambda: victim.gossip.ignored.get("unknown_kind") == 1
+                     and victim.rejection_counts(attacker.peer_id) == {"bad_body": 1}, 30,
+                     "unknown kind ignored, overflowing price rejected")
+    assert inbox.listings == []
+    sent = await attacker.gossip.publish(SKILLS, make_listing(me, "fine", wall_ms()))
+    await wait_until(lambda: [e.seq for e in inbox.listings] == [sent.seq], 30, "node still serves")
