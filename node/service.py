@@ -124,6 +124,15 @@ class NodeService:
                 rows = await self.engine.reconcile_async()
                 if rows:
                     log.info("reconciled settlements count=%d", len(rows))
+                # The sale rows follow the chain: a crash between settling and updating a
+                # sale left it 'authorized' although the money arrived.
+                for row in rows:
+                    nonce = "0x" + row.authorization.nonce.hex()
+                    state = "settled" if row.settled else ("failed" if row.state == "failed" else None)
+                    if state is not None:
+                        await self.memory.run(self.ledger.sale_followed_settlement,
+                                              row.authorization.from_address, nonce, state,
+                                              row.tx_hash)
                 return
             except Exception as error:
                 log.warning("settlement reconcile failed, retrying error=%s", error)
@@ -413,9 +422,10 @@ class NodeService:
         return self.ledger.unique_buyers(stable_skill_id)
 
     # --- purchases ----------------------------------------------------------------------------
-    async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None) -> dict[str, Any]:
+    async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
+                  again: bool = False) -> dict[str, Any]:
         try:
-            result = await self.buyer.buy(listing_id, max_price_micro_usdc)
+            result = await self.buyer.buy(listing_id, max_price_micro_usdc, again)
         except PurchaseRefused:
             metrics.PURCHASES.inc(outcome="rejected")
             raise

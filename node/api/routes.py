@@ -143,7 +143,10 @@ def build_app(node: NodeService, token: str) -> App:
         max_price = body.get("max_price_micro_usdc")
         if max_price is not None and (not isinstance(max_price, int) or isinstance(max_price, bool)):
             raise HttpError(400, "max_price_micro_usdc must be an integer (micro-USDC)")
-        return await node.buy(listing_id, max_price)
+        again = body.get("again", False)
+        if not isinstance(again, bool):
+            raise HttpError(400, "again must be true or false")
+        return await node.buy(listing_id, max_price, again)
 
     @app.route("POST", "/v1/purchases/redeliver")
     async def redeliver(request: Request) -> Any:

@@ -19,18 +19,26 @@ def _when(ms: int | None) -> str:
 @skill.command("buy")
 @click.argument("listing_id")
 @click.option("--max-price", default=None, help="Refuse if the price is above this (USDC, e.g. 0.05).")
+@click.option("--again", is_flag=True, help="Buy a listing this node already owns once more.")
 @common_options
-def buy(ctx: CliContext, listing_id: str, max_price: str | None) -> None:
-    """Buy a listed skill: pay in USDC, verify the delivery, ingest it."""
+def buy(ctx: CliContext, listing_id: str, max_price: str | None, again: bool) -> None:
+    """Buy a listed skill: pay in USDC, verify the delivery, ingest it.
+
+    Running it again after an interrupted purchase never pays twice: it resends the
+    authorization already signed, or collects a payment that already settled."""
     client = ctx.api()
     assert client is not None
     data = client.post("/v1/purchases", {
         "listing_id": listing_id,
         "max_price_micro_usdc": parse_usdc(max_price) if max_price else None,
+        "again": again,
     })
     ctx.emit(data, lambda d: click.echo(
         f"bought {d['listing_id'][:16]} for {usdc(d['price_micro_usdc'])}\n"
-        f"  tx       {d['tx_hash']}\n  crystal  {d['crystal_id']}"))
+        f"  tx       {d['tx_hash']}\n"
+        + (f"  crystal  {d['crystal_id']}" if d.get("crystal_id") else
+           f"  not stored in memory ({d.get('not_ingested_because', 'ingestion gate')}); "
+           "the skill text is in the purchase (--json)")))
 
 
 @skill.command("endorse")

@@ -227,6 +227,14 @@ MIGRATIONS: list[list[str]] = [
         """,
         "CREATE INDEX trust_decisions_peer ON trust_decisions(peer_key, at_ms)",
     ],
+    # 6: a purchase keeps the authorization it signed (so a retry resends it instead of
+    # signing a second payment) until when it can settle, and a paid delivery the
+    # ingestion gate kept out of memory (the buyer still owns what it paid for).
+    [
+        "ALTER TABLE purchases ADD COLUMN authorization_json TEXT",
+        "ALTER TABLE purchases ADD COLUMN valid_before_s INTEGER",
+        "ALTER TABLE purchases ADD COLUMN payload TEXT",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -10,6 +10,7 @@ the trust gate and a signed receipt goes back to the seller.
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import time
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 import trio
 from eth_account.signers.local import LocalAccount
 
-from node.chain.authorization import sign_authorization
+from node.chain.authorization import Authorization, sign_authorization
 from node.chain.client import ChainClient
 from node.chain.errors import ChainError
 from node.config import NodeConfig
@@ -60,6 +61,22 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
 Request = Callable[[str, bytes, float], Awaitable[Envelope]]
 MAX_AUTHORIZATION_VALIDITY_S = 600
+# Seller refusals that prove it did not (and will not) settle the authorization.
+DEFINITIVE_REFUSALS = frozenset({"payment_invalid", "not_for_sale", "unknown_listing",
+                                 "bad_request", "price_changed"})
+
+
+def _authorization_json(authorization: Authorization) -> str:
+    wire = authorization.to_wire()
+    return json.dumps({key: ("0x" + value.hex() if isinstance(value, bytes) else value)
+                       for key, value in wire.items()})
+
+
+def _authorization_from_json(text: str) -> Authorization:
+    wire = json.loads(text)
+    for key in ("nonce", "signature"):
+        wire[key] = bytes.fromhex(wire[key][2:])
+    return Authorization.from_wire(wire)
 
 
 class PurchaseError(RuntimeError):
@@ -138,12 +155,18 @@ class Buyer:
             await self.on_outcome(seller_key, event, detail)
 
     # --- the purchase -------------------------------------------------------------------------
-    async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None) -> dict[str, Any]:
+    async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
+                  again: bool = False) -> dict[str, Any]:
         stored = await self.memory.run(self.listings.get, listing_id)
         if stored is None:
             raise PurchaseRefused(f"unknown listing {listing_id} (see `crystalmesh market list`)",
                                   "unknown_listing")
         listing = stored.listing
+        previous = await self.memory.run(self.ledger.latest_purchase, listing.listing_id)
+        if previous is not None:
+            resumed = await self._resume(previous, stored, again)
+            if resumed is not None:
+                return resumed
         if stored.own_crystal_id is not None:
             raise PurchaseRefused("that is this node's own listing", "own_listing")
         if stored.superseded_by:
@@ -191,6 +214,8 @@ class Buyer:
                 pay_to=requirements.pay_to, auth_nonce="0x" + authorization.nonce.hex(),
                 state="authorized", tx_hash=None, crystal_id=None, reason=None,
                 created_at_ms=created, updated_at_ms=created,
+                authorization_json=_authorization_json(authorization),
+                valid_before_s=authorization.valid_before_s,
             ))
         payment = payment_message(request_id, listing.listing_id, authorization)
         try:
@@ -238,20 +263,31 @@ class Buyer:
 
     async def _after_failed_delivery(self, request_id: str, stored: StoredListing, nonce: bytes,
                                      error: PurchaseError) -> None:
-        """The authorization left the node but no delivery came back: did money move?"""
+        """The authorization left the node but no delivery came back: did money move?
+
+        Only the chain knows. Settled: ``paid_undelivered`` (redeliver). A seller that
+        answered with a definitive refusal did not settle: ``refused``. Anything else
+        (unreachable, timeout, a failed or stalled settlement) may still settle until
+        the authorization's ``validBefore``: ``pending``, counted against the daily
+        cap; a retry resends the same authorization instead of signing another. A
+        crash is not a tamper: none of these is held against the seller's trust.
+        """
         tx_hash = await self._settled_tx(nonce)
+        listing_id = stored.listing.listing_id
         if tx_hash:
             await self.memory.run(self.ledger.update_purchase, request_id, "paid_undelivered",
                                   tx_hash=tx_hash, reason=str(error))
-            await self._outcome(stored.seller_key, "delivery_failed", str(error))
             error.money_moved = True
             error.args = (f"{error}. The payment settled in {tx_hash} but nothing was delivered; "
-                          f"retry with `crystalmesh skill redeliver {stored.listing.listing_id}`",)
+                          f"retry with `crystalmesh skill redeliver {listing_id}`",)
             return
-        state = "refused" if isinstance(error, PurchaseRefused) else "failed"
-        await self.memory.run(self.ledger.update_purchase, request_id, state, reason=str(error))
-        if not isinstance(error, PurchaseRefused):
-            await self._outcome(stored.seller_key, "delivery_failed", str(error))
+        if isinstance(error, PurchaseRefused) and error.code in DEFINITIVE_REFUSALS:
+            await self.memory.run(self.ledger.update_purchase, request_id, "refused", reason=str(error))
+            return
+        await self.memory.run(self.ledger.update_purchase, request_id, "pending", reason=str(error))
+        error.args = (f"{error}. The signed payment may still settle; `crystalmesh skill buy "
+                      f"{listing_id}` again resends the same authorization (it can never be paid "
+                      "twice) and collects the skill",)
 
     async def _settled_tx(self, nonce: bytes) -> str | None:
         client = self.chain()
@@ -312,10 +348,15 @@ class Buyer:
         await self.memory.run(self.ledger.update_purchase, request_id, "paid", tx_hash=delivery.tx_hash)
         decision = await self.gate(stored.seller_key)
         if not decision.admitted:
-            await self.memory.run(self.ledger.update_purchase, request_id, "paid_undelivered",
-                                  reason=f"ingestion gate: {decision.reason}")
-            raise PurchaseError(f"paid, but the ingestion gate refused the skill: {decision.reason}",
-                                "gate", money_moved=True)
+            # Paid for and delivered: the buyer keeps it. The gate only keeps it out of memory.
+            await self.memory.run(self.ledger.update_purchase, request_id, "delivered_not_ingested",
+                                  reason=f"ingestion gate: {decision.reason}",
+                                  payload=delivery.payload)
+            await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=True)
+            return {"request_id": request_id, "listing_id": listing.listing_id,
+                    "price_micro_usdc": price, "tx_hash": delivery.tx_hash, "crystal_id": None,
+                    "seller_key": stored.seller_key.hex(), "ingested": False,
+                    "not_ingested_because": decision.reason, "payload": delivery.payload}
         crystal = await self._ingest(stored, delivery)
         await self.memory.run(self.ledger.update_purchase, request_id, "completed",
                               crystal_id=crystal.id)
@@ -382,6 +423,43 @@ class Buyer:
         results = await self.memory.run(memory.add_crystals, [crystal], vectors)
         return await self.memory.run(memory.store.get, results[0].id)
 
+    async def _resume(self, previous: Purchase, stored: StoredListing,
+                      again: bool) -> dict[str, Any] | None:
+        """A purchase of this listing exists: finish it rather than pay a second time."""
+        listing_id = stored.listing.listing_id
+        if previous.state in ("completed", "delivered_not_ingested") and not again:
+            raise PurchaseRefused(
+                f"this node already bought {listing_id[:16]} (crystal {previous.crystal_id}); "
+                "buy it again with --again", "already_owned")
+        if previous.state == "paid_undelivered":
+            return await self.redeliver(listing_id)
+        if previous.state not in ("authorized", "pending") or previous.auth_nonce is None:
+            return None
+        tx_hash = await self._settled_tx(bytes.fromhex(previous.auth_nonce[2:]))
+        if tx_hash:
+            await self.memory.run(self.ledger.update_purchase, previous.request_id,
+                                  "paid_undelivered", tx_hash=tx_hash, reason=previous.reason)
+            return await self.redeliver(listing_id)
+        live = (previous.authorization_json is not None and previous.valid_before_s is not None
+                and previous.valid_before_s > int(time.time()) + 5)
+        if not live:
+            # Expired unsettled: it can never settle any more.
+            await self.memory.run(self.ledger.update_purchase, previous.request_id, "failed",
+                                  reason="authorization expired unsettled")
+            return None
+        assert previous.authorization_json is not None
+        authorization = _authorization_from_json(previous.authorization_json)
+        log.info("resending the live authorization of purchase %s", previous.request_id)
+        payment = payment_message(previous.request_id, listing_id, authorization)
+        try:
+            delivery = await self._exchange(peer_id_from_public_key(stored.seller_key), payment,
+                                            Delivery, self.config.market.purchase_timeout_s)
+        except PurchaseError as error:
+            await self._after_failed_delivery(previous.request_id, stored, authorization.nonce, error)
+            raise
+        return await self._accept(previous.request_id, stored, delivery,
+                                  previous.price_micro_usdc)
+
     async def redeliver(self, listing_id: str) -> dict[str, Any]:
         """Ask the seller again for a skill this node paid for but did not receive."""
         purchase = await self.memory.run(self.ledger.latest_purchase, listing_id)
@@ -389,6 +467,10 @@ class Buyer:
             raise PurchaseRefused(f"no purchase of {listing_id} recorded", "unknown_purchase")
         if purchase.state == "completed":
             raise PurchaseRefused(f"already received as crystal {purchase.crystal_id}", "completed")
+        if purchase.state == "delivered_not_ingested" and purchase.payload is not None:
+            return {"request_id": purchase.request_id, "listing_id": purchase.listing_id,
+                    "price_micro_usdc": purchase.price_micro_usdc, "tx_hash": purchase.tx_hash,
+                    "crystal_id": None, "ingested": False, "payload": purchase.payload}
         stored = await self.memory.run(self.listings.get, purchase.listing_id)
         if stored is None:
             raise PurchaseRefused("the listing is no longer known", "unknown_listing")

@@ -19,7 +19,8 @@ from node.crystals.model import now_ms
 from node.crystals.store import CrystalStore
 
 SALE_SETTLED_STATES = ("settled", "delivered")
-PURCHASE_PAID_STATES = ("paid", "completed", "paid_undelivered", "tampered")
+PURCHASE_PAID_STATES = ("paid", "completed", "paid_undelivered", "delivered_not_ingested",
+                        "tampered")
 DAY_MS = 86_400_000
 
 
@@ -58,9 +59,17 @@ class Purchase:
     reason: str | None
     created_at_ms: int
     updated_at_ms: int
+    # The signed authorization (wire JSON) and when it stops being settleable.
+    authorization_json: str | None = None
+    valid_before_s: int | None = None
+    # A paid delivery the ingestion gate kept out of memory.
+    payload: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        data = dict(self.__dict__)
+        del data["authorization_json"]
+        data["has_payload"] = data.pop("payload") is not None
+        return data
 
 
 def _sale(row: sqlite3.Row) -> Sale:
@@ -102,6 +111,16 @@ class MarketLedger:
                 (state, tx_hash, reason, now_ms(), request_id),
             )
 
+    def sale_followed_settlement(self, buyer_address: str, auth_nonce: str, state: str,
+                                 tx_hash: str | None) -> None:
+        """Bring an 'authorized' sale in line with its settlement's outcome on chain."""
+        with self.store.transaction() as conn:
+            conn.execute(
+                "UPDATE sales SET state=?, tx_hash=COALESCE(?, tx_hash), updated_at_ms=? "
+                "WHERE lower(buyer_address)=lower(?) AND auth_nonce=? AND state='authorized'",
+                (state, tx_hash, now_ms(), buyer_address, auth_nonce),
+            )
+
     def get_sale(self, request_id: str) -> Sale | None:
         row = self.store.conn.execute("SELECT * FROM sales WHERE request_id=?", (request_id,)).fetchone()
         return None if row is None else _sale(row)
@@ -135,24 +154,26 @@ class MarketLedger:
             conn.execute(
                 "INSERT INTO purchases(request_id, listing_id, seller_key, name, price_micro_usdc, "
                 "pay_to, auth_nonce, state, tx_hash, crystal_id, reason, created_at_ms, "
-                "updated_at_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "updated_at_ms, authorization_json, valid_before_s, payload) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     purchase.request_id, purchase.listing_id, purchase.seller_key, purchase.name,
                     purchase.price_micro_usdc, purchase.pay_to, purchase.auth_nonce, purchase.state,
                     purchase.tx_hash, purchase.crystal_id, purchase.reason, purchase.created_at_ms,
-                    purchase.updated_at_ms,
+                    purchase.updated_at_ms, purchase.authorization_json, purchase.valid_before_s,
+                    purchase.payload,
                 ),
             )
 
     def update_purchase(self, request_id: str, state: str, *, tx_hash: str | None = None,
                         crystal_id: str | None = None, reason: str | None = None,
-                        auth_nonce: str | None = None) -> None:
+                        auth_nonce: str | None = None, payload: str | None = None) -> None:
         with self.store.transaction() as conn:
             conn.execute(
                 "UPDATE purchases SET state=?, tx_hash=COALESCE(?, tx_hash), "
                 "crystal_id=COALESCE(?, crystal_id), auth_nonce=COALESCE(?, auth_nonce), reason=?, "
-                "updated_at_ms=? WHERE request_id=?",
-                (state, tx_hash, crystal_id, auth_nonce, reason, now_ms(), request_id),
+                "payload=COALESCE(?, payload), updated_at_ms=? WHERE request_id=?",
+                (state, tx_hash, crystal_id, auth_nonce, reason, payload, now_ms(), request_id),
             )
 
     def get_purchase(self, request_id: str) -> Purchase | None:
@@ -177,12 +198,14 @@ class MarketLedger:
     def spent_since(self, since_ms: int) -> int:
         """Money committed by this node since ``since_ms``: authorized and paid purchases.
 
-        Authorized-but-unconfirmed purchases count, so a burst of concurrent buys
-        cannot overshoot the daily cap.
+        Authorized-but-unconfirmed and pending purchases (an authorization that left
+        the node and can still settle) count, so neither a burst of concurrent buys
+        nor a crash mid-purchase can overshoot the daily cap.
         """
         row = self.store.conn.execute(
             "SELECT COALESCE(SUM(price_micro_usdc), 0) FROM purchases WHERE created_at_ms >= ? "
-            "AND state IN ('authorized', 'paid', 'completed', 'paid_undelivered', 'tampered')",
+            "AND state IN ('authorized', 'pending', 'paid', 'completed', 'paid_undelivered', "
+            "'delivered_not_ingested', 'tampered')",
             (since_ms,),
         ).fetchone()
         return int(row[0])

@@ -55,7 +55,8 @@ QUOTE_VALID_S = 300
 # Tolerated difference between the buyer's clock and ours when checking validBefore.
 CLOCK_SLACK_S = 60
 # Fault injection for the end-to-end tests only (crash/tamper paths cannot be
-# reached by a well-behaved seller): "crash_after_settle" or "tamper_delivery".
+# reached by a well-behaved seller): "crash_before_settle", "crash_after_settle" or
+# "tamper_delivery".
 FAULT_ENV = "CRYSTALMESH_TEST_FAULT"
 M = TypeVar("M", bound=Message)
 
@@ -189,6 +190,8 @@ class Seller:
             if existing.state in ("settled", "delivered") and existing.tx_hash:
                 return self._deliver(message.request_id, stored, crystal.text, existing.tx_hash)
         await self.memory.run(self.ledger.record_sale, sale)
+        if self.fault == "crash_before_settle":
+            os._exit(17)
         try:
             settlement = await engine.accept_payment_async(
                 authorization, pay_to=self.pay_to, price_micro=stored.listing.price_micro_usdc

@@ -1,0 +1,106 @@
+"""Issue 12 rows 3 and 4 on a real devnet (anvil + node processes): the seller is killed
+(os._exit, as kill -9) before and after settling; the buyer's retry of the same command never
+pays twice, the skill is delivered once, and both ledgers agree with the chain."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from node.config import load_config
+from node.keys import load_identity
+from tests.e2e.devnet import Devnet, wait_for
+from tests.e2e.test_market_devnet import known_everywhere, publish, usdc
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SELLER, BUYER = "node-1", "node-2"
+
+
+@pytest.fixture(scope="module")
+def devnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
+    with Devnet(tmp_path_factory.mktemp("crashes") / "devnet", 2) as net:
+        yield net
+
+
+def crash_seller(devnet: Devnet, fault: str) -> None:
+    devnet.stop_node(SELLER)
+    devnet.restart_node(SELLER, env={"CRYSTALMESH_TEST_FAULT": fault})
+
+
+def seller_back(devnet: Devnet) -> None:
+    wait_for(lambda: not _alive(devnet), 30, "faulted seller gone")
+    devnet.restart_node(SELLER)
+
+
+def _alive(devnet: Devnet) -> bool:
+    import os
+
+    try:
+        os.kill(devnet.state.node(SELLER).pid, 0)  # type: ignore[union-attr]
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def purchases_of(devnet: Devnet, listing_id: str) -> list[dict]:
+    return [p for p in devnet.api(BUYER).get("/v1/purchases")["purchases"]
+            if p["listing_id"] == listing_id]
+
+
+def sales_of(devnet: Devnet, listing_id: str) -> list[dict]:
+    return [s for s in devnet.api(SELLER).get("/v1/sales")["sales"] if s["listing_id"] == listing_id]
+
+
+def test_seller_killed_before_settling_then_retry_pays_once(devnet: Devnet) -> None:
+    listing = publish(devnet, SELLER, "Rebuild a broken Kubernetes node: cordon, drain, reimage, rejoin")
+    known_everywhere(devnet, listing["listing_id"], (BUYER,))
+    price = listing["price_micro_usdc"]
+    before = {name: usdc(devnet, name) for name in (SELLER, BUYER)}
+    crash_seller(devnet, "crash_before_settle")
+
+    failed = devnet.cli("skill", "buy", listing["listing_id"], node=BUYER, check=False)
+    assert failed.returncode == 1 and "resends the same authorization" in failed.stderr
+    [pending] = purchases_of(devnet, listing["listing_id"])
+    assert pending["state"] == "pending"
+    assert usdc(devnet, BUYER) == before[BUYER]
+
+    seller_back(devnet)
+    bought = devnet.cli_json("skill", "buy", listing["listing_id"], node=BUYER)
+    assert bought["request_id"] == pending["request_id"] and bought["crystal_id"]
+    assert usdc(devnet, BUYER) == before[BUYER] - price
+    assert usdc(devnet, SELLER) == before[SELLER] + price
+    assert [p["state"] for p in purchases_of(devnet, listing["listing_id"])] == ["completed"]
+    assert [(s["state"], s["tx_hash"]) for s in sales_of(devnet, listing["listing_id"])] == [
+        ("delivered", bought["tx_hash"])]
+
+    owned = devnet.cli("skill", "buy", listing["listing_id"], node=BUYER, check=False)
+    assert owned.returncode == 1 and "--again" in owned.stderr
+    assert usdc(devnet, BUYER) == before[BUYER] - price
+
+
+def test_seller_killed_after_settling_is_paid_once_and_delivers_once(devnet: Devnet) -> None:
+    listing = publish(devnet, SELLER, "Restore a deleted git branch from the reflog and push it back")
+    known_everywhere(devnet, listing["listing_id"], (BUYER,))
+    price = listing["price_micro_usdc"]
+    before = {name: usdc(devnet, name) for name in (SELLER, BUYER)}
+    crash_seller(devnet, "crash_after_settle")
+
+    failed = devnet.cli("skill", "buy", listing["listing_id"], node=BUYER, check=False)
+    assert failed.returncode == 1 and "redeliver" in failed.stderr
+    assert usdc(devnet, BUYER) == before[BUYER] - price
+    [paid] = purchases_of(devnet, listing["listing_id"])
+    assert paid["state"] == "paid_undelivered" and paid["tx_hash"]
+    seller_key = load_identity(load_config(devnet.data_dir(SELLER))).public_key.hex()
+    trust = {row["peer_key"]: row for row in devnet.api(BUYER).get("/v1/trust")["peers"]}
+    assert trust.get(seller_key, {}).get("level") != "untrusted"  # a crash is not a tamper
+
+    seller_back(devnet)
+    # The user simply runs the same command again: it collects, it does not pay again.
+    received = devnet.cli_json("skill", "buy", listing["listing_id"], node=BUYER)
+    assert received["tx_hash"] == paid["tx_hash"] and received["crystal_id"]
+    assert usdc(devnet, BUYER) == before[BUYER] - price
+    assert usdc(devnet, SELLER) == before[SELLER] + price
+    assert [p["state"] for p in purchases_of(devnet, listing["listing_id"])] == ["completed"]
+    assert [s["state"] for s in sales_of(devnet, listing["listing_id"])] == ["delivered"]
