@@ -15,7 +15,6 @@ from node.chain.wallet import load_wallet
 from node.config import load_config
 from node.keys import load_identity
 from node.market.wire import payment_message
-from node.net.testing import make_net
 from protocol.envelope import open_envelope, seal
 from protocol.messages import (
     ErrorReply,
@@ -25,6 +24,7 @@ from protocol.messages import (
     new_request_id,
 )
 from tests.e2e.devnet import Devnet, wait_for
+from tests.net_testing import make_net
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -13,11 +13,11 @@ import trio
 
 from node.config import load_config
 from node.keys import load_identity
-from node.net.testing import make_net, wait_until
 from protocol.envelope import seal
 from protocol.messages import WeatherAlert
 from protocol.topics import GOSSIP_TOPICS, WEATHER
 from tests.e2e.devnet import Devnet, wait_for
+from tests.net_testing import make_net, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -10,7 +10,10 @@ import trio
 from node.net.host import peer_id_from_seed
 from node.net.scoring import ScoringConfig
 from node.net.service import NetService
-from node.net.testing import (
+from protocol.envelope import InvalidEnvelope, seal
+from protocol.identity import Identity
+from protocol.topics import GOSSIP_TOPICS, SKILLS, TRUST, WEATHER
+from tests.net_testing import (
     Inbox,
     make_listing,
     make_net,
@@ -18,9 +21,6 @@ from node.net.testing import (
     start_mesh,
     wait_until,
 )
-from protocol.envelope import InvalidEnvelope, seal
-from protocol.identity import Identity
-from protocol.topics import GOSSIP_TOPICS, SKILLS, TRUST, WEATHER
 
 NO_BANS = ScoringConfig(ban_threshold=-1e9)
 

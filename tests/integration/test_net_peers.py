@@ -15,9 +15,9 @@ from libp2p.security.insecure.transport import PLAINTEXT_PROTOCOL_ID, InsecureTr
 
 from node.net.host import connection_config, to_peer_id, yamux_only
 from node.net.scoring import ScoringConfig
-from node.net.testing import Inbox, make_listing, make_net, start_mesh, wait_until
 from protocol.envelope import seal
 from protocol.topics import GOSSIP_TOPICS, SKILLS
+from tests.net_testing import Inbox, make_listing, make_net, start_mesh, wait_until
 
 
 def now_ms() -> int:

@@ -9,9 +9,9 @@ import trio
 
 from node.net.reqresp import PeerUnreachable, RequestFailed, RequestTimeout
 from node.net.service import NetService
-from node.net.testing import make_net, wait_until
 from protocol.envelope import Envelope, open_envelope, seal
 from protocol.messages import ErrorReply, PaymentRequirements, PurchaseRequest, new_request_id
+from tests.net_testing import make_net, wait_until
 
 
 def now_ms() -> int:
