@@ -147,10 +147,10 @@ def test_scope_tightened_after_listing_is_refused_at_sale(devnet: Devnet) -> Non
     known_everywhere(devnet, listing["listing_id"], (B,))
     # No route or command narrows a scope today, so the owner does it in its own database,
     # as a local tool would; the running seller reads the crystal per sale.
-    with closing(sqlite3.connect(load_config(devnet.data_dir(A)).db_path, timeout=60)) as conn:
-        with conn:
-            changed = conn.execute("UPDATE crystals SET access_scope = 'private' WHERE id = ?",
-                                   (listing["crystal_id"],)).rowcount
+    db_path = load_config(devnet.data_dir(A)).db_path
+    with closing(sqlite3.connect(db_path, timeout=60)) as conn, conn:
+        changed = conn.execute("UPDATE crystals SET access_scope = 'private' WHERE id = ?",
+                               (listing["crystal_id"],)).rowcount
     assert changed == 1
     assert devnet.api(A).get(f"/v1/crystals/{listing['crystal_id']}")["governance"][
         "accessScope"] == "private"
