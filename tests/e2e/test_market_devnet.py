@@ -149,8 +149,10 @@ def test_scope_tightened_after_listing_is_refused_at_sale(devnet: Devnet) -> Non
     # as a local tool would; the running seller reads the crystal per sale.
     db_path = load_config(devnet.data_dir(A)).db_path
     with closing(sqlite3.connect(db_path, timeout=60)) as conn, conn:
-        changed = conn.execute("UPDATE crystals SET access_scope = 'private' WHERE id = ?",
-                               (listing["crystal_id"],)).rowcount
+        changed = conn.execute(
+            "UPDATE crystals SET access_scope = 'private', "
+            "governance_json = json_set(governance_json, '$.accessScope', 'private') WHERE id = ?",
+            (listing["crystal_id"],)).rowcount
     assert changed == 1
     assert devnet.api(A).get(f"/v1/crystals/{listing['crystal_id']}")["governance"][
         "accessScope"] == "private"
