@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from node.config import NetConfig
 from node.net.gossip_config import GossipConfig
 from node.net.service import NetService
-from node.net.testing import make_listing
 from protocol.envelope import Envelope
 from protocol.identity import Identity
 from protocol.topics import SKILLS
+from tests.net_testing import make_listing
 
 
 def cpu_seconds() -> float:

@@ -35,10 +35,10 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from node.net.service import NetService
-from node.net.testing import Inbox, make_listing, make_net, wait_until
 from node.net.validation import DEFAULT_RATE_LIMITS
 from protocol.envelope import seal
 from protocol.topics import GOSSIP_TOPICS, SKILLS
+from tests.net_testing import Inbox, make_listing, make_net, wait_until
 
 
 def now_ms() -> int:

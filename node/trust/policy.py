@@ -19,11 +19,25 @@ Praise from peers without global trust weighs nothing either way, so a
 clique that praises itself earns nothing and cannot outvote honest buyers it
 poisoned; nor can it defame honest peers. Otherwise a peer with some evidence
 is at least provisional, and ``levels.level_for`` places it by score above that.
+
+The relative score has the mirror problem at the top: an honest seller that
+holds an average share scores 0.5 however well it has served us, so it would
+never be *trusted* (and weather, which admits only trusted peers, would shut
+out every honest seller). So a record of our own counts absolutely too: a peer
+whose satisfactory weight with us is at least ``TRUSTED_RECORD`` (two good
+trades at the default event weights: delivered + worked, +2 each) and with no
+negative evidence at all (no unsatisfactory event, no offence, not outvoted by
+the network) is at least *trusted*. A single failed or tampered delivery
+removes the promotion at once; the clique cannot earn it by praising itself,
+because the record is our own trades, not what others report.
 """
 
 from __future__ import annotations
 
 from node.trust.levels import DEFAULT_THRESHOLDS, TrustLevel, level_for, reputation
+
+TRUSTED_RECORD = 4.0
+"""Satisfactory weight of our own (two good trades) that makes a clean peer trusted."""
 
 
 def assess(
@@ -38,6 +52,10 @@ def assess(
     is_management: bool = False,
     banned: bool = False,
     thresholds: tuple[float, float, float] = DEFAULT_THRESHOLDS,
+    satisfactory: float = 0.0,
+    unsatisfactory: float = 0.0,
+    offences: int = 0,
+    trusted_record: float = TRUSTED_RECORD,
 ) -> tuple[float, TrustLevel]:
     """``(reputation, level)`` of one peer.
 
@@ -45,7 +63,8 @@ def assess(
     ``s_ij`` (None likewise), ``global_`` its EigenTrust ``t_j`` (None when no
     report vouches for it), ``n_peers`` the size of the EigenTrust result,
     ``local_peers`` the length of our normalised row, ``vouch`` / ``distrust``
-    the global trust of the other reporters with a positive / zero entry for it.
+    the global trust of the other reporters with a positive / zero entry for it,
+    ``satisfactory`` / ``unsatisfactory`` / ``offences`` our own record of it.
     """
     positive_local = local_raw is not None and local_raw > 0
     negative_local = local_raw is not None and local_raw <= 0
@@ -53,6 +72,11 @@ def assess(
     score = reputation(local, global_, n_peers, local_peers=max(1, local_peers))
     if outvoted:
         score = min(score, thresholds[0] / 2)
+    clean_record = (
+        satisfactory >= trusted_record and unsatisfactory <= 0 and offences == 0 and not outvoted
+    )
+    if clean_record:
+        score = max(score, thresholds[1])
     level = level_for(
         score,
         is_management=is_management,

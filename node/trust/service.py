@@ -281,6 +281,9 @@ class TrustService:
             is_management=key in self.management,
             banned=record is not None and record.banned,
             thresholds=self.thresholds,
+            satisfactory=record.satisfactory if record is not None else 0.0,
+            unsatisfactory=record.unsatisfactory if record is not None else 0.0,
+            offences=record.offences if record is not None else 0,
         )
         return local, global_, score, level
 

@@ -118,12 +118,20 @@ def _answers(devnet: Devnet, name: str) -> bool:
 
 
 def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.1) -> Any:
-    """Poll a condition (no sleeps as synchronisation): return its truthy value or fail."""
+    """Poll a condition (no sleeps as synchronisation): return its truthy value or fail.
+
+    An exception from ``predicate`` (a node API resetting the connection under load)
+    counts as "not yet"; the last one is reported on timeout.
+    """
     deadline = time.monotonic() + timeout_s
     last: Any = None
     while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
+        try:
+            last = predicate()
+        except Exception as error:
+            last = error
+        else:
+            if last:
+                return last
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")

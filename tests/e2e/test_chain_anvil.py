@@ -35,6 +35,7 @@ from node.chain.settlement import SettlementEngine
 from node.chain.wallet import balances, load_or_create_wallet
 from node.chain.x402 import payment_requirements
 from node.config import BASE_SEPOLIA_USDC
+from tests.tools import missing_tool
 
 pytestmark = pytest.mark.e2e
 PRICE = 10_000
@@ -43,7 +44,7 @@ REPO = Path(__file__).resolve().parents[2]
 try:
     anvil_binary()
 except LocalChainError as missing:
-    pytest.skip(str(missing), allow_module_level=True)
+    missing_tool(str(missing), module_level=True)
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ import pytest
 
 from node.api.client import ApiClient, ApiError
 from node.devnet.state import DevnetState
+from tests.tools import missing_tool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -70,8 +71,11 @@ def test_usdc_text_matches_the_page_rules() -> None:
 @pytest.fixture(scope="module")
 def devnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevnetState]:
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip("headless browser missing: apt-get install -y chromium chromium-driver")
-    pytest.importorskip("selenium", reason="pip install selenium (dev extra)")
+        missing_tool("headless browser missing: apt-get install -y chromium chromium-driver")
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing_tool("pip install selenium (dev extra)")
     from node.devnet import manager
 
     directory = tmp_path_factory.mktemp("devnet")
@@ -170,7 +174,7 @@ def test_dashboard_shows_the_devnet_and_buys_a_listing(
         button_selector = f'{row_selector} [data-testid="buy-button"]'
         browser.find_element(By.CSS_SELECTOR, button_selector).click()
         wait_for("the confirm step", lambda: "Confirm" in browser.find_element(
-            By.CSS_SELECTOR, button_selector).text, timeout_s=5)
+            By.CSS_SELECTOR, button_selector).text, timeout_s=30)
         browser.find_element(By.CSS_SELECTOR, button_selector).click()
 
         result = browser.find_element(By.CSS_SELECTOR, '[data-testid="purchase-result"]')
@@ -178,9 +182,6 @@ def test_dashboard_shows_the_devnet_and_buys_a_listing(
             result.get_attribute("data-state")
             if result.get_attribute("data-state") in {"ok", "error", "unavailable"} else None
         ), timeout_s=90)
-        if outcome == "unavailable":
-            browser.save_screenshot(str(ARTIFACTS / "dashboard.png"))
-            pytest.xfail("POST /v1/purchases is not served by this node yet")
         assert outcome == "ok", f"purchase failed in the page: {result.text}"
         assert "Bought" in result.text
 
@@ -201,9 +202,9 @@ def test_dashboard_shows_the_devnet_and_buys_a_listing(
                 By.CSS_SELECTOR, '[data-testid="weather-remaining"]').text)
 
         first = wait_for("a countdown", lambda: re.fullmatch(r"\d+m \d\ds", remaining()) and remaining())
-        wait_for("the countdown to tick", lambda: remaining() != first, timeout_s=5)
-        errors = [entry for entry in browser.get_log("browser")
-                  if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]]
+        wait_for("the countdown to tick", lambda: remaining() != first, timeout_s=30)
+        # Every SEVERE entry counts, "Failed to load resource" too: it is a 404 from a route.
+        errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         assert not errors, json.dumps(errors, indent=2)
     finally:
         browser.save_screenshot(str(ARTIFACTS / "dashboard.png"))

@@ -4,7 +4,9 @@ paths, each with a clear error and consistent ledgers and balances."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -15,7 +17,6 @@ from node.chain.wallet import load_wallet
 from node.config import load_config
 from node.keys import load_identity
 from node.market.wire import payment_message
-from node.net.testing import make_net
 from protocol.envelope import open_envelope, seal
 from protocol.messages import (
     ErrorReply,
@@ -25,6 +26,7 @@ from protocol.messages import (
     new_request_id,
 )
 from tests.e2e.devnet import Devnet, wait_for
+from tests.net_testing import make_net
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -57,7 +59,7 @@ def publish(devnet: Devnet, seller: str, text: str, executions: int = 3) -> dict
 def known_everywhere(devnet: Devnet, listing_id: str, names: tuple[str, ...] = (B, C)) -> None:
     wait_for(lambda: all(listing_id in {item["listing_id"] for item in
                                         devnet.api(name).get("/v1/listings")["listings"]}
-                         for name in names), 20, "listing gossiped")
+                         for name in names), 60, "listing gossiped")
 
 
 def test_publish_search_buy_and_balances(devnet: Devnet) -> None:
@@ -136,6 +138,31 @@ def test_seller_refuses_unlisted_private_and_replayed(devnet: Devnet) -> None:
     price = listing["price_micro_usdc"]
     assert usdc(devnet, B) == before[B] - price  # exactly one transfer
     assert usdc(devnet, A) == before[A] + price
+
+
+def test_scope_tightened_after_listing_is_refused_at_sale(devnet: Devnet) -> None:
+    """The seller re-checks a listed skill's scope when selling: a public skill made
+    private after it was listed is refused, and no money moves."""
+    listing = publish(devnet, A, "Drain a Kubernetes node safely: cordon, evict with PDBs, verify")
+    known_everywhere(devnet, listing["listing_id"], (B,))
+    # No route or command narrows a scope today, so the owner does it in its own database,
+    # as a local tool would; the running seller reads the crystal per sale.
+    db_path = load_config(devnet.data_dir(A)).db_path
+    with closing(sqlite3.connect(db_path, timeout=60)) as conn, conn:
+        changed = conn.execute(
+            "UPDATE crystals SET access_scope = 'private', "
+            "governance_json = json_set(governance_json, '$.accessScope', 'private') WHERE id = ?",
+            (listing["crystal_id"],)).rowcount
+    assert changed == 1
+    assert devnet.api(A).get(f"/v1/crystals/{listing['crystal_id']}")["governance"][
+        "accessScope"] == "private"
+    before = {name: usdc(devnet, name) for name in (A, B)}
+    refused = devnet.cli("skill", "buy", listing["listing_id"], node=B, check=False)
+    assert refused.returncode == 1, refused.stdout
+    assert "not available for sale" in refused.stderr and "Traceback" not in refused.stderr
+    assert {name: usdc(devnet, name) for name in (A, B)} == before
+    assert all(s["listing_id"] != listing["listing_id"]
+               for s in devnet.api(A).get("/v1/sales")["sales"])
 
 
 async def _raw_requests(addr: str, listing: dict[str, Any], seller_key: bytes, private_id: str,

@@ -4,7 +4,7 @@ replayed, stale and tampered alerts on every node with state unchanged."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +13,11 @@ import trio
 
 from node.config import load_config
 from node.keys import load_identity
-from node.net.testing import make_net, wait_until
 from protocol.envelope import seal
 from protocol.messages import WeatherAlert
 from protocol.topics import GOSSIP_TOPICS, WEATHER
 from tests.e2e.devnet import Devnet, wait_for
+from tests.net_testing import make_net, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -65,7 +65,7 @@ def test_listing_from_one_node_reaches_all(devnet: Devnet) -> None:
                 return False
         return True
 
-    wait_for(everyone_has_it, 20, "the listing on every node")
+    wait_for(everyone_has_it, 60, "the listing on every node")
 
 
 def test_weather_alert_reaches_all_and_forgeries_are_rejected(devnet: Devnet) -> None:
@@ -84,31 +84,29 @@ def test_weather_alert_reaches_all_and_forgeries_are_rejected(devnet: Devnet) ->
             for name in devnet.names
         )
 
-    wait_for(halted_everywhere, 10, "weather halt on every node")
+    wait_for(halted_everywhere, 60, "weather halt on every node")
     before = {name: _weather(devnet, name) for name in devnet.names}
     assert all(abs(w["level"] - 0.7) < 1e-9 and w["reason"] == "real alert" for w in before.values())
 
     management = load_identity(load_config(devnet.data_dir("management")))
     addrs = [devnet.api(name).get("/v1/status")["listen_addrs"][0] for name in devnet.names]
-    attacker_peer = trio.run(_attack, management, addrs)
-
-    # Every node counted each forged alert against the attacker and kept its weather; the
+    # Every node counts each forged alert against the attacker and keeps its weather; the
     # stale and replayed ones are ignored (an honest relay may hand on such a message).
     expected = {"not_management": 1, "bad_signature": 1}
 
-    def counted() -> Any:
+    def counted(attacker_peer: str) -> bool:
         seen = {name: devnet.api(name).get("/v1/rejections")["rejections"].get(attacker_peer)
                 for name in devnet.names}
         return all(counts == expected for counts in seen.values())
 
-    wait_for(counted, 60, "rejections counted on every node")
+    trio.run(_attack, management, addrs, counted)
     for name in devnet.names:
         after = _weather(devnet, name)
         assert after["level"] == before[name]["level"] and after["reason"] == "real alert"
         assert after["expires_at_ms"] == before[name]["expires_at_ms"]
 
 
-async def _attack(management: Any, addrs: list[str]) -> str:
+async def _attack(management: Any, addrs: list[str], counted: Callable[[str], bool]) -> None:
     """An in-process peer that skips its own validators and gossips bad weather."""
     attacker = make_net(bootstrap=addrs)
     for topic in GOSSIP_TOPICS:
@@ -117,7 +115,7 @@ async def _attack(management: Any, addrs: list[str]) -> str:
         await nursery.start(attacker.run)
         # Gossip from the attacker reaches only its mesh peers (honest nodes do not
         # forward what they reject), so wait until every node is in its mesh.
-        await wait_until(lambda: len(attacker.mesh_peers(WEATHER)) >= len(addrs), 30,
+        await wait_until(lambda: len(attacker.mesh_peers(WEATHER)) >= len(addrs), 60,
                          "attacker in every node's weather mesh")
         now = _now_ms()
         big = WeatherAlert(cortisol_level_ppm=990_000, issued_at_ms=now, expires_at_ms=now + 600_000,
@@ -135,9 +133,10 @@ async def _attack(management: Any, addrs: list[str]) -> str:
         tampered[-3] ^= 0x01
         for data in (stale, replayed, forged, bytes(tampered)):
             await attacker.pubsub.publish(WEATHER, data)
-        await trio.sleep(1.0)  # let the heartbeat flush gossip before the attacker leaves
+        # Stay connected (the heartbeat flushes gossip) until every node counted all four.
+        await trio.to_thread.run_sync(
+            lambda: wait_for(lambda: counted(attacker.peer_id), 60, "rejections counted on every node"))
         nursery.cancel_scope.cancel()
-    return attacker.peer_id
 
 
 def _now_ms() -> int:

@@ -12,10 +12,10 @@ import trio
 from node.config import NetConfig
 from node.net.gossip_config import GossipConfig
 from node.net.service import NetService
-from node.net.testing import Inbox, make_listing, make_net, wait_until
 from protocol.envelope import seal
 from protocol.identity import Identity
 from protocol.topics import GOSSIP_TOPICS, SKILLS
+from tests.net_testing import Inbox, make_listing, make_net, wait_until
 
 WINDOW_MS = 120_000
 

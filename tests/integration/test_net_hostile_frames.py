@@ -14,8 +14,8 @@ from libp2p.utils import encode_varint_prefixed
 
 from node.net.scoring import ScoringConfig
 from node.net.service import NetService
-from node.net.testing import Inbox, make_listing, start_mesh, wait_until
 from protocol.topics import SKILLS
+from tests.net_testing import Inbox, make_listing, start_mesh, wait_until
 
 NO_BANS = ScoringConfig(ban_threshold=-1e9)
 

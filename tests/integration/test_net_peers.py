@@ -15,9 +15,9 @@ from libp2p.security.insecure.transport import PLAINTEXT_PROTOCOL_ID, InsecureTr
 
 from node.net.host import connection_config, to_peer_id, yamux_only
 from node.net.scoring import ScoringConfig
-from node.net.testing import Inbox, make_listing, make_net, start_mesh, wait_until
 from protocol.envelope import seal
 from protocol.topics import GOSSIP_TOPICS, SKILLS
+from tests.net_testing import Inbox, make_listing, make_net, start_mesh, wait_until
 
 
 def now_ms() -> int:
@@ -45,11 +45,11 @@ async def test_dropped_bootstrap_connection_is_redialled(nursery: trio.Nursery) 
     await nursery.start(first.run)
     second = make_net(bootstrap=[first.listen_addrs()[0]])
     await nursery.start(second.run)
-    await wait_until(lambda: first.peer_id in second.connected_peers(), 5, "bootstrap dial")
+    await wait_until(lambda: first.peer_id in second.connected_peers(), 60, "bootstrap dial")
 
     await first.host.disconnect(to_peer_id(second.peer_id))
-    await wait_until(lambda: first.peer_id not in second.connected_peers(), 5, "drop seen")
-    await wait_until(lambda: first.peer_id in second.connected_peers(), 10, "redial")
+    await wait_until(lambda: first.peer_id not in second.connected_peers(), 60, "drop seen")
+    await wait_until(lambda: first.peer_id in second.connected_peers(), 60, "redial")
     status = {peer.peer_id: peer for peer in second.peers()}[first.peer_id]
     assert status.connected and status.kept and not status.banned
     assert any(addr.startswith("/ip4/127.0.0.1/tcp/") for addr in status.addrs)
@@ -67,7 +67,7 @@ async def test_peer_sending_forgeries_is_disconnected_and_stays_out(
         attacker.pubsub.remove_topic_validator(topic)
     await nursery.start(attacker.run)
     await wait_until(
-        lambda: len(attacker.mesh_peers(SKILLS)) == len(nets), 10, "attacker in the mesh"
+        lambda: len(attacker.mesh_peers(SKILLS)) == len(nets), 60, "attacker in the mesh"
     )
 
     me = attacker.identity
@@ -79,9 +79,9 @@ async def test_peer_sending_forgeries_is_disconnected_and_stays_out(
         await attacker.pubsub.publish(SKILLS, bytes(data))
 
     await wait_until(
-        lambda: all(net.is_banned(attacker.peer_id) for net in nets), 10, "banned everywhere"
+        lambda: all(net.is_banned(attacker.peer_id) for net in nets), 60, "banned everywhere"
     )
-    await wait_until(lambda: attacker.connected_peers() == [], 10, "attacker disconnected")
+    await wait_until(lambda: attacker.connected_peers() == [], 60, "attacker disconnected")
     for net in nets:
         assert net.score(attacker.peer_id) < -50
         assert net.rejection_counts(attacker.peer_id) == {"bad_signature": 3}
@@ -90,17 +90,17 @@ async def test_peer_sending_forgeries_is_disconnected_and_stays_out(
 
     # Its bootstrap loop redials; every node drops the connection on arrival.
     await wait_until(
-        lambda: all(net.peer_manager.refused_connections >= 1 for net in nets), 10, "redial"
+        lambda: all(net.peer_manager.refused_connections >= 1 for net in nets), 60, "redial"
     )
-    await wait_until(lambda: attacker.connected_peers() == [], 10, "attacker dropped again")
+    await wait_until(lambda: attacker.connected_peers() == [], 60, "attacker dropped again")
 
 
 async def test_manual_ban_disconnects_and_unban_allows_back(nursery: trio.Nursery) -> None:
     nets = await start_mesh(nursery, 2)
     keeper, other = nets[1], nets[0]  # nets[1] bootstrapped from nets[0]
     other.ban(keeper.peer_id)
-    await wait_until(lambda: keeper.peer_id not in other.connected_peers(), 5, "ban disconnect")
+    await wait_until(lambda: keeper.peer_id not in other.connected_peers(), 60, "ban disconnect")
     assert other.is_banned(keeper.peer_id)
 
     other.unban(keeper.peer_id)
-    await wait_until(lambda: keeper.peer_id in other.connected_peers(), 10, "redial after unban")
+    await wait_until(lambda: keeper.peer_id in other.connected_peers(), 60, "redial after unban")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from node.chain.contracts import ARTIFACTS_DIR, REPO_ROOT, load_artifact, sources_sha256
+from tests.tools import missing_tool
 
 CONTRACTS = ["USDC", "BatchSettler"]
 
@@ -39,7 +40,7 @@ def test_usdc_has_no_immutables_and_owner_slot() -> None:
 def test_rebuild_gives_identical_bytecode(tmp_path: Path) -> None:
     node = shutil.which("node")
     if node is None or not (REPO_ROOT / "tools" / "node_modules" / "solc").exists():
-        pytest.skip("node or tools/node_modules/solc missing (scripts/setup)")
+        missing_tool("node or tools/node_modules/solc missing (scripts/setup)")
     subprocess.run([node, str(REPO_ROOT / "devnet" / "build_contracts.mjs"), "--out", str(tmp_path)],
                    check=True, capture_output=True, timeout=120)
     for name in CONTRACTS:

@@ -6,12 +6,12 @@ import pytest
 
 from node.net.gossip import SequenceSource
 from node.net.scoring import PeerScores, ScoringConfig
-from node.net.testing import make_listing, make_weather
 from node.net.validation import MessageValidator, Rejection, RejectionCounter, ReplayGuard
 from protocol.codec import encode
 from protocol.envelope import InvalidEnvelope, seal
 from protocol.identity import Identity
 from protocol.topics import SKILLS, TRUST, WEATHER
+from tests.net_testing import make_listing, make_weather
 
 NOW = 1_700_000_000_000
 SELLER = Identity.from_seed(b"s" * 32)

@@ -364,10 +364,10 @@ def test_new_request_id_is_valid() -> None:
 
 def test_listing_integers_fit_a_signed_64_bit_store_and_lifetime_is_bounded() -> None:
     """Issue 11 row 8: a price of 2**64-1 validated and then overflowed SQLite on every node."""
-    from node.net.testing import make_listing
     from protocol.envelope import InvalidEnvelope, open_envelope, seal
     from protocol.identity import Identity
     from protocol.schema import MAX_LISTING_LIFETIME_MS, MAX_PRICE_MICRO_USDC, InvalidMessage
+    from tests.net_testing import make_listing
 
     seller = Identity.generate()
     now = 1_700_000_000_000

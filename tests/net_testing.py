@@ -1,7 +1,7 @@
 """Helpers for tests and benchmarks of the net layer (real hosts, one trio run).
 
-Kept next to the code (like ``trio.testing``) so integration tests, the
-gossip benchmark and other folders' tests build nodes the same way.
+Kept in ``tests/`` (not shipped in the product package) so integration tests,
+e2e tests and the gossip benchmark build nodes the same way.
 """
 
 from __future__ import annotations
@@ -13,18 +13,17 @@ from typing import Any
 import trio
 
 from node.config import NetConfig
+from node.net.gossip import TOPICS
+from node.net.gossip_config import GossipConfig
+from node.net.scoring import ScoringConfig
+from node.net.service import NetService
 from protocol.envelope import Envelope
 from protocol.identity import Identity
 from protocol.messages import SkillListing, WeatherAlert, listing_id_for
 
-from .gossip import TOPICS
-from .gossip_config import GossipConfig
-from .scoring import ScoringConfig
-from .service import NetService
-
 
 async def wait_until(
-    condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition"
+    condition: Callable[[], bool], timeout_s: float = 60.0, what: str = "condition"
 ) -> None:
     """Poll ``condition`` every 10 ms; raise ``TimeoutError`` after ``timeout_s``."""
     with trio.move_on_after(timeout_s):

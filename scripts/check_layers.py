@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Check the import layering of ``protocol/`` and ``node/`` (stdlib ``ast`` only).
+
+Fails (exit 1) on:
+
+* an import cycle between modules (``a -> b -> ... -> a``) or between the
+  packages directly under ``node/`` (``node.crystals <-> node.memory``);
+* an upward import: ``protocol`` importing anything of ``node``, or a concept
+  (every ``node.*`` package or module that is not a top layer) importing a top
+  layer: ``node.api``, ``node.cli``, ``node.service``, ``node.agent``.
+
+Imports inside ``if TYPE_CHECKING:`` blocks count: they are still a dependency
+of the design, only deferred. Usage: ``scripts/check_layers.py [ROOT]``.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+PACKAGES = ("protocol", "node")
+TOP_LAYERS = ("node.api", "node.cli", "node.service", "node.agent")
+# Entry points that wire everything; they may import the top layers.
+WIRING = ("node.devnet", "node.__main__")
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def discover(root: Path, packages: Iterable[str] = PACKAGES) -> dict[str, Path]:
+    """All modules of ``packages`` under ``root``, by dotted name."""
+    found: dict[str, Path] = {}
+    for package in packages:
+        base = root / package
+        if base.is_dir():
+            for path in sorted(base.rglob("*.py")):
+                found[module_name(root, path)] = path
+    return found
+
+
+def _resolve(current: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = current.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple[str, int]]:
+    """(imported module, line) for every import of a known module in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(name, is_package, node)
+            # ``from pkg import mod`` names ``pkg.mod``; ``from pkg import func`` falls back to ``pkg``.
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+        seen: set[str] = set()
+        for target in targets:
+            known = _known(target, modules)
+            if known is not None and known != name and known not in seen:
+                seen.add(known)
+                yield known, node.lineno
+
+
+def _known(target: str, modules: dict[str, Path]) -> str | None:
+    """The longest known module that ``target`` names (``a.b.func`` -> ``a.b``)."""
+    parts = target.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in modules:
+            return candidate
+        parts.pop()
+    return None
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def upward(source: str, target: str) -> str | None:
+    """Why ``source -> target`` goes upward, or None."""
+    if _within(source, "protocol") and _within(target, "node"):
+        return "protocol must not import node"
+    if not _within(source, "node") or any(_within(source, w) for w in WIRING):
+        return None
+    source_top = next((t for t in TOP_LAYERS if _within(source, t)), None)
+    target_top = next((t for t in TOP_LAYERS if _within(target, t)), None)
+    if target_top is not None and source_top is None and source != "node":
+        return f"concept must not import the top layer {target_top}"
+    return None
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def connect(node: str) -> None:
+        nonlocal counter
+        index[node] = low[node] = counter
+        counter += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(_cycle_path(graph, set(component)))
+
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return found
+
+
+def _cycle_path(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A concrete cycle inside a strongly connected component (shortest from its first node)."""
+    start = min(component)
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for node in frontier:
+            for nxt in sorted(graph.get(node, ()) & component):
+                if nxt == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [*reversed(path), start]
+                if nxt not in previous:
+                    previous[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    return sorted(component)
+
+
+def package_of(name: str) -> str:
+    """``node.crystals.store`` -> ``node.crystals``; ``protocol.x`` -> ``protocol``."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if parts[0] == "node" and len(parts) > 1 else parts[0]
+
+
+def check(root: Path) -> list[str]:
+    """Every violation under ``root``, one readable line each."""
+    modules = discover(root)
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    problems: list[str] = []
+    for name, path in modules.items():
+        for target, line in imports_of(name, path, modules):
+            graph[name].add(target)
+            reason = upward(name, target)
+            if reason:
+                where = path.relative_to(root)
+                problems.append(f"upward import: {where}:{line} {name} -> {target} ({reason})")
+    for cycle in cycles(graph):
+        problems.append("module cycle: " + " -> ".join(cycle))
+    packages: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        source = package_of(name)
+        packages.setdefault(source, set()).update(
+            package_of(t) for t in targets if package_of(t) != source
+        )
+    for cycle in cycles(packages):
+        problems.append("package cycle: " + " -> ".join(cycle))
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1]
+    problems = check(root)
+    for problem in problems:
+        print(problem)
+    modules = len(discover(root))
+    if problems:
+        print(f"check_layers: FAILED, {len(problems)} violation(s) in {modules} modules")
+        return 1
+    print(f"check_layers: ok, {modules} modules, no cycle, no upward import")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

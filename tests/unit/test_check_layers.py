@@ -1,0 +1,70 @@
+"""scripts/check_layers.py on a small fake tree: cycles and upward imports are reported."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_layers.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_layers", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+CLEAN = {
+    "protocol/__init__.py": "",
+    "protocol/codec.py": "import json\n",
+    "node/__init__.py": "",
+    "node/service.py": "from node.market import seller\nfrom node.api import app\n",
+    "node/api/__init__.py": "",
+    "node/api/app.py": "from node.market.seller import sell\n",
+    "node/market/__init__.py": "",
+    "node/market/seller.py": "from protocol.codec import json\n\ndef sell() -> None: ...\n",
+}
+
+
+def test_a_clean_tree_passes(tmp_path: Path) -> None:
+    assert _load().check(_tree(tmp_path, CLEAN)) == []
+    run = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout
+    assert run.stdout.splitlines()[-1].startswith("check_layers: ok")
+
+
+def test_cycles_and_upward_imports_are_each_reported(tmp_path: Path) -> None:
+    files = dict(CLEAN)
+    files["node/market/seller.py"] = "from ..api.metrics import count\n"  # concept -> api
+    files["node/api/metrics.py"] = "count = 0\n"
+    files["protocol/codec.py"] = "from node import market\n"  # protocol -> node
+    files["node/memory/__init__.py"] = "from node.crystals import store\n"
+    files["node/crystals/__init__.py"] = ""
+    files["node/crystals/store.py"] = "import node.memory.facade\n"
+    files["node/memory/facade.py"] = "from . import other\n"
+    files["node/memory/other.py"] = "from .facade import x  # noqa\nx = 1\n"
+    problems = _load().check(_tree(tmp_path, files))
+    text = "\n".join(problems)
+    assert "upward import: node/market/seller.py:1 node.market.seller -> node.api.metrics" in text
+    assert "upward import: protocol/codec.py:1 protocol.codec -> node.market" in text
+    assert "module cycle: node.memory.facade -> node.memory.other -> node.memory.facade" in text
+    assert "package cycle: node.crystals -> node.memory -> node.crystals" in text
+
+    run = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 1
+    assert run.stdout.splitlines()[-1].startswith("check_layers: FAILED")
