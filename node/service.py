@@ -12,19 +12,14 @@ import functools
 import logging
 import os
 import signal
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import trio
 
-from node.api import metrics
-from node.api.app import App
-from node.api.dashboard import register_dashboard
-from node.api.metrics import register_metrics
+from node import metrics
 from node.chain.settlement import SettlementEngine
 from node.config import NodeConfig
-from node.crystals.memory import AsyncMemory, ConsolidationReport, Memory, SearchRequest
 from node.crystals.model import Crystal, Lifecycle, now_ms
 from node.crystals.store import CrystalNotFound
 from node.keys import load_identity, load_or_create_api_token
@@ -34,6 +29,8 @@ from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook
 from node.market.pricing import FlatReputation, ReputationSource, quote, scarcity_for
 from node.market.seller import Seller
+from node.memory.facade import AsyncMemory, ConsolidationReport, Memory, SearchHit, SearchRequest
+from node.memory.requests import add_from_request
 from node.net.service import NetService
 from node.supervisor import supervise
 from node.trust.gate import GateDecision
@@ -81,10 +78,6 @@ class NodeService:
         self.started_at_ms = now_ms()
         self.api_port = 0
         self.ready = trio.Event()
-        self._api_extensions: list[Callable[[App], None]] = [
-            lambda app: register_dashboard(app, self),
-            lambda app: register_metrics(app, self),
-        ]
         self._nursery: trio.Nursery | None = None
         self.wallet_address = self._wallet_address()
         self.engine: SettlementEngine | None = None
@@ -140,13 +133,6 @@ class NodeService:
                 delay = min(delay * 2, 60.0)
 
     # --- wiring -------------------------------------------------------------------------------
-    def extend_api(self, app: App) -> None:
-        for extension in self._api_extensions:
-            extension(app)
-
-    def add_api_extension(self, extension: Callable[[App], None]) -> None:
-        self._api_extensions.append(extension)
-
     @property
     def is_management(self) -> bool:
         return self.identity.public_key.hex() in {k.lower() for k in self.config.net.management_keys}
@@ -183,7 +169,7 @@ class NodeService:
         self.net.on_trust_report(self.trust.on_trust_report)
         self.net.on_reject(self.trust.on_rejection)
         self.net.on_reject(
-            lambda r: metrics.GOSSIP_MESSAGES.inc(topic=r.topic, outcome="rejected", reason=r.reason)
+            lambda r: metrics.GOSSIP_MESSAGES.labels(topic=r.topic, outcome="rejected", reason=r.reason).inc()
         )
         self.net.app_score_hooks.append(self.trust.app_score)
         self.net.serve_purchases(self.seller.handle)
@@ -300,11 +286,31 @@ class NodeService:
             for peer in self.net.peers()
         ]
 
-    # --- memory -------------------------------------------------------------------------------
-    async def add_crystal(self, body: dict[str, Any]) -> Crystal:
-        from node.cli.memory import add_local
+    def rejections(self) -> dict[str, dict[str, int]]:
+        counter = self.net.rejections
+        return {peer: counter.counts(peer) for peer in counter.peers()}
 
-        return await self.memory.run(add_local, self.memory.memory, body)
+    # --- memory -------------------------------------------------------------------------------
+    async def search(self, request: SearchRequest) -> list[SearchHit]:
+        return await self.memory.search(request)
+
+    async def memory_status(self) -> dict[str, Any]:
+        return await self.memory.run(self.memory.memory.status)
+
+    async def memory_stats(self) -> dict[str, Any]:
+        return await self.memory.run(self.memory.memory.store.stats)
+
+    async def purchases(self, limit: int) -> list[dict[str, Any]]:
+        return [item.to_dict() for item in await self.memory.run(self.ledger.purchases, limit)]
+
+    async def sales(self, limit: int) -> list[dict[str, Any]]:
+        return [item.to_dict() for item in await self.memory.run(self.ledger.sales, limit)]
+
+    async def market_stats(self) -> dict[str, Any]:
+        return await self.memory.run(self.ledger.stats)
+
+    async def add_crystal(self, body: dict[str, Any]) -> Crystal:
+        return await self.memory.run(add_from_request, self.memory.memory, body)
 
     async def crystal_detail(self, crystal_id: str) -> dict[str, Any]:
         memory = self.memory.memory
@@ -319,9 +325,9 @@ class NodeService:
         try:
             report = await self.memory.run(self.memory.memory.consolidate, None, purge)
         except Exception:
-            metrics.CONSOLIDATION_RUNS.inc(outcome="failed")
+            metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
             raise
-        metrics.CONSOLIDATION_RUNS.inc(outcome="ok")
+        metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
         return report
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
@@ -344,7 +350,7 @@ class NodeService:
 
     async def _publish_trust_report(self, report: TrustReport) -> None:
         await self.net.publish(TRUST, report)
-        metrics.GOSSIP_PUBLISHED.inc(topic=TRUST)
+        metrics.GOSSIP_PUBLISHED.labels(topic=TRUST).inc()
 
     def trust_rows(self) -> list[dict[str, Any]]:
         return trust_rows_for_api(self.trust)
@@ -408,15 +414,15 @@ class NodeService:
             previous_listing_id=previous,
         )
         envelope = await self.net.gossip.publish(SKILLS, listing, issued_at_ms=issued)
-        metrics.GOSSIP_PUBLISHED.inc(topic=SKILLS)
+        metrics.GOSSIP_PUBLISHED.labels(topic=SKILLS).inc()
         await self._store_listing(envelope, own_crystal_id=crystal.id)
         return {"listing_id": listing.listing_id, "price_micro_usdc": listing.price_micro_usdc,
                 "price": breakdown.to_dict(), "crystal_id": crystal.id,
                 "skill_version": listing.skill_version, "previous_listing_id": previous}
 
     async def _on_sale(self, sale: Sale) -> None:
-        metrics.SALES.inc(outcome="ok")
-        metrics.MARKET_MICRO_USDC.inc(sale.price_micro_usdc, direction="earned")
+        metrics.SALES.labels(outcome="ok").inc()
+        metrics.MARKET_MICRO_USDC.labels(direction="earned").inc(sale.price_micro_usdc)
 
     def _unique_buyers(self, stable_skill_id: str) -> int:
         return self.ledger.unique_buyers(stable_skill_id)
@@ -427,13 +433,13 @@ class NodeService:
         try:
             result = await self.buyer.buy(listing_id, max_price_micro_usdc, again)
         except PurchaseRefused:
-            metrics.PURCHASES.inc(outcome="rejected")
+            metrics.PURCHASES.labels(outcome="rejected").inc()
             raise
         except Exception:
-            metrics.PURCHASES.inc(outcome="failed")
+            metrics.PURCHASES.labels(outcome="failed").inc()
             raise
-        metrics.PURCHASES.inc(outcome="ok")
-        metrics.MARKET_MICRO_USDC.inc(result["price_micro_usdc"], direction="spent")
+        metrics.PURCHASES.labels(outcome="ok").inc()
+        metrics.MARKET_MICRO_USDC.labels(direction="spent").inc(result["price_micro_usdc"])
         return result
 
     async def redeliver(self, listing_id: str) -> dict[str, Any]:
@@ -463,8 +469,9 @@ class NodeService:
 
     @staticmethod
     def _count_accepted(topic: str, envelope: Envelope) -> None:
-        metrics.GOSSIP_MESSAGES.inc(topic=topic, outcome="accepted", reason="")
-        metrics.GOSSIP_LATENCY.observe(max(0, now_ms() - envelope.issued_at_ms) / 1000, topic=topic)
+        metrics.GOSSIP_MESSAGES.labels(topic=topic, outcome="accepted", reason="").inc()
+        metrics.GOSSIP_LATENCY.labels(topic=topic).observe(
+            max(0, now_ms() - envelope.issued_at_ms) / 1000)
 
     async def _on_listing(self, envelope: Envelope) -> None:
         self._count_accepted(SKILLS, envelope)
@@ -502,7 +509,7 @@ class NodeService:
         signature = self.identity.sign(listing_signing_bytes(unendorsed))
         message = ListingEndorsement(listing_id=stored.listing.listing_id, signature=signature)
         envelope = await self.net.gossip.publish(SKILLS, message)
-        metrics.GOSSIP_PUBLISHED.inc(topic=SKILLS)
+        metrics.GOSSIP_PUBLISHED.labels(topic=SKILLS).inc()
         await self._apply_endorsement(envelope)
         return {"listing_id": message.listing_id, "endorsed_by": self.identity.public_key.hex()}
 
@@ -586,14 +593,14 @@ class NodeService:
             reason=reason[:280],
         )
         envelope = await self.net.gossip.publish(WEATHER, alert, issued_at_ms=issued)
-        metrics.GOSSIP_PUBLISHED.inc(topic=WEATHER)
+        metrics.GOSSIP_PUBLISHED.labels(topic=WEATHER).inc()
         await self._on_weather(envelope)
         return {"issued_at_ms": issued, "expires_at_ms": alert.expires_at_ms,
                 "level": level, "reason": alert.reason, "seq": envelope.seq}
 
 
 def _count_crash(name: str, error: BaseException) -> None:
-    metrics.SUBSYSTEM_RESTARTS.inc(subsystem=name)
+    metrics.SUBSYSTEM_RESTARTS.labels(subsystem=name).inc()
 
 
 def _skill_name(crystal: Crystal) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from node.config import NodeConfig, load_config
-from node.crystals.memory import Memory
+from node.memory.facade import Memory
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ import trio
 from node.api.app import App, HttpError, Request, Response, json_response
 
 if TYPE_CHECKING:
-    from node.service import NodeService
+    from node.api.interface import NodeApi
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def _login_token(request: Request) -> str:
     return token.strip() if isinstance(token, str) else ""
 
 
-def register_dashboard(app: App, node: NodeService | None = None) -> None:
+def register_dashboard(app: App, node: NodeApi | None = None) -> None:
     """Add ``/dashboard``, its login/logout and ``/dashboard/static/{name}`` to ``app``.
 
     ``node`` is accepted for symmetry with other extensions; the page reads the node

@@ -7,13 +7,13 @@ Every route needs the bearer token from ``<data dir>/api.token`` except
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from node.api.app import App, HttpError, Request
-from node.crystals.memory import SearchRequest
-
-if TYPE_CHECKING:
-    from node.service import NodeService
+from node.api.dashboard import register_dashboard
+from node.api.interface import NodeApi
+from node.api.metrics import register_metrics
+from node.memory.facade import SearchRequest
 
 
 def _int_arg(request: Request, name: str) -> int | None:
@@ -26,7 +26,7 @@ def _int_arg(request: Request, name: str) -> int | None:
         raise HttpError(400, f"{name} must be an integer") from exc
 
 
-def build_app(node: NodeService, token: str) -> App:
+def build_app(node: NodeApi, token: str) -> App:
     app = App(token)
 
     # --- node -------------------------------------------------------------------------------
@@ -40,8 +40,7 @@ def build_app(node: NodeService, token: str) -> App:
 
     @app.route("GET", "/v1/rejections")
     async def rejections(request: Request) -> Any:
-        counter = node.net.rejections
-        return {"rejections": {peer: counter.counts(peer) for peer in counter.peers()}}
+        return {"rejections": node.rejections()}
 
     # --- memory -----------------------------------------------------------------------------
     @app.route("POST", "/v1/crystals")
@@ -62,7 +61,7 @@ def build_app(node: NodeService, token: str) -> App:
         query = body.get("query")
         if not isinstance(query, str) or not query.strip():
             raise HttpError(400, "query is required")
-        hits = await node.memory.search(
+        hits = await node.search(
             SearchRequest(
                 query=query,
                 k=int(body.get("k", 10)),
@@ -75,7 +74,7 @@ def build_app(node: NodeService, token: str) -> App:
 
     @app.route("GET", "/v1/memory/status")
     async def memory_status(request: Request) -> Any:
-        return await node.memory.run(node.memory.memory.status)
+        return await node.memory_status()
 
     @app.route("POST", "/v1/memory/consolidate")
     async def consolidate(request: Request) -> Any:
@@ -157,17 +156,15 @@ def build_app(node: NodeService, token: str) -> App:
 
     @app.route("GET", "/v1/purchases")
     async def purchases(request: Request) -> Any:
-        items = await node.memory.run(node.ledger.purchases, _int_arg(request, "limit") or 100)
-        return {"purchases": [item.to_dict() for item in items]}
+        return {"purchases": await node.purchases(_int_arg(request, "limit") or 100)}
 
     @app.route("GET", "/v1/sales")
     async def sales(request: Request) -> Any:
-        items = await node.memory.run(node.ledger.sales, _int_arg(request, "limit") or 100)
-        return {"sales": [item.to_dict() for item in items]}
+        return {"sales": await node.sales(_int_arg(request, "limit") or 100)}
 
     @app.route("GET", "/v1/market/stats")
     async def market_stats(request: Request) -> Any:
-        return await node.memory.run(node.ledger.stats)
+        return await node.market_stats()
 
     @app.route("GET", "/v1/wallet")
     async def wallet(request: Request) -> Any:
@@ -192,5 +189,6 @@ def build_app(node: NodeService, token: str) -> App:
             raise HttpError(400, "level (0..1) and duration_s are required") from exc
         return await node.broadcast_weather(level, duration_s, str(body.get("reason", "")))
 
-    node.extend_api(app)
+    register_dashboard(app, node)
+    register_metrics(app, node)
     return app

@@ -14,7 +14,8 @@ from typing import Any
 import click
 
 from node.cli.context import CliContext, CliError, common_options, stderr, table
-from node.crystals.model import AccessScope, LifespanPolicy, SemanticType
+from node.crystals.model import AccessScope, SemanticType
+from node.memory.requests import add_from_request
 
 TYPES = [t.value for t in SemanticType]
 SCOPES = [s.value for s in AccessScope]
@@ -23,7 +24,7 @@ SCOPES = [s.value for s in AccessScope]
 @contextmanager
 def open_memory(ctx: CliContext) -> Iterator[Any]:
     from node.crystals.index import stderr_progress
-    from node.crystals.memory import Memory
+    from node.memory.facade import Memory
 
     config = ctx.config()
     if not config.config_path.exists():
@@ -87,34 +88,13 @@ def add(
         crystal = client.post("/v1/crystals", body)
     else:
         with open_memory(ctx) as mem:
-            crystal = add_local(mem, body).to_dict()
+            crystal = add_from_request(mem, body).to_dict()
     ctx.emit(
         crystal,
         lambda c: click.echo(
             f"{c['id']}  {c['semanticType']}  scope={c['governance']['accessScope']}  "
             f"sensitivity={c['governance']['sensitivity']}"
         ),
-    )
-
-
-def add_local(mem: Any, body: dict[str, Any]) -> Any:
-    """Shared by the CLI (no node running) and the API handler."""
-    semantic_type = SemanticType(body.get("type") or "general")
-    ttl_ms = body.get("ttl_ms")
-    extra: dict[str, Any] = {}
-    if semantic_type in (SemanticType.SKILL, SemanticType.TASK_PATTERN):
-        extra = {
-            "skill_category": body.get("category"),
-            "skill_tags": list(body.get("tags") or []),
-        }
-    return mem.add(
-        body["text"],
-        semantic_type=semantic_type,
-        scope=AccessScope(body["scope"]) if body.get("scope") else None,
-        path=body.get("path"),
-        ttl_ms=ttl_ms,
-        lifespan=LifespanPolicy.TTL if ttl_ms else None,
-        **extra,
     )
 
 
@@ -140,7 +120,7 @@ def search(
     if client is not None:
         hits = client.post("/v1/crystals/search", body)["hits"]
     else:
-        from node.crystals.memory import SearchRequest
+        from node.memory.facade import SearchRequest
 
         with open_memory(ctx) as mem:
             hits = [

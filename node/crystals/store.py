@@ -2,7 +2,7 @@
 
 The store is synchronous and owned by one thread at a time: under trio the
 node reaches it only through ``trio.to_thread.run_sync`` with a
-``CapacityLimiter(1)`` (see ``node.crystals.memory.AsyncMemory``). Every write
+``CapacityLimiter(1)`` (see ``node.memory.facade.AsyncMemory``). Every write
 is one explicit transaction, and each lifecycle change is written to
 ``memory_audit_log`` inside the transaction that makes it.
 """

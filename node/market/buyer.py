@@ -25,7 +25,6 @@ from node.chain.client import ChainClient
 from node.chain.errors import ChainError
 from node.config import NodeConfig
 from node.crystals import provenance
-from node.crystals.memory import AsyncMemory
 from node.crystals.model import (
     AccessScope,
     Crystal,
@@ -40,6 +39,7 @@ from node.crystals.model import (
 from node.market.ledger import DAY_MS, MarketLedger, Purchase
 from node.market.listings import ListingBook, StoredListing
 from node.market.wire import payment_message
+from node.memory.facade import AsyncMemory
 from node.net.reqresp import ReqRespError
 from node.trust.gate import GateDecision
 from node.trust.levels import TrustLevel

@@ -19,15 +19,15 @@ from typing import Any, TypeVar
 
 import trio
 
-from node.api import metrics
+from node import metrics
 from node.chain.errors import ChainError, ChainUnavailable, PaymentRejected
 from node.chain.settlement import SettlementEngine
-from node.crystals.memory import AsyncMemory
 from node.crystals.model import LOCAL_ONLY_SCOPES, Sensitivity, now_ms
 from node.crystals.store import CrystalNotFound
 from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook, StoredListing
 from node.market.wire import authorization_of
+from node.memory.facade import AsyncMemory
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity
 from protocol.messages import (
@@ -197,14 +197,14 @@ class Seller:
                 authorization, pay_to=self.pay_to, price_micro=stored.listing.price_micro_usdc
             )
         except PaymentRejected as error:
-            metrics.SETTLEMENTS.inc(outcome="rejected")
+            metrics.SETTLEMENTS.labels(outcome="rejected").inc()
             await self.memory.run(self.ledger.update_sale, sale.request_id, "rejected", None, str(error))
             return self._error(message.request_id, ERROR_PAYMENT_INVALID, str(error))
         except (ChainUnavailable, ChainError) as error:
-            metrics.SETTLEMENTS.inc(outcome="failed")
+            metrics.SETTLEMENTS.labels(outcome="failed").inc()
             await self.memory.run(self.ledger.update_sale, sale.request_id, "failed", None, str(error))
             return self._error(message.request_id, ERROR_SETTLEMENT_FAILED, str(error))
-        metrics.SETTLEMENTS.inc(outcome="ok" if settlement.settled else "failed")
+        metrics.SETTLEMENTS.labels(outcome="ok" if settlement.settled else "failed").inc()
         if not settlement.settled or not settlement.tx_hash:
             reason = settlement.reason or settlement.state
             await self.memory.run(self.ledger.update_sale, sale.request_id, "failed",

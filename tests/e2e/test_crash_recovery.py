@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from node.config import load_config
-from node.crystals.memory import Memory, SearchRequest
+from node.memory.facade import Memory, SearchRequest
 
 pytestmark = pytest.mark.e2e
 
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = """
 import sys
 from node.config import load_config
-from node.crystals.memory import Memory
+from node.memory.facade import Memory
 
 config = load_config(sys.argv[1], overrides={"memory": {"embedder": "hashing"}}, environ={})
 memory = Memory(config)

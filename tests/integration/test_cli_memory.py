@@ -167,7 +167,7 @@ def test_empty_query(initialised: Cli, query: str) -> None:
 
 
 def test_empty_text(initialised: Cli) -> None:
-    assert "needs some text" in initialised.fails("memory", "add", "  ")
+    assert "text must be a non-empty string" in initialised.fails("memory", "add", "  ")
     assert initialised.json("memory", "status")["total"] == 0
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from node.config import load_config
-from node.crystals.memory import Memory, SearchRequest
+from node.memory.facade import Memory, SearchRequest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_retrieval.py"
 

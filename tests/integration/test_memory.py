@@ -9,7 +9,6 @@ import pytest
 import trio
 
 from node.config import NodeConfig
-from node.crystals.memory import AsyncMemory, Memory, MemoryInputError, SearchRequest
 from node.crystals.model import (
     AccessScope,
     Lifecycle,
@@ -21,6 +20,7 @@ from node.crystals.model import (
 )
 from node.crystals.store import CrystalNotFound, EmbedderMismatch, StoreError
 from node.memory.embedder import HashingEmbedder
+from node.memory.facade import AsyncMemory, Memory, MemoryInputError, SearchRequest
 
 SECRET = "my api key is sk-live-4eC39HqLyjWDarjtT1zdp7dc for the billing service"
 DAY_MS = 24 * 3600 * 1000

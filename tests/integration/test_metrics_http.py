@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
 
 from node.api import dashboard as dashboard_module
 from node.api.app import App
 from node.api.dashboard import register_dashboard
-from node.api.metrics import CONTENT_TYPE, register_metrics
+from node.api.metrics import register_metrics
 
 TOKEN = "test-token_0123456789abcdef"
 
@@ -23,12 +22,10 @@ class FakeNode:
     def __init__(self) -> None:
         stats = {"total": 3, "by_lifecycle": {"generated": 2, "consolidated": 1},
                  "by_type": {"skill": 1, "general": 2}}
-        store = SimpleNamespace(stats=lambda: stats)
-        self.memory = SimpleNamespace(memory=SimpleNamespace(store=store), run=self._run)
+        self.stats = stats
 
-    @staticmethod
-    async def _run(function: Callable[..., Any], *args: Any) -> Any:
-        return function(*args)
+    async def memory_stats(self) -> dict[str, Any]:
+        return self.stats
 
     async def status(self) -> dict[str, Any]:
         return {"name": "node-x", "peer_id": "12D3KooWtest", "uptime_s": 42, "listings_known": 5,

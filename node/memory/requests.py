@@ -1,0 +1,79 @@
+"""Turn an untrusted "add a memory" request (API body, CLI flags) into ``Memory.add`` arguments.
+
+Every field is checked for type and range before anything is written: a bad
+value is a :class:`MemoryInputError` naming the field (HTTP 400 / CLI exit 1),
+never a crystal that later breaks consolidation (issue 12, row 5: a string
+``ttl_ms`` used to be stored and then failed every consolidation run).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from node.crystals.model import AccessScope, Crystal, LifespanPolicy, SemanticType
+from node.memory.facade import Memory, MemoryInputError
+
+MAX_TEXT_CHARS = 65_536
+MAX_TTL_MS = 10 * 365 * 86_400_000
+MAX_TAGS = 16
+ALLOWED_KEYS = frozenset({"text", "type", "scope", "path", "ttl_ms", "category", "tags"})
+
+
+def _text(value: Any, name: str, limit: int, required: bool = False) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise MemoryInputError(f"{name} must be a non-empty string" if required else
+                               f"{name} must be a string")
+    if len(value) > limit:
+        raise MemoryInputError(f"{name} is longer than {limit} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise MemoryInputError(f"{name} is not valid Unicode text (lone surrogate)") from error
+    return value
+
+
+def _choice(value: Any, name: str, enum: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return enum(value)
+    except (ValueError, TypeError) as error:
+        allowed = ", ".join(member.value for member in enum)
+        raise MemoryInputError(f"{name} must be one of: {allowed}") from error
+
+
+def add_from_request(memory: Memory, body: Any) -> Crystal:
+    """Validate ``body`` completely, then add the memory (shared by the CLI and the API)."""
+    if not isinstance(body, dict):
+        raise MemoryInputError("the request must be a JSON object")
+    unknown = sorted(set(body) - ALLOWED_KEYS)
+    if unknown:
+        raise MemoryInputError(f"unknown field(s): {', '.join(unknown)}")
+    text = _text(body.get("text"), "text", MAX_TEXT_CHARS, required=True)
+    assert text is not None
+    semantic_type = _choice(body.get("type"), "type", SemanticType) or SemanticType.GENERAL
+    scope = _choice(body.get("scope"), "scope", AccessScope)
+    path = _text(body.get("path"), "path", 1024)
+    category = _text(body.get("category"), "category", 64)
+    ttl_ms = body.get("ttl_ms")
+    if ttl_ms is not None and (not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool)
+                               or not 0 < ttl_ms <= MAX_TTL_MS):
+        raise MemoryInputError(f"ttl_ms must be an integer between 1 and {MAX_TTL_MS} (milliseconds)")
+    tags = body.get("tags") or []
+    if not isinstance(tags, list) or len(tags) > MAX_TAGS:
+        raise MemoryInputError(f"tags must be a list of at most {MAX_TAGS} strings")
+    checked_tags = [_text(tag, "tags[]", 32, required=True) for tag in tags]
+    extra: dict[str, Any] = {}
+    if semantic_type in (SemanticType.SKILL, SemanticType.TASK_PATTERN):
+        extra = {"skill_category": category, "skill_tags": checked_tags}
+    return memory.add(
+        text,
+        semantic_type=semantic_type,
+        scope=scope,
+        path=path,
+        ttl_ms=ttl_ms,
+        lifespan=LifespanPolicy.TTL if ttl_ms else None,
+        **extra,
+    )
