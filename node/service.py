@@ -12,6 +12,7 @@ import functools
 import logging
 import os
 import signal
+import sys
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,8 @@ from protocol.messages import (
 from protocol.topics import SKILLS, TRUST, WEATHER
 
 log = logging.getLogger(__name__)
+
+SAFE_RECURSION_LIMIT = 5_000
 
 PPM = 1_000_000
 INDEX_SAVE_INTERVAL_S = 30.0
@@ -138,6 +141,10 @@ class NodeService:
         return self.identity.public_key.hex() in {k.lower() for k in self.config.net.management_keys}
 
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        # py_ecc (imported by web3 above) raises the recursion limit to 100,000, past what
+        # the C stack holds: deep input would crash the process instead of raising.
+        if sys.getrecursionlimit() > SAFE_RECURSION_LIMIT:
+            sys.setrecursionlimit(SAFE_RECURSION_LIMIT)
         memory = self._memory
         if memory is None:
             memory = await trio.to_thread.run_sync(Memory, self.config)
@@ -218,6 +225,7 @@ class NodeService:
         self.api_port = listener[0].socket.getsockname()[1]
         for sock in listener:
             sock.socket.close()
+        app.bind(self.config.api.host, self.api_port)
         hypercorn_config = HypercornConfig()
         hypercorn_config.bind = [f"{self.config.api.host}:{self.api_port}"]
         hypercorn_config.accesslog = None
@@ -305,6 +313,10 @@ class NodeService:
 
     async def sales(self, limit: int) -> list[dict[str, Any]]:
         return [item.to_dict() for item in await self.memory.run(self.ledger.sales, limit)]
+
+    async def own_skills(self) -> list[dict[str, Any]]:
+        own = await self.memory.run(self.listings.own)
+        return [item.to_dict() | {"crystal_id": item.own_crystal_id} for item in own]
 
     async def market_stats(self) -> dict[str, Any]:
         return await self.memory.run(self.ledger.stats)

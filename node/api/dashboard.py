@@ -2,8 +2,11 @@
 
 The page is plain HTML/CSS/JS from ``node/api/static`` (no build step, no CDN)
 that polls the JSON API every 2 s. Browsers cannot send ``Authorization``
-headers from a link, so logging in trades the API token for an HttpOnly,
-SameSite=Strict ``cm_token`` cookie, which ``App`` already accepts.
+headers from a link, so logging in starts a session: a random value in an
+HttpOnly, SameSite=Strict ``cm_session`` cookie (never the API token), known
+to ``App`` until logout or restart. Login is a one-time link
+(``crystalmesh dashboard``; it works once, within 60 s) or the API token
+typed into the login form.
 
 Why polling and not server-sent events: a stream handler gets only ``send``,
 and hypercorn swallows writes to a closed socket, so an SSE loop could not
@@ -17,13 +20,16 @@ import hmac
 import html
 import logging
 import re
+import secrets
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import trio
 
-from node.api.app import App, HttpError, Request, Response, json_response
+from node.api.app import SESSION_COOKIE, App, HttpError, Request, Response, json_response
 
 if TYPE_CHECKING:
     from node.api.interface import NodeApi
@@ -31,7 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-COOKIE_NAME = "cm_token"
+LOGIN_CODE_TTL_S = 60
 CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".css": "text/css; charset=utf-8",
@@ -76,15 +82,15 @@ def _redirect(location: str, extra: list[tuple[bytes, bytes]] | None = None) -> 
                                              *SECURITY_HEADERS, *(extra or [])])
 
 
-def _set_cookie(token: str) -> tuple[bytes, bytes]:
-    # A session cookie: closing the browser logs out; the CLI prints a fresh link.
+def _set_cookie(session: str) -> tuple[bytes, bytes]:
+    # A session cookie of its own (never the API token): closing the browser logs out.
     return (b"set-cookie",
-            f"{COOKIE_NAME}={token}; HttpOnly; SameSite=Strict; Path=/".encode())
+            f"{SESSION_COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/".encode())
 
 
 def _clear_cookie() -> tuple[bytes, bytes]:
     return (b"set-cookie",
-            f"{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0".encode())
+            f"{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0".encode())
 
 
 async def _read_static(name: str) -> bytes:
@@ -113,31 +119,59 @@ def _login_token(request: Request) -> str:
     return token.strip() if isinstance(token, str) else ""
 
 
+class LoginCodes:
+    """One-time dashboard login codes: each works once, within ``LOGIN_CODE_TTL_S``."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._codes: dict[str, float] = {}
+
+    def issue(self) -> str:
+        now = self.clock()
+        self._codes = {code: expiry for code, expiry in self._codes.items() if expiry > now}
+        code = secrets.token_urlsafe(24)
+        self._codes[code] = now + LOGIN_CODE_TTL_S
+        return code
+
+    def redeem(self, code: str) -> bool:
+        expiry = self._codes.pop(code, None)
+        return expiry is not None and expiry > self.clock()
+
+
 def register_dashboard(app: App, node: NodeApi | None = None) -> None:
     """Add ``/dashboard``, its login/logout and ``/dashboard/static/{name}`` to ``app``.
 
-    ``node`` is accepted for symmetry with other extensions; the page reads the node
-    through the JSON API, so the routes here need only the app's token.
+    Logging in (a one-time link from ``crystalmesh dashboard``, or the API token typed
+    into the login form) starts a session: a random cookie value the app keeps in
+    memory, HttpOnly and SameSite=Strict, ended by logout or a node restart.
     """
+    codes = LoginCodes()
+
+    def start_session() -> str:
+        session = secrets.token_urlsafe(32)
+        app.sessions.add(session)
+        return session
+
+    @app.route("POST", "/v1/dashboard/login-link")
+    async def login_link(request: Request) -> Any:
+        return {"path": f"/dashboard/login?code={codes.issue()}", "expires_in_s": LOGIN_CODE_TTL_S}
 
     @app.route("GET", "/dashboard", public=True)
     async def dashboard(request: Request) -> Response:
-        if request.arg("token") is not None:
-            # A pasted link with ?token=: trade it for the cookie and drop it from the URL.
-            return await login_by_link(request)
         if not app._authorised(request):
             return await _login_page()
         return _html((await _read_static("dashboard.html")).decode())
 
     @app.route("GET", "/dashboard/login", public=True)
     async def login_by_link(request: Request) -> Response:
-        supplied = (request.arg("token") or "").strip()
-        if not supplied:
+        code = (request.arg("code") or "").strip()
+        if not code:
             return await _login_page()
-        if not _token_matches(app, supplied):
-            log.warning("dashboard login refused: wrong token (link)")
-            return await _login_page("That login link is not valid for this node.", 401)
-        return _redirect("/dashboard", [_set_cookie(app.token)])
+        if not codes.redeem(code):
+            log.warning("dashboard login refused: unknown, used or expired link")
+            return await _login_page("That login link was already used or has expired; "
+                                     "run `crystalmesh dashboard` for a new one.", 401)
+        return _redirect("/dashboard", [_set_cookie(start_session())])
 
     @app.route("POST", "/dashboard/login", public=True)
     async def login(request: Request) -> Response:
@@ -150,13 +184,16 @@ def register_dashboard(app: App, node: NodeApi | None = None) -> None:
                 return await _login_page("Wrong token. It is in <data dir>/api.token.", 401)
             return json_response({"error": "wrong token", "code": "unauthorized"}, 401)
         if is_form:
-            return _redirect("/dashboard", [_set_cookie(app.token)])
+            return _redirect("/dashboard", [_set_cookie(start_session())])
         response = json_response({"ok": True})
-        response.headers.append(_set_cookie(app.token))
+        response.headers.append(_set_cookie(start_session()))
         return response
 
     @app.route("POST", "/dashboard/logout", public=True)
     async def logout(request: Request) -> Response:
+        session = app.session_of(request)
+        if session is not None:
+            app.sessions.discard(session)
         return _redirect("/dashboard", [_clear_cookie()])
 
     @app.route("GET", "/dashboard/static/{name}", public=True)

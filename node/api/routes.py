@@ -13,6 +13,7 @@ from node.api.app import App, HttpError, Request
 from node.api.dashboard import register_dashboard
 from node.api.interface import NodeApi
 from node.api.metrics import register_metrics
+from node.crystals.model import AccessScope, Lifecycle, SemanticType
 from node.memory.facade import SearchRequest
 
 
@@ -21,9 +22,21 @@ def _int_arg(request: Request, name: str) -> int | None:
     if value is None:
         return None
     try:
-        return int(value)
+        number = int(value)
     except ValueError as exc:
         raise HttpError(400, f"{name} must be an integer") from exc
+    if not 0 <= number <= 10**12:
+        raise HttpError(400, f"{name} must be between 0 and 10^12")
+    return number
+
+
+def _choices(body: dict[str, Any], name: str, enum: Any) -> tuple[str, ...]:
+    """A list of enum values from ``body[name]``; 400 naming the field otherwise."""
+    values = body.get(name) or []
+    allowed = {member.value for member in enum}
+    if not isinstance(values, list) or not all(isinstance(v, str) and v in allowed for v in values):
+        raise HttpError(400, f"{name} must be a list of: {', '.join(sorted(allowed))}")
+    return tuple(values)
 
 
 def build_app(node: NodeApi, token: str) -> App:
@@ -61,13 +74,16 @@ def build_app(node: NodeApi, token: str) -> App:
         query = body.get("query")
         if not isinstance(query, str) or not query.strip():
             raise HttpError(400, "query is required")
+        k = body.get("k", 10)
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 100:
+            raise HttpError(400, "k must be an integer between 1 and 100")
         hits = await node.search(
             SearchRequest(
                 query=query,
-                k=int(body.get("k", 10)),
-                semantic_types=tuple(body.get("types") or ()),
-                lifecycles=tuple(body.get("lifecycles") or ()),
-                scopes=tuple(body.get("scopes") or ()),
+                k=k,
+                semantic_types=_choices(body, "types", SemanticType),
+                lifecycles=_choices(body, "lifecycles", Lifecycle),
+                scopes=_choices(body, "scopes", AccessScope),
             )
         )
         return {"hits": [hit.to_dict() for hit in hits]}
@@ -89,6 +105,9 @@ def build_app(node: NodeApi, token: str) -> App:
         if not isinstance(body.get("success"), bool):
             raise HttpError(400, "success (true/false) is required")
         reward = body.get("reward")
+        if reward is not None and (not isinstance(reward, int | float) or isinstance(reward, bool)
+                                   or not 0.0 <= reward <= 1.0):
+            raise HttpError(400, "reward must be a number between 0 and 1")
         crystal = await node.record_execution(request.params["crystal_id"], body["success"], reward)
         return crystal.to_dict()
 
@@ -161,6 +180,10 @@ def build_app(node: NodeApi, token: str) -> App:
     @app.route("GET", "/v1/sales")
     async def sales(request: Request) -> Any:
         return {"sales": await node.sales(_int_arg(request, "limit") or 100)}
+
+    @app.route("GET", "/v1/skills/own")
+    async def own_skills(request: Request) -> Any:
+        return {"skills": await node.own_skills()}
 
     @app.route("GET", "/v1/market/stats")
     async def market_stats(request: Request) -> Any:

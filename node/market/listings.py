@@ -164,6 +164,15 @@ class ListingBook:
                 )
         return True
 
+    def own(self, now: int | None = None) -> list[StoredListing]:
+        """This node's own live listings (newest version of each skill)."""
+        rows = self.store.conn.execute(
+            "SELECT * FROM listings WHERE own_crystal_id IS NOT NULL AND superseded_by IS NULL "
+            "AND expires_at_ms > ? ORDER BY issued_at_ms DESC",
+            (now if now is not None else now_ms(),),
+        ).fetchall()
+        return [_from_row(row) for row in rows]
+
     def record_endorsement(self, listing_id: str, management_key: bytes) -> bool:
         """Mark a listing as endorsed by ``management_key`` (already verified by the caller)."""
         with self.store.transaction() as conn:

@@ -142,7 +142,7 @@ def test_dashboard_shows_the_devnet_and_buys_a_listing(
             item["listing_id"] == listing["listing_id"]
             for item in buyer.get("/v1/listings")["listings"]), timeout_s=30)
         peer_ids = {p["peer_id"] for p in buyer.get("/v1/peers")["peers"] if p["connected"]}
-        login_url = f"http://127.0.0.1:{buyer_entry.api_port}/dashboard/login?token={buyer.token}"
+        login_url = f"http://127.0.0.1:{buyer_entry.api_port}" + buyer.post("/v1/dashboard/login-link")["path"]
     finally:
         buyer.close()
     assert peer_ids, "node-2 has no connected peers"

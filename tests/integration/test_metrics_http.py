@@ -93,35 +93,59 @@ async def test_dashboard_without_token_shows_login(app: App) -> None:
     assert "script-src 'self'" in headers["content-security-policy"]
 
 
-async def test_dashboard_with_cookie_or_bearer_shows_dashboard(app: App) -> None:
-    for auth in ({"cookie": f"other=1; cm_token={TOKEN}"}, {"authorization": f"Bearer {TOKEN}"}):
+async def login_link(app: App) -> str:
+    status, _, body = await call(app, "POST", "/v1/dashboard/login-link",
+                                 headers={"authorization": f"Bearer {TOKEN}"})
+    assert status == 200
+    return json.loads(body)["path"].split("code=", 1)[1]
+
+
+async def session_from_link(app: App) -> str:
+    status, headers, _ = await call(app, "GET", "/dashboard/login", query=f"code={await login_link(app)}")
+    assert status == 303 and headers["location"] == "/dashboard"
+    cookie = headers["set-cookie"]
+    for attribute in ("HttpOnly", "SameSite=Strict", "Path=/"):
+        assert attribute in cookie
+    return cookie.split(";", 1)[0].split("=", 1)[1]
+
+
+async def test_dashboard_with_session_or_bearer_shows_dashboard(app: App) -> None:
+    session = await session_from_link(app)
+    assert session != TOKEN and TOKEN not in session  # the cookie is never the API token
+    for auth in ({"cookie": f"other=1; cm_session={session}"}, {"authorization": f"Bearer {TOKEN}"}):
         status, headers, body = await call(app, "GET", "/dashboard", headers=auth)
         assert status == 200
         assert headers["content-type"] == "text/html; charset=utf-8"
         assert b'data-testid="peers-table"' in body
-        assert b"/dashboard/static/dashboard.js" in body
-    status, _, body = await call(app, "GET", "/dashboard", headers={"cookie": "cm_token=wrong"})
-    assert status == 200 and b'data-testid="login-page"' in body
+    for cookie in ("cm_session=wrong-but-long-enough-value", f"cm_token={TOKEN}"):
+        status, _, body = await call(app, "GET", "/dashboard", headers={"cookie": cookie})
+        assert status == 200 and b'data-testid="login-page"' in body
 
 
-async def test_login_link_sets_cookie_and_redirects(app: App) -> None:
-    status, headers, _ = await call(app, "GET", "/dashboard/login", query=f"token={TOKEN}")
-    assert status == 303
-    assert headers["location"] == "/dashboard"
-    cookie = headers["set-cookie"]
-    assert cookie.startswith(f"cm_token={TOKEN};")
-    for attribute in ("HttpOnly", "SameSite=Strict", "Path=/"):
-        assert attribute in cookie
-    # /dashboard?token= trades the token for the cookie too, so it leaves the address bar.
-    status, headers, _ = await call(app, "GET", "/dashboard", query=f"token={TOKEN}")
-    assert status == 303 and headers["set-cookie"].startswith("cm_token=")
+async def test_login_link_works_once_and_expires(app: App) -> None:
+    """Issue 12 row 8: the one-time link worked three times and its cookie was the token."""
+    code = await login_link(app)
+    status, headers, _ = await call(app, "GET", "/dashboard/login", query=f"code={code}")
+    assert status == 303 and headers["set-cookie"].startswith("cm_session=")
+    again, headers, body = await call(app, "GET", "/dashboard/login", query=f"code={code}")
+    assert again == 401 and "set-cookie" not in headers and b"already used" in body
+    status, _, _ = await call(app, "GET", "/dashboard/login", query=f"token={TOKEN}")
+    assert status == 200  # the old ?token= link only shows the login page now
+
+    codes = dashboard_module.LoginCodes(clock=lambda: now[0])
+    now = [1000.0]
+    late = codes.issue()
+    now[0] += dashboard_module.LOGIN_CODE_TTL_S + 1
+    assert not codes.redeem(late)
 
 
-async def test_login_link_with_wrong_token_is_refused_without_cookie(app: App) -> None:
-    status, headers, body = await call(app, "GET", "/dashboard/login", query="token=nope")
+async def test_token_in_query_string_is_not_accepted(app: App) -> None:
+    @app.route("GET", "/v1/secret")
+    async def secret(request: Any) -> Any:
+        return {"ok": True}
+
+    status, _, _ = await call(app, "GET", "/v1/secret", query=f"token={TOKEN}")
     assert status == 401
-    assert "set-cookie" not in headers
-    assert b"not valid" in body
 
 
 async def test_login_post_json_and_form(app: App) -> None:
@@ -129,7 +153,8 @@ async def test_login_post_json_and_form(app: App) -> None:
                                        body=json.dumps({"token": TOKEN}).encode(),
                                        headers={"content-type": "application/json"})
     assert status == 200 and json.loads(body) == {"ok": True}
-    assert headers["set-cookie"].startswith(f"cm_token={TOKEN};")
+    assert headers["set-cookie"].startswith("cm_session=")
+    assert TOKEN not in headers["set-cookie"]
 
     form = {"content-type": "application/x-www-form-urlencoded"}
     status, headers, _ = await call(app, "POST", "/dashboard/login",
@@ -140,14 +165,19 @@ async def test_login_post_json_and_form(app: App) -> None:
                                        headers=form)
     assert status == 401 and "set-cookie" not in headers and b"Wrong token" in body
     status, headers, body = await call(app, "POST", "/dashboard/login",
-                                       body=b'{"token": "wrong"}')
+                                       body=b'{"token": "wrong"}',
+                                       headers={"content-type": "application/json"})
     assert status == 401 and "set-cookie" not in headers
     assert json.loads(body)["code"] == "unauthorized"
 
 
-async def test_logout_clears_cookie(app: App) -> None:
-    status, headers, _ = await call(app, "POST", "/dashboard/logout")
+async def test_logout_revokes_the_session(app: App) -> None:
+    session = await session_from_link(app)
+    status, headers, _ = await call(app, "POST", "/dashboard/logout",
+                                    headers={"cookie": f"cm_session={session}"})
     assert status == 303 and "Max-Age=0" in headers["set-cookie"]
+    status, _, body = await call(app, "GET", "/dashboard", headers={"cookie": f"cm_session={session}"})
+    assert b'data-testid="login-page"' in body
 
 
 @pytest.mark.parametrize(("name", "content_type"), [
@@ -195,4 +225,7 @@ async def test_json_api_still_needs_the_token(app: App) -> None:
     status, _, _ = await call(app, "GET", "/v1/secret")
     assert status == 401
     status, _, _ = await call(app, "GET", "/v1/secret", headers={"cookie": f"cm_token={TOKEN}"})
+    assert status == 401
+    session = await session_from_link(app)
+    status, _, _ = await call(app, "GET", "/v1/secret", headers={"cookie": f"cm_session={session}"})
     assert status == 200
