@@ -21,6 +21,7 @@ import trio
 from node import metrics
 from node.chain.settlement import SettlementEngine
 from node.config import NodeConfig
+from node.crystals import governance as gov
 from node.crystals.model import Crystal, Lifecycle, now_ms
 from node.crystals.store import CrystalNotFound
 from node.keys import load_identity, load_or_create_api_token
@@ -371,9 +372,11 @@ class NodeService:
         return await self.memory.run(self.memory.memory.new_skill_version, crystal_id, text)
 
     # --- listings -----------------------------------------------------------------------------
-    async def publish_skill(self, crystal_id: str) -> dict[str, Any]:
+    async def publish_skill(self, crystal_id: str, name: str | None = None,
+                            summary: str | None = None) -> dict[str, Any]:
         memory = self.memory.memory
         crystal = await self.memory.run(memory.get, crystal_id)
+        name, summary = listing_name_and_summary(crystal, name, summary)
         check_listable(
             crystal,
             min_executions=self.config.market.min_executions,
@@ -408,8 +411,8 @@ class NodeService:
             ),
             stable_skill_id=crystal.stable_skill_id,
             skill_version=crystal.skill_version,
-            name=_skill_name(crystal),
-            description=crystal.text[:4096],
+            name=name,
+            description=summary,
             tags=tuple(dict.fromkeys(t[:32] for t in crystal.skill_tags))[:16],
             category=(crystal.skill_category or "general")[:64],
             content_hash=crystal.hash,
@@ -615,9 +618,38 @@ def _count_crash(name: str, error: BaseException) -> None:
     metrics.SUBSYSTEM_RESTARTS.labels(subsystem=name).inc()
 
 
-def _skill_name(crystal: Crystal) -> str:
-    first_line = crystal.text.strip().splitlines()[0] if crystal.text.strip() else "skill"
-    return first_line[:128]
+MAX_SUMMARY_CHARS = 1024
+DEFAULT_NAME_WORDS = 8
+
+
+def listing_name_and_summary(crystal: Crystal, name: str | None,
+                             summary: str | None) -> tuple[str, str]:
+    """What a listing shows every peer: a name and a seller-written summary, never the skill.
+
+    Without ``name`` the first words of the skill's first line stand in (at most
+    8, and at most half of the skill's words), without ``summary`` its category
+    and tags. Both, and the skill itself, must pass the secret/PII classifier:
+    a flagged publish is refused naming the class.
+    """
+    words = crystal.text.split()
+    if name is None:
+        first_line = crystal.text.strip().splitlines()[0].split() if crystal.text.strip() else []
+        keep = min(DEFAULT_NAME_WORDS, max(1, len(words) // 2))
+        name = " ".join(first_line[:keep]) + (" …" if len(first_line) > keep else "")
+    if summary is None:
+        tags = ", ".join(crystal.skill_tags[:8])
+        summary = f"A {crystal.skill_category or 'general'} skill" + (f" ({tags})" if tags else "") + "."
+    name, summary = name.strip()[:128], summary.strip()
+    if not name:
+        raise NodeError("a listing needs a name")
+    if len(summary) > MAX_SUMMARY_CHARS:
+        raise NodeError(f"the summary is longer than {MAX_SUMMARY_CHARS} characters")
+    for what, text in (("skill", crystal.text), ("name", name), ("summary", summary)):
+        classes = gov.sensitive_classes(text)
+        if classes:
+            raise NodeError(f"refusing to publish: the {what} looks like it contains "
+                            f"{', '.join(classes)} (secret/PII classifier)")
+    return name, summary
 
 
 __all__ = ["CrystalNotFound", "Lifecycle", "NodeError", "NodeService", "SearchRequest"]

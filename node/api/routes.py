@@ -121,7 +121,13 @@ def build_app(node: NodeApi, token: str) -> App:
 
     @app.route("POST", "/v1/skills/{crystal_id}/publish")
     async def publish(request: Request) -> Any:
-        return await node.publish_skill(request.params["crystal_id"])
+        body = request.json()
+        fields = {key: body.get(key) for key in ("name", "summary")}
+        for key, value in fields.items():
+            if value is not None and not isinstance(value, str):
+                raise HttpError(400, f"{key} must be a string")
+        return await node.publish_skill(request.params["crystal_id"], fields["name"],
+                                        fields["summary"])
 
     @app.route("GET", "/v1/listings")
     async def listings(request: Request) -> Any:

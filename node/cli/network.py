@@ -176,12 +176,16 @@ def new_version(ctx: CliContext, crystal_id: str, text: str) -> None:
 
 @skill.command("publish")
 @click.argument("crystal_id")
+@click.option("--name", default=None, help="Listing name (default: the skill's first few words).")
+@click.option("--summary", default=None,
+              help="What buyers read before paying, up to 1024 characters (default: category and "
+                   "tags). The skill itself goes only to paying buyers.")
 @common_options
-def publish(ctx: CliContext, crystal_id: str) -> None:
+def publish(ctx: CliContext, crystal_id: str, name: str | None, summary: str | None) -> None:
     """Announce a skill on the network (quality gates apply; priced automatically)."""
     client = ctx.api()
     assert client is not None
-    data = client.post(f"/v1/skills/{crystal_id}/publish")
+    data = client.post(f"/v1/skills/{crystal_id}/publish", {"name": name, "summary": summary})
     ctx.emit(data, lambda d: click.echo(
         f"listed {d['listing_id']} at {usdc(d['price_micro_usdc'])} (v{d['skill_version']})"))
 

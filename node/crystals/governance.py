@@ -103,7 +103,7 @@ _PERSONAL_PATTERNS = [
         r"(?<![\w.+\-])(?!git@)[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b"
     ),
     re.compile(r"(?<![\w.])(?:\+\d{1,3}[\s.\-]?)?\(?\d{3}\)?[\s.\-]\d{3}[\s.\-]\d{4}\b"),
-    re.compile(r"(?<![\w.])\+\d{1,3}(?:[\s.\-]?\d{2,4}){3,5}\b"),
+    re.compile(r"(?<![\w.])\+\d{1,3}(?:[\s.\-]?\d{1,4}){3,5}\b"),
     re.compile(r"(?i)\bmy\s+name\s+is\b|\bcall\s+me\s+[A-Z]|\bi\s+live\s+(?:in|at)\b"),
     re.compile(r"(?i)\bmy\s+(?:home\s+)?(?:address|birthday|phone(?:\s+number)?|email)\b"),
     re.compile(
@@ -121,6 +121,50 @@ _PERSONAL_PATTERNS = [
 ]
 
 
+# Named classes a refusal can cite (issue 12, row 7). Checked in this order.
+_NAMED_SECRETS: list[tuple[str, re.Pattern[str]]] = [
+    ("private_key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
+    ("private_key", re.compile(
+        r"(?i)\bprivate[\s_\-]?key\b[^\n]{0,20}?\b(?:0x)?[0-9a-f]{64}\b")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("connection_string", re.compile(
+        r"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|redis|rediss|amqps?|mssql|"
+        r"sqlserver|ftp|sftp|smtp)://[^\s:/@]+:[^\s@/]{3,}@")),
+    ("connection_string", re.compile(
+        r"(?i)\b(?:password|pwd)=[^;\s]{3,};|;\s*(?:password|pwd)=[^;\s]{3,}")),
+    ("seed_phrase", re.compile(
+        r"(?i)\b(?:seed|mnemonic|recovery|wallet|backup)\s+(?:phrase|words?)\b[^\n]{0,20}?"
+        r"(?:\b[a-z]{3,8}\b[\s,]+){11,23}\b[a-z]{3,8}\b")),
+    ("password", re.compile(
+        r"(?i)\b(?:password|passphrase|passcode|pin code|pwd)\b"
+        r"(?:\s+(?:for|of|on|to)\s+(?:[\w.@\-]+\s+){0,2}[\w.@\-]+)?"
+        r"\s+(?:is|was|are)\s+(?![a-z]+ing\b)(?!(?:the|a|an|stored|kept|set|not|in|"
+        r"required|needed|missing|wrong|correct|rotated|changed|empty|hashed|encrypted|"
+        r"str|string|none|null)\b)[\"'`]?(?=[^\s\"'`]*[0-9$!#@%^&*_\-])[^\s\"'`]{4,}")),
+    ("api_key", re.compile(r"\bsk-(?:[A-Za-z]+-)?[A-Za-z0-9_\-]{20,}|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|"
+                           r"\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{30,}\b|"
+                           r"\bxox[abposr]-[A-Za-z0-9\-]{10,}|\bAIza[0-9A-Za-z_\-]{35}\b")),
+    ("email", _PERSONAL_PATTERNS[0]),
+    ("phone", _PERSONAL_PATTERNS[1]),
+    ("phone", _PERSONAL_PATTERNS[2]),
+]
+_NAMED_CONFIDENTIAL = frozenset({"private_key", "jwt", "connection_string", "seed_phrase",
+                                 "password", "api_key"})
+
+
+def sensitive_classes(text: str) -> list[str]:
+    """The named secret / PII classes found in ``text`` (``secret`` for any other credential,
+    ``personal`` for other personal content), most severe first; empty when it is clean."""
+    found = list(dict.fromkeys(name for name, pattern in _NAMED_SECRETS if pattern.search(text)))
+    if not any(name in _NAMED_CONFIDENTIAL for name in found) and any(
+        pattern.search(text) for pattern in _CONFIDENTIAL_PATTERNS
+    ):
+        found.insert(0, "secret")
+    if not found and any(pattern.search(text) for pattern in _PERSONAL_PATTERNS):
+        found.append("personal")
+    return found
+
+
 def classify_sensitivity(text: str) -> Sensitivity:
     """Sensitivity of ``text`` by regex.
 
@@ -128,9 +172,10 @@ def classify_sensitivity(text: str) -> Sensitivity:
     emails, opinions, personal feelings; normal: everything else." Confidential
     wins over personal.
     """
-    if any(pattern.search(text) for pattern in _CONFIDENTIAL_PATTERNS):
+    classes = sensitive_classes(text)
+    if any(name in _NAMED_CONFIDENTIAL or name == "secret" for name in classes):
         return Sensitivity.CONFIDENTIAL
-    if any(pattern.search(text) for pattern in _PERSONAL_PATTERNS):
+    if classes:
         return Sensitivity.PERSONAL
     return Sensitivity.NORMAL
 

@@ -4,6 +4,7 @@ paths, each with a clear error and consistent ledgers and balances."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
@@ -331,3 +332,29 @@ def test_management_endorsement_reaches_every_node_and_the_bought_crystal(devnet
     bought = devnet.cli_json("skill", "buy", listing["listing_id"], node=C)
     crystal = devnet.api(C).get(f"/v1/crystals/{bought['crystal_id']}")
     assert crystal["isVerified"] is True and crystal["verifiedBy"] == management_key
+
+
+def test_listings_do_not_give_the_skill_away_and_secrets_are_not_published(devnet: Devnet) -> None:
+    """Issue 12 rows 6 and 7: peers see a name and a summary, never the paid text; a skill
+    (or summary) the classifier flags is refused, naming the class."""
+    secret_part = "then run the reconciler with --since 48h and compare checksums per partition"
+    text = f"Repair a split-brain Kafka consumer group: stop all consumers, reset offsets, {secret_part}"
+    listing = publish(devnet, A, text)
+    known_everywhere(devnet, listing["listing_id"], (B,))
+    seen = next(item for item in devnet.api(B).get("/v1/listings")["listings"]
+                if item["listing_id"] == listing["listing_id"])
+    shown = json.dumps(seen)
+    assert secret_part not in shown and "reset offsets" not in shown
+    assert "reset offsets" not in devnet.cli("market", "list", node=B).stdout
+
+    leaky = devnet.cli_json("memory", "add", "--type", "skill", "--scope", "public",
+                            "To reach staging: the db password is tango42, then run migrate", node=A)
+    refused = devnet.cli("skill", "publish", leaky["id"], node=A, check=False)
+    assert refused.returncode == 1 and "password" in refused.stderr
+    crystal = devnet.cli_json("memory", "add", "--type", "skill", "--scope", "public",
+                              "Compact a bloated sqlite database with VACUUM INTO a new file", node=A)
+    for _ in range(3):
+        devnet.cli("skill", "record-execution", crystal["id"], "--success", "--reward", "0.9", node=A)
+    refused = devnet.cli("skill", "publish", crystal["id"], "--summary", "ask ana@example.com for help",
+                         node=A, check=False)
+    assert refused.returncode == 1 and "email" in refused.stderr
