@@ -10,6 +10,7 @@ from the store with a progress bar. Labels are the store's integer rowids.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -100,6 +101,18 @@ def stderr_progress(label: str) -> ProgressCallback:
     return report
 
 
+def file_sha256(path: Path) -> str | None:
+    """Hex SHA-256 of a file's bytes, or None if it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
 class VectorIndex:
     def __init__(self, path: Path, params: IndexParams, embedder_name: str) -> None:
         self.path = Path(path)
@@ -140,6 +153,10 @@ class VectorIndex:
             reason = "deletions since last save"
         elif meta.get("max_rowid", 0) > want_max:
             reason = "index ahead of store"
+        elif meta.get("sha256") != file_sha256(self.path):
+            # A damaged index can load and then crash hnswlib on a later search (segfault):
+            # never load one whose bytes are not the ones we saved.
+            reason = "checksum mismatch (file changed since it was saved)"
         if reason is None:
             try:
                 index = hnswlib.Index(space="cosine", dim=self.params.dim)
@@ -248,8 +265,10 @@ class VectorIndex:
         with self.lock.read():
             tmp = self.path.with_name(self.path.name + ".tmp")
             self._index.save_index(str(tmp))
+            digest = file_sha256(tmp)
             os.replace(tmp, self.path)
             meta = {
+                "sha256": digest,
                 "count": self._count,
                 "max_rowid": self._max_rowid,
                 "deletions": self._deletions,

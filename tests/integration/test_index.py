@@ -265,3 +265,44 @@ def test_crash_between_index_write_and_sidecar_write(tmp_path: Path, store: Crys
     assert reopened.count == 80 == store.vector_stats()[0]
     assert reopened._index.get_current_count() == 80
     assert reopened.query(late_vectors[0], 1)[0][0] == late[0]
+
+
+def test_overwritten_index_file_is_detected_and_rebuilt(tmp_path: Path) -> None:
+    """Issue 12 row 2: 64 KiB overwritten in the middle of index.hnsw (same size) loaded as valid
+    and hnswlib later segfaulted. The checksum must catch it; searches run in a child process
+    so a segfault would fail this test instead of killing pytest."""
+    import os
+    import subprocess
+    import sys
+
+    child = """
+import sys
+from node.config import load_config
+from node.memory.facade import Memory, SearchRequest
+config = load_config(sys.argv[1], overrides={"memory": {"embedder": "hashing"}}, environ={})
+memory = Memory(config)
+if sys.argv[2] == "fill":
+    memory.add_crystals([memory.prepare(f"checksum crystal {i} marker{i}") for i in range(3000)])
+    memory.index.save()
+else:
+    print(memory.index_state, flush=True)
+    for i in range(200):
+        hits = memory.search(SearchRequest(query=f"checksum crystal {i} marker{i}", k=5))
+        assert hits and hits[0].crystal.text == f"checksum crystal {i} marker{i}", i
+    print("ok", flush=True)
+memory.close()
+"""
+    data_dir = tmp_path / "node"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRYSTALMESH_")}
+    run = lambda mode: subprocess.run([sys.executable, "-c", child, str(data_dir), mode],  # noqa: E731
+                                      capture_output=True, text=True, env=env, timeout=300)
+    assert run("fill").returncode == 0
+    index_file = data_dir / "index.hnsw"
+    size = index_file.stat().st_size
+    with open(index_file, "r+b") as handle:
+        handle.seek(size // 2)
+        handle.write(os.urandom(64 * 1024))
+    assert index_file.stat().st_size == size
+    result = run("search")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["rebuilt", "ok"]
