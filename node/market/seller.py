@@ -12,7 +12,6 @@ after the transfer still knows it owes the skill and redelivers on request.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -54,10 +53,6 @@ log = logging.getLogger(__name__)
 QUOTE_VALID_S = 300
 # Tolerated difference between the buyer's clock and ours when checking validBefore.
 CLOCK_SLACK_S = 60
-# Fault injection for the end-to-end tests only (crash/tamper paths cannot be
-# reached by a well-behaved seller): "crash_before_settle", "crash_after_settle" or
-# "tamper_delivery".
-FAULT_ENV = "CRYSTALMESH_TEST_FAULT"
 M = TypeVar("M", bound=Message)
 
 
@@ -81,9 +76,6 @@ class Seller:
         self.engine = engine
         self.pay_to = pay_to
         self.on_sale = on_sale
-        self.fault = os.environ.get(FAULT_ENV, "")
-        if self.fault:
-            log.warning("test fault injection active fault=%s", self.fault)
 
     def _seal(self, message: Message) -> bytes:
         return seal(self.identity, message.KIND, message, self.next_seq(), now_ms())
@@ -190,8 +182,6 @@ class Seller:
             if existing.state in ("settled", "delivered") and existing.tx_hash:
                 return self._deliver(message.request_id, stored, crystal.text, existing.tx_hash)
         await self.memory.run(self.ledger.record_sale, sale)
-        if self.fault == "crash_before_settle":
-            os._exit(17)
         try:
             settlement = await engine.accept_payment_async(
                 authorization, pay_to=self.pay_to, price_micro=stored.listing.price_micro_usdc
@@ -211,10 +201,7 @@ class Seller:
                                   settlement.tx_hash, reason)
             return self._error(message.request_id, ERROR_SETTLEMENT_FAILED, f"not settled: {reason}")
         await self.memory.run(self.ledger.update_sale, sale.request_id, "settled", settlement.tx_hash)
-        if self.fault == "crash_after_settle":
-            os._exit(17)
-        payload = crystal.text + ("\n(tampered)" if self.fault == "tamper_delivery" else "")
-        reply = self._deliver(message.request_id, stored, payload, settlement.tx_hash)
+        reply = self._deliver(message.request_id, stored, crystal.text, settlement.tx_hash)
         await self.memory.run(self.ledger.update_sale, sale.request_id, "delivered")
         if self.on_sale:
             await self.on_sale(sale)

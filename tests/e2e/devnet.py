@@ -83,14 +83,19 @@ class Devnet:
         os.kill(self.state.node(name).pid, signal.SIGKILL)
         self._clients.pop(name, None)
 
-    def restart_node(self, name: str, env: dict[str, str] | None = None) -> None:
-        """Start a stopped node again with the same data dir (as `crystalmesh run`)."""
+    def restart_node(self, name: str, env: dict[str, str] | None = None,
+                     fault: str | None = None) -> None:
+        """Start a stopped node again with the same data dir (as `crystalmesh run`).
+
+        ``fault`` starts it through ``tests.e2e.fault_node`` with that fault injected."""
         data_dir = self.data_dir(name)
         for stale in ("node.pid", "api.port"):
             (data_dir / stale).unlink(missing_ok=True)
         log = open(data_dir / "node.log", "ab")  # noqa: SIM115
         process = subprocess.Popen(
-            [sys.executable, "-m", "node.cli.main", "--data-dir", str(data_dir), "run"],
+            [sys.executable, "-m",
+             *(("tests.e2e.fault_node", fault, "--") if fault else ("node.cli.main",)),
+             "--data-dir", str(data_dir), "run"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, cwd=REPO,
             env=os.environ | {"PYTHONPATH": str(REPO)} | (env or {}),

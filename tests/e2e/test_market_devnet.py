@@ -221,7 +221,7 @@ def test_crash_after_settlement_redelivers_after_restart(devnet: Devnet) -> None
     listing = publish(devnet, A, "Recover a corrupted sqlite database with .recover and integrity_check")
     known_everywhere(devnet, listing["listing_id"], (B,))
     devnet.stop_node(A)
-    devnet.restart_node(A, env={"CRYSTALMESH_TEST_FAULT": "crash_after_settle"})
+    devnet.restart_node(A, fault="crash_after_settle")
     before = {name: usdc(devnet, name) for name in (A, B)}
     failed = devnet.cli("skill", "buy", listing["listing_id"], node=B, check=False)
     assert failed.returncode == 1 and "redeliver" in failed.stderr
@@ -246,7 +246,7 @@ def test_tampered_delivery_is_not_ingested(devnet: Devnet) -> None:
     listing = publish(devnet, A, "Shrink a docker image with multi-stage builds and distroless bases")
     known_everywhere(devnet, listing["listing_id"], (B,))
     devnet.stop_node(A)
-    devnet.restart_node(A, env={"CRYSTALMESH_TEST_FAULT": "tamper_delivery"})
+    devnet.restart_node(A, fault="tamper_delivery")
     try:
         crystals_before = devnet.api(B).get("/v1/memory/status")["total"]
         failed = devnet.cli("skill", "buy", listing["listing_id"], node=B, check=False)

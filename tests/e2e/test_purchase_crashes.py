@@ -26,7 +26,7 @@ def devnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
 
 def crash_seller(devnet: Devnet, fault: str) -> None:
     devnet.stop_node(SELLER)
-    devnet.restart_node(SELLER, env={"CRYSTALMESH_TEST_FAULT": fault})
+    devnet.restart_node(SELLER, fault=fault)
 
 
 def seller_back(devnet: Devnet) -> None:

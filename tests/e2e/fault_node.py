@@ -1,0 +1,64 @@
+"""Run the normal ``crystalmesh`` CLI with one test-only fault injected.
+
+    python -m tests.e2e.fault_node FAULT -- <crystalmesh args>
+
+Faults (paths a well-behaved seller never takes, so the product cannot reach them):
+  crash_before_settle the seller dies (exit 17, like kill -9) after recording the sale
+                      ``authorized``, before it asks the chain to settle
+  crash_after_settle  the seller dies (exit 17) after settling on chain and recording
+                      the sale ``settled``, before the delivery leaves
+  tamper_delivery     the seller ships a payload that does not match the listing's hash
+
+The product package carries no fault hooks: this launcher monkeypatches
+``SettlementEngine.accept_payment_async`` (crash_before_settle) or
+``Seller._deliver`` (the point where a settled sale turns into a reply) and then
+hands over to ``node.cli.main``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from node.chain.settlement import SettlementEngine
+from node.market.seller import Seller
+
+FAULTS = ("crash_before_settle", "crash_after_settle", "tamper_delivery")
+log = logging.getLogger(__name__)
+
+
+def inject(fault: str) -> None:
+    if fault not in FAULTS:
+        raise SystemExit(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
+    if fault == "crash_before_settle":
+        async def crash(self: SettlementEngine, *args: Any, **kwargs: Any) -> Any:
+            os._exit(17)
+
+        SettlementEngine.accept_payment_async = crash  # type: ignore[method-assign]
+        log.warning("test fault injection active fault=%s", fault)
+        return
+    original: Callable[..., bytes] = Seller._deliver
+
+    def faulty_deliver(self: Seller, request_id: str, stored: Any, payload: str, tx_hash: str) -> bytes:
+        if fault == "crash_after_settle":
+            os._exit(17)
+        return original(self, request_id, stored, payload + "\n(tampered)", tx_hash)
+
+    Seller._deliver = faulty_deliver  # type: ignore[method-assign]
+    log.warning("test fault injection active fault=%s", fault)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[1] != "--":
+        raise SystemExit("usage: python -m tests.e2e.fault_node FAULT -- <crystalmesh args>")
+    inject(argv[0])
+    from node.cli.main import main as cli_main
+
+    return cli_main(argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
