@@ -73,23 +73,32 @@ def rpc_url_for(port: int) -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def _anvil_command(port: int, chain_id: int, block_time_s: float | None) -> list[str]:
+# How often a devnet chain writes its state to disk: a kill -9 loses at most the
+# blocks of the last interval (a clean stop writes it on exit).
+STATE_INTERVAL_S = 1
+
+
+def _anvil_command(port: int, chain_id: int, block_time_s: float | None,
+                   state_path: Path | None = None) -> list[str]:
     command = [str(anvil_binary()), "--chain-id", str(chain_id), "--host", "127.0.0.1",
                "--port", str(port), "--silent"]
     if block_time_s:
         command += ["--block-time", str(block_time_s)]
+    if state_path is not None:
+        # --state loads the file if it exists and dumps to it on exit and every interval.
+        command += ["--state", str(state_path), "--state-interval", str(STATE_INTERVAL_S)]
     return command
 
 
 def spawn_anvil(port: int, log_path: Path, *, chain_id: int = BASE_SEPOLIA_CHAIN_ID,
-                block_time_s: float | None = None) -> int:
+                block_time_s: float | None = None, state_path: Path | None = None) -> int:
     """Start anvil detached from this process (own session, output to ``log_path``)
     and return its pid; it keeps running after the caller exits. Stop it with
     :func:`stop_process`. Call :func:`wait_for_rpc` before using it."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_file:
         process = subprocess.Popen(
-            _anvil_command(port, chain_id, block_time_s),
+            _anvil_command(port, chain_id, block_time_s, state_path),
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,

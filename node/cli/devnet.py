@@ -49,6 +49,18 @@ def down(ctx: CliContext) -> None:
         f"stopped {', '.join(d['stopped']) or 'nothing (already stopped)'} in {d['dir']}"))
 
 
+@devnet.command("restart")
+@click.argument("name")
+@common_options
+def restart(ctx: CliContext, name: str) -> None:
+    """Restart one node (e.g. node-1, management) or the chain ("chain"), keeping its data:
+    recovers a node or chain that was killed."""
+    from node.devnet import manager
+
+    data = manager.restart(name, ctx.devnet_dir, progress=lambda line: click.echo(line, err=True))
+    ctx.emit(data, lambda d: click.echo(f"restarted {d['restarted']} (pid {d['pid']})"))
+
+
 @devnet.command("status")
 @common_options
 def status(ctx: CliContext) -> None:

@@ -10,6 +10,7 @@ Layout under the devnet dir::
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -93,7 +94,7 @@ def up(
             progress("starting chain (anvil, chain id 84532)")
             port = free_port()
             log_path = root / "chain" / "anvil.log"
-            pid = spawn_anvil(port, log_path)
+            pid = spawn_anvil(port, log_path, state_path=root / "chain" / "state.json")
             rpc_url = rpc_url_for(port)
             state.chain = ChainEntry(pid, rpc_url, BASE_SEPOLIA_CHAIN_ID, "", "", str(log_path))
             save_state(state)
@@ -139,21 +140,13 @@ def up(
 
         for name in names:
             data_dir = root / name
-            log_file = open(data_dir / "node.log", "ab")  # noqa: SIM115 - handed to the child
-            process = subprocess.Popen(
-                [sys.executable, "-m", "node.cli.main", "--data-dir", str(data_dir), "run"],
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            log_file.close()
+            pid = _spawn_node(data_dir)
             summary = summaries[name]
             state.nodes.append(
                 NodeEntry(
                     name=name,
                     data_dir=str(data_dir),
-                    pid=process.pid,
+                    pid=pid,
                     peer_id=summary["peer_id"],
                     public_key=summary["public_key"],
                     api_port=ports[name][1],
@@ -171,9 +164,61 @@ def up(
     return state
 
 
+def _spawn_node(data_dir: Path) -> int:
+    """Start ``crystalmesh run`` for ``data_dir`` detached (own session, output to node.log)."""
+    for stale in ("node.pid", "api.port"):
+        (data_dir / stale).unlink(missing_ok=True)
+    with open(data_dir / "node.log", "ab") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "node.cli.main", "--data-dir", str(data_dir), "run"],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return process.pid
+
+
+def restart(name: str, directory: Path | None = None, *, progress: Progress = _quiet,
+            timeout_s: float = 90.0) -> dict[str, Any]:
+    """Restart one node (``node-1``, ``management``) or the chain (``chain``) of a devnet.
+
+    A node keeps its data dir; the chain keeps its state (anvil runs with ``--state``
+    under ``<devnet dir>/chain/``), so balances, contracts and settlements survive.
+    Whatever still runs under that name is stopped first, so this also recovers a
+    process that was killed.
+    """
+    state = load_state(directory)
+    root = Path(state.dir)
+    if name == "chain":
+        chain = state.chain
+        if chain is None:
+            raise DevnetError("this devnet runs without a chain")
+        if pid_alive(chain.pid) and _cmdline_has(chain.pid, "anvil"):
+            stop_process(chain.pid)
+        port = int(chain.rpc_url.rsplit(":", 1)[1])
+        chain.pid = spawn_anvil(port, Path(chain.log), chain_id=chain.chain_id,
+                                state_path=root / "chain" / "state.json")
+        save_state(state)
+        wait_for_rpc(chain.rpc_url, 15.0, expected_chain_id=chain.chain_id)
+        progress(f"chain back at {chain.rpc_url} (pid {chain.pid})")
+        return {"restarted": "chain", "pid": chain.pid, "rpc_url": chain.rpc_url}
+    entry = next((node for node in state.nodes if node.name == name), None)
+    if entry is None:
+        known = ", ".join(["chain", *(node.name for node in state.nodes)])
+        raise DevnetError(f"no {name!r} in this devnet; one of: {known}")
+    if pid_alive(entry.pid) and _is_our_node(entry.pid, entry.data_dir):
+        stop_process(entry.pid, timeout_s=10.0)
+    entry.pid = _spawn_node(Path(entry.data_dir))
+    save_state(state)
+    _wait_ready(dataclasses.replace(state, nodes=[entry]), timeout_s, progress)
+    return {"restarted": name, "pid": entry.pid}
+
+
 def _wait_ready(state: DevnetState, timeout_s: float, progress: Progress) -> None:
     deadline = time.monotonic() + timeout_s
     pending = {entry.name for entry in state.nodes}
+    want_peers = 1 if len(state.nodes) > 1 or len(load_state(Path(state.dir)).nodes) > 1 else 0
     while pending:
         for entry in state.nodes:
             if entry.name not in pending:
@@ -190,7 +235,7 @@ def _wait_ready(state: DevnetState, timeout_s: float, progress: Progress) -> Non
                 continue
             finally:
                 client.close()
-            if status["connected_peers"] >= min(1, len(state.nodes) - 1):
+            if status["connected_peers"] >= want_peers:
                 pending.discard(entry.name)
                 progress(f"  {entry.name} up: {status['connected_peers']} peers")
         if pending and time.monotonic() > deadline:

@@ -10,6 +10,7 @@ the trust gate and a signed receipt goes back to the seller.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import secrets
@@ -60,10 +61,23 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
 Request = Callable[[str, bytes, float], Awaitable[Envelope]]
+R = TypeVar("R")
 MAX_AUTHORIZATION_VALIDITY_S = 600
 # Seller refusals that prove it did not (and will not) settle the authorization.
 DEFINITIVE_REFUSALS = frozenset({"payment_invalid", "not_for_sale", "unknown_listing",
                                  "bad_request", "price_changed"})
+
+
+CHAIN_CALL_TIMEOUT_S = 10.0
+
+
+async def _chain_call(function: Callable[..., R], *args: Any) -> R:
+    """A blocking chain read in a worker thread that cannot hold us past its timeout: a
+    stalled RPC abandons the thread (its late answer is dropped) and raises ChainError."""
+    with trio.move_on_after(CHAIN_CALL_TIMEOUT_S):
+        return await trio.to_thread.run_sync(functools.partial(function, *args),
+                                             abandon_on_cancel=True)  # type: ignore[call-arg]
+    raise ChainError(f"the chain did not answer within {CHAIN_CALL_TIMEOUT_S:.0f} s")
 
 
 def _authorization_json(authorization: Authorization) -> str:
@@ -157,6 +171,27 @@ class Buyer:
     # --- the purchase -------------------------------------------------------------------------
     async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
                   again: bool = False) -> dict[str, Any]:
+        """Buy ``listing_id``; the whole purchase honours ``market.purchase_timeout_s``.
+
+        On timeout the purchase is left ``pending`` (its authorization may still
+        settle, and counts against the daily cap); running ``buy`` again resends the
+        same authorization or collects the settled payment, never pays twice.
+        """
+        timeout_s = self.config.market.purchase_timeout_s
+        with trio.move_on_after(timeout_s):
+            return await self._buy(listing_id, max_price_micro_usdc, again)
+        latest = await self.memory.run(self.ledger.latest_purchase, listing_id)
+        if latest is not None and latest.state == "authorized":
+            await self.memory.run(self.ledger.update_purchase, latest.request_id, "pending",
+                                  reason=f"timed out after {timeout_s} s")
+        raise PurchaseError(
+            f"the purchase timed out after {timeout_s} s (seller or chain not answering). If a "
+            f"payment was signed it may still settle; `crystalmesh skill buy {listing_id}` again "
+            "resends the same authorization (it can never be paid twice) and collects the skill",
+            "timeout")
+
+    async def _buy(self, listing_id: str, max_price_micro_usdc: int | None,
+                   again: bool) -> dict[str, Any]:
         stored = await self.memory.run(self.listings.get, listing_id)
         if stored is None:
             raise PurchaseRefused(f"unknown listing {listing_id} (see `crystalmesh market list`)",
@@ -294,10 +329,10 @@ class Buyer:
         if client is None:
             return None
         try:
-            used = await trio.to_thread.run_sync(client.authorization_state, self.wallet.address, nonce)
+            used = await _chain_call(client.authorization_state, self.wallet.address, nonce)
             if not used:
                 return None
-            events = await trio.to_thread.run_sync(client.authorization_events, self.wallet.address, nonce)
+            events = await _chain_call(client.authorization_events, self.wallet.address, nonce)
         except ChainError:
             return None
         for event in events:
@@ -312,7 +347,7 @@ class Buyer:
         if client is None:
             return "no chain configured to verify the payment"
         try:
-            receipt = await trio.to_thread.run_sync(client.receipt, tx_hash)
+            receipt = await _chain_call(client.receipt, tx_hash)
         except ChainError as error:
             return f"chain unreachable: {error}"
         if receipt is None or receipt["status"] != 1:
