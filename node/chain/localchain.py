@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -64,9 +65,33 @@ def anvil_binary() -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
+    """A free port for a devnet process to listen on later, below the ephemeral range.
+
+    Ports handed out by the kernel for ``bind(0)`` come from the ephemeral range, the
+    same range outgoing connections take their source ports from: between choosing
+    such a port and a node binding it, another node's dial could take it (seen as a
+    node exiting at start-up). So pick from below that range and check it is free.
+    """
+    low, _high = _ephemeral_range()
+    for _ in range(200):
+        port = random.randint(max(1024, low - 12000), low - 1)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as probe:  # a crowded machine: fall back to the kernel's choice
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def rpc_url_for(port: int) -> str:

@@ -34,10 +34,10 @@ DEFAULT_REASON_WEIGHTS: Mapping[str, float] = {
     "expired": 2.0,
     "stale": 2.0,
     "replayed": 2.0,
-    # The origin itself overran a documented limit (relays are never charged for it);
-    # py-libp2p's publish gate drops its next messages before validation, so two
-    # overruns must already cross the ban threshold.
-    "rate_limited": 30.0,
+    # The origin itself overran a documented limit after its burst allowance (relays are
+    # never charged for it). py-libp2p's own score gate may drop its next messages before
+    # they reach validation, so a single overrun must already cross the ban threshold.
+    "rate_limited": 60.0,
 }
 
 

@@ -54,12 +54,18 @@ def _publish(devnet: Devnet, name: str, text: str) -> str:
 
 
 def _buy(devnet: Devnet, buyer: str, listing_id: str) -> dict[str, Any] | str:
-    try:
-        # Repeat purchases of one listing are the point of the rounds: say so (--again).
-        return devnet.api(buyer).post("/v1/purchases",  # type: ignore[no-any-return]
-                                      {"listing_id": listing_id, "again": True})
-    except ApiError as error:
-        return f"{error.code}: {error}"
+    # Repeat purchases of one listing are the point of the rounds: say so (again).
+    # A purchase interrupted by load (timeout, unreachable) is simply run again, as a
+    # user would: it resumes the same authorization and never pays twice.
+    for _attempt in range(3):
+        try:
+            return devnet.api(buyer).post("/v1/purchases",  # type: ignore[no-any-return]
+                                          {"listing_id": listing_id, "again": True})
+        except ApiError as error:
+            outcome = f"{error.code}: {error}"
+            if error.code not in ("timeout", "seller_unreachable", "purchase_failed", ""):
+                return outcome
+    return outcome
 
 
 def _get(devnet: Devnet, name: str, path: str) -> Any:
