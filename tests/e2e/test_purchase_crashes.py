@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from node.api.client import pid_alive
 from node.config import load_config
 from node.devnet.state import load_state
 from node.keys import load_identity
@@ -38,11 +39,8 @@ def seller_back(devnet: Devnet) -> None:
 
 
 def _alive(devnet: Devnet) -> bool:
-    try:
-        os.kill(devnet.state.node(SELLER).pid, 0)  # type: ignore[union-attr]
-    except ProcessLookupError:
-        return False
-    return True
+    # pid_alive treats a zombie (an exited child nobody reaped yet) as gone.
+    return pid_alive(devnet.state.node(SELLER).pid)  # type: ignore[union-attr]
 
 
 def purchases_of(devnet: Devnet, listing_id: str) -> list[dict]:
@@ -136,6 +134,8 @@ def test_stalled_chain_rpc_cannot_hold_a_purchase_past_its_timeout(devnet: Devne
     assert usdc(devnet, BUYER) == before[BUYER] - price
     assert usdc(devnet, SELLER) == before[SELLER] + price
     assert [p["state"] for p in purchases_of(devnet, listing["listing_id"])] == ["completed"]
+    devnet.stop_node(BUYER)
+    devnet.restart_node(BUYER)  # back to the default purchase timeout for the next tests
 
 
 def _buy_ok(devnet: Devnet, listing_id: str) -> dict | None:
@@ -168,3 +168,24 @@ def test_killed_chain_and_node_are_restarted_with_their_state(devnet: Devnet) ->
     known_everywhere(devnet, listing["listing_id"], (BUYER,))
     bought = devnet.cli_json("skill", "buy", listing["listing_id"], node=BUYER)
     assert usdc(devnet, BUYER) == balances[BUYER] - bought["price_micro_usdc"]
+
+
+def test_crash_after_settling_with_a_seller_never_traded_with_still_delivers(devnet: Devnet) -> None:
+    """Issue 12 row 4: the first-ever trade of a buyer with a seller crashes after payment.
+    The crash is not held against the seller, and the paid skill is delivered on retry."""
+    buyer = "management"  # never bought anything from node-1
+    listing = publish(devnet, SELLER, "Drain a RabbitMQ quorum queue safely before a node upgrade")
+    known_everywhere(devnet, listing["listing_id"], (buyer,))
+    price = listing["price_micro_usdc"]
+    before = usdc(devnet, buyer)
+    crash_seller(devnet, "crash_after_settle")
+    failed = devnet.cli("skill", "buy", listing["listing_id"], node=buyer, check=False)
+    assert failed.returncode == 1 and "redeliver" in failed.stderr
+    seller_key = load_identity(load_config(devnet.data_dir(SELLER))).public_key.hex()
+    trust = {row["peer_key"]: row for row in devnet.api(buyer).get("/v1/trust")["peers"]}
+    assert trust.get(seller_key, {}).get("level") not in ("untrusted", "banned")
+
+    seller_back(devnet)
+    received = devnet.cli_json("skill", "redeliver", listing["listing_id"], node=buyer)
+    assert received.get("crystal_id") or received.get("payload")
+    assert usdc(devnet, buyer) == before - price
