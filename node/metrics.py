@@ -99,3 +99,11 @@ NODE_INFO = Gauge(
     registry=REGISTRY,
 )
 UPTIME = Gauge("crystalmesh_uptime_seconds", "Seconds since this node started.", registry=REGISTRY)
+
+
+def count_accepted(topic: str, issued_at_ms: int) -> None:
+    """One gossip message accepted on ``topic``, and how long it travelled."""
+    import time
+
+    GOSSIP_MESSAGES.labels(topic=topic, outcome="accepted", reason="").inc()
+    GOSSIP_LATENCY.labels(topic=topic).observe(max(0, time.time_ns() // 1_000_000 - issued_at_ms) / 1000)

@@ -15,21 +15,20 @@ import signal
 import sys
 from typing import Any
 
-import numpy as np
 import trio
 
 from node import metrics
 from node.chain.settlement import SettlementEngine
 from node.config import NodeConfig
-from node.crystals import governance as gov
 from node.crystals.model import Crystal, Lifecycle, now_ms
 from node.crystals.store import CrystalNotFound
+from node.errors import NodeError
 from node.keys import load_identity, load_or_create_api_token
 from node.market.buyer import Buyer, PurchaseRefused
-from node.market.gates import check_listable
 from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook
-from node.market.pricing import FlatReputation, ReputationSource, quote, scarcity_for
+from node.market.pricing import FlatReputation, ReputationSource
+from node.market.publish import Publisher
 from node.market.seller import Seller
 from node.memory.facade import AsyncMemory, ConsolidationReport, Memory, SearchHit, SearchRequest
 from node.memory.requests import add_from_request
@@ -37,17 +36,11 @@ from node.net.service import NetService
 from node.supervisor import supervise
 from node.trust.gate import GateDecision
 from node.trust.service import TrustService, trust_rows_for_api
-from protocol.envelope import Envelope
+from node.weather import WeatherDesk
 from protocol.messages import (
-    ListingEndorsement,
-    SkillListing,
     TrustReport,
-    WeatherAlert,
-    endorsement_valid,
-    listing_id_for,
-    listing_signing_bytes,
 )
-from protocol.topics import SKILLS, TRUST, WEATHER
+from protocol.topics import TRUST
 
 log = logging.getLogger(__name__)
 
@@ -55,18 +48,6 @@ SAFE_RECURSION_LIMIT = 5_000
 
 PPM = 1_000_000
 INDEX_SAVE_INTERVAL_S = 30.0
-
-
-class NodeError(RuntimeError):
-    """A node operation was refused; the message says why and what to do."""
-
-
-class NotManagementNode(NodeError):
-    pass
-
-
-def listing_text(listing: SkillListing) -> str:
-    return f"{listing.name}. {listing.description} {' '.join(listing.tags)}"
 
 
 class NodeService:
@@ -172,8 +153,15 @@ class NodeService:
         self.reputation = self.trust
         self.buyer.gate = self._gate
         self.buyer.on_outcome = self._record_trust
-        self.net.on_listing(self._on_listing)
-        self.net.on_weather(self._on_weather)
+        self.publisher = Publisher(
+            self.config, self.identity, self.memory, self.listings, self.ledger,
+            self.net.gossip.publish, lambda: self.reputation, self.wallet_address,
+            self.is_management,
+        )
+        self.weather_desk = WeatherDesk(self.config, self.identity, self.memory,
+                                        self.net.gossip.publish, self.is_management)
+        self.net.on_listing(self.publisher.on_listing)
+        self.net.on_weather(self.weather_desk.on_weather)
         self.net.on_trust_report(self.trust.on_trust_report)
         self.net.on_reject(self.trust.on_rejection)
         self.net.on_reject(
@@ -372,75 +360,9 @@ class NodeService:
         return await self.memory.run(self.memory.memory.new_skill_version, crystal_id, text)
 
     # --- listings -----------------------------------------------------------------------------
-    async def publish_skill(self, crystal_id: str, name: str | None = None,
-                            summary: str | None = None) -> dict[str, Any]:
-        memory = self.memory.memory
-        crystal = await self.memory.run(memory.get, crystal_id)
-        name, summary = listing_name_and_summary(crystal, name, summary)
-        check_listable(
-            crystal,
-            min_executions=self.config.market.min_executions,
-            min_success_rate=self.config.market.min_success_rate,
-        )
-        crystal = await self.memory.run(memory.ensure_stable_skill_id, crystal.id)
-        assert crystal.stable_skill_id is not None
-        similar = await self.memory.run(
-            self.listings.count_similar, crystal.skill_category or "general", self.identity.public_key
-        )
-        previous = None
-        if crystal.previous_version_id:
-            older = await self.memory.run(self.listings.own_for_crystal, crystal.previous_version_id)
-            previous = older.listing.listing_id if older else None
-        unique_buyers = await self.memory.run(self._unique_buyers, crystal.stable_skill_id)
-        market = self.config.market
-        breakdown = quote(
-            base_micro_usdc=market.base_price_micro_usdc,
-            successes=crystal.execution.successes,
-            executions=crystal.execution.executions,
-            avg_reward=crystal.execution.avg_reward,
-            unique_buyers=unique_buyers,
-            reputation=self.reputation.reputation(self.identity.public_key),
-            scarcity=scarcity_for(similar),
-            min_micro=market.min_price_micro_usdc,
-            max_micro=market.max_price_micro_usdc,
-        )
-        issued = now_ms()
-        listing = SkillListing(
-            listing_id=listing_id_for(
-                self.identity.public_key, crystal.stable_skill_id, crystal.skill_version
-            ),
-            stable_skill_id=crystal.stable_skill_id,
-            skill_version=crystal.skill_version,
-            name=name,
-            description=summary,
-            tags=tuple(dict.fromkeys(t[:32] for t in crystal.skill_tags))[:16],
-            category=(crystal.skill_category or "general")[:64],
-            content_hash=crystal.hash,
-            size_bytes=len(crystal.text.encode()),
-            price_micro_usdc=breakdown.price_micro_usdc,
-            pay_to=self.wallet_address,
-            chain_id=self.config.chain.chain_id,
-            token_address=self.config.chain.token_address,
-            executions=crystal.execution.executions,
-            successes=crystal.execution.successes,
-            reward_sum_ppm=round(crystal.execution.reward_sum * PPM),
-            unique_buyers=unique_buyers,
-            expires_at_ms=issued + market.listing_ttl_s * 1000,
-            previous_listing_id=previous,
-        )
-        envelope = await self.net.gossip.publish(SKILLS, listing, issued_at_ms=issued)
-        metrics.GOSSIP_PUBLISHED.labels(topic=SKILLS).inc()
-        await self._store_listing(envelope, own_crystal_id=crystal.id)
-        return {"listing_id": listing.listing_id, "price_micro_usdc": listing.price_micro_usdc,
-                "price": breakdown.to_dict(), "crystal_id": crystal.id,
-                "skill_version": listing.skill_version, "previous_listing_id": previous}
-
     async def _on_sale(self, sale: Sale) -> None:
         metrics.SALES.labels(outcome="ok").inc()
         metrics.MARKET_MICRO_USDC.labels(direction="earned").inc(sale.price_micro_usdc)
-
-    def _unique_buyers(self, stable_skill_id: str) -> int:
-        return self.ledger.unique_buyers(stable_skill_id)
 
     # --- purchases ----------------------------------------------------------------------------
     async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
@@ -474,182 +396,34 @@ class NodeService:
             info["error"] = str(error)
         return info
 
-    async def _store_listing(self, envelope: Envelope, own_crystal_id: str | None = None) -> bool:
-        listing = envelope.message()
-        assert isinstance(listing, SkillListing)
-        vectors = await trio.to_thread.run_sync(self.memory.memory.embed, [listing_text(listing)])
-        return await self.memory.run(
-            self.listings.upsert, envelope, envelope.to_bytes(), vectors[0], own_crystal_id
-        )
-
-    @staticmethod
-    def _count_accepted(topic: str, envelope: Envelope) -> None:
-        metrics.GOSSIP_MESSAGES.labels(topic=topic, outcome="accepted", reason="").inc()
-        metrics.GOSSIP_LATENCY.labels(topic=topic).observe(
-            max(0, now_ms() - envelope.issued_at_ms) / 1000)
-
-    async def _on_listing(self, envelope: Envelope) -> None:
-        self._count_accepted(SKILLS, envelope)
-        if envelope.kind == ListingEndorsement.KIND:
-            await self._apply_endorsement(envelope)
-            return
-        if envelope.sender == self.identity.public_key:
-            return
-        await self._store_listing(envelope)
-
-    async def _apply_endorsement(self, envelope: Envelope) -> bool:
-        """Record a management key's endorsement of a listing we hold, if its signature holds."""
-        endorsement = envelope.message()
-        assert isinstance(endorsement, ListingEndorsement)
-        stored = await self.memory.run(self.listings.get, endorsement.listing_id)
-        if stored is None or not endorsement_valid(stored.listing, envelope.sender,
-                                                   endorsement.signature):
-            log.info("endorsement dropped listing=%s known=%s", endorsement.listing_id[:16],
-                     stored is not None)
-            return False
-        return await self.memory.run(self.listings.record_endorsement, endorsement.listing_id,
-                                     envelope.sender)
+    # --- market: publishing and the listing book (node/market/publish.py) ----------------------
+    async def publish_skill(self, crystal_id: str, name: str | None = None,
+                            summary: str | None = None) -> dict[str, Any]:
+        return await self.publisher.publish_skill(crystal_id, name, summary)
 
     async def endorse_listing(self, listing_id: str) -> dict[str, Any]:
-        """Management nodes: vouch for a listing network-wide (gossiped; stored by every node)."""
-        if not self.is_management:
-            raise NotManagementNode(
-                "only a management node can endorse: its public key "
-                f"{self.identity.public_key.hex()} is not in [net] management_keys"
-            )
-        stored = await self.memory.run(self.listings.get, listing_id)
-        if stored is None:
-            raise NodeError(f"unknown listing {listing_id}")
-        unendorsed = dataclasses.replace(stored.listing, endorsement=None)
-        signature = self.identity.sign(listing_signing_bytes(unendorsed))
-        message = ListingEndorsement(listing_id=stored.listing.listing_id, signature=signature)
-        envelope = await self.net.gossip.publish(SKILLS, message)
-        metrics.GOSSIP_PUBLISHED.labels(topic=SKILLS).inc()
-        await self._apply_endorsement(envelope)
-        return {"listing_id": message.listing_id, "endorsed_by": self.identity.public_key.hex()}
+        return await self.publisher.endorse_listing(listing_id)
 
-    async def list_listings(
-        self,
-        category: str | None = None,
-        max_price_micro_usdc: int | None = None,
-        tags: tuple[str, ...] = (),
-    ) -> list[dict[str, Any]]:
-        items = await self.memory.run(
-            self.listings.active, None, category, max_price_micro_usdc, tags
-        )
-        return [item.to_dict() for item in items]
+    async def list_listings(self, category: str | None = None, max_price_micro_usdc: int | None = None,
+                            tags: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        return await self.publisher.list_listings(category, max_price_micro_usdc, tags)
 
-    async def search_listings(
-        self,
-        query: str,
-        k: int = 10,
-        category: str | None = None,
-        max_price_micro_usdc: int | None = None,
-        tags: tuple[str, ...] = (),
-    ) -> list[dict[str, Any]]:
-        items = await self.memory.run(
-            self.listings.active, None, category, max_price_micro_usdc, tags
-        )
-        if not items:
-            return []
-        ids = [item.listing.listing_id for item in items]
-        vectors = await self.memory.run(self.listings.embeddings, ids)
-        query_vector = (await trio.to_thread.run_sync(self.memory.memory.embed, [query]))[0]
-        scored = []
-        for item in items:
-            vector = vectors.get(item.listing.listing_id)
-            score = float(np.dot(vector, query_vector)) if vector is not None else 0.0
-            scored.append((score, item))
-        scored.sort(key=lambda pair: pair[0], reverse=True)
-        return [item.to_dict() | {"score": round(score, 4)} for score, item in scored[:k]]
+    async def search_listings(self, query: str, k: int = 10, category: str | None = None,
+                              max_price_micro_usdc: int | None = None,
+                              tags: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        return await self.publisher.search_listings(query, k, category, max_price_micro_usdc, tags)
 
-    # --- weather ------------------------------------------------------------------------------
+    # --- weather (node/weather.py) ------------------------------------------------------------
     def weather(self) -> dict[str, Any]:
-        hormones = self.memory.memory.hormones
-        return hormones.weather() | {
-            "halt_untrusted_ingestion": hormones.consolidation_modulation().halt_untrusted_ingestion
-        }
-
-    async def _on_weather(self, envelope: Envelope) -> None:
-        alert = envelope.message()
-        assert isinstance(alert, WeatherAlert)
-        if envelope.sender != self.identity.public_key:
-            self._count_accepted(WEATHER, envelope)
-        memory = self.memory.memory
-        applied = memory.hormones.apply_network_cortisol_spike(
-            alert.cortisol_level_ppm / PPM, alert.expires_at_ms, alert.reason
-        )
-        log.warning(
-            "weather alert level=%.2f expires_at_ms=%d reason=%s applied=%s",
-            alert.cortisol_level_ppm / PPM,
-            alert.expires_at_ms,
-            alert.reason,
-            applied,
-        )
-        await self.memory.run(memory.save_hormones)
+        return self.weather_desk.weather()
 
     async def broadcast_weather(self, level: float, duration_s: int, reason: str) -> dict[str, Any]:
-        if not self.is_management:
-            raise NotManagementNode(
-                "this node is not a management node: its public key "
-                f"{self.identity.public_key.hex()} is not in [net] management_keys"
-            )
-        if not 0.0 <= level <= 1.0:
-            raise NodeError("level must be between 0 and 1")
-        if not 0 < duration_s <= self.config.net.max_weather_duration_s:
-            raise NodeError(
-                f"duration must be between 1 s and {self.config.net.max_weather_duration_s} s"
-            )
-        issued = now_ms()
-        alert = WeatherAlert(
-            cortisol_level_ppm=round(level * PPM),
-            issued_at_ms=issued,
-            expires_at_ms=issued + duration_s * 1000,
-            reason=reason[:280],
-        )
-        envelope = await self.net.gossip.publish(WEATHER, alert, issued_at_ms=issued)
-        metrics.GOSSIP_PUBLISHED.labels(topic=WEATHER).inc()
-        await self._on_weather(envelope)
-        return {"issued_at_ms": issued, "expires_at_ms": alert.expires_at_ms,
-                "level": level, "reason": alert.reason, "seq": envelope.seq}
+        return await self.weather_desk.broadcast_weather(level, duration_s, reason)
 
 
 def _count_crash(name: str, error: BaseException) -> None:
     metrics.SUBSYSTEM_RESTARTS.labels(subsystem=name).inc()
 
-
-MAX_SUMMARY_CHARS = 1024
-DEFAULT_NAME_WORDS = 8
-
-
-def listing_name_and_summary(crystal: Crystal, name: str | None,
-                             summary: str | None) -> tuple[str, str]:
-    """What a listing shows every peer: a name and a seller-written summary, never the skill.
-
-    Without ``name`` the first words of the skill's first line stand in (at most
-    8, and at most half of the skill's words), without ``summary`` its category
-    and tags. Both, and the skill itself, must pass the secret/PII classifier:
-    a flagged publish is refused naming the class.
-    """
-    words = crystal.text.split()
-    if name is None:
-        first_line = crystal.text.strip().splitlines()[0].split() if crystal.text.strip() else []
-        keep = min(DEFAULT_NAME_WORDS, max(1, len(words) // 2))
-        name = " ".join(first_line[:keep]) + (" …" if len(first_line) > keep else "")
-    if summary is None:
-        tags = ", ".join(crystal.skill_tags[:8])
-        summary = f"A {crystal.skill_category or 'general'} skill" + (f" ({tags})" if tags else "") + "."
-    name, summary = name.strip()[:128], summary.strip()
-    if not name:
-        raise NodeError("a listing needs a name")
-    if len(summary) > MAX_SUMMARY_CHARS:
-        raise NodeError(f"the summary is longer than {MAX_SUMMARY_CHARS} characters")
-    for what, text in (("skill", crystal.text), ("name", name), ("summary", summary)):
-        classes = gov.sensitive_classes(text)
-        if classes:
-            raise NodeError(f"refusing to publish: the {what} looks like it contains "
-                            f"{', '.join(classes)} (secret/PII classifier)")
-    return name, summary
 
 
 __all__ = ["CrystalNotFound", "Lifecycle", "NodeError", "NodeService", "SearchRequest"]

@@ -1,0 +1,246 @@
+"""Selling side of the market on the network: publish a skill, take in listings and
+endorsements from gossip, list and search the listing book.
+
+A listing shows peers a name and a seller-written summary, never the skill
+(``listing_name_and_summary``); the skill goes only to a paying buyer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+import trio
+
+from node import metrics
+from node.config import NodeConfig
+from node.crystals import governance as gov
+from node.crystals.model import Crystal, now_ms
+from node.errors import NodeError, NotManagementNode
+from node.market.gates import check_listable
+from node.market.ledger import MarketLedger
+from node.market.listings import ListingBook
+from node.market.pricing import ReputationSource, quote, scarcity_for
+from node.memory.facade import AsyncMemory
+from protocol.envelope import Envelope
+from protocol.identity import Identity
+from protocol.messages import (
+    ListingEndorsement,
+    SkillListing,
+    endorsement_valid,
+    listing_id_for,
+    listing_signing_bytes,
+)
+from protocol.schema import PPM
+from protocol.topics import SKILLS
+
+log = logging.getLogger(__name__)
+
+GossipPublish = Callable[..., Awaitable[Envelope]]
+
+
+def listing_text(listing: SkillListing) -> str:
+    return f"{listing.name}. {listing.description} {' '.join(listing.tags)}"
+
+
+class Publisher:
+    def __init__(self, config: NodeConfig, identity: Identity, memory: AsyncMemory,
+                 listings: ListingBook, ledger: MarketLedger, gossip_publish: GossipPublish,
+                 reputation: Callable[[], ReputationSource], wallet_address: str,
+                 is_management: bool) -> None:
+        self.config = config
+        self.identity = identity
+        self.memory = memory
+        self.listings = listings
+        self.ledger = ledger
+        self.gossip_publish = gossip_publish
+        self.reputation = reputation
+        self.wallet_address = wallet_address
+        self.is_management = is_management
+
+    async def publish_skill(self, crystal_id: str, name: str | None = None,
+                            summary: str | None = None) -> dict[str, Any]:
+        memory = self.memory.memory
+        crystal = await self.memory.run(memory.get, crystal_id)
+        name, summary = listing_name_and_summary(crystal, name, summary)
+        check_listable(
+            crystal,
+            min_executions=self.config.market.min_executions,
+            min_success_rate=self.config.market.min_success_rate,
+        )
+        crystal = await self.memory.run(memory.ensure_stable_skill_id, crystal.id)
+        assert crystal.stable_skill_id is not None
+        similar = await self.memory.run(
+            self.listings.count_similar, crystal.skill_category or "general", self.identity.public_key
+        )
+        previous = None
+        if crystal.previous_version_id:
+            older = await self.memory.run(self.listings.own_for_crystal, crystal.previous_version_id)
+            previous = older.listing.listing_id if older else None
+        unique_buyers = await self.memory.run(self._unique_buyers, crystal.stable_skill_id)
+        market = self.config.market
+        breakdown = quote(
+            base_micro_usdc=market.base_price_micro_usdc,
+            successes=crystal.execution.successes,
+            executions=crystal.execution.executions,
+            avg_reward=crystal.execution.avg_reward,
+            unique_buyers=unique_buyers,
+            reputation=self.reputation().reputation(self.identity.public_key),
+            scarcity=scarcity_for(similar),
+            min_micro=market.min_price_micro_usdc,
+            max_micro=market.max_price_micro_usdc,
+        )
+        issued = now_ms()
+        listing = SkillListing(
+            listing_id=listing_id_for(
+                self.identity.public_key, crystal.stable_skill_id, crystal.skill_version
+            ),
+            stable_skill_id=crystal.stable_skill_id,
+            skill_version=crystal.skill_version,
+            name=name,
+            description=summary,
+            tags=tuple(dict.fromkeys(t[:32] for t in crystal.skill_tags))[:16],
+            category=(crystal.skill_category or "general")[:64],
+            content_hash=crystal.hash,
+            size_bytes=len(crystal.text.encode()),
+            price_micro_usdc=breakdown.price_micro_usdc,
+            pay_to=self.wallet_address,
+            chain_id=self.config.chain.chain_id,
+            token_address=self.config.chain.token_address,
+            executions=crystal.execution.executions,
+            successes=crystal.execution.successes,
+            reward_sum_ppm=round(crystal.execution.reward_sum * PPM),
+            unique_buyers=unique_buyers,
+            expires_at_ms=issued + market.listing_ttl_s * 1000,
+            previous_listing_id=previous,
+        )
+        envelope = await self.gossip_publish(SKILLS, listing, issued_at_ms=issued)
+        metrics.GOSSIP_PUBLISHED.labels(topic=SKILLS).inc()
+        await self.store_listing(envelope, own_crystal_id=crystal.id)
+        return {"listing_id": listing.listing_id, "price_micro_usdc": listing.price_micro_usdc,
+                "price": breakdown.to_dict(), "crystal_id": crystal.id,
+                "skill_version": listing.skill_version, "previous_listing_id": previous}
+
+    def _unique_buyers(self, stable_skill_id: str) -> int:
+        return self.ledger.unique_buyers(stable_skill_id)
+
+    async def store_listing(self, envelope: Envelope, own_crystal_id: str | None = None) -> bool:
+        listing = envelope.message()
+        assert isinstance(listing, SkillListing)
+        vectors = await trio.to_thread.run_sync(self.memory.memory.embed, [listing_text(listing)])
+        return await self.memory.run(
+            self.listings.upsert, envelope, envelope.to_bytes(), vectors[0], own_crystal_id
+        )
+
+    async def on_listing(self, envelope: Envelope) -> None:
+        metrics.count_accepted(SKILLS, envelope.issued_at_ms)
+        if envelope.kind == ListingEndorsement.KIND:
+            await self._apply_endorsement(envelope)
+            return
+        if envelope.sender == self.identity.public_key:
+            return
+        await self.store_listing(envelope)
+
+    async def _apply_endorsement(self, envelope: Envelope) -> bool:
+        """Record a management key's endorsement of a listing we hold, if its signature holds."""
+        endorsement = envelope.message()
+        assert isinstance(endorsement, ListingEndorsement)
+        stored = await self.memory.run(self.listings.get, endorsement.listing_id)
+        if stored is None or not endorsement_valid(stored.listing, envelope.sender,
+                                                   endorsement.signature):
+            log.info("endorsement dropped listing=%s known=%s", endorsement.listing_id[:16],
+                     stored is not None)
+            return False
+        return await self.memory.run(self.listings.record_endorsement, endorsement.listing_id,
+                                     envelope.sender)
+
+    async def endorse_listing(self, listing_id: str) -> dict[str, Any]:
+        """Management nodes: vouch for a listing network-wide (gossiped; stored by every node)."""
+        if not self.is_management:
+            raise NotManagementNode(
+                "only a management node can endorse: its public key "
+                f"{self.identity.public_key.hex()} is not in [net] management_keys"
+            )
+        stored = await self.memory.run(self.listings.get, listing_id)
+        if stored is None:
+            raise NodeError(f"unknown listing {listing_id}")
+        unendorsed = dataclasses.replace(stored.listing, endorsement=None)
+        signature = self.identity.sign(listing_signing_bytes(unendorsed))
+        message = ListingEndorsement(listing_id=stored.listing.listing_id, signature=signature)
+        envelope = await self.gossip_publish(SKILLS, message)
+        metrics.GOSSIP_PUBLISHED.labels(topic=SKILLS).inc()
+        await self._apply_endorsement(envelope)
+        return {"listing_id": message.listing_id, "endorsed_by": self.identity.public_key.hex()}
+
+    async def list_listings(
+        self,
+        category: str | None = None,
+        max_price_micro_usdc: int | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> list[dict[str, Any]]:
+        items = await self.memory.run(
+            self.listings.active, None, category, max_price_micro_usdc, tags
+        )
+        return [item.to_dict() for item in items]
+
+    async def search_listings(
+        self,
+        query: str,
+        k: int = 10,
+        category: str | None = None,
+        max_price_micro_usdc: int | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> list[dict[str, Any]]:
+        items = await self.memory.run(
+            self.listings.active, None, category, max_price_micro_usdc, tags
+        )
+        if not items:
+            return []
+        ids = [item.listing.listing_id for item in items]
+        vectors = await self.memory.run(self.listings.embeddings, ids)
+        query_vector = (await trio.to_thread.run_sync(self.memory.memory.embed, [query]))[0]
+        scored = []
+        for item in items:
+            vector = vectors.get(item.listing.listing_id)
+            score = float(np.dot(vector, query_vector)) if vector is not None else 0.0
+            scored.append((score, item))
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+        return [item.to_dict() | {"score": round(score, 4)} for score, item in scored[:k]]
+
+
+
+MAX_SUMMARY_CHARS = 1024
+DEFAULT_NAME_WORDS = 8
+
+
+def listing_name_and_summary(crystal: Crystal, name: str | None,
+                             summary: str | None) -> tuple[str, str]:
+    """What a listing shows every peer: a name and a seller-written summary, never the skill.
+
+    Without ``name`` the first words of the skill's first line stand in (at most
+    8, and at most half of the skill's words), without ``summary`` its category
+    and tags. Both, and the skill itself, must pass the secret/PII classifier:
+    a flagged publish is refused naming the class.
+    """
+    words = crystal.text.split()
+    if name is None:
+        first_line = crystal.text.strip().splitlines()[0].split() if crystal.text.strip() else []
+        keep = min(DEFAULT_NAME_WORDS, max(1, len(words) // 2))
+        name = " ".join(first_line[:keep]) + (" …" if len(first_line) > keep else "")
+    if summary is None:
+        tags = ", ".join(crystal.skill_tags[:8])
+        summary = f"A {crystal.skill_category or 'general'} skill" + (f" ({tags})" if tags else "") + "."
+    name, summary = name.strip()[:128], summary.strip()
+    if not name:
+        raise NodeError("a listing needs a name")
+    if len(summary) > MAX_SUMMARY_CHARS:
+        raise NodeError(f"the summary is longer than {MAX_SUMMARY_CHARS} characters")
+    for what, text in (("skill", crystal.text), ("name", name), ("summary", summary)):
+        classes = gov.sensitive_classes(text)
+        if classes:
+            raise NodeError(f"refusing to publish: the {what} looks like it contains "
+                            f"{', '.join(classes)} (secret/PII classifier)")
+    return name, summary
