@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from node.errors import CrystalmeshError
+
 
 def crystalmesh_home() -> Path:
     """Where data dirs and devnets live by default: $CRYSTALMESH_HOME or ~/.crystalmesh."""
@@ -23,7 +25,7 @@ BASE_SEPOLIA_CHAIN_ID = 84532
 BASE_SEPOLIA_USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 
 
-class ConfigError(ValueError):
+class ConfigError(CrystalmeshError, ValueError):
     """node.toml or an override is malformed."""
 
 

@@ -6,8 +6,10 @@ import os
 import stat
 from pathlib import Path
 
+from node.errors import CrystalmeshError
 
-class KeyFileError(RuntimeError):
+
+class KeyFileError(CrystalmeshError, RuntimeError):
     """A secret file is unreadable, malformed or readable by other users."""
 
 

@@ -34,6 +34,10 @@ from urllib.parse import parse_qs
 
 import trio
 
+from node.errors import CrystalmeshError
+from protocol.envelope import InvalidEnvelope
+from protocol.schema import InvalidMessage
+
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -298,18 +302,14 @@ class App:
 
 
 def _classify(exc: Exception) -> tuple[int, str]:
-    """Our own exceptions are the caller's problem (4xx) unless they say otherwise
-    (``http_status``); anything else is a bug (500)."""
-    name = type(exc).__name__
-    code = getattr(exc, "code", None)
-    code = code if isinstance(code, str) else re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-    status = getattr(exc, "http_status", None)
-    if isinstance(status, int):
-        return status, code
-    if name.endswith("NotFound"):
-        return 404, "not_found"
-    if type(exc).__module__.split(".")[0] in {"node", "protocol"}:
-        return (409 if name.endswith(("Rejected", "NotListable", "Denied", "Refused")) else 400), code
+    """By type, never by name: the node's own errors carry their HTTP status and code
+    (``node.errors.CrystalmeshError``); a message that fails the wire rules is the
+    caller's problem; anything else is a bug (500)."""
+    if isinstance(exc, CrystalmeshError):
+        code = getattr(exc, "code", None)
+        return exc.http_status, code if isinstance(code, str) else "error"
+    if isinstance(exc, InvalidEnvelope | InvalidMessage):
+        return 400, "invalid_message"
     return 500, "internal"
 
 

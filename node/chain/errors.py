@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from node.errors import CrystalmeshError
 
-class ChainError(RuntimeError):
+
+class ChainError(CrystalmeshError, RuntimeError):
+    http_status = 502
+    code = "chain"
+
     """Base class of chain-layer errors."""
 
 
@@ -23,6 +28,8 @@ class SettlementFailed(ChainError):
 
 
 class PaymentRejected(ChainError):
+    http_status = 409
+
     """An authorization is not acceptable as payment; ``reason`` says why.
 
     Reasons: ``bad_signature``, ``wrong_payee``, ``wrong_amount``, ``expired``,

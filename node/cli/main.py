@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from node.cli.context import CliContext, CliError, common_options
+from node.errors import CrystalmeshError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -121,13 +122,18 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"error: {message}", err=True)
         if not debug and not _is_user_error(exc):
             click.echo("(this looks like a bug; run with --debug for the traceback)", err=True)
-        return 1
+        return exc.exit_code if isinstance(exc, CrystalmeshError) else 1
     return 0
 
 
 def _is_user_error(exc: Exception) -> bool:
-    """Our own exception classes describe the problem; anything else may be a bug."""
-    return type(exc).__module__.split(".")[0] in {"node", "protocol"}
+    """Errors that describe the problem themselves (by type): the node's own error tree,
+    an answer from the node's API, a message that breaks the wire rules."""
+    from node.api.client import ApiError
+    from protocol.envelope import InvalidEnvelope
+    from protocol.schema import InvalidMessage
+
+    return isinstance(exc, CrystalmeshError | ApiError | InvalidEnvelope | InvalidMessage)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from node.errors import CrystalmeshError
+
 MIGRATIONS: list[list[str]] = [
     # 1: crystals, full-text index, audit log, meta
     [
@@ -240,7 +242,10 @@ MIGRATIONS: list[list[str]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class SchemaError(RuntimeError):
+class SchemaError(CrystalmeshError, RuntimeError):
+    http_status = 500
+    code = "schema"
+
     """The database was written by a newer crystalmesh or is not a crystal store."""
 
 

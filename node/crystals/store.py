@@ -33,19 +33,26 @@ from node.crystals.model import (
     now_ms,
 )
 from node.crystals.schema import migrate
+from node.errors import CrystalmeshError
 
 
-class StoreError(RuntimeError):
+class StoreError(CrystalmeshError, RuntimeError):
     """A store operation could not be carried out; nothing was written."""
 
 
 class CrystalNotFound(StoreError):
+    http_status = 404
+    code = "not_found"
+
     def __init__(self, crystal_id: str) -> None:
         super().__init__(f"no crystal with id {crystal_id!r}")
         self.crystal_id = crystal_id
 
 
 class EmbedderMismatch(StoreError):
+    http_status = 409
+    code = "embedder_mismatch"
+
     """The database holds vectors of another embedder: mixing them would give garbage."""
 
 

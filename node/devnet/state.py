@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from node.config import crystalmesh_home
+from node.errors import CrystalmeshError
 
 STATE_FILE = "devnet.json"
 
@@ -26,7 +27,7 @@ def latest_pointer() -> Path:
     return crystalmesh_home() / "devnet-latest"
 
 
-class DevnetError(RuntimeError):
+class DevnetError(CrystalmeshError, RuntimeError):
     """A devnet command could not do what was asked; the message says why."""
 
 

@@ -37,6 +37,7 @@ from node.crystals.model import (
     Source,
     now_ms,
 )
+from node.errors import CrystalmeshError
 from node.market.ledger import DAY_MS, MarketLedger, Purchase
 from node.market.listings import ListingBook, StoredListing
 from node.market.wire import payment_message
@@ -93,7 +94,7 @@ def _authorization_from_json(text: str) -> Authorization:
     return Authorization.from_wire(wire)
 
 
-class PurchaseError(RuntimeError):
+class PurchaseError(CrystalmeshError, RuntimeError):
     """A purchase did not complete; ``money_moved`` says whether USDC left the wallet."""
 
     http_status = 502

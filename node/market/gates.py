@@ -16,6 +16,7 @@ from node.crystals.model import (
     Lifecycle,
     Sensitivity,
 )
+from node.errors import CrystalmeshError
 
 DEFAULT_MIN_EXECUTIONS = 3
 DEFAULT_MIN_SUCCESS_RATE = 0.6
@@ -31,7 +32,10 @@ class ListingRejection(StrEnum):
     LOW_SUCCESS_RATE = "low_success_rate"
 
 
-class NotListable(Exception):
+class NotListable(CrystalmeshError):
+    http_status = 409
+    code = "not_listable"
+
     """The crystal cannot be put on the marketplace; ``str()`` is the user-facing reason."""
 
     def __init__(self, code: ListingRejection, reason: str) -> None:

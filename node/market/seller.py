@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import trio
 
@@ -54,6 +54,13 @@ QUOTE_VALID_S = 300
 # Tolerated difference between the buyer's clock and ours when checking validBefore.
 CLOCK_SLACK_S = 60
 M = TypeVar("M", bound=Message)
+
+
+class Refusal(NamedTuple):
+    """Why a listing is not for sale: a protocol error code and a one-line message."""
+
+    code: str
+    message: str
 
 
 class Seller:
@@ -98,31 +105,30 @@ class Seller:
         return self._error(getattr(message, "request_id", "0" * 32), ERROR_BAD_REQUEST,
                            f"unexpected {envelope.kind}")
 
-    async def _sellable(self, listing_id: str) -> tuple[StoredListing, Any] | str:
-        """The own, active listing and its crystal, or the refusal message."""
+    async def _sellable(self, listing_id: str) -> tuple[StoredListing, Any] | Refusal:
+        """The own, active listing and its crystal, or why it is not for sale."""
         stored = await self.memory.run(self.listings.get, listing_id)
         if stored is None or stored.own_crystal_id is None:
-            return f"{ERROR_UNKNOWN_LISTING}:this node does not sell listing {listing_id[:16]}"
+            return Refusal(ERROR_UNKNOWN_LISTING, f"this node does not sell listing {listing_id[:16]}")
         if stored.superseded_by:
-            return f"{ERROR_NOT_FOR_SALE}:superseded by listing {stored.superseded_by[:16]}"
+            return Refusal(ERROR_NOT_FOR_SALE, f"superseded by listing {stored.superseded_by[:16]}")
         if stored.listing.expires_at_ms <= now_ms():
-            return f"{ERROR_NOT_FOR_SALE}:listing expired"
+            return Refusal(ERROR_NOT_FOR_SALE, "listing expired")
         try:
             crystal = await self.memory.run(self.memory.memory.store.get, stored.own_crystal_id)
         except CrystalNotFound:
-            return f"{ERROR_NOT_FOR_SALE}:the skill is no longer held by the seller"
+            return Refusal(ERROR_NOT_FOR_SALE, "the skill is no longer held by the seller")
         # Scope may have been tightened after listing: never ship a private crystal.
         if (crystal.governance.access_scope in LOCAL_ONLY_SCOPES
                 or crystal.governance.sensitivity is Sensitivity.CONFIDENTIAL
                 or crystal.hash != stored.listing.content_hash):
-            return f"{ERROR_NOT_FOR_SALE}:the skill is not available for sale"
+            return Refusal(ERROR_NOT_FOR_SALE, "the skill is not available for sale")
         return stored, crystal
 
     async def _quote(self, envelope: Envelope, request: PurchaseRequest) -> bytes:
         found = await self._sellable(request.listing_id)
-        if isinstance(found, str):
-            code, _, text = found.partition(":")
-            return self._error(request.request_id, code, text)
+        if isinstance(found, Refusal):
+            return self._error(request.request_id, found.code, found.message)
         stored, _ = found
         listing = stored.listing
         return self._seal(PaymentRequirements(
@@ -139,9 +145,8 @@ class Seller:
 
     async def _sell(self, envelope: Envelope, message: PaymentAuthorization) -> bytes:
         found = await self._sellable(message.listing_id)
-        if isinstance(found, str):
-            code, _, text = found.partition(":")
-            return self._error(message.request_id, code, text)
+        if isinstance(found, Refusal):
+            return self._error(message.request_id, found.code, found.message)
         stored, crystal = found
         engine = self.engine()
         if engine is None:

