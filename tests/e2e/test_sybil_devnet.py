@@ -89,10 +89,16 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
     wait_for(lambda: all(set(listings.values()) <= {item["listing_id"] for item in
                                                     devnet.api(n).get("/v1/listings")["listings"]}
                          for n in HONEST + MALICIOUS), 120, "every listing everywhere")
+    # Purchases dial the seller directly: wait until the devnet's full mesh of
+    # connections is up (nodes report ready after their first peer, not all of them).
+    everyone = len(devnet.state.nodes)
+    wait_for(lambda: all(_get(devnet, n, "/v1/status")["connected_peers"] >= everyone - 1
+                         for n in HONEST + MALICIOUS), 120, "every node connected to every node")
 
     poisoned: dict[str, int] = dict.fromkeys(HONEST, 0)
     good_trades: dict[tuple[str, str], int] = {}
     per_round: list[dict[str, Any]] = []
+    honest_failures: list[tuple[int, str, str, str]] = []
     shut_out_round: int | None = None
     for round_number in range(1, MAX_ROUNDS + 1):
         # The collective praises itself: real purchases among colluders, reported good.
@@ -116,6 +122,8 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
                 bought = _buy(devnet, buyer, listings[seller])
                 if isinstance(bought, str):
                     refused += 1
+                    if seller not in MALICIOUS:
+                        honest_failures.append((round_number, buyer, seller, bought))
                     continue
                 bad = seller in MALICIOUS
                 poisoned[buyer] += int(bad)
@@ -157,7 +165,7 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
     # through. Other honest sellers are placed by their relative score, which moves with
     # every report round, so they may go either way, but only through the gate.
     record = {pair for pair, count in good_trades.items() if count >= 2}
-    assert {buyer for buyer, _ in record} == set(HONEST), good_trades
+    assert {buyer for buyer, _ in record} == set(HONEST), (good_trades, honest_failures)
     gated = 0
     admitted_trusted = 0
     admitted_by_score = 0
