@@ -1,0 +1,35 @@
+"""Exact identifier matching for search: a memory naming the query's rare token ranks first.
+
+FTS5's ``unicode61`` tokenizer splits ``ERR-4091`` into ``err`` + ``4091`` and
+``v2.3.1`` into ``v2`` + ``3`` + ``1``; :func:`node.crystals.fusion.fts_query`
+turns such a token into an adjacent-phrase query, which finds the right rows
+but lets BM25 weigh them against incidental word matches, and dense
+similarity cannot tell ``ERR-4091`` from ``ERR-4019``. After fusion,
+:meth:`Memory.search` therefore orders hits first by how many of the query's
+identifier-like tokens (:func:`node.crystals.fusion.identifier_tokens`) the
+memory's text contains *whole* — not as part of a longer token, so
+``v2.3.1`` does not match ``v2.3.10`` and ``ERR-4091`` does not match
+``ERR-40912`` — and only then by fused score.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+# Characters that continue a token (see fusion._TOKEN): a match must not be
+# preceded by one, nor followed by one unless it is trailing punctuation.
+_BEFORE = r"(?<![\w.\-/:#])"
+_AFTER = r"(?![\w\-/:#]|\.\w)"
+
+
+@lru_cache(maxsize=1024)
+def _pattern(token: str) -> re.Pattern[str]:
+    return re.compile(_BEFORE + re.escape(token) + _AFTER, re.IGNORECASE)
+
+
+def exact_matches(identifiers: Sequence[str], text: str) -> int:
+    """How many distinct ``identifiers`` occur in ``text`` as whole tokens (case-insensitive)."""
+    return sum(1 for token in dict.fromkeys(t.lower() for t in identifiers) if _pattern(token).search(text))
+
