@@ -56,14 +56,18 @@ class Query:
 def load(path: Path = DATA_PATH) -> tuple[list[dict[str, str]], list[Query]]:
     data = json.loads(path.read_text())
     queries = [
-        Query(q["id"], q["kind"], q["split"], q["text"], {k: int(v) for k, v in q["relevant"].items()})
+        Query(
+            q["id"], q["kind"], q["split"], q["text"], {k: int(v) for k, v in q["relevant"].items()}
+        )
         for q in data["queries"]
     ]
     return data["memories"], queries
 
 
 def ndcg(ranked: list[str], relevant: dict[str, int], cutoff: int = CUTOFF) -> float:
-    gain = sum((2 ** relevant.get(doc, 0) - 1) / math.log2(i + 2) for i, doc in enumerate(ranked[:cutoff]))
+    gain = sum(
+        (2 ** relevant.get(doc, 0) - 1) / math.log2(i + 2) for i, doc in enumerate(ranked[:cutoff])
+    )
     ideal = sorted(relevant.values(), reverse=True)[:cutoff]
     best = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
     return gain / best if best else 0.0
@@ -126,7 +130,11 @@ def evaluate(bench: Bench, queries: list[Query]) -> dict[str, Any]:
             elapsed = time.perf_counter() - started
             if method == "hybrid":
                 latency[query.split].append(elapsed)
-            triple = (ndcg(ranked, query.relevant), recall(ranked, query.relevant), reciprocal_rank(ranked, query.relevant))
+            triple = (
+                ndcg(ranked, query.relevant),
+                recall(ranked, query.relevant),
+                reciprocal_rank(ranked, query.relevant),
+            )
             for kind in (query.kind, "overall"):
                 scores[(query.split, kind, method)].append(triple)
                 scores[("all", kind, method)].append(triple)
@@ -149,13 +157,16 @@ def evaluate(bench: Bench, queries: list[Query]) -> dict[str, Any]:
 
 def print_table(report: dict[str, Any]) -> None:
     for split in sorted(report):
-        print(f"\n== {split} ==  latency p50/p95 {report[split]['latency_ms']['p50']}/{report[split]['latency_ms']['p95']} ms")
+        print(
+            f"\n== {split} ==  latency p50/p95 {report[split]['latency_ms']['p50']}/{report[split]['latency_ms']['p95']} ms"
+        )
         print(f"{'kind':<14}{'n':>4}  " + "  ".join(f"{m + ' nDCG/R@5/MRR':>26}" for m in METHODS))
         for kind, entry in sorted(report[split].items()):
             if kind == "latency_ms":
                 continue
             cells = "  ".join(
-                f"{entry[m]['ndcg@10']:>8.3f}/{entry[m]['recall@5']:.3f}/{entry[m]['mrr']:.3f}" + " " * 3
+                f"{entry[m]['ndcg@10']:>8.3f}/{entry[m]['recall@5']:.3f}/{entry[m]['mrr']:.3f}"
+                + " " * 3
                 for m in METHODS
             )
             print(f"{kind:<14}{entry['n']:>4}  {cells}")
@@ -164,7 +175,9 @@ def print_table(report: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedder", default="minilm", choices=("minilm", "hashing"))
-    parser.add_argument("--split", default=None, choices=("tune", "heldout"), help="only this split")
+    parser.add_argument(
+        "--split", default=None, choices=("tune", "heldout"), help="only this split"
+    )
     parser.add_argument("--data", type=Path, default=DATA_PATH)
     arguments = parser.parse_args()
     memories, queries = load(arguments.data)
@@ -178,9 +191,20 @@ def main() -> None:
             report = evaluate(bench, queries)
         finally:
             bench.close()
-    print(f"{len(memories)} memories ingested in {ingest_s:.1f} s with {arguments.embedder}; {len(queries)} queries")
+    print(
+        f"{len(memories)} memories ingested in {ingest_s:.1f} s with {arguments.embedder}; {len(queries)} queries"
+    )
     print_table(report)
-    print(json.dumps({"embedder": arguments.embedder, "memories": len(memories), "queries": len(queries), **report}))
+    print(
+        json.dumps(
+            {
+                "embedder": arguments.embedder,
+                "memories": len(memories),
+                "queries": len(queries),
+                **report,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 # Characters that continue a token (see fusion._TOKEN): a match must not be
-# preceded by one, nor followed by one unless it is trailing punctuation.
+# preceded by one, nor followed by one (a '.' or ':' only when a word character follows,
+# so trailing punctuation ends the token).
 _BEFORE = r"(?<![\w.\-/:#])"
-_AFTER = r"(?![\w\-/:#]|\.\w)"
+_AFTER = r"(?![\w\-/#]|[.:]\w)"
 
 
 @lru_cache(maxsize=1024)
@@ -31,5 +32,6 @@ def _pattern(token: str) -> re.Pattern[str]:
 
 def exact_matches(identifiers: Sequence[str], text: str) -> int:
     """How many distinct ``identifiers`` occur in ``text`` as whole tokens (case-insensitive)."""
-    return sum(1 for token in dict.fromkeys(t.lower() for t in identifiers) if _pattern(token).search(text))
-
+    return sum(
+        1 for token in dict.fromkeys(t.lower() for t in identifiers) if _pattern(token).search(text)
+    )

@@ -21,8 +21,8 @@ from node.config import NodeConfig
 from node.crystals import governance as gov
 from node.crystals import provenance
 from node.crystals.fusion import fts_query, fuse, identifier_tokens
-from node.crystals.lexical import exact_matches
 from node.crystals.index import IndexParams, ProgressCallback, VectorIndex
+from node.crystals.lexical import exact_matches
 from node.crystals.model import (
     LOCAL_ONLY_SCOPES,
     AccessScope,

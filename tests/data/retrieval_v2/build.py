@@ -46,7 +46,15 @@ def main() -> None:
         grades = {key: int(grade) for key, grade in (item.split(":") for item in relevant.split())}
         missing = set(grades) - set(ids)
         assert not missing, (query_id, missing)
-        queries.append({"id": query_id, "kind": kind, "split": split_of(query_id), "text": text, "relevant": grades})
+        queries.append(
+            {
+                "id": query_id,
+                "kind": kind,
+                "split": split_of(query_id),
+                "text": text,
+                "relevant": grades,
+            }
+        )
     data = {
         "description": (
             "Hand-written agent memories of one imagined user (Maya, a backend engineer in Lisbon) "
