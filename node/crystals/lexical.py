@@ -15,8 +15,7 @@ memory's text contains *whole* — not as part of a longer token, so
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from functools import lru_cache
+from collections.abc import Callable, Sequence
 
 # Characters that continue a token (see fusion._TOKEN): a match must not be
 # preceded by one, nor followed by one (a '.' or ':' only when a word character follows,
@@ -25,13 +24,23 @@ _BEFORE = r"(?<![\w.\-/:#])"
 _AFTER = r"(?![\w\-/#]|[.:]\w)"
 
 
-@lru_cache(maxsize=1024)
-def _pattern(token: str) -> re.Pattern[str]:
-    return re.compile(_BEFORE + re.escape(token) + _AFTER, re.IGNORECASE)
+def exact_matcher(identifiers: Sequence[str]) -> Callable[[str], int]:
+    """A function counting how many distinct ``identifiers`` a text contains as whole tokens.
+
+    Case-insensitive; one compiled alternation per query, one scan per text.
+    """
+    tokens = list(dict.fromkeys(token.lower() for token in identifiers))
+    if not tokens:
+        return lambda text: 0
+    alternation = "|".join(re.escape(token) for token in sorted(tokens, key=len, reverse=True))
+    pattern = re.compile(_BEFORE + "(?:" + alternation + ")" + _AFTER, re.IGNORECASE)
+
+    def count(text: str) -> int:
+        return len({match.group(0).lower() for match in pattern.finditer(text)})
+
+    return count
 
 
 def exact_matches(identifiers: Sequence[str], text: str) -> int:
     """How many distinct ``identifiers`` occur in ``text`` as whole tokens (case-insensitive)."""
-    return sum(
-        1 for token in dict.fromkeys(t.lower() for t in identifiers) if _pattern(token).search(text)
-    )
+    return exact_matcher(identifiers)(text)

@@ -22,7 +22,7 @@ from node.crystals import governance as gov
 from node.crystals import provenance
 from node.crystals.fusion import fts_query, fuse, identifier_tokens
 from node.crystals.index import IndexParams, ProgressCallback, VectorIndex
-from node.crystals.lexical import exact_matches
+from node.crystals.lexical import exact_matcher
 from node.crystals.model import (
     LOCAL_ONLY_SCOPES,
     AccessScope,
@@ -297,8 +297,8 @@ class Memory:
             hits.append(
                 SearchHit(crystal, fused_score * weight, dense_by_id.get(rowid), lexical_by_id.get(rowid))
             )
-        identifiers = identifier_tokens(query)
-        hits.sort(key=lambda hit: (exact_matches(identifiers, hit.crystal.text), hit.score), reverse=True)
+        exact = exact_matcher(identifier_tokens(query))
+        hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
         hits = hits[:k]
         if request.record_access and hits:
             self.store.record_access([hit.crystal.id for hit in hits], now)
