@@ -254,10 +254,12 @@ class Memory:
         vector = self.embed([query])[0]
         dense = self.index.query(vector, candidates)
         lexical = self.store.fts(fts_query(query), candidates)
-        total_docs = max(1, self.store.fts_doc_count())
+        total_docs: list[int] = []  # counted only if fusion asks for a document frequency
 
         def doc_freq(term: str) -> float:
-            return self.store.fts_doc_freq(term) / total_docs
+            if not total_docs:
+                total_docs.append(max(1, self.store.fts_doc_count()))
+            return self.store.fts_doc_freq(term) / total_docs[0]
 
         fused = fuse(
             query,
