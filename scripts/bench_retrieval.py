@@ -1,40 +1,47 @@
 #!/usr/bin/env python
-"""nDCG@10 of dense, BM25, plain RRF and crystalmesh's hybrid fusion on tests/data/retrieval_set.json.
+"""Retrieval quality of the product's ``Memory.search`` on tests/data/retrieval_v2.json.
 
-Dense: exact cosine search over MiniLM (int8) vectors. Lexical: an in-memory
-SQLite FTS5 table (``porter unicode61``) queried with
-:func:`node.crystals.fusion.fts_query` and ranked by ``bm25()``. Each method
-sees the top ``--candidates`` of each list. Reported per split (tune /
-heldout) and query kind (paraphrase / identifier). ``--tune`` grid-searches
-:class:`FusionParams` on the tune split only. The last line is one JSON object.
+Every memory is added through ``Memory.add`` to a fresh temp data dir (real
+SQLite store with its FTS5 table, real HNSW index, the configured embedder —
+MiniLM int8 by default, ``--embedder hashing`` for a quick run). Each query
+then runs three ways, all through that same store and index:
 
-    .venv/bin/python scripts/bench_retrieval.py [--embedder minilm|hashing] [--tune]
+* ``hybrid``: ``Memory.search`` itself (what a user gets);
+* ``dense``: ``memory.index.query`` on the embedded query (HNSW only);
+* ``bm25``: ``memory.store.fts(fts_query(query))`` (FTS5 only).
+
+Searches are made with ``record_access=False`` so that queries do not change
+each other's ranking. Reported per split (tune / heldout, fixed in the data
+file) and query kind: nDCG@10 (graded 2/1), recall@5, MRR, and the latency
+p50/p95 of ``Memory.search`` (query embedding included). The last line is one
+JSON object.
+
+    .venv/bin/python scripts/bench_retrieval.py [--embedder minilm|hashing] [--split heldout]
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
-import sqlite3
 import sys
+import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from node.crystals.fusion import DEFAULT_PARAMS, FusionParams, fts_query, fuse, rrf
-from node.memory.embedder import Embedder, get_embedder
+from node.config import NodeConfig
+from node.crystals.fusion import fts_query
+from node.crystals.memory import Memory, SearchRequest
+from node.memory.embedder import get_embedder
 
-DATA_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "retrieval_set.json"
+DATA_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "retrieval_v2.json"
 CUTOFF = 10
-METHODS = ("dense", "bm25", "rrf", "hybrid")
-Ranking = list[tuple[str, float]]
+METHODS = ("hybrid", "dense", "bm25")
 
 
 @dataclass(frozen=True)
@@ -46,172 +53,158 @@ class Query:
     relevant: dict[str, int]
 
 
-class RetrievalIndex:
-    """The two searches a crystalmesh store runs, over an in-memory corpus."""
-
-    def __init__(self, memories: list[dict[str, str]], embedder: Embedder) -> None:
-        self.ids = [memory["id"] for memory in memories]
-        self.embedder = embedder
-        self.vectors = embedder.embed([memory["text"] for memory in memories])
-        self.connection = sqlite3.connect(":memory:")
-        self.connection.execute(
-            "CREATE VIRTUAL TABLE memories_fts USING fts5(id UNINDEXED, text, tokenize='porter unicode61')"
+def load(path: Path = DATA_PATH) -> tuple[list[dict[str, str]], list[Query]]:
+    data = json.loads(path.read_text())
+    queries = [
+        Query(
+            q["id"], q["kind"], q["split"], q["text"], {k: int(v) for k, v in q["relevant"].items()}
         )
-        self.connection.executemany(
-            "INSERT INTO memories_fts (id, text) VALUES (?, ?)",
-            [(memory["id"], memory["text"]) for memory in memories],
-        )
-        self._doc_freq_cache: dict[str, float] = {}
-
-    def dense(self, query_vector: np.ndarray, limit: int) -> Ranking:
-        similarities = self.vectors @ query_vector
-        order = np.argsort(-similarities)[:limit]
-        return [(self.ids[index], float(similarities[index])) for index in order]
-
-    def lexical(self, text: str, limit: int) -> Ranking:
-        expression = fts_query(text)
-        if not expression:
-            return []
-        rows = self.connection.execute(
-            "SELECT id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ? "
-            "ORDER BY score LIMIT ?",
-            (expression, limit),
-        ).fetchall()
-        return [(doc_id, float(score)) for doc_id, score in rows]
-
-    def doc_freq(self, token: str) -> float:
-        """Fraction of memories matching ``token`` (the way the store should compute it)."""
-        if token not in self._doc_freq_cache:
-            expression = fts_query(token)
-            count = 0
-            if expression:
-                (count,) = self.connection.execute(
-                    "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (expression,)
-                ).fetchone()
-            self._doc_freq_cache[token] = count / len(self.ids)
-        return self._doc_freq_cache[token]
-
-
-def ndcg(ranked_ids: list[str], relevant: dict[str, int], cutoff: int = CUTOFF) -> float:
-    gains = [(2 ** relevant.get(doc_id, 0) - 1) / math.log2(rank + 2) for rank, doc_id in enumerate(ranked_ids[:cutoff])]
-    ideal_grades = sorted(relevant.values(), reverse=True)[:cutoff]
-    ideal = sum((2**grade - 1) / math.log2(rank + 2) for rank, grade in enumerate(ideal_grades))
-    return sum(gains) / ideal if ideal > 0 else 0.0
-
-
-@dataclass
-class Candidates:
-    query: Query
-    dense: Ranking
-    lexical: Ranking
-
-
-def load_queries(data: dict) -> list[Query]:
-    return [Query(**query) for query in data["queries"]]
-
-
-def gather(index: RetrievalIndex, queries: list[Query], candidates: int) -> list[Candidates]:
-    query_vectors = index.embedder.embed([query.text for query in queries])
-    return [
-        Candidates(query, index.dense(vector, candidates), index.lexical(query.text, candidates))
-        for query, vector in zip(queries, query_vectors, strict=True)
+        for q in data["queries"]
     ]
+    return data["memories"], queries
 
 
-def rank(method: str, item: Candidates, doc_freq: Callable[[str], float], params: FusionParams) -> list[str]:
-    if method == "dense":
-        return [doc_id for doc_id, _ in item.dense]
-    if method == "bm25":
-        return [doc_id for doc_id, _ in item.lexical]
-    if method == "rrf":
-        scores = rrf([[doc_id for doc_id, _ in item.dense], [doc_id for doc_id, _ in item.lexical]])
-        return sorted(scores, key=lambda doc_id: scores[doc_id], reverse=True)
-    return [doc_id for doc_id, _ in fuse(item.query.text, item.dense, item.lexical, CUTOFF, doc_freq=doc_freq, params=params)]
-
-
-def evaluate(
-    items: list[Candidates], doc_freq: Callable[[str], float], params: FusionParams = DEFAULT_PARAMS
-) -> dict[str, dict[str, dict[str, float]]]:
-    """``{split: {kind: {method: mean nDCG@10}}}`` with kind ``"all"`` for every query of the split."""
-    results: dict[str, dict[str, dict[str, float]]] = {}
-    for split in ("tune", "heldout"):
-        if not any(item.query.split == split for item in items):
-            continue
-        results[split] = {}
-        for kind in ("all", "paraphrase", "identifier"):
-            chosen = [item for item in items if item.query.split == split and kind in ("all", item.query.kind)]
-            if not chosen:
-                continue
-            results[split][kind] = {
-                method: round(
-                    sum(ndcg(rank(method, item, doc_freq, params), item.query.relevant) for item in chosen) / len(chosen), 4
-                )
-                for method in METHODS
-            }
-            results[split][kind]["queries"] = len(chosen)
-    return results
-
-
-def tune(items: list[Candidates], doc_freq: Callable[[str], float]) -> FusionParams:
-    """Grid search on the tune split.
-
-    Objective: the worst per-kind margin over the best single method for that
-    kind (paraphrase vs dense, identifier vs BM25), then overall nDCG. Maximising
-    the overall figure alone overfits a few near-saturated queries.
-    """
-    tune_items = [item for item in items if item.query.split == "tune"]
-    best: tuple[float, float] | None = None
-    best_params = DEFAULT_PARAMS
-    grid = itertools.product(
-        (0.0, 0.05, 0.1, 0.2), (0.5, 0.6, 0.7, 0.8, 0.9), (0.7, 0.8, 0.9, 1.0), (0.0, 0.05, 0.1, 0.2), (1.0, 1.5, 2.0)
+def ndcg(ranked: list[str], relevant: dict[str, int], cutoff: int = CUTOFF) -> float:
+    gain = sum(
+        (2 ** relevant.get(doc, 0) - 1) / math.log2(i + 2) for i, doc in enumerate(ranked[:cutoff])
     )
-    for base, identifier, cap, rank_weight, decades in grid:
-        params = replace(
-            DEFAULT_PARAMS,
-            base_lexical_weight=base,
-            identifier_weight=identifier,
-            max_lexical_weight=cap,
-            rrf_weight=rank_weight,
-            rarity_decades=decades,
-        )
-        scores = evaluate(tune_items, doc_freq, params)["tune"]
-        margin = min(
-            scores["paraphrase"]["hybrid"] - scores["paraphrase"]["dense"],
-            scores["identifier"]["hybrid"] - scores["identifier"]["bm25"],
-        )
-        key = (round(margin, 4), scores["all"]["hybrid"])
-        if best is None or key > best:
-            best, best_params = key, params
-    assert best is not None
-    print(f"best on tune: worst-kind margin {best[0]:+.4f}, nDCG {best[1]:.4f}: {best_params}", file=sys.stderr)
-    return best_params
+    ideal = sorted(relevant.values(), reverse=True)[:cutoff]
+    best = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    return gain / best if best else 0.0
 
 
-def print_table(results: dict[str, dict[str, dict[str, float]]]) -> None:
-    print(f"{'split':<8} {'kind':<11} {'n':>3} " + " ".join(f"{method:>7}" for method in METHODS))
-    for split, kinds in results.items():
-        for kind, scores in kinds.items():
-            row = " ".join(f"{scores[method]:7.3f}" for method in METHODS)
-            print(f"{split:<8} {kind:<11} {int(scores['queries']):>3} {row}")
+def recall(ranked: list[str], relevant: dict[str, int], cutoff: int = 5) -> float:
+    return len(set(ranked[:cutoff]) & set(relevant)) / len(relevant)
+
+
+def reciprocal_rank(ranked: list[str], relevant: dict[str, int]) -> float:
+    for i, doc in enumerate(ranked):
+        if doc in relevant:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def percentile_ms(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+class Bench:
+    """One temp data dir holding the whole memory set, searched the product's way."""
+
+    def __init__(self, memories: list[dict[str, str]], embedder_name: str, data_dir: Path) -> None:
+        config = NodeConfig()
+        config.data_dir = data_dir
+        config.memory.embedder = embedder_name
+        self.memory = Memory(config, embedder=get_embedder(embedder_name))
+        self.by_rowid: dict[int, str] = {}
+        self.by_crystal: dict[str, str] = {}
+        crystals = [self.memory.prepare(m["text"]) for m in memories]
+        results = self.memory.add_crystals(crystals)
+        for memory, result in zip(memories, results, strict=True):
+            self.by_rowid[result.rowid] = memory["id"]
+            self.by_crystal[result.id] = memory["id"]
+
+    def close(self) -> None:
+        self.memory.close()
+
+    def hybrid(self, text: str, k: int = CUTOFF) -> list[str]:
+        hits = self.memory.search(SearchRequest(query=text, k=k, record_access=False))
+        return [self.by_crystal[hit.crystal.id] for hit in hits]
+
+    def dense(self, text: str, k: int = CUTOFF) -> list[str]:
+        vector = self.memory.embed([text])[0]
+        return [self.by_rowid[rowid] for rowid, _ in self.memory.index.query(vector, k)]
+
+    def bm25(self, text: str, k: int = CUTOFF) -> list[str]:
+        return [self.by_rowid[rowid] for rowid, _ in self.memory.store.fts(fts_query(text), k)]
+
+
+def evaluate(bench: Bench, queries: list[Query]) -> dict[str, Any]:
+    scores: dict[tuple[str, str, str], list[tuple[float, float, float]]] = defaultdict(list)
+    latency: dict[str, list[float]] = defaultdict(list)
+    for query in queries:
+        for method in METHODS:
+            started = time.perf_counter()
+            ranked = getattr(bench, method)(query.text)
+            elapsed = time.perf_counter() - started
+            if method == "hybrid":
+                latency[query.split].append(elapsed)
+            triple = (
+                ndcg(ranked, query.relevant),
+                recall(ranked, query.relevant),
+                reciprocal_rank(ranked, query.relevant),
+            )
+            for kind in (query.kind, "overall"):
+                scores[(query.split, kind, method)].append(triple)
+                scores[("all", kind, method)].append(triple)
+        latency["all"].append(latency[query.split][-1])
+    report: dict[str, Any] = {}
+    for (split, kind, method), rows in sorted(scores.items()):
+        entry = report.setdefault(split, {}).setdefault(kind, {"n": len(rows)})
+        entry[method] = {
+            "ndcg@10": round(sum(r[0] for r in rows) / len(rows), 4),
+            "recall@5": round(sum(r[1] for r in rows) / len(rows), 4),
+            "mrr": round(sum(r[2] for r in rows) / len(rows), 4),
+        }
+    for split, samples in latency.items():
+        report.setdefault(split, {})["latency_ms"] = {
+            "p50": round(percentile_ms(samples, 0.5), 2),
+            "p95": round(percentile_ms(samples, 0.95), 2),
+        }
+    return report
+
+
+def print_table(report: dict[str, Any]) -> None:
+    for split in sorted(report):
+        print(
+            f"\n== {split} ==  latency p50/p95 {report[split]['latency_ms']['p50']}/{report[split]['latency_ms']['p95']} ms"
+        )
+        print(f"{'kind':<14}{'n':>4}  " + "  ".join(f"{m + ' nDCG/R@5/MRR':>26}" for m in METHODS))
+        for kind, entry in sorted(report[split].items()):
+            if kind == "latency_ms":
+                continue
+            cells = "  ".join(
+                f"{entry[m]['ndcg@10']:>8.3f}/{entry[m]['recall@5']:.3f}/{entry[m]['mrr']:.3f}"
+                + " " * 3
+                for m in METHODS
+            )
+            print(f"{kind:<14}{entry['n']:>4}  {cells}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedder", default="minilm", choices=("minilm", "hashing"))
-    parser.add_argument("--candidates", type=int, default=50, help="top-n taken from each list")
-    parser.add_argument("--tune", action="store_true", help="grid-search fusion parameters on the tune split")
+    parser.add_argument(
+        "--split", default=None, choices=("tune", "heldout"), help="only this split"
+    )
+    parser.add_argument("--data", type=Path, default=DATA_PATH)
     arguments = parser.parse_args()
-
-    data = json.loads(DATA_PATH.read_text())
-    started = time.perf_counter()
-    index = RetrievalIndex(data["memories"], get_embedder(arguments.embedder))
-    items = gather(index, load_queries(data), arguments.candidates)
-    params = tune(items, index.doc_freq) if arguments.tune else DEFAULT_PARAMS
-    results = evaluate(items, index.doc_freq, params)
-    print(f"{len(data['memories'])} memories, {len(items)} queries, embedder {index.embedder.name}, "
-          f"{time.perf_counter() - started:.1f}s")
-    print_table(results)
-    print(json.dumps({"embedder": index.embedder.name, "params": asdict(params), "ndcg@10": results}))
+    memories, queries = load(arguments.data)
+    if arguments.split:
+        queries = [q for q in queries if q.split == arguments.split]
+    with tempfile.TemporaryDirectory(prefix="crystalmesh-bench-retrieval-") as tmp:
+        started = time.perf_counter()
+        bench = Bench(memories, arguments.embedder, Path(tmp))
+        ingest_s = time.perf_counter() - started
+        try:
+            report = evaluate(bench, queries)
+        finally:
+            bench.close()
+    print(
+        f"{len(memories)} memories ingested in {ingest_s:.1f} s with {arguments.embedder}; {len(queries)} queries"
+    )
+    print_table(report)
+    print(
+        json.dumps(
+            {
+                "embedder": arguments.embedder,
+                "memories": len(memories),
+                "queries": len(queries),
+                **report,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

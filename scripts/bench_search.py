@@ -11,6 +11,13 @@ exact brute-force dot product over the same matrix, in the same process, on
 the same queries, one query at a time (the way a node searches). The last
 line is one JSON object.
 
+Then the whole product search, ``Memory.search`` (HNSW, FTS5 BM25, fusion,
+row fetch, governance filters, exact-identifier ordering), is timed on the
+same store: once with the query vector looked up (no embedding step) and
+once with the real ``--embedder`` (MiniLM int8 by default) also embedding
+each query text. Crystal texts are 8 synthetic words plus an ``ERR-<n>``
+identifier; half the query texts name a stored identifier.
+
     .venv/bin/python scripts/bench_search.py --n 100000
 """
 
@@ -35,14 +42,44 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from node.config import MemoryConfig
+from node.config import MemoryConfig, NodeConfig
 from node.crystals.index import IndexParams, VectorIndex
+from node.crystals.memory import Memory, SearchRequest
 from node.crystals.model import Crystal
 from node.crystals.store import CrystalStore
+from node.memory.embedder import get_embedder
 
 DIM = 384
 K = 10
 EMBEDDER_NAME = "bench-synthetic-384"
+# Crystal texts: 8 words drawn from a 5,000-word synthetic vocabulary plus one
+# identifier (ERR-<n>), so that the FTS5 side of the product search has real work.
+VOCABULARY = [f"w{i:04d}" for i in range(5000)]
+
+
+def crystal_text(rng: np.random.Generator, n: int) -> str:
+    words = rng.choice(len(VOCABULARY), size=8)
+    return " ".join(VOCABULARY[i] for i in words) + f" ERR-{n}"
+
+
+class LookupEmbedder:
+    """The bench's query vectors, looked up by query text: the product search minus the embedding.
+
+    With ``real`` set, each call also runs that embedder on the texts (result
+    discarded), so the measured search includes a real query embedding.
+    """
+
+    name = EMBEDDER_NAME
+    dim = DIM
+
+    def __init__(self, vectors: dict[str, np.ndarray], real: Any = None) -> None:
+        self.vectors = vectors
+        self.real = real
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if self.real is not None:
+            self.real.embed(texts)
+        return np.vstack([self.vectors[text] for text in texts])
 
 
 def clustered_unit_vectors(
@@ -94,7 +131,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for start in range(0, args.n, args.batch):
             chunk = vectors[start : start + args.batch]
             crystals = [
-                Crystal(text=f"synthetic crystal {start + offset}", embedding=vector)
+                Crystal(text=crystal_text(rng, start + offset), embedding=vector)
                 for offset, vector in enumerate(chunk)
             ]
             began = time.perf_counter()
@@ -148,7 +185,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                  "p50_ms": round(percentile_ms(latencies, 50), 4),
                  "p99_ms": round(percentile_ms(latencies, 99), 4)}
             )
+        reopened.params.ef_search = ef_search
+        reopened.save()
         store.close()
+        product = measure_product(args, root, rng, queries, params)
 
     p50 = percentile_ms(hnsw_s, 50)
     exact_p50 = percentile_ms(exact_s, 50)
@@ -177,7 +217,47 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "open_state": state,
         "blas_threads": os.environ["OPENBLAS_NUM_THREADS"],
         "ef_sweep": sweep,
+        **product,
     }
+
+
+def measure_product(
+    args: argparse.Namespace, root: Path, rng: np.random.Generator, queries: np.ndarray, params: IndexParams
+) -> dict[str, Any]:
+    """``Memory.search`` (HNSW + FTS5 + fusion + row fetch + filters) on the store just built.
+
+    Query texts: 3 vocabulary words, every other one also naming a stored
+    identifier. Without embedding: the query vector is looked up. With
+    embedding: the real ``--embedder`` also embeds each query text.
+    """
+    texts = []
+    for i in range(len(queries)):
+        words = " ".join(VOCABULARY[j] for j in rng.choice(len(VOCABULARY), size=3))
+        texts.append(f"{words} ERR-{int(rng.integers(args.n))}" if i % 2 else words)
+    vectors = dict(zip(texts, queries, strict=True))
+    config = NodeConfig()
+    config.data_dir = root
+    config.memory.hnsw_m = params.m
+    config.memory.hnsw_ef_construction = params.ef_construction
+    config.memory.hnsw_ef_search = params.ef_search
+    result: dict[str, Any] = {}
+    for label, real in (("product_no_embed", None), ("product_with_embed", args.embedder)):
+        embedder = LookupEmbedder(vectors, get_embedder(real) if real else None)
+        memory = Memory(config, embedder=embedder)  # type: ignore[arg-type]
+        try:
+            for text in texts[:20]:
+                memory.search(SearchRequest(query=text, k=K, record_access=False))
+            latencies = []
+            for text in texts:
+                began = time.perf_counter()
+                memory.search(SearchRequest(query=text, k=K, record_access=False))
+                latencies.append(time.perf_counter() - began)
+        finally:
+            memory.close()
+        result[f"{label}_p50_ms"] = round(percentile_ms(latencies, 50), 3)
+        result[f"{label}_p95_ms"] = round(percentile_ms(latencies, 95), 3)
+    result["query_embedder"] = args.embedder
+    return result
 
 
 def main() -> None:
@@ -197,6 +277,10 @@ def main() -> None:
         "--sweep-ef", type=lambda text: [int(v) for v in text.split(",") if v], default=[],
         help="also measure these ef_search values on the same index, e.g. 50,200,400",
     )
+    parser.add_argument(
+        "--embedder", default="minilm", choices=("minilm", "hashing"),
+        help="embedder run on each query for the product_with_embed figure",
+    )
     args = parser.parse_args()
     result = run(args)
     rows = [
@@ -211,6 +295,10 @@ def main() -> None:
         ("hnsw p50 / p99", f"{result['p50_ms']} / {result['p99_ms']} ms"),
         ("exact p50 / p99", f"{result['exact_p50_ms']} / {result['exact_p99_ms']} ms"),
         ("speedup (p50)", f"{result['speedup_vs_exact']}x"),
+        ("Memory.search p50 / p95", f"{result['product_no_embed_p50_ms']} / "
+                                    f"{result['product_no_embed_p95_ms']} ms (query vector given)"),
+        ("  + query embedding", f"{result['product_with_embed_p50_ms']} / "
+                                f"{result['product_with_embed_p95_ms']} ms ({result['query_embedder']})"),
     ]
     for point in result["ef_sweep"]:
         rows.append(

@@ -58,7 +58,7 @@ class FusionParams:
     showed no measurable effect and is off by default.
     """
 
-    base_lexical_weight: float = 0.0
+    base_lexical_weight: float = 0.2
     identifier_weight: float = 0.9
     max_lexical_weight: float = 0.9
     rrf_weight: float = 0.0

@@ -20,8 +20,9 @@ import trio
 from node.config import NodeConfig
 from node.crystals import governance as gov
 from node.crystals import provenance
-from node.crystals.fusion import fts_query, fuse
+from node.crystals.fusion import fts_query, fuse, identifier_tokens
 from node.crystals.index import IndexParams, ProgressCallback, VectorIndex
+from node.crystals.lexical import exact_matcher
 from node.crystals.model import (
     LOCAL_ONLY_SCOPES,
     AccessScope,
@@ -253,10 +254,12 @@ class Memory:
         vector = self.embed([query])[0]
         dense = self.index.query(vector, candidates)
         lexical = self.store.fts(fts_query(query), candidates)
-        total_docs = max(1, self.store.fts_doc_count())
+        total_docs: list[int] = []  # counted only if fusion asks for a document frequency
 
         def doc_freq(term: str) -> float:
-            return self.store.fts_doc_freq(term) / total_docs
+            if not total_docs:
+                total_docs.append(max(1, self.store.fts_doc_count()))
+            return self.store.fts_doc_freq(term) / total_docs[0]
 
         fused = fuse(
             query,
@@ -296,7 +299,8 @@ class Memory:
             hits.append(
                 SearchHit(crystal, fused_score * weight, dense_by_id.get(rowid), lexical_by_id.get(rowid))
             )
-        hits.sort(key=lambda hit: hit.score, reverse=True)
+        exact = exact_matcher(identifier_tokens(query))
+        hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
         hits = hits[:k]
         if request.record_access and hits:
             self.store.record_access([hit.crystal.id for hit in hits], now)

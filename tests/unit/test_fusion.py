@@ -41,14 +41,22 @@ def test_paraphrase_query_keeps_a_strong_dense_match_first() -> None:
 def test_identifier_absent_from_the_corpus_falls_back_to_dense() -> None:
     dense = [("a", 0.6), ("b", 0.5)]
     lexical = [("b", -3.0)]
-    assert lexical_weight("JIRA-9999 status", doc_freq=lambda token: 0.0) == 0.0
-    assert fuse("JIRA-9999 status", dense, lexical, 2, doc_freq=lambda token: 0.0)[0][0] == "a"
+    assert (
+        lexical_weight("JIRA-9999 status", doc_freq=lambda token: 0.0)
+        == DEFAULT_PARAMS.base_lexical_weight
+    )
+    # An identifier no memory contains adds no lexical trust beyond the base weight.
+    assert fuse("JIRA-9999 status", dense, lexical, 2, doc_freq=lambda token: 0.0) == fuse(
+        "status", dense, lexical, 2, doc_freq=lambda token: 0.0
+    )
 
 
 def test_common_identifier_gets_less_lexical_weight_than_a_rare_one() -> None:
     rare = lexical_weight("port 5433", doc_freq=lambda token: 0.005)
     common = lexical_weight("port 5433", doc_freq=lambda token: 0.3)
-    assert rare == pytest.approx(min(DEFAULT_PARAMS.max_lexical_weight, DEFAULT_PARAMS.identifier_weight))
+    assert rare == pytest.approx(
+        min(DEFAULT_PARAMS.max_lexical_weight, DEFAULT_PARAMS.identifier_weight)
+    )
     assert common < rare
 
 
@@ -75,8 +83,20 @@ def test_fuse_rejects_flipped_bm25_signs_and_handles_edges() -> None:
 
 @pytest.mark.parametrize(
     "token",
-    ["ERR-4412", "JIRA-2231", "db-prod-07", "a41be07", "E1102", "0x80070005", "5433", "2024-11-15",
-     "search-03.prod.example.net", "ECONNRESET", "OOMKilled", "user_id"],
+    [
+        "ERR-4412",
+        "JIRA-2231",
+        "db-prod-07",
+        "a41be07",
+        "E1102",
+        "0x80070005",
+        "5433",
+        "2024-11-15",
+        "search-03.prod.example.net",
+        "ECONNRESET",
+        "OOMKilled",
+        "user_id",
+    ],
 )
 def test_identifiers_are_recognised(token: str) -> None:
     assert is_identifier(token)
@@ -88,7 +108,11 @@ def test_words_are_not_identifiers(token: str) -> None:
 
 
 def test_identifier_tokens_keep_punctuated_runs_whole() -> None:
-    assert identifier_tokens("why is db-prod-07 slow? see ERR-4412, PR #517.") == ["db-prod-07", "ERR-4412", "517"]
+    assert identifier_tokens("why is db-prod-07 slow? see ERR-4412, PR #517.") == [
+        "db-prod-07",
+        "ERR-4412",
+        "517",
+    ]
 
 
 def _fts() -> sqlite3.Connection:
@@ -96,7 +120,11 @@ def _fts() -> sqlite3.Connection:
     connection.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61')")
     connection.executemany(
         "INSERT INTO t (text) VALUES (?)",
-        [("ERR-4412 means the refresh token expired",), ("ERR 4413 and then 4412",), ('say "hello" NEAR me',)],
+        [
+            ("ERR-4412 means the refresh token expired",),
+            ("ERR 4413 and then 4412",),
+            ('say "hello" NEAR me',),
+        ],
     )
     return connection
 
@@ -105,7 +133,12 @@ def _match(connection: sqlite3.Connection, text: str) -> list[str]:
     expression = fts_query(text)
     if not expression:
         return []
-    return [row[0] for row in connection.execute("SELECT text FROM t WHERE t MATCH ? ORDER BY bm25(t)", (expression,))]
+    return [
+        row[0]
+        for row in connection.execute(
+            "SELECT text FROM t WHERE t MATCH ? ORDER BY bm25(t)", (expression,)
+        )
+    ]
 
 
 def test_fts_query_quotes_tokens_and_drops_stopwords() -> None:
@@ -121,8 +154,27 @@ def test_fts_query_identifier_is_a_phrase() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ['ERR-4412', 'say "hello', 'NEAR(a b)', 'a AND OR NOT', 'col:value', 'prefix*', '^start', '(unbalanced',
-     "it's", '"', "C++ / C#", "ümlaut straße", "-", "a - b", "x.y.z", "#517", "\\", "{a b}", "+1"],
+    [
+        "ERR-4412",
+        'say "hello',
+        "NEAR(a b)",
+        "a AND OR NOT",
+        "col:value",
+        "prefix*",
+        "^start",
+        "(unbalanced",
+        "it's",
+        '"',
+        "C++ / C#",
+        "ümlaut straße",
+        "-",
+        "a - b",
+        "x.y.z",
+        "#517",
+        "\\",
+        "{a b}",
+        "+1",
+    ],
 )
 def test_fts_query_never_raises_on_user_text(text: str) -> None:
     _match(_fts(), text)
