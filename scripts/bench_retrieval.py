@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from node.config import NodeConfig
 from node.crystals.fusion import fts_query
-from node.crystals.memory import Memory, SearchRequest
 from node.memory.embedder import get_embedder
+from node.memory.facade import Memory, SearchRequest
 
 DATA_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "retrieval_v2.json"
 CUTOFF = 10

@@ -44,10 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from node.config import MemoryConfig, NodeConfig
 from node.crystals.index import IndexParams, VectorIndex
-from node.crystals.memory import Memory, SearchRequest
 from node.crystals.model import Crystal
 from node.crystals.store import CrystalStore
 from node.memory.embedder import get_embedder
+from node.memory.facade import Memory, SearchRequest
 
 DIM = 384
 K = 10

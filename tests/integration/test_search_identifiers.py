@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from node.crystals.memory import Memory, SearchRequest
+from node.memory.facade import Memory, SearchRequest
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "retrieval_v2.json"
 
