@@ -294,6 +294,10 @@ def build_model(cache_dir: Path | None = None, quiet: bool = True) -> BuiltModel
     cache_dir.mkdir(parents=True, exist_ok=True)
     directory = weights_dir()
     paths = model_paths(cache_dir, directory)
+    for built in (paths.fp32_path, paths.int8_path):
+        if built.is_file() and not _digest_ok(built):
+            log.warning("model file changed since it was built, rebuilding path=%s", built)
+            built.unlink(missing_ok=True)
     if paths.fp32_path.is_file() and paths.int8_path.is_file():
         progress(f"model already built in {cache_dir}")
         return paths
@@ -305,6 +309,7 @@ def build_model(cache_dir: Path | None = None, quiet: bool = True) -> BuiltModel
             temp_path = _atomic_target(paths.fp32_path)
             try:
                 onnx.save_model(model, str(temp_path))
+                _write_digest(temp_path, paths.fp32_path)
                 os.replace(temp_path, paths.fp32_path)
             finally:
                 temp_path.unlink(missing_ok=True)
@@ -316,6 +321,36 @@ def build_model(cache_dir: Path | None = None, quiet: bool = True) -> BuiltModel
             progress(f"int8 graph written in {time.monotonic() - started:.1f}s")
     progress(f"model ready: {paths.int8_path}")
     return paths
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _digest_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _write_digest(source: Path, target: Path) -> None:
+    """Record the sha256 of ``source`` (about to become ``target``) beside ``target``."""
+    _digest_path(target).write_text(_file_digest(source) + "\n")
+
+
+def _digest_ok(path: Path) -> bool:
+    """A cached model file is only used if its bytes are the ones we built (a damaged
+    graph could load and misbehave). Files built before digests existed get one now."""
+    recorded = _digest_path(path)
+    if not recorded.is_file():
+        _write_digest(path, path)
+        return True
+    try:
+        return recorded.read_text().strip() == _file_digest(path)
+    except OSError:
+        return False
 
 
 def _quantise(fp32_path: Path, int8_path: Path) -> None:
@@ -335,6 +370,7 @@ def _quantise(fp32_path: Path, int8_path: Path) -> None:
             # accuracy and buys no speed.
             op_types_to_quantize=["MatMul"],
         )
+        _write_digest(temp_path, int8_path)
         os.replace(temp_path, int8_path)
     finally:
         quantiser_logger.removeFilter(quiet_filter)
