@@ -294,14 +294,14 @@ def build_model(cache_dir: Path | None = None, quiet: bool = True) -> BuiltModel
     cache_dir.mkdir(parents=True, exist_ok=True)
     directory = weights_dir()
     paths = model_paths(cache_dir, directory)
-    for built in (paths.fp32_path, paths.int8_path):
-        if built.is_file() and not _digest_ok(built):
-            log.warning("model file changed since it was built, rebuilding path=%s", built)
-            built.unlink(missing_ok=True)
-    if paths.fp32_path.is_file() and paths.int8_path.is_file():
-        progress(f"model already built in {cache_dir}")
-        return paths
-    with _build_lock(cache_dir):
+    with _build_lock(cache_dir):  # checks too: several nodes may start at once
+        for built in (paths.fp32_path, paths.int8_path):
+            if built.is_file() and not _digest_ok(built):
+                log.warning("model file changed since it was built, rebuilding path=%s", built)
+                built.unlink(missing_ok=True)
+        if paths.fp32_path.is_file() and paths.int8_path.is_file():
+            progress(f"model already built in {cache_dir}")
+            return paths
         if not paths.fp32_path.is_file():
             started = time.monotonic()
             progress(f"building {paths.fp32_path.name} from {directory / 'model.safetensors'}")
@@ -337,7 +337,10 @@ def _digest_path(path: Path) -> Path:
 
 def _write_digest(source: Path, target: Path) -> None:
     """Record the sha256 of ``source`` (about to become ``target``) beside ``target``."""
-    _digest_path(target).write_text(_file_digest(source) + "\n")
+    recorded = _digest_path(target)
+    temp = recorded.with_name(recorded.name + f".{os.getpid()}.tmp")
+    temp.write_text(_file_digest(source) + "\n")
+    os.replace(temp, recorded)
 
 
 def _digest_ok(path: Path) -> bool:
