@@ -112,7 +112,7 @@ def decode_payment_header(value: str) -> dict[str, Any]:
     try:
         raw = base64.b64decode(value.strip().encode("ascii"), validate=True)
         decoded = json.loads(raw.decode("utf-8"))
-    except (ValueError, UnicodeError) as error:
+    except (ValueError, UnicodeError, RecursionError) as error:
         raise PaymentRejected("malformed", "payment header is not base64 JSON") from error
     if not isinstance(decoded, dict) or _depth(decoded) > _MAX_JSON_DEPTH:
         raise PaymentRejected("malformed", "payment header is not a small JSON object")

@@ -15,6 +15,7 @@ serialised on that key.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -112,19 +113,25 @@ class X402Seller:
             raise ChainUnavailable("this node has no chain configured")
         if authorization.valid_before_s > int(time.time()) + QUOTE_VALID_S + CLOCK_SLACK_S:
             raise PaymentRejected("expired", f"authorization outlives the {QUOTE_VALID_S} s quote window")
+        price = stored.listing.price_micro_usdc
+        if existing is None:
+            # Check everything (signature, terms, nonce unused, balance) before writing
+            # anything: a refused payment leaves no sale row behind.
+            await trio.to_thread.run_sync(functools.partial(
+                engine.verify, authorization, pay_to=seller.pay_to, price_micro=price))
         created = now_ms()
         sale = Sale(
             request_id=request_id, listing_id=stored.listing.listing_id, crystal_id=crystal.id,
             stable_skill_id=stored.listing.stable_skill_id,
             buyer_key=BUYER_KEY_PREFIX + authorization.from_address,
-            buyer_address=authorization.from_address, price_micro_usdc=stored.listing.price_micro_usdc,
+            buyer_address=authorization.from_address, price_micro_usdc=price,
             auth_nonce=authorization.key[1], state="authorized", tx_hash=None, reason=None,
             created_at_ms=created, updated_at_ms=created,
         )
         await seller.memory.run(seller.ledger.record_sale, sale)
         try:
             settlement = await engine.accept_payment_async(
-                authorization, pay_to=seller.pay_to, price_micro=stored.listing.price_micro_usdc)
+                authorization, pay_to=seller.pay_to, price_micro=price)
         except PaymentRejected as error:
             # Seen before by the engine (a crash between settling and updating the sale):
             # the settlement ledger, reconciled against the chain, knows whether it paid.

@@ -96,6 +96,7 @@ def _b64(raw: bytes) -> str:
     _b64(json.dumps({"x402Version": 2, "payload": [], "accepted": {}}).encode()),
     _b64(json.dumps({"x402Version": 2, "payload": {"a": [[[[[[[[[[1]]]]]]]]]]}, "accepted": {}}).encode()),
     _b64(b"[" * 100_000),
+    _b64(b"[" * 6_000),
     "A" * (MAX_PAYMENT_HEADER_CHARS + 4),
 ])
 def test_hostile_payment_headers_are_malformed(header: str) -> None:
