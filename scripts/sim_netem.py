@@ -268,15 +268,20 @@ def measure(sim: Sim) -> dict[str, Any]:
                    if lid in published and listings.get(name, {}).get("listing_id") != lid]
     missing = len(ids) * (len(nodes) - 1) - len(propagation)
 
-    print("buying: each buyer buys one listing of a public and one of a NATed seller", file=sys.stderr)
+    print("buying: public and NATed sellers, and NATed buyers from NATed sellers", file=sys.stderr)
     buyers = [node for node in public[2:] if node.name not in listings][: args.buyers]
     public_listings = [listings[s.name] for s in sellers if not s.nat]
     nat_listings = [listings[s.name] for s in sellers if s.nat]
-    plan = [(buyer, public_listings[i % len(public_listings)], False) for i, buyer in enumerate(buyers)]
-    plan += [(buyer, nat_listings[i % len(nat_listings)], True) for i, buyer in enumerate(buyers)
+    nat_nodes = [s for s in sellers if s.nat]
+    plan = [(buyer, public_listings[i % len(public_listings)], "public_seller")
+            for i, buyer in enumerate(buyers)]
+    plan += [(buyer, nat_listings[i % len(nat_listings)], "nat_seller") for i, buyer in enumerate(buyers)
              if nat_listings]
+    # NAT to NAT: neither side can dial the other (no relay, no hole punching).
+    plan += [(buyer, listings[nat_nodes[(i + 1) % len(nat_nodes)].name], "nat_to_nat")
+             for i, buyer in enumerate(nat_nodes) if len(nat_nodes) > 1]
     before = {s.name: sim.usdc(s.info["wallet_address"]) for s in sellers}
-    with ThreadPoolExecutor(len(buyers) or 1) as pool:
+    with ThreadPoolExecutor(len(buyers) + len(nat_nodes) or 1) as pool:
         outcomes = list(pool.map(lambda item: (*sim.buy(item[0], item[1]), item[2], item[1]), plan))
     paid = {s.name: 0 for s in sellers}
     for ok, _, _, _, listing in outcomes:
@@ -286,8 +291,8 @@ def measure(sim: Sim) -> dict[str, Any]:
     after = {s.name: sim.usdc(s.info["wallet_address"]) for s in sellers}
     exact = all(after[name] - before[name] == paid[name] for name in paid)
 
-    def summary(nat: bool) -> dict[str, Any]:
-        rows = [row for row in outcomes if row[3] is nat]
+    def summary(kind: str) -> dict[str, Any]:
+        rows = [row for row in outcomes if row[3] == kind]
         return {"ok": sum(row[0] for row in rows), "total": len(rows),
                 "duration_ms": quantiles([row[1] for row in rows if row[0]]),
                 "errors": sorted({row[2][:120] for row in rows if not row[0]})[:3]}
@@ -308,7 +313,8 @@ def measure(sim: Sim) -> dict[str, Any]:
         "delay_ms": args.delay_ms, "jitter_ms": args.jitter_ms, "loss": args.loss,
         "peers_per_node": quantiles([float(v) for v in peers.values()]),
         "listing_propagation_ms": quantiles(propagation) | {"missing": missing},
-        "purchases_public_seller": summary(False), "purchases_nat_seller": summary(True),
+        "purchases_public_seller": summary("public_seller"),
+        "purchases_nat_seller": summary("nat_seller"), "purchases_nat_to_nat": summary("nat_to_nat"),
         "balances_exact": exact,
         "weather_lock_ms": quantiles(lock) | {"missing": unlocked},
         "late_joiner": {"listings_seen": len(caught), "of": len(ids),
