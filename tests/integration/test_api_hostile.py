@@ -149,3 +149,23 @@ async def test_generated_bodies_never_give_5xx(node: NodeService) -> None:
                 response = await client.post(path, content=body)
                 assert response.status_code < 500, (path, body, response.text)
     await still_serves(node)
+
+
+async def test_a_slow_body_ends_in_408(node: NodeService, monkeypatch: pytest.MonkeyPatch) -> None:
+    from node.api import guards
+
+    monkeypatch.setattr(guards, "BODY_TIMEOUT_S", 0.5)
+    before = await total(node)
+
+    def raw() -> bytes:
+        with socket.create_connection(("127.0.0.1", node.api_port), timeout=30) as sock:
+            sock.sendall(b"POST /v1/crystals HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                         b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 20\r\n\r\n{\"text\": "
+                         % (node.api_port, node.api_token.encode()))
+            return sock.recv(4096)  # the rest of the body never comes
+
+    answer = await trio.to_thread.run_sync(raw)
+    assert answer.startswith(b"HTTP/1.1 408")
+    assert await total(node) == before
+    await still_serves(node)

@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
 
 from node.api import dashboard as dashboard_module
 from node.api.routes import ApiApp, build_app
+from node.crystals.store import CrystalNotFound
 
 TOKEN = "test-token_0123456789abcdef"
 
@@ -38,6 +39,12 @@ class FakeNode:
     def peers(self) -> list[dict[str, Any]]:
         return [{"peer_id": "a", "connected": True, "banned": False},
                 {"peer_id": "b", "connected": False, "banned": True}]
+
+    def rejections(self) -> dict[str, dict[str, int]]:
+        raise RuntimeError("secret detail of a bug in /srv/node.py")
+
+    async def crystal_detail(self, crystal_id: str) -> dict[str, Any]:
+        raise CrystalNotFound(crystal_id)
 
 
 class Served:
@@ -253,3 +260,19 @@ async def test_json_api_still_needs_the_token(app: Served) -> None:
     session = await session_from_link(app)
     status, _, _ = await call(app, "GET", "/v1/peers", headers={"cookie": f"cm_session={session}"})
     assert status == 200
+
+
+async def test_errors_are_mapped_by_type_and_a_bug_shows_no_detail(app: Served) -> None:
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    status, headers, body = await call(app, "GET", "/v1/crystals/abc", headers=bearer)
+    assert status == 404 and json.loads(body) == {"error": str(CrystalNotFound("abc")),
+                                                  "code": "not_found"}
+    status, headers, body = await call(app, "GET", "/v1/rejections", headers=bearer)
+    assert status == 500 and json.loads(body) == {"error": "internal error", "code": "internal"}
+    assert headers["content-type"] == "application/json"
+    status, _, body = await call(app, "GET", "/v1/nowhere", headers=bearer)
+    assert status == 404 and json.loads(body)["code"] == "not_found"
+    status, _, body = await call(app, "DELETE", "/v1/peers", headers=bearer)
+    assert status == 405 and json.loads(body)["code"] == "method_not_allowed"
+    status, _, _ = await call(app, "GET", "/v1/peers", headers=bearer)
+    assert status == 200  # still serving
