@@ -91,7 +91,7 @@ def json_body_problem(body: bytes) -> str | None:
         return f"request body nests deeper than {MAX_JSON_DEPTH} levels"
     try:
         data = json.loads(body)  # bounded depth: cannot recurse past MAX_JSON_DEPTH
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return f"request body is not JSON: {str(exc)[:120]}"
     if has_lone_surrogate(data):
         return "request body holds a lone UTF-16 surrogate (not valid text)"
