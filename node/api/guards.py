@@ -110,7 +110,7 @@ class Guard:
         names = {host, "localhost", "127.0.0.1"} if host in ("127.0.0.1", "localhost") else {host}
         self.allowed_hosts = frozenset(f"{name}:{port}" for name in names)
 
-    def _refuse_headers(self, method: str, path: str, headers: dict[str, str]) -> tuple[int, str, str] | None:
+    def _refuse_headers(self, method: str, headers: dict[str, str]) -> tuple[int, str, str] | None:
         if self.allowed_hosts is not None and headers.get("host", "") not in self.allowed_hosts:
             return 421, "this API answers only to its bound address", "misdirected"
         declared = headers.get("content-length")
@@ -146,7 +146,7 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         method, path = scope["method"], scope["path"]
-        refused = self._refuse_headers(method, path, headers)
+        refused = self._refuse_headers(method, headers)
         if refused is not None:
             await _send_error(send, *refused)
             return
