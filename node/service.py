@@ -30,8 +30,9 @@ from node.market.listings import ListingBook
 from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
 from node.market.seller import Seller
-from node.memory.facade import AsyncMemory, ConsolidationReport, Memory, SearchHit, SearchRequest
-from node.memory.requests import add_from_request
+from node.memory.async_memory import AsyncMemory
+from node.memory.facade import ConsolidationReport, Memory
+from node.memory.search import SearchHit, SearchRequest
 from node.net.service import NetService
 from node.supervisor import supervise
 from node.trust.gate import GateDecision
@@ -131,8 +132,10 @@ class NodeService:
         if memory is None:
             memory = await trio.to_thread.run_sync(Memory, self.config)
         self.memory = AsyncMemory(memory)
-        self.listings = ListingBook(memory.store)
-        self.ledger = MarketLedger(memory.store)
+        # One database owner: every concept's repository shares memory's Database and
+        # its single writer (memory.db.run).
+        self.listings = ListingBook(memory.db)
+        self.ledger = MarketLedger(memory.db)
         self.seller = Seller(
             self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
             lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
@@ -143,12 +146,12 @@ class NodeService:
             lambda: self.engine.client if self.engine else None,
         )
         self.trust = TrustService(
-            memory.store,
+            memory.db,
             self.config,
             self.identity.public_key,
             [bytes.fromhex(key) for key in self.config.net.management_keys],
             hormones_halt=lambda: memory.hormones.consolidation_modulation().halt_untrusted_ingestion,
-            run_in_store=self.memory.run,
+            run_in_store=memory.db.run,
         )
         self.reputation = self.trust
         self.buyer.gate = self._gate
@@ -243,12 +246,9 @@ class NodeService:
                 pass
 
     async def _periodic_index_save(self) -> None:
-        memory = self.memory.memory
         while True:
             await trio.sleep(INDEX_SAVE_INTERVAL_S)
-            if memory.index.dirty:
-                await self.memory.run(memory.index.save)
-            await self.memory.run(memory.save_hormones)
+            await self.memory.save_state()
 
     async def _periodic_consolidation(self) -> None:
         while True:
@@ -261,7 +261,7 @@ class NodeService:
     # --- status -------------------------------------------------------------------------------
     async def status(self) -> dict[str, Any]:
         listings = await self.memory.run(self.listings.count)
-        stats = await self.memory.run(self.memory.memory.store.stats)
+        stats = await self.memory.stats()
         return {
             "name": self.config.name,
             "peer_id": self.identity.peer_id,
@@ -292,10 +292,10 @@ class NodeService:
         return await self.memory.search(request)
 
     async def memory_status(self) -> dict[str, Any]:
-        return await self.memory.run(self.memory.memory.status)
+        return await self.memory.status()
 
     async def memory_stats(self) -> dict[str, Any]:
-        return await self.memory.run(self.memory.memory.store.stats)
+        return await self.memory.stats()
 
     async def purchases(self, limit: int) -> list[dict[str, Any]]:
         return [item.to_dict() for item in await self.memory.run(self.ledger.purchases, limit)]
@@ -311,20 +311,14 @@ class NodeService:
         return await self.memory.run(self.ledger.stats)
 
     async def add_crystal(self, body: dict[str, Any]) -> Crystal:
-        return await self.memory.run(add_from_request, self.memory.memory, body)
+        return await self.memory.add_from_request(body)
 
     async def crystal_detail(self, crystal_id: str) -> dict[str, Any]:
-        memory = self.memory.memory
-
-        def detail() -> dict[str, Any]:
-            crystal = memory.get(crystal_id)
-            return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, 20)}
-
-        return await self.memory.run(detail)
+        return await self.memory.detail(crystal_id)
 
     async def consolidate(self, purge: bool = False) -> ConsolidationReport:
         try:
-            report = await self.memory.run(self.memory.memory.consolidate, None, purge)
+            report = await self.memory.consolidate(purge)
         except Exception:
             metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
             raise
@@ -332,9 +326,7 @@ class NodeService:
         return report
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
-        crystal = await self.memory.run(
-            self.memory.memory.record_execution, crystal_id, success, reward
-        )
+        crystal = await self.memory.record_execution(crystal_id, success, reward)
         seller = crystal.governance.peer_origin
         if seller:
             # A skill bought from a peer: its outcome is evidence about that peer.
@@ -357,7 +349,7 @@ class NodeService:
         return trust_rows_for_api(self.trust)
 
     async def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
-        return await self.memory.run(self.memory.memory.new_skill_version, crystal_id, text)
+        return await self.memory.new_skill_version(crystal_id, text)
 
     # --- listings -----------------------------------------------------------------------------
     async def _on_sale(self, sale: Sale) -> None:

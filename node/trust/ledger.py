@@ -22,10 +22,10 @@ weather not signed by a management key, ...). After ``ban_after_offences`` of
 them the peer is banned.
 
 Storage: tables ``trust_peers`` (aggregates), ``trust_events`` (the log) and
-``trust_decisions`` (gate decisions) in the crystal store. Each write is one
+``trust_decisions`` (gate decisions) in the node's database (``node.trust.schema``). Each write is one
 transaction; the in-memory mirror of ``trust_peers`` is only updated after the
 transaction committed, so reads never see a write that did not happen. Like
-the store, a ``Ledger`` is owned by one thread at a time.
+every repository, a ``Ledger`` is used by one thread at a time (``Database.run``).
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ from types import MappingProxyType
 from typing import Any
 
 from node.crystals.model import now_ms
-from node.crystals.store import CrystalStore
+from node.db import Database
 from node.errors import CrystalmeshError
+from node.trust import schema
 from node.trust.eigentrust import normalise_local_trust
 
 logger = logging.getLogger(__name__)
@@ -171,18 +172,19 @@ class PeerRecord:
 
 
 class Ledger:
-    """Events and per-peer aggregates in the crystal store, mirrored in memory."""
+    """Events and per-peer aggregates in the node's database, mirrored in memory."""
 
     def __init__(
         self,
-        store: CrystalStore,
+        db: Database,
         weights: EventWeights | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        self.store = store
+        self.db = db
+        db.migrate(schema.CONCEPT, schema.MIGRATIONS)
         self.weights = weights or EventWeights()
         self.clock = clock
-        # The mirror is written by the store's thread and read from the event loop
+        # The mirror is written by the database's thread and read from the event loop
         # (levels, gossipsub scores): the lock keeps iteration safe.
         self._lock = threading.Lock()
         self._peers: dict[str, PeerRecord] = {}
@@ -191,7 +193,7 @@ class Ledger:
 
     def reload(self) -> None:
         """Re-read ``trust_peers`` into memory."""
-        rows = self.store.conn.execute("SELECT * FROM trust_peers").fetchall()
+        rows = self.db.execute("SELECT * FROM trust_peers").fetchall()
         with self._lock:
             self._peers = {row["peer_key"]: _record_from_row(row) for row in rows}
             self._row = None
@@ -216,7 +218,7 @@ class Ledger:
         at = self.clock() if at_ms is None else at_ms
         pending: dict[str, PeerRecord] = {}
         out: list[PeerRecord] = []
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             for peer_key, raw_event, detail in events:
                 key = peer_key_hex(peer_key)
                 event = TrustEvent(raw_event)
@@ -259,7 +261,7 @@ class Ledger:
             offences=before.offences if banned else 0,
             last_reason=reason,
         )
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             _upsert(conn, after)
         with self._lock:
             self._peers[key] = after
@@ -280,7 +282,7 @@ class Ledger:
         at = self.clock() if at_ms is None else at_ms
         verdict = "admitted" if admitted else "rejected"
         last_reason = f"{verdict} {kind}: {reason}"
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO trust_decisions(at_ms, peer_key, kind, admitted, level, reason) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -298,7 +300,7 @@ class Ledger:
 
     def prune(self, keep_events: int = 100_000, keep_decisions: int = 100_000) -> int:
         """Drop all but the newest rows of the event and decision logs (aggregates stay)."""
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             removed = conn.execute(
                 "DELETE FROM trust_events WHERE id <= (SELECT MAX(id) FROM trust_events) - ?",
                 (keep_events,),
@@ -351,12 +353,12 @@ class Ledger:
             return self._row
 
     def events(self, peer_key: bytes | str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        return _select(self.store.conn, "trust_events", peer_key, limit)
+        return _select(self.db, "trust_events", peer_key, limit)
 
     def decisions(
         self, peer_key: bytes | str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
-        rows = _select(self.store.conn, "trust_decisions", peer_key, limit)
+        rows = _select(self.db, "trust_decisions", peer_key, limit)
         for row in rows:
             row["admitted"] = bool(row["admitted"])
         return rows
@@ -399,12 +401,12 @@ def _upsert(conn: sqlite3.Connection, record: PeerRecord) -> None:
 
 
 def _select(
-    conn: sqlite3.Connection, table: str, peer_key: bytes | str | None, limit: int
+    db: Database, table: str, peer_key: bytes | str | None, limit: int
 ) -> list[dict[str, Any]]:
     if peer_key is None:
-        rows = conn.execute(f"SELECT * FROM {table} ORDER BY id DESC LIMIT ?", (limit,))
+        rows = db.execute(f"SELECT * FROM {table} ORDER BY id DESC LIMIT ?", (limit,))
     else:
-        rows = conn.execute(
+        rows = db.execute(
             f"SELECT * FROM {table} WHERE peer_key=? ORDER BY id DESC LIMIT ?",
             (peer_key_hex(peer_key), limit),
         )
