@@ -15,6 +15,11 @@ receives a :class:`Database`; nothing else opens or reaches a connection.
   before this table existed (one ``meta.schema_version`` counting a single
   list of migrations) is converted on open, in one transaction, without
   touching a row. A database written by newer code is refused.
+
+The chain's settlement ledger (``node/chain/ledger.py``) keeps its own file on
+purpose: it needs ``synchronous=FULL`` (money moved on chain), it is written by
+the settlement engine's threads while they wait on the chain, which must not
+hold up this single writer, and it belongs to the wallet, not to this memory.
 """
 
 from __future__ import annotations
@@ -143,10 +148,19 @@ class Database:
     # --- migrations -------------------------------------------------------------------------------
     def schema_version(self, concept: str) -> int:
         row = self.one("SELECT version FROM schema_versions WHERE concept=?", (concept,))
-        return 0 if row is None else int(row[0])
+        return 0 if row is None else self._version(row[0], f"schema_versions[{concept!r}]")
+
+    def _version(self, value: Any, where: str) -> int:
+        """A stored version number; anything else means the file is not ours or was damaged."""
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and value.isascii() and value.isdigit():
+            return int(value)
+        raise SchemaError(f"{self.path}: {where} holds {value!r}, not a schema version")
 
     def schema_versions(self) -> dict[str, int]:
-        return {row[0]: int(row[1]) for row in self.all("SELECT concept, version FROM schema_versions")}
+        rows = self.all("SELECT concept, version FROM schema_versions")
+        return {row[0]: self._version(row[1], f"schema_versions[{row[0]!r}]") for row in rows}
 
     def migrate(self, concept: str, migrations: Sequence[Migration]) -> int:
         """Bring ``concept`` up to ``len(migrations)``; returns how many migrations ran.
@@ -190,7 +204,7 @@ class Database:
             if "schema_versions" in tables or "meta" not in tables:
                 return
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            legacy = int(row[0]) if row else 0
+            legacy = self._version(row[0], "meta.schema_version") if row else 0
             if legacy > len(LEGACY_MIGRATIONS):
                 raise SchemaError(
                     f"{self.path}: database schema version {legacy} is newer than this "

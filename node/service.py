@@ -29,6 +29,7 @@ from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook
 from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
+from node.market.reconcile import reconcile_settlements
 from node.market.seller import Seller
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import ConsolidationReport, Memory
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 
 SAFE_RECURSION_LIMIT = 5_000
 
-PPM = 1_000_000
 INDEX_SAVE_INTERVAL_S = 30.0
 
 
@@ -92,31 +92,6 @@ class NodeService:
             batch_max_size=chain.batch_max_size,
             batch_max_delay_ms=chain.batch_max_delay_ms,
         )
-
-    async def _reconcile_settlements(self) -> None:
-        """Finish settlements a crash left open; retried until the chain answers."""
-        if self.engine is None:
-            return
-        delay = 1.0
-        while True:
-            try:
-                rows = await self.engine.reconcile_async()
-                if rows:
-                    log.info("reconciled settlements count=%d", len(rows))
-                # The sale rows follow the chain: a crash between settling and updating a
-                # sale left it 'authorized' although the money arrived.
-                for row in rows:
-                    nonce = "0x" + row.authorization.nonce.hex()
-                    state = "settled" if row.settled else ("failed" if row.state == "failed" else None)
-                    if state is not None:
-                        await self.memory.run(self.ledger.sale_followed_settlement,
-                                              row.authorization.from_address, nonce, state,
-                                              row.tx_hash)
-                return
-            except Exception as error:
-                log.warning("settlement reconcile failed, retrying error=%s", error)
-                await trio.sleep(delay)
-                delay = min(delay * 2, 60.0)
 
     # --- wiring -------------------------------------------------------------------------------
     @property
@@ -184,13 +159,14 @@ class NodeService:
                     await nursery.start(functools.partial(
                         supervise, "settlement", self.engine.run, startable=True,
                         on_crash=_count_crash))
-                    nursery.start_soon(self._reconcile_settlements)
+                    nursery.start_soon(reconcile_settlements, self.engine, self.memory.db, self.ledger)
                 await nursery.start(self._serve_api)
                 nursery.start_soon(functools.partial(
-                    supervise, "index-save", self._periodic_index_save, on_crash=_count_crash))
-                nursery.start_soon(functools.partial(
-                    supervise, "consolidation", self._periodic_consolidation,
+                    supervise, "index-save", self.memory.save_periodically, INDEX_SAVE_INTERVAL_S,
                     on_crash=_count_crash))
+                nursery.start_soon(functools.partial(
+                    supervise, "consolidation", self.memory.consolidate_periodically,
+                    self.config.memory.consolidation_interval_s, on_crash=_count_crash))
                 nursery.start_soon(self._watch_signals, nursery.cancel_scope)
                 self._write_runtime_files()
                 self.ready.set()
@@ -244,19 +220,6 @@ class NodeService:
                 path.unlink()
             except OSError:
                 pass
-
-    async def _periodic_index_save(self) -> None:
-        while True:
-            await trio.sleep(INDEX_SAVE_INTERVAL_S)
-            await self.memory.save_state()
-
-    async def _periodic_consolidation(self) -> None:
-        while True:
-            await trio.sleep(self.config.memory.consolidation_interval_s)
-            try:
-                await self.consolidate()
-            except Exception:
-                log.exception("consolidation failed")
 
     # --- status -------------------------------------------------------------------------------
     async def status(self) -> dict[str, Any]:
@@ -317,13 +280,7 @@ class NodeService:
         return await self.memory.detail(crystal_id)
 
     async def consolidate(self, purge: bool = False) -> ConsolidationReport:
-        try:
-            report = await self.memory.consolidate(purge)
-        except Exception:
-            metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
-            raise
-        metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
-        return report
+        return await self.memory.consolidate(purge)
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
         crystal = await self.memory.record_execution(crystal_id, success, reward)

@@ -171,8 +171,8 @@ class CrystalReads:
             "by_lifecycle": by_lifecycle,
             "by_type": by_type,
             "by_scope": by_scope,
-            "embedder": self.get_meta("embedder_name"),
-            "dim": int(self.get_meta("embedder_dim") or 0),
-            "last_consolidation_ms": int(self.get_meta("last_consolidation_ms") or 0) or None,
+            "embedder": self.db.get_meta("embedder_name"),
+            "dim": int(self.db.get_meta("embedder_dim") or 0),
+            "last_consolidation_ms": int(self.db.get_meta("last_consolidation_ms") or 0) or None,
         }
 

@@ -8,18 +8,22 @@ worker thread so it does not hold the writer.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 import trio
 
+from node import metrics
 from node.crystals.model import Crystal
 from node.db import Database
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.hormones import HormonalStateManager
 from node.memory.requests import add_from_request
 from node.memory.search import SearchHit, SearchRequest
+
+log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -89,7 +93,27 @@ class AsyncMemory:
         return await self.run(self._memory.store.stats)
 
     async def consolidate(self, purge: bool = False) -> ConsolidationReport:
-        return await self.run(self._memory.consolidate, None, purge)
+        try:
+            report = await self.run(self._memory.consolidate, None, purge)
+        except Exception:
+            metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
+            raise
+        metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
+        return report
+
+    async def consolidate_periodically(self, interval_s: float) -> None:
+        """Run a consolidation cycle every ``interval_s``; a failed cycle is logged, not fatal."""
+        while True:
+            await trio.sleep(interval_s)
+            try:
+                await self.consolidate()
+            except Exception:
+                log.exception("consolidation failed")
+
+    async def save_periodically(self, interval_s: float) -> None:
+        while True:
+            await trio.sleep(interval_s)
+            await self.save_state()
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
         return await self.run(self._memory.record_execution, crystal_id, success, reward)
