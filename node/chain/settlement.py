@@ -61,6 +61,7 @@ from node.chain.receipts import (
     revert_reason_code,
     still_in_mempool,
 )
+from node.config import ChainConfig
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,8 @@ class SettlementEngine:
         ledger: SettlementLedger,
         sender: LocalAccount,
         *,
-        batch_max_size: int = 50,
-        batch_max_delay_ms: int = 200,
+        batch_max_size: int = ChainConfig.batch_max_size,
+        batch_max_delay_ms: int = ChainConfig.batch_max_delay_ms,
         confirm_timeout_s: float = 120.0,
         min_validity_s: int = DEFAULT_MIN_VALIDITY_S,
     ) -> None:
@@ -108,8 +109,8 @@ class SettlementEngine:
         settler_address: str,
         sender: LocalAccount,
         data_dir: Path,
-        batch_max_size: int = 50,
-        batch_max_delay_ms: int = 200,
+        batch_max_size: int = ChainConfig.batch_max_size,
+        batch_max_delay_ms: int = ChainConfig.batch_max_delay_ms,
     ) -> SettlementEngine:
         """Engine for a node: ledger at ``<data_dir>/settlements.db``.
 
