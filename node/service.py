@@ -31,9 +31,11 @@ from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
 from node.market.reconcile import reconcile_settlements
 from node.market.seller import Seller
+from node.market.x402_seller import serve_seller
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.search import SearchHit, SearchRequest
+from node.net.discovery import DiscoveryConfig
 from node.net.service import NetService
 from node.supervisor import supervise
 from node.trust.gate import GateDecision
@@ -60,9 +62,11 @@ class NodeService:
         self.memory: AsyncMemory
         self.listings: ListingBook
         self.reputation: ReputationSource = FlatReputation(1.0)
-        self.net = NetService(config.net, self.identity)
+        self.net = NetService(config.net, self.identity,
+                              discovery_config=DiscoveryConfig(enabled=config.net.discovery))
         self.started_at_ms = now_ms()
         self.api_port = 0
+        self.x402_url: str | None = None
         self.ready = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.wallet_address = self._wallet_address()
@@ -161,6 +165,9 @@ class NodeService:
                         on_crash=_count_crash))
                     nursery.start_soon(reconcile_settlements, self.engine, self.memory.db, self.ledger)
                 await nursery.start(self._serve_api)
+                if self.config.x402.enabled:  # the public x402 endpoint over our seller
+                    self.x402_url = await nursery.start(functools.partial(
+                        serve_seller, self.seller, self.config.x402.host, self.config.x402.port))
                 nursery.start_soon(functools.partial(
                     supervise, "index-save", self.memory.save_periodically, INDEX_SAVE_INTERVAL_S,
                     on_crash=_count_crash))
@@ -232,6 +239,7 @@ class NodeService:
             "management": self.is_management,
             "listen_addrs": self.net.listen_addrs(),
             "api_port": self.api_port,
+            "x402_url": self.x402_url,
             "uptime_s": (now_ms() - self.started_at_ms) // 1000,
             "connected_peers": len([p for p in self.peers() if p["connected"]]),
             "listings_known": listings,

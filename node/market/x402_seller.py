@@ -29,7 +29,7 @@ from node import metrics
 from node.chain.authorization import Authorization
 from node.chain.errors import ChainError, ChainUnavailable, PaymentRejected
 from node.chain.x402 import payment_requirements
-from node.chain.x402_server import Offer, ResourceUnavailable, Sold
+from node.chain.x402_server import Offer, ResourceUnavailable, Sold, build_x402_app, serve_x402
 from node.crystals.model import now_ms
 from node.crystals.store import CrystalNotFound
 from node.market.ledger import SALE_SETTLED_STATES, Sale
@@ -169,7 +169,7 @@ class X402Seller:
         if stored is None:
             raise ResourceUnavailable("listing unknown")
         try:
-            crystal = await seller.memory.run(seller.memory.memory.store.get, sale.crystal_id)
+            crystal = await seller.memory.get_stored(sale.crystal_id)
         except CrystalNotFound as error:
             raise ResourceUnavailable("the skill is no longer held by the seller") from error
         return _sold(sale, stored, crystal.text, tx_hash)
@@ -179,3 +179,9 @@ def _sold(sale: Sale, stored: StoredListing, payload: str, tx_hash: str) -> Sold
     return Sold(listing_id=sale.listing_id, name=stored.listing.name, payload=payload,
                 content_hash=content_hash(payload), tx_hash=tx_hash, payer=sale.buyer_address,
                 amount_micro=sale.price_micro_usdc, chain_id=stored.listing.chain_id)
+
+
+async def serve_seller(seller: Seller, host: str, port: int,
+                       task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve ``seller``'s listings over x402 on ``host:port``; ``started`` with the base URL."""
+    await serve_x402(build_x402_app(X402Seller(seller)), host, port, task_status=task_status)

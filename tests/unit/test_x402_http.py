@@ -157,3 +157,23 @@ def test_request_id_names_one_authorization() -> None:
     assert first == x402_request_id(authorization(b"\x01" * 32))
     assert first != x402_request_id(authorization(b"\x02" * 32))
     assert len(first) == 32 and int(first, 16) >= 0
+
+
+def test_buyer_refuses_terms_under_another_token_domain() -> None:
+    from node.market.listings import StoredListing
+    from node.market.purchase_errors import PurchaseRefused
+    from node.market.terms import check_requirements
+    from protocol.identity import Identity
+    from tests.net_testing import make_listing
+
+    listing = make_listing(Identity.generate(), now_ms=int(time.time() * 1000))
+    stored = StoredListing(listing=listing, seller_key=b"\x01" * 32, issued_at_ms=0, received_at_ms=0,
+                           superseded_by=None, own_crystal_id=None, envelope=b"")
+    terms = Terms(request_id="00" * 16, listing_id=listing.listing_id, scheme="exact",
+                  price_micro_usdc=listing.price_micro_usdc, pay_to=listing.pay_to,
+                  asset=listing.token_address, chain_id=listing.chain_id,
+                  valid_before_s=int(time.time()) + 300, content_hash=listing.content_hash,
+                  extra=TokenDomain(name="USDC", version="2"))
+    check_requirements(stored, terms)
+    with pytest.raises(PurchaseRefused, match="token domain"):
+        check_requirements(stored, dataclasses.replace(terms, extra=TokenDomain("USD Coin", "2")))
