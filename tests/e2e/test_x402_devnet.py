@@ -187,7 +187,7 @@ async def test_official_x402_client_buys_once_and_a_replay_is_not_charged(
         answer = await http.get(url)
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    assert content_hash(body["payload"]) == body["content_hash"] == listing["content_hash"]
+    assert content_hash(body["payload"]) == body["content_hash"] == content_hash(SKILL)
     assert body["payload"] == SKILL
     receipt = decode_payment_response_header(answer.headers["PAYMENT-RESPONSE"])
     assert receipt.success and receipt.transaction == body["tx_hash"]
