@@ -43,13 +43,25 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class DiscoveryConfig:
     enabled: bool = True
-    # Below this many connections a round runs every ``fast_interval_s``, else every ``interval_s``.
+    # Rounds run every ``fast_interval_s`` while they find peers and the node has fewer
+    # than ``target_peers`` connections, then back off (doubling) to ``interval_s``.
     target_peers: int = 8
     # Discovered peers the peer manager keeps (redials); bootstrap peers come on top.
     max_kept: int = 16
     interval_s: float = 30.0
     fast_interval_s: float = 2.0
     lookup_timeout_s: float = 30.0
+
+
+def next_delay_s(config: DiscoveryConfig, previous_s: float, found_new: bool, connected: int) -> float:
+    """Seconds to the next round: ``fast_interval_s`` again while rounds find new peers
+    and the node is below ``target_peers``; otherwise doubling up to ``interval_s``
+    (a small network that has been found is not walked every few seconds)."""
+    if found_new and connected < config.target_peers:
+        return config.fast_interval_s
+    if connected >= config.target_peers:
+        return config.interval_s
+    return min(config.interval_s, previous_s * 2)
 
 
 def _drop_provider(key: bytes, provider: PeerInfo) -> None:
@@ -97,15 +109,17 @@ class Discovery:
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with background_trio_service(self.dht):
             task_status.started()
+            delay_s = self.config.fast_interval_s
             while True:
                 self._wake = trio.Event()
+                found: list[ID] = []
                 try:
-                    await self.round()
+                    found = await self.round()
                 except Exception as error:  # a lookup failing must not end discovery
                     logger.warning("discovery round failed error=%s", error)
-                connected = len(self.host.get_connected_peers())
-                enough = connected >= self.config.target_peers
-                with trio.move_on_after(self.config.interval_s if enough else self.config.fast_interval_s):
+                delay_s = next_delay_s(self.config, delay_s, bool(found),
+                                       len(self.host.get_connected_peers()))
+                with trio.move_on_after(delay_s):
                     await self._wake.wait()
 
     async def round(self) -> list[ID]:
