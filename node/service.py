@@ -35,7 +35,6 @@ from node.market.x402_seller import serve_seller
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.search import SearchHit, SearchRequest
-from node.net.discovery import DiscoveryConfig
 from node.net.service import NetService
 from node.supervisor import supervise
 from node.trust.gate import GateDecision
@@ -62,8 +61,7 @@ class NodeService:
         self.memory: AsyncMemory
         self.listings: ListingBook
         self.reputation: ReputationSource = FlatReputation(1.0)
-        self.net = NetService(config.net, self.identity,
-                              discovery_config=DiscoveryConfig(enabled=config.net.discovery))
+        self.net = NetService(config.net, self.identity)
         self.started_at_ms = now_ms()
         self.api_port = 0
         self.x402_url: str | None = None

@@ -107,7 +107,7 @@ class NetService:
             score_of=self.scores.score,
             max_backoff_s=config.reconnect_max_backoff_s,
         )
-        discovery = discovery_config or DiscoveryConfig()
+        discovery = discovery_config or DiscoveryConfig(enabled=config.discovery)
         self.discovery = Discovery(self.host, self.peer_manager, discovery) if discovery.enabled else None
         self.purchases = PurchaseTransport(
             self.host,
