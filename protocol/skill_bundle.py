@@ -38,8 +38,8 @@ import yaml
 from protocol.schema import InvalidMessage
 
 SKILL_MD = "SKILL.md"
-MAX_BUNDLE_BYTES = 128 * 1024  # below protocol.purchase.MAX_SKILL_PAYLOAD_BYTES
-MAX_SKILL_MD_BYTES = 64 * 1024
+MAX_BUNDLE_BYTES = 64 * 1024  # fits a memory text (65,536 chars) and a Delivery payload
+MAX_SKILL_MD_BYTES = 48 * 1024
 MAX_FRONT_MATTER_BYTES = 4 * 1024
 MAX_RESOURCES = 16
 MAX_RESOURCE_BYTES = 32 * 1024
