@@ -153,13 +153,18 @@ class CrystalVersions:
             "GROUP BY namespace ORDER BY namespace", (at_ms or now_ms(),))
         return [{"namespace": row[0], "memories": int(row[1])} for row in rows]
 
-    def current_rowids(self, namespaces: tuple[str, ...], at_ms: int) -> set[int]:
-        """Rowids of the current crystals of ``namespaces`` (all namespaces when empty)."""
+    def current_rowids(self, namespaces: tuple[str, ...], at_ms: int,
+                       among: list[int] | None = None) -> set[int]:
+        """Rowids of the current crystals of ``namespaces`` (all namespaces when empty),
+        optionally only among the rowids ``among``."""
         where = current_clause()
         params: list[Any] = [at_ms]
         if namespaces:
             where += f" AND c.namespace IN ({','.join('?' * len(namespaces))})"
             params.extend(namespaces)
+        if among is not None:
+            where += f" AND c.rowid IN ({','.join('?' * len(among)) or 'NULL'})"
+            params.extend(among)
         return {int(row[0]) for row in self.db.all(f"SELECT rowid FROM crystals c WHERE {where}", params)}
 
     def not_current_count(self, at_ms: int) -> int:
