@@ -15,6 +15,7 @@ from node.api.interface import NodeApi
 from node.api.metrics import register_metrics
 from node.crystals.model import AccessScope, Lifecycle, SemanticType
 from node.memory.facade import SearchRequest
+from node.memory.namespaces import validate_namespace
 
 
 def _int_arg(request: Request, name: str) -> int | None:
@@ -61,8 +62,28 @@ def build_app(node: NodeApi, token: str) -> App:
         body = request.json()
         if not isinstance(body.get("text"), str):
             raise HttpError(400, "text is required")
-        crystal = await node.add_crystal(body)
-        return crystal.to_dict()
+        return await node.add_memory(body)
+
+    @app.route("GET", "/v1/crystals")
+    async def list_memories(request: Request) -> Any:
+        return {"crystals": await node.list_memories(
+            request.arg("namespace"), tuple(request.query.get("type", [])), _int_arg(request, "limit") or 50)}
+
+    @app.route("PATCH", "/v1/crystals/{crystal_id}")
+    async def update_memory(request: Request) -> Any:
+        return await node.update_memory(request.params["crystal_id"], request.json())
+
+    @app.route("DELETE", "/v1/crystals/{crystal_id}")
+    async def delete_memory(request: Request) -> Any:
+        return await node.delete_memory(request.params["crystal_id"])
+
+    @app.route("GET", "/v1/crystals/{crystal_id}/history")
+    async def memory_history(request: Request) -> Any:
+        return await node.memory_history(request.params["crystal_id"])
+
+    @app.route("GET", "/v1/namespaces")
+    async def namespaces(request: Request) -> Any:
+        return {"namespaces": await node.namespaces()}
 
     @app.route("GET", "/v1/crystals/{crystal_id}")
     async def get_crystal(request: Request) -> Any:
@@ -84,6 +105,8 @@ def build_app(node: NodeApi, token: str) -> App:
                 semantic_types=_choices(body, "types", SemanticType),
                 lifecycles=_choices(body, "lifecycles", Lifecycle),
                 scopes=_choices(body, "scopes", AccessScope),
+                namespaces=() if body.get("all_namespaces") is True
+                else (validate_namespace(body.get("namespace")),),
             )
         )
         return {"hits": [hit.to_dict() for hit in hits]}

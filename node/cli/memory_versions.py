@@ -56,7 +56,7 @@ def update(ctx: CliContext, crystal_id: str, text: str | None, scope: str | None
         from node.memory.versions import update_from_request
 
         with open_memory(ctx) as mem:
-            data = update_from_request(mem, crystal_id, body).to_dict()
+            data = update_from_request(mem, crystal_id, body)
     ctx.emit(data, lambda c: click.echo(
         f"{c['id']}  version {c.get('version')} of {c.get('memoryId')} (replaces {c.get('previousId')})"))
 

@@ -18,6 +18,7 @@ import trio
 from node import metrics
 from node.crystals.model import Crystal
 from node.db import Database
+from node.memory import versions
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.hormones import HormonalStateManager
 from node.memory.requests import add_from_request
@@ -62,6 +63,27 @@ class AsyncMemory:
 
     async def add_from_request(self, body: Any) -> Crystal:
         return await self.run(add_from_request, self._memory, body)
+
+    # --- memories as versioned records in namespaces (node.memory.versions) --------------------
+    async def add_with_outcome(self, body: Any) -> dict[str, Any]:
+        return (await self.run(versions.add_with_outcome, self._memory, body)).to_dict()
+
+    async def update(self, crystal_id: str, body: Any) -> dict[str, Any]:
+        return await self.run(versions.update_from_request, self._memory, crystal_id, body)
+
+    async def delete(self, crystal_id: str) -> dict[str, Any]:
+        return await self.run(versions.delete, self._memory, crystal_id)
+
+    async def history(self, crystal_id: str) -> dict[str, Any]:
+        return await self.run(versions.history, self._memory, crystal_id)
+
+    async def list_memories(self, namespace: str | None, types: tuple[str, ...],
+                            limit: int) -> list[dict[str, Any]]:
+        found = await self.run(versions.list_memories, self._memory, namespace, types, limit)
+        return [crystal.to_dict() for crystal in found]
+
+    async def namespaces(self) -> list[dict[str, Any]]:
+        return await self.run(self._memory.store.namespaces)
 
     async def search(self, request: SearchRequest) -> list[SearchHit]:
         return await self.run(self._memory.search, request)

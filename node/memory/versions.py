@@ -103,7 +103,8 @@ def update(memory: Memory, crystal_id: str, text: str | None = None,
     return memory.store.get(crystal.id)
 
 
-def update_from_request(memory: Memory, crystal_id: str, body: Any) -> Crystal:
+def update_from_request(memory: Memory, crystal_id: str, body: Any) -> dict[str, Any]:
+    """Validate an update request (``text``, ``scope``), apply it; the new version as JSON."""
     if not isinstance(body, dict):
         raise MemoryInputError("the request must be a JSON object")
     unknown = sorted(set(body) - UPDATE_KEYS)
@@ -118,7 +119,8 @@ def update_from_request(memory: Memory, crystal_id: str, body: Any) -> Crystal:
         chosen = None if scope is None else AccessScope(scope)
     except (ValueError, TypeError) as error:
         raise MemoryInputError(f"scope must be one of: {', '.join(s.value for s in AccessScope)}") from error
-    return update(memory, crystal_id, text, chosen)
+    crystal = update(memory, crystal_id, text, chosen)
+    return crystal.to_dict() | {"previousId": crystal.provenance_dag[0].parent_ids[0]}
 
 
 def delete(memory: Memory, crystal_id: str) -> dict[str, Any]:
