@@ -17,6 +17,7 @@ import trio
 
 from node import metrics
 from node.crystals.model import Crystal
+from node.crystals.store import CrystalNotFound
 from node.db import Database
 from node.memory import versions
 from node.memory.facade import ConsolidationReport, Memory
@@ -93,8 +94,12 @@ class AsyncMemory:
         return await self.run(self._memory.get, crystal_id)
 
     async def get_stored(self, crystal_id: str) -> Crystal:
-        """A crystal as stored, for the node's own use (selling, delivering)."""
-        return await self.run(self._memory.store.get, crystal_id)
+        """A crystal as stored, for the node's own use (selling, delivering); a deleted
+        memory is gone here too (it is neither sold nor delivered again)."""
+        crystal = await self.run(self._memory.store.get, crystal_id)
+        if crystal.deleted_at_ms is not None:
+            raise CrystalNotFound(crystal_id)
+        return crystal
 
     async def find_by_hash(self, text_hash: str) -> Crystal | None:
         return await self.run(self._memory.store.find_by_hash, text_hash)
