@@ -160,7 +160,9 @@ class CrystalVersions:
         where = current_clause()
         params: list[Any] = [at_ms]
         if namespaces:
-            where += f" AND c.namespace IN ({','.join('?' * len(namespaces))})"
+            # With ``among``, "+" keeps SQLite on rowid lookups instead of the namespace index.
+            plus = "+" if among is not None else ""
+            where += f" AND {plus}c.namespace IN ({','.join('?' * len(namespaces))})"
             params.extend(namespaces)
         if among is not None:
             where += f" AND c.rowid IN ({','.join('?' * len(among)) or 'NULL'})"
