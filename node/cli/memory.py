@@ -186,6 +186,10 @@ def show(ctx: CliContext, crystal_id: str) -> None:
         click.echo(f"importance   {c['importanceScore']:.4f}   accesses {c['accessCount']}"
                    f"   last access {_when(c['lastAccessedAt'])}")
         click.echo(f"created      {_when(c['createdAt'])}   hash {c['hash'][:16]}…")
+        click.echo(f"memory       {c.get('memoryId')}  v{c.get('version')}  namespace {c.get('namespace')}"
+                   + (f"   superseded by {c['supersededBy']} at {_when(c.get('validTo'))}"
+                      if c.get("supersededBy") else "")
+                   + (f"   expires {_when(c['expiresAt'])}" if c.get("expiresAt") else ""))
         if c.get("stableSkillId") or c["semanticType"] in ("skill", "task_pattern"):
             click.echo(f"skill        stable id {c['stableSkillId']}  v{c['skillVersion']}"
                        f"  executions {c['executions']}  successes {c['successes']}")
@@ -239,6 +243,7 @@ def status(ctx: CliContext) -> None:
         click.echo(f"embedder     {s['embedder']} ({s['dim']}-d)   index vectors {s['index']['vectors']}")
         click.echo("lifecycle    " + ", ".join(f"{k} {v}" for k, v in sorted(s["by_lifecycle"].items())))
         click.echo("types        " + ", ".join(f"{k} {v}" for k, v in sorted(s["by_type"].items())))
+        click.echo("namespaces   " + ", ".join(f"{k} {v}" for k, v in sorted(s.get("by_namespace", {}).items())))
         h = s["hormones"]
         click.echo(f"hormones     dopamine {h.get('dopamine', 0):.3f}  cortisol {h.get('cortisol', 0):.3f}"
                    f"  oxytocin {h.get('oxytocin', 0):.3f}")

@@ -72,7 +72,7 @@ def text_of(result: Any) -> str:
     return " ".join(getattr(block, "text", "") for block in result.content)
 
 
-async def test_agent_uses_memory_and_buys_within_its_cap(devnet: Devnet) -> None:
+async def test_agent_uses_memory_and_buys_within_its_cap(devnet: Devnet, tmp_path: Path) -> None:
     listing = publish(devnet, SELLER, SKILL)
     known_everywhere(devnet, listing["listing_id"], names=(AGENT,))
     price = listing["price_micro_usdc"]
@@ -104,6 +104,11 @@ async def test_agent_uses_memory_and_buys_within_its_cap(devnet: Devnet) -> None
                             max_price_usdc=price / 1_000_000)
         assert bought["price_micro_usdc"] == price and bought["price_usdc"] == price / 1_000_000
         assert usdc(devnet, AGENT) == before - price
+
+        # A plain-text skill installs too: a SKILL.md is written around it from the listing.
+        plain = await call(session, "skill_install", skill=listing["listing_id"], to_dir=str(tmp_path))
+        written = (tmp_path / plain["name"] / "SKILL.md").read_text()
+        assert plain["bundle"] is False and f"tx={bought['tx_hash']}" in written and SKILL in written
 
         wallet = await call(session, "wallet_balance")
         assert int(wallet["usdc_micro"]) == before - price
