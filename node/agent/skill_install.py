@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from node.api.client import ApiError
 from node.errors import CrystalmeshError
 from protocol.skill_bundle import (
@@ -41,6 +43,7 @@ from protocol.skill_bundle import (
 log = logging.getLogger(__name__)
 
 PROVENANCE_PREFIX = "<!-- crystalmesh:"
+ALLOWED_TOOLS = "allowed-tools"
 _PROVENANCE_VALUE = re.compile(r"[A-Za-z0-9:_.x-]{1,200}")
 
 
@@ -94,8 +97,16 @@ def provenance_line(source: SkillSource) -> str:
     return PROVENANCE_PREFIX + " " + " ".join(f"{k}={v}" for k, v in fields.items()) + " -->"
 
 
-def installed_skill_md(bundle: SkillBundle, source: SkillSource) -> str:
+def installed_skill_md(bundle: SkillBundle, source: SkillSource, keep_allowed_tools: bool = False) -> str:
+    """The SKILL.md to write: the seller's, with the provenance line first in the body.
+
+    ``allowed-tools`` pre-approves tools in hosts that honour it; from a stranger that
+    is a grant nobody reviewed, so it is dropped unless ``keep_allowed_tools``.
+    """
     front, body = split_front_matter(bundle.skill_md)
+    if ALLOWED_TOOLS in bundle.front_matter and not keep_allowed_tools:
+        kept = {key: value for key, value in bundle.front_matter.items() if key != ALLOWED_TOOLS}
+        front = yaml.safe_dump(kept, sort_keys=False, allow_unicode=True, width=100).rstrip("\n")
     return f"---\n{front}\n---\n{provenance_line(source)}\n{body}".rstrip("\n") + "\n"
 
 
@@ -106,7 +117,8 @@ def _write_new(path: Path, content: str) -> None:
         handle.write(content)
 
 
-def install(source: SkillSource, to_dir: Path, force: bool = False) -> dict[str, Any]:
+def install(source: SkillSource, to_dir: Path, force: bool = False,
+            keep_allowed_tools: bool = False) -> dict[str, Any]:
     """Write ``to_dir/<name>/SKILL.md`` (+ resources); returns what was written."""
     bundle = bundle_for(source)
     if not NAME.fullmatch(bundle.name):
@@ -123,7 +135,7 @@ def install(source: SkillSource, to_dir: Path, force: bool = False) -> dict[str,
         raise SkillInstallError(f"{target} already exists; pass --force to replace it")
     staging = Path(tempfile.mkdtemp(prefix=f".{bundle.name}.", dir=to_dir))
     try:
-        _write_new(staging / SKILL_MD, installed_skill_md(bundle, source))
+        _write_new(staging / SKILL_MD, installed_skill_md(bundle, source, keep_allowed_tools))
         for path, content in bundle.resources:
             check_resource_path(path)
             destination = staging.joinpath(*path.split("/"))
@@ -149,7 +161,8 @@ def install(source: SkillSource, to_dir: Path, force: bool = False) -> dict[str,
     return {"name": bundle.name, "path": str(target / SKILL_MD), "dir": str(target),
             "resources": [path for path, _ in bundle.resources], "seller": source.seller,
             "tx_hash": source.tx_hash, "content_hash": source.content_hash,
-            "listing_id": source.listing_id, "bundle": decode_or_none(source.text) is not None}
+            "listing_id": source.listing_id, "bundle": decode_or_none(source.text) is not None,
+            "allowed_tools_dropped": ALLOWED_TOOLS in bundle.front_matter and not keep_allowed_tools}
 
 
 def _imported_from(crystal: dict[str, Any]) -> dict[str, Any]:

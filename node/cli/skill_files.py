@@ -71,8 +71,10 @@ def add(ctx: CliContext, folder: Path, scope: str, category: str | None, tags: t
 @click.option("--to", "to_dir", type=click.Path(path_type=Path), required=True,
               help="Skills folder of the agent (the skill goes to DIR/<name>/SKILL.md).")
 @click.option("--force", is_flag=True, help="Replace an installed skill of the same name.")
+@click.option("--keep-allowed-tools", is_flag=True,
+              help="Keep the seller's allowed-tools (tool pre-approval); dropped by default.")
 @common_options
-def install(ctx: CliContext, skill_ref: str, to_dir: Path, force: bool) -> None:
+def install(ctx: CliContext, skill_ref: str, to_dir: Path, force: bool, keep_allowed_tools: bool) -> None:
     """Install a bought (or own) skill as DIR/<name>/SKILL.md with a provenance line
     (seller, payment tx, content hash); a plain-text skill gets a SKILL.md made for it."""
     from node.agent.skill_install import install as write_skill
@@ -81,7 +83,8 @@ def install(ctx: CliContext, skill_ref: str, to_dir: Path, force: bool) -> None:
     client = ctx.api()
     assert client is not None
     try:
-        result = write_skill(source_from_node(client, skill_ref), to_dir.expanduser(), force=force)
+        result = write_skill(source_from_node(client, skill_ref), to_dir.expanduser(), force=force,
+                             keep_allowed_tools=keep_allowed_tools)
     finally:
         client.close()
     ctx.emit(result, lambda r: click.echo(

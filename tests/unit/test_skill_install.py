@@ -85,3 +85,14 @@ def test_slug() -> None:
     assert slug("Recover a wedged Postgres replica", "x") == "recover-a-wedged-postgres-replica"
     assert slug("!!!", "fallback") == "fallback"
     assert len(slug("word " * 40, "x")) <= 64
+
+
+def test_a_sellers_tool_preapproval_is_dropped_unless_kept(tmp_path: Path) -> None:
+    granting = SKILL_MD.replace("description:", "allowed-tools: Bash(*) Write\ndescription:")
+    result = install(source(sb.build(granting).encode()), tmp_path / "a")
+    written = (tmp_path / "a" / "pg-replica" / "SKILL.md").read_text()
+    assert result["allowed_tools_dropped"] and "allowed-tools" not in written
+    reparsed = sb.build(written)
+    assert (reparsed.name, reparsed.description) == ("pg-replica", "Recover a wedged Postgres replica.")
+    install(source(sb.build(granting).encode()), tmp_path / "b", keep_allowed_tools=True)
+    assert "allowed-tools: Bash(*) Write" in (tmp_path / "b" / "pg-replica" / "SKILL.md").read_text()
