@@ -8,6 +8,7 @@ holds ``BUYER_USDC`` micro-USDC, so every balance below is an exact integer.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,10 +44,51 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout_s:
 
 
 @dataclass
+class Running:
+    """A node started in its own cancel scope, so one node can stop while the others run."""
+
+    node: NodeService
+    scope: trio.CancelScope
+    stopped: trio.Event
+
+
+async def _run(node: NodeService, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    stopped = trio.Event()
+    try:
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(node.run)
+                task_status.started(Running(node, scope, stopped))
+    finally:
+        stopped.set()
+
+
+@dataclass
 class Market:
     chain: EmbeddedChain
     seller: NodeService
     buyer: NodeService
+    nursery: trio.Nursery
+    running: dict[str, Running]
+
+    async def restart_seller(self) -> None:
+        """Stop the seller's node (every task, its database closed) and start a new
+        ``NodeService`` on the same data dir: same identity, wallet, listings and ledgers."""
+        old = self.running["seller"]
+        # Back on its port, as a node with a fixed listen address in node.toml comes back.
+        port = old.node.net.listen_addrs()[0].split("/")[4]
+        old.scope.cancel()
+        with trio.fail_after(WAIT_S):
+            await old.stopped.wait()
+            # A dead process's sockets are closed by the OS; py-libp2p's TCP listener lives in
+            # a trio system task that outlives the cancelled node, so close it as the OS would.
+            await old.node.net.host.get_network().close()
+        config = old.node.config
+        config = dataclasses.replace(
+            config, net=dataclasses.replace(config.net, listen=f"/ip4/127.0.0.1/tcp/{port}"))
+        self.seller = NodeService(config, chain_client=self.chain.client())
+        self.running["seller"] = await self.nursery.start(_run, self.seller)
+        await _connect(self.seller, self.buyer)
 
     async def usdc(self, node: NodeService) -> int:
         return await trio.to_thread.run_sync(self.chain.client().usdc_balance, node.wallet_address)
@@ -102,6 +144,16 @@ def _node(tmp_path: Path, name: str, chain: EmbeddedChain) -> NodeService:
     return NodeService(config, chain_client=chain.client())
 
 
+async def _connect(seller: NodeService, buyer: NodeService) -> None:
+    buyer.net.connect(seller.net.listen_addrs()[0])
+
+    async def meshed() -> bool:
+        return (seller.identity.peer_id in buyer.net.mesh_peers(SKILLS)
+                and buyer.identity.peer_id in seller.net.mesh_peers(SKILLS))
+
+    await eventually(meshed, "seller and buyer in each other's skills mesh")
+
+
 async def start_market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nursery) -> Market:
     seller, buyer = _node(tmp_path, "seller", chain), _node(tmp_path, "buyer", chain)
 
@@ -112,15 +164,8 @@ async def start_market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nurse
              deployer_key=chain.deployer.key.to_0x_hex(), token_address=chain.token_address)
 
     await trio.to_thread.run_sync(fund_wallets)
-    await nursery.start(seller.run)
-    await nursery.start(buyer.run)
-    buyer.net.connect(seller.net.listen_addrs()[0])
-
-    async def meshed() -> bool:
-        return (seller.identity.peer_id in buyer.net.mesh_peers(SKILLS)
-                and buyer.identity.peer_id in seller.net.mesh_peers(SKILLS))
-
-    await eventually(meshed, "seller and buyer in each other's skills mesh")
-    market = Market(chain, seller, buyer)
+    running = {"seller": await nursery.start(_run, seller), "buyer": await nursery.start(_run, buyer)}
+    await _connect(seller, buyer)
+    market = Market(chain, seller, buyer, nursery, running)
     assert await market.balances() == (0, BUYER_USDC)
     return market
