@@ -32,7 +32,14 @@ from node.crystals.model import (
 )
 from node.memory import confidence as conf
 from node.memory import facts
-from node.memory.knowledge import KnowledgeRow, KnowledgeStore, Provenance, audit, link_sources, upsert
+from node.memory.knowledge import (
+    KnowledgeRow,
+    KnowledgeStore,
+    Provenance,
+    audit,
+    link_sources,
+    upsert,
+)
 
 if TYPE_CHECKING:
     from node.memory.facade import Memory

@@ -109,8 +109,9 @@ def _list(memory: Memory, semantic_type: SemanticType) -> list[Crystal]:
 
 
 def export_testament(
-    memory: Memory, learning: Learning, identity: Identity, path: Path, at_ms: int | None = None
+    memory: Memory, learning: Learning, identity: Identity, path: Path | None, at_ms: int | None = None
 ) -> dict[str, Any]:
+    """Select, sign and (when ``path`` is given) write a testament; the bytes are in ``data``."""
     at = at_ms if at_ms is not None else now_ms()
     entries: list[TestamentEntry] = []
     for crystal, value in _candidates(memory, learning, at):
@@ -132,17 +133,23 @@ def export_testament(
             )
         )
     data = seal_testament(identity, entries, at)
+    if path is not None:
+        write_private(path, data)
+    counts: dict[str, int] = {}
+    for entry in entries:
+        counts[entry.kind] = counts.get(entry.kind, 0) + 1
+    return {"path": str(path) if path else None, "entries": len(entries), "bytes": len(data),
+            "kinds": counts, "signer": identity.peer_id, "data": data}
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically, readable by the owner only (0600)."""
     path = Path(path)
     temporary = path.with_name(path.name + ".tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "wb") as handle:
         handle.write(data)
     os.replace(temporary, path)
-    counts: dict[str, int] = {}
-    for entry in entries:
-        counts[entry.kind] = counts.get(entry.kind, 0) + 1
-    return {"path": str(path), "entries": len(entries), "bytes": len(data), "kinds": counts,
-            "signer": identity.peer_id}
 
 
 def read_testament_file(path: Path) -> bytes:
@@ -194,7 +201,7 @@ def import_testament(memory: Memory, learning: Learning, data: bytes, at_ms: int
         crystal.embedding = vector.tolist()
     with memory.db.transaction() as conn:
         results = memory.store.add_many([c for c, _ in prepared])
-        for (crystal, row), result in zip(prepared, results, strict=True):
+        for (_crystal, row), result in zip(prepared, results, strict=True):
             upsert(conn, KnowledgeRow(result.id, *_rest(row)))
             audit(conn, result.id, "imported", at, None, f"{row.confidence:.6f}",
                   {"signer": signer, "generation": row.generation})
