@@ -30,7 +30,7 @@ MIGRATIONS: list[Sequence[str]] = [
         """
         CREATE TABLE knowledge_sources (
             episode_id TEXT PRIMARY KEY REFERENCES crystals(id) ON DELETE CASCADE,
-            fact_id TEXT NOT NULL REFERENCES crystals(id) ON DELETE CASCADE,
+            fact_id TEXT NOT NULL,
             added_at_ms INTEGER NOT NULL
         )
         """,
