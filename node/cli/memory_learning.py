@@ -9,6 +9,7 @@ reads or writes a path a request names.
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -126,18 +127,81 @@ def render_context(result: dict[str, Any]) -> None:
               [[e["id"][:8], e["kind"], e["reason"], e["tokens"]] for e in result["evicted"]])
 
 
-def budget_context_command(ctx: CliContext, query: str, budget_tokens: int) -> None:
+def budget_context_command(ctx: CliContext, query: str, budget_tokens: int, working: str | None) -> None:
     """``memory context --query Q --budget-tokens N``: typed blocks within the budget."""
     from node.memory.budget_context import budget_context
 
     result = _local_or_api(
-        ctx, "/v1/memory/context/budget", {"query": query, "budget_tokens": budget_tokens},
-        lambda mem, learning: budget_context(mem, learning, query, budget_tokens).to_dict(),
+        ctx, "/v1/memory/context/budget",
+        {"query": query, "budget_tokens": budget_tokens, "working_memory": working},
+        lambda mem, learning: budget_context(mem, learning, query, budget_tokens, working).to_dict(),
     )
     ctx.emit(result, render_context)
 
 
+QUERY = click.Option(["--query"], default=None, help="Assemble typed blocks for this query (needs --budget-tokens).")
+BUDGET = click.Option(["--budget-tokens", "budget_tokens"], type=click.IntRange(0, 1_000_000), default=None,
+                      help="Token budget: warnings, facts, episodes, skills and working memory within it.")
+
+
+@click.command("context")
+@common_options
+def budget_context_cli(ctx: CliContext, query: str | None, budget_tokens: int | None) -> None:
+    """Typed memory blocks for --query within --budget-tokens (seed 003)."""
+    if query is None or budget_tokens is None:
+        raise CliError("memory context needs --query and --budget-tokens")
+    budget_context_command(ctx, query, budget_tokens, None)
+
+
+budget_context_cli.params[:0] = [QUERY, BUDGET]
+
+
+def _extend_working_context(command: click.Command) -> None:
+    """Give the working-memory ``memory context`` (seed 001) the budgeted mode as two options.
+
+    Without ``--budget-tokens`` it behaves as before; with it, its working
+    memory becomes the first block of the budgeted context.
+    """
+    original = command.callback
+    assert original is not None
+    command.params[:0] = [QUERY, BUDGET]
+
+    @functools.wraps(original)
+    def callback(*args: Any, query: str | None = None, budget_tokens: int | None = None, **kwargs: Any) -> Any:
+        if budget_tokens is None and query is None:
+            return original(*args, **kwargs)
+        if query is None or budget_tokens is None:
+            raise CliError("the budgeted context needs both --query and --budget-tokens")
+        # the wrapped command's own --data-dir/--json/... handling is bypassed here
+        ctx = click.get_current_context().ensure_object(CliContext)
+        ctx.as_json = ctx.as_json or bool(kwargs.get("as_json"))
+        ctx.get = kwargs.get("get") or ctx.get
+        ctx.data_dir = kwargs.get("data_dir") or ctx.data_dir
+        ctx.node_name = kwargs.get("node_name") or ctx.node_name
+        ctx.devnet_dir = kwargs.get("devnet_dir") or ctx.devnet_dir
+        working = _working_memory_text(ctx, kwargs)
+        return budget_context_command(ctx, query, budget_tokens, working)
+
+    command.callback = callback
+
+
+def _working_memory_text(ctx: CliContext, options: dict[str, Any]) -> str | None:
+    window, namespace = options.get("window_tokens"), options.get("namespace")
+    client = ctx.api(required=False)
+    if client is not None:
+        return str(client.get("/v1/memory/context", window=window, namespace=namespace).get("context") or "")
+    from node.cli.working_memory import open_working_memory  # seed 001, when present
+
+    with open_working_memory(ctx, namespace) as working:
+        return str(working.context(window))
+
+
 def register(group: click.Group) -> None:
-    """Add the commands to the ``memory`` group."""
+    """Add the commands to the ``memory`` group (after the working-memory ones, if any)."""
     for command in (feedback, session, export):
         group.add_command(command)
+    existing = group.commands.get("context")
+    if existing is None:
+        group.add_command(budget_context_cli)
+    else:
+        _extend_working_context(existing)

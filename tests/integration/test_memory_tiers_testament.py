@@ -55,7 +55,7 @@ def test_energy_policy_moves_tiers_as_the_seed_table_says(tmp_path: Path) -> Non
         memory.consolidate(now=T0 + 5 * HOUR_MS)  # idle: e^-2.5 = 0.082 < 0.1 → expired
         assert tier(memory, idle) == "expired"
         assert tier(memory, warning) == "working"  # never expires
-        for hour in range(6, 10):
+        for hour in range(6, 11):  # 2.0 at 0 h → 2.48, 3.36, 4.20, 4.995, 5.75 at 10 h
             memory.store.record_access([hot], T0 + hour * HOUR_MS)
             memory.consolidate(now=T0 + hour * HOUR_MS)
         assert tier(memory, hot) == "long_term"
@@ -196,3 +196,27 @@ def test_budgeted_context_has_typed_blocks_and_reports_evictions(tmp_path: Path)
 
 def test_node_config_default_policy(node_config: NodeConfig) -> None:
     assert node_config.memory.policy == "importance"
+
+
+@pytest.mark.parametrize(("inherited", "local"), [("one", "two"), ("two", "one")])
+def test_inherited_knowledge_ranks_below_equally_relevant_local_knowledge(
+    tmp_path: Path, inherited: str, local: str
+) -> None:
+    text = "the release checklist lives in the ops wiki page {}"
+    elder = fresh(tmp_path, "elder")
+    try:
+        elder.add(text.format(inherited), semantic_type=SemanticType.FACT)
+        data = export_testament(elder, elder.learning, ELDER, None)["data"]
+    finally:
+        elder.close()
+    heir = fresh(tmp_path, "heir")
+    try:
+        own = heir.add(text.format(local), semantic_type=SemanticType.FACT)
+        import_testament(heir, heir.learning, data)
+        from node.memory.facade import SearchRequest
+
+        hits = heir.search(SearchRequest("release checklist ops wiki", k=2, record_access=False))
+        assert [h.crystal.id for h in hits][0] == own.id
+        assert hits[1].crystal.origin.value == "peer"
+    finally:
+        heir.close()
