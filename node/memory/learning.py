@@ -212,6 +212,8 @@ class Learning:
         with self.memory.db.transaction() as conn:
             upsert(conn, updated)
             link_sources(conn, fact_id, episode_ids, at_ms)
+            # a confirming episode is a use of the fact: +1 access (importance, energy)
+            self.memory.store.record_access([fact_id] * len(episode_ids), at_ms)
             audit(conn, fact_id, "fact_reinforced", at_ms, None, f"{value:.6f}",
                   {"episodes": sorted(episode_ids), "episode_count": updated.episode_count})
 
@@ -237,6 +239,7 @@ class Learning:
             upsert(conn, KnowledgeRow(stored_id, conf.FACT_BIRTH_CONFIDENCE, at_ms, len(new.episode_ids), 0,
                                       Provenance.CONSOLIDATED, None, new.namespace))
             link_sources(conn, stored_id, new.episode_ids, at_ms)
+            self.memory.store.record_access([stored_id] * len(new.episode_ids), at_ms)
             audit(conn, stored_id, "fact_born", at_ms, None, f"{conf.FACT_BIRTH_CONFIDENCE:.6f}",
                   {"episodes": list(new.episode_ids), "namespace": new.namespace})
 

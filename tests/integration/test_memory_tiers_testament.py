@@ -220,3 +220,17 @@ def test_inherited_knowledge_ranks_below_equally_relevant_local_knowledge(
         assert hits[1].crystal.origin.value == "peer"
     finally:
         heir.close()
+
+
+def test_under_the_energy_policy_a_fact_starts_with_its_evidence(tmp_path: Path) -> None:
+    memory = fresh(tmp_path, "energy", policy="energy")
+    try:
+        for i in range(3):
+            memory.add(f"the staging deploy failed on friday, users table migration lock, run {i}",
+                       semantic_type=SemanticType.EPISODE, created_at_ms=T0)
+        memory.consolidate(now=T0)  # born with 3 accesses: 1 + 3 = 4.0 ≥ 2.0
+        fact = next(c for c in memory.store.list_crystals(limit=10) if c.semantic_type is SemanticType.FACT)
+        assert fact.access_count == 3
+        assert tier(memory, fact.id) == "short_term"
+    finally:
+        memory.close()
