@@ -41,7 +41,7 @@ from node.errors import CrystalmeshError
 from node.market.ledger import DAY_MS, MarketLedger, Purchase
 from node.market.listings import ListingBook, StoredListing
 from node.market.wire import payment_message
-from node.memory.facade import AsyncMemory
+from node.memory.async_memory import AsyncMemory
 from node.net.reqresp import ReqRespError
 from node.trust.gate import GateDecision
 from node.trust.levels import TrustLevel
@@ -419,8 +419,7 @@ class Buyer:
 
     async def _ingest(self, stored: StoredListing, delivery: Delivery) -> Crystal:
         listing = stored.listing
-        memory = self.memory.memory
-        existing = await self.memory.run(memory.store.find_by_hash, delivery.content_hash)
+        existing = await self.memory.find_by_hash(delivery.content_hash)
         if existing is not None:
             return existing
         seller_hex = stored.seller_key.hex()
@@ -455,9 +454,7 @@ class Buyer:
             crystal.id, seller_hex, created,
             metadata={"listing_id": listing.listing_id, "tx_hash": delivery.tx_hash},
         ))
-        vectors = await trio.to_thread.run_sync(memory.embed, [crystal.text])
-        results = await self.memory.run(memory.add_crystals, [crystal], vectors)
-        return await self.memory.run(memory.store.get, results[0].id)
+        return await self.memory.add_prepared(crystal)
 
     async def _resume(self, previous: Purchase, stored: StoredListing,
                       again: bool) -> dict[str, Any] | None:

@@ -34,7 +34,7 @@ import trio
 
 from node.config import NodeConfig
 from node.crystals.model import now_ms
-from node.crystals.store import CrystalStore
+from node.db import Database
 from node.net.validation import Rejection
 from node.trust.eigentrust import EigenTrustResult, eigentrust
 from node.trust.gate import REASON_OWN, GateDecision, decide
@@ -69,7 +69,7 @@ MIN_TRUST_FLOW = 0.01
 class TrustService:
     def __init__(
         self,
-        store: CrystalStore,
+        store: Database,
         config: NodeConfig,
         own_key: bytes,
         management_keys: Collection[bytes],
