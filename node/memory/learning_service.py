@@ -2,7 +2,8 @@
 
 ``NodeService`` mixes this in; it needs the service's ``memory``
 (:class:`AsyncMemory`, one worker thread at a time on the database) and
-``identity`` (the node's Ed25519 key, which signs testaments).
+``identity`` (the node's Ed25519 key, which signs testaments). Each operation
+is a plain function of a :class:`Memory`, run by ``AsyncMemory.learn``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,28 @@ from node.memory.tiers import end_session
 
 if TYPE_CHECKING:
     from node.memory.async_memory import AsyncMemory
+    from node.memory.facade import Memory
     from protocol.identity import Identity
+
+
+def _feedback(memory: Memory, crystal_id: str, verdict: str) -> dict[str, Any]:
+    return memory.learning.feedback(crystal_id, verdict)
+
+
+def _session_end(memory: Memory) -> dict[str, Any]:
+    return end_session(memory, memory.learning)
+
+
+def _export(memory: Memory, identity: Identity) -> dict[str, Any]:
+    return export_testament(memory, memory.learning, identity, None)
+
+
+def _import(memory: Memory, data: bytes) -> dict[str, Any]:
+    return import_testament(memory, memory.learning, data)
+
+
+def _budget(memory: Memory, query: str, budget_tokens: int, working_memory: str | None) -> dict[str, Any]:
+    return budget_context(memory, memory.learning, query, budget_tokens, working_memory).to_dict()
 
 
 class LearningServiceMixin:
@@ -25,17 +47,13 @@ class LearningServiceMixin:
     identity: Identity
 
     async def memory_feedback(self, crystal_id: str, verdict: str) -> dict[str, Any]:
-        memory = self.memory.memory
-        result: dict[str, Any] = await self.memory.run(memory.learning.feedback, crystal_id, verdict)
-        return result
+        return await self.memory.learn(_feedback, crystal_id, verdict)
 
     async def memory_session_end(self) -> dict[str, Any]:
-        memory = self.memory.memory
-        return await self.memory.run(end_session, memory, memory.learning)
+        return await self.memory.learn(_session_end)
 
     async def testament_export(self) -> dict[str, Any]:
-        memory = self.memory.memory
-        result = await self.memory.run(export_testament, memory, memory.learning, self.identity, None)
+        result = await self.memory.learn(_export, self.identity)
         data: bytes = result.pop("data")
         return result | {"testament_b64": base64.b64encode(data).decode("ascii")}
 
@@ -44,11 +62,7 @@ class LearningServiceMixin:
             data = base64.b64decode(testament_b64, validate=True)
         except (binascii.Error, ValueError) as error:
             raise TestamentRefused("testament refused: not base64") from error
-        memory = self.memory.memory
-        return await self.memory.run(import_testament, memory, memory.learning, data)
+        return await self.memory.learn(_import, data)
 
     async def budget_context(self, query: str, budget_tokens: int, working_memory: str | None) -> dict[str, Any]:
-        memory = self.memory.memory
-        assembled = await self.memory.run(budget_context, memory, memory.learning, query, budget_tokens,
-                                          working_memory)
-        return assembled.to_dict()
+        return await self.memory.learn(_budget, query, budget_tokens, working_memory)
