@@ -99,26 +99,6 @@ def export(ctx: CliContext, testament: Path) -> None:
         f"{r['bytes']} bytes, signed by {r['signer']} -> {r['path']}"))
 
 
-def import_testament_command(ctx: CliContext, path: Path) -> None:
-    """``memory import --testament FILE`` (called by ``memory import``)."""
-    from node.memory.testament_io import TestamentRefused, import_testament, read_testament_file
-
-    try:
-        data = read_testament_file(path)
-        client = ctx.api(required=False)
-        if client is not None:
-            result = client.post("/v1/memory/testament/import",
-                                 {"testament_b64": base64.b64encode(data).decode("ascii")})
-        else:
-            with _learning(ctx) as (mem, learning):
-                result = import_testament(mem, learning, data)
-    except TestamentRefused as error:
-        raise CliError(str(error)) from error
-    ctx.emit(result, lambda r: click.echo(
-        f"imported {r['imported']} of {r['entries']} entries signed by {r['signer']}"
-        f" ({r['already_known']} already known)"))
-
-
 def render_context(result: dict[str, Any]) -> None:
     click.echo(result["text"])
     click.echo(f"\n-- {result['used_tokens']}/{result['budget_tokens']} tokens", err=True)

@@ -7,14 +7,15 @@ believes); :func:`node.memory.context_budget.assemble` does the rest.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from node.crystals.model import SemanticType
 from node.memory.context_budget import AssembledContext, BlockKind, ContextItem, assemble
+from node.memory.search import MemoryInputError, SearchRequest
 
 if TYPE_CHECKING:
-    from node.memory.facade import Memory
     from node.memory.learning import Learning
+    from node.memory.owner import MemoryOwner as Memory
 
 MAX_BUDGET_TOKENS = 1_000_000
 CANDIDATES = 40
@@ -36,8 +37,6 @@ def budget_context(
     candidates: int = CANDIDATES,
 ) -> AssembledContext:
     """Typed blocks for ``query`` within ``budget_tokens`` (see :mod:`node.memory.context_budget`)."""
-    from node.memory.facade import MemoryInputError, SearchRequest
-
     if not 0 <= budget_tokens <= MAX_BUDGET_TOKENS:
         raise MemoryInputError(f"budget_tokens must lie in [0, {MAX_BUDGET_TOKENS}]")
     hits = memory.search(SearchRequest(query, k=candidates, record_access=False))
@@ -54,7 +53,3 @@ def budget_context(
     if working_memory and working_memory.strip():
         items.append(ContextItem("working-memory", BlockKind.WORKING_MEMORY, working_memory.strip(), 1.0))
     return assemble(items, budget_tokens)
-
-
-def context_payload(result: AssembledContext) -> dict[str, Any]:
-    return result.to_dict()

@@ -40,9 +40,10 @@ from node.memory.knowledge import (
     link_sources,
     upsert,
 )
+from node.memory.search import MemoryInputError
 
 if TYPE_CHECKING:
-    from node.memory.facade import Memory
+    from node.memory.owner import MemoryOwner as Memory
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,8 @@ LAST_FOLD_META = "last_fact_consolidation_ms"
 DEAD = (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
 
 
-class FeedbackError(ValueError):
-    """Feedback names something other than ``useful`` or ``wrong``."""
+class FeedbackError(MemoryInputError):
+    """Feedback names something other than ``useful`` or ``wrong``, or a crystal that is gone."""
 
 
 @dataclass

@@ -37,6 +37,7 @@ from node.errors import CrystalmeshError
 from node.memory import confidence as conf
 from node.memory.knowledge import KnowledgeRow, Provenance, audit, upsert
 from node.memory.learning import DEAD, is_warning, namespace_of
+from node.memory.search import MemoryInputError
 from protocol.identity import Identity
 from protocol.testament import (
     MAX_ENTRIES,
@@ -51,8 +52,8 @@ from protocol.testament import (
 )
 
 if TYPE_CHECKING:
-    from node.memory.facade import Memory
     from node.memory.learning import Learning
+    from node.memory.owner import MemoryOwner as Memory
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,10 @@ def import_testament(memory: Memory, learning: Learning, data: bytes, at_ms: int
     seen: set[str] = set()
     known = 0
     for entry in testament.body.entries:
-        crystal = memory.prepare(entry.text, semantic_type=TYPE_OF[entry.kind], origin=Origin.PEER, actor=actor)
+        try:
+            crystal = memory.prepare(entry.text, semantic_type=TYPE_OF[entry.kind], origin=Origin.PEER, actor=actor)
+        except MemoryInputError as error:
+            raise TestamentRefused(f"testament refused: entry {entry.id}: {error}") from error
         if crystal.hash in seen or memory.store.find_by_hash(crystal.hash) is not None:
             known += 1
             continue

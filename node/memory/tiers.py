@@ -20,8 +20,8 @@ from node.memory.energy import EnergyState, Tier, TierChange, evaluate, initial_
 from node.memory.knowledge import audit
 
 if TYPE_CHECKING:
-    from node.memory.facade import Memory
     from node.memory.learning import Learning
+    from node.memory.owner import MemoryOwner as Memory
 
 log = logging.getLogger(__name__)
 

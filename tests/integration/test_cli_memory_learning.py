@@ -13,7 +13,7 @@ from tests.integration.test_cli_memory import (  # noqa: F401 (fixtures)
 )
 
 
-def test_feedback_and_session_end(initialised: Cli) -> None:
+def test_feedback_and_session_end(initialised: Cli) -> None:  # noqa: F811 (fixture)
     added = initialised.json("memory", "add", "the build server is build-07")
     rated = initialised.json("memory", "feedback", added["id"], "wrong")
     assert rated["confidence"] == 0.5
@@ -25,7 +25,7 @@ def test_feedback_and_session_end(initialised: Cli) -> None:
     assert status["tiers"]["policy"] == "importance" and status["tiers"]["last_session_end_ms"]
 
 
-def test_testament_round_trip_and_tampered_file(initialised: Cli, tmp_path: Path) -> None:
+def test_testament_round_trip_and_tampered_file(initialised: Cli, tmp_path: Path) -> None:  # noqa: F811 (fixture)
     initialised.json("memory", "add", "warning: wallet 0xdead is a honeypot", "--type", "warning")
     file = tmp_path / "t.testament"
     exported = initialised.json("memory", "export", "--testament", str(file))
@@ -45,7 +45,7 @@ def test_testament_round_trip_and_tampered_file(initialised: Cli, tmp_path: Path
     assert "cannot read" in fresh.fails("memory", "import", "--testament", str(tmp_path / "missing"))
 
 
-def test_budgeted_context(initialised: Cli) -> None:
+def test_budgeted_context(initialised: Cli) -> None:  # noqa: F811 (fixture)
     initialised.json("memory", "add", "warning: never deploy on friday afternoons", "--type", "warning")
     initialised.json("memory", "add", "deploys go out through the release pipeline")
     result = initialised.json("memory", "context", "--query", "deploy friday", "--budget-tokens", "200")

@@ -7,8 +7,10 @@ import pytest
 from node.config import NodeConfig
 from node.crystals.model import Lifecycle, SemanticType
 from node.crystals.store import CrystalNotFound
-from node.memory.facade import Memory, SearchRequest
+from node.memory.facade import Memory
 from node.memory.knowledge import Provenance
+from node.memory.learning import FeedbackError
+from node.memory.search import SearchRequest
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -88,7 +90,7 @@ def test_feedback_moves_confidence_and_refuses_bad_input(memory: Memory) -> None
     before = memory.learning.knowledge.rows()
     with pytest.raises(CrystalNotFound):
         memory.learning.feedback("no-such-id", "useful")
-    with pytest.raises(ValueError):
+    with pytest.raises(FeedbackError):
         memory.learning.feedback(crystal.id, "meh")
     assert memory.learning.knowledge.rows() == before
 
