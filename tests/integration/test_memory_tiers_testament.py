@@ -185,6 +185,11 @@ def test_budgeted_context_has_typed_blocks_and_reports_evictions(tmp_path: Path)
         kinds = [kind.value for kind, _ in result.blocks]
         assert kinds[0] == "warnings" and kinds[-1] == "working_memory"
         assert {"facts", "episodes", "skills"} <= set(kinds)
+        values = {i.id: i.value for _, items in result.blocks for i in items}
+        fact = next(i.id for kind, items in result.blocks if kind.value == "facts" for i in items)
+        memory.learning.feedback(fact, "wrong")  # value = relevance × confidence
+        rerun = budget_context(memory, memory.learning, "staging deploy friday migration", 10_000)
+        assert {i.id: i.value for _, items in rerun.blocks for i in items}[fact] < 0.6 * values[fact]
         small = budget_context(memory, memory.learning, "staging deploy friday migration", 40)
         assert small.used_tokens <= 40 and small.evicted
         assert {e.reason for e in small.evicted} <= {"over_budget"} | {
