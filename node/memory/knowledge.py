@@ -7,17 +7,22 @@ writes, each write in one transaction together with its audit rows.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from node.memory.confidence import clamp
 from node.memory.energy import EnergyState, Tier
 from node.memory.knowledge_schema import CONCEPT, MIGRATIONS
 
 if TYPE_CHECKING:
     from node.db import Database
+
+log = logging.getLogger(__name__)
 
 
 class Provenance(StrEnum):
@@ -50,16 +55,33 @@ class KnowledgeRow:
 
 
 def _row(row: sqlite3.Row) -> KnowledgeRow:
-    return KnowledgeRow(
-        crystal_id=row["crystal_id"],
-        confidence=float(row["confidence"]),
-        reference_ms=int(row["reference_ms"]),
-        episode_count=int(row["episode_count"]),
-        generation=int(row["generation"]),
-        provenance=Provenance(row["provenance"]),
-        signer=row["signer"],
-        namespace=row["namespace"],
-    )
+    # The database file may have been tampered with: an unreadable row counts as
+    # a doubtful local one (confidence 0 evicts it) instead of stopping the node.
+    try:
+        return KnowledgeRow(
+            crystal_id=str(row["crystal_id"]),
+            confidence=clamp(float(row["confidence"])),
+            reference_ms=int(row["reference_ms"]),
+            episode_count=max(1, int(row["episode_count"])),
+            generation=max(0, int(row["generation"])),
+            provenance=Provenance(row["provenance"]),
+            signer=None if row["signer"] is None else str(row["signer"]),
+            namespace=str(row["namespace"] or ""),
+        )
+    except (TypeError, ValueError) as error:
+        log.warning("knowledge row %s is corrupt (%s); treated as confidence 0", row["crystal_id"], error)
+        return KnowledgeRow(str(row["crystal_id"]), 0.0, 0, 1, 0, Provenance.LOCAL, None, "")
+
+
+def _energy(row: sqlite3.Row) -> EnergyState | None:
+    try:
+        energy = float(row["energy"])
+        if not math.isfinite(energy) or energy < 0:
+            raise ValueError(f"energy {energy}")
+        return EnergyState(Tier(row["tier"]), energy, int(row["at_ms"]), int(row["access_count"]))
+    except (TypeError, ValueError) as error:
+        log.warning("energy row %s is corrupt (%s); it starts again as new", row["crystal_id"], error)
+        return None
 
 
 def audit(
@@ -192,12 +214,8 @@ class KnowledgeStore:
 
     # --- energy -------------------------------------------------------------------------------
     def energy_states(self) -> dict[str, EnergyState]:
-        return {
-            row["crystal_id"]: EnergyState(
-                Tier(row["tier"]), float(row["energy"]), int(row["at_ms"]), int(row["access_count"])
-            )
-            for row in self.db.all("SELECT * FROM memory_energy")
-        }
+        states = {row["crystal_id"]: _energy(row) for row in self.db.all("SELECT * FROM memory_energy")}
+        return {crystal_id: state for crystal_id, state in states.items() if state is not None}
 
     def tier_counts(self) -> dict[str, int]:
         """Live crystals per tier; a crystal never evaluated counts as working (where it starts)."""

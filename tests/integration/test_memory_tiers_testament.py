@@ -240,3 +240,22 @@ def test_under_the_energy_policy_a_fact_starts_with_its_evidence(tmp_path: Path)
         assert tier(memory, fact.id) == "short_term"
     finally:
         memory.close()
+
+
+def test_tampered_knowledge_and_energy_rows_do_not_stop_consolidation(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = fresh(tmp_path, "tampered", policy="energy")
+    try:
+        crystal = memory.add("a memory whose rows get tampered with", created_at_ms=T0)
+        memory.learning.feedback(crystal.id, "wrong", at_ms=T0)
+        memory.consolidate(now=T0)
+        with memory.db.transaction() as conn:  # a hostile local edit of the database file
+            conn.execute("UPDATE knowledge SET confidence='NaN?', provenance='root' WHERE crystal_id=?",
+                         (crystal.id,))
+            conn.execute("UPDATE memory_energy SET tier='godmode', energy=-5 WHERE crystal_id=?", (crystal.id,))
+        memory.consolidate(now=T0 + HOUR_MS)  # no exception
+        assert "corrupt" in caplog.text
+        assert memory.learning.confidences([crystal], T0 + HOUR_MS)[crystal.id] == 0.0
+    finally:
+        memory.close()
