@@ -33,6 +33,7 @@ from node.market.reconcile import reconcile_settlements
 from node.market.seller import Seller
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import ConsolidationReport, Memory
+from node.memory.learning_service import LearningServiceMixin
 from node.memory.search import SearchHit, SearchRequest
 from node.net.service import NetService
 from node.supervisor import supervise
@@ -51,7 +52,7 @@ SAFE_RECURSION_LIMIT = 5_000
 INDEX_SAVE_INTERVAL_S = 30.0
 
 
-class NodeService:
+class NodeService(LearningServiceMixin):
     def __init__(self, config: NodeConfig, memory: Memory | None = None) -> None:
         self.config = config
         self.identity = load_identity(config)

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from node.agent.mcp_learning import register_learning_tools
 from node.api.client import ApiClient, ApiError
 
 MICRO_PER_USDC = 1_000_000
@@ -29,7 +30,7 @@ and the node's own daily spend cap."""
 
 MemoryType = Literal[
     "general", "fact", "preference", "episode", "insight", "relationship", "goal",
-    "skill", "task_pattern",
+    "skill", "task_pattern", "warning",
 ]
 Scope = Literal["private", "confidential", "shared", "public"]
 
@@ -60,6 +61,8 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
             return await anyio.to_thread.run_sync(blocking)
         except ApiError as exc:
             raise ToolError(str(exc)) from exc
+
+    register_learning_tools(server, call)
 
     @server.tool()
     async def memory_search(

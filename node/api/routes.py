@@ -20,6 +20,7 @@ from node.api.dashboard import dashboard_router
 from node.api.errors import install_error_handlers
 from node.api.guards import Guard
 from node.api.interface import NodeApi
+from node.api.learning_routes import learning_router
 from node.api.metrics import metrics_router
 from node.api.models import (
     ConsolidateIn,
@@ -167,6 +168,7 @@ def build_fastapi(node: NodeApi | None, auth: ApiAuth) -> FastAPI:
     install_error_handlers(app)
     if node is not None:
         app.include_router(node_router(node))
+        app.include_router(learning_router(node))
     app.include_router(dashboard_router())
     app.include_router(metrics_router(node))
     return app

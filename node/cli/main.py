@@ -89,6 +89,9 @@ def _register_commands() -> None:
     cli.add_command(models.models)
     for command in network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS:
         cli.add_command(command)
+    from node.cli import memory_learning  # seed 003/004: feedback, session end, testament, budget
+
+    memory_learning.register(memory.memory)
 
 
 _register_commands()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -231,12 +232,19 @@ def status(ctx: CliContext) -> None:
 
 
 @memory.command("import")
-@click.argument("file", type=click.File("r"))
+@click.argument("file", type=click.File("r"), required=False)
 @click.option("--type", "semantic_type", type=click.Choice(TYPES), default="general")
+@click.option("--testament", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Import a signed testament instead (docs/memory.md).")
 @common_options
-def import_lines(ctx: CliContext, file: Any, semantic_type: str) -> None:
-    """Add every non-empty line of FILE as a crystal (one transaction, with progress)."""
+def import_lines(ctx: CliContext, file: Any, semantic_type: str, testament: Path | None) -> None:
+    """Add every non-empty line of FILE as a crystal (or a signed --testament FILE)."""
     from node.crystals.model import SemanticType as ST
+
+    if testament is not None:
+        return _import_testament(ctx, testament)
+    if file is None:
+        raise CliError("memory import needs FILE (or --testament FILE)")
 
     if ctx.api(required=False) is not None:
         raise CliError("a node is running on this data dir; stop it before a bulk import")
@@ -252,3 +260,25 @@ def import_lines(ctx: CliContext, file: Any, semantic_type: str) -> None:
                 stderr(f"imported {min(start + batch, len(lines))}/{len(lines)}")
     ctx.emit({"lines": len(lines), "created": created},
              lambda r: click.echo(f"{r['created']} new crystals from {r['lines']} lines"))
+
+
+def _import_testament(ctx: CliContext, path: Path) -> None:
+    """``memory import --testament FILE``: verified whole before anything is written (docs/memory.md)."""
+    import base64
+
+    from node.memory.testament_io import TestamentRefused, import_testament, read_testament_file
+
+    try:
+        data = read_testament_file(path)
+        client = ctx.api(required=False)
+        if client is not None:
+            result = client.post("/v1/memory/testament/import",
+                                 {"testament_b64": base64.b64encode(data).decode("ascii")})
+        else:
+            with open_memory(ctx) as mem:
+                result = import_testament(mem, mem.learning, data)
+    except TestamentRefused as error:
+        raise CliError(str(error)) from error
+    ctx.emit(result, lambda r: click.echo(
+        f"imported {r['imported']} of {r['entries']} entries signed by {r['signer']}"
+        f" ({r['already_known']} already known)"))

@@ -18,9 +18,10 @@ from node.crystals import governance as gov
 from node.crystals.fusion import fts_query, fuse, identifier_tokens
 from node.crystals.index import VectorIndex
 from node.crystals.lexical import exact_matcher
-from node.crystals.model import Crystal, Lifecycle, now_ms
+from node.crystals.model import Crystal, Lifecycle, SemanticType, now_ms
 from node.crystals.store import CrystalStore, Filters, StoreError
 from node.memory.hormones import HormonalStateManager
+from node.memory.ranking import confidence_weight, surface_warnings
 
 # Re-weighting after fusion stays small: relevance decides, importance and
 # recency (modulated by hormones) only break near-ties.
@@ -68,8 +69,13 @@ def search(
     embed: Callable[[Sequence[str]], np.ndarray],
     hormones: HormonalStateManager,
     request: SearchRequest,
+    confidence: Callable[[list[Crystal], int], dict[str, float]] | None = None,
 ) -> list[SearchHit]:
-    """Answer ``request`` from one data dir (synchronous: the database's thread)."""
+    """Answer ``request`` from one data dir (synchronous: the database's thread).
+
+    ``confidence`` (seed 003, :mod:`node.memory.ranking`) re-weights near-ties by
+    how sure the node is of each hit; relevant warnings are put first.
+    """
     query = request.query.strip()
     if not query:
         raise MemoryInputError("empty search query")
@@ -127,12 +133,20 @@ def search(
         hits.append(
             SearchHit(crystal, fused_score * weight, dense_by_id.get(rowid), lexical_by_id.get(rowid))
         )
+    if confidence is not None:
+        sure = confidence([hit.crystal for hit in hits], now)
+        for hit in hits:
+            hit.score *= confidence_weight(sure[hit.crystal.id])
     exact = exact_matcher(identifier_tokens(query))
     hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
-    hits = hits[:k]
+    hits = surface_warnings(hits, k, is_warning_hit, lambda hit: hit.score)
     if request.record_access and hits:
         store.record_access([hit.crystal.id for hit in hits], now)
         for hit in hits:
             hit.crystal.access_count += 1
             hit.crystal.last_accessed_at_ms = now
     return hits
+
+
+def is_warning_hit(hit: SearchHit) -> bool:
+    return hit.crystal.semantic_type is SemanticType.WARNING
