@@ -34,6 +34,7 @@ from node.market.seller import Seller
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.learning_service import LearningServiceMixin
+from node.memory.records_api import MemoryRecordsApi
 from node.memory.search import SearchHit, SearchRequest
 from node.net.service import NetService
 from node.supervisor import supervise
@@ -52,7 +53,7 @@ SAFE_RECURSION_LIMIT = 5_000
 INDEX_SAVE_INTERVAL_S = 30.0
 
 
-class NodeService(LearningServiceMixin):
+class NodeService(MemoryRecordsApi, LearningServiceMixin):
     def __init__(self, config: NodeConfig, memory: Memory | None = None) -> None:
         self.config = config
         self.identity = load_identity(config)

@@ -37,10 +37,15 @@ ROUTES = {
     ("get", "/v1/weather"), ("post", "/v1/weather/broadcast"), ("post", "/v1/dashboard/login-link"),
     ("get", "/dashboard"), ("get", "/dashboard/login"), ("post", "/dashboard/login"),
     ("post", "/dashboard/logout"), ("get", "/dashboard/static/{name}"), ("get", "/metrics"),
+    ("get", "/v1/crystals"), ("patch", "/v1/crystals/{crystal_id}"),
+    ("delete", "/v1/crystals/{crystal_id}"), ("get", "/v1/crystals/{crystal_id}/history"),
+    ("get", "/v1/namespaces"),
 }
 BODY_MODELS = {
-    "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags"}),
-    "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes"}),
+    "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
+                                   "namespace"}),
+    "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes", "namespace",
+                                         "all_namespaces"}),
     "/v1/memory/consolidate": ("ConsolidateIn", {"purge"}),
     "/v1/memory/feedback": ("FeedbackIn", {"id", "verdict"}),
     "/v1/memory/testament/import": ("TestamentIn", {"testament_b64"}),
@@ -58,6 +63,7 @@ QUERY_PARAMS = {
     "/v1/listings/search": {"q", "k", "category", "max_price", "tag"},
     ("/v1/purchases", "get"): {"limit"},
     "/v1/sales": {"limit"},
+    "/v1/crystals": {"namespace", "type", "limit"},
     "/dashboard/login": {"code"},
 }
 
