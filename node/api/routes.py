@@ -75,6 +75,7 @@ def node_router(node: NodeApi) -> APIRouter:
             lifecycles=tuple(lc.value for lc in body.lifecycles),
             scopes=tuple(s.value for s in body.scopes),
             namespaces=() if body.all_namespaces else (body.namespace,),
+            as_of_ms=body.as_of_ms,
         ))
         return {"hits": [hit.to_dict() for hit in hits]}
 

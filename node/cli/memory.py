@@ -116,6 +116,8 @@ def add(
 @click.option("--scope", "scopes", multiple=True, type=click.Choice(SCOPES), help="Filter by scope.")
 @click.option("--namespace", default=None, help="Namespace to search (default: default).")
 @click.option("--all-namespaces", is_flag=True, help="Search every namespace.")
+@click.option("--as-of", "as_of", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), default=None,
+              help="Search the versions valid at this UTC time instead of now.")
 @common_options
 def search(
     ctx: CliContext,
@@ -126,10 +128,12 @@ def search(
     scopes: tuple[str, ...],
     namespace: str | None,
     all_namespaces: bool,
+    as_of: datetime | None,
 ) -> None:
     """Hybrid (dense + BM25) search over the current memories of one namespace."""
+    as_of_ms = None if as_of is None else int(as_of.replace(tzinfo=UTC).timestamp() * 1000)
     body: dict[str, Any] = {"query": query, "k": k, "types": list(types),
-                            "lifecycles": list(lifecycles), "scopes": list(scopes)}
+                            "lifecycles": list(lifecycles), "scopes": list(scopes), "as_of_ms": as_of_ms}
     body |= {"all_namespaces": True} if all_namespaces else {"namespace": namespace or "default"}
     client = ctx.api(required=False)
     if client is not None:
@@ -144,7 +148,7 @@ def search(
                 hit.to_dict()
                 for hit in mem.search(
                     SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes),
-                                  namespaces=spaces)
+                                  namespaces=spaces, as_of_ms=as_of_ms)
                 )
             ]
 

@@ -22,6 +22,7 @@ from node.crystals.model import Crystal, Lifecycle, SemanticType, now_ms
 from node.crystals.store import CrystalStore, Filters, StoreError
 from node.memory.hormones import HormonalStateManager
 from node.memory.ranking import confidence_weight, surface_warnings
+from node.memory.temporal import valid_at
 
 # Re-weighting after fusion stays small: relevance decides, importance and
 # recency (modulated by hormones) only break near-ties.
@@ -62,6 +63,7 @@ class SearchRequest:
     requester: str = gov.Requester.LOCAL_AGENT.value
     record_access: bool = True
     namespaces: tuple[str, ...] = ("default",)  # empty: every namespace
+    as_of_ms: int | None = None  # None: what is valid now; else the versions valid then (seed 004)
 
 
 def search(
@@ -85,12 +87,17 @@ def search(
         lc.value for lc in Lifecycle if lc not in (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
     )
     now = now_ms()
+    as_of = request.as_of_ms
     filters = Filters(request.semantic_types, lifecycles, request.scopes, request.namespaces, now)
     candidates = max(50, k * 5)
     vector = embed([query])[0]
-    dense = _dense(store, index, vector, candidates, k, request.namespaces, now)
-    lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces,
-                                                               current_at_ms=now))
+    if as_of is None:
+        dense = _dense(store, index, vector, candidates, k, request.namespaces, now)
+        lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces,
+                                                                   current_at_ms=now))
+    else:  # every version is a candidate; validity at ``as_of`` is checked below
+        dense = index.query(vector, candidates)
+        lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces))
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
 
     def doc_freq(term: str) -> float:
@@ -118,7 +125,7 @@ def search(
     for rowid_text, fused_score in fused:
         rowid = int(rowid_text)
         crystal = crystals.get(rowid)
-        if crystal is None or not crystal.is_current(now):
+        if crystal is None or not (crystal.is_current(now) if as_of is None else valid_then(crystal, as_of)):
             continue
         if allowed_namespaces and crystal.namespace not in allowed_namespaces:
             continue
@@ -173,3 +180,10 @@ def _dense(store: CrystalStore, index: VectorIndex, vector: np.ndarray, candidat
 
 def is_warning_hit(hit: SearchHit) -> bool:
     return hit.crystal.semantic_type is SemanticType.WARNING
+
+
+def valid_then(crystal: Crystal, at_ms: int) -> bool:
+    """The version of its memory that held at ``at_ms`` (and not yet expired then)."""
+    expires = crystal.expires_at_ms
+    return valid_at(crystal.valid_from_ms, crystal.valid_to_ms, crystal.deleted_at_ms, at_ms) and (
+        expires is None or expires > at_ms)

@@ -44,7 +44,7 @@ ROUTES = {
 BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
                                    "namespace"}),
-    "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes", "namespace",
+    "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes", "as_of_ms", "namespace",
                                          "all_namespaces"}),
     "/v1/memory/consolidate": ("ConsolidateIn", {"purge"}),
     "/v1/memory/feedback": ("FeedbackIn", {"id", "verdict"}),

@@ -48,6 +48,11 @@ async def test_feedback_session_budget_and_testament_round_trip(node: NodeServic
     assert budget.status_code == 200 and budget.json()["blocks"][0]["kind"] == "warnings"
     assert (await call(node, "/v1/memory/context/budget", {"query": "x", "budget_tokens": -1})).status_code == 400
 
+    past = await call(node, "/v1/crystals/search", {"query": "wallet honeypot", "as_of_ms": 1})
+    assert past.status_code == 200 and past.json()["hits"] == []  # nothing was valid in 1970
+    now = await call(node, "/v1/crystals/search", {"query": "wallet honeypot"})
+    assert [h["id"] for h in now.json()["hits"]] == [added["id"]]
+
     exported = (await call(node, "/v1/memory/testament/export", {})).json()
     data = base64.b64decode(exported["testament_b64"])
     assert open_testament(data).signer_peer_id == node.identity.peer_id

@@ -134,3 +134,18 @@ def test_confidence_breaks_near_ties_in_search(memory: Memory) -> None:
     memory.learning.feedback(loser, "wrong")
     reordered = [h.crystal.id for h in memory.search(SearchRequest("release checklist ops wiki", k=2))]
     assert reordered[0] != loser and {first.id, second.id} == set(reordered)
+
+
+def test_search_as_of_a_time_finds_the_version_valid_then(memory: Memory) -> None:
+    from node.crystals.model import now_ms
+    from node.memory.versions import update
+
+    day_ago = now_ms() - DAY_MS
+    first = memory.add("the on-call phone number is 555-0101", created_at_ms=day_ago)
+    second = update(memory, first.id, "the on-call phone number is 555-0199")
+    request = SearchRequest("on-call phone number", k=5, record_access=False)
+    assert [h.crystal.id for h in memory.search(request)] == [second.id]
+    then = SearchRequest("on-call phone number", k=5, record_access=False, as_of_ms=day_ago + HOUR_MS)
+    assert [h.crystal.id for h in memory.search(then)] == [first.id]
+    before = SearchRequest("on-call phone number", k=5, record_access=False, as_of_ms=day_ago - HOUR_MS)
+    assert memory.search(before) == []
