@@ -76,8 +76,8 @@ class FactReport:
 
 
 def namespace_of(crystal: Crystal) -> str:
-    """The crystal's namespace (``user:…``, ``agent:…``, ``session:…``); "" where there is none."""
-    return str(getattr(crystal, "namespace", None) or "")
+    """The crystal's namespace (``default``, ``user:…``, ``agent:…``, ``session:…``)."""
+    return crystal.namespace
 
 
 def is_warning(crystal: Crystal) -> bool:
@@ -228,12 +228,11 @@ class Learning:
             scope=medoid.governance.access_scope,
             actor=CONSOLIDATION_ACTOR,
         )
-        crystal.created_at_ms = at_ms
+        crystal.created_at_ms = crystal.valid_from_ms = at_ms
         crystal.provenance_dag = [
             ProvenanceNode(crystal.id, ProvenanceOperation.MERGED, CONSOLIDATION_ACTOR, at_ms, list(new.episode_ids))
         ]
-        if hasattr(crystal, "namespace"):
-            crystal.namespace = new.namespace  # type: ignore[attr-defined,unused-ignore]
+        crystal.namespace = new.namespace or crystal.namespace
         vectors = self.memory.embed([crystal.text])
 
         def knowledge_rows(conn: Any, stored_id: str) -> None:

@@ -36,6 +36,7 @@ class MemoryOwner(Protocol):
         origin: Origin = ...,
         path: str | None = ...,
         actor: str = ...,
+        namespace: str = ...,
     ) -> Crystal: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...

@@ -37,6 +37,7 @@ from node.errors import CrystalmeshError
 from node.memory import confidence as conf
 from node.memory.knowledge import KnowledgeRow, Provenance, audit, upsert
 from node.memory.learning import DEAD, is_warning, namespace_of
+from node.memory.namespaces import InvalidNamespace, validate_namespace
 from node.memory.search import MemoryInputError
 from protocol.identity import Identity
 from protocol.testament import (
@@ -178,14 +179,17 @@ def import_testament(memory: Memory, learning: Learning, data: bytes, at_ms: int
     known = 0
     for entry in testament.body.entries:
         try:
-            crystal = memory.prepare(entry.text, semantic_type=TYPE_OF[entry.kind], origin=Origin.PEER, actor=actor)
-        except MemoryInputError as error:
+            namespace = validate_namespace(entry.namespace)
+            crystal = memory.prepare(entry.text, semantic_type=TYPE_OF[entry.kind], origin=Origin.PEER,
+                                     actor=actor, namespace=namespace)
+        except (MemoryInputError, InvalidNamespace) as error:
             raise TestamentRefused(f"testament refused: entry {entry.id}: {error}") from error
-        if crystal.hash in seen or memory.store.find_by_hash(crystal.hash) is not None:
+        key = f"{namespace}\x00{crystal.hash}"
+        if key in seen or memory.store.find_by_hash(crystal.hash, namespace) is not None:
             known += 1
             continue
-        seen.add(crystal.hash)
-        crystal.created_at_ms = at
+        seen.add(key)
+        crystal.created_at_ms = crystal.valid_from_ms = at
         crystal.governance.peer_origin = signer
         if crystal.lifecycle is not Lifecycle.FROZEN:
             crystal.lifecycle = Lifecycle.GENERATED
@@ -199,7 +203,7 @@ def import_testament(memory: Memory, learning: Learning, data: bytes, at_ms: int
             value = max(value, conf.WARNING_FLOOR)
         prepared.append((crystal, KnowledgeRow(crystal.id, value, at, max(1, entry.episode_count),
                                                entry.generation + 1, Provenance.IMPORTED, signer,
-                                               entry.namespace or "")))
+                                               namespace)))
     vectors = memory.embed([c.text for c, _ in prepared]) if prepared else np.zeros((0, 1), dtype=np.float32)
     for (crystal, _), vector in zip(prepared, vectors, strict=True):
         crystal.embedding = vector.tolist()

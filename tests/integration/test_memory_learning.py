@@ -53,8 +53,15 @@ def test_three_related_episodes_fold_into_a_fact_and_a_fourth_reinforces_it(memo
 def test_fewer_than_three_or_other_namespaces_make_no_fact(memory: Memory) -> None:
     for i in range(2):
         episode(memory, DEPLOY.format(i=i), T0 + i)
+    memory.add(DEPLOY.format(i=7), semantic_type=SemanticType.EPISODE, namespace="user:bob", created_at_ms=T0)
     memory.consolidate(now=T0 + HOUR_MS)
     assert facts(memory) == []
+    for i in range(2):  # bob's own three fold into a fact of his namespace
+        memory.add(DEPLOY.format(i=8 + i), semantic_type=SemanticType.EPISODE, namespace="user:bob",
+                   created_at_ms=T0 + 2 * HOUR_MS)
+    memory.consolidate(now=T0 + 3 * HOUR_MS)
+    [fact_id] = facts(memory)
+    assert memory.store.get(fact_id).namespace == "user:bob"
 
 
 def test_facts_are_evicted_in_proportion_to_their_evidence(memory: Memory) -> None:

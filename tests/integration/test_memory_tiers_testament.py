@@ -133,7 +133,8 @@ def snapshot(memory: Memory) -> tuple[int, int, int]:
     )
 
 
-@pytest.mark.parametrize("attack", ["flip", "resign", "oversize", "nested", "too_many", "truncated"])
+@pytest.mark.parametrize("attack", ["flip", "resign", "oversize", "nested", "too_many", "truncated",
+                                    "bad_namespace"])
 def test_a_crafted_testament_is_refused_and_nothing_is_applied(tmp_path: Path, attack: str) -> None:
     elder = learned_elder(tmp_path)
     try:
@@ -165,6 +166,11 @@ def test_a_crafted_testament_is_refused_and_nothing_is_applied(tmp_path: Path, a
         data = encode(payload | {"signature": ELDER.sign(b"crystalmesh/testament/v1\x00" + encode(payload))})
     elif attack == "truncated":
         data = data[:-10]
+    elif attack == "bad_namespace":  # validly signed, but the last entry names no namespace we accept
+        decoded = cbor2.loads(data)
+        decoded["body"]["entries"][-1]["namespace"] = "Not A Namespace"
+        payload = {"version": 1, "body": decoded["body"]}
+        data = encode(payload | {"signature": ELDER.sign(b"crystalmesh/testament/v1\x00" + encode(payload))})
     heir = fresh(tmp_path, "heir")
     try:
         heir.add("something the heir already knew")
