@@ -67,3 +67,21 @@ async def test_a_bad_testament_is_a_400_and_changes_nothing(node: NodeService, p
     assert response.status_code == 400, response.text
     assert "error" in json.loads(response.text)
     assert (await call(node, "/v1/memory/status", None, method="GET")).json()["total"] == before
+
+
+async def test_mcp_tools_reach_the_node(node: NodeService) -> None:
+    """The MCP server (anyio, as in ``crystalmesh mcp``) calls the real node's API."""
+    from node.agent.mcp_server import build_server
+    from node.api.client import ApiClient
+
+    added = (await call(node, "/v1/crystals", {"text": "warning: bridge X drains funds", "type": "warning"})).json()
+    server = build_server(lambda: ApiClient(f"http://127.0.0.1:{node.api_port}", node.api_token))
+    names = {tool.name for tool in await server.list_tools()}
+    assert {"memory_feedback", "memory_session_end", "memory_context_budget"} <= names
+    rated = await server.call_tool("memory_feedback", {"id": added["id"], "verdict": "wrong"})
+    assert rated.structured_content is not None and rated.structured_content["confidence"] == 0.5
+    ended = await server.call_tool("memory_session_end", {})
+    assert ended.structured_content is not None and ended.structured_content["policy"] == "importance"
+    context = await server.call_tool("memory_context_budget", {"query": "bridge funds", "budget_tokens": 80})
+    assert context.structured_content is not None
+    assert context.structured_content["blocks"][0]["kind"] == "warnings"
