@@ -180,7 +180,8 @@ def show(ctx: CliContext, crystal_id: str) -> None:
     else:
         with open_memory(ctx) as mem:
             crystal = mem.get(crystal_id)
-            data = crystal.to_dict() | {"audit": mem.store.audit_log(crystal.id, 20)}
+            data = crystal.to_dict() | {"audit": mem.store.audit_log(crystal.id, 20),
+                                        "knowledge": mem.learning.describe(crystal)}
 
     def render(c: dict[str, Any]) -> None:
         governance = c["governance"]
@@ -200,6 +201,11 @@ def show(ctx: CliContext, crystal_id: str) -> None:
                        f"  executions {c['executions']}  successes {c['successes']}")
         if governance.get("peerOrigin"):
             click.echo(f"peer origin  {governance['peerOrigin']}")
+        knowledge = c.get("knowledge") or {}
+        if knowledge:
+            click.echo(f"confidence   {knowledge['confidence']:.3f}"
+                       + (f"   episodes {knowledge['episode_count']}   provenance {knowledge['provenance']}"
+                          f"   generation {knowledge['generation']}" if "provenance" in knowledge else ""))
         click.echo("")
         click.echo(c["text"])
         if c.get("audit"):
@@ -253,6 +259,11 @@ def status(ctx: CliContext) -> None:
         click.echo(f"hormones     dopamine {h.get('dopamine', 0):.3f}  cortisol {h.get('cortisol', 0):.3f}"
                    f"  oxytocin {h.get('oxytocin', 0):.3f}")
         click.echo(f"consolidated {_when(s.get('last_consolidation_ms'))}")
+        tiers = s.get("tiers") or {}
+        if tiers:
+            click.echo(f"tiers        policy {tiers['policy']}: "
+                       + ", ".join(f"{k} {v}" for k, v in tiers["tiers"].items())
+                       + f"   session end {_when(tiers.get('last_session_end_ms'))}")
 
     ctx.emit(data, render)
 

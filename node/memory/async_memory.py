@@ -113,7 +113,8 @@ class AsyncMemory:
 
         def detail() -> dict[str, Any]:
             crystal = memory.get(crystal_id)
-            return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, audit_rows)}
+            return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, audit_rows),
+                                        "knowledge": memory.learning.describe(crystal)}
 
         return await self.run(detail)
 

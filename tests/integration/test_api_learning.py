@@ -37,6 +37,8 @@ async def test_feedback_session_budget_and_testament_round_trip(node: NodeServic
                                                "type": "warning"})).json()
     rated = await call(node, "/v1/memory/feedback", {"id": added["id"], "verdict": "wrong"})
     assert rated.status_code == 200 and rated.json()["confidence"] == 0.5
+    detail = (await call(node, f"/v1/crystals/{added['id']}", None, method="GET")).json()
+    assert detail["knowledge"]["confidence"] == 0.5
     assert (await call(node, "/v1/memory/feedback", {"id": added["id"], "verdict": "meh"})).status_code == 400
     assert (await call(node, "/v1/memory/feedback", {"id": "nope", "verdict": "useful"})).status_code == 404
     ended = await call(node, "/v1/memory/session/end", {})

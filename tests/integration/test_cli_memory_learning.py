@@ -23,6 +23,12 @@ def test_feedback_and_session_end(initialised: Cli) -> None:  # noqa: F811 (fixt
     assert ended["policy"] == "importance" and "tiers" not in ended
     status = initialised.json("memory", "status")
     assert status["tiers"]["policy"] == "importance" and status["tiers"]["last_session_end_ms"]
+    shown = initialised.json("memory", "show", added["id"])
+    assert shown["knowledge"]["confidence"] == 0.5 and shown["knowledge"]["provenance"] == "local"
+    code, out, _ = initialised.run("memory", "show", added["id"])
+    assert code == 0 and "confidence   0.500" in out
+    code, out, _ = initialised.run("memory", "status")
+    assert code == 0 and "tiers        policy importance" in out
 
 
 def test_testament_round_trip_and_tampered_file(initialised: Cli, tmp_path: Path) -> None:  # noqa: F811 (fixture)
