@@ -174,7 +174,11 @@ class Learning:
             for c in episodes.values()
             if c.embedding is not None
         ]
-        plan = facts.plan_facts(replayed, self._fact_inputs(), self.settings.fact_similarity)
+        if not replayed:
+            self.memory.store.set_meta(LAST_FOLD_META, str(at_ms))
+            return report
+        fact_inputs = self._fact_inputs({e.namespace for e in replayed})
+        plan = facts.plan_facts(replayed, fact_inputs, self.settings.fact_similarity)
         for fact_id, episode_ids in sorted(plan.reinforcements.items()):
             self._reinforce(fact_id, episode_ids, at_ms)
             report.reinforced[fact_id] = len(episode_ids)
@@ -185,8 +189,9 @@ class Learning:
         self.memory.store.set_meta(LAST_FOLD_META, str(at_ms))
         return report
 
-    def _fact_inputs(self) -> list[facts.FactInput]:
-        rows = self.knowledge.fact_rows()
+    def _fact_inputs(self, namespaces: set[str]) -> list[facts.FactInput]:
+        """Facts of the replayed namespaces only: their centroids are all a cycle compares with."""
+        rows = [row for row in self.knowledge.fact_rows() if row["namespace"] in namespaces]
         embeddings = self.knowledge.source_embeddings([row["crystal_id"] for row in rows])
         out = []
         for row in rows:
