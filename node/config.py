@@ -64,6 +64,15 @@ class MemoryConfig:
     forget_threshold: float = 0.02
     merge_overlap_threshold: float = 0.92
     emotion_decay_resistance: float = 0.5
+    # seed 003/004 (docs/memory.md): what expires a crystal, facts, confidence, testament
+    policy: str = "importance"  # "importance" (seed 000) or "energy" (seed 004 tiers)
+    fact_similarity: float = 0.7
+    replay_batch: int = 256
+    replay_recent_fraction: float = 0.7
+    confidence_tau_days: float = 7.0
+    min_confidence: float = 0.2
+    testament_min_confidence: float = 0.5
+    testament_top_episodes: int = 256
 
 
 @dataclass

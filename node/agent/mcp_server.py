@@ -17,6 +17,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from node.agent.mcp_learning import register_learning_tools
 from node.agent.skill_install import install, source_from_node
 from node.api.client import ApiClient, ApiError
 from node.errors import CrystalmeshError
@@ -37,7 +38,7 @@ node's own daily spend cap; skill_install writes a bought skill as <dir>/<name>/
 
 MemoryType = Literal[
     "general", "fact", "preference", "episode", "insight", "relationship", "goal",
-    "skill", "task_pattern",
+    "skill", "task_pattern", "warning",
 ]
 Scope = Literal["private", "confidential", "shared", "public"]
 Namespace = Annotated[str, Field(
@@ -73,6 +74,8 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
             return await anyio.to_thread.run_sync(blocking)
         except ApiError as exc:
             raise ToolError(str(exc)) from exc
+
+    register_learning_tools(server, call)
 
     @server.tool()
     async def memory_search(

@@ -53,6 +53,7 @@ class SearchIn(Body):
     scopes: list[AccessScope] = []
     namespace: Annotated[str, Field(max_length=100, pattern=NAMESPACE_PATTERN)] = "default"
     all_namespaces: Annotated[bool, Field(strict=True)] = False
+    as_of_ms: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1)] | None = None  # versions valid then
 
 
 class ConsolidateIn(Body):

@@ -20,6 +20,7 @@ from node.api.dashboard import dashboard_router
 from node.api.errors import install_error_handlers
 from node.api.guards import Guard
 from node.api.interface import NodeApi
+from node.api.learning_routes import learning_router
 from node.api.memory_routes import memory_router
 from node.api.metrics import metrics_router
 from node.api.models import (
@@ -74,6 +75,7 @@ def node_router(node: NodeApi) -> APIRouter:
             lifecycles=tuple(lc.value for lc in body.lifecycles),
             scopes=tuple(s.value for s in body.scopes),
             namespaces=() if body.all_namespaces else (body.namespace,),
+            as_of_ms=body.as_of_ms,
         ))
         return {"hits": [hit.to_dict() for hit in hits]}
 
@@ -168,6 +170,7 @@ def build_fastapi(node: NodeApi | None, auth: ApiAuth) -> FastAPI:
     install_error_handlers(app)
     if node is not None:
         app.include_router(node_router(node))
+        app.include_router(learning_router(node))
         app.include_router(memory_router(node))
     app.include_router(dashboard_router())
     app.include_router(metrics_router(node))

@@ -93,7 +93,16 @@ def _register_commands() -> None:
         cli.add_command(command)
 
 
+def _register_learning_commands() -> None:
+    """Seed 003/004 (feedback, session end, testament, budget). Runs last: it extends the
+    working-memory ``memory context`` with --query/--budget-tokens when that is registered."""
+    from node.cli import memory, memory_learning
+
+    memory_learning.register(memory.memory)
+
+
 _register_commands()
+_register_learning_commands()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -115,6 +116,8 @@ def add(
 @click.option("--scope", "scopes", multiple=True, type=click.Choice(SCOPES), help="Filter by scope.")
 @click.option("--namespace", default=None, help="Namespace to search (default: default).")
 @click.option("--all-namespaces", is_flag=True, help="Search every namespace.")
+@click.option("--as-of", "as_of", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), default=None,
+              help="Search the versions valid at this UTC time instead of now.")
 @common_options
 def search(
     ctx: CliContext,
@@ -125,10 +128,12 @@ def search(
     scopes: tuple[str, ...],
     namespace: str | None,
     all_namespaces: bool,
+    as_of: datetime | None,
 ) -> None:
     """Hybrid (dense + BM25) search over the current memories of one namespace."""
+    as_of_ms = None if as_of is None else int(as_of.replace(tzinfo=UTC).timestamp() * 1000)
     body: dict[str, Any] = {"query": query, "k": k, "types": list(types),
-                            "lifecycles": list(lifecycles), "scopes": list(scopes)}
+                            "lifecycles": list(lifecycles), "scopes": list(scopes), "as_of_ms": as_of_ms}
     body |= {"all_namespaces": True} if all_namespaces else {"namespace": namespace or "default"}
     client = ctx.api(required=False)
     if client is not None:
@@ -143,7 +148,7 @@ def search(
                 hit.to_dict()
                 for hit in mem.search(
                     SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes),
-                                  namespaces=spaces)
+                                  namespaces=spaces, as_of_ms=as_of_ms)
                 )
             ]
 
@@ -175,7 +180,8 @@ def show(ctx: CliContext, crystal_id: str) -> None:
     else:
         with open_memory(ctx) as mem:
             crystal = mem.get(crystal_id)
-            data = crystal.to_dict() | {"audit": mem.store.audit_log(crystal.id, 20)}
+            data = crystal.to_dict() | {"audit": mem.store.audit_log(crystal.id, 20),
+                                        "knowledge": mem.learning.describe(crystal)}
 
     def render(c: dict[str, Any]) -> None:
         governance = c["governance"]
@@ -195,6 +201,11 @@ def show(ctx: CliContext, crystal_id: str) -> None:
                        f"  executions {c['executions']}  successes {c['successes']}")
         if governance.get("peerOrigin"):
             click.echo(f"peer origin  {governance['peerOrigin']}")
+        knowledge = c.get("knowledge") or {}
+        if knowledge:
+            click.echo(f"confidence   {knowledge['confidence']:.3f}"
+                       + (f"   episodes {knowledge['episode_count']}   provenance {knowledge['provenance']}"
+                          f"   generation {knowledge['generation']}" if "provenance" in knowledge else ""))
         click.echo("")
         click.echo(c["text"])
         if c.get("audit"):
@@ -248,17 +259,29 @@ def status(ctx: CliContext) -> None:
         click.echo(f"hormones     dopamine {h.get('dopamine', 0):.3f}  cortisol {h.get('cortisol', 0):.3f}"
                    f"  oxytocin {h.get('oxytocin', 0):.3f}")
         click.echo(f"consolidated {_when(s.get('last_consolidation_ms'))}")
+        tiers = s.get("tiers") or {}
+        if tiers:
+            click.echo(f"tiers        policy {tiers['policy']}: "
+                       + ", ".join(f"{k} {v}" for k, v in tiers["tiers"].items())
+                       + f"   session end {_when(tiers.get('last_session_end_ms'))}")
 
     ctx.emit(data, render)
 
 
 @memory.command("import")
-@click.argument("file", type=click.File("r"))
+@click.argument("file", type=click.File("r"), required=False)
 @click.option("--type", "semantic_type", type=click.Choice(TYPES), default="general")
+@click.option("--testament", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Import a signed testament instead (docs/memory.md).")
 @common_options
-def import_lines(ctx: CliContext, file: Any, semantic_type: str) -> None:
-    """Add every non-empty line of FILE as a crystal (one transaction, with progress)."""
+def import_lines(ctx: CliContext, file: Any, semantic_type: str, testament: Path | None) -> None:
+    """Add every non-empty line of FILE as a crystal (or a signed --testament FILE)."""
     from node.crystals.model import SemanticType as ST
+
+    if testament is not None:
+        return _import_testament(ctx, testament)
+    if file is None:
+        raise CliError("memory import needs FILE (or --testament FILE)")
 
     if ctx.api(required=False) is not None:
         raise CliError("a node is running on this data dir; stop it before a bulk import")
@@ -274,3 +297,25 @@ def import_lines(ctx: CliContext, file: Any, semantic_type: str) -> None:
                 stderr(f"imported {min(start + batch, len(lines))}/{len(lines)}")
     ctx.emit({"lines": len(lines), "created": created},
              lambda r: click.echo(f"{r['created']} new crystals from {r['lines']} lines"))
+
+
+def _import_testament(ctx: CliContext, path: Path) -> None:
+    """``memory import --testament FILE``: verified whole before anything is written (docs/memory.md)."""
+    import base64
+
+    from node.memory.testament_io import TestamentRefused, import_testament, read_testament_file
+
+    try:
+        data = read_testament_file(path)
+        client = ctx.api(required=False)
+        if client is not None:
+            result = client.post("/v1/memory/testament/import",
+                                 {"testament_b64": base64.b64encode(data).decode("ascii")})
+        else:
+            with open_memory(ctx) as mem:
+                result = import_testament(mem, mem.learning, data)
+    except TestamentRefused as error:
+        raise CliError(str(error)) from error
+    ctx.emit(result, lambda r: click.echo(
+        f"imported {r['imported']} of {r['entries']} entries signed by {r['signer']}"
+        f" ({r['already_known']} already known)"))

@@ -25,6 +25,7 @@ class SemanticType(StrEnum):
     RELATIONSHIP = "relationship"
     GOAL = "goal"
     GENERAL = "general"
+    WARNING = "warning"  # anti-knowledge (seed 003): never pruned, confidence floor 0.3
 
 
 # Knowledge crystals are procedural and may be listed on the marketplace;

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import trio
@@ -48,6 +48,10 @@ class AsyncMemory:
 
     async def run(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         return await self._memory.db.run(function, *args, **kwargs)
+
+    async def learn(self, operation: Callable[Concatenate[Memory, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run a memory-that-learns operation (node.memory.learning_service) on the database's thread."""
+        return await self._memory.db.run(operation, self._memory, *args, **kwargs)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return await trio.to_thread.run_sync(self._memory.embed, list(texts))
@@ -109,7 +113,8 @@ class AsyncMemory:
 
         def detail() -> dict[str, Any]:
             crystal = memory.get(crystal_id)
-            return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, audit_rows)}
+            return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, audit_rows),
+                                        "knowledge": memory.learning.describe(crystal)}
 
         return await self.run(detail)
 
