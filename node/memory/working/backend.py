@@ -1,0 +1,169 @@
+"""Working memory's one door into the crystal store: ``MemoryBackend`` over ``Memory``.
+
+Everything else in ``node.memory.working`` takes plain values; this module is
+where crystals are read, written and searched. Calls are serialised with a
+lock, so threads sharing one ``Memory`` (tests, a CLI) never interleave on its
+SQLite connection and vector index; inside the node they already run one at a
+time on the memory worker thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+
+from node.crystals import governance as gov
+from node.crystals.model import (
+    Crystal,
+    ExecutionStats,
+    Lifecycle,
+    Origin,
+    ProvenanceNode,
+    ProvenanceOperation,
+    SemanticType,
+    Source,
+    content_hash,
+)
+from node.crystals.store import Filters
+from node.memory.facade import Memory, MemoryInputError, SearchRequest
+from node.memory.working.inputs import CrystalView, HormoneLevels
+from node.memory.working.migration import SEED_IMPORTANCE, Chunk
+from node.memory.working.scratch import ScratchNote
+from node.memory.working.skills import LIVE, TASK_TYPES
+
+SNAPSHOT_RECENT = 200
+SNAPSHOT_RANKED = 100
+_LIVE = tuple(sorted(LIVE | {"frozen"}))
+
+
+def view_of(crystal: Crystal) -> CrystalView:
+    influence = crystal.hormonal_influence
+    return CrystalView(
+        id=crystal.id, text=crystal.text, semantic_type=crystal.semantic_type.value,
+        lifecycle=crystal.lifecycle.value, importance=crystal.importance_score,
+        access_count=crystal.access_count, created_at_ms=crystal.created_at_ms,
+        last_accessed_at_ms=crystal.last_accessed_at_ms,
+        dopamine=influence.dopamine if influence else 0.0,
+        cortisol=influence.cortisol if influence else 0.0,
+        oxytocin=influence.oxytocin if influence else 0.0,
+        executions=crystal.execution.executions, successes=crystal.execution.successes,
+        origin=crystal.origin.value, skill_category=crystal.skill_category, path=crystal.path,
+    )
+
+
+class MemoryBackend:
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self._lock = threading.RLock()
+
+    # --- meta --------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            return self.memory.store.get_meta(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self.memory.store.set_meta(key, value)
+
+    # --- writes ------------------------------------------------------------------------------
+    def note_crystal(self, note: ScratchNote, path: str) -> str:
+        """The crystal holding ``note`` (created if missing; dedup by content hash)."""
+        with self._lock:
+            existing = self.memory.store.find_by_hash(content_hash(note.text))
+            if existing is not None:
+                return existing.id
+            crystal = self.memory.prepare(note.text, origin=Origin.SESSION, source=Source.MEMORY,
+                                          path=path, created_at_ms=note.at_ms)
+            crystal.importance_score = note.importance
+            # An [AUTO] note records a hormonal event; its words must not spike the
+            # hormones again (or every consolidation cycle would note the same spike).
+            levels = dict(self.memory.hormones.levels) if note.auto else None
+            crystal_id = self.memory.add_crystals([crystal])[0].id
+            if levels is not None:
+                self.memory.hormones.levels.update(levels)
+            return crystal_id
+
+    def add_seed_chunks(self, chunks: Sequence[Chunk], path: str) -> int:
+        """Seed migration: chunks as consolidated crystals of importance 0.75; returns new ones."""
+        with self._lock:
+            crystals = []
+            for chunk in chunks:
+                crystal = self.memory.prepare(chunk.text, origin=Origin.INDEXED, source=Source.MEMORY,
+                                              path=path, start_line=chunk.start_line,
+                                              end_line=chunk.end_line)
+                crystal.lifecycle = Lifecycle.CONSOLIDATED
+                crystal.importance_score = SEED_IMPORTANCE
+                crystals.append(crystal)
+            if not crystals:
+                return 0
+            return sum(1 for result in self.memory.add_crystals(crystals) if result.created)
+
+    def crystallize(self, crystal_id: str, text: str | None = None, category: str | None = None,
+                    tags: Sequence[str] = ()) -> Crystal:
+        """A skill crystal from a repeated task pattern, ready for the quality gates.
+
+        The pattern's recorded executions move with it (they are its track record);
+        provenance links the skill to the pattern it was forked from.
+        """
+        with self._lock:
+            source = self.memory.get(crystal_id)
+            if source.semantic_type.value not in TASK_TYPES or source.lifecycle.value not in LIVE:
+                raise MemoryInputError(
+                    f"{source.id} is a {source.lifecycle.value} {source.semantic_type.value} crystal; "
+                    "only live task patterns can be crystallised")
+            skill_text = (text or f"Skill: {source.text}").strip()
+            skill = self.memory.prepare(
+                skill_text, semantic_type=SemanticType.SKILL, origin=Origin.INFERRED,
+                source=Source.SKILLS, skill_category=category, skill_tags=list(tags),
+                execution=replace(source.execution) if source.execution.executions else ExecutionStats())
+            skill.provenance_dag = [ProvenanceNode(skill.id, ProvenanceOperation.FORKED,
+                                                   gov.Requester.LOCAL_AGENT.value,
+                                                   skill.created_at_ms, [source.id],
+                                                   {"crystallized_from": source.id})]
+            result = self.memory.add_crystals([skill])[0]
+            if not result.created:
+                raise MemoryInputError(f"a crystal with this text already exists: {result.id}")
+            return self.memory.store.get(result.id)
+
+    # --- reads -------------------------------------------------------------------------------
+    def snapshot(self, since_ms: int | None) -> tuple[list[CrystalView], frozenset[str]]:
+        """Crystals in view of a dream (recent, most used, most important, skills) and the
+        ids of those created after ``since_ms`` (all recent ones on a first dream)."""
+        store = self.memory.store
+        live = Filters(lifecycles=_LIVE)
+        with self._lock:
+            recent = store.list_crystals(live, SNAPSHOT_RECENT, "created_at_ms DESC")
+            seen = {c.id: c for c in recent}
+            for order in ("access_count DESC", "importance_score DESC"):
+                for crystal in store.list_crystals(live, SNAPSHOT_RANKED, order):
+                    seen.setdefault(crystal.id, crystal)
+            skills = Filters(semantic_types=("skill", "task_pattern"), lifecycles=_LIVE)
+            for crystal in store.list_crystals(skills, SNAPSHOT_RANKED, "executions DESC"):
+                seen.setdefault(crystal.id, crystal)
+        views = [view_of(c) for c in seen.values() if not c.deprecated]
+        new = frozenset(c.id for c in recent if since_ms is None or c.created_at_ms > since_ms)
+        return views, new
+
+    def search_ids(self, query: str, k: int) -> list[str]:
+        """``Memory.search`` as an agent would run it, without counting it as an access."""
+        if not query.strip():
+            return []
+        with self._lock:
+            hits = self.memory.search(SearchRequest(query, k, record_access=False))
+        return [hit.crystal.id for hit in hits]
+
+    def hormones(self) -> HormoneLevels:
+        with self._lock:
+            state = self.memory.hormones.state()
+        return HormoneLevels(state.dopamine, state.cortisol, state.oxytocin)
+
+    def latest_tagged(self, hormone: str, level: float = 0.3) -> str | None:
+        """Text of the newest crystal carrying ``hormone`` at ``level`` or more (auto-scratch context)."""
+        with self._lock:
+            recent = self.memory.store.list_crystals(Filters(lifecycles=_LIVE), 50, "created_at_ms DESC")
+        for crystal in recent:
+            influence = crystal.hormonal_influence
+            if influence is not None and getattr(influence, hormone) >= level:
+                return crystal.text
+        return None
