@@ -59,6 +59,14 @@ class MemoryConfig:
     forget_threshold: float = 0.02
     merge_overlap_threshold: float = 0.92
     emotion_decay_resistance: float = 0.5
+    # working memory (seed 001): dream cycle and its synthesiser
+    dream_interval_s: int = 7200
+    min_chunks_for_dream: int = 5
+    dream_synthesiser: str = "extractive"  # "extractive" (offline) or "llm"
+    dream_llm_url: str = ""  # OpenAI-compatible base URL, e.g. http://127.0.0.1:11434/v1
+    dream_llm_model: str = ""
+    dream_llm_key_env: str = ""  # name of the environment variable holding the API key
+    dream_llm_timeout_s: float = 60.0
 
 
 @dataclass

@@ -127,9 +127,9 @@ class MemoryBackend:
             return self.memory.store.get(result.id)
 
     # --- reads -------------------------------------------------------------------------------
-    def snapshot(self, since_ms: int | None) -> tuple[list[CrystalView], frozenset[str]]:
+    def snapshot(self, since_ms: int) -> tuple[list[CrystalView], frozenset[str]]:
         """Crystals in view of a dream (recent, most used, most important, skills) and the
-        ids of those created after ``since_ms`` (all recent ones on a first dream)."""
+        ids of those created after ``since_ms``."""
         store = self.memory.store
         live = Filters(lifecycles=_LIVE)
         with self._lock:
@@ -142,7 +142,7 @@ class MemoryBackend:
             for crystal in store.list_crystals(skills, SNAPSHOT_RANKED, "executions DESC"):
                 seen.setdefault(crystal.id, crystal)
         views = [view_of(c) for c in seen.values() if not c.deprecated]
-        new = frozenset(c.id for c in recent if since_ms is None or c.created_at_ms > since_ms)
+        new = frozenset(c.id for c in recent if c.created_at_ms > since_ms)
         return views, new
 
     def search_ids(self, query: str, k: int) -> list[str]:

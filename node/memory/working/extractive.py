@@ -39,6 +39,11 @@ FADING_AFTER_MS = 6 * 3_600_000
 POINTER_CANDIDATES = 3 * MAX_GENERATED_POINTERS
 
 
+def first_dream_since(last_dream_ms: int | None, now_ms: int) -> int:
+    """Where this dream's new material starts: the last dream, or 6 h ago before any dream."""
+    return last_dream_ms if last_dream_ms is not None else now_ms - FADING_AFTER_MS
+
+
 def _delta(data: SynthesisInput) -> list[CrystalView]:
     """This dream's new material: scratch notes and crystals created since the last dream."""
     note_crystals = set(data.note_crystal_ids.values())
@@ -50,8 +55,8 @@ def _delta(data: SynthesisInput) -> list[CrystalView]:
 
 
 def _pointers(data: SynthesisInput, shown: set[str], search: SearchFn) -> list[Pointer]:
-    fading_since = data.last_dream_ms if data.last_dream_ms is not None else data.now_ms - FADING_AFTER_MS
-    candidates = fading_candidates(data.crystals, shown, data.now_ms, data.now_ms - fading_since)
+    candidates = fading_candidates(data.crystals, shown, data.now_ms,
+                                   data.now_ms - first_dream_since(data.last_dream_ms, data.now_ms))
     made: list[Pointer] = []
     topics: set[str] = set()
     for crystal in candidates[:POINTER_CANDIDATES]:
@@ -83,7 +88,7 @@ class ExtractiveSynthesiser:
                                              section_weight(data.hormones.oxytocin))
         active_lines, active_ids = sections.active_context(
             delta, old.bullets("active"), data.now_ms,
-            section_weight(max(data.hormones.dopamine, data.hormones.cortisol)))
+            section_weight(max(data.hormones.dopamine, data.hormones.cortisol)), bond_ids)
         skills = [c for c in data.crystals if c.semantic_type == "skill"]
         gap_lines, gap_ids = sections.curiosity_gaps(delta, skills, old.bullets("gaps"))
         emerging_ids = {skill.crystal_id for skill in data.emerging}

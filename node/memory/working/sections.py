@@ -28,6 +28,7 @@ TAG_LEVEL = 0.3  # a crystal whose own influence reaches this is cortisol/dopami
 _BOND_WORDS = re.compile(
     r"\b(user|prefers?|preference|likes?|dislikes?|hates?|loves?|name is|call me|always|never|"
     r"wants?|asked|trusts?|style|tone|thank)", re.IGNORECASE)
+_AUTO_HORMONE = re.compile(r"^\[AUTO\] Hormonal event: (dopamine|cortisol|oxytocin) spike")
 _GAP_WORDS = re.compile(
     r"(\?|\b(todo|to do|find out|unclear|unknown|not sure|investigate|open question|"
     r"need to learn|figure out|unresolved)\b)", re.IGNORECASE)
@@ -48,9 +49,14 @@ def shorten(text: str, limit: int = LINE_CHARS) -> str:
 def note_view(note: ScratchNote, crystal_id: str | None = None) -> CrystalView:
     """A scratch note as a crystal-like view (its hormonal tags computed as at ingestion)."""
     influence = compute_crystal_influence(note.text, Origin.SESSION)
+    levels = {"dopamine": influence.dopamine, "cortisol": influence.cortisol,
+              "oxytocin": influence.oxytocin}
+    spike = _AUTO_HORMONE.match(note.text)
+    if spike:  # an [AUTO] note is tagged with the hormone it reports, not the words it quotes
+        levels = {name: 1.0 if name == spike[1] else 0.0 for name in levels}
     return CrystalView(id=crystal_id or f"note:{note.id}", text=note.text, importance=note.importance,
-                       created_at_ms=note.at_ms, dopamine=influence.dopamine,
-                       cortisol=influence.cortisol, oxytocin=influence.oxytocin, origin="session")
+                       created_at_ms=note.at_ms, origin="session", dopamine=levels["dopamine"],
+                       cortisol=levels["cortisol"], oxytocin=levels["oxytocin"])
 
 
 def _normal(line: str) -> str:
@@ -123,8 +129,10 @@ def bond(views: Sequence[CrystalView], old: Sequence[str], levels: HormoneLevels
 
 
 def active_context(views: Sequence[CrystalView], old: Sequence[str], now_ms: int,
-                   weight: float) -> tuple[list[str], set[str]]:
-    """Goals and recent work, then frictions (cortisol-tagged) and breakthroughs (dopamine)."""
+                   weight: float, exclude: set[str]) -> tuple[list[str], set[str]]:
+    """Goals and recent work, then frictions (cortisol-tagged) and breakthroughs (dopamine);
+    what The Bond already shows (``exclude``) is not repeated."""
+    views = [v for v in views if v.id not in exclude]
     ranked = sorted(views, key=lambda v: (-(v.importance * _recency(v, now_ms)
                                             * (1 + max(v.dopamine, v.cortisol))), v.id))
     frictions = [v for v in ranked if v.cortisol >= TAG_LEVEL][:TAGGED_BUDGET]
@@ -134,7 +142,7 @@ def active_context(views: Sequence[CrystalView], old: Sequence[str], now_ms: int
     old_plain = [line for line in old if not line.startswith(("- Friction:", "- Breakthrough:"))]
     lines = refresh(fresh, old_plain, weight, ACTIVE_BUDGET)
     shown = {v.id for v in ranked if f"- {shorten(v.text)}" in lines} | tagged
-    lines += [f"- Friction: {shorten(v.text)} — avoid repeating this." for v in frictions]
+    lines += [f"- Friction (avoid): {shorten(v.text)}" for v in frictions]
     lines += [f"- Breakthrough: {shorten(v.text)}" for v in wins]
     return lines, shown
 
@@ -168,10 +176,12 @@ def niche(data: NicheData | None) -> list[str]:
         lines.append("- Top earning skills: " + "; ".join(
             f"{shorten(top.name, 40)} ({top.sales} sales, {micro_usdc_text(top.earned_micro_usdc)} USDC)"
             for top in data.top_skills[:3]))
-    if data.trend_7d:
+    if data.trend_7d and any(day[1] for day in data.trend_7d):
         earned = [day[1] for day in data.trend_7d]
         lines.append("- 7-day earnings: " + ", ".join(micro_usdc_text(e) for e in earned)
                      + f" USDC ({trend_word(earned)}).")
+    elif data.trend_7d:
+        lines.append("- 7-day earnings: nothing earned this week.")
     return lines
 
 

@@ -33,7 +33,7 @@ from node.memory.working.auto import auto_note_text
 from node.memory.working.backend import MemoryBackend
 from node.memory.working.context import working_memory_block
 from node.memory.working.durable import atomic_write, file_lock, fsync_dir, read_bytes
-from node.memory.working.extractive import ExtractiveSynthesiser
+from node.memory.working.extractive import ExtractiveSynthesiser, first_dream_since
 from node.memory.working.inputs import NicheData, Synthesiser, SynthesisInput
 from node.memory.working.migration import chunk_markdown
 from node.memory.working.scratch import DEFAULT_IMPORTANCE, ScratchBuffer, ScratchNote
@@ -183,7 +183,7 @@ class WorkingMemory:
         note_crystals = {note.id: self.backend.note_crystal(note, self.crystal_path) for note in notes}
         last = self.backend.get_meta(self._meta_key("last_dream_ms"))
         last_dream_ms = int(last) if last and last.isdigit() else None
-        views, new_ids = self.backend.snapshot(last_dream_ms)
+        views, new_ids = self.backend.snapshot(first_dream_since(last_dream_ms, self.clock()))
         material = len(new_ids | set(note_crystals.values()))
         if not force and material < self.min_chunks:
             return DreamResult("skipped", f"{material} new items, fewer than {self.min_chunks}")
