@@ -48,6 +48,11 @@ def scripted_session(memory: Memory, wm: WorkingMemory) -> dict[str, str]:
     old = now_ms() - 3 * DAY_MS
     for text in PAST:
         memory.add(text, created_at_ms=old)
+    words = ["backup", "migration", "latency", "bucket", "cluster", "retention", "board", "queries"]
+    for i in range(60):  # routine memories sharing the vocabulary: pointers must be specific
+        memory.add(f"Routine log {i}: the {words[i % 8]} job on worker {i} finished the "
+                   f"{words[(i + 3) % 8]} step for the {words[(i + 5) % 8]} service",
+                   created_at_ms=old - DAY_MS)
     notes = {
         "bond": "User's name is Douglas, prefers tabs over spaces",
         "deadline": "Project deadline is March 20th for the API migration",

@@ -54,23 +54,27 @@ def _delta(data: SynthesisInput) -> list[CrystalView]:
     return views
 
 
+def _key(pointer: Pointer) -> str:
+    return "keywords:" + " ".join(sorted(pointer.keywords.lower().split()))
+
+
 def _pointers(data: SynthesisInput, shown: set[str], search: SearchFn) -> list[Pointer]:
     candidates = fading_candidates(data.crystals, shown, data.now_ms,
                                    data.now_ms - first_dream_since(data.last_dream_ms, data.now_ms))
     made: list[Pointer] = []
-    topics: set[str] = set()
+    seen: set[str] = set()  # topics and keyword sets already pointed to
     for crystal in candidates[:POINTER_CANDIDATES]:
         if len(made) >= MAX_GENERATED_POINTERS:
             break
         pointer = make_pointer(crystal, data.crystals, search)
-        if pointer is not None and pointer.topic.lower() not in topics:
-            topics.add(pointer.topic.lower())
+        if pointer is not None and not {pointer.topic.lower(), _key(pointer)} & seen:
+            seen.update({pointer.topic.lower(), _key(pointer)})
             made.append(pointer)
     for pointer in carried_pointers(pointer_lines(data.old_state), search):
         if len(made) >= MAX_GENERATED_POINTERS:
             break
-        if pointer.topic.lower() not in topics:
-            topics.add(pointer.topic.lower())
+        if not {pointer.topic.lower(), _key(pointer)} & seen:
+            seen.update({pointer.topic.lower(), _key(pointer)})
             made.append(pointer)
     return made
 

@@ -103,7 +103,8 @@ def fading_candidates(
     Fading = not shown in any other section and not touched for ``min_age_ms``
     (or a consolidated crystal: a migrated seed chunk, a merge winner); skills
     live in Emerging Skills and the market, not here. Value = importance ×
-    (1 + ln(1 + accesses)), so what mattered and was used outlives the rest.
+    (1 + ln(1 + accesses)), so what mattered and was used outlives the rest; among
+    equals, the most recently touched (the topic that is fading now) comes first.
     """
     out = []
     for crystal in crystals:
@@ -115,7 +116,8 @@ def fading_candidates(
         if crystal.lifecycle != "consolidated" and now_ms - touched < min_age_ms:
             continue
         out.append(crystal)
-    out.sort(key=lambda c: (-(c.importance * (1 + math.log1p(c.access_count))), c.created_at_ms, c.id))
+    out.sort(key=lambda c: (-(c.importance * (1 + math.log1p(c.access_count))),
+                            -(c.last_accessed_at_ms or c.created_at_ms), c.id))
     return out
 
 
