@@ -10,8 +10,9 @@ time on the memory worker thread.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any, TypeVar, cast
 
 from node.crystals import governance as gov
 from node.crystals.model import (
@@ -34,7 +35,9 @@ from node.memory.working.skills import LIVE, TASK_TYPES
 
 SNAPSHOT_RECENT = 200
 SNAPSHOT_RANKED = 100
+MAX_SKILL_CHARS = 65_536
 _LIVE = tuple(sorted(LIVE | {"frozen"}))
+R = TypeVar("R")
 
 
 def view_of(crystal: Crystal) -> CrystalView:
@@ -53,51 +56,61 @@ def view_of(crystal: Crystal) -> CrystalView:
 
 
 class MemoryBackend:
-    def __init__(self, memory: Memory) -> None:
+    """``run`` executes each store call where the owner wants it (the node: on its memory
+    worker thread, so a dream waiting on an LLM holds nothing); by default, under a lock."""
+
+    def __init__(self, memory: Memory, run: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         self.memory = memory
         self._lock = threading.RLock()
+        self._runner = run
+
+    def _run(self, function: Callable[[], R]) -> R:
+        if self._runner is not None:
+            return cast(R, self._runner(function))
+        with self._lock:
+            return function()
 
     # --- meta --------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
-        with self._lock:
-            return self.memory.store.get_meta(key)
+        return self._run(lambda: self.memory.store.get_meta(key))
 
     def set_meta(self, key: str, value: str) -> None:
-        with self._lock:
-            self.memory.store.set_meta(key, value)
+        self._run(lambda: self.memory.store.set_meta(key, value))
 
     # --- writes ------------------------------------------------------------------------------
     def note_crystal(self, note: ScratchNote, path: str) -> str:
         """The crystal holding ``note`` (created if missing; dedup by content hash)."""
-        with self._lock:
-            existing = self.memory.store.find_by_hash(content_hash(note.text))
-            if existing is not None:
-                return existing.id
-            crystal = self.memory.prepare(note.text, origin=Origin.SESSION, source=Source.MEMORY,
-                                          path=path, created_at_ms=note.at_ms)
-            crystal.importance_score = note.importance
-            # An [AUTO] note records a hormonal event; its words must not spike the
-            # hormones again (or every consolidation cycle would note the same spike).
-            levels = dict(self.memory.hormones.levels) if note.auto else None
-            crystal_id = self.memory.add_crystals([crystal])[0].id
-            if levels is not None:
-                self.memory.hormones.levels.update(levels)
-            return crystal_id
+        return self._run(lambda: self._note_crystal(note, path))
+
+    def _note_crystal(self, note: ScratchNote, path: str) -> str:
+        existing = self.memory.store.find_by_hash(content_hash(note.text))
+        if existing is not None:
+            return existing.id
+        crystal = self.memory.prepare(note.text, origin=Origin.SESSION, source=Source.MEMORY,
+                                      path=path, created_at_ms=note.at_ms)
+        crystal.importance_score = note.importance
+        # An [AUTO] note records a hormonal event; its words must not spike the
+        # hormones again (or every consolidation cycle would note the same spike).
+        levels = dict(self.memory.hormones.levels) if note.auto else None
+        crystal_id = self.memory.add_crystals([crystal])[0].id
+        if levels is not None:
+            self.memory.hormones.levels.update(levels)
+        return crystal_id
 
     def add_seed_chunks(self, chunks: Sequence[Chunk], path: str) -> int:
         """Seed migration: chunks as consolidated crystals of importance 0.75; returns new ones."""
-        with self._lock:
-            crystals = []
-            for chunk in chunks:
-                crystal = self.memory.prepare(chunk.text, origin=Origin.INDEXED, source=Source.MEMORY,
-                                              path=path, start_line=chunk.start_line,
-                                              end_line=chunk.end_line)
-                crystal.lifecycle = Lifecycle.CONSOLIDATED
-                crystal.importance_score = SEED_IMPORTANCE
-                crystals.append(crystal)
-            if not crystals:
-                return 0
-            return sum(1 for result in self.memory.add_crystals(crystals) if result.created)
+        crystals = []
+        for chunk in chunks:
+            crystal = self.memory.prepare(chunk.text, origin=Origin.INDEXED, source=Source.MEMORY,
+                                          path=path, start_line=chunk.start_line,
+                                          end_line=chunk.end_line)
+            crystal.lifecycle = Lifecycle.CONSOLIDATED
+            crystal.importance_score = SEED_IMPORTANCE
+            crystals.append(crystal)
+        if not crystals:
+            return 0
+        results = self._run(lambda: self.memory.add_crystals(crystals))
+        return sum(1 for result in results if result.created)
 
     def crystallize(self, crystal_id: str, text: str | None = None, category: str | None = None,
                     tags: Sequence[str] = ()) -> Crystal:
@@ -106,62 +119,69 @@ class MemoryBackend:
         The pattern's recorded executions move with it (they are its track record);
         provenance links the skill to the pattern it was forked from.
         """
-        with self._lock:
-            source = self.memory.get(crystal_id)
-            if source.semantic_type.value not in TASK_TYPES or source.lifecycle.value not in LIVE:
-                raise MemoryInputError(
-                    f"{source.id} is a {source.lifecycle.value} {source.semantic_type.value} crystal; "
-                    "only live task patterns can be crystallised")
-            skill_text = (text or f"Skill: {source.text}").strip()
-            skill = self.memory.prepare(
-                skill_text, semantic_type=SemanticType.SKILL, origin=Origin.INFERRED,
-                source=Source.SKILLS, skill_category=category, skill_tags=list(tags),
-                execution=replace(source.execution) if source.execution.executions else ExecutionStats())
-            skill.provenance_dag = [ProvenanceNode(skill.id, ProvenanceOperation.FORKED,
-                                                   gov.Requester.LOCAL_AGENT.value,
-                                                   skill.created_at_ms, [source.id],
-                                                   {"crystallized_from": source.id})]
-            result = self.memory.add_crystals([skill])[0]
-            if not result.created:
-                raise MemoryInputError(f"a crystal with this text already exists: {result.id}")
-            return self.memory.store.get(result.id)
+        if text is not None and not 0 < len(text.strip()) <= MAX_SKILL_CHARS:
+            raise MemoryInputError(f"text must be 1 to {MAX_SKILL_CHARS} characters")
+        if category is not None and not 0 < len(category) <= 64:
+            raise MemoryInputError("category must be 1 to 64 characters")
+        if len(tags) > 16 or not all(isinstance(t, str) and 0 < len(t) <= 32 for t in tags):
+            raise MemoryInputError("tags: at most 16, each 1 to 32 characters")
+        return self._run(lambda: self._crystallize(crystal_id, text, category, tags))
+
+    def _crystallize(self, crystal_id: str, text: str | None, category: str | None,
+                     tags: Sequence[str]) -> Crystal:
+        source = self.memory.get(crystal_id)
+        if source.semantic_type.value not in TASK_TYPES or source.lifecycle.value not in LIVE:
+            raise MemoryInputError(
+                f"{source.id} is a {source.lifecycle.value} {source.semantic_type.value} crystal; "
+                "only live task patterns can be crystallised")
+        skill = self.memory.prepare(
+            (text or f"Skill: {source.text}").strip(), semantic_type=SemanticType.SKILL,
+            origin=Origin.INFERRED, source=Source.SKILLS, skill_category=category,
+            skill_tags=list(tags),
+            execution=replace(source.execution) if source.execution.executions else ExecutionStats())
+        skill.provenance_dag = [ProvenanceNode(skill.id, ProvenanceOperation.FORKED,
+                                               gov.Requester.LOCAL_AGENT.value, skill.created_at_ms,
+                                               [source.id], {"crystallized_from": source.id})]
+        result = self.memory.add_crystals([skill])[0]
+        if not result.created:
+            raise MemoryInputError(f"a crystal with this text already exists: {result.id}")
+        return self.memory.store.get(result.id)
 
     # --- reads -------------------------------------------------------------------------------
     def snapshot(self, since_ms: int) -> tuple[list[CrystalView], frozenset[str]]:
         """Crystals in view of a dream (recent, most used, most important, skills) and the
         ids of those created after ``since_ms``."""
+        return self._run(lambda: self._snapshot(since_ms))
+
+    def _snapshot(self, since_ms: int) -> tuple[list[CrystalView], frozenset[str]]:
         store = self.memory.store
         live = Filters(lifecycles=_LIVE)
-        with self._lock:
-            recent = store.list_crystals(live, SNAPSHOT_RECENT, "created_at_ms DESC")
-            seen = {c.id: c for c in recent}
-            for order in ("access_count DESC", "importance_score DESC"):
-                for crystal in store.list_crystals(live, SNAPSHOT_RANKED, order):
-                    seen.setdefault(crystal.id, crystal)
-            skills = Filters(semantic_types=("skill", "task_pattern"), lifecycles=_LIVE)
-            for crystal in store.list_crystals(skills, SNAPSHOT_RANKED, "executions DESC"):
+        recent = store.list_crystals(live, SNAPSHOT_RECENT, "created_at_ms DESC")
+        seen = {c.id: c for c in recent}
+        for order in ("access_count DESC", "importance_score DESC"):
+            for crystal in store.list_crystals(live, SNAPSHOT_RANKED, order):
                 seen.setdefault(crystal.id, crystal)
+        skills = Filters(semantic_types=("skill", "task_pattern"), lifecycles=_LIVE)
+        for crystal in store.list_crystals(skills, SNAPSHOT_RANKED, "executions DESC"):
+            seen.setdefault(crystal.id, crystal)
         views = [view_of(c) for c in seen.values() if not c.deprecated]
-        new = frozenset(c.id for c in recent if c.created_at_ms > since_ms)
-        return views, new
+        return views, frozenset(c.id for c in recent if c.created_at_ms > since_ms)
 
     def search_ids(self, query: str, k: int) -> list[str]:
         """``Memory.search`` as an agent would run it, without counting it as an access."""
         if not query.strip():
             return []
-        with self._lock:
-            hits = self.memory.search(SearchRequest(query, k, record_access=False))
+        hits = self._run(lambda: self.memory.search(SearchRequest(query, k, record_access=False)))
         return [hit.crystal.id for hit in hits]
 
     def hormones(self) -> HormoneLevels:
-        with self._lock:
-            state = self.memory.hormones.state()
+        state = self._run(self.memory.hormones.state)
         return HormoneLevels(state.dopamine, state.cortisol, state.oxytocin)
 
     def latest_tagged(self, hormone: str, level: float = 0.3) -> str | None:
         """Text of the newest crystal carrying ``hormone`` at ``level`` or more (auto-scratch context)."""
-        with self._lock:
-            recent = self.memory.store.list_crystals(Filters(lifecycles=_LIVE), 50, "created_at_ms DESC")
+        recent = self._run(lambda: self.memory.store.list_crystals(
+            Filters(lifecycles=_LIVE), 50, "created_at_ms DESC"))
         for crystal in recent:
             influence = crystal.hormonal_influence
             if influence is not None and getattr(influence, hormone) >= level:
