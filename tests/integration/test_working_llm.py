@@ -44,7 +44,7 @@ def stub() -> Iterator[tuple[Stub, str]]:
     state = Stub()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
             state.requests.append({"path": self.path, "auth": self.headers.get("Authorization"),
                                    "body": json.loads(self.rfile.read(length))})

@@ -79,7 +79,7 @@ def test_guard_empty_synthesis() -> None:
 
 def test_missing_sections_are_refused() -> None:
     text = state().replace("## Curiosity Gaps", "## Something Else")
-    assert "missing sections: ## Curiosity Gaps" == collapse_reason(text, None)
+    assert collapse_reason(text, None) == "missing sections: ## Curiosity Gaps"
 
 
 @pytest.mark.parametrize("window,budget", [
