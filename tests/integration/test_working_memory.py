@@ -265,3 +265,33 @@ def test_an_unsound_journal_is_set_aside(memory: Memory, node_config: NodeConfig
     assert not wm.journal_path.exists() and wm.journal_path.with_name("dream.journal.rejected").exists()
     assert not wm.state_path.exists()
     assert wm.scratch.path.read_bytes().startswith(before)
+
+
+def test_hostile_files_are_refused_not_followed(memory: Memory, node_config: NodeConfig, tmp_path: Path) -> None:
+    from node.errors import CrystalmeshError
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("untouched\n")
+    wm = working(memory, node_config)
+    wm.scratch.directory.mkdir(parents=True)
+    wm.scratch.path.symlink_to(outside)
+    with pytest.raises(CrystalmeshError, match="symlink"):
+        wm.note("must not land outside", 0.7)
+    assert outside.read_text() == "untouched\n"
+    wm.scratch.path.unlink()
+
+    wm.state_path.write_bytes(b"# Working Memory State\n" + b"x" * (2 * 1024 * 1024))
+    with pytest.raises(CrystalmeshError, match="more than the"):
+        wm.context(200_000)
+    wm.state_path.unlink()
+
+    wm.journal_path.write_bytes(b"{" * (5 * 1024 * 1024))
+    assert wm.note("after an oversize journal", 0.7).crystal_status == "indexed"
+    assert wm.journal_path.with_name("dream.journal.rejected").exists()
+
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (node_config.data_dir / "memory" / "agent:evil").symlink_to(other, target_is_directory=True)
+    with pytest.raises(CrystalmeshError, match="symlink"):
+        WorkingMemory(node_config.data_dir, MemoryBackend(memory), "agent:evil").note("x", 0.5)
+    assert list(other.iterdir()) == []

@@ -8,17 +8,23 @@ directory entry fsynced) or not visible at all. Paths are opened with
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+from node.errors import CrystalmeshError
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 
 def ensure_dir(path: Path) -> None:
-    """Create ``path`` (0700) and make its entry durable in the parent."""
+    """Create ``path`` (0700) and make its entry durable; neither it nor its parent may be a link."""
+    for candidate in (path, path.parent):
+        if candidate.is_symlink():
+            raise UnsafeFile(f"{candidate} is a symlink; working memory does not follow links")
     if path.is_dir():
         return
     path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
@@ -45,7 +51,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     temp = path.with_name(path.name + ".tmp")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(temp)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    fd = open_nofollow(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         write_all(fd, data)
         os.fsync(fd)
@@ -58,7 +64,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 def read_bytes(path: Path, limit: int) -> bytes | None:
     """The file's bytes (None if missing); refuses symlinks and files over ``limit`` bytes."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = open_nofollow(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
@@ -78,8 +84,25 @@ def read_bytes(path: Path, limit: int) -> bytes | None:
         os.close(fd)
 
 
-class OversizeFile(OSError):
-    """A working-memory file is larger than any this node writes: refused, not read."""
+class UnsafeFile(CrystalmeshError, OSError):
+    """A working-memory file that is a symlink or larger than any this node writes: refused."""
+
+    http_status = 409
+    code = "unsafe_file"
+
+
+class OversizeFile(UnsafeFile):
+    """A working-memory file larger than any this node writes: refused, not read."""
+
+
+def open_nofollow(path: Path, flags: int, mode: int = FILE_MODE) -> int:
+    """``os.open`` with ``O_NOFOLLOW``; a symlink in ``path``'s place is ``UnsafeFile``."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, mode)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UnsafeFile(f"{path} is a symlink; working memory does not follow links") from error
+        raise
 
 
 @contextlib.contextmanager
@@ -89,7 +112,7 @@ def file_lock(path: Path, blocking: bool = True) -> Iterator[bool]:
     ``flock`` belongs to the open file description, so two opens in one process
     exclude each other just like two processes do: threads and processes share one rule.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))

@@ -28,11 +28,11 @@ from pathlib import Path
 
 from node.errors import CrystalmeshError
 from node.memory.working.durable import (
-    FILE_MODE,
     atomic_write,
     ensure_dir,
     file_lock,
     fsync_dir,
+    open_nofollow,
     read_bytes,
     write_all,
 )
@@ -187,7 +187,7 @@ class ScratchBuffer:
         """Append one note durably; the caller holds ``locked()``."""
         line = format_line(note).encode("utf-8")
         created = not self.path.exists()
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+        fd = open_nofollow(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         try:
             size = os.fstat(fd).st_size
             if size + len(line) > MAX_SCRATCH_BYTES:

@@ -32,7 +32,7 @@ from node.errors import CrystalmeshError
 from node.memory.working.auto import auto_note_text
 from node.memory.working.backend import MemoryBackend
 from node.memory.working.context import working_memory_block
-from node.memory.working.durable import atomic_write, file_lock, fsync_dir, read_bytes
+from node.memory.working.durable import UnsafeFile, atomic_write, file_lock, fsync_dir, read_bytes
 from node.memory.working.extractive import ExtractiveSynthesiser, first_dream_since
 from node.memory.working.inputs import NicheData, Synthesiser, SynthesisInput
 from node.memory.working.migration import chunk_markdown
@@ -233,10 +233,10 @@ class WorkingMemory:
         """Finish a dream that committed but was interrupted; drop a journal that is not sound."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.directory / "MEMORY.md.tmp")
-        data = read_bytes(self.journal_path, 4 * MAX_STATE_BYTES)
-        if data is None:
-            return
         try:
+            data = read_bytes(self.journal_path, 4 * MAX_STATE_BYTES)
+            if data is None:
+                return
             sealed = json.loads(data)
             body = sealed["journal"]
             if hashlib.sha256(body.encode()).hexdigest() != sealed["sha256"]:
@@ -246,7 +246,7 @@ class WorkingMemory:
                     and all(isinstance(i, str) for i in journal["consumed"])
                     and isinstance(journal.get("dream_ms"), int)):
                 raise ValueError("malformed journal")
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
+        except (ValueError, KeyError, TypeError, AttributeError, UnsafeFile) as error:
             log.error("working memory: discarding an unsound dream journal (%s)", error)
             os.replace(self.journal_path, self.journal_path.with_name("dream.journal.rejected"))
             fsync_dir(self.directory)
