@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from node.memory.working.context import NOTES_HEADING, working_memory_block
 from node.memory.working.inputs import HormoneLevels, describe_mood, section_weight
@@ -154,3 +156,14 @@ def test_seed_chunking_400_tokens_80_overlap() -> None:
     assert chunk_markdown("") == [] and chunk_markdown("\n\n") == []
     long_line = chunk_markdown("q" * 5000)
     assert [len(c.text) for c in long_line] == [1600, 1600, 1600, 200]
+
+
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"), max_size=700), max_size=40))
+def test_chunks_cover_every_line_within_the_size(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    chunks = chunk_markdown(text)
+    assert all(len(chunk.text) <= 1600 for chunk in chunks)
+    covered = {n for chunk in chunks for n in range(chunk.start_line, chunk.end_line + 1)}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            assert number in covered
