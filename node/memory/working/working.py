@@ -191,7 +191,7 @@ class WorkingMemory:
         data = SynthesisInput(
             old_state=old_state, notes=notes, crystals=views, new_crystal_ids=new_ids,
             hormones=self.backend.hormones(), now_ms=self.clock(), last_dream_ms=last_dream_ms,
-            niche=self.niche() if self.niche else None, emerging=detect_emerging(views),
+            niche=self._niche(), emerging=detect_emerging(views),
             note_crystal_ids=note_crystals)
         synthesis = self.synthesiser.synthesise(data, self.backend.search_ids)
         result = DreamResult("written", synthesis.fallback_reason, synthesis.synthesiser, len(notes),
@@ -210,6 +210,11 @@ class WorkingMemory:
         with self.scratch.locked():
             self._commit_locked(journal)
         return result
+
+    def _niche(self) -> NicheData | None:
+        if self.niche is None:
+            return None
+        return self.backend.call(self.niche)
 
     # --- journal -----------------------------------------------------------------------------
     @staticmethod
