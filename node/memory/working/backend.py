@@ -70,6 +70,10 @@ class MemoryBackend:
         with self._lock:
             return function()
 
+    def call(self, function: Callable[[], R]) -> R:
+        """Run a caller's own store read (The Niche's ledger query) where store calls run."""
+        return self._run(function)
+
     # --- meta --------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         return self._run(lambda: self.memory.store.get_meta(key))
