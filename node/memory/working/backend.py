@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 from node.crystals import governance as gov
 from node.crystals.model import (
+    AccessScope,
     Crystal,
     ExecutionStats,
     Lifecycle,
@@ -38,6 +39,20 @@ SNAPSHOT_RANKED = 100
 MAX_SKILL_CHARS = 65_536
 _LIVE = tuple(sorted(LIVE | {"frozen"}))
 R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class NoteKind:
+    """How a note's crystal is typed when the caller says so (the MCP ``memory_add``)."""
+
+    semantic_type: SemanticType = SemanticType.GENERAL
+    scope: AccessScope | None = None
+
+
+@dataclass(frozen=True)
+class NoteCrystal:
+    id: str
+    created: bool  # False: a crystal with exactly this text already existed
 
 
 def view_of(crystal: Crystal) -> CrystalView:
@@ -82,24 +97,25 @@ class MemoryBackend:
         self._run(lambda: self.memory.store.set_meta(key, value))
 
     # --- writes ------------------------------------------------------------------------------
-    def note_crystal(self, note: ScratchNote, path: str) -> str:
+    def note_crystal(self, note: ScratchNote, path: str, kind: NoteKind | None = None) -> NoteCrystal:
         """The crystal holding ``note`` (created if missing; dedup by content hash)."""
-        return self._run(lambda: self._note_crystal(note, path))
+        return self._run(lambda: self._note_crystal(note, path, kind or NoteKind()))
 
-    def _note_crystal(self, note: ScratchNote, path: str) -> str:
+    def _note_crystal(self, note: ScratchNote, path: str, kind: NoteKind) -> NoteCrystal:
         existing = self.memory.store.find_by_hash(content_hash(note.text))
         if existing is not None:
-            return existing.id
+            return NoteCrystal(existing.id, False)
         crystal = self.memory.prepare(note.text, origin=Origin.SESSION, source=Source.MEMORY,
-                                      path=path, created_at_ms=note.at_ms)
+                                      path=path, created_at_ms=note.at_ms,
+                                      semantic_type=kind.semantic_type, scope=kind.scope)
         crystal.importance_score = note.importance
         # An [AUTO] note records a hormonal event; its words must not spike the
         # hormones again (or every consolidation cycle would note the same spike).
         levels = dict(self.memory.hormones.levels) if note.auto else None
-        crystal_id = self.memory.add_crystals([crystal])[0].id
+        result = self.memory.add_crystals([crystal])[0]
         if levels is not None:
             self.memory.hormones.levels.update(levels)
-        return crystal_id
+        return NoteCrystal(result.id, result.created)
 
     def add_seed_chunks(self, chunks: Sequence[Chunk], path: str) -> int:
         """Seed migration: chunks as consolidated crystals of importance 0.75; returns new ones."""

@@ -20,7 +20,8 @@ from typing import Any
 import trio
 
 from node.config import NodeConfig
-from node.memory.working.backend import MemoryBackend
+from node.crystals.model import AccessScope, SemanticType
+from node.memory.working.backend import MemoryBackend, NoteKind
 from node.memory.working.build import working_memory_for
 from node.memory.working.inputs import NicheData
 from node.memory.working.working import DEFAULT_NAMESPACE, WorkingMemory, check_namespace
@@ -50,10 +51,12 @@ class WorkingMemoryServiceMixin:
         """Called from a working-memory worker thread: run ``function`` on the memory writer."""
         return trio.from_thread.run(self.memory.run, function)
 
-    async def memory_note(self, text: str, importance: float,
-                          namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+    async def memory_note(self, text: str, importance: float, namespace: str = DEFAULT_NAMESPACE,
+                          semantic_type: str | None = None, scope: str | None = None) -> dict[str, Any]:
         working = self.working_memory(namespace)
-        result = await trio.to_thread.run_sync(working.note, text, importance)
+        kind = NoteKind(SemanticType(semantic_type or SemanticType.GENERAL),
+                        AccessScope(scope) if scope else None)
+        result = await trio.to_thread.run_sync(working.note, text, importance, kind)
         return result.to_dict() | {"namespace": working.namespace}
 
     async def memory_dream(self, namespace: str = DEFAULT_NAMESPACE, force: bool = True) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 from node.crystals.model import now_ms
 from node.errors import CrystalmeshError
 from node.memory.working.auto import auto_note_text
-from node.memory.working.backend import MemoryBackend
+from node.memory.working.backend import MemoryBackend, NoteKind
 from node.memory.working.context import working_memory_block
 from node.memory.working.durable import UnsafeFile, atomic_write, file_lock, fsync_dir, read_bytes
 from node.memory.working.extractive import ExtractiveSynthesiser, first_dream_since
@@ -65,7 +65,7 @@ def check_namespace(namespace: str) -> str:
 class NoteResult:
     note: ScratchNote
     crystal_id: str | None
-    crystal_status: str  # "indexed", or "pending" (it will be indexed by the next dream)
+    crystal_status: str  # "indexed"; "exists" (same text already a crystal); "pending" (next dream)
 
     def to_dict(self) -> dict[str, Any]:
         return self.note.to_dict() | {"crystal_id": self.crystal_id, "crystal": self.crystal_status}
@@ -108,18 +108,19 @@ class WorkingMemory:
         return f"working_memory:{self.namespace}:{name}"
 
     # --- notes -------------------------------------------------------------------------------
-    def note(self, text: str, importance: float = DEFAULT_IMPORTANCE) -> NoteResult:
+    def note(self, text: str, importance: float = DEFAULT_IMPORTANCE,
+             kind: NoteKind | None = None) -> NoteResult:
         """``working_memory_note``: durable in the scratch before it returns, then a crystal."""
         note = self.scratch.new_note(text, importance, self.clock())
         with self.scratch.locked():
             self._recover_locked()
             self.scratch.append_locked(note)
         try:
-            crystal_id: str | None = self.backend.note_crystal(note, self.crystal_path)
+            crystal = self.backend.note_crystal(note, self.crystal_path, kind)
         except Exception:  # the note is safe in the WAL; the next dream indexes it
             log.exception("working memory: note %s is saved but not yet searchable", note.id)
-            crystal_id = None
-        return NoteResult(note, crystal_id, "indexed" if crystal_id else "pending")
+            return NoteResult(note, None, "pending")
+        return NoteResult(note, crystal.id, "indexed" if crystal.created else "exists")
 
     def auto_scratch(self) -> list[NoteResult]:
         """Seed's belt and suspenders: one ``[AUTO]`` note per hormone above 0.7."""
@@ -180,7 +181,7 @@ class WorkingMemory:
         self.activate()
         with self.scratch.locked():
             notes = self.scratch.read_locked().notes
-        note_crystals = {note.id: self.backend.note_crystal(note, self.crystal_path) for note in notes}
+        note_crystals = {note.id: self.backend.note_crystal(note, self.crystal_path).id for note in notes}
         last = self.backend.get_meta(self._meta_key("last_dream_ms"))
         last_dream_ms = int(last) if last and last.isdigit() else None
         views, new_ids = self.backend.snapshot(first_dream_since(last_dream_ms, self.clock()))
