@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from node.agent.mcp_working import register_working_tools
 from node.api.client import ApiClient, ApiError
 
 MICRO_PER_USDC = 1_000_000
@@ -138,6 +139,7 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         """The node's wallet address and USDC balance, and today's spending against its cap."""
         return dict(await call("GET", "/v1/wallet"))
 
+    register_working_tools(server, call)  # working memory (seed 001): memory_context, memory_dream
     return server
 
 
