@@ -103,6 +103,7 @@ class WorkingMemory:
         self.journal_path = self.directory / "dream.journal"
         self.dream_lock_path = self.directory / "dream.lock"
         self.crystal_path = f"memory/{namespace}/scratch.md"
+        self._activated = False
 
     def _meta_key(self, name: str) -> str:
         return f"working_memory:{self.namespace}:{name}"
@@ -112,6 +113,7 @@ class WorkingMemory:
              kind: NoteKind | None = None) -> NoteResult:
         """``working_memory_note``: durable in the scratch before it returns, then a crystal."""
         note = self.scratch.new_note(text, importance, self.clock())
+        self.activate()
         with self.scratch.locked():
             self._recover_locked()
             self.scratch.append_locked(note)
@@ -143,6 +145,7 @@ class WorkingMemory:
 
     def context(self, window_tokens: int | None = None) -> str:
         """MEMORY.md and pending notes for a system prompt, sized for ``window_tokens``."""
+        self.activate()
         with self.scratch.locked():
             self._recover_locked()
             notes = self.scratch.read_locked().notes
@@ -150,9 +153,10 @@ class WorkingMemory:
         return working_memory_block(state, notes, window_tokens)
 
     def activate(self) -> dict[str, Any]:
-        """Seed migration, once per namespace (flag in the meta table)."""
+        """Seed migration, once per namespace (flag in the meta table); first note, context or dream."""
         flag = self._meta_key("seeded")
-        if self.backend.get_meta(flag):
+        if self._activated or self.backend.get_meta(flag):
+            self._activated = True
             return {"migrated": False, "reason": "already activated"}
         with self.scratch.locked():
             text = self.read_state()
@@ -165,6 +169,7 @@ class WorkingMemory:
                 result = {"migrated": True, "chunks": len(chunks), "created": created}
                 log.info("working memory: migrated a hand-written MEMORY.md into %d crystals", len(chunks))
             self.backend.set_meta(flag, json.dumps(result | {"at_ms": self.clock()}))
+        self._activated = True
         return result
 
     # --- dream -------------------------------------------------------------------------------
