@@ -29,9 +29,11 @@ from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook
 from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
+from node.market.reconcile import reconcile_settlements
 from node.market.seller import Seller
-from node.memory.facade import AsyncMemory, ConsolidationReport, Memory, SearchHit, SearchRequest
-from node.memory.requests import add_from_request
+from node.memory.async_memory import AsyncMemory
+from node.memory.facade import ConsolidationReport, Memory
+from node.memory.search import SearchHit, SearchRequest
 from node.net.service import NetService
 from node.supervisor import supervise
 from node.trust.gate import GateDecision
@@ -46,7 +48,6 @@ log = logging.getLogger(__name__)
 
 SAFE_RECURSION_LIMIT = 5_000
 
-PPM = 1_000_000
 INDEX_SAVE_INTERVAL_S = 30.0
 
 
@@ -92,31 +93,6 @@ class NodeService:
             batch_max_delay_ms=chain.batch_max_delay_ms,
         )
 
-    async def _reconcile_settlements(self) -> None:
-        """Finish settlements a crash left open; retried until the chain answers."""
-        if self.engine is None:
-            return
-        delay = 1.0
-        while True:
-            try:
-                rows = await self.engine.reconcile_async()
-                if rows:
-                    log.info("reconciled settlements count=%d", len(rows))
-                # The sale rows follow the chain: a crash between settling and updating a
-                # sale left it 'authorized' although the money arrived.
-                for row in rows:
-                    nonce = "0x" + row.authorization.nonce.hex()
-                    state = "settled" if row.settled else ("failed" if row.state == "failed" else None)
-                    if state is not None:
-                        await self.memory.run(self.ledger.sale_followed_settlement,
-                                              row.authorization.from_address, nonce, state,
-                                              row.tx_hash)
-                return
-            except Exception as error:
-                log.warning("settlement reconcile failed, retrying error=%s", error)
-                await trio.sleep(delay)
-                delay = min(delay * 2, 60.0)
-
     # --- wiring -------------------------------------------------------------------------------
     @property
     def is_management(self) -> bool:
@@ -131,8 +107,10 @@ class NodeService:
         if memory is None:
             memory = await trio.to_thread.run_sync(Memory, self.config)
         self.memory = AsyncMemory(memory)
-        self.listings = ListingBook(memory.store)
-        self.ledger = MarketLedger(memory.store)
+        # One database owner: every concept's repository shares memory's Database and
+        # its single writer (memory.db.run).
+        self.listings = ListingBook(memory.db)
+        self.ledger = MarketLedger(memory.db)
         self.seller = Seller(
             self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
             lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
@@ -143,12 +121,12 @@ class NodeService:
             lambda: self.engine.client if self.engine else None,
         )
         self.trust = TrustService(
-            memory.store,
+            memory.db,
             self.config,
             self.identity.public_key,
             [bytes.fromhex(key) for key in self.config.net.management_keys],
             hormones_halt=lambda: memory.hormones.consolidation_modulation().halt_untrusted_ingestion,
-            run_in_store=self.memory.run,
+            run_in_store=memory.db.run,
         )
         self.reputation = self.trust
         self.buyer.gate = self._gate
@@ -181,13 +159,14 @@ class NodeService:
                     await nursery.start(functools.partial(
                         supervise, "settlement", self.engine.run, startable=True,
                         on_crash=_count_crash))
-                    nursery.start_soon(self._reconcile_settlements)
+                    nursery.start_soon(reconcile_settlements, self.engine, self.memory.db, self.ledger)
                 await nursery.start(self._serve_api)
                 nursery.start_soon(functools.partial(
-                    supervise, "index-save", self._periodic_index_save, on_crash=_count_crash))
-                nursery.start_soon(functools.partial(
-                    supervise, "consolidation", self._periodic_consolidation,
+                    supervise, "index-save", self.memory.save_periodically, INDEX_SAVE_INTERVAL_S,
                     on_crash=_count_crash))
+                nursery.start_soon(functools.partial(
+                    supervise, "consolidation", self.memory.consolidate_periodically,
+                    self.config.memory.consolidation_interval_s, on_crash=_count_crash))
                 nursery.start_soon(self._watch_signals, nursery.cancel_scope)
                 self._write_runtime_files()
                 self.ready.set()
@@ -242,26 +221,10 @@ class NodeService:
             except OSError:
                 pass
 
-    async def _periodic_index_save(self) -> None:
-        memory = self.memory.memory
-        while True:
-            await trio.sleep(INDEX_SAVE_INTERVAL_S)
-            if memory.index.dirty:
-                await self.memory.run(memory.index.save)
-            await self.memory.run(memory.save_hormones)
-
-    async def _periodic_consolidation(self) -> None:
-        while True:
-            await trio.sleep(self.config.memory.consolidation_interval_s)
-            try:
-                await self.consolidate()
-            except Exception:
-                log.exception("consolidation failed")
-
     # --- status -------------------------------------------------------------------------------
     async def status(self) -> dict[str, Any]:
         listings = await self.memory.run(self.listings.count)
-        stats = await self.memory.run(self.memory.memory.store.stats)
+        stats = await self.memory.stats()
         return {
             "name": self.config.name,
             "peer_id": self.identity.peer_id,
@@ -292,10 +255,10 @@ class NodeService:
         return await self.memory.search(request)
 
     async def memory_status(self) -> dict[str, Any]:
-        return await self.memory.run(self.memory.memory.status)
+        return await self.memory.status()
 
     async def memory_stats(self) -> dict[str, Any]:
-        return await self.memory.run(self.memory.memory.store.stats)
+        return await self.memory.stats()
 
     async def purchases(self, limit: int) -> list[dict[str, Any]]:
         return [item.to_dict() for item in await self.memory.run(self.ledger.purchases, limit)]
@@ -311,30 +274,16 @@ class NodeService:
         return await self.memory.run(self.ledger.stats)
 
     async def add_crystal(self, body: dict[str, Any]) -> Crystal:
-        return await self.memory.run(add_from_request, self.memory.memory, body)
+        return await self.memory.add_from_request(body)
 
     async def crystal_detail(self, crystal_id: str) -> dict[str, Any]:
-        memory = self.memory.memory
-
-        def detail() -> dict[str, Any]:
-            crystal = memory.get(crystal_id)
-            return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, 20)}
-
-        return await self.memory.run(detail)
+        return await self.memory.detail(crystal_id)
 
     async def consolidate(self, purge: bool = False) -> ConsolidationReport:
-        try:
-            report = await self.memory.run(self.memory.memory.consolidate, None, purge)
-        except Exception:
-            metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
-            raise
-        metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
-        return report
+        return await self.memory.consolidate(purge)
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
-        crystal = await self.memory.run(
-            self.memory.memory.record_execution, crystal_id, success, reward
-        )
+        crystal = await self.memory.record_execution(crystal_id, success, reward)
         seller = crystal.governance.peer_origin
         if seller:
             # A skill bought from a peer: its outcome is evidence about that peer.
@@ -357,7 +306,7 @@ class NodeService:
         return trust_rows_for_api(self.trust)
 
     async def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
-        return await self.memory.run(self.memory.memory.new_skill_version, crystal_id, text)
+        return await self.memory.new_skill_version(crystal_id, text)
 
     # --- listings -----------------------------------------------------------------------------
     async def _on_sale(self, sale: Sale) -> None:

@@ -15,7 +15,7 @@ from node import metrics
 from node.config import NodeConfig
 from node.crystals.model import now_ms
 from node.errors import NodeError, NotManagementNode
-from node.memory.facade import AsyncMemory
+from node.memory.async_memory import AsyncMemory
 from protocol.envelope import Envelope
 from protocol.identity import Identity
 from protocol.messages import WeatherAlert
@@ -35,7 +35,7 @@ class WeatherDesk:
         self.is_management = is_management
 
     def weather(self) -> dict[str, Any]:
-        hormones = self.memory.memory.hormones
+        hormones = self.memory.hormones
         return hormones.weather() | {
             "halt_untrusted_ingestion": hormones.consolidation_modulation().halt_untrusted_ingestion
         }
@@ -45,8 +45,7 @@ class WeatherDesk:
         assert isinstance(alert, WeatherAlert)
         if envelope.sender != self.identity.public_key:
             metrics.count_accepted(WEATHER, envelope.issued_at_ms)
-        memory = self.memory.memory
-        applied = memory.hormones.apply_network_cortisol_spike(
+        applied = self.memory.hormones.apply_network_cortisol_spike(
             alert.cortisol_level_ppm / PPM, alert.expires_at_ms, alert.reason
         )
         log.warning(
@@ -56,7 +55,7 @@ class WeatherDesk:
             alert.reason,
             applied,
         )
-        await self.memory.run(memory.save_hormones)
+        await self.memory.save_hormones()
 
     async def broadcast_weather(self, level: float, duration_s: int, reason: str) -> dict[str, Any]:
         if not self.is_management:

@@ -4,7 +4,7 @@ The page is plain HTML/CSS/JS from ``node/api/static`` (no build step, no CDN)
 that polls the JSON API every 2 s. Browsers cannot send ``Authorization``
 headers from a link, so logging in starts a session: a random value in an
 HttpOnly, SameSite=Strict ``cm_session`` cookie (never the API token), known
-to ``App`` until logout or restart. Login is a one-time link
+to ``node.api.auth.ApiAuth`` until logout or restart. Login is a one-time link
 (``crystalmesh dashboard``; it works once, within 60 s) or the API token
 typed into the login form.
 
@@ -24,15 +24,17 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs
 
 import trio
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import ValidationError
+from starlette.responses import JSONResponse, Response
 
-from node.api.app import SESSION_COOKIE, App, HttpError, Request, Response, json_response
-
-if TYPE_CHECKING:
-    from node.api.interface import NodeApi
+from node.api.auth import SESSION_COOKIE, auth_of, require_auth
+from node.api.errors import ApiHttpError, error_response
+from node.api.models import LoginIn, LoginLinkQuery
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +52,20 @@ CONTENT_TYPES = {
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _TOKEN_SHAPE = re.compile(r"^[A-Za-z0-9_\-.~]{1,256}$")
 
-SECURITY_HEADERS = [
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"x-frame-options", b"DENY"),
-]
+SECURITY_HEADERS = {
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+}
 PAGE_CSP = (
-    b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
+FORM_TYPE = "application/x-www-form-urlencoded"
+LOGIN_BODY = {"requestBody": {"content": {
+    "application/json": {"schema": LoginIn.model_json_schema()},
+    FORM_TYPE: {"schema": LoginIn.model_json_schema()},
+}}}
 
 
 def static_path(name: str) -> Path | None:
@@ -72,31 +79,32 @@ def static_path(name: str) -> Path | None:
     return path
 
 
-def _html(body: str, status: int = 200, extra: list[tuple[bytes, bytes]] | None = None) -> Response:
-    headers = [*SECURITY_HEADERS, (b"content-security-policy", PAGE_CSP), *(extra or [])]
-    return Response(status, body.encode(), CONTENT_TYPES[".html"], headers)
+def _html(body: str, status: int = 200) -> Response:
+    headers = {**SECURITY_HEADERS, "content-security-policy": PAGE_CSP}
+    return Response(body.encode(), status, headers, CONTENT_TYPES[".html"])
 
 
-def _redirect(location: str, extra: list[tuple[bytes, bytes]] | None = None) -> Response:
-    return Response(303, b"", "text/plain", [(b"location", location.encode()),
-                                             *SECURITY_HEADERS, *(extra or [])])
+def _redirect(location: str) -> Response:
+    return Response(b"", 303, {"location": location, **SECURITY_HEADERS}, "text/plain")
 
 
-def _set_cookie(session: str) -> tuple[bytes, bytes]:
+def _set_cookie(response: Response, session: str) -> Response:
     # A session cookie of its own (never the API token): closing the browser logs out.
-    return (b"set-cookie",
-            f"{SESSION_COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/".encode())
+    response.headers.append(
+        "set-cookie", f"{SESSION_COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/")
+    return response
 
 
-def _clear_cookie() -> tuple[bytes, bytes]:
-    return (b"set-cookie",
-            f"{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0".encode())
+def _clear_cookie(response: Response) -> Response:
+    response.headers.append(
+        "set-cookie", f"{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")
+    return response
 
 
 async def _read_static(name: str) -> bytes:
     path = static_path(name)
     if path is None:
-        raise HttpError(404, f"no static file {name!r}")
+        raise ApiHttpError(404, f"no static file {name!r}", "not_found")
     return await trio.Path(path).read_bytes()
 
 
@@ -106,17 +114,16 @@ async def _login_page(error: str = "", status: int = 200) -> Response:
     return _html(page.replace("<!--error-->", message), status)
 
 
-def _token_matches(app: App, supplied: str) -> bool:
-    return bool(_TOKEN_SHAPE.match(supplied)) and hmac.compare_digest(supplied, app.token)
+def _token_matches(token: str, supplied: str) -> bool:
+    return bool(_TOKEN_SHAPE.match(supplied)) and hmac.compare_digest(supplied, token)
 
 
-def _login_token(request: Request) -> str:
-    content_type = request.headers.get("content-type", "")
-    if content_type.startswith("application/x-www-form-urlencoded"):
-        values = parse_qs(request.body.decode(errors="replace")).get("token", [""])
-        return values[0].strip()
-    token = request.json().get("token")
-    return token.strip() if isinstance(token, str) else ""
+def _login_body(body: bytes, is_form: bool) -> LoginIn:
+    """The login body as its model (the guard has already bounded and checked JSON)."""
+    if is_form:
+        values = parse_qs(body.decode(errors="replace")).get("token", [""])
+        return LoginIn(token=values[0].strip())
+    return LoginIn.model_validate_json(body or b"{}")
 
 
 class LoginCodes:
@@ -138,66 +145,63 @@ class LoginCodes:
         return expiry is not None and expiry > self.clock()
 
 
-def register_dashboard(app: App, node: NodeApi | None = None) -> None:
-    """Add ``/dashboard``, its login/logout and ``/dashboard/static/{name}`` to ``app``.
+def dashboard_router() -> APIRouter:
+    """``/dashboard``, its login/logout and ``/dashboard/static/{name}`` (plus the token-guarded
+    ``POST /v1/dashboard/login-link``).
 
     Logging in (a one-time link from ``crystalmesh dashboard``, or the API token typed
-    into the login form) starts a session: a random cookie value the app keeps in
-    memory, HttpOnly and SameSite=Strict, ended by logout or a node restart.
+    into the login form) starts a session: a random cookie value kept in memory
+    (``node.api.auth.ApiAuth``), HttpOnly and SameSite=Strict, ended by logout or a restart.
     """
     codes = LoginCodes()
+    router = APIRouter(tags=["dashboard"])
 
-    def start_session() -> str:
-        session = secrets.token_urlsafe(32)
-        app.sessions.add(session)
-        return session
-
-    @app.route("POST", "/v1/dashboard/login-link")
-    async def login_link(request: Request) -> Any:
+    @router.post("/v1/dashboard/login-link", dependencies=[Depends(require_auth)])
+    async def login_link() -> dict[str, Any]:
         return {"path": f"/dashboard/login?code={codes.issue()}", "expires_in_s": LOGIN_CODE_TTL_S}
 
-    @app.route("GET", "/dashboard", public=True)
+    @router.get("/dashboard", response_class=Response)
     async def dashboard(request: Request) -> Response:
-        if not app._authorised(request):
+        if not auth_of(request).authorised(request):
             return await _login_page()
         return _html((await _read_static("dashboard.html")).decode())
 
-    @app.route("GET", "/dashboard/login", public=True)
-    async def login_by_link(request: Request) -> Response:
-        code = (request.arg("code") or "").strip()
+    @router.get("/dashboard/login", response_class=Response)
+    async def login_by_link(request: Request, query: Annotated[LoginLinkQuery, Query()]) -> Response:
+        code = query.code.strip()
         if not code:
             return await _login_page()
         if not codes.redeem(code):
             log.warning("dashboard login refused: unknown, used or expired link")
             return await _login_page("That login link was already used or has expired; "
                                      "run `crystalmesh dashboard` for a new one.", 401)
-        return _redirect("/dashboard", [_set_cookie(start_session())])
+        return _set_cookie(_redirect("/dashboard"), auth_of(request).start_session())
 
-    @app.route("POST", "/dashboard/login", public=True)
+    @router.post("/dashboard/login", response_class=Response, openapi_extra=LOGIN_BODY)
     async def login(request: Request) -> Response:
-        is_form = request.headers.get("content-type", "").startswith(
-            "application/x-www-form-urlencoded")
-        supplied = _login_token(request)
-        if not _token_matches(app, supplied):
+        is_form = request.headers.get("content-type", "").startswith(FORM_TYPE)
+        try:
+            supplied = _login_body(await request.body(), is_form).token.strip()
+        except ValidationError:
+            supplied = ""
+        auth = auth_of(request)
+        if not _token_matches(auth.token, supplied):
             log.warning("dashboard login refused: wrong token")
             if is_form:
                 return await _login_page("Wrong token. It is in <data dir>/api.token.", 401)
-            return json_response({"error": "wrong token", "code": "unauthorized"}, 401)
+            return error_response(401, "wrong token", "unauthorized")
         if is_form:
-            return _redirect("/dashboard", [_set_cookie(start_session())])
-        response = json_response({"ok": True})
-        response.headers.append(_set_cookie(start_session()))
-        return response
+            return _set_cookie(_redirect("/dashboard"), auth.start_session())
+        return _set_cookie(JSONResponse({"ok": True}), auth.start_session())
 
-    @app.route("POST", "/dashboard/logout", public=True)
+    @router.post("/dashboard/logout", response_class=Response)
     async def logout(request: Request) -> Response:
-        session = app.session_of(request)
-        if session is not None:
-            app.sessions.discard(session)
-        return _redirect("/dashboard", [_clear_cookie()])
+        auth_of(request).end_session(request)
+        return _clear_cookie(_redirect("/dashboard"))
 
-    @app.route("GET", "/dashboard/static/{name}", public=True)
-    async def static(request: Request) -> Response:
-        name = request.params["name"]
+    @router.get("/dashboard/static/{name}", response_class=Response)
+    async def static(name: str) -> Response:
         body = await _read_static(name)
-        return Response(200, body, CONTENT_TYPES[Path(name).suffix], list(SECURITY_HEADERS))
+        return Response(body, 200, dict(SECURITY_HEADERS), CONTENT_TYPES[Path(name).suffix])
+
+    return router

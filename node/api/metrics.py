@@ -11,9 +11,10 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import trio
+from fastapi import APIRouter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.responses import Response
 
-from node.api.app import App, Request, Response
 from node.api.interface import NodeApi
 from node.metrics import (
     CRYSTALS,
@@ -59,21 +60,24 @@ def node_collector(node: NodeApi) -> Callable[[], Awaitable[None]]:
     return collect
 
 
-def register_metrics(app: App, node: NodeApi | None = None) -> None:
-    """Add the public ``GET /metrics`` route to ``app``.
+def metrics_router(node: NodeApi | None = None) -> APIRouter:
+    """The public ``GET /metrics`` route.
 
     With ``node``, its gauges are refreshed at each scrape by this app only (not by a
     registry-wide callback), so several in-process nodes in a test do not fight over
     one process's gauges through callbacks that outlive them.
     """
     collect = node_collector(node) if node is not None else None
+    router = APIRouter(tags=["metrics"])
 
-    @app.route("GET", "/metrics", public=True)
-    async def metrics(request: Request) -> Response:
+    @router.get("/metrics", response_class=Response)
+    async def metrics() -> Response:
         if collect is not None:
             try:
                 await collect()
             except Exception:
                 log.exception("metrics node collector failed")
         text = await trio.to_thread.run_sync(generate_latest, REGISTRY)
-        return Response(200, text, CONTENT_TYPE_LATEST)
+        return Response(text, 200, media_type=CONTENT_TYPE_LATEST)
+
+    return router

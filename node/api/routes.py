@@ -1,223 +1,185 @@
-"""The local control API: JSON routes over the node's services.
+"""The local control API: FastAPI routes over a ``NodeApi`` (never ``NodeService`` itself).
 
-Every route needs the bearer token from ``<data dir>/api.token`` except
-``/metrics`` (Prometheus convention on loopback) and the dashboard login page.
+Every ``/v1`` route needs the bearer token from ``<data dir>/api.token`` (or a
+dashboard session); ``/metrics``, ``/openapi.json`` and the dashboard's login and
+static files are public. Every body and query is a pydantic model
+(``node.api.models``); errors are mapped by type (``node.api.errors``); the
+hostile-input doors sit in front, in ``node.api.guards``. ``build_app`` returns
+that guard wrapped round the FastAPI app; hypercorn's trio worker serves it.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Annotated, Any
 
-from node.api.app import App, HttpError, Request
-from node.api.dashboard import register_dashboard
+from fastapi import APIRouter, Depends, FastAPI, Query
+
+from node.api.auth import ApiAuth, require_auth
+from node.api.dashboard import dashboard_router
+from node.api.errors import install_error_handlers
+from node.api.guards import Guard
 from node.api.interface import NodeApi
-from node.api.metrics import register_metrics
-from node.crystals.model import AccessScope, Lifecycle, SemanticType
+from node.api.metrics import metrics_router
+from node.api.models import (
+    ConsolidateIn,
+    CrystalIn,
+    ExecutionIn,
+    LimitQuery,
+    ListingSearchQuery,
+    ListingsQuery,
+    PublishIn,
+    PurchaseIn,
+    RedeliverIn,
+    SearchIn,
+    VersionIn,
+    WeatherIn,
+)
 from node.memory.facade import SearchRequest
 
-
-def _int_arg(request: Request, name: str) -> int | None:
-    value = request.arg(name)
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise HttpError(400, f"{name} must be an integer") from exc
-    if not 0 <= number <= 10**12:
-        raise HttpError(400, f"{name} must be between 0 and 10^12")
-    return number
+Json = dict[str, Any]
 
 
-def _choices(body: dict[str, Any], name: str, enum: Any) -> tuple[str, ...]:
-    """A list of enum values from ``body[name]``; 400 naming the field otherwise."""
-    values = body.get(name) or []
-    allowed = {member.value for member in enum}
-    if not isinstance(values, list) or not all(isinstance(v, str) and v in allowed for v in values):
-        raise HttpError(400, f"{name} must be a list of: {', '.join(sorted(allowed))}")
-    return tuple(values)
-
-
-def build_app(node: NodeApi, token: str) -> App:
-    app = App(token)
+def node_router(node: NodeApi) -> APIRouter:
+    router = APIRouter(prefix="/v1", dependencies=[Depends(require_auth)])
 
     # --- node -------------------------------------------------------------------------------
-    @app.route("GET", "/v1/status")
-    async def status(request: Request) -> Any:
+    @router.get("/status", tags=["node"])
+    async def status() -> Json:
         return await node.status()
 
-    @app.route("GET", "/v1/peers")
-    async def peers(request: Request) -> Any:
+    @router.get("/peers", tags=["node"])
+    async def peers() -> Json:
         return {"peers": node.peers()}
 
-    @app.route("GET", "/v1/rejections")
-    async def rejections(request: Request) -> Any:
+    @router.get("/rejections", tags=["node"])
+    async def rejections() -> Json:
         return {"rejections": node.rejections()}
 
     # --- memory -----------------------------------------------------------------------------
-    @app.route("POST", "/v1/crystals")
-    async def add_crystal(request: Request) -> Any:
-        body = request.json()
-        if not isinstance(body.get("text"), str):
-            raise HttpError(400, "text is required")
-        crystal = await node.add_crystal(body)
+    @router.post("/crystals", tags=["memory"])
+    async def add_crystal(body: CrystalIn) -> Json:
+        crystal = await node.add_crystal(body.model_dump(mode="json", exclude_none=True))
         return crystal.to_dict()
 
-    @app.route("GET", "/v1/crystals/{crystal_id}")
-    async def get_crystal(request: Request) -> Any:
-        return await node.crystal_detail(request.params["crystal_id"])
+    @router.get("/crystals/{crystal_id}", tags=["memory"])
+    async def get_crystal(crystal_id: str) -> Json:
+        return await node.crystal_detail(crystal_id)
 
-    @app.route("POST", "/v1/crystals/search")
-    async def search(request: Request) -> Any:
-        body = request.json()
-        query = body.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise HttpError(400, "query is required")
-        k = body.get("k", 10)
-        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 100:
-            raise HttpError(400, "k must be an integer between 1 and 100")
-        hits = await node.search(
-            SearchRequest(
-                query=query,
-                k=k,
-                semantic_types=_choices(body, "types", SemanticType),
-                lifecycles=_choices(body, "lifecycles", Lifecycle),
-                scopes=_choices(body, "scopes", AccessScope),
-            )
-        )
+    @router.post("/crystals/search", tags=["memory"])
+    async def search(body: SearchIn) -> Json:
+        hits = await node.search(SearchRequest(
+            query=body.query, k=body.k,
+            semantic_types=tuple(t.value for t in body.types),
+            lifecycles=tuple(lc.value for lc in body.lifecycles),
+            scopes=tuple(s.value for s in body.scopes),
+        ))
         return {"hits": [hit.to_dict() for hit in hits]}
 
-    @app.route("GET", "/v1/memory/status")
-    async def memory_status(request: Request) -> Any:
+    @router.get("/memory/status", tags=["memory"])
+    async def memory_status() -> Json:
         return await node.memory_status()
 
-    @app.route("POST", "/v1/memory/consolidate")
-    async def consolidate(request: Request) -> Any:
-        body = request.json()
-        report = await node.consolidate(purge=bool(body.get("purge")))
+    @router.post("/memory/consolidate", tags=["memory"])
+    async def consolidate(body: ConsolidateIn | None = None) -> Json:
+        report = await node.consolidate(purge=body.purge if body is not None else False)
         return asdict(report)
 
     # --- skills & market --------------------------------------------------------------------
-    @app.route("POST", "/v1/skills/{crystal_id}/executions")
-    async def record_execution(request: Request) -> Any:
-        body = request.json()
-        if not isinstance(body.get("success"), bool):
-            raise HttpError(400, "success (true/false) is required")
-        reward = body.get("reward")
-        if reward is not None and (not isinstance(reward, int | float) or isinstance(reward, bool)
-                                   or not 0.0 <= reward <= 1.0):
-            raise HttpError(400, "reward must be a number between 0 and 1")
-        crystal = await node.record_execution(request.params["crystal_id"], body["success"], reward)
+    @router.post("/skills/{crystal_id}/executions", tags=["skills"])
+    async def record_execution(crystal_id: str, body: ExecutionIn) -> Json:
+        crystal = await node.record_execution(crystal_id, body.success, body.reward)
         return crystal.to_dict()
 
-    @app.route("POST", "/v1/skills/{crystal_id}/versions")
-    async def new_version(request: Request) -> Any:
-        body = request.json()
-        if not isinstance(body.get("text"), str):
-            raise HttpError(400, "text is required")
-        crystal = await node.new_skill_version(request.params["crystal_id"], body["text"])
-        return crystal.to_dict()
+    @router.post("/skills/{crystal_id}/versions", tags=["skills"])
+    async def new_version(crystal_id: str, body: VersionIn) -> Json:
+        return (await node.new_skill_version(crystal_id, body.text)).to_dict()
 
-    @app.route("POST", "/v1/skills/{crystal_id}/publish")
-    async def publish(request: Request) -> Any:
-        body = request.json()
-        fields = {key: body.get(key) for key in ("name", "summary")}
-        for key, value in fields.items():
-            if value is not None and not isinstance(value, str):
-                raise HttpError(400, f"{key} must be a string")
-        return await node.publish_skill(request.params["crystal_id"], fields["name"],
-                                        fields["summary"])
+    @router.post("/skills/{crystal_id}/publish", tags=["skills"])
+    async def publish(crystal_id: str, body: PublishIn | None = None) -> Json:
+        fields = body or PublishIn()
+        return await node.publish_skill(crystal_id, fields.name, fields.summary)
 
-    @app.route("GET", "/v1/listings")
-    async def listings(request: Request) -> Any:
-        return {
-            "listings": await node.list_listings(
-                category=request.arg("category"),
-                max_price_micro_usdc=_int_arg(request, "max_price"),
-                tags=tuple(request.query.get("tag", [])),
-            )
-        }
-
-    @app.route("GET", "/v1/listings/search")
-    async def search_listings(request: Request) -> Any:
-        query = request.arg("q") or ""
-        if not query.strip():
-            raise HttpError(400, "q is required")
-        return {
-            "listings": await node.search_listings(
-                query,
-                k=_int_arg(request, "k") or 10,
-                category=request.arg("category"),
-                max_price_micro_usdc=_int_arg(request, "max_price"),
-                tags=tuple(request.query.get("tag", [])),
-            )
-        }
-
-    @app.route("POST", "/v1/listings/{listing_id}/endorse")
-    async def endorse(request: Request) -> Any:
-        return await node.endorse_listing(request.params["listing_id"])
-
-    @app.route("POST", "/v1/purchases")
-    async def buy(request: Request) -> Any:
-        body = request.json()
-        listing_id = body.get("listing_id")
-        if not isinstance(listing_id, str) or not listing_id:
-            raise HttpError(400, "listing_id is required")
-        max_price = body.get("max_price_micro_usdc")
-        if max_price is not None and (not isinstance(max_price, int) or isinstance(max_price, bool)):
-            raise HttpError(400, "max_price_micro_usdc must be an integer (micro-USDC)")
-        again = body.get("again", False)
-        if not isinstance(again, bool):
-            raise HttpError(400, "again must be true or false")
-        return await node.buy(listing_id, max_price, again)
-
-    @app.route("POST", "/v1/purchases/redeliver")
-    async def redeliver(request: Request) -> Any:
-        body = request.json()
-        if not isinstance(body.get("listing_id"), str):
-            raise HttpError(400, "listing_id is required")
-        return await node.redeliver(body["listing_id"])
-
-    @app.route("GET", "/v1/purchases")
-    async def purchases(request: Request) -> Any:
-        return {"purchases": await node.purchases(_int_arg(request, "limit") or 100)}
-
-    @app.route("GET", "/v1/sales")
-    async def sales(request: Request) -> Any:
-        return {"sales": await node.sales(_int_arg(request, "limit") or 100)}
-
-    @app.route("GET", "/v1/skills/own")
-    async def own_skills(request: Request) -> Any:
+    @router.get("/skills/own", tags=["skills"])
+    async def own_skills() -> Json:
         return {"skills": await node.own_skills()}
 
-    @app.route("GET", "/v1/market/stats")
-    async def market_stats(request: Request) -> Any:
+    @router.get("/listings", tags=["market"])
+    async def listings(query: Annotated[ListingsQuery, Query()]) -> Json:
+        return {"listings": await node.list_listings(
+            category=query.category, max_price_micro_usdc=query.max_price, tags=tuple(query.tag))}
+
+    @router.get("/listings/search", tags=["market"])
+    async def search_listings(query: Annotated[ListingSearchQuery, Query()]) -> Json:
+        return {"listings": await node.search_listings(
+            query.q, k=query.k, category=query.category,
+            max_price_micro_usdc=query.max_price, tags=tuple(query.tag))}
+
+    @router.post("/listings/{listing_id}/endorse", tags=["market"])
+    async def endorse(listing_id: str) -> Json:
+        return await node.endorse_listing(listing_id)
+
+    @router.post("/purchases", tags=["market"])
+    async def buy(body: PurchaseIn) -> Json:
+        return await node.buy(body.listing_id, body.max_price_micro_usdc, body.again)
+
+    @router.post("/purchases/redeliver", tags=["market"])
+    async def redeliver(body: RedeliverIn) -> Json:
+        return await node.redeliver(body.listing_id)
+
+    @router.get("/purchases", tags=["market"])
+    async def purchases(query: Annotated[LimitQuery, Query()]) -> Json:
+        return {"purchases": await node.purchases(query.limit)}
+
+    @router.get("/sales", tags=["market"])
+    async def sales(query: Annotated[LimitQuery, Query()]) -> Json:
+        return {"sales": await node.sales(query.limit)}
+
+    @router.get("/market/stats", tags=["market"])
+    async def market_stats() -> Json:
         return await node.market_stats()
 
-    @app.route("GET", "/v1/wallet")
-    async def wallet(request: Request) -> Any:
+    @router.get("/wallet", tags=["market"])
+    async def wallet() -> Json:
         return await node.wallet_info()
 
-    @app.route("GET", "/v1/trust")
-    async def trust(request: Request) -> Any:
+    @router.get("/trust", tags=["trust"])
+    async def trust() -> Json:
         return {"peers": node.trust_rows()}
 
     # --- weather ----------------------------------------------------------------------------
-    @app.route("GET", "/v1/weather")
-    async def weather(request: Request) -> Any:
+    @router.get("/weather", tags=["weather"])
+    async def weather() -> Json:
         return node.weather()
 
-    @app.route("POST", "/v1/weather/broadcast")
-    async def broadcast(request: Request) -> Any:
-        body = request.json()
-        try:
-            level = float(body["level"])
-            duration_s = int(body["duration_s"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise HttpError(400, "level (0..1) and duration_s are required") from exc
-        return await node.broadcast_weather(level, duration_s, str(body.get("reason", "")))
+    @router.post("/weather/broadcast", tags=["weather"])
+    async def broadcast(body: WeatherIn) -> Json:
+        return await node.broadcast_weather(body.level, body.duration_s, body.reason)
 
-    register_dashboard(app, node)
-    register_metrics(app, node)
+    return router
+
+
+def build_fastapi(node: NodeApi | None, auth: ApiAuth) -> FastAPI:
+    """The FastAPI app without the guard (``node`` None: only dashboard and metrics)."""
+    app = FastAPI(title="crystalmesh local API", version="1", docs_url=None, redoc_url=None,
+                  swagger_ui_oauth2_redirect_url=None)
+    app.state.auth = auth
+    install_error_handlers(app)
+    if node is not None:
+        app.include_router(node_router(node))
+    app.include_router(dashboard_router())
+    app.include_router(metrics_router(node))
     return app
+
+
+class ApiApp(Guard):
+    """What hypercorn serves: the guard in front of the FastAPI app."""
+
+    def __init__(self, node: NodeApi | None, token: str) -> None:
+        self.auth = ApiAuth(token)
+        self.fastapi = build_fastapi(node, self.auth)
+        super().__init__(self.fastapi)
+
+
+def build_app(node: NodeApi, token: str) -> ApiApp:
+    return ApiApp(node, token)

@@ -1,6 +1,6 @@
 """Purchase and sale records, and the economics computed from them.
 
-Both live in the crystal store's SQLite file. Sale states (seller side):
+Both live in the node's database (tables of ``node.market.schema``). Sale states (seller side):
 ``authorized`` (recorded before settling) → ``settled`` → ``delivered``, or
 ``rejected`` / ``failed``. Purchase states (buyer side): ``quoted`` →
 ``authorized`` (recorded before the authorization leaves the node) →
@@ -16,7 +16,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from node.crystals.model import now_ms
-from node.crystals.store import CrystalStore
+from node.db import Database
+from node.market import schema
 
 SALE_SETTLED_STATES = ("settled", "delivered")
 PURCHASE_PAID_STATES = ("paid", "completed", "paid_undelivered", "delivered_not_ingested",
@@ -81,14 +82,15 @@ def _purchase(row: sqlite3.Row) -> Purchase:
 
 
 class MarketLedger:
-    """Synchronous: call through the store's single writer thread."""
+    """Synchronous: call through ``Database.run``."""
 
-    def __init__(self, store: CrystalStore) -> None:
-        self.store = store
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        db.migrate(schema.CONCEPT, schema.MIGRATIONS)
 
     # --- sales (seller side) --------------------------------------------------------------
     def record_sale(self, sale: Sale) -> None:
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO sales(request_id, listing_id, crystal_id, stable_skill_id, buyer_key, "
                 "buyer_address, price_micro_usdc, auth_nonce, state, tx_hash, reason, "
@@ -104,7 +106,7 @@ class MarketLedger:
 
     def update_sale(self, request_id: str, state: str, tx_hash: str | None = None,
                     reason: str | None = None) -> None:
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.execute(
                 "UPDATE sales SET state=?, tx_hash=COALESCE(?, tx_hash), reason=?, updated_at_ms=? "
                 "WHERE request_id=?",
@@ -114,7 +116,7 @@ class MarketLedger:
     def sale_followed_settlement(self, buyer_address: str, auth_nonce: str, state: str,
                                  tx_hash: str | None) -> None:
         """Bring an 'authorized' sale in line with its settlement's outcome on chain."""
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.execute(
                 "UPDATE sales SET state=?, tx_hash=COALESCE(?, tx_hash), updated_at_ms=? "
                 "WHERE lower(buyer_address)=lower(?) AND auth_nonce=? AND state='authorized'",
@@ -122,11 +124,11 @@ class MarketLedger:
             )
 
     def get_sale(self, request_id: str) -> Sale | None:
-        row = self.store.conn.execute("SELECT * FROM sales WHERE request_id=?", (request_id,)).fetchone()
+        row = self.db.execute("SELECT * FROM sales WHERE request_id=?", (request_id,)).fetchone()
         return None if row is None else _sale(row)
 
     def sale_for_redelivery(self, listing_id: str, buyer_key: str, tx_hash: str) -> Sale | None:
-        row = self.store.conn.execute(
+        row = self.db.execute(
             "SELECT * FROM sales WHERE listing_id=? AND buyer_key=? AND "
             "(tx_hash=? OR state IN ('authorized', 'settled')) "
             "ORDER BY (tx_hash=?) DESC, created_at_ms DESC LIMIT 1",
@@ -135,14 +137,14 @@ class MarketLedger:
         return None if row is None else _sale(row)
 
     def sales(self, limit: int = 100) -> list[Sale]:
-        rows = self.store.conn.execute(
+        rows = self.db.execute(
             "SELECT * FROM sales ORDER BY created_at_ms DESC LIMIT ?", (limit,)
         ).fetchall()
         return [_sale(row) for row in rows]
 
     def unique_buyers(self, stable_skill_id: str) -> int:
         marks = ",".join("?" * len(SALE_SETTLED_STATES))
-        row = self.store.conn.execute(
+        row = self.db.execute(
             f"SELECT COUNT(DISTINCT buyer_key) FROM sales WHERE stable_skill_id=? AND state IN ({marks})",
             (stable_skill_id, *SALE_SETTLED_STATES),
         ).fetchone()
@@ -150,7 +152,7 @@ class MarketLedger:
 
     # --- purchases (buyer side) -----------------------------------------------------------
     def record_purchase(self, purchase: Purchase) -> None:
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO purchases(request_id, listing_id, seller_key, name, price_micro_usdc, "
                 "pay_to, auth_nonce, state, tx_hash, crystal_id, reason, created_at_ms, "
@@ -168,7 +170,7 @@ class MarketLedger:
     def update_purchase(self, request_id: str, state: str, *, tx_hash: str | None = None,
                         crystal_id: str | None = None, reason: str | None = None,
                         auth_nonce: str | None = None, payload: str | None = None) -> None:
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.execute(
                 "UPDATE purchases SET state=?, tx_hash=COALESCE(?, tx_hash), "
                 "crystal_id=COALESCE(?, crystal_id), auth_nonce=COALESCE(?, auth_nonce), reason=?, "
@@ -177,20 +179,20 @@ class MarketLedger:
             )
 
     def get_purchase(self, request_id: str) -> Purchase | None:
-        row = self.store.conn.execute(
+        row = self.db.execute(
             "SELECT * FROM purchases WHERE request_id=?", (request_id,)
         ).fetchone()
         return None if row is None else _purchase(row)
 
     def latest_purchase(self, listing_id: str) -> Purchase | None:
-        row = self.store.conn.execute(
+        row = self.db.execute(
             "SELECT * FROM purchases WHERE listing_id=? ORDER BY created_at_ms DESC LIMIT 1",
             (listing_id,),
         ).fetchone()
         return None if row is None else _purchase(row)
 
     def purchases(self, limit: int = 100) -> list[Purchase]:
-        rows = self.store.conn.execute(
+        rows = self.db.execute(
             "SELECT * FROM purchases ORDER BY created_at_ms DESC LIMIT ?", (limit,)
         ).fetchall()
         return [_purchase(row) for row in rows]
@@ -202,7 +204,7 @@ class MarketLedger:
         the node and can still settle) count, so neither a burst of concurrent buys
         nor a crash mid-purchase can overshoot the daily cap.
         """
-        row = self.store.conn.execute(
+        row = self.db.execute(
             "SELECT COALESCE(SUM(price_micro_usdc), 0) FROM purchases WHERE created_at_ms >= ? "
             "AND state IN ('authorized', 'pending', 'paid', 'completed', 'paid_undelivered', "
             "'delivered_not_ingested', 'tampered')",
@@ -213,7 +215,7 @@ class MarketLedger:
     # --- economics ------------------------------------------------------------------------
     def stats(self, now: int | None = None, days: int = 7) -> dict[str, Any]:
         at = now or now_ms()
-        conn = self.store.conn
+        conn = self.db
         sale_marks = ",".join("?" * len(SALE_SETTLED_STATES))
         buy_marks = ",".join("?" * len(PURCHASE_PAID_STATES))
         earned = int(conn.execute(

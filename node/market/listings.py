@@ -1,7 +1,7 @@
 """The listing book: every skill listing this node knows, from gossip or its own.
 
-Stored in the crystal store's SQLite file (table ``listings``) so it survives
-restarts and shares the store's single writer thread. A newer version of a
+Stored in the node's database (table ``listings``, ``node.market.schema``) so it
+survives restarts and shares the database's single writer thread. A newer version of a
 seller's skill supersedes older ones; expired and superseded listings drop
 out of ``active()`` and search.
 """
@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from node.crystals.model import now_ms
-from node.crystals.store import CrystalStore
+from node.db import Database
+from node.market import schema
 from protocol.envelope import Envelope
 from protocol.messages import SkillListing
 
@@ -91,10 +92,11 @@ def _from_row(row: sqlite3.Row) -> StoredListing:
 
 
 class ListingBook:
-    """Listings in SQLite. Synchronous: call through the store's writer thread."""
+    """Listings in SQLite. Synchronous: call through ``Database.run``."""
 
-    def __init__(self, store: CrystalStore) -> None:
-        self.store = store
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        db.migrate(schema.CONCEPT, schema.MIGRATIONS)
 
     def upsert(
         self,
@@ -109,7 +111,7 @@ class ListingBook:
         if not isinstance(listing, SkillListing):
             raise TypeError("not a skill listing")
         seller = envelope.sender.hex()
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             if conn.execute(
                 "SELECT 1 FROM listings WHERE listing_id=?", (listing.listing_id,)
             ).fetchone():
@@ -166,7 +168,7 @@ class ListingBook:
 
     def own(self, now: int | None = None) -> list[StoredListing]:
         """This node's own live listings (newest version of each skill)."""
-        rows = self.store.conn.execute(
+        rows = self.db.execute(
             "SELECT * FROM listings WHERE own_crystal_id IS NOT NULL AND superseded_by IS NULL "
             "AND expires_at_ms > ? ORDER BY issued_at_ms DESC",
             (now if now is not None else now_ms(),),
@@ -175,7 +177,7 @@ class ListingBook:
 
     def record_endorsement(self, listing_id: str, management_key: bytes) -> bool:
         """Mark a listing as endorsed by ``management_key`` (already verified by the caller)."""
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             cursor = conn.execute(
                 "UPDATE listings SET endorsed_by=? WHERE listing_id=?",
                 (management_key.hex(), listing_id),
@@ -183,11 +185,11 @@ class ListingBook:
             return cursor.rowcount > 0
 
     def get(self, listing_id: str) -> StoredListing | None:
-        row = self.store.conn.execute(
+        row = self.db.execute(
             "SELECT * FROM listings WHERE listing_id=?", (listing_id,)
         ).fetchone()
         if row is None and 6 <= len(listing_id) < 64:
-            rows = self.store.conn.execute(
+            rows = self.db.execute(
                 "SELECT * FROM listings WHERE listing_id LIKE ? LIMIT 2", (listing_id + "%",)
             ).fetchall()
             row = rows[0] if len(rows) == 1 else None
@@ -211,7 +213,7 @@ class ListingBook:
             params.append(max_price_micro_usdc)
         if not include_own:
             clauses.append("own_crystal_id IS NULL")
-        rows = self.store.conn.execute(
+        rows = self.db.execute(
             f"SELECT * FROM listings WHERE {' AND '.join(clauses)} ORDER BY received_at_ms DESC",
             params,
         ).fetchall()
@@ -225,7 +227,7 @@ class ListingBook:
         if not listing_ids:
             return {}
         marks = ",".join("?" * len(listing_ids))
-        rows = self.store.conn.execute(
+        rows = self.db.execute(
             f"SELECT listing_id, embedding FROM listings WHERE listing_id IN ({marks}) "
             "AND embedding IS NOT NULL",
             listing_ids,
@@ -234,7 +236,7 @@ class ListingBook:
 
     def count_similar(self, category: str, exclude_seller: bytes | None = None) -> int:
         """Active listings in the same category (scarcity input for pricing)."""
-        row = self.store.conn.execute(
+        row = self.db.execute(
             "SELECT COUNT(DISTINCT seller_key || stable_skill_id) FROM listings "
             "WHERE category=? AND superseded_by IS NULL AND expires_at_ms > ? AND seller_key != ?",
             (category, now_ms(), exclude_seller.hex() if exclude_seller else ""),
@@ -242,7 +244,7 @@ class ListingBook:
         return int(row[0])
 
     def own_for_crystal(self, crystal_id: str) -> StoredListing | None:
-        row = self.store.conn.execute(
+        row = self.db.execute(
             "SELECT * FROM listings WHERE own_crystal_id=? AND superseded_by IS NULL "
             "ORDER BY skill_version DESC LIMIT 1",
             (crystal_id,),
@@ -250,7 +252,7 @@ class ListingBook:
         return None if row is None else _from_row(row)
 
     def own_active(self) -> list[StoredListing]:
-        rows = self.store.conn.execute(
+        rows = self.db.execute(
             "SELECT * FROM listings WHERE own_crystal_id IS NOT NULL AND superseded_by IS NULL "
             "AND expires_at_ms > ?",
             (now_ms(),),
@@ -259,7 +261,7 @@ class ListingBook:
 
     def count(self) -> int:
         return int(
-            self.store.conn.execute(
+            self.db.execute(
                 "SELECT COUNT(*) FROM listings WHERE superseded_by IS NULL AND expires_at_ms > ?",
                 (now_ms(),),
             ).fetchone()[0]

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
-import trio
 
 from node import metrics
 from node.config import NodeConfig
@@ -24,7 +23,7 @@ from node.market.gates import check_listable
 from node.market.ledger import MarketLedger
 from node.market.listings import ListingBook
 from node.market.pricing import ReputationSource, quote, scarcity_for
-from node.memory.facade import AsyncMemory
+from node.memory.async_memory import AsyncMemory
 from protocol.envelope import Envelope
 from protocol.identity import Identity
 from protocol.messages import (
@@ -63,15 +62,14 @@ class Publisher:
 
     async def publish_skill(self, crystal_id: str, name: str | None = None,
                             summary: str | None = None) -> dict[str, Any]:
-        memory = self.memory.memory
-        crystal = await self.memory.run(memory.get, crystal_id)
+        crystal = await self.memory.get(crystal_id)
         name, summary = listing_name_and_summary(crystal, name, summary)
         check_listable(
             crystal,
             min_executions=self.config.market.min_executions,
             min_success_rate=self.config.market.min_success_rate,
         )
-        crystal = await self.memory.run(memory.ensure_stable_skill_id, crystal.id)
+        crystal = await self.memory.ensure_stable_skill_id(crystal.id)
         assert crystal.stable_skill_id is not None
         similar = await self.memory.run(
             self.listings.count_similar, crystal.skill_category or "general", self.identity.public_key
@@ -130,7 +128,7 @@ class Publisher:
     async def store_listing(self, envelope: Envelope, own_crystal_id: str | None = None) -> bool:
         listing = envelope.message()
         assert isinstance(listing, SkillListing)
-        vectors = await trio.to_thread.run_sync(self.memory.memory.embed, [listing_text(listing)])
+        vectors = await self.memory.embed([listing_text(listing)])
         return await self.memory.run(
             self.listings.upsert, envelope, envelope.to_bytes(), vectors[0], own_crystal_id
         )
@@ -201,7 +199,7 @@ class Publisher:
             return []
         ids = [item.listing.listing_id for item in items]
         vectors = await self.memory.run(self.listings.embeddings, ids)
-        query_vector = (await trio.to_thread.run_sync(self.memory.memory.embed, [query]))[0]
+        query_vector = (await self.memory.embed([query]))[0]
         scored = []
         for item in items:
             vector = vectors.get(item.listing.listing_id)

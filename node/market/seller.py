@@ -26,7 +26,7 @@ from node.crystals.store import CrystalNotFound
 from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook, StoredListing
 from node.market.wire import authorization_of
-from node.memory.facade import AsyncMemory
+from node.memory.async_memory import AsyncMemory
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity
 from protocol.messages import (
@@ -115,7 +115,7 @@ class Seller:
         if stored.listing.expires_at_ms <= now_ms():
             return Refusal(ERROR_NOT_FOR_SALE, "listing expired")
         try:
-            crystal = await self.memory.run(self.memory.memory.store.get, stored.own_crystal_id)
+            crystal = await self.memory.get_stored(stored.own_crystal_id)
         except CrystalNotFound:
             return Refusal(ERROR_NOT_FOR_SALE, "the skill is no longer held by the seller")
         # Scope may have been tightened after listing: never ship a private crystal.
@@ -240,7 +240,7 @@ class Seller:
         if stored is None:
             return self._error(message.request_id, ERROR_UNKNOWN_LISTING, "listing unknown")
         try:
-            crystal = await self.memory.run(self.memory.memory.store.get, sale.crystal_id)
+            crystal = await self.memory.get_stored(sale.crystal_id)
         except CrystalNotFound:
             return self._error(message.request_id, ERROR_NOT_FOR_SALE, "the skill is gone")
         await self.memory.run(self.ledger.update_sale, sale.request_id, "delivered")

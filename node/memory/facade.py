@@ -1,28 +1,24 @@
 """A node's local memory: store + vector index + embedder + hormones, as one object.
 
-``Memory`` is synchronous (CLI, benchmarks, tests). ``AsyncMemory`` is what
-trio code uses: every store call goes through ``trio.to_thread.run_sync`` with a
-``CapacityLimiter(1)``, so SQLite sees one writer thread at a time.
+``Memory`` is synchronous (CLI, benchmarks, tests) and runs on the database's
+thread; trio code uses it through :class:`node.memory.async_memory.AsyncMemory`.
+The search path lives in :mod:`node.memory.search`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import numpy as np
-import trio
 
 from node.config import NodeConfig
 from node.crystals import governance as gov
 from node.crystals import provenance
-from node.crystals.fusion import fts_query, fuse, identifier_tokens
 from node.crystals.index import IndexParams, ProgressCallback, VectorIndex
-from node.crystals.lexical import exact_matcher
 from node.crystals.model import (
     LOCAL_ONLY_SCOPES,
     AccessScope,
@@ -38,7 +34,8 @@ from node.crystals.model import (
     Source,
     now_ms,
 )
-from node.crystals.store import CrystalNotFound, CrystalStore, Filters, StoreError
+from node.crystals.store import CrystalNotFound, CrystalStore
+from node.db import Database
 from node.memory.consolidation import ConsolidationInput, plan_consolidation
 from node.memory.embedder import Embedder, get_embedder
 from node.memory.hormones import (
@@ -46,17 +43,10 @@ from node.memory.hormones import (
     compute_crystal_influence,
     emotional_valence,
 )
+from node.memory.search import MemoryInputError, SearchHit, SearchRequest, search
 
 log = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-# Re-weighting after fusion stays small: relevance decides, importance and
-# recency (modulated by hormones) only break near-ties.
-IMPORTANCE_WEIGHT = 0.1
-RECENCY_WEIGHT = 0.05
-RECENCY_HALF_LIFE_MS = 7 * 24 * 3600 * 1000
 INDEX_SAVE_EVERY = 1000
 
 _SCOPE_RANK = {
@@ -65,38 +55,6 @@ _SCOPE_RANK = {
     AccessScope.PRIVATE: 2,
     AccessScope.CONFIDENTIAL: 3,
 }
-
-
-class MemoryInputError(StoreError):
-    """A memory operation was refused (bad input); nothing was written."""
-
-
-@dataclass
-class SearchHit:
-    crystal: Crystal
-    score: float
-    dense: float | None = None
-    lexical: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.crystal.id,
-            "score": round(self.score, 6),
-            "dense": self.dense,
-            "lexical": self.lexical,
-            "crystal": self.crystal.to_dict(),
-        }
-
-
-@dataclass
-class SearchRequest:
-    query: str
-    k: int = 10
-    semantic_types: tuple[str, ...] = ()
-    lifecycles: tuple[str, ...] = ()
-    scopes: tuple[str, ...] = ()
-    requester: str = gov.Requester.LOCAL_AGENT.value
-    record_access: bool = True
 
 
 @dataclass
@@ -124,8 +82,9 @@ class Memory:
     ) -> None:
         self.config = config
         self.embedder = embedder or get_embedder(config.memory.embedder)
-        self.store = CrystalStore(config.db_path)
+        self.db = Database(config.db_path)
         try:
+            self.store = CrystalStore(self.db)
             self.store.bind_embedder(self.embedder.name, self.embedder.dim)
             self.index = VectorIndex(
                 config.index_path,
@@ -139,7 +98,7 @@ class Memory:
             )
             self.index_state = self.index.open(self.store, progress)
         except BaseException:
-            self.store.close()
+            self.db.close()
             raise
         base_merge = config.memory.merge_overlap_threshold
         self.hormones = HormonalStateManager(base_merge_threshold=base_merge)
@@ -153,7 +112,7 @@ class Memory:
         if self.index.dirty:
             self.index.save()
         self.save_hormones()
-        self.store.close()
+        self.db.close()
 
     def save_hormones(self) -> None:
         self.store.set_meta("hormones", json.dumps(self.hormones.to_dict()))
@@ -242,72 +201,7 @@ class Memory:
 
     # --- retrieval ----------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> list[SearchHit]:
-        query = request.query.strip()
-        if not query:
-            raise MemoryInputError("empty search query")
-        k = max(1, min(request.k, 200))
-        lifecycles = request.lifecycles or tuple(
-            lc.value for lc in Lifecycle if lc not in (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
-        )
-        filters = Filters(request.semantic_types, lifecycles, request.scopes)
-        candidates = max(50, k * 5)
-        vector = self.embed([query])[0]
-        dense = self.index.query(vector, candidates)
-        lexical = self.store.fts(fts_query(query), candidates)
-        total_docs: list[int] = []  # counted only if fusion asks for a document frequency
-
-        def doc_freq(term: str) -> float:
-            if not total_docs:
-                total_docs.append(max(1, self.store.fts_doc_count()))
-            return self.store.fts_doc_freq(term) / total_docs[0]
-
-        fused = fuse(
-            query,
-            [(str(rowid), score) for rowid, score in dense],
-            [(str(rowid), score) for rowid, score in lexical],
-            k=candidates,
-            doc_freq=doc_freq,
-        )
-        rowids = [int(rowid) for rowid, _ in fused]
-        crystals = self.store.get_by_rowids(rowids)
-        dense_by_id = dict(dense)
-        lexical_by_id = dict(lexical)
-        retrieval = self.hormones.retrieval_modulation()
-        now = now_ms()
-        allowed_types = set(filters.semantic_types)
-        allowed_lifecycles = set(filters.lifecycles)
-        allowed_scopes = set(filters.scopes)
-        hits: list[SearchHit] = []
-        for rowid_text, fused_score in fused:
-            rowid = int(rowid_text)
-            crystal = crystals.get(rowid)
-            if crystal is None:
-                continue
-            if allowed_types and crystal.semantic_type.value not in allowed_types:
-                continue
-            if crystal.lifecycle.value not in allowed_lifecycles:
-                continue
-            if allowed_scopes and crystal.governance.access_scope.value not in allowed_scopes:
-                continue
-            if not gov.can_access(crystal.governance.access_scope, crystal.lifecycle, request.requester):
-                continue
-            age_ms = now - (crystal.last_accessed_at_ms or crystal.created_at_ms)
-            recency = math.exp(-math.log(2) * max(age_ms, 0) / RECENCY_HALF_LIFE_MS)
-            weight = (1 + IMPORTANCE_WEIGHT * crystal.importance_score * retrieval.importance_boost) * (
-                1 + RECENCY_WEIGHT * recency * retrieval.recency_bias
-            )
-            hits.append(
-                SearchHit(crystal, fused_score * weight, dense_by_id.get(rowid), lexical_by_id.get(rowid))
-            )
-        exact = exact_matcher(identifier_tokens(query))
-        hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
-        hits = hits[:k]
-        if request.record_access and hits:
-            self.store.record_access([hit.crystal.id for hit in hits], now)
-            for hit in hits:
-                hit.crystal.access_count += 1
-                hit.crystal.last_accessed_at_ms = now
-        return hits
+        return search(self.store, self.index, self.embed, self.hormones, request)
 
     def get(self, crystal_id: str, requester: str = gov.Requester.LOCAL_AGENT.value) -> Crystal:
         crystal = self.store.get(crystal_id)
@@ -443,31 +337,7 @@ class Memory:
         )
 
 
-class AsyncMemory:
-    """trio face of ``Memory``: one worker thread at a time touches SQLite and the index."""
-
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
-        self._limiter = trio.CapacityLimiter(1)
-
-    async def run(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await trio.to_thread.run_sync(
-            lambda: function(*args, **kwargs), limiter=self._limiter
-        )
-
-    async def add(self, text: str, **kwargs: Any) -> Crystal:
-        crystal = self.memory.prepare(text, **kwargs)
-        # Embedding is CPU work without SQLite: keep it outside the store's limiter.
-        vectors = await trio.to_thread.run_sync(self.memory.embed, [crystal.text])
-        results = await self.run(self.memory.add_crystals, [crystal], vectors)
-        return await self.run(self.memory.store.get, results[0].id)
-
-    async def search(self, request: SearchRequest) -> list[SearchHit]:
-        return await self.run(self.memory.search, request)
-
-
 __all__ = [
-    "AsyncMemory",
     "ConsolidationReport",
     "Memory",
     "MemoryInputError",

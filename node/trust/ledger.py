@@ -22,10 +22,10 @@ weather not signed by a management key, ...). After ``ban_after_offences`` of
 them the peer is banned.
 
 Storage: tables ``trust_peers`` (aggregates), ``trust_events`` (the log) and
-``trust_decisions`` (gate decisions) in the crystal store. Each write is one
+``trust_decisions`` (gate decisions) in the node's database (``node.trust.schema``). Each write is one
 transaction; the in-memory mirror of ``trust_peers`` is only updated after the
 transaction committed, so reads never see a write that did not happen. Like
-the store, a ``Ledger`` is owned by one thread at a time.
+every repository, a ``Ledger`` is used by one thread at a time (``Database.run``).
 """
 
 from __future__ import annotations
@@ -34,155 +34,41 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 from node.crystals.model import now_ms
-from node.crystals.store import CrystalStore
-from node.errors import CrystalmeshError
+from node.db import Database
+from node.trust import schema
 from node.trust.eigentrust import normalise_local_trust
+from node.trust.events import (
+    DEFAULT_INVALID_MESSAGE_WEIGHTS,
+    DEFAULT_OFFENCE_REASONS,
+    EventWeights,
+    PeerRecord,
+    TrustEvent,
+    UnknownPeerKey,
+    peer_key_hex,
+)
 
 logger = logging.getLogger(__name__)
 
 
-class TrustEvent(StrEnum):
-    DELIVERED_OK = "delivered_ok"
-    DELIVERY_FAILED = "delivery_failed"
-    DELIVERY_TAMPERED = "delivery_tampered"
-    EXECUTION_SUCCESS = "execution_success"
-    EXECUTION_FAILURE = "execution_failure"
-    INVALID_MESSAGE = "invalid_message"
-
-    @property
-    def satisfactory(self) -> bool:
-        return self in _SATISFACTORY
-
-
-_SATISFACTORY = frozenset({TrustEvent.DELIVERED_OK, TrustEvent.EXECUTION_SUCCESS})
-
-
-class UnknownPeerKey(CrystalmeshError, ValueError):
-    http_status = 404
-    code = "unknown_peer"
-
-    """A peer key is not a 32-byte Ed25519 public key (bytes or 64 hex digits)."""
-
-
-def peer_key_hex(peer_key: bytes | str) -> str:
-    """Canonical ledger key: lower-case hex of the 32-byte public key."""
-    if isinstance(peer_key, bytes | bytearray):
-        if len(peer_key) != 32:
-            raise UnknownPeerKey(f"a peer key is 32 bytes, got {len(peer_key)}")
-        return bytes(peer_key).hex()
-    text = str(peer_key).strip().lower()
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError as error:
-        raise UnknownPeerKey(f"not a hex public key: {peer_key!r}") from error
-    if len(raw) != 32:
-        raise UnknownPeerKey(f"a peer key is 32 bytes, got {len(raw)}")
-    return text
-
-
-# Reasons a gossip message is rejected (protocol.envelope.REASON_*), by weight.
-# Forged or garbage data is never an honest mistake: those are offences. Timing
-# and replay rejections happen to honest peers (clock skew, gossip races), and
-# "untrusted"/"rate_limited" are our own policy, so they weigh nothing here
-# (the gossipsub peer score already handles them).
-DEFAULT_INVALID_MESSAGE_WEIGHTS: Mapping[str, float] = MappingProxyType(
-    {
-        "bad_signature": 5.0,
-        "malformed": 5.0,
-        "oversize": 5.0,
-        "not_management": 5.0,
-        "sender_mismatch": 5.0,
-        "bad_body": 2.0,
-        "wrong_topic": 2.0,
-        "expiry_too_long": 2.0,
-        "unknown_kind": 0.5,
-        "stale": 0.0,
-        "replayed": 0.0,
-        "expired": 0.0,
-        "rate_limited": 0.0,
-        "untrusted": 0.0,
-    }
-)
-DEFAULT_OFFENCE_REASONS = frozenset(
-    {"bad_signature", "malformed", "oversize", "not_management", "sender_mismatch"}
-)
-
-
-@dataclass(frozen=True)
-class EventWeights:
-    """How much each event moves ``s_ij`` (all magnitudes ≥ 0; the sign comes from the kind).
-
-    A poisoned skill is delivered intact (``delivered_ok``, +1) and then fails
-    (``execution_failure``, −2), so selling poison always nets negative trust;
-    an honest sale nets +2.
-    """
-
-    delivered_ok: float = 1.0
-    execution_success: float = 1.0
-    delivery_failed: float = 1.0
-    execution_failure: float = 2.0
-    delivery_tampered: float = 10.0
-    invalid_message: Mapping[str, float] = field(
-        default_factory=lambda: dict(DEFAULT_INVALID_MESSAGE_WEIGHTS)
-    )
-    invalid_message_default: float = 1.0
-    offence_reasons: frozenset[str] = DEFAULT_OFFENCE_REASONS
-
-    def weight(self, event: TrustEvent, detail: str = "") -> float:
-        if event is TrustEvent.INVALID_MESSAGE:
-            return float(self.invalid_message.get(detail, self.invalid_message_default))
-        return float(getattr(self, event.value))
-
-    def is_offence(self, event: TrustEvent, detail: str = "") -> bool:
-        if event is TrustEvent.DELIVERY_TAMPERED:
-            return True
-        return event is TrustEvent.INVALID_MESSAGE and detail in self.offence_reasons
-
-
-@dataclass(frozen=True)
-class PeerRecord:
-    """One row of ``trust_peers``: the aggregate of every event about a peer."""
-
-    peer_key: str
-    satisfactory: float = 0.0
-    unsatisfactory: float = 0.0
-    events: int = 0
-    offences: int = 0
-    banned: bool = False
-    first_seen_ms: int = 0
-    last_event_ms: int = 0
-    last_reason: str = ""
-
-    @property
-    def local_trust(self) -> float:
-        """``s_ij``: satisfactory minus unsatisfactory weight."""
-        return self.satisfactory - self.unsatisfactory
-
-    @property
-    def has_evidence(self) -> bool:
-        """True once some weighted event is known (zero-weight events do not count)."""
-        return self.satisfactory > 0 or self.unsatisfactory > 0 or self.offences > 0
-
-
 class Ledger:
-    """Events and per-peer aggregates in the crystal store, mirrored in memory."""
+    """Events and per-peer aggregates in the node's database, mirrored in memory."""
 
     def __init__(
         self,
-        store: CrystalStore,
+        db: Database,
         weights: EventWeights | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        self.store = store
+        self.db = db
+        db.migrate(schema.CONCEPT, schema.MIGRATIONS)
         self.weights = weights or EventWeights()
         self.clock = clock
-        # The mirror is written by the store's thread and read from the event loop
+        # The mirror is written by the database's thread and read from the event loop
         # (levels, gossipsub scores): the lock keeps iteration safe.
         self._lock = threading.Lock()
         self._peers: dict[str, PeerRecord] = {}
@@ -191,7 +77,7 @@ class Ledger:
 
     def reload(self) -> None:
         """Re-read ``trust_peers`` into memory."""
-        rows = self.store.conn.execute("SELECT * FROM trust_peers").fetchall()
+        rows = self.db.execute("SELECT * FROM trust_peers").fetchall()
         with self._lock:
             self._peers = {row["peer_key"]: _record_from_row(row) for row in rows}
             self._row = None
@@ -216,7 +102,7 @@ class Ledger:
         at = self.clock() if at_ms is None else at_ms
         pending: dict[str, PeerRecord] = {}
         out: list[PeerRecord] = []
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             for peer_key, raw_event, detail in events:
                 key = peer_key_hex(peer_key)
                 event = TrustEvent(raw_event)
@@ -259,7 +145,7 @@ class Ledger:
             offences=before.offences if banned else 0,
             last_reason=reason,
         )
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             _upsert(conn, after)
         with self._lock:
             self._peers[key] = after
@@ -280,7 +166,7 @@ class Ledger:
         at = self.clock() if at_ms is None else at_ms
         verdict = "admitted" if admitted else "rejected"
         last_reason = f"{verdict} {kind}: {reason}"
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO trust_decisions(at_ms, peer_key, kind, admitted, level, reason) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -298,7 +184,7 @@ class Ledger:
 
     def prune(self, keep_events: int = 100_000, keep_decisions: int = 100_000) -> int:
         """Drop all but the newest rows of the event and decision logs (aggregates stay)."""
-        with self.store.transaction() as conn:
+        with self.db.transaction() as conn:
             removed = conn.execute(
                 "DELETE FROM trust_events WHERE id <= (SELECT MAX(id) FROM trust_events) - ?",
                 (keep_events,),
@@ -351,12 +237,12 @@ class Ledger:
             return self._row
 
     def events(self, peer_key: bytes | str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        return _select(self.store.conn, "trust_events", peer_key, limit)
+        return _select(self.db, "trust_events", peer_key, limit)
 
     def decisions(
         self, peer_key: bytes | str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
-        rows = _select(self.store.conn, "trust_decisions", peer_key, limit)
+        rows = _select(self.db, "trust_decisions", peer_key, limit)
         for row in rows:
             row["admitted"] = bool(row["admitted"])
         return rows
@@ -399,13 +285,25 @@ def _upsert(conn: sqlite3.Connection, record: PeerRecord) -> None:
 
 
 def _select(
-    conn: sqlite3.Connection, table: str, peer_key: bytes | str | None, limit: int
+    db: Database, table: str, peer_key: bytes | str | None, limit: int
 ) -> list[dict[str, Any]]:
     if peer_key is None:
-        rows = conn.execute(f"SELECT * FROM {table} ORDER BY id DESC LIMIT ?", (limit,))
+        rows = db.execute(f"SELECT * FROM {table} ORDER BY id DESC LIMIT ?", (limit,))
     else:
-        rows = conn.execute(
+        rows = db.execute(
             f"SELECT * FROM {table} WHERE peer_key=? ORDER BY id DESC LIMIT ?",
             (peer_key_hex(peer_key), limit),
         )
     return [dict(row) for row in rows.fetchall()]
+
+
+__all__ = [
+    "DEFAULT_INVALID_MESSAGE_WEIGHTS",
+    "DEFAULT_OFFENCE_REASONS",
+    "EventWeights",
+    "Ledger",
+    "PeerRecord",
+    "TrustEvent",
+    "UnknownPeerKey",
+    "peer_key_hex",
+]

@@ -1,7 +1,7 @@
 """A measured Sybil defence: honest and malicious peers exchanging trust reports, no network.
 
-Every simulated node is a real :class:`TrustService` over an in-memory crystal
-store, so the simulation exercises the same ledger, report, matrix,
+Every simulated node is a real :class:`TrustService` over an in-memory database
+(``node.db.Database``), so the simulation exercises the same ledger, report, matrix,
 EigenTrust, level and gate code as a running node; only gossip is replaced by
 handing every report to every node.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from node.config import NodeConfig
-from node.crystals.store import CrystalStore
+from node.db import Database
 from node.trust.ledger import TrustEvent
 from node.trust.levels import TrustLevel
 from node.trust.service import TrustService
@@ -118,7 +118,7 @@ def simulate(scenario: SybilScenario = SybilScenario()) -> SimulationResult:
     malicious = list(range(scenario.honest, total))
     management = {keys[i] for i in honest[: scenario.management]}
     config = NodeConfig()
-    stores = [CrystalStore(Path(":memory:")) for _ in honest]
+    stores = [Database(Path(":memory:")) for _ in honest]
     services = {
         i: TrustService(
             stores[i],

@@ -91,11 +91,11 @@ def check_recovered(data_dir: Path, reported: list[str]) -> Memory:
     config = load_config(data_dir, overrides={"memory": {"embedder": "hashing"}}, environ={})
     memory = Memory(config)
     assert memory.index_state in {"caught_up", "rebuilt"}
-    integrity = memory.store.conn.execute("PRAGMA integrity_check").fetchone()[0]
+    integrity = memory.store.db.execute("PRAGMA integrity_check").fetchone()[0]
     assert integrity == "ok"
-    memory.store.conn.execute("INSERT INTO crystals_fts(crystals_fts) VALUES('integrity-check')")
+    memory.store.db.execute("INSERT INTO crystals_fts(crystals_fts) VALUES('integrity-check')")
     stored = {
-        row[0] for row in memory.store.conn.execute("SELECT id FROM crystals").fetchall()
+        row[0] for row in memory.store.db.execute("SELECT id FROM crystals").fetchall()
     }
     missing = set(reported) - stored
     assert not missing, f"{len(missing)} committed crystals lost"

@@ -150,9 +150,9 @@ def test_dashboard_shows_the_devnet_and_buys_a_listing(
     try:
         browser.get(login_url)
         assert browser.current_url.endswith("/dashboard"), (
-            f"login link did not redirect (is register_dashboard wired?): {browser.current_url}")
+            f"login link did not redirect (is the dashboard router in build_app?): {browser.current_url}")
         assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="login-page"]'), \
-            "the login link did not log in (is register_dashboard wired into NodeService?)"
+            "the login link did not log in (is the dashboard router in build_app?)"
         assert wait_for("node name", lambda: browser.find_element(
             By.CSS_SELECTOR, '[data-testid="node-name"]').text == "node-2")
 

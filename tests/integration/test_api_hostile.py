@@ -105,6 +105,10 @@ async def test_a_claimed_huge_body_is_refused_at_once(node: NodeService) -> None
     ("/v1/crystals", {"text": "x", "type": "skill", "tags": 5}, "tags"),
     ("/v1/crystals", {"text": "\ud800 lone surrogate"}, "surrogate"),
     ("/v1/crystals/search", {"query": "x", "k": "ten"}, "k"),
+    ("/v1/crystals/search", {"query": "x", "k": "10"}, "k"),
+    ("/v1/purchases", {"listing_id": "abc", "max_price_micro_usdc": 1.5}, "max_price_micro_usdc"),
+    ("/v1/purchases", {"listing_id": "abc", "max_price_micro_usdc": True}, "max_price_micro_usdc"),
+    ("/v1/crystals", {"text": "x", "owner": "someone"}, "owner"),
     ("/v1/crystals/search", {"query": "x", "types": ["nonsense"]}, "types"),
     ("/v1/skills/whatever/executions", {"success": True, "reward": "high"}, "reward"),
 ])
@@ -148,4 +152,24 @@ async def test_generated_bodies_never_give_5xx(node: NodeService) -> None:
             for path in ("/v1/crystals", "/v1/crystals/search"):
                 response = await client.post(path, content=body)
                 assert response.status_code < 500, (path, body, response.text)
+    await still_serves(node)
+
+
+async def test_a_slow_body_ends_in_408(node: NodeService, monkeypatch: pytest.MonkeyPatch) -> None:
+    from node.api import guards
+
+    monkeypatch.setattr(guards, "BODY_TIMEOUT_S", 0.5)
+    before = await total(node)
+
+    def raw() -> bytes:
+        with socket.create_connection(("127.0.0.1", node.api_port), timeout=30) as sock:
+            sock.sendall(b"POST /v1/crystals HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                         b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 20\r\n\r\n{\"text\": "
+                         % (node.api_port, node.api_token.encode()))
+            return sock.recv(4096)  # the rest of the body never comes
+
+    answer = await trio.to_thread.run_sync(raw)
+    assert answer.startswith(b"HTTP/1.1 408")
+    assert await total(node) == before
     await still_serves(node)

@@ -19,8 +19,9 @@ from node.crystals.model import (
     now_ms,
 )
 from node.crystals.store import CrystalNotFound, EmbedderMismatch, StoreError
+from node.memory.async_memory import AsyncMemory
 from node.memory.embedder import HashingEmbedder
-from node.memory.facade import AsyncMemory, Memory, MemoryInputError, SearchRequest
+from node.memory.facade import Memory, MemoryInputError, SearchRequest
 
 SECRET = "my api key is sk-live-4eC39HqLyjWDarjtT1zdp7dc for the billing service"
 DAY_MS = 24 * 3600 * 1000
@@ -188,7 +189,7 @@ def test_consolidation_expires_unaccessed_crystal_and_purge_removes_it(memory: M
     stale = memory.add("the old office wifi password was changed in spring")
     fresh = memory.add("the new office opens at nine")
     old_skill = memory.add("reset the office router", semantic_type=SemanticType.SKILL)
-    memory.store.conn.execute(
+    memory.store.db.execute(
         "UPDATE crystals SET created_at_ms=?, last_accessed_at_ms=NULL WHERE id IN (?, ?)",
         (year_ago, stale.id, old_skill.id),
     )
@@ -219,7 +220,7 @@ def test_consolidate_with_purge_and_reopen_keeps_index_valid(node_config: NodeCo
     first = reopen(node_config)
     old = first.add("an ancient note nobody reads")
     first.add("a note from today")
-    first.store.conn.execute(
+    first.store.db.execute(
         "UPDATE crystals SET created_at_ms=? WHERE id=?", (now_ms() - 400 * DAY_MS, old.id)
     )
     report = first.consolidate(purge=True)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 
 from node.crystals.model import Crystal, Lifecycle, SemanticType
-from node.crystals.schema import MIGRATIONS, SCHEMA_VERSION, SchemaError
+from node.crystals.schema import CONCEPT, MIGRATIONS, SCHEMA_VERSION
 from node.crystals.store import (
     CrystalNotFound,
     CrystalStore,
@@ -21,6 +21,7 @@ from node.crystals.store import (
     Filters,
     StoreError,
 )
+from node.db import Database, SchemaError
 from tests.unit.test_model import crystals
 
 
@@ -34,80 +35,53 @@ def store(tmp_path: Path) -> Iterator[CrystalStore]:
 
 
 def count(store: CrystalStore, table: str) -> int:
-    return int(store.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+    return int(store.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
 def snapshot(store: CrystalStore) -> dict[str, Any]:
     """Everything a failed write must leave untouched."""
     return {
-        table: store.conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+        table: store.db.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
         for table in ("crystals", "memory_audit_log", "meta", "skill_executions")
-    } | {"fts": store.conn.execute("SELECT rowid, text FROM crystals_fts ORDER BY rowid").fetchall()}
+    } | {"fts": store.db.execute("SELECT rowid, text FROM crystals_fts ORDER BY rowid").fetchall()}
 
 
 def fts_consistent(store: CrystalStore) -> None:
     # FTS5 compares its index with the external content table and raises if they disagree.
-    store.conn.execute("INSERT INTO crystals_fts(crystals_fts) VALUES('integrity-check')")
+    store.db.execute("INSERT INTO crystals_fts(crystals_fts) VALUES('integrity-check')")
 
 
 # --- schema -----------------------------------------------------------------------------------
 
 
 def test_wal_mode_and_schema_version(store: CrystalStore) -> None:
-    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
-    tables = {row[0] for row in store.conn.execute("SELECT name FROM sqlite_master")}
-    assert {"crystals", "crystals_fts", "memory_audit_log", "skill_executions", "listings"} <= tables
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert store.db.schema_version("crystals") == SCHEMA_VERSION
+    tables = {row[0] for row in store.db.execute("SELECT name FROM sqlite_master")}
+    assert {"crystals", "crystals_fts", "memory_audit_log", "skill_executions", "meta"} <= tables
+    assert "listings" not in tables  # the market's tables are the market repository's
 
 
 def test_reopening_applies_no_migration(tmp_path: Path) -> None:
     CrystalStore(tmp_path / "c.db").close()
-    again = CrystalStore(tmp_path / "c.db")
-    assert again.get_meta("schema_version") == str(SCHEMA_VERSION)
-    again.close()
-
-
-def test_version_1_database_is_migrated_forward(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    for statement in MIGRATIONS[0]:
-        conn.execute(statement)
-    conn.execute("INSERT INTO meta(key, value) VALUES('schema_version', '1')")
-    conn.close()
-    # Write a crystal with the version-1 schema, as old code would have.
-    old = CrystalStore.__new__(CrystalStore)
-    old.path = path
-    old.conn = sqlite3.connect(path, isolation_level=None)
-    old.conn.row_factory = sqlite3.Row
-    legacy = Crystal(text="written by schema version one")
-    with old.transaction() as tx:
-        old._insert(tx, legacy)
-    old.conn.close()
-
-    store = CrystalStore(path)
-    try:
-        assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
-        assert store.get(legacy.id).text == legacy.text
-        assert store.fts('"version"', 5)  # the old row is still searchable
-        store.record_execution(legacy.id, True, 1.0)  # needs the version-2 table
-        assert count(store, "skill_executions") == 1
-        assert count(store, "listings") == 0
-    finally:
-        store.close()
+    db = Database(tmp_path / "c.db")
+    assert db.migrate(CONCEPT, MIGRATIONS) == 0
+    again = CrystalStore(db)
+    assert again.db.schema_versions() == {"crystals": SCHEMA_VERSION}
+    db.close()
 
 
 def test_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     CrystalStore(path).close()
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    conn.execute("UPDATE schema_versions SET version=? WHERE concept='crystals'", (SCHEMA_VERSION + 1,))
     conn.close()
-    with pytest.raises(SchemaError, match=f"version {SCHEMA_VERSION + 1} is newer"):
+    with pytest.raises(SchemaError, match=f"version {SCHEMA_VERSION + 1}, newer"):
         CrystalStore(path)
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(
-        SCHEMA_VERSION + 1
-    )
+    assert conn.execute("SELECT version FROM schema_versions").fetchall() == [(SCHEMA_VERSION + 1,)]
     conn.close()
 
 
@@ -169,7 +143,7 @@ def test_failing_write_mid_batch_leaves_nothing(store: CrystalStore) -> None:
     with pytest.raises(sqlite3.IntegrityError):
         store.add_many(batch)
     assert snapshot(store) == before
-    assert not store.conn.in_transaction
+    assert not store.db.in_transaction
     fts_consistent(store)
     # The store is still usable afterwards.
     assert store.add(Crystal(text="first new one")).created
@@ -336,7 +310,7 @@ def test_record_execution_accumulates_stats(store: CrystalStore) -> None:
     assert after.execution.reward_sum == pytest.approx(1.8)
     # +0.08 +0.10 -0.01 (a failure counts at least 0.1 against, times 0.1)
     assert after.steering_reward == pytest.approx(0.17)
-    rows = store.conn.execute(
+    rows = store.db.execute(
         "SELECT at_ms, success, reward FROM skill_executions WHERE crystal_id=? ORDER BY id",
         (skill,),
     ).fetchall()

@@ -1,4 +1,4 @@
-"""TrustService over a real CrystalStore file: persistence, gossip envelopes, the run loop."""
+"""TrustService over a real database file: persistence, gossip envelopes, the run loop."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import trio
 import trio.testing
 
 from node.config import NodeConfig
-from node.crystals.schema import SCHEMA_VERSION
-from node.crystals.store import CrystalStore
+from node.db import Database
 from node.net.validation import Rejection
+from node.trust import schema as trust_schema
 from node.trust.ledger import TrustEvent
 from node.trust.levels import TrustLevel
 from node.trust.service import TrustService, trust_rows_for_api
@@ -29,7 +29,7 @@ def make(
     config: NodeConfig | None = None,
 ) -> TrustService:
     return TrustService(
-        CrystalStore(path),
+        Database(path),
         config or NodeConfig(),
         own.public_key,
         {management.public_key},
@@ -41,21 +41,23 @@ def make(
 def test_ledger_and_bans_survive_a_restart(tmp_path: Path) -> None:
     own, management, seller, cheat = (Identity.generate() for _ in range(4))
     trust = make(tmp_path / "crystals.db", own, management)
-    assert trust.ledger.store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    check = Database(tmp_path / "crystals.db")
+    assert check.schema_version("trust") == trust_schema.SCHEMA_VERSION
+    check.close()
     trust.record(seller.public_key, TrustEvent.DELIVERED_OK)
     trust.record(seller.public_key, TrustEvent.EXECUTION_SUCCESS)
     for _ in range(3):
         trust.on_rejection(Rejection(cheat.peer_id, "bad_signature", "/crystalmesh/1/skills"))
     trust.flush_rejections()
     trust.gate(cheat.public_key)
-    trust.ledger.store.close()
+    trust.ledger.db.close()
 
     again = make(tmp_path / "crystals.db", own, management)
     assert again.level(cheat.public_key) is TrustLevel.BANNED
     assert again.peers_to_ban() == [cheat.public_key]
     assert dict(again.ledger.normalised_row()) == {seller.public_key.hex(): 1.0}
     assert again.ledger.decisions(cheat.public_key)[0]["reason"] == "banned"
-    again.ledger.store.close()
+    again.ledger.db.close()
 
 
 async def test_reports_from_gossip_envelopes_feed_eigentrust(tmp_path: Path) -> None:
@@ -74,7 +76,7 @@ async def test_reports_from_gossip_envelopes_feed_eigentrust(tmp_path: Path) -> 
     rows = {row["peer_key"]: row for row in trust_rows_for_api(trust)}
     assert rows[seller.public_key.hex()]["peer_id"] == peer_id_from_public_key(seller.public_key)
     assert rows[management.public_key.hex()]["level"] == "verified"
-    trust.ledger.store.close()
+    trust.ledger.db.close()
 
 
 async def test_run_publishes_reports_and_hands_out_bans(tmp_path: Path) -> None:
@@ -109,4 +111,4 @@ async def test_run_publishes_reports_and_hands_out_bans(tmp_path: Path) -> None:
     assert published[0].row[0].weight_ppm == PPM
     assert banned == [cheat.peer_id]  # once, not every round
     assert published[0].epoch < published[1].epoch < published[2].epoch
-    trust.ledger.store.close()
+    trust.ledger.db.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from node.config import NodeConfig
-from node.crystals.store import CrystalStore
+from node.db import Database
 from node.net.validation import Rejection
 from node.trust.gate import (
     REASON_ADMITTED,
@@ -47,7 +47,7 @@ def weather() -> Weather:
 
 @pytest.fixture
 def trust(weather: Weather) -> Iterator[TrustService]:
-    store = CrystalStore(Path(":memory:"))
+    store = Database(Path(":memory:"))
     service = TrustService(store, NodeConfig(), OWN, {MANAGEMENT}, weather, clock=lambda: 1_000_000)
     # GOOD: 9 good deliveries, OKAY: 1 → c = 0.9 / 0.1 over 2 rated peers
     for _ in range(9):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from node.crystals.store import CrystalStore
+from node.db import Database
 from node.trust.ledger import EventWeights, Ledger, TrustEvent, UnknownPeerKey, peer_key_hex
 
 A = bytes([1]) * 32
@@ -16,13 +16,13 @@ C = bytes([3]) * 32
 
 
 @pytest.fixture
-def store() -> Iterator[CrystalStore]:
-    store = CrystalStore(Path(":memory:"))
+def store() -> Iterator[Database]:
+    store = Database(Path(":memory:"))
     yield store
     store.close()
 
 
-def test_local_trust_is_satisfactory_minus_unsatisfactory(store: CrystalStore) -> None:
+def test_local_trust_is_satisfactory_minus_unsatisfactory(store: Database) -> None:
     ledger = Ledger(store, clock=lambda: 1000)
     ledger.record(A, TrustEvent.DELIVERED_OK)
     ledger.record(A, TrustEvent.EXECUTION_SUCCESS)
@@ -36,7 +36,7 @@ def test_local_trust_is_satisfactory_minus_unsatisfactory(store: CrystalStore) -
     assert sorted(ledger.distrusted()) == [B.hex()]
 
 
-def test_tampered_delivery_weighs_heavily_and_is_an_offence(store: CrystalStore) -> None:
+def test_tampered_delivery_weighs_heavily_and_is_an_offence(store: Database) -> None:
     ledger = Ledger(store)
     for _ in range(5):
         ledger.record(A, TrustEvent.DELIVERED_OK)
@@ -47,7 +47,7 @@ def test_tampered_delivery_weighs_heavily_and_is_an_offence(store: CrystalStore)
     assert ledger.normalised_row() == {}
 
 
-def test_invalid_message_weights_by_reason(store: CrystalStore) -> None:
+def test_invalid_message_weights_by_reason(store: Database) -> None:
     ledger = Ledger(store)
     stale = ledger.record(A, TrustEvent.INVALID_MESSAGE, "stale")
     assert stale.local_trust == 0 and not stale.has_evidence and stale.offences == 0
@@ -57,13 +57,13 @@ def test_invalid_message_weights_by_reason(store: CrystalStore) -> None:
     assert body.local_trust == -2 and body.offences == 0
 
 
-def test_weights_are_configurable(store: CrystalStore) -> None:
+def test_weights_are_configurable(store: Database) -> None:
     ledger = Ledger(store, EventWeights(execution_failure=0.5))
     ledger.record(A, TrustEvent.DELIVERED_OK)
     assert ledger.record(A, TrustEvent.EXECUTION_FAILURE).local_trust == 0.5
 
 
-def test_events_and_aggregates_survive_a_reload(store: CrystalStore) -> None:
+def test_events_and_aggregates_survive_a_reload(store: Database) -> None:
     ledger = Ledger(store, clock=lambda: 42)
     ledger.record_many(
         [(A, "delivered_ok", ""), (A, "execution_success", ""), (B, "delivery_failed", "")]
@@ -74,17 +74,17 @@ def test_events_and_aggregates_survive_a_reload(store: CrystalStore) -> None:
     assert again.events(B)[0]["weight"] == -1.0
 
 
-def test_a_failed_write_changes_nothing(store: CrystalStore) -> None:
+def test_a_failed_write_changes_nothing(store: Database) -> None:
     ledger = Ledger(store)
     ledger.record(A, TrustEvent.DELIVERED_OK)
     with pytest.raises(ValueError):
         ledger.record_many([(B, "delivered_ok", ""), (C, "no_such_event", "")])
     assert ledger.peer(B) is None
     assert Ledger(store).local_trust() == {A.hex(): 1.0}
-    assert store.conn.execute("SELECT COUNT(*) FROM trust_events").fetchone()[0] == 1
+    assert store.execute("SELECT COUNT(*) FROM trust_events").fetchone()[0] == 1
 
 
-def test_ban_and_unban(store: CrystalStore) -> None:
+def test_ban_and_unban(store: Database) -> None:
     ledger = Ledger(store)
     ledger.record(A, TrustEvent.DELIVERED_OK)
     ledger.record(A, TrustEvent.DELIVERY_TAMPERED)
@@ -94,7 +94,7 @@ def test_ban_and_unban(store: CrystalStore) -> None:
     assert not unbanned.banned and unbanned.offences == 0
 
 
-def test_prune_keeps_the_newest_events(store: CrystalStore) -> None:
+def test_prune_keeps_the_newest_events(store: Database) -> None:
     ledger = Ledger(store)
     for _ in range(5):
         ledger.record(A, TrustEvent.DELIVERED_OK)

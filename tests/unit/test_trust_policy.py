@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from node.config import NodeConfig
-from node.crystals.store import CrystalStore
+from node.db import Database
 from node.trust.ledger import TrustEvent
 from node.trust.levels import TrustLevel
 from node.trust.policy import TRUSTED_RECORD, assess
@@ -21,7 +21,7 @@ SELLERS = [bytes([i]) * 32 for i in range(1, 7)]
 
 @pytest.fixture
 def trust() -> Iterator[TrustService]:
-    store = CrystalStore(Path(":memory:"))
+    store = Database(Path(":memory:"))
     service = TrustService(store, NodeConfig(), OWN, {MANAGEMENT}, lambda: True,
                            clock=lambda: 1_000_000)
     yield service

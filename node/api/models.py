@@ -1,0 +1,132 @@
+"""The typed shape of every request body and query the API accepts (pydantic v2).
+
+FastAPI validates each request against these before a route runs; a bad field is
+a 400 naming it (``node.api.errors``) and nothing is written. Numbers are strict
+(``"10"`` is not 10, ``true`` is not 1): money is integer micro-USDC. Unknown
+body fields are refused. Limits mirror ``node.memory.requests`` (which checks
+again, for the CLI path that does not pass through HTTP).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from node.crystals.model import AccessScope, Lifecycle, SemanticType
+from node.memory.requests import MAX_TAGS, MAX_TEXT_CHARS, MAX_TTL_MS
+
+MAX_MICRO_USDC = 10**12
+
+StrictInt = Annotated[int, Field(strict=True)]
+MicroUsdc = Annotated[int, Field(strict=True, ge=0, le=MAX_MICRO_USDC)]
+Id = Annotated[str, Field(min_length=1, max_length=256)]
+Short = Annotated[str, Field(max_length=256)]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+
+class CrystalIn(Body):
+    """``POST /v1/crystals``: one memory to store."""
+
+    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+    type: SemanticType | None = None
+    scope: AccessScope | None = None
+    path: Annotated[str, Field(max_length=1024)] | None = None
+    ttl_ms: Annotated[int, Field(strict=True, gt=0, le=MAX_TTL_MS)] | None = None
+    category: Annotated[str, Field(max_length=64)] | None = None
+    tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=32)]],
+                    Field(max_length=MAX_TAGS)] | None = None
+
+
+class SearchIn(Body):
+    """``POST /v1/crystals/search``."""
+
+    query: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"\S")]
+    k: Annotated[int, Field(strict=True, ge=1, le=100)] = 10
+    types: list[SemanticType] = []
+    lifecycles: list[Lifecycle] = []
+    scopes: list[AccessScope] = []
+
+
+class ConsolidateIn(Body):
+    """``POST /v1/memory/consolidate``: ``purge`` also deletes expired/unrecoverable crystals."""
+
+    purge: Annotated[bool, Field(strict=True)] = False
+
+
+class ExecutionIn(Body):
+    """``POST /v1/skills/{crystal_id}/executions``: how a run of the skill went."""
+
+    success: Annotated[bool, Field(strict=True)]
+    reward: Annotated[float, Field(strict=True, ge=0.0, le=1.0)] | None = None
+
+
+class VersionIn(Body):
+    """``POST /v1/skills/{crystal_id}/versions``."""
+
+    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+
+
+class PublishIn(Body):
+    """``POST /v1/skills/{crystal_id}/publish``: optional listing name and summary."""
+
+    name: Short | None = None
+    summary: Annotated[str, Field(max_length=4096)] | None = None
+
+
+class PurchaseIn(Body):
+    """``POST /v1/purchases``: buy a listing, never above ``max_price_micro_usdc``."""
+
+    listing_id: Id
+    max_price_micro_usdc: MicroUsdc | None = None
+    again: Annotated[bool, Field(strict=True)] = False
+
+
+class RedeliverIn(Body):
+    """``POST /v1/purchases/redeliver``."""
+
+    listing_id: Id
+
+
+class WeatherIn(Body):
+    """``POST /v1/weather/broadcast`` (management nodes only)."""
+
+    level: Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
+    duration_s: Annotated[int, Field(strict=True, gt=0, le=10**9)]
+    reason: Annotated[str, Field(max_length=512)] = ""
+
+
+class LoginIn(Body):
+    """``POST /dashboard/login`` as JSON or a form: the API token."""
+
+    token: Annotated[str, Field(max_length=256)] = ""
+
+
+class ListingsQuery(BaseModel):
+    """``GET /v1/listings`` query: filters (``tag`` may repeat)."""
+
+    category: Short | None = None
+    max_price: Annotated[int, Field(ge=0, le=MAX_MICRO_USDC)] | None = None
+    tag: list[Short] = []
+
+
+class ListingSearchQuery(ListingsQuery):
+    """``GET /v1/listings/search`` query."""
+
+    q: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"\S")]
+    k: Annotated[int, Field(ge=1, le=100)] = 10
+
+
+class LimitQuery(BaseModel):
+    """``GET /v1/purchases`` and ``/v1/sales`` query."""
+
+    limit: Annotated[int, Field(ge=1, le=10_000)] = 100
+
+
+class LoginLinkQuery(BaseModel):
+    """``GET /dashboard/login`` query: the one-time code."""
+
+    code: Annotated[str, Field(max_length=256)] = ""

@@ -1,0 +1,178 @@
+"""Reads of the crystal repository: lookups, lexical (FTS5) and vector scans, statistics.
+
+A base of :class:`node.crystals.store.CrystalStore`; kept apart so the writes,
+with their transactions and audit rows, read on their own.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from node.crystals.model import Crystal
+from node.crystals.rows import COLUMNS, Filters, row_to_crystal
+from node.db import Database
+from node.errors import CrystalmeshError
+
+
+class StoreError(CrystalmeshError, RuntimeError):
+    """A store operation could not be carried out; nothing was written."""
+
+
+class CrystalNotFound(StoreError):
+    http_status = 404
+    code = "not_found"
+
+    def __init__(self, crystal_id: str) -> None:
+        super().__init__(f"no crystal with id {crystal_id!r}")
+        self.crystal_id = crystal_id
+
+
+class CrystalReads:
+    db: Database
+
+    def audit_log(self, crystal_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        if crystal_id:
+            rows = self.db.execute(
+                "SELECT * FROM memory_audit_log WHERE crystal_id=? ORDER BY id DESC LIMIT ?",
+                (crystal_id, limit),
+            ).fetchall()
+        else:
+            rows = self.db.execute(
+                "SELECT * FROM memory_audit_log ORDER BY id DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [dict(row) | {"detail": json.loads(row["detail_json"])} for row in rows]
+
+    def get(self, crystal_id: str, with_embedding: bool = False) -> Crystal:
+        row = self.db.execute(
+            f"SELECT {COLUMNS} FROM crystals WHERE id=?", (crystal_id,)
+        ).fetchone()
+        if row is None:
+            # Let users type a unique id prefix, as with git hashes.
+            if 4 <= len(crystal_id) < 36:
+                rows = self.db.execute(
+                    f"SELECT {COLUMNS} FROM crystals WHERE id LIKE ? LIMIT 2",
+                    (crystal_id.replace("%", "") + "%",),
+                ).fetchall()
+                if len(rows) == 1:
+                    return row_to_crystal(rows[0], with_embedding)
+            raise CrystalNotFound(crystal_id)
+        return row_to_crystal(row, with_embedding)
+
+    def get_by_rowids(self, rowids: Sequence[int]) -> dict[int, Crystal]:
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        rows = self.db.execute(
+            f"SELECT rowid AS rid, {COLUMNS} FROM crystals WHERE rowid IN ({marks})", tuple(rowids)
+        ).fetchall()
+        return {int(row["rid"]): row_to_crystal(row) for row in rows}
+
+    def find_by_hash(self, text_hash: str) -> Crystal | None:
+        row = self.db.execute(
+            f"SELECT {COLUMNS} FROM crystals WHERE hash=?", (text_hash,)
+        ).fetchone()
+        return None if row is None else row_to_crystal(row)
+
+    def list_crystals(
+        self, filters: Filters | None = None, limit: int = 50, order: str = "created_at_ms DESC"
+    ) -> list[Crystal]:
+        where, params = (filters or Filters()).sql()
+        rows = self.db.execute(
+            f"SELECT {COLUMNS} FROM crystals c WHERE {where} ORDER BY {order} LIMIT ?",
+            (*params, limit),
+        ).fetchall()
+        return [row_to_crystal(row) for row in rows]
+
+    def skill_versions(self, stable_skill_id: str) -> list[Crystal]:
+        rows = self.db.execute(
+            f"SELECT {COLUMNS} FROM crystals WHERE stable_skill_id=? ORDER BY skill_version",
+            (stable_skill_id,),
+        ).fetchall()
+        return [row_to_crystal(row) for row in rows]
+
+    def fts(self, match: str, limit: int) -> list[tuple[int, float]]:
+        """BM25 top-k as (rowid, bm25) in FTS5's convention: negative, lower is better."""
+        if not match:
+            return []
+        try:
+            rows = self.db.execute(
+                "SELECT rowid, bm25(crystals_fts) AS score FROM crystals_fts "
+                "WHERE crystals_fts MATCH ? ORDER BY score LIMIT ?",
+                (match, limit),
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return []
+        return [(int(row[0]), float(row[1])) for row in rows]
+
+    def fts_doc_count(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM crystals").fetchone()[0])
+
+    def fts_doc_freq(self, term: str) -> int:
+        """How many crystals contain ``term`` (for IDF weighting of the lexical side)."""
+        try:
+            row = self.db.execute(
+                "SELECT COUNT(*) FROM crystals_fts WHERE crystals_fts MATCH ?",
+                ('"' + term.replace('"', '""') + '"',),
+            ).fetchone()
+        except sqlite3.OperationalError:
+            return 0
+        return int(row[0])
+
+    def vectors(self, batch: int = 2048, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yield (rowids, vectors) of every crystal with an embedding, in rowid order."""
+        last = after_rowid
+        while True:
+            rows = self.db.execute(
+                "SELECT rowid, embedding FROM crystals WHERE embedding IS NOT NULL AND rowid > ? "
+                "ORDER BY rowid LIMIT ?",
+                (last, batch),
+            ).fetchall()
+            if not rows:
+                return
+            ids = np.array([row[0] for row in rows], dtype=np.int64)
+            vectors = np.vstack([np.frombuffer(row[1], dtype=np.float32) for row in rows])
+            yield ids, vectors
+            last = int(ids[-1])
+
+    def vector_stats(self) -> tuple[int, int]:
+        """(count, max rowid) of crystals with embeddings: what the index must hold."""
+        row = self.db.execute(
+            "SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM crystals WHERE embedding IS NOT NULL"
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
+    def consolidation_rows(self) -> list[sqlite3.Row]:
+        return self.db.execute(
+            "SELECT id, path, semantic_type, lifecycle, access_count, last_accessed_at_ms, "
+            "created_at_ms, emotional_valence, governance_json, importance_score, embedding "
+            "FROM crystals WHERE lifecycle NOT IN ('expired', 'archived')"
+        ).fetchall()
+
+    def stats(self) -> dict[str, Any]:
+        by_lifecycle = dict(
+            self.db.execute("SELECT lifecycle, COUNT(*) FROM crystals GROUP BY lifecycle").fetchall()
+        )
+        by_type = dict(
+            self.db.execute(
+                "SELECT semantic_type, COUNT(*) FROM crystals GROUP BY semantic_type"
+            ).fetchall()
+        )
+        by_scope = dict(
+            self.db.execute("SELECT access_scope, COUNT(*) FROM crystals GROUP BY access_scope").fetchall()
+        )
+        total = sum(by_lifecycle.values())
+        return {
+            "total": total,
+            "by_lifecycle": by_lifecycle,
+            "by_type": by_type,
+            "by_scope": by_scope,
+            "embedder": self.db.get_meta("embedder_name"),
+            "dim": int(self.db.get_meta("embedder_dim") or 0),
+            "last_consolidation_ms": int(self.db.get_meta("last_consolidation_ms") or 0) or None,
+        }
+

@@ -1,0 +1,227 @@
+"""The node's database owner: one SQLite file, one connection, one writer.
+
+Every concept that keeps state in the node's database (crystals, trust, market)
+has a schema module with an ordered list of migrations and a repository that
+receives a :class:`Database`; nothing else opens or reaches a connection.
+
+* The connection runs in WAL mode with foreign keys on and a busy timeout.
+* Writes are explicit transactions (``with db.transaction() as conn``); a
+  nested use joins the outer transaction, so a repository method can be
+  composed into a larger atomic write.
+* Under trio every call goes through :meth:`Database.run`, which hands it to a
+  worker thread behind a ``CapacityLimiter(1)``: SQLite sees one thread at a
+  time, whichever concept is writing.
+* Migrations are versioned per concept in ``schema_versions``. A data dir from
+  before this table existed (one ``meta.schema_version`` counting a single
+  list of migrations) is converted on open, in one transaction, without
+  touching a row. A database written by newer code is refused.
+
+The chain's settlement ledger (``node/chain/ledger.py``) keeps its own file on
+purpose: it needs ``synchronous=FULL`` (money moved on chain), it is written by
+the settlement engine's threads while they wait on the chain, which must not
+hold up this single writer, and it belongs to the wallet, not to this memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import trio
+
+from node.errors import CrystalmeshError
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Migration = Sequence[str]
+
+# The single migration list of the data dirs written before per-concept versions
+# (``meta.schema_version`` = N meant migrations 1..N had run). Migration i of that
+# list became version ``v`` of ``concept``: LEGACY_MIGRATIONS[i - 1] = (concept, v).
+LEGACY_MIGRATIONS: tuple[tuple[str, int], ...] = (
+    ("crystals", 1),  # crystals, full-text index, audit log, meta
+    ("crystals", 2),  # skill execution log
+    ("market", 1),  # listing book
+    ("market", 2),  # sales and purchases
+    ("trust", 1),  # trust peers, events, decisions
+    ("market", 3),  # purchase authorization, valid_before, undelivered payload
+)
+# Written to ``meta.schema_version`` once converted: code from before the
+# conversion reads it as "newer than I understand" and refuses the file instead
+# of re-running its first migration over existing tables.
+LEGACY_SENTINEL_VERSION = 1000
+
+
+class SchemaError(CrystalmeshError, RuntimeError):
+    """The database was written by a newer crystalmesh or is not a crystalmesh database."""
+
+    http_status = 500
+    code = "schema"
+
+
+class Database:
+    """One SQLite connection and its schema. Not thread-safe: one owner thread at a time."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves so DDL and DML are
+        # both transactional; check_same_thread=False because trio's worker threads
+        # change, while the CapacityLimiter(1) in run() keeps access serial.
+        self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._conn.row_factory = sqlite3.Row
+        self._limiter: trio.CapacityLimiter | None = None
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute("PRAGMA busy_timeout=5000")
+            self._bootstrap()
+        except BaseException:
+            self._conn.close()  # a refused schema must not leak the connection
+            raise
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # --- the single writer ----------------------------------------------------------------------
+    async def run(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run ``function`` on a worker thread, one at a time for the whole database."""
+        if self._limiter is None:
+            # Created lazily: a Database is opened before (or outside) trio.
+            self._limiter = trio.CapacityLimiter(1)
+        return await trio.to_thread.run_sync(
+            lambda: function(*args, **kwargs), limiter=self._limiter
+        )
+
+    # --- statements -------------------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; everything inside commits together or not at all."""
+        if self._conn.in_transaction:
+            yield self._conn  # nested use joins the outer transaction
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        """One statement outside an explicit transaction (reads, mostly)."""
+        return self._conn.execute(sql, params)
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._conn.execute(sql, params).fetchone()
+        return row
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return self._conn.execute(sql, params).fetchall()
+
+    # --- meta (small key/value settings shared by the concepts) --------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self.one("SELECT value FROM meta WHERE key=?", (key,))
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES(?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (key, value),
+            )
+
+    # --- migrations -------------------------------------------------------------------------------
+    def schema_version(self, concept: str) -> int:
+        row = self.one("SELECT version FROM schema_versions WHERE concept=?", (concept,))
+        return 0 if row is None else self._version(row[0], f"schema_versions[{concept!r}]")
+
+    def _version(self, value: Any, where: str) -> int:
+        """A stored version number; anything else means the file is not ours or was damaged."""
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and value.isascii() and value.isdigit():
+            return int(value)
+        raise SchemaError(f"{self.path}: {where} holds {value!r}, not a schema version")
+
+    def schema_versions(self) -> dict[str, int]:
+        rows = self.all("SELECT concept, version FROM schema_versions")
+        return {row[0]: self._version(row[1], f"schema_versions[{row[0]!r}]") for row in rows}
+
+    def migrate(self, concept: str, migrations: Sequence[Migration]) -> int:
+        """Bring ``concept`` up to ``len(migrations)``; returns how many migrations ran.
+
+        Each migration and its version bump share one transaction.
+        """
+        current = self.schema_version(concept)
+        latest = len(migrations)
+        if current > latest:
+            raise SchemaError(
+                f"{self.path}: schema of {concept!r} is at version {current}, newer than this "
+                f"crystalmesh understands ({latest}); upgrade crystalmesh"
+            )
+        for version in range(current + 1, latest + 1):
+            with self.transaction() as conn:
+                for statement in migrations[version - 1]:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_versions(concept, version) VALUES(?, ?) "
+                    "ON CONFLICT(concept) DO UPDATE SET version=excluded.version",
+                    (concept, version),
+                )
+        if latest > current:
+            log.info("migrated concept=%s from=%d to=%d", concept, current, latest)
+        return latest - current
+
+    def _bootstrap(self) -> None:
+        """Create the owner's own tables; convert a single-version data dir once."""
+        with self.transaction() as conn:
+            tables = {
+                row[0]
+                for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_versions ("
+                "concept TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
+            if "schema_versions" in tables or "meta" not in tables:
+                return
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            legacy = self._version(row[0], "meta.schema_version") if row else 0
+            if legacy > len(LEGACY_MIGRATIONS):
+                raise SchemaError(
+                    f"{self.path}: database schema version {legacy} is newer than this "
+                    f"crystalmesh understands ({len(LEGACY_MIGRATIONS)}); upgrade crystalmesh"
+                )
+            versions: dict[str, int] = {}
+            for concept, version in LEGACY_MIGRATIONS[:legacy]:
+                versions[concept] = version
+            conn.executemany(
+                "INSERT INTO schema_versions(concept, version) VALUES(?, ?)", sorted(versions.items())
+            )
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES('schema_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (str(LEGACY_SENTINEL_VERSION),),
+            )
+            log.info("converted single schema version=%d to per-concept %s", legacy, versions)
+
+
+__all__ = ["LEGACY_MIGRATIONS", "Database", "Migration", "SchemaError"]

@@ -1,0 +1,104 @@
+"""Tables of the market concept (listing book, sales, purchases) and their migrations.
+
+Versions 1, 2 and 3 were migrations 3, 4 and 6 of the single list used before
+per-concept versions (``node.db.LEGACY_MIGRATIONS``).
+"""
+
+from __future__ import annotations
+
+from node.db import Migration
+
+CONCEPT = "market"
+
+MIGRATIONS: list[Migration] = [
+    # 1: the listing book (skill listings known from gossip, own ones included)
+    [
+        """
+        CREATE TABLE listings (
+            listing_id TEXT PRIMARY KEY,
+            seller_key TEXT NOT NULL,
+            stable_skill_id TEXT NOT NULL,
+            skill_version INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            description TEXT NOT NULL,
+            tags_json TEXT NOT NULL,
+            category TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            size_bytes INTEGER NOT NULL,
+            price_micro_usdc INTEGER NOT NULL,
+            pay_to TEXT NOT NULL,
+            chain_id INTEGER NOT NULL,
+            token_address TEXT NOT NULL,
+            executions INTEGER NOT NULL,
+            successes INTEGER NOT NULL,
+            reward_sum_ppm INTEGER NOT NULL,
+            unique_buyers INTEGER NOT NULL,
+            expires_at_ms INTEGER NOT NULL,
+            previous_listing_id TEXT,
+            endorsed_by TEXT,
+            issued_at_ms INTEGER NOT NULL,
+            received_at_ms INTEGER NOT NULL,
+            superseded_by TEXT,
+            own_crystal_id TEXT,
+            envelope BLOB NOT NULL,
+            embedding BLOB
+        )
+        """,
+        "CREATE INDEX listings_skill ON listings(seller_key, stable_skill_id, skill_version)",
+        "CREATE INDEX listings_expiry ON listings(expires_at_ms)",
+    ],
+
+    # 2: marketplace ledgers. The seller records a sale before settling it and the
+    # buyer records a purchase before paying, so neither side forgets money moved.
+    [
+        """
+        CREATE TABLE sales (
+            request_id TEXT PRIMARY KEY,
+            listing_id TEXT NOT NULL,
+            crystal_id TEXT NOT NULL,
+            stable_skill_id TEXT NOT NULL,
+            buyer_key TEXT NOT NULL,
+            buyer_address TEXT NOT NULL,
+            price_micro_usdc INTEGER NOT NULL,
+            auth_nonce TEXT,
+            state TEXT NOT NULL,
+            tx_hash TEXT,
+            reason TEXT,
+            created_at_ms INTEGER NOT NULL,
+            updated_at_ms INTEGER NOT NULL
+        )
+        """,
+        "CREATE INDEX sales_listing ON sales(listing_id, buyer_key)",
+        "CREATE INDEX sales_tx ON sales(tx_hash)",
+        """
+        CREATE TABLE purchases (
+            request_id TEXT PRIMARY KEY,
+            listing_id TEXT NOT NULL,
+            seller_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            price_micro_usdc INTEGER NOT NULL,
+            pay_to TEXT NOT NULL,
+            auth_nonce TEXT,
+            state TEXT NOT NULL,
+            tx_hash TEXT,
+            crystal_id TEXT,
+            reason TEXT,
+            created_at_ms INTEGER NOT NULL,
+            updated_at_ms INTEGER NOT NULL
+        )
+        """,
+        "CREATE INDEX purchases_listing ON purchases(listing_id)",
+        "CREATE INDEX purchases_created ON purchases(created_at_ms)",
+    ],
+
+    # 3: a purchase keeps the authorization it signed (so a retry resends it instead of
+    # signing a second payment) until when it can settle, and a paid delivery the
+    # ingestion gate kept out of memory (the buyer still owns what it paid for).
+    [
+        "ALTER TABLE purchases ADD COLUMN authorization_json TEXT",
+        "ALTER TABLE purchases ADD COLUMN valid_before_s INTEGER",
+        "ALTER TABLE purchases ADD COLUMN payload TEXT",
+    ],
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)

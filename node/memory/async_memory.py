@@ -1,0 +1,145 @@
+"""trio face of :class:`node.memory.facade.Memory`.
+
+Every call that touches SQLite or the vector index runs through the database
+owner's single writer (:meth:`node.db.Database.run`), shared with every other
+concept's repository; embedding is CPU work without SQLite and runs on its own
+worker thread so it does not hold the writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+import numpy as np
+import trio
+
+from node import metrics
+from node.crystals.model import Crystal
+from node.db import Database
+from node.memory.facade import ConsolidationReport, Memory
+from node.memory.hormones import HormonalStateManager
+from node.memory.requests import add_from_request
+from node.memory.search import SearchHit, SearchRequest
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class AsyncMemory:
+    """What trio code may do with memory; nothing here reaches past ``Memory``."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    @property
+    def db(self) -> Database:
+        return self._memory.db
+
+    @property
+    def hormones(self) -> HormonalStateManager:
+        """The hormonal state (in memory; read from the event loop, saved via ``save_state``)."""
+        return self._memory.hormones
+
+    async def run(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self._memory.db.run(function, *args, **kwargs)
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return await trio.to_thread.run_sync(self._memory.embed, list(texts))
+
+    async def add(self, text: str, **kwargs: Any) -> Crystal:
+        crystal = self._memory.prepare(text, **kwargs)
+        return await self.add_prepared(crystal)
+
+    async def add_prepared(self, crystal: Crystal) -> Crystal:
+        """Store a crystal built elsewhere (a delivered skill); a duplicate returns the stored one."""
+        vectors = await self.embed([crystal.text])
+        results = await self.run(self._memory.add_crystals, [crystal], vectors)
+        return await self.run(self._memory.store.get, results[0].id)
+
+    async def add_from_request(self, body: Any) -> Crystal:
+        return await self.run(add_from_request, self._memory, body)
+
+    async def search(self, request: SearchRequest) -> list[SearchHit]:
+        return await self.run(self._memory.search, request)
+
+    async def get(self, crystal_id: str) -> Crystal:
+        """A crystal as the local agent may see it (governance applied)."""
+        return await self.run(self._memory.get, crystal_id)
+
+    async def get_stored(self, crystal_id: str) -> Crystal:
+        """A crystal as stored, for the node's own use (selling, delivering)."""
+        return await self.run(self._memory.store.get, crystal_id)
+
+    async def find_by_hash(self, text_hash: str) -> Crystal | None:
+        return await self.run(self._memory.store.find_by_hash, text_hash)
+
+    async def detail(self, crystal_id: str, audit_rows: int = 20) -> dict[str, Any]:
+        memory = self._memory
+
+        def detail() -> dict[str, Any]:
+            crystal = memory.get(crystal_id)
+            return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, audit_rows)}
+
+        return await self.run(detail)
+
+    async def status(self) -> dict[str, Any]:
+        return await self.run(self._memory.status)
+
+    async def stats(self) -> dict[str, Any]:
+        return await self.run(self._memory.store.stats)
+
+    async def consolidate(self, purge: bool = False) -> ConsolidationReport:
+        try:
+            report = await self.run(self._memory.consolidate, None, purge)
+        except Exception:
+            metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
+            raise
+        metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
+        return report
+
+    async def consolidate_periodically(self, interval_s: float) -> None:
+        """Run a consolidation cycle every ``interval_s``; a failed cycle is logged, not fatal."""
+        while True:
+            await trio.sleep(interval_s)
+            try:
+                await self.consolidate()
+            except Exception:
+                log.exception("consolidation failed")
+
+    async def save_periodically(self, interval_s: float) -> None:
+        while True:
+            await trio.sleep(interval_s)
+            await self.save_state()
+
+    async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
+        return await self.run(self._memory.record_execution, crystal_id, success, reward)
+
+    async def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
+        return await self.run(self._memory.new_skill_version, crystal_id, text)
+
+    async def ensure_stable_skill_id(self, crystal_id: str) -> Crystal:
+        return await self.run(self._memory.ensure_stable_skill_id, crystal_id)
+
+    def local_only(self, crystal: Crystal) -> bool:
+        return self._memory.local_only(crystal)
+
+    async def save_state(self) -> None:
+        """Persist the index (if it changed) and the hormonal state."""
+        memory = self._memory
+
+        def save() -> None:
+            if memory.index.dirty:
+                memory.index.save()
+            memory.save_hormones()
+
+        await self.run(save)
+
+    async def save_hormones(self) -> None:
+        await self.run(self._memory.save_hormones)
+
+
+__all__ = ["AsyncMemory"]

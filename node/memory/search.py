@@ -1,0 +1,138 @@
+"""The search path of memory: dense + lexical candidates, fusion, governance, re-weighting.
+
+Seed 002: relevance comes from fusing the vector index's and FTS5's candidates;
+importance and recency (modulated by hormones) only break near-ties, and an
+exact identifier match ranks first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from node.crystals import governance as gov
+from node.crystals.fusion import fts_query, fuse, identifier_tokens
+from node.crystals.index import VectorIndex
+from node.crystals.lexical import exact_matcher
+from node.crystals.model import Crystal, Lifecycle, now_ms
+from node.crystals.store import CrystalStore, Filters, StoreError
+from node.memory.hormones import HormonalStateManager
+
+# Re-weighting after fusion stays small: relevance decides, importance and
+# recency (modulated by hormones) only break near-ties.
+IMPORTANCE_WEIGHT = 0.1
+RECENCY_WEIGHT = 0.05
+RECENCY_HALF_LIFE_MS = 7 * 24 * 3600 * 1000
+
+
+
+class MemoryInputError(StoreError):
+    """A memory operation was refused (bad input); nothing was written."""
+
+
+@dataclass
+class SearchHit:
+    crystal: Crystal
+    score: float
+    dense: float | None = None
+    lexical: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.crystal.id,
+            "score": round(self.score, 6),
+            "dense": self.dense,
+            "lexical": self.lexical,
+            "crystal": self.crystal.to_dict(),
+        }
+
+
+@dataclass
+class SearchRequest:
+    query: str
+    k: int = 10
+    semantic_types: tuple[str, ...] = ()
+    lifecycles: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = ()
+    requester: str = gov.Requester.LOCAL_AGENT.value
+    record_access: bool = True
+
+
+def search(
+    store: CrystalStore,
+    index: VectorIndex,
+    embed: Callable[[Sequence[str]], np.ndarray],
+    hormones: HormonalStateManager,
+    request: SearchRequest,
+) -> list[SearchHit]:
+    """Answer ``request`` from one data dir (synchronous: the database's thread)."""
+    query = request.query.strip()
+    if not query:
+        raise MemoryInputError("empty search query")
+    k = max(1, min(request.k, 200))
+    lifecycles = request.lifecycles or tuple(
+        lc.value for lc in Lifecycle if lc not in (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
+    )
+    filters = Filters(request.semantic_types, lifecycles, request.scopes)
+    candidates = max(50, k * 5)
+    vector = embed([query])[0]
+    dense = index.query(vector, candidates)
+    lexical = store.fts(fts_query(query), candidates)
+    total_docs: list[int] = []  # counted only if fusion asks for a document frequency
+
+    def doc_freq(term: str) -> float:
+        if not total_docs:
+            total_docs.append(max(1, store.fts_doc_count()))
+        return store.fts_doc_freq(term) / total_docs[0]
+
+    fused = fuse(
+        query,
+        [(str(rowid), score) for rowid, score in dense],
+        [(str(rowid), score) for rowid, score in lexical],
+        k=candidates,
+        doc_freq=doc_freq,
+    )
+    rowids = [int(rowid) for rowid, _ in fused]
+    crystals = store.get_by_rowids(rowids)
+    dense_by_id = dict(dense)
+    lexical_by_id = dict(lexical)
+    retrieval = hormones.retrieval_modulation()
+    now = now_ms()
+    allowed_types = set(filters.semantic_types)
+    allowed_lifecycles = set(filters.lifecycles)
+    allowed_scopes = set(filters.scopes)
+    hits: list[SearchHit] = []
+    for rowid_text, fused_score in fused:
+        rowid = int(rowid_text)
+        crystal = crystals.get(rowid)
+        if crystal is None:
+            continue
+        if allowed_types and crystal.semantic_type.value not in allowed_types:
+            continue
+        if crystal.lifecycle.value not in allowed_lifecycles:
+            continue
+        if allowed_scopes and crystal.governance.access_scope.value not in allowed_scopes:
+            continue
+        if not gov.can_access(crystal.governance.access_scope, crystal.lifecycle, request.requester):
+            continue
+        age_ms = now - (crystal.last_accessed_at_ms or crystal.created_at_ms)
+        recency = math.exp(-math.log(2) * max(age_ms, 0) / RECENCY_HALF_LIFE_MS)
+        weight = (1 + IMPORTANCE_WEIGHT * crystal.importance_score * retrieval.importance_boost) * (
+            1 + RECENCY_WEIGHT * recency * retrieval.recency_bias
+        )
+        hits.append(
+            SearchHit(crystal, fused_score * weight, dense_by_id.get(rowid), lexical_by_id.get(rowid))
+        )
+    exact = exact_matcher(identifier_tokens(query))
+    hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
+    hits = hits[:k]
+    if request.record_access and hits:
+        store.record_access([hit.crystal.id for hit in hits], now)
+        for hit in hits:
+            hit.crystal.access_count += 1
+            hit.crystal.last_accessed_at_ms = now
+    return hits

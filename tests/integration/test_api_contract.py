@@ -1,0 +1,218 @@
+"""The API's contract against a real node (NodeService, hypercorn-trio, real SQLite) over real
+HTTP: /openapi.json lists every route with its request schema, and generated garbage (bodies,
+content types, path ids, query strings) sent to every state-changing route never gets a 5xx and,
+when refused, writes nothing (issue 12 deliver 1)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, quote_from_bytes
+
+import httpx
+import pytest
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from node.config import load_config
+from node.init import init_node
+from node.service import NodeService
+
+ROUTES = {
+    ("get", "/v1/status"), ("get", "/v1/peers"), ("get", "/v1/rejections"),
+    ("post", "/v1/crystals"), ("get", "/v1/crystals/{crystal_id}"), ("post", "/v1/crystals/search"),
+    ("get", "/v1/memory/status"), ("post", "/v1/memory/consolidate"),
+    ("post", "/v1/skills/{crystal_id}/executions"), ("post", "/v1/skills/{crystal_id}/versions"),
+    ("post", "/v1/skills/{crystal_id}/publish"), ("get", "/v1/skills/own"),
+    ("get", "/v1/listings"), ("get", "/v1/listings/search"),
+    ("post", "/v1/listings/{listing_id}/endorse"), ("post", "/v1/purchases"),
+    ("post", "/v1/purchases/redeliver"), ("get", "/v1/purchases"), ("get", "/v1/sales"),
+    ("get", "/v1/market/stats"), ("get", "/v1/wallet"), ("get", "/v1/trust"),
+    ("get", "/v1/weather"), ("post", "/v1/weather/broadcast"), ("post", "/v1/dashboard/login-link"),
+    ("get", "/dashboard"), ("get", "/dashboard/login"), ("post", "/dashboard/login"),
+    ("post", "/dashboard/logout"), ("get", "/dashboard/static/{name}"), ("get", "/metrics"),
+}
+BODY_MODELS = {
+    "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags"}),
+    "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes"}),
+    "/v1/memory/consolidate": ("ConsolidateIn", {"purge"}),
+    "/v1/skills/{crystal_id}/executions": ("ExecutionIn", {"success", "reward"}),
+    "/v1/skills/{crystal_id}/versions": ("VersionIn", {"text"}),
+    "/v1/skills/{crystal_id}/publish": ("PublishIn", {"name", "summary"}),
+    "/v1/purchases": ("PurchaseIn", {"listing_id", "max_price_micro_usdc", "again"}),
+    "/v1/purchases/redeliver": ("RedeliverIn", {"listing_id"}),
+    "/v1/weather/broadcast": ("WeatherIn", {"level", "duration_s", "reason"}),
+    "/dashboard/login": ("LoginIn", {"token"}),
+}
+QUERY_PARAMS = {
+    "/v1/listings": {"category", "max_price", "tag"},
+    "/v1/listings/search": {"q", "k", "category", "max_price", "tag"},
+    ("/v1/purchases", "get"): {"limit"},
+    "/v1/sales": {"limit"},
+    "/dashboard/login": {"code"},
+}
+
+
+@pytest.fixture
+async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
+    init_node(tmp_path / "node", name="contract", embedder="hashing")
+    service = NodeService(load_config(tmp_path / "node", environ={}))
+    await nursery.start(service.run)
+    yield service
+
+
+def client(node: NodeService, auth: bool = True) -> httpx.AsyncClient:
+    headers = {"authorization": f"Bearer {node.api_token}"} if auth else {}
+    return httpx.AsyncClient(base_url=f"http://127.0.0.1:{node.api_port}", timeout=30, headers=headers)
+
+
+def _resolve(spec: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref") or next((s["$ref"] for s in schema.get("anyOf", []) if "$ref" in s), None)
+    return spec["components"]["schemas"][ref.rsplit("/", 1)[1]] if ref else schema
+
+
+async def test_openapi_lists_every_route_with_its_request_schema(node: NodeService) -> None:
+    async with client(node, auth=False) as http:
+        response = await http.get("/openapi.json")  # public: it describes, it holds no secret
+        assert (await http.get("/docs")).status_code == 404  # no Swagger UI (CDN assets)
+        assert (await http.get("/redoc")).status_code == 404
+    assert response.status_code == 200
+    spec = response.json()
+    listed = {(method, path) for path, item in spec["paths"].items() for method in item}
+    assert listed == ROUTES
+    for path, (model, fields) in BODY_MODELS.items():
+        content = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+        schema = _resolve(spec, content["schema"])
+        assert schema["title"] == model and set(schema["properties"]) == fields, path
+        assert schema.get("additionalProperties") is False, path
+    for key, names in QUERY_PARAMS.items():
+        path, method = key if isinstance(key, tuple) else (key, "get")
+        params = {p["name"] for p in spec["paths"][path][method]["parameters"] if p["in"] == "query"}
+        assert params == names, path
+    required = {p["name"] for p in spec["paths"]["/v1/listings/search"]["get"]["parameters"]
+                if p.get("required")}
+    assert required == {"q"}
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.text(max_size=30),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children,
+                                                                      max_size=3),
+    max_leaves=10,
+)
+FIELDS = sorted({name for _, names in BODY_MODELS.values() for name in names} | {"extra"})
+BODIES = st.one_of(
+    st.dictionaries(st.sampled_from(FIELDS), JSON_VALUES, max_size=5).map(
+        lambda d: json.dumps(d).encode()),
+    JSON_VALUES.map(lambda v: json.dumps(v).encode()),
+    st.binary(max_size=64),
+)
+TEMPLATES: dict[str, dict[str, Any]] = {
+    "/v1/crystals": {"text": "a note", "type": "general", "scope": "private", "path": "p",
+                     "ttl_ms": 60_000, "category": "ops", "tags": ["a"]},
+    "/v1/crystals/search": {"query": "compress", "k": 3, "types": ["skill"], "lifecycles": [],
+                            "scopes": ["shared"]},
+    "/v1/memory/consolidate": {"purge": False},
+    "/v1/skills/{id}/executions": {"success": True, "reward": 0.5},
+    "/v1/skills/{id}/versions": {"text": "skill: compress logs, v2"},
+    "/v1/skills/{id}/publish": {"name": "compress", "summary": "compress logs"},
+    "/v1/purchases": {"listing_id": "abcdef", "max_price_micro_usdc": 5, "again": False},
+    "/v1/purchases/redeliver": {"listing_id": "abcdef"},
+    "/v1/weather/broadcast": {"level": 0.5, "duration_s": 60, "reason": "test"},
+    "/dashboard/login": {"token": "not-the-token"},
+}
+
+
+def near_valid(path: str) -> st.SearchStrategy[bytes]:
+    """A valid body for ``path`` kept as is, or with one field dropped, replaced or added, so
+    that many requests pass validation and reach the node (where a refusal must not half-apply)."""
+    template = TEMPLATES.get(path, {})
+    names = sorted(template) or ["extra"]
+
+    def mutate(case: tuple[str, str, Any]) -> bytes:
+        how, name, value = case
+        body = dict(template)
+        if how == "drop":
+            body.pop(name, None)
+        elif how == "replace":
+            body[name] = value
+        elif how == "add":
+            body["extra"] = value
+        return json.dumps(body).encode()
+
+    return st.tuples(st.sampled_from(["keep", "drop", "replace", "add"]), st.sampled_from(names),
+                     JSON_VALUES).map(mutate)
+
+
+CONTENT_TYPES = st.sampled_from(["application/json"] * 4 + ["text/plain", "", "application/json; x",
+                                                             "application/x-www-form-urlencoded"])
+SEGMENTS = st.text(min_size=1, max_size=20).map(lambda s: quote(s.encode("utf-8", "surrogatepass"),
+                                                                  safe=""))
+QUERIES = st.lists(st.tuples(st.sampled_from(["q", "k", "category", "max_price", "tag", "limit",
+                                              "code", "x"]), st.binary(max_size=12)), max_size=4).map(
+    lambda pairs: "&".join(f"{k}={quote_from_bytes(v, safe='')}" for k, v in pairs))
+POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
+         "/v1/skills/{id}/executions", "/v1/skills/{id}/versions", "/v1/skills/{id}/publish",
+         "/v1/listings/{id}/endorse", "/v1/purchases", "/v1/purchases/redeliver",
+         "/v1/weather/broadcast", "/v1/dashboard/login-link", "/dashboard/login",
+         "/dashboard/logout"]
+GETS = ["/v1/listings", "/v1/listings/search", "/v1/purchases", "/v1/sales", "/dashboard/login",
+        "/v1/crystals/{id}"]
+ROUTES_FUZZED = [("POST", path) for path in POSTS] + [("GET", path) for path in GETS]
+CASES = st.sampled_from(ROUTES_FUZZED).flatmap(lambda route: st.tuples(
+    st.just(route), st.one_of(BODIES, near_valid(route[1]), near_valid(route[1])), CONTENT_TYPES,
+    st.one_of(st.none(), st.none(), SEGMENTS), QUERIES))
+
+
+async def snapshot(http: httpx.AsyncClient, skill_id: str) -> list[Any]:
+    """Everything a request could have written, as the API shows it."""
+    status = (await http.get("/v1/memory/status")).json()
+    parts: list[Any] = [{key: status[key] for key in ("total", "by_lifecycle", "by_type", "by_scope")}]
+    for path in (f"/v1/crystals/{skill_id}", "/v1/purchases", "/v1/sales", "/v1/skills/own",
+                 "/v1/listings", "/v1/weather"):
+        response = await http.get(path)
+        assert response.status_code == 200, path
+        parts.append(response.json())
+    return parts
+
+
+async def test_garbage_to_every_route_is_never_5xx_and_a_refusal_writes_nothing(
+        node: NodeService) -> None:
+    cases: list[tuple[tuple[str, str], bytes, str, str | None, str]] = []
+
+    @settings(max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(CASES)
+    def collect(case: tuple[tuple[str, str], bytes, str, str | None, str]) -> None:
+        cases.append(case)
+
+    collect()
+    async with client(node) as http:
+        skill = await http.post("/v1/crystals", json={"text": "skill: compress logs", "type": "skill",
+                                                      "category": "ops", "tags": ["logs"]})
+        assert skill.status_code == 200
+        skill_id = skill.json()["id"]
+        before = await snapshot(http, skill_id)
+        refused = accepted = 0
+        for (method, path), body, content_type, segment, query in cases:
+            url = path.replace("{id}", segment or skill_id) + (f"?{query}" if query else "")
+            if method == "GET":
+                response = await http.get(url)
+            else:
+                headers = {"content-type": content_type} if content_type else {}
+                response = await http.post(url, content=body, headers=headers)
+            assert response.status_code < 500, (url, body, response.text)
+            if response.headers.get("content-type", "").startswith("application/json"):
+                assert "Traceback" not in response.text
+            if response.status_code >= 400 or method == "GET":
+                refused += response.status_code >= 400
+                assert "set-cookie" not in response.headers, (url, body)
+                assert await snapshot(http, skill_id) == before, (url, body, response.text)
+            else:
+                accepted += 1
+                before = await snapshot(http, skill_id)  # an accepted request may write
+    # Both sides are exercised: refusals (most) and requests the node carried out.
+    assert refused > len(cases) // 3 and accepted > len(cases) // 20, (refused, accepted)
