@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from node.db import Database
 from node.market.ledger import SALE_SETTLED_STATES, MarketLedger
 from node.market.listings import ListingBook
 from node.memory.working.inputs import NicheData
@@ -18,14 +19,13 @@ from node.memory.working.inputs import NicheData
 log = logging.getLogger(__name__)
 
 
-def niche_data(store: Any) -> NicheData:
+def niche_data(db: Database) -> NicheData:
     """Earnings, spending, own live listings and distinct buyers from the market tables."""
-    stats = MarketLedger(store).stats()
+    stats = MarketLedger(db).stats()
     marks = ",".join("?" * len(SALE_SETTLED_STATES))
-    buyers = store.conn.execute(
-        f"SELECT COUNT(DISTINCT buyer_key) FROM sales WHERE state IN ({marks})", SALE_SETTLED_STATES
-    ).fetchone()[0]
-    return NicheData.from_market(stats, len(ListingBook(store).own()), int(buyers))
+    row = db.one(f"SELECT COUNT(DISTINCT buyer_key) FROM sales WHERE state IN ({marks})",
+                 SALE_SETTLED_STATES)
+    return NicheData.from_market(stats, len(ListingBook(db).own()), int(row[0]) if row else 0)
 
 
 def niche_source(memory: Any) -> Callable[[], NicheData | None]:
@@ -33,7 +33,7 @@ def niche_source(memory: Any) -> Callable[[], NicheData | None]:
 
     def read() -> NicheData | None:
         try:
-            return niche_data(memory.store)
+            return niche_data(memory.db)
         except Exception:
             log.exception("working memory: market economics unavailable for The Niche")
             return None

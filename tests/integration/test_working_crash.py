@@ -60,7 +60,7 @@ def reopen(data_dir: Path) -> tuple[Memory, WorkingMemory]:
 
 
 def crystals_with(memory: Memory, text: str) -> int:
-    return int(memory.store.conn.execute("SELECT COUNT(*) FROM crystals WHERE text=?", (text,)).fetchone()[0])
+    return int(memory.db.one("SELECT COUNT(*) FROM crystals WHERE text=?", (text,))[0])
 
 
 def check_everything_survives(memory: Memory, working: WorkingMemory, acknowledged: list[str]) -> None:

@@ -29,16 +29,16 @@ PAST = [
 
 def working(memory: Memory, config: NodeConfig, **kwargs: object) -> WorkingMemory:
     return WorkingMemory(config.data_dir, MemoryBackend(memory),
-                         niche=lambda: niche_data(memory.store), **kwargs)  # type: ignore[arg-type]
+                         niche=lambda: niche_data(memory.db), **kwargs)  # type: ignore[arg-type]
 
 
 def text_count(memory: Memory, text: str) -> int:
-    return int(memory.store.conn.execute("SELECT COUNT(*) FROM crystals WHERE text=?", (text,)).fetchone()[0])
+    return int(memory.db.one("SELECT COUNT(*) FROM crystals WHERE text=?", (text,))[0])
 
 
 def sell(memory: Memory, buyer: str, price: int) -> None:
     at = now_ms()
-    MarketLedger(memory.store).record_sale(Sale(
+    MarketLedger(memory.db).record_sale(Sale(
         f"req-{buyer}-{price}", "listing-1", "crystal-1", "skill-ci", buyer, "0x" + "ab" * 20, price,
         None, "settled", "0x" + "cd" * 32, None, at, at))
 

@@ -13,7 +13,8 @@ import pytest
 import trio
 
 from node.config import NodeConfig
-from node.memory.facade import AsyncMemory, Memory, SearchRequest
+from node.memory.async_memory import AsyncMemory
+from node.memory.facade import Memory, SearchRequest
 from node.memory.working.service import WorkingMemoryServiceMixin
 from node.memory.working.state import SECTIONS
 
