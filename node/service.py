@@ -27,6 +27,7 @@ from node.keys import load_identity, load_or_create_api_token
 from node.market.buyer import Buyer, PurchaseRefused
 from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook
+from node.market.niche import niche_data
 from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
 from node.market.reconcile import reconcile_settlements
@@ -34,6 +35,7 @@ from node.market.seller import Seller
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.search import SearchHit, SearchRequest
+from node.memory.working.service import WorkingMemoryServiceMixin
 from node.net.service import NetService
 from node.supervisor import supervise
 from node.trust.gate import GateDecision
@@ -51,7 +53,7 @@ SAFE_RECURSION_LIMIT = 5_000
 INDEX_SAVE_INTERVAL_S = 30.0
 
 
-class NodeService:
+class NodeService(WorkingMemoryServiceMixin):
     def __init__(self, config: NodeConfig, memory: Memory | None = None) -> None:
         self.config = config
         self.identity = load_identity(config)
@@ -111,6 +113,7 @@ class NodeService:
         # its single writer (memory.db.run).
         self.listings = ListingBook(memory.db)
         self.ledger = MarketLedger(memory.db)
+        self.init_working_memory(memory, functools.partial(niche_data, memory.db))
         self.seller = Seller(
             self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
             lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
@@ -165,8 +168,11 @@ class NodeService:
                     supervise, "index-save", self.memory.save_periodically, INDEX_SAVE_INTERVAL_S,
                     on_crash=_count_crash))
                 nursery.start_soon(functools.partial(
-                    supervise, "consolidation", self.memory.consolidate_periodically,
+                    supervise, "consolidation", self.consolidate_periodically,  # + auto-scratch
                     self.config.memory.consolidation_interval_s, on_crash=_count_crash))
+                nursery.start_soon(functools.partial(
+                    supervise, "dream", self.dream_periodically, self.config.memory.dream_interval_s,
+                    on_crash=_count_crash))
                 nursery.start_soon(self._watch_signals, nursery.cancel_scope)
                 self._write_runtime_files()
                 self.ready.set()
@@ -280,7 +286,9 @@ class NodeService:
         return await self.memory.detail(crystal_id)
 
     async def consolidate(self, purge: bool = False) -> ConsolidationReport:
-        return await self.memory.consolidate(purge)
+        report = await self.memory.consolidate(purge)
+        await self.auto_scratch_logged()
+        return report
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
         crystal = await self.memory.record_execution(crystal_id, success, reward)

@@ -23,6 +23,7 @@ class Node(WorkingMemoryServiceMixin):
     def __init__(self, config: NodeConfig, memory: Memory) -> None:
         self.config = config
         self.memory = AsyncMemory(memory)
+        self.init_working_memory(memory)
 
 
 @pytest.fixture

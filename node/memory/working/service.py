@@ -21,6 +21,7 @@ import trio
 
 from node.config import NodeConfig
 from node.crystals.model import AccessScope, SemanticType
+from node.memory.facade import Memory
 from node.memory.working.backend import MemoryBackend, NoteKind
 from node.memory.working.build import working_memory_for
 from node.memory.working.inputs import NicheData
@@ -32,20 +33,21 @@ log = logging.getLogger(__name__)
 class WorkingMemoryServiceMixin:
     config: NodeConfig
     memory: Any  # AsyncMemory: ``await memory.run(function)`` on the database writer
-    niche_source: Callable[[], NicheData | None] | None = None
+
+    def init_working_memory(self, memory: Memory,
+                            niche: Callable[[], NicheData | None] | None = None) -> None:
+        """Called once the node's ``Memory`` is open; ``niche`` reads the market's economics."""
+        self._working_source = memory
+        self._working_niche = niche
+        self._working_memories: dict[str, WorkingMemory] = {}
 
     def working_memory(self, namespace: str = DEFAULT_NAMESPACE) -> WorkingMemory:
-        cache: dict[str, WorkingMemory] = self.__dict__.setdefault("_working_memories", {})
         namespace = check_namespace(namespace)
-        if namespace not in cache:
-            backend = MemoryBackend(self._plain_memory(), run=self._on_memory_writer)
-            cache[namespace] = working_memory_for(self.config, self._plain_memory(), namespace,
-                                                  self.niche_source, backend)
-        return cache[namespace]
-
-    def _plain_memory(self) -> Any:
-        memory = self.memory
-        return getattr(memory, "memory", None) or getattr(memory, "_memory", None) or memory
+        if namespace not in self._working_memories:
+            backend = MemoryBackend(self._working_source, run=self._on_memory_writer)
+            self._working_memories[namespace] = working_memory_for(
+                self.config, self._working_source, namespace, self._working_niche, backend)
+        return self._working_memories[namespace]
 
     def _on_memory_writer(self, function: Callable[[], Any]) -> Any:
         """Called from a working-memory worker thread: run ``function`` on the memory writer."""
@@ -80,6 +82,26 @@ class WorkingMemoryServiceMixin:
         """After a consolidation cycle: an ``[AUTO]`` note per hormone above 0.7 (default namespace)."""
         notes = await trio.to_thread.run_sync(self.working_memory().auto_scratch)
         return [note.to_dict() for note in notes]
+
+    async def auto_scratch_logged(self) -> None:
+        """Auto-scratch that never fails its caller (a consolidation cycle)."""
+        try:
+            notes = await self.auto_scratch()
+        except Exception:
+            log.exception("auto-scratch failed")
+            return
+        if notes:
+            log.info("auto-scratch: %d hormonal spike note(s)", len(notes))
+
+    async def consolidate_periodically(self, interval_s: float) -> None:
+        """Seed 000's consolidation cycle, then seed 001's auto-scratch, every ``interval_s``."""
+        while True:
+            await trio.sleep(interval_s)
+            try:
+                await self.memory.consolidate()
+            except Exception:
+                log.exception("consolidation failed")
+            await self.auto_scratch_logged()
 
     async def dream_periodically(self, interval_s: float) -> None:
         """Every ``interval_s``: a dream in each active namespace that has enough new material."""
