@@ -34,6 +34,7 @@ from node.market.reconcile import reconcile_settlements
 from node.market.seller import Seller
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import ConsolidationReport, Memory
+from node.memory.records_api import MemoryRecordsApi
 from node.memory.search import SearchHit, SearchRequest
 from node.memory.working.service import WorkingMemoryServiceMixin
 from node.net.service import NetService
@@ -53,7 +54,7 @@ SAFE_RECURSION_LIMIT = 5_000
 INDEX_SAVE_INTERVAL_S = 30.0
 
 
-class NodeService(WorkingMemoryServiceMixin):
+class NodeService(MemoryRecordsApi, WorkingMemoryServiceMixin):
     def __init__(self, config: NodeConfig, memory: Memory | None = None) -> None:
         self.config = config
         self.identity = load_identity(config)

@@ -17,7 +17,9 @@ import trio
 
 from node import metrics
 from node.crystals.model import Crystal
+from node.crystals.store import CrystalNotFound
 from node.db import Database
+from node.memory import versions
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.hormones import HormonalStateManager
 from node.memory.requests import add_from_request
@@ -63,6 +65,27 @@ class AsyncMemory:
     async def add_from_request(self, body: Any) -> Crystal:
         return await self.run(add_from_request, self._memory, body)
 
+    # --- memories as versioned records in namespaces (node.memory.versions) --------------------
+    async def add_with_outcome(self, body: Any) -> dict[str, Any]:
+        return (await self.run(versions.add_with_outcome, self._memory, body)).to_dict()
+
+    async def update(self, crystal_id: str, body: Any) -> dict[str, Any]:
+        return await self.run(versions.update_from_request, self._memory, crystal_id, body)
+
+    async def delete(self, crystal_id: str) -> dict[str, Any]:
+        return await self.run(versions.delete, self._memory, crystal_id)
+
+    async def history(self, crystal_id: str) -> dict[str, Any]:
+        return await self.run(versions.history, self._memory, crystal_id)
+
+    async def list_memories(self, namespace: str | None, types: tuple[str, ...],
+                            limit: int) -> list[dict[str, Any]]:
+        found = await self.run(versions.list_memories, self._memory, namespace, types, limit)
+        return [crystal.to_dict() for crystal in found]
+
+    async def namespaces(self) -> list[dict[str, Any]]:
+        return await self.run(self._memory.store.namespaces)
+
     async def search(self, request: SearchRequest) -> list[SearchHit]:
         return await self.run(self._memory.search, request)
 
@@ -71,8 +94,12 @@ class AsyncMemory:
         return await self.run(self._memory.get, crystal_id)
 
     async def get_stored(self, crystal_id: str) -> Crystal:
-        """A crystal as stored, for the node's own use (selling, delivering)."""
-        return await self.run(self._memory.store.get, crystal_id)
+        """A crystal as stored, for the node's own use (selling, delivering); a deleted
+        memory is gone here too (it is neither sold nor delivered again)."""
+        crystal = await self.run(self._memory.store.get, crystal_id)
+        if crystal.deleted_at_ms is not None:
+            raise CrystalNotFound(crystal_id)
+        return crystal
 
     async def find_by_hash(self, text_hash: str) -> Crystal | None:
         return await self.run(self._memory.store.find_by_hash, text_hash)

@@ -62,6 +62,7 @@ class ConsolidationInput:
     embedding: NDArray[np.floating] | Sequence[float] | None
     importance: float
     ttl_ms: int | None = None
+    namespace: str = "default"
 
 
 @dataclass(frozen=True)
@@ -132,12 +133,13 @@ def plan_merges(
 
     Greedy and deterministic: within each path, pairs are taken by descending
     similarity (ties by ids) and each crystal merges at most once per run. The
-    winner is the higher new importance; on a tie, the smaller id.
+    winner is the higher new importance; on a tie, the smaller id. Crystals of
+    different namespaces never merge, even with the same path.
     """
-    by_path: dict[str, list[ConsolidationInput]] = {}
+    by_path: dict[tuple[str, str], list[ConsolidationInput]] = {}
     for crystal in candidates:
         if crystal.path is not None and crystal.embedding is not None:
-            by_path.setdefault(crystal.path, []).append(crystal)
+            by_path.setdefault((crystal.namespace, crystal.path), []).append(crystal)
     merges: list[Merge] = []
     for path in sorted(by_path):
         group = sorted(by_path[path], key=lambda c: c.id)

@@ -205,7 +205,12 @@ class Memory:
 
     def get(self, crystal_id: str, requester: str = gov.Requester.LOCAL_AGENT.value) -> Crystal:
         crystal = self.store.get(crystal_id)
-        if not gov.can_access(crystal.governance.access_scope, crystal.lifecycle, requester):
+        # Deleted and expired (TTL, checked now) crystals are gone for readers; a superseded
+        # version stays readable (its validTo and supersededBy say it is not current).
+        expires = crystal.expires_at_ms
+        if crystal.deleted_at_ms is not None or (expires is not None and expires <= now_ms()) or (
+            not gov.can_access(crystal.governance.access_scope, crystal.lifecycle, requester)
+        ):
             # Same answer as a missing crystal: do not reveal that it exists.
             raise CrystalNotFound(crystal_id)
         return crystal
@@ -233,6 +238,7 @@ class Memory:
                     else None,
                     importance=row["importance_score"],
                     ttl_ms=governance.ttl_ms,
+                    namespace=row["namespace"],
                 )
             )
         plan = plan_consolidation(
@@ -256,12 +262,13 @@ class Memory:
                 {"id": t[0], "from": t[1], "to": t[2], "reason": t[3]} for t in transitions
             ],
         )
-        if purge:
-            report.purged = self.purge()
+        # Deleted memories (tombstones) are removed by every cycle; expired and archived
+        # crystals only when asked (they stay inspectable until then).
+        report.purged = self.purge(() if not purge else ("expired", "archived"))
         return report
 
-    def purge(self) -> int:
-        removed = self.store.purge()
+    def purge(self, lifecycles: Sequence[str] = ("expired", "archived")) -> int:
+        removed = self.store.purge(lifecycles)
         if removed:
             self.index.mark_deleted(removed, self.store.checkpoint("vector_deletions"))
             self.index.save()
@@ -306,6 +313,9 @@ class Memory:
             previous_version_id=previous.id,
             skill_tags=list(previous.skill_tags),
             skill_category=previous.skill_category,
+            namespace=previous.namespace,
+            memory_id=previous.memory_id,
+            version=previous.version + 1,
         )
         crystal.provenance_dag = [
             ProvenanceNode(

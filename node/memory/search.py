@@ -60,6 +60,7 @@ class SearchRequest:
     scopes: tuple[str, ...] = ()
     requester: str = gov.Requester.LOCAL_AGENT.value
     record_access: bool = True
+    namespaces: tuple[str, ...] = ("default",)  # empty: every namespace
 
 
 def search(
@@ -77,11 +78,13 @@ def search(
     lifecycles = request.lifecycles or tuple(
         lc.value for lc in Lifecycle if lc not in (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
     )
-    filters = Filters(request.semantic_types, lifecycles, request.scopes)
+    now = now_ms()
+    filters = Filters(request.semantic_types, lifecycles, request.scopes, request.namespaces, now)
     candidates = max(50, k * 5)
     vector = embed([query])[0]
-    dense = index.query(vector, candidates)
-    lexical = store.fts(fts_query(query), candidates)
+    dense = _dense(store, index, vector, candidates, k, request.namespaces, now)
+    lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces,
+                                                               current_at_ms=now))
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
 
     def doc_freq(term: str) -> float:
@@ -101,7 +104,7 @@ def search(
     dense_by_id = dict(dense)
     lexical_by_id = dict(lexical)
     retrieval = hormones.retrieval_modulation()
-    now = now_ms()
+    allowed_namespaces = set(request.namespaces)
     allowed_types = set(filters.semantic_types)
     allowed_lifecycles = set(filters.lifecycles)
     allowed_scopes = set(filters.scopes)
@@ -109,7 +112,9 @@ def search(
     for rowid_text, fused_score in fused:
         rowid = int(rowid_text)
         crystal = crystals.get(rowid)
-        if crystal is None:
+        if crystal is None or not crystal.is_current(now):
+            continue
+        if allowed_namespaces and crystal.namespace not in allowed_namespaces:
             continue
         if allowed_types and crystal.semantic_type.value not in allowed_types:
             continue
@@ -136,3 +141,21 @@ def search(
             hit.crystal.access_count += 1
             hit.crystal.last_accessed_at_ms = now
     return hits
+
+
+def _dense(store: CrystalStore, index: VectorIndex, vector: np.ndarray, candidates: int, k: int,
+           namespaces: tuple[str, ...], now: int) -> list[tuple[int, float]]:
+    """Dense candidates among the current crystals of ``namespaces``.
+
+    The plain HNSW walk is tried first; when too few of its candidates are current
+    crystals of the asked namespaces (a small namespace beside a big one, many
+    superseded versions), the walk is redone with hnswlib's filter over exactly
+    those rowids, so a small namespace still gets its k nearest.
+    """
+    dense = index.query(vector, candidates)
+    if len(dense) < candidates:
+        return dense  # the whole index was read; fusion filters what is not allowed
+    if len(store.current_rowids(namespaces, now, among=[rowid for rowid, _ in dense])) >= k:
+        return dense
+    kept = store.current_rowids(namespaces, now)
+    return index.query(vector, min(candidates, len(kept)), kept.__contains__) if kept else []

@@ -37,10 +37,15 @@ ROUTES = {
     # working memory (seed 001)
     ("post", "/v1/memory/notes"), ("post", "/v1/memory/dream"), ("get", "/v1/memory/context"),
     ("post", "/v1/skills/{crystal_id}/crystallize"),
+    ("get", "/v1/crystals"), ("patch", "/v1/crystals/{crystal_id}"),
+    ("delete", "/v1/crystals/{crystal_id}"), ("get", "/v1/crystals/{crystal_id}/history"),
+    ("get", "/v1/namespaces"),
 }
 BODY_MODELS = {
-    "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags"}),
-    "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes"}),
+    "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
+                                   "namespace"}),
+    "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes", "namespace",
+                                         "all_namespaces"}),
     "/v1/memory/consolidate": ("ConsolidateIn", {"purge"}),
     "/v1/skills/{crystal_id}/executions": ("ExecutionIn", {"success", "reward"}),
     "/v1/skills/{crystal_id}/versions": ("VersionIn", {"text"}),
@@ -58,6 +63,7 @@ QUERY_PARAMS = {
     "/v1/listings/search": {"q", "k", "category", "max_price", "tag"},
     ("/v1/purchases", "get"): {"limit"},
     "/v1/sales": {"limit"},
+    "/v1/crystals": {"namespace", "type", "limit"},
     "/dashboard/login": {"code"},
     "/v1/memory/context": {"window", "namespace"},
 }
