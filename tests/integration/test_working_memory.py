@@ -293,5 +293,24 @@ def test_hostile_files_are_refused_not_followed(memory: Memory, node_config: Nod
     other.mkdir()
     (node_config.data_dir / "memory" / "agent:evil").symlink_to(other, target_is_directory=True)
     with pytest.raises(CrystalmeshError, match="symlink"):
-        WorkingMemory(node_config.data_dir, MemoryBackend(memory), "agent:evil").note("x", 0.5)
+        WorkingMemory(node_config.data_dir, MemoryBackend(memory, namespace="agent:evil"),
+                      "agent:evil").note("x", 0.5)
     assert list(other.iterdir()) == []
+
+
+def test_namespaces_keep_working_memories_apart(memory: Memory, node_config: NodeConfig) -> None:
+    default = working(memory, node_config)
+    planner = WorkingMemory(node_config.data_dir, MemoryBackend(memory, namespace="agent:planner"),
+                            "agent:planner")
+    shared_text = "Standup moved to 9:30"
+    mine = default.note(shared_text, 0.7)
+    theirs = planner.note(shared_text, 0.7)
+    planner.note("Planner-only: the roadmap review is on Thursday", 0.8)
+    assert mine.crystal_id != theirs.crystal_id
+    assert memory.store.get(theirs.crystal_id or "").namespace == "agent:planner"
+    assert planner.scratch.path == node_config.data_dir / "memory" / "agent:planner" / "scratch.md"
+    assert default.dream().status == "written"
+    assert "roadmap review" not in default.state_path.read_text()
+    assert [n.text for n in planner.pending_notes()] == [shared_text, "Planner-only: the roadmap review is on Thursday"]
+    with pytest.raises(ValueError, match="backend"):
+        WorkingMemory(node_config.data_dir, MemoryBackend(memory), "agent:planner")

@@ -26,9 +26,11 @@ from node.crystals.model import (
     SemanticType,
     Source,
     content_hash,
+    now_ms,
 )
 from node.crystals.store import Filters
 from node.memory.facade import Memory, MemoryInputError, SearchRequest
+from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
 from node.memory.working.inputs import CrystalView, HormoneLevels
 from node.memory.working.migration import SEED_IMPORTANCE, Chunk
 from node.memory.working.scratch import ScratchNote
@@ -74,8 +76,10 @@ class MemoryBackend:
     """``run`` executes each store call where the owner wants it (the node: on its memory
     worker thread, so a dream waiting on an LLM holds nothing); by default, under a lock."""
 
-    def __init__(self, memory: Memory, run: Callable[[Callable[[], Any]], Any] | None = None) -> None:
+    def __init__(self, memory: Memory, run: Callable[[Callable[[], Any]], Any] | None = None,
+                 namespace: str = DEFAULT_NAMESPACE) -> None:
         self.memory = memory
+        self.namespace = validate_namespace(namespace)
         self._lock = threading.RLock()
         self._runner = run
 
@@ -102,12 +106,13 @@ class MemoryBackend:
         return self._run(lambda: self._note_crystal(note, path, kind or NoteKind()))
 
     def _note_crystal(self, note: ScratchNote, path: str, kind: NoteKind) -> NoteCrystal:
-        existing = self.memory.store.find_by_hash(content_hash(note.text))
+        existing = self.memory.store.find_by_hash(content_hash(note.text), self.namespace)
         if existing is not None:
             return NoteCrystal(existing.id, False)
         crystal = self.memory.prepare(note.text, origin=Origin.SESSION, source=Source.MEMORY,
                                       path=path, created_at_ms=note.at_ms,
-                                      semantic_type=kind.semantic_type, scope=kind.scope)
+                                      semantic_type=kind.semantic_type, scope=kind.scope,
+                                      namespace=self.namespace)
         crystal.importance_score = note.importance
         # An [AUTO] note records a hormonal event; its words must not spike the
         # hormones again (or every consolidation cycle would note the same spike).
@@ -123,7 +128,7 @@ class MemoryBackend:
         for chunk in chunks:
             crystal = self.memory.prepare(chunk.text, origin=Origin.INDEXED, source=Source.MEMORY,
                                           path=path, start_line=chunk.start_line,
-                                          end_line=chunk.end_line)
+                                          end_line=chunk.end_line, namespace=self.namespace)
             crystal.lifecycle = Lifecycle.CONSOLIDATED
             crystal.importance_score = SEED_IMPORTANCE
             crystals.append(crystal)
@@ -157,7 +162,7 @@ class MemoryBackend:
         skill = self.memory.prepare(
             (text or f"Skill: {source.text}").strip(), semantic_type=SemanticType.SKILL,
             origin=Origin.INFERRED, source=Source.SKILLS, skill_category=category,
-            skill_tags=list(tags),
+            skill_tags=list(tags), namespace=source.namespace,
             execution=replace(source.execution) if source.execution.executions else ExecutionStats())
         skill.provenance_dag = [ProvenanceNode(skill.id, ProvenanceOperation.FORKED,
                                                gov.Requester.LOCAL_AGENT.value, skill.created_at_ms,
@@ -168,6 +173,11 @@ class MemoryBackend:
         return self.memory.store.get(result.id)
 
     # --- reads -------------------------------------------------------------------------------
+    def _filters(self, semantic_types: tuple[str, ...] = ()) -> Filters:
+        """Live, current crystals of this namespace."""
+        return Filters(semantic_types=semantic_types, lifecycles=_LIVE, namespaces=(self.namespace,),
+                       current_at_ms=now_ms())
+
     def snapshot(self, since_ms: int) -> tuple[list[CrystalView], frozenset[str]]:
         """Crystals in view of a dream (recent, most used, most important, skills) and the
         ids of those created after ``since_ms``."""
@@ -175,13 +185,13 @@ class MemoryBackend:
 
     def _snapshot(self, since_ms: int) -> tuple[list[CrystalView], frozenset[str]]:
         store = self.memory.store
-        live = Filters(lifecycles=_LIVE)
+        live = self._filters()
         recent = store.list_crystals(live, SNAPSHOT_RECENT, "created_at_ms DESC")
         seen = {c.id: c for c in recent}
         for order in ("access_count DESC", "importance_score DESC"):
             for crystal in store.list_crystals(live, SNAPSHOT_RANKED, order):
                 seen.setdefault(crystal.id, crystal)
-        skills = Filters(semantic_types=("skill", "task_pattern"), lifecycles=_LIVE)
+        skills = self._filters(("skill", "task_pattern"))
         for crystal in store.list_crystals(skills, SNAPSHOT_RANKED, "executions DESC"):
             seen.setdefault(crystal.id, crystal)
         views = [view_of(c) for c in seen.values() if not c.deprecated]
@@ -191,7 +201,8 @@ class MemoryBackend:
         """``Memory.search`` as an agent would run it, without counting it as an access."""
         if not query.strip():
             return []
-        hits = self._run(lambda: self.memory.search(SearchRequest(query, k, record_access=False)))
+        request = SearchRequest(query, k, record_access=False, namespaces=(self.namespace,))
+        hits = self._run(lambda: self.memory.search(request))
         return [hit.crystal.id for hit in hits]
 
     def hormones(self) -> HormoneLevels:
@@ -201,7 +212,7 @@ class MemoryBackend:
     def latest_tagged(self, hormone: str, level: float = 0.3) -> str | None:
         """Text of the newest crystal carrying ``hormone`` at ``level`` or more (auto-scratch context)."""
         recent = self._run(lambda: self.memory.store.list_crystals(
-            Filters(lifecycles=_LIVE), 50, "created_at_ms DESC"))
+            self._filters(), 50, "created_at_ms DESC"))
         for crystal in recent:
             influence = crystal.hormonal_influence
             if influence is not None and getattr(influence, hormone) >= level:

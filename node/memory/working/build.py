@@ -32,5 +32,5 @@ def synthesiser_for(settings: MemoryConfig) -> Synthesiser:
 def working_memory_for(config: NodeConfig, memory: Memory, namespace: str = DEFAULT_NAMESPACE,
                        niche: Callable[[], NicheData | None] | None = None,
                        backend: MemoryBackend | None = None) -> WorkingMemory:
-    return WorkingMemory(config.data_dir, backend or MemoryBackend(memory), namespace,
+    return WorkingMemory(config.data_dir, backend or MemoryBackend(memory, namespace=namespace), namespace,
                          synthesiser_for(config.memory), config.memory.min_chunks_for_dream, niche)

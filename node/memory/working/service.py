@@ -44,7 +44,7 @@ class WorkingMemoryServiceMixin:
     def working_memory(self, namespace: str = DEFAULT_NAMESPACE) -> WorkingMemory:
         namespace = check_namespace(namespace)
         if namespace not in self._working_memories:
-            backend = MemoryBackend(self._working_source, run=self._on_memory_writer)
+            backend = MemoryBackend(self._working_source, run=self._on_memory_writer, namespace=namespace)
             self._working_memories[namespace] = working_memory_for(
                 self.config, self._working_source, namespace, self._working_niche, backend)
         return self._working_memories[namespace]

@@ -21,14 +21,13 @@ import hashlib
 import json
 import logging
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from node.crystals.model import now_ms
-from node.errors import CrystalmeshError
+from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
 from node.memory.working.auto import auto_note_text
 from node.memory.working.backend import MemoryBackend, NoteKind
 from node.memory.working.context import working_memory_block
@@ -42,23 +41,14 @@ from node.memory.working.state import TITLE, collapse_reason
 
 log = logging.getLogger(__name__)
 
-DEFAULT_NAMESPACE = "default"
 MIN_CHUNKS_FOR_DREAM = 5
 MAX_STATE_BYTES = 1024 * 1024
 AUTO_IMPORTANCE = 0.8
-_NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$")
-
-
-class InvalidNamespace(CrystalmeshError, ValueError):
-    """A namespace name that cannot be a directory name."""
 
 
 def check_namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not _NAMESPACE.match(namespace) or ".." in namespace:
-        raise InvalidNamespace(
-            "namespace must be 1-64 characters of letters, digits and _ . : @ - "
-            "(starting with a letter or digit)")
-    return namespace
+    """A namespace name (node.memory.namespaces), also safe as one directory name."""
+    return validate_namespace(namespace)
 
 
 @dataclass
@@ -91,6 +81,8 @@ class WorkingMemory:
                  niche: Callable[[], NicheData | None] | None = None,
                  clock: Callable[[], int] = now_ms) -> None:
         self.namespace = check_namespace(namespace)
+        if backend.namespace != self.namespace:
+            raise ValueError(f"backend for {backend.namespace!r} used for namespace {self.namespace!r}")
         self.directory = Path(data_dir) / "memory" / namespace
         self.backend = backend
         self.synthesiser: Synthesiser = synthesiser or ExtractiveSynthesiser()
