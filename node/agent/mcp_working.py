@@ -13,8 +13,26 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 Call = Callable[..., Awaitable[Any]]
+Importance = Annotated[float, Field(ge=0.0, le=1.0, description="How much it matters, 0-1.")]
+MAX_NOTE_CHARS = 4000  # node.memory.working.scratch.MAX_NOTE_CHARS
 Namespace = Annotated[str, Field(min_length=1, max_length=100,
                                  description='Whose working memory: "default", "agent:<role>", ...')]
+
+
+def as_working_note(body: dict[str, Any]) -> bool:
+    """Whether ``memory_add`` stores this as a working-memory note: an observation (not a
+    skill or task pattern, no TTL) short enough to be one scratch line."""
+    return (body.get("type") not in ("skill", "task_pattern") and "ttl_ms" not in body
+            and len(str(body.get("text", ""))) <= MAX_NOTE_CHARS)
+
+
+async def add_working_note(call: Call, body: dict[str, Any], importance: float) -> dict[str, Any]:
+    """``POST /v1/memory/notes``: durable in the scratch at once, and a searchable crystal."""
+    note = await call("POST", "/v1/memory/notes", body | {"importance": importance})
+    outcome = {"indexed": "created", "exists": "exists"}.get(note.get("crystal"), "pending")
+    return {"id": note.get("crystal_id"), "outcome": outcome, "namespace": note.get("namespace"),
+            "type": body.get("type"), "scope": body.get("scope"), "note_id": note.get("id"),
+            "importance": note.get("importance"), "at": note.get("at")}
 
 
 def register_working_tools(server: MCPServer[Any], call: Call) -> None:

@@ -80,6 +80,10 @@ async def test_mcp_memory_add_is_the_working_memory_note(devnet: Devnet) -> None
         added = await session.call_tool("memory_add", {"text": "Deploy freeze until Monday", "importance": 0.9})
         assert not added.is_error and added.structured_content
         assert added.structured_content["importance"] == 0.9
+        assert added.structured_content["outcome"] == "created" and added.structured_content["id"]
+        skill = await session.call_tool("memory_add", {"text": "Skill: restart the queue worker",
+                                                       "type": "skill"})
+        assert not skill.is_error and "note_id" not in (skill.structured_content or {})
         context = await session.call_tool("memory_context", {"window_tokens": 32000})
         assert "Deploy freeze until Monday" in str(context.structured_content)
         dreamt = await session.call_tool("memory_dream", {})
