@@ -32,7 +32,8 @@ async def add_working_note(call: Call, body: dict[str, Any], importance: float) 
     outcome = {"indexed": "created", "exists": "exists"}.get(note.get("crystal"), "pending")
     return {"id": note.get("crystal_id"), "outcome": outcome, "namespace": note.get("namespace"),
             "type": body.get("type"), "scope": body.get("scope"), "note_id": note.get("id"),
-            "importance": note.get("importance"), "at": note.get("at")}
+            "importance": note.get("importance"), "at": note.get("at")} | (
+                {"differs": note["differs"]} if note.get("differs") else {})
 
 
 def register_working_tools(server: MCPServer[Any], call: Call) -> None:

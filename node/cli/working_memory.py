@@ -47,9 +47,14 @@ def note(ctx: CliContext, text: str, importance: float, namespace: str) -> None:
     else:
         with open_working_memory(ctx, namespace) as working:
             result = working.note(text, importance).to_dict()
-    ctx.emit(result, lambda r: click.echo(
-        f"noted {r['id']} at {r['at']} (importance {r['importance']}); crystal {r['crystal']}"
-        + (f" {r['crystal_id']}" if r.get("crystal_id") else "")))
+    def render(r: dict[str, Any]) -> None:
+        if r["crystal"] == "exists":
+            click.echo(f"already remembered as {r['crystal_id']}: nothing written")
+        else:
+            click.echo(f"noted {r['id']} at {r['at']} (importance {r['importance']}); crystal "
+                       f"{r['crystal']}" + (f" {r['crystal_id']}" if r.get("crystal_id") else ""))
+
+    ctx.emit(result, render)
 
 
 @click.command("dream")

@@ -314,3 +314,16 @@ def test_namespaces_keep_working_memories_apart(memory: Memory, node_config: Nod
     assert [n.text for n in planner.pending_notes()] == [shared_text, "Planner-only: the roadmap review is on Thursday"]
     with pytest.raises(ValueError, match="backend"):
         WorkingMemory(node_config.data_dir, MemoryBackend(memory), "agent:planner")
+
+
+def test_a_repeated_note_writes_nothing(memory: Memory, node_config: NodeConfig) -> None:
+    from node.crystals.model import AccessScope
+    from node.memory.working.backend import NoteKind
+
+    wm = working(memory, node_config)
+    first = wm.note("User prefers dark mode", 0.7, NoteKind(SemanticType.PREFERENCE))
+    before = wm.scratch.path.read_bytes()
+    again = wm.note("User  prefers\ndark mode", 0.9, NoteKind(SemanticType.PREFERENCE, AccessScope.PUBLIC))
+    assert again.crystal_status == "exists" and again.crystal_id == first.crystal_id
+    assert again.differs == {"scope": {"stored": "private", "requested": "public"}}
+    assert wm.scratch.path.read_bytes() == before and text_count(memory, "User prefers dark mode") == 1

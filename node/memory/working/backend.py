@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
 from node.crystals import governance as gov
@@ -33,7 +33,7 @@ from node.memory.facade import Memory, MemoryInputError, SearchRequest
 from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
 from node.memory.working.inputs import CrystalView, HormoneLevels
 from node.memory.working.migration import SEED_IMPORTANCE, Chunk
-from node.memory.working.scratch import ScratchNote
+from node.memory.working.scratch import ScratchNote, clean_note_text
 from node.memory.working.skills import LIVE, TASK_TYPES
 
 SNAPSHOT_RECENT = 200
@@ -55,6 +55,7 @@ class NoteKind:
 class NoteCrystal:
     id: str
     created: bool  # False: a crystal with exactly this text already existed
+    differs: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def view_of(crystal: Crystal) -> CrystalView:
@@ -104,6 +105,20 @@ class MemoryBackend:
     def note_crystal(self, note: ScratchNote, path: str, kind: NoteKind | None = None) -> NoteCrystal:
         """The crystal holding ``note`` (created if missing; dedup by content hash)."""
         return self._run(lambda: self._note_crystal(note, path, kind or NoteKind()))
+
+    def existing_note(self, text: str, kind: NoteKind | None = None) -> NoteCrystal | None:
+        """The current crystal already holding exactly ``text`` in this namespace, with the
+        requested fields that differ from it (as ``memory add`` reports them), or None."""
+        cleaned = clean_note_text(text)
+        stored = self._run(lambda: self.memory.store.find_by_hash(content_hash(cleaned), self.namespace))
+        if stored is None:
+            return None
+        differs: dict[str, dict[str, str]] = {}
+        if kind is not None and kind.scope is not None and kind.scope is not stored.governance.access_scope:
+            differs["scope"] = {"stored": stored.governance.access_scope.value, "requested": kind.scope.value}
+        if kind is not None and kind.semantic_type is not stored.semantic_type:
+            differs["type"] = {"stored": stored.semantic_type.value, "requested": kind.semantic_type.value}
+        return NoteCrystal(stored.id, False, differs)
 
     def _note_crystal(self, note: ScratchNote, path: str, kind: NoteKind) -> NoteCrystal:
         existing = self.memory.store.find_by_hash(content_hash(note.text), self.namespace)

@@ -56,9 +56,11 @@ class NoteResult:
     note: ScratchNote
     crystal_id: str | None
     crystal_status: str  # "indexed"; "exists" (same text already a crystal); "pending" (next dream)
+    differs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return self.note.to_dict() | {"crystal_id": self.crystal_id, "crystal": self.crystal_status}
+        return self.note.to_dict() | {"crystal_id": self.crystal_id, "crystal": self.crystal_status} | (
+            {"differs": self.differs} if self.differs else {})
 
 
 @dataclass
@@ -106,6 +108,9 @@ class WorkingMemory:
         """``working_memory_note``: durable in the scratch before it returns, then a crystal."""
         note = self.scratch.new_note(text, importance, self.clock())
         self.activate()
+        existing = self.backend.existing_note(note.text, kind)
+        if existing is not None:  # already remembered: nothing is written (as ``memory add``)
+            return NoteResult(note, existing.id, "exists", existing.differs)
         with self.scratch.locked():
             self._recover_locked()
             self.scratch.append_locked(note)
@@ -114,7 +119,7 @@ class WorkingMemory:
         except Exception:  # the note is safe in the WAL; the next dream indexes it
             log.exception("working memory: note %s is saved but not yet searchable", note.id)
             return NoteResult(note, None, "pending")
-        return NoteResult(note, crystal.id, "indexed" if crystal.created else "exists")
+        return NoteResult(note, crystal.id, "indexed" if crystal.created else "exists", crystal.differs)
 
     def auto_scratch(self) -> list[NoteResult]:
         """Seed's belt and suspenders: one ``[AUTO]`` note per hormone above 0.7."""
