@@ -28,6 +28,7 @@ from node.keys import load_identity, load_or_create_api_token
 from node.market.buyer import Buyer, PurchaseRefused
 from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook
+from node.market.niche import niche_data
 from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
 from node.market.reconcile import reconcile_settlements
@@ -37,6 +38,7 @@ from node.memory.facade import ConsolidationReport, Memory
 from node.memory.learning_service import LearningServiceMixin
 from node.memory.records_api import MemoryRecordsApi
 from node.memory.search import SearchHit, SearchRequest
+from node.memory.working.service import WorkingMemoryServiceMixin
 from node.net.service import NetService
 from node.supervisor import supervise
 from node.trust.gate import GateDecision
@@ -54,7 +56,7 @@ SAFE_RECURSION_LIMIT = 5_000
 INDEX_SAVE_INTERVAL_S = 30.0
 
 
-class NodeService(MemoryRecordsApi, LearningServiceMixin):
+class NodeService(MemoryRecordsApi, LearningServiceMixin, WorkingMemoryServiceMixin):
     def __init__(self, config: NodeConfig, memory: Memory | None = None,
                  chain_client: ChainClient | None = None) -> None:
         """``chain_client``: an already-connected chain (an in-process one in tests) used
@@ -116,6 +118,7 @@ class NodeService(MemoryRecordsApi, LearningServiceMixin):
         # its single writer (memory.db.run).
         self.listings = ListingBook(memory.db)
         self.ledger = MarketLedger(memory.db)
+        self.init_working_memory(memory, functools.partial(niche_data, memory.db))
         self.seller = Seller(
             self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
             lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
@@ -170,8 +173,11 @@ class NodeService(MemoryRecordsApi, LearningServiceMixin):
                     supervise, "index-save", self.memory.save_periodically, INDEX_SAVE_INTERVAL_S,
                     on_crash=_count_crash))
                 nursery.start_soon(functools.partial(
-                    supervise, "consolidation", self.memory.consolidate_periodically,
+                    supervise, "consolidation", self.consolidate_periodically,  # + auto-scratch
                     self.config.memory.consolidation_interval_s, on_crash=_count_crash))
+                nursery.start_soon(functools.partial(
+                    supervise, "dream", self.dream_periodically, self.config.memory.dream_interval_s,
+                    on_crash=_count_crash))
                 nursery.start_soon(self._watch_signals, nursery.cancel_scope)
                 self._write_runtime_files()
                 self.ready.set()
@@ -285,7 +291,9 @@ class NodeService(MemoryRecordsApi, LearningServiceMixin):
         return await self.memory.detail(crystal_id)
 
     async def consolidate(self, purge: bool = False) -> ConsolidationReport:
-        return await self.memory.consolidate(purge)
+        report = await self.memory.consolidate(purge)
+        await self.auto_scratch_logged()
+        return report
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
         crystal = await self.memory.record_execution(crystal_id, success, reward)

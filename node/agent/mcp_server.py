@@ -18,6 +18,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from node.agent.mcp_learning import register_learning_tools
+from node.agent.mcp_working import (
+    Importance,
+    add_working_note,
+    as_working_note,
+    register_working_tools,
+)
 from node.agent.skill_install import install, source_from_node
 from node.api.client import ApiClient, ApiError
 from node.errors import CrystalmeshError
@@ -99,15 +105,20 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         scope: Annotated[Scope | None, Field(description="Who may see it; secrets are always kept confidential.")] = None,
         namespace: Namespace = "default",
         ttl_seconds: Annotated[int | None, Field(ge=1, le=315_360_000, description="Forget it after this many seconds.")] = None,
+        importance: Importance = 0.7,
     ) -> dict[str, Any]:
         """Store a memory in a namespace. Returns its id and the outcome: "created", or "exists"
         when this namespace already holds exactly this text (then nothing changed; use
-        memory_update to change its scope)."""
+        memory_update to change its scope). This is also the working-memory note: names,
+        preferences, decisions, deadlines are kept in the scratch notes until the next dream
+        folds them into MEMORY.md (see memory_context)."""
         body: dict[str, Any] = {"text": text, "type": type, "namespace": namespace}
         if scope is not None:
             body["scope"] = scope
         if ttl_seconds is not None:
             body["ttl_ms"] = ttl_seconds * 1000
+        if as_working_note(body):  # seed 001's working_memory_note (docs/memory.md)
+            return await add_working_note(call, body, importance)
         crystal = await call("POST", "/v1/crystals", body)
         return {"id": crystal["id"], "outcome": crystal.get("outcome", "created"),
                 "namespace": crystal.get("namespace"), "type": crystal.get("semanticType"),
@@ -230,6 +241,7 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         """The node's wallet address and USDC balance, and today's spending against its cap."""
         return dict(await call("GET", "/v1/wallet"))
 
+    register_working_tools(server, call)  # working memory (seed 001): memory_context, memory_dream
     return server
 
 

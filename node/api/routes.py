@@ -37,6 +37,7 @@ from node.api.models import (
     VersionIn,
     WeatherIn,
 )
+from node.api.working_routes import working_memory_router
 from node.memory.facade import SearchRequest
 
 Json = dict[str, Any]
@@ -171,6 +172,7 @@ def build_fastapi(node: NodeApi | None, auth: ApiAuth) -> FastAPI:
     if node is not None:
         app.include_router(node_router(node))
         app.include_router(learning_router(node))
+        app.include_router(working_memory_router(node))
         app.include_router(memory_router(node))
     app.include_router(dashboard_router())
     app.include_router(metrics_router(node))

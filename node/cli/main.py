@@ -91,6 +91,12 @@ def _register_commands() -> None:
     cli.add_command(models.models)
     for command in network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS:
         cli.add_command(command)
+    from node.cli import working_memory  # working memory (seed 001)
+
+    for command in working_memory.MEMORY_COMMANDS:
+        memory.memory.add_command(command)
+    for command in working_memory.SKILL_COMMANDS:
+        network.skill.add_command(command)
 
 
 def _register_learning_commands() -> None:

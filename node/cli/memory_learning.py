@@ -172,7 +172,7 @@ def _working_memory_text(ctx: CliContext, options: dict[str, Any]) -> str | None
         return str(client.get("/v1/memory/context", window=window, namespace=namespace).get("context") or "")
     from node.cli.working_memory import open_working_memory  # seed 001, when present
 
-    with open_working_memory(ctx, namespace) as working:
+    with open_working_memory(ctx, namespace or "default") as working:
         return str(working.context(window))
 
 

@@ -37,6 +37,9 @@ ROUTES = {
     ("get", "/v1/weather"), ("post", "/v1/weather/broadcast"), ("post", "/v1/dashboard/login-link"),
     ("get", "/dashboard"), ("get", "/dashboard/login"), ("post", "/dashboard/login"),
     ("post", "/dashboard/logout"), ("get", "/dashboard/static/{name}"), ("get", "/metrics"),
+    # working memory (seed 001)
+    ("post", "/v1/memory/notes"), ("post", "/v1/memory/dream"), ("get", "/v1/memory/context"),
+    ("post", "/v1/skills/{crystal_id}/crystallize"),
     ("get", "/v1/crystals"), ("patch", "/v1/crystals/{crystal_id}"),
     ("delete", "/v1/crystals/{crystal_id}"), ("get", "/v1/crystals/{crystal_id}/history"),
     ("get", "/v1/namespaces"),
@@ -57,6 +60,9 @@ BODY_MODELS = {
     "/v1/purchases/redeliver": ("RedeliverIn", {"listing_id"}),
     "/v1/weather/broadcast": ("WeatherIn", {"level", "duration_s", "reason"}),
     "/dashboard/login": ("LoginIn", {"token"}),
+    "/v1/memory/notes": ("NoteIn", {"text", "importance", "namespace", "type", "scope"}),
+    "/v1/memory/dream": ("DreamIn", {"namespace"}),
+    "/v1/skills/{crystal_id}/crystallize": ("CrystallizeIn", {"text", "category", "tags"}),
 }
 QUERY_PARAMS = {
     "/v1/listings": {"category", "max_price", "tag"},
@@ -65,6 +71,7 @@ QUERY_PARAMS = {
     "/v1/sales": {"limit"},
     "/v1/crystals": {"namespace", "type", "limit"},
     "/dashboard/login": {"code"},
+    "/v1/memory/context": {"window", "namespace"},
 }
 
 
@@ -139,6 +146,10 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "/v1/purchases/redeliver": {"listing_id": "abcdef"},
     "/v1/weather/broadcast": {"level": 0.5, "duration_s": 60, "reason": "test"},
     "/dashboard/login": {"token": "not-the-token"},
+    "/v1/memory/notes": {"text": "user prefers tabs", "importance": 0.8, "namespace": "default",
+                         "type": "preference", "scope": "private"},
+    "/v1/memory/dream": {"namespace": "default"},
+    "/v1/skills/{id}/crystallize": {"text": "Skill: compress logs", "category": "ops", "tags": ["a"]},
 }
 
 
@@ -168,16 +179,17 @@ CONTENT_TYPES = st.sampled_from(["application/json"] * 4 + ["text/plain", "", "a
 SEGMENTS = st.text(min_size=1, max_size=20).map(lambda s: quote(s.encode("utf-8", "surrogatepass"),
                                                                   safe=""))
 QUERIES = st.lists(st.tuples(st.sampled_from(["q", "k", "category", "max_price", "tag", "limit",
-                                              "code", "x"]), st.binary(max_size=12)), max_size=4).map(
+                                              "code", "x", "window", "namespace"]),
+                             st.binary(max_size=12)), max_size=4).map(
     lambda pairs: "&".join(f"{k}={quote_from_bytes(v, safe='')}" for k, v in pairs))
 POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
          "/v1/memory/feedback", "/v1/memory/testament/import", "/v1/memory/context/budget",
          "/v1/skills/{id}/executions", "/v1/skills/{id}/versions", "/v1/skills/{id}/publish",
          "/v1/listings/{id}/endorse", "/v1/purchases", "/v1/purchases/redeliver",
          "/v1/weather/broadcast", "/v1/dashboard/login-link", "/dashboard/login",
-         "/dashboard/logout"]
+         "/dashboard/logout", "/v1/memory/notes", "/v1/memory/dream", "/v1/skills/{id}/crystallize"]
 GETS = ["/v1/listings", "/v1/listings/search", "/v1/purchases", "/v1/sales", "/dashboard/login",
-        "/v1/crystals/{id}"]
+        "/v1/crystals/{id}", "/v1/memory/context"]
 ROUTES_FUZZED = [("POST", path) for path in POSTS] + [("GET", path) for path in GETS]
 CASES = st.sampled_from(ROUTES_FUZZED).flatmap(lambda route: st.tuples(
     st.just(route), st.one_of(BODIES, near_valid(route[1]), near_valid(route[1])), CONTENT_TYPES,
@@ -189,7 +201,7 @@ async def snapshot(http: httpx.AsyncClient, skill_id: str) -> list[Any]:
     status = (await http.get("/v1/memory/status")).json()
     parts: list[Any] = [{key: status[key] for key in ("total", "by_lifecycle", "by_type", "by_scope")}]
     for path in (f"/v1/crystals/{skill_id}", "/v1/purchases", "/v1/sales", "/v1/skills/own",
-                 "/v1/listings", "/v1/weather"):
+                 "/v1/listings", "/v1/weather", "/v1/memory/context"):
         response = await http.get(path)
         assert response.status_code == 200, path
         parts.append(response.json())
