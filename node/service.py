@@ -27,6 +27,7 @@ from node.keys import load_identity, load_or_create_api_token
 from node.market.buyer import Buyer, PurchaseRefused
 from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook
+from node.market.liveness import MarketLiveness
 from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
 from node.market.reconcile import reconcile_settlements
@@ -139,6 +140,10 @@ class NodeService:
         self.weather_desk = WeatherDesk(self.config, self.identity, self.memory,
                                         self.net.gossip.publish, self.is_management)
         self.net.on_listing(self.publisher.on_listing)
+        self.market_liveness = MarketLiveness(self.publisher, self.buy)
+        self.market_liveness.sync_status = self.net.sync_status
+        self.net.on_bounty(self.market_liveness.on_bounty)
+        self.net.serve_listings_sync(self.market_liveness.sync_source)
         self.net.on_weather(self.weather_desk.on_weather)
         self.net.on_trust_report(self.trust.on_trust_report)
         self.net.on_reject(self.trust.on_rejection)
@@ -161,6 +166,8 @@ class NodeService:
                         on_crash=_count_crash))
                     nursery.start_soon(reconcile_settlements, self.engine, self.memory.db, self.ledger)
                 await nursery.start(self._serve_api)
+                nursery.start_soon(functools.partial(
+                    supervise, "market-liveness", self.market_liveness.run, on_crash=_count_crash))
                 nursery.start_soon(functools.partial(
                     supervise, "index-save", self.memory.save_periodically, INDEX_SAVE_INTERVAL_S,
                     on_crash=_count_crash))

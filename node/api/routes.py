@@ -20,6 +20,7 @@ from node.api.dashboard import dashboard_router
 from node.api.errors import install_error_handlers
 from node.api.guards import Guard
 from node.api.interface import NodeApi
+from node.api.market_routes import market_liveness_router
 from node.api.metrics import metrics_router
 from node.api.models import (
     ConsolidateIn,
@@ -167,6 +168,9 @@ def build_fastapi(node: NodeApi | None, auth: ApiAuth) -> FastAPI:
     install_error_handlers(app)
     if node is not None:
         app.include_router(node_router(node))
+        market = getattr(node, "market_liveness", None)  # test doubles may leave it out
+        if market is not None:
+            app.include_router(market_liveness_router(market))
     app.include_router(dashboard_router())
     app.include_router(metrics_router(node))
     return app

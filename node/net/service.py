@@ -16,6 +16,7 @@ them). Cancelling ``run`` stops everything in reverse order.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -174,6 +175,15 @@ class NetService:
     def _app_score(self, peer: ID) -> float:
         peer_id = str(peer)
         return self.scores.score(peer_id) + sum(hook(peer_id) for hook in self.app_score_hooks)
+
+    def sync_status(self) -> dict[str, Any]:
+        """Listings sync: recent sessions per peer, pages served."""
+        return {
+            "protocol": "/crystalmesh/listings-sync/1",
+            "served_pages": self.sync.served_pages,
+            "cursors": dict(self.sync.cursors),
+            "sessions": [dataclasses.asdict(report) for report in self.sync.reports[-16:]],
+        }
 
     def _penalize(self, rejection: Rejection) -> None:
         """A rejection outside gossip (listings sync): counted and scored like gossip's."""
