@@ -82,12 +82,13 @@ def init(
 
 
 def _register_commands() -> None:
-    from node.cli import agent, devnet, memory, models, network, operate, trade
+    from node.cli import agent, devnet, liveness, memory, models, network, operate, trade
 
     cli.add_command(devnet.devnet)
     cli.add_command(memory.memory)
     cli.add_command(models.models)
-    for command in network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS:
+    for command in (network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS
+                    + liveness.COMMANDS):
         cli.add_command(command)
 
 

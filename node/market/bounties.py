@@ -33,21 +33,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MATCH_THRESHOLD = 0.5
 """Cosine similarity at which a listing answers a bounty (MiniLM: same need, other words)."""
-MICRO_PER_USDC = 1_000_000
-
-
-def reward_to_micro(reward_usdc: str | float) -> int:
-    """``"0.05"`` -> 50_000 micro-USDC, exactly (decimal string, at most 6 decimals)."""
-    from decimal import Decimal, InvalidOperation
-
-    try:
-        value = Decimal(str(reward_usdc))
-    except InvalidOperation as error:
-        raise ValueError(f"not a USDC amount: {reward_usdc!r}") from error
-    micro = value * MICRO_PER_USDC
-    if not value.is_finite() or micro != micro.to_integral_value() or micro < 0:
-        raise ValueError(f"a reward is >= 0 USDC with at most 6 decimals, got {reward_usdc!r}")
-    return int(micro)
 
 
 def count_matches(listing_vector: np.ndarray, bounty_vectors: np.ndarray, threshold: float) -> int:
