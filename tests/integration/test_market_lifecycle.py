@@ -20,8 +20,8 @@ import pytest
 from node.config import load_config
 from node.crystals.model import SemanticType
 from node.market.ledger import MarketLedger
-from node.market.liveness import MarketLiveness
 from node.market.listings import ListingBook
+from node.market.liveness import MarketLiveness
 from node.market.pricing import FlatReputation
 from node.market.publish import Publisher
 from node.memory.async_memory import AsyncMemory
