@@ -1,0 +1,47 @@
+"""The listing lifecycle state machine (node.market.lifecycle.decide), case by case."""
+
+from __future__ import annotations
+
+import pytest
+
+from node.market.lifecycle import (
+    ACCEPT,
+    IGNORE_EXPIRED,
+    IGNORE_SUPERSEDED,
+    IGNORE_WITHDRAWN,
+    LISTED,
+    WITHDRAWN,
+    SkillState,
+    decide,
+)
+
+NOW = 1_000_000
+LIVE = NOW + 10_000
+
+
+def listed(version: int, seq: int, expires: int = LIVE) -> SkillState:
+    return SkillState(LISTED, version, seq, expires)
+
+
+def withdrawn(version: int, seq: int, expires: int = LIVE) -> SkillState:
+    return SkillState(WITHDRAWN, version, seq, expires)
+
+
+@pytest.mark.parametrize(("current", "incoming", "verdict"), [
+    (None, listed(1, 5), ACCEPT),                        # first announcement
+    (listed(1, 5), listed(1, 6), ACCEPT),                # refresh / re-price: same version, newer seq
+    (listed(1, 6), listed(1, 6), IGNORE_SUPERSEDED),     # the same envelope again
+    (listed(1, 6), listed(1, 5), IGNORE_SUPERSEDED),     # an older announcement arriving late
+    (listed(1, 5), listed(2, 6), ACCEPT),                # a new version supersedes
+    (listed(2, 6), listed(1, 7), IGNORE_SUPERSEDED),     # an old version re-announced later
+    (listed(2, 5), withdrawn(2, 6), ACCEPT),             # withdraw
+    (listed(2, 5), withdrawn(1, 6), IGNORE_SUPERSEDED),  # withdrawing an older version changes nothing
+    (listed(1, 5), withdrawn(1, 4), IGNORE_SUPERSEDED),  # a withdrawal older than the announcement
+    (withdrawn(1, 6), listed(1, 5), IGNORE_WITHDRAWN),   # a stale announcement cannot resurrect it
+    (withdrawn(1, 6), listed(1, 7), ACCEPT),             # the seller lists it again
+    (None, withdrawn(1, 6), ACCEPT),                     # a withdrawal seen before its listing
+    (listed(1, 5, expires=NOW), listed(1, 4), ACCEPT),   # an expired state counts as none
+    (None, listed(1, 5, expires=NOW), IGNORE_EXPIRED),   # expired on arrival
+])
+def test_decide(current: SkillState | None, incoming: SkillState, verdict: str) -> None:
+    assert decide(current, incoming, NOW) == verdict
