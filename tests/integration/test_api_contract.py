@@ -34,6 +34,10 @@ ROUTES = {
     ("get", "/v1/weather"), ("post", "/v1/weather/broadcast"), ("post", "/v1/dashboard/login-link"),
     ("get", "/dashboard"), ("get", "/dashboard/login"), ("post", "/dashboard/login"),
     ("post", "/dashboard/logout"), ("get", "/dashboard/static/{name}"), ("get", "/metrics"),
+    ("post", "/v1/listings/{listing_id}/reprice"), ("post", "/v1/listings/{listing_id}/withdraw"),
+    ("post", "/v1/listings/refresh"), ("get", "/v1/market/sync"), ("post", "/v1/bounties"),
+    ("get", "/v1/bounties"), ("get", "/v1/bounties/{bounty_id}"),
+    ("post", "/v1/bounties/{bounty_id}/fulfil"),
 }
 BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags"}),
@@ -46,6 +50,9 @@ BODY_MODELS = {
     "/v1/purchases/redeliver": ("RedeliverIn", {"listing_id"}),
     "/v1/weather/broadcast": ("WeatherIn", {"level", "duration_s", "reason"}),
     "/dashboard/login": ("LoginIn", {"token"}),
+    "/v1/listings/{listing_id}/reprice": ("RepriceIn", {"price_micro_usdc"}),
+    "/v1/bounties": ("BountyIn", {"text", "reward_micro_usdc", "ttl_s"}),
+    "/v1/bounties/{bounty_id}/fulfil": ("FulfilIn", {"listing_id"}),
 }
 QUERY_PARAMS = {
     "/v1/listings": {"category", "max_price", "tag"},
@@ -53,6 +60,7 @@ QUERY_PARAMS = {
     ("/v1/purchases", "get"): {"limit"},
     "/v1/sales": {"limit"},
     "/dashboard/login": {"code"},
+    ("/v1/bounties", "get"): {"open"},
 }
 
 
