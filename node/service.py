@@ -140,6 +140,7 @@ class NodeService:
         self.weather_desk = WeatherDesk(self.config, self.identity, self.memory,
                                         self.net.gossip.publish, self.is_management)
         self.net.on_listing(self.publisher.on_listing)
+        self.publisher.origin_level = lambda key: self.memory.run(self.trust.level, key)
         self.market_liveness = MarketLiveness(self.publisher, self.buy)
         self.market_liveness.sync_status = self.net.sync_status
         self.net.on_bounty(self.market_liveness.on_bounty)

@@ -58,7 +58,8 @@ class BountyDesk:
         metrics.count_accepted(BOUNTIES, envelope.issued_at_ms)
         if envelope.sender == self.publisher.identity.public_key:
             return
-        await self._store(envelope, own=False)
+        if await self.publisher.admitted(envelope):
+            await self._store(envelope, own=False)
 
     async def _store(self, envelope: Envelope, own: bool) -> bool:
         bounty = envelope.message()

@@ -66,6 +66,8 @@ class Publisher:
         self.wallet_address = wallet_address
         self.is_management = is_management
         self.clock: Callable[[], int] = now_ms
+        # The trust gate at intake: the trust level of a listing's or bounty's origin key.
+        self.origin_level: Callable[[bytes], Awaitable[str]] | None = None
         self.lifecycle = ListingLifecycle(listings.db, listings)
         self.bounties = BountyBoard(listings.db)
 
@@ -177,9 +179,16 @@ class Publisher:
         if envelope.kind == ListingEndorsement.KIND:
             await self._apply_endorsement(envelope)
             return
-        if envelope.sender == self.identity.public_key:
+        if envelope.sender == self.identity.public_key or not await self.admitted(envelope):
             return
         await self.store_listing(envelope)
+
+    async def admitted(self, envelope: Envelope) -> bool:
+        """Listings and bounties (gossiped or synced) from a banned origin key are dropped."""
+        if self.origin_level is None or await self.origin_level(envelope.sender) != "banned":
+            return True
+        log.info("dropped %s from banned origin %s", envelope.kind, envelope.sender.hex()[:16])
+        return False
 
     async def _apply_endorsement(self, envelope: Envelope) -> bool:
         """Record a management key's endorsement of a listing we hold, if its signature holds."""

@@ -237,3 +237,22 @@ async def test_foreign_withdrawals_and_wrong_topics_are_refused(pair: tuple[Side
     with pytest.raises(InvalidEnvelope) as error:
         buyer.validator.check(BOUNTIES, seller.sent[0])
     assert error.value.reason == "wrong_topic"
+
+
+async def test_listings_and_bounties_from_a_banned_origin_are_dropped(
+        pair: tuple[Side, Side], clock: Clock) -> None:
+    seller, buyer = pair
+    banned = seller.publisher.identity.public_key
+
+    async def level(key: bytes) -> str:
+        return "banned" if key == banned else "provisional"
+
+    buyer.publisher.origin_level = level
+    listing_id = (await publish_skill(seller, *SKILL))["listing_id"]
+    await seller.liveness.post_bounty("need: a skill that counts nginx timeouts", 10_000)
+    assert buyer.visible(listing_id, clock.now) is None
+    assert await buyer.liveness.bounties() == []
+    buyer.publisher.origin_level = None  # the same bytes are taken once the origin is not banned
+    envelope = open_envelope(seller.sent[0])
+    await buyer.publisher.on_listing(envelope)
+    assert buyer.visible(listing_id, clock.now) is not None
