@@ -35,7 +35,12 @@ from node.crystals.model import now_ms as wall_now_ms
 from node.db import Database
 from node.market.listings import ListingBook
 from protocol.envelope import Envelope
-from protocol.liveness import WITHDRAWAL_LIFETIME_MS, Bounty, ListingWithdrawal
+from protocol.liveness import (
+    MAX_SYNC_ENTRY_BYTES,
+    WITHDRAWAL_LIFETIME_MS,
+    Bounty,
+    ListingWithdrawal,
+)
 from protocol.messages import SkillListing
 
 log = logging.getLogger(__name__)
@@ -129,6 +134,9 @@ class MarketFeed:
         size = 0
         next_cursor = cursor
         for row in rows[:limit]:
+            if len(row[1]) > MAX_SYNC_ENTRY_BYTES:  # cannot travel in a page: skip it
+                next_cursor = int(row[0])
+                continue
             if size + len(row[1]) > max_bytes:
                 return entries, next_cursor, True
             entries.append(bytes(row[1]))
