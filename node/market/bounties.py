@@ -35,12 +35,19 @@ DEFAULT_MATCH_THRESHOLD = 0.5
 """Cosine similarity at which a listing answers a bounty (MiniLM: same need, other words)."""
 
 
-def count_matches(listing_vector: np.ndarray, bounty_vectors: np.ndarray, threshold: float) -> int:
-    """How many bounty vectors are within ``threshold`` cosine of the listing's (unit vectors)."""
+def count_matches(listing_vector: np.ndarray, bounty_vectors: np.ndarray, threshold: float,
+                  posters: list[str] | None = None) -> int:
+    """Open bounties within ``threshold`` cosine of the listing (unit vectors): bountyMatches.
+
+    With ``posters`` (the poster key of each row) a poster counts once however many
+    bounties it posts, so one key cannot inflate a price by repeating itself.
+    """
     if bounty_vectors.size == 0:
         return 0
-    return int(np.count_nonzero(bounty_vectors @ np.asarray(listing_vector, np.float32)
-                                >= threshold))
+    hits = np.flatnonzero(bounty_vectors @ np.asarray(listing_vector, np.float32) >= threshold)
+    if posters is None:
+        return int(hits.size)
+    return len({posters[i] for i in hits})
 
 
 @dataclass(frozen=True)
@@ -125,11 +132,12 @@ class BountyBoard:
         ).fetchall()
         return [_from_row(row) for row in rows]
 
-    def open_vectors(self, now: int | None = None,
-                     exclude_sender: bytes | None = None) -> tuple[list[str], np.ndarray]:
-        """Ids and embedding matrix of open bounties (optionally not posted by one key)."""
+    def open_vectors(self, now: int | None = None, exclude_sender: bytes | None = None,
+                     by_poster: bool = False) -> tuple[list[str], np.ndarray]:
+        """Ids (or poster keys) and embedding matrix of open bounties, not posted by one key."""
         rows = self.db.execute(
-            "SELECT bounty_id, embedding FROM bounties WHERE fulfilled_by IS NULL "
+            f"SELECT {'sender_key' if by_poster else 'bounty_id'}, embedding FROM bounties "
+            "WHERE fulfilled_by IS NULL "
             "AND expires_at_ms > ? AND embedding IS NOT NULL AND sender_key != ?",
             (now if now is not None else wall_now_ms(),
              exclude_sender.hex() if exclude_sender else ""),

@@ -21,7 +21,7 @@ from node import metrics
 from node.errors import NodeError
 from node.market.bounties import StoredBounty
 from node.market.lifecycle import ACCEPT
-from node.market.publish import Publisher
+from node.market.publish import GOSSIP_WINDOW_MS, Publisher
 from protocol.envelope import Envelope
 from protocol.liveness import Bounty
 from protocol.messages import new_request_id
@@ -55,7 +55,8 @@ class BountyDesk:
         return await self.show(bounty.bounty_id)
 
     async def on_bounty(self, envelope: Envelope) -> None:
-        metrics.count_accepted(BOUNTIES, envelope.issued_at_ms)
+        if self.publisher.clock() - envelope.issued_at_ms <= GOSSIP_WINDOW_MS:
+            metrics.count_accepted(BOUNTIES, envelope.issued_at_ms)
         if envelope.sender == self.publisher.identity.public_key:
             return
         if await self.publisher.admitted(envelope):

@@ -41,6 +41,7 @@ from protocol.topics import SKILLS
 log = logging.getLogger(__name__)
 
 GossipPublish = Callable[..., Awaitable[Envelope]]
+GOSSIP_WINDOW_MS = 120_000
 
 
 def listing_text(listing: SkillListing) -> str:
@@ -152,10 +153,10 @@ class Publisher:
                 "price_override": price_override is not None}
 
     async def bounty_matches(self, vector: np.ndarray) -> int:
-        """Open bounties (not our own) whose meaning matches ``vector``: bountyMatches."""
-        _, vectors = await self.memory.run(self.bounties.open_vectors, self.clock(),
-                                           self.identity.public_key)
-        return count_matches(vector, vectors, self.config.market.bounty_match_threshold)
+        """Posters (other than us) of open bounties matching ``vector``: bountyMatches."""
+        posters, vectors = await self.memory.run(self.bounties.open_vectors, self.clock(),
+                                                 self.identity.public_key, True)
+        return count_matches(vector, vectors, self.config.market.bounty_match_threshold, posters)
 
     def _unique_buyers(self, stable_skill_id: str) -> int:
         return self.ledger.unique_buyers(stable_skill_id)
@@ -175,7 +176,8 @@ class Publisher:
         return verdict == ACCEPT
 
     async def on_listing(self, envelope: Envelope) -> None:
-        metrics.count_accepted(SKILLS, envelope.issued_at_ms)
+        if self.clock() - envelope.issued_at_ms <= GOSSIP_WINDOW_MS:  # synced state is older
+            metrics.count_accepted(SKILLS, envelope.issued_at_ms)
         if envelope.kind == ListingEndorsement.KIND:
             await self._apply_endorsement(envelope)
             return

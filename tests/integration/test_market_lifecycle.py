@@ -215,6 +215,12 @@ async def test_a_bounty_raises_the_matching_skills_price(pair: tuple[Side, Side]
     listed = {b["bounty_id"]: b for b in await seller.liveness.bounties()}
     assert listed[posted["bounty_id"]]["status"] == "open"
     assert listed[posted["bounty_id"]]["own"] is False
+    # The same poster asking again does not count twice in the price.
+    await buyer.liveness.post_bounty("need: a skill for nginx error log timeouts", 50_000)
+    clock.now += 1000
+    again = await seller.liveness.reprice(listing_id, None)
+    assert again["bounty_matches"] == 1
+    assert again["price_micro_usdc"] == repriced["price_micro_usdc"]
 
 
 async def test_foreign_withdrawals_and_wrong_topics_are_refused(pair: tuple[Side, Side],

@@ -45,3 +45,17 @@ def withdrawn(version: int, seq: int, expires: int = LIVE) -> SkillState:
 ])
 def test_decide(current: SkillState | None, incoming: SkillState, verdict: str) -> None:
     assert decide(current, incoming, NOW) == verdict
+
+
+def test_count_matches_counts_each_poster_once() -> None:
+    import numpy as np
+
+    from node.market.bounties import count_matches
+
+    listing = np.array([1.0, 0.0], np.float32)
+    bounties = np.array([[1.0, 0.0], [0.6, 0.8], [0.8, 0.6], [0.0, 1.0]], np.float32)
+    # cosines 1.0, 0.6, 0.8, 0.0 against a threshold of 0.7: rows 0 and 2 match
+    assert count_matches(listing, bounties, 0.7) == 2
+    assert count_matches(listing, bounties, 0.7, ["a", "b", "a", "c"]) == 1
+    assert count_matches(listing, bounties, 0.5, ["a", "b", "a", "c"]) == 2
+    assert count_matches(listing, np.zeros((0, 0), np.float32), 0.5) == 0
