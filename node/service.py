@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from node import metrics
+from node.chain.client import ChainClient
 from node.chain.settlement import SettlementEngine
 from node.config import NodeConfig
 from node.crystals.model import Crystal, Lifecycle, now_ms
@@ -53,7 +54,10 @@ INDEX_SAVE_INTERVAL_S = 30.0
 
 
 class NodeService:
-    def __init__(self, config: NodeConfig, memory: Memory | None = None) -> None:
+    def __init__(self, config: NodeConfig, memory: Memory | None = None,
+                 chain_client: ChainClient | None = None) -> None:
+        """``chain_client``: an already-connected chain (an in-process one in tests) used
+        instead of connecting to ``config.chain.rpc_url``."""
         self.config = config
         self.identity = load_identity(config)
         self.api_token = load_or_create_api_token(config)
@@ -68,7 +72,7 @@ class NodeService:
         self._nursery: trio.Nursery | None = None
         self.wallet_address = self._wallet_address()
         self.engine: SettlementEngine | None = None
-        self._open_chain()
+        self._open_chain(chain_client)
 
     def _wallet_address(self) -> str:
         from node.chain.wallet import load_or_create_wallet
@@ -76,14 +80,13 @@ class NodeService:
         self.wallet = load_or_create_wallet(self.config.wallet_path)
         return str(self.wallet.address)
 
-    def _open_chain(self) -> None:
+    def _open_chain(self, client: ChainClient | None) -> None:
         """Settlement engine + read client; the chain may be down now and come up later."""
-        from node.chain.settlement import SettlementEngine
-
         chain = self.config.chain
-        if not chain.rpc_url:
+        if client is None and not chain.rpc_url:
             return
         self.engine = SettlementEngine.open(
+            client=client,
             rpc_url=chain.rpc_url,
             chain_id=chain.chain_id,
             token_address=chain.token_address,
