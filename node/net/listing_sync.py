@@ -152,10 +152,12 @@ class ListingSync:
                 report.stopped = SYNC_STALLED
                 break
             except ReqRespError as error:
-                # Oversize frames and responses signed by another key are the peer's doing.
-                charge = "oversize" if "frame over" in str(error) else "malformed"
-                if "does not speak" in str(error) or "unreachable" in type(error).__name__.lower():
-                    charge = ""
+                # Oversize frames and invalid or foreign-signed responses are the peer's doing;
+                # a reset stream or a lost connection may be an honest peer going away.
+                text = str(error)
+                charge = "oversize" if "frame over" in text else (
+                    "malformed" if "invalid response" in text or "signed by another key" in text
+                    else "")
                 if charge:
                     self._charge(peer_id, charge, None)
                 report.stopped = f"failed: {error}"

@@ -33,7 +33,7 @@ from protocol.topics import BOUNTIES, SKILLS, TRUST, WEATHER
 from .gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
 from .gossip_config import GossipConfig, build_pubsub, build_router
 from .host import build_host, listen_addrs, to_peer_id
-from .listing_sync import ListingSync, SyncLimits, SyncSource
+from .listing_sync import SYNC_STALLED, ListingSync, SyncLimits, SyncSource
 from .peers import PeerManager, PeerStatus
 from .reqresp import PurchaseTransport, RequestHandler
 from .scoring import PeerScores, ScoringConfig
@@ -186,8 +186,13 @@ class NetService:
         }
 
     def _penalize(self, rejection: Rejection) -> None:
-        """A rejection outside gossip (listings sync): counted and scored like gossip's."""
-        self.rejections.record(rejection)
+        """A rejection outside gossip (listings sync): counted and scored like gossip's.
+
+        A stalled sync costs peer score only: an honest peer that crashes mid-request
+        looks the same, so it is not trust evidence (the trust ledger never hears of it).
+        """
+        if rejection.reason != SYNC_STALLED:
+            self.rejections.record(rejection)
         self._on_rejected(rejection)
 
     def _on_rejected(self, rejection: Rejection) -> None:
