@@ -29,13 +29,17 @@ from node.market.buyer import Buyer, PurchaseRefused
 from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook
 from node.market.liveness import MarketLiveness
+from node.market.niche import niche_data
 from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
 from node.market.reconcile import reconcile_settlements
 from node.market.seller import Seller
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import ConsolidationReport, Memory
+from node.memory.learning_service import LearningServiceMixin
+from node.memory.records_api import MemoryRecordsApi
 from node.memory.search import SearchHit, SearchRequest
+from node.memory.working.service import WorkingMemoryServiceMixin
 from node.net.service import NetService
 from node.supervisor import supervise
 from node.trust.gate import GateDecision
@@ -53,7 +57,7 @@ SAFE_RECURSION_LIMIT = 5_000
 INDEX_SAVE_INTERVAL_S = 30.0
 
 
-class NodeService:
+class NodeService(MemoryRecordsApi, LearningServiceMixin, WorkingMemoryServiceMixin):
     def __init__(self, config: NodeConfig, memory: Memory | None = None,
                  chain_client: ChainClient | None = None) -> None:
         """``chain_client``: an already-connected chain (an in-process one in tests) used
@@ -115,6 +119,7 @@ class NodeService:
         # its single writer (memory.db.run).
         self.listings = ListingBook(memory.db)
         self.ledger = MarketLedger(memory.db)
+        self.init_working_memory(memory, functools.partial(niche_data, memory.db))
         self.seller = Seller(
             self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
             lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
@@ -145,9 +150,7 @@ class NodeService:
         self.net.on_listing(self.publisher.on_listing)
         self.publisher.origin_level = lambda key: self.memory.run(self.trust.level, key)
         self.market_liveness = MarketLiveness(self.publisher, self.buy)
-        self.market_liveness.sync_status = self.net.sync_status
-        self.net.on_bounty(self.market_liveness.on_bounty)
-        self.net.serve_listings_sync(self.market_liveness.sync_source)
+        self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)
         self.net.on_weather(self.weather_desk.on_weather)
         self.net.on_trust_report(self.trust.on_trust_report)
         self.net.on_reject(self.trust.on_rejection)
@@ -176,8 +179,11 @@ class NodeService:
                     supervise, "index-save", self.memory.save_periodically, INDEX_SAVE_INTERVAL_S,
                     on_crash=_count_crash))
                 nursery.start_soon(functools.partial(
-                    supervise, "consolidation", self.memory.consolidate_periodically,
+                    supervise, "consolidation", self.consolidate_periodically,  # + auto-scratch
                     self.config.memory.consolidation_interval_s, on_crash=_count_crash))
+                nursery.start_soon(functools.partial(
+                    supervise, "dream", self.dream_periodically, self.config.memory.dream_interval_s,
+                    on_crash=_count_crash))
                 nursery.start_soon(self._watch_signals, nursery.cancel_scope)
                 self._write_runtime_files()
                 self.ready.set()
@@ -291,7 +297,9 @@ class NodeService:
         return await self.memory.detail(crystal_id)
 
     async def consolidate(self, purge: bool = False) -> ConsolidationReport:
-        return await self.memory.consolidate(purge)
+        report = await self.memory.consolidate(purge)
+        await self.auto_scratch_logged()
+        return report
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
         crystal = await self.memory.record_execution(crystal_id, success, reward)

@@ -12,6 +12,7 @@ from typing import Any
 from node.market.bounty_desk import BountyDesk, BuySkill
 from node.market.catalogue import SWEEP_INTERVAL_S, Catalogue
 from node.market.publish import Publisher
+from node.net.service import NetService
 from protocol.envelope import Envelope
 
 
@@ -23,6 +24,12 @@ class MarketLiveness:
         self.sync_status: Any = None  # set by the service: () -> dict
 
     # --- net -----------------------------------------------------------------------------
+    def attach(self, net: NetService) -> None:
+        """Take bounties from the topic; answer listings sync from the feed and ask new peers."""
+        self.sync_status = net.sync_status
+        net.on_bounty(self.on_bounty)
+        net.serve_listings_sync(self.sync_source)
+
     async def sync_source(self, cursor: int, limit: int,
                           max_bytes: int) -> tuple[list[bytes], int, bool]:
         """The newest live state after ``cursor``, for a peer's listings-sync request."""

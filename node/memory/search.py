@@ -18,9 +18,11 @@ from node.crystals import governance as gov
 from node.crystals.fusion import fts_query, fuse, identifier_tokens
 from node.crystals.index import VectorIndex
 from node.crystals.lexical import exact_matcher
-from node.crystals.model import Crystal, Lifecycle, now_ms
+from node.crystals.model import Crystal, Lifecycle, SemanticType, now_ms
 from node.crystals.store import CrystalStore, Filters, StoreError
 from node.memory.hormones import HormonalStateManager
+from node.memory.ranking import confidence_weight, surface_warnings
+from node.memory.temporal import valid_at
 
 # Re-weighting after fusion stays small: relevance decides, importance and
 # recency (modulated by hormones) only break near-ties.
@@ -60,6 +62,8 @@ class SearchRequest:
     scopes: tuple[str, ...] = ()
     requester: str = gov.Requester.LOCAL_AGENT.value
     record_access: bool = True
+    namespaces: tuple[str, ...] = ("default",)  # empty: every namespace
+    as_of_ms: int | None = None  # None: what is valid now; else the versions valid then (seed 004)
 
 
 def search(
@@ -68,8 +72,13 @@ def search(
     embed: Callable[[Sequence[str]], np.ndarray],
     hormones: HormonalStateManager,
     request: SearchRequest,
+    confidence: Callable[[list[Crystal], int], dict[str, float]] | None = None,
 ) -> list[SearchHit]:
-    """Answer ``request`` from one data dir (synchronous: the database's thread)."""
+    """Answer ``request`` from one data dir (synchronous: the database's thread).
+
+    ``confidence`` (seed 003, :mod:`node.memory.ranking`) re-weights near-ties by
+    how sure the node is of each hit; relevant warnings are put first.
+    """
     query = request.query.strip()
     if not query:
         raise MemoryInputError("empty search query")
@@ -77,11 +86,18 @@ def search(
     lifecycles = request.lifecycles or tuple(
         lc.value for lc in Lifecycle if lc not in (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
     )
-    filters = Filters(request.semantic_types, lifecycles, request.scopes)
+    now = now_ms()
+    as_of = request.as_of_ms
+    filters = Filters(request.semantic_types, lifecycles, request.scopes, request.namespaces, now)
     candidates = max(50, k * 5)
     vector = embed([query])[0]
-    dense = index.query(vector, candidates)
-    lexical = store.fts(fts_query(query), candidates)
+    if as_of is None:
+        dense = _dense(store, index, vector, candidates, k, request.namespaces, now)
+        lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces,
+                                                                   current_at_ms=now))
+    else:  # every version is a candidate; validity at ``as_of`` is checked below
+        dense = index.query(vector, candidates)
+        lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces))
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
 
     def doc_freq(term: str) -> float:
@@ -101,7 +117,7 @@ def search(
     dense_by_id = dict(dense)
     lexical_by_id = dict(lexical)
     retrieval = hormones.retrieval_modulation()
-    now = now_ms()
+    allowed_namespaces = set(request.namespaces)
     allowed_types = set(filters.semantic_types)
     allowed_lifecycles = set(filters.lifecycles)
     allowed_scopes = set(filters.scopes)
@@ -109,7 +125,9 @@ def search(
     for rowid_text, fused_score in fused:
         rowid = int(rowid_text)
         crystal = crystals.get(rowid)
-        if crystal is None:
+        if crystal is None or not (crystal.is_current(now) if as_of is None else valid_then(crystal, as_of)):
+            continue
+        if allowed_namespaces and crystal.namespace not in allowed_namespaces:
             continue
         if allowed_types and crystal.semantic_type.value not in allowed_types:
             continue
@@ -127,12 +145,45 @@ def search(
         hits.append(
             SearchHit(crystal, fused_score * weight, dense_by_id.get(rowid), lexical_by_id.get(rowid))
         )
+    if confidence is not None:
+        sure = confidence([hit.crystal for hit in hits], now)
+        for hit in hits:
+            hit.score *= confidence_weight(sure[hit.crystal.id])
     exact = exact_matcher(identifier_tokens(query))
     hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
-    hits = hits[:k]
+    hits = surface_warnings(hits, k, is_warning_hit, lambda hit: hit.score)
     if request.record_access and hits:
         store.record_access([hit.crystal.id for hit in hits], now)
         for hit in hits:
             hit.crystal.access_count += 1
             hit.crystal.last_accessed_at_ms = now
     return hits
+
+
+def _dense(store: CrystalStore, index: VectorIndex, vector: np.ndarray, candidates: int, k: int,
+           namespaces: tuple[str, ...], now: int) -> list[tuple[int, float]]:
+    """Dense candidates among the current crystals of ``namespaces``.
+
+    The plain HNSW walk is tried first; when too few of its candidates are current
+    crystals of the asked namespaces (a small namespace beside a big one, many
+    superseded versions), the walk is redone with hnswlib's filter over exactly
+    those rowids, so a small namespace still gets its k nearest.
+    """
+    dense = index.query(vector, candidates)
+    if len(dense) < candidates:
+        return dense  # the whole index was read; fusion filters what is not allowed
+    if len(store.current_rowids(namespaces, now, among=[rowid for rowid, _ in dense])) >= k:
+        return dense
+    kept = store.current_rowids(namespaces, now)
+    return index.query(vector, min(candidates, len(kept)), kept.__contains__) if kept else []
+
+
+def is_warning_hit(hit: SearchHit) -> bool:
+    return hit.crystal.semantic_type is SemanticType.WARNING
+
+
+def valid_then(crystal: Crystal, at_ms: int) -> bool:
+    """The version of its memory that held at ``at_ms`` (and not yet expired then)."""
+    expires = crystal.expires_at_ms
+    return valid_at(crystal.valid_from_ms, crystal.valid_to_ms, crystal.deleted_at_ms, at_ms) and (
+        expires is None or expires > at_ms)
