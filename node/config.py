@@ -116,6 +116,11 @@ class MarketConfig:
     min_success_rate: float = 0.6
     listing_ttl_s: int = 86_400
     purchase_timeout_s: float = 30.0
+    # A seller's node re-announces each live listing when its last announcement is this old.
+    listing_refresh_s: int = 3_600
+    # Cosine similarity at which a listing answers a bounty (bountyMatches in the price).
+    bounty_match_threshold: float = 0.5
+    bounty_ttl_s: int = 3 * 86_400
 
 
 @dataclass

@@ -28,6 +28,7 @@ from node.keys import load_identity, load_or_create_api_token
 from node.market.buyer import Buyer, PurchaseRefused
 from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook
+from node.market.liveness import MarketLiveness
 from node.market.niche import niche_data
 from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
@@ -149,6 +150,9 @@ class NodeService(MemoryRecordsApi, LearningServiceMixin, WorkingMemoryServiceMi
         self.weather_desk = WeatherDesk(self.config, self.identity, self.memory,
                                         self.net.gossip.publish, self.is_management)
         self.net.on_listing(self.publisher.on_listing)
+        self.publisher.origin_level = lambda key: self.memory.run(self.trust.level, key)
+        self.market_liveness = MarketLiveness(self.publisher, self.buy)
+        self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)
         self.net.on_weather(self.weather_desk.on_weather)
         self.net.on_trust_report(self.trust.on_trust_report)
         self.net.on_reject(self.trust.on_rejection)
@@ -174,6 +178,8 @@ class NodeService(MemoryRecordsApi, LearningServiceMixin, WorkingMemoryServiceMi
                 if self.config.x402.enabled:  # the public x402 endpoint over our seller
                     self.x402_url = await nursery.start(functools.partial(
                         serve_seller, self.seller, self.config.x402.host, self.config.x402.port))
+                nursery.start_soon(functools.partial(
+                    supervise, "market-liveness", self.market_liveness.run, on_crash=_count_crash))
                 nursery.start_soon(functools.partial(
                     supervise, "index-save", self.memory.save_periodically, INDEX_SAVE_INTERVAL_S,
                     on_crash=_count_crash))

@@ -15,6 +15,13 @@ from typing import Any, ClassVar, NamedTuple
 
 from protocol.codec import encode
 from protocol.identity import Identity, verify
+from protocol.liveness import (
+    LIVENESS_MESSAGES,
+    Bounty,
+    ListingsSyncPage,
+    ListingsSyncRequest,
+    ListingWithdrawal,
+)
 from protocol.purchase import (
     ERROR_CODES,
     MAX_SKILL_PAYLOAD_BYTES,
@@ -66,12 +73,16 @@ __all__ = [
     "MESSAGE_TYPES",
     "PPM",
     "TRUST_ROW_TOLERANCE_PPM",
+    "Bounty",
     "Delivery",
     "DeliveryRequest",
     "Endorsement",
     "ErrorReply",
     "InvalidMessage",
     "ListingEndorsement",
+    "ListingWithdrawal",
+    "ListingsSyncPage",
+    "ListingsSyncRequest",
     "Message",
     "PaymentAuthorization",
     "PaymentRequirements",
@@ -305,6 +316,7 @@ _ALL_MESSAGES: tuple[type[Message], ...] = (
     WeatherAlert,
     TrustReport,
     *PURCHASE_MESSAGES,
+    *LIVENESS_MESSAGES,
 )
 MESSAGE_TYPES: dict[tuple[str, int], type[Message]] = {
     (message_type.KIND, message_type.VERSION): message_type for message_type in _ALL_MESSAGES

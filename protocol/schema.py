@@ -34,6 +34,7 @@ __all__ = [
     "TX_HASH",
     "U63_MAX",
     "U64_MAX",
+    "Blob",
     "Bool",
     "Bytes",
     "Field",
@@ -109,6 +110,23 @@ class Bytes(Field):
             raise InvalidMessage(f"{path}: expected bytes, got {type(value).__name__}")
         if len(value) != self.length:
             raise InvalidMessage(f"{path}: expected {self.length} bytes, got {len(value)}")
+        return value
+
+
+class Blob(Field):
+    """Bytes of any length up to ``max_bytes`` (at least ``min_bytes``)."""
+
+    def __init__(self, max_bytes: int, min_bytes: int = 1) -> None:
+        self.max_bytes = max_bytes
+        self.min_bytes = min_bytes
+
+    def parse(self, value: Any, path: str) -> bytes:
+        if not isinstance(value, bytes):
+            raise InvalidMessage(f"{path}: expected bytes, got {type(value).__name__}")
+        if not self.min_bytes <= len(value) <= self.max_bytes:
+            raise InvalidMessage(
+                f"{path}: {len(value)} bytes outside [{self.min_bytes}, {self.max_bytes}]"
+            )
         return value
 
 

@@ -7,10 +7,14 @@ gets new topics, so old and new nodes never feed each other undecodable bytes.
 from __future__ import annotations
 
 from protocol.messages import (
+    Bounty,
     Delivery,
     DeliveryRequest,
     ErrorReply,
     ListingEndorsement,
+    ListingsSyncPage,
+    ListingsSyncRequest,
+    ListingWithdrawal,
     PaymentAuthorization,
     PaymentRequirements,
     PurchaseRequest,
@@ -21,10 +25,14 @@ from protocol.messages import (
 )
 
 __all__ = [
+    "BOUNTIES",
     "GOSSIP_TOPICS",
+    "LISTINGS_SYNC_PROTOCOL",
     "PURCHASE_EXCHANGES",
     "PURCHASE_PROTOCOL",
     "SKILLS",
+    "SYNCABLE_KINDS",
+    "SYNC_EXCHANGES",
     "TOPIC_KINDS",
     "TRUST",
     "WEATHER",
@@ -33,9 +41,11 @@ __all__ = [
 SKILLS = "/crystalmesh/1/skills"
 WEATHER = "/crystalmesh/1/weather"
 TRUST = "/crystalmesh/1/trust"
+BOUNTIES = "/crystalmesh/1/bounties"
 PURCHASE_PROTOCOL = "/crystalmesh/purchase/1"
+LISTINGS_SYNC_PROTOCOL = "/crystalmesh/listings-sync/1"
 
-GOSSIP_TOPICS = (SKILLS, WEATHER, TRUST)
+GOSSIP_TOPICS = (SKILLS, WEATHER, TRUST, BOUNTIES)
 
 PURCHASE_EXCHANGES: dict[str, frozenset[str]] = {
     PurchaseRequest.KIND: frozenset({PaymentRequirements.KIND, ErrorReply.KIND}),
@@ -45,10 +55,24 @@ PURCHASE_EXCHANGES: dict[str, frozenset[str]] = {
 }
 """Request kind (buyer -> seller) -> the response kinds a seller may answer with."""
 
+SYNC_EXCHANGES: dict[str, frozenset[str]] = {
+    ListingsSyncRequest.KIND: frozenset({ListingsSyncPage.KIND, ErrorReply.KIND}),
+}
+"""Request kind -> response kinds on the listings sync protocol."""
+
+SYNCABLE_KINDS: dict[str, str] = {
+    SkillListing.KIND: SKILLS,
+    ListingWithdrawal.KIND: SKILLS,
+    Bounty.KIND: BOUNTIES,
+}
+"""Kinds a sync page may carry -> the topic whose rules validate them."""
+
 TOPIC_KINDS: dict[str, frozenset[str]] = {
-    SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND}),
+    SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND, ListingWithdrawal.KIND}),
+    BOUNTIES: frozenset({Bounty.KIND}),
     WEATHER: frozenset({WeatherAlert.KIND}),
     TRUST: frozenset({TrustReport.KIND}),
     PURCHASE_PROTOCOL: frozenset(PURCHASE_EXCHANGES).union(*PURCHASE_EXCHANGES.values()),
+    LISTINGS_SYNC_PROTOCOL: frozenset(SYNC_EXCHANGES).union(*SYNC_EXCHANGES.values()),
 }
 """Envelope kinds accepted on each topic / protocol; anything else is "wrong_topic"."""

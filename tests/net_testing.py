@@ -15,6 +15,7 @@ import trio
 from node.config import NetConfig
 from node.net.gossip import TOPICS
 from node.net.gossip_config import GossipConfig
+from node.net.listing_sync import SyncLimits
 from node.net.scoring import ScoringConfig
 from node.net.service import NetService
 from protocol.envelope import Envelope
@@ -106,6 +107,7 @@ def make_net(
     bootstrap: Sequence[str] = (),
     management_keys: Sequence[bytes] = (),
     scoring: ScoringConfig | None = None,
+    sync_limits: SyncLimits | None = None,
     **net_overrides: Any,
 ) -> NetService:
     config = NetConfig(
@@ -121,6 +123,7 @@ def make_net(
         identity or Identity.generate(),
         gossip_config=GossipConfig(heartbeat_s=0.5),
         scoring_config=scoring,
+        sync_limits=sync_limits,
     )
 
 

@@ -21,6 +21,7 @@ from node.api.errors import install_error_handlers
 from node.api.guards import Guard
 from node.api.interface import NodeApi
 from node.api.learning_routes import learning_router
+from node.api.market_routes import market_liveness_router
 from node.api.memory_routes import memory_router
 from node.api.metrics import metrics_router
 from node.api.models import (
@@ -174,6 +175,9 @@ def build_fastapi(node: NodeApi | None, auth: ApiAuth) -> FastAPI:
         app.include_router(learning_router(node))
         app.include_router(working_memory_router(node))
         app.include_router(memory_router(node))
+        market = getattr(node, "market_liveness", None)  # test doubles may leave it out
+        if market is not None:
+            app.include_router(market_liveness_router(market))
     app.include_router(dashboard_router())
     app.include_router(metrics_router(node))
     return app

@@ -61,6 +61,22 @@ def restart(ctx: CliContext, name: str) -> None:
     ctx.emit(data, lambda d: click.echo(f"restarted {d['restarted']} (pid {d['pid']})"))
 
 
+@devnet.command("add")
+@click.argument("name")
+@click.option("--timeout", "timeout_s", type=float, default=90.0, show_default=True)
+@common_options
+def add(ctx: CliContext, name: str, timeout_s: float) -> None:
+    """Start one more node on the running devnet (bootstrapped, funded, management key set);
+    it catches up with existing listings through the listings sync protocol."""
+    from node.devnet.add import add as add_node
+
+    data = add_node(name, ctx.devnet_dir, timeout_s=timeout_s,
+                    progress=stderr if not ctx.as_json else (lambda _: None))
+    ctx.emit(data, lambda d: click.echo(
+        f"added {d['name']} peer {d['peer_id']} api port {d['api_port']} "
+        f"(bootstrapped from {len(d['bootstrap'])} nodes)"))
+
+
 @devnet.command("status")
 @common_options
 def status(ctx: CliContext) -> None:

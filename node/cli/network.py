@@ -202,10 +202,13 @@ def _render_listings(items: list[dict[str, Any]]) -> None:
     if not items:
         click.echo("no listings")
         return
-    table(None, ["listing id", "name", "category", "price", "success", "seller", "v"],
+    bounties = any("bounty_matches" in i for i in items)
+    table(None, ["listing id", "name", "category", "price", "success", "seller", "v"]
+          + (["bounties"] if bounties else []),
           [[i["listing_id"][:16], i["name"][:40], i["category"], usdc(i["price_micro_usdc"]),
             f"{i['success_rate']:.0%}", ("me" if i["own"] else i["seller_key"][:10]),
-            i["skill_version"]] for i in items])
+            i["skill_version"]] + ([i.get("bounty_matches", 0)] if bounties else [])
+           for i in items])
 
 
 @market.command("list")

@@ -19,8 +19,10 @@ from node.config import NodeConfig
 from node.crystals import governance as gov
 from node.crystals.model import Crystal, now_ms
 from node.errors import NodeError, NotManagementNode
+from node.market.bounties import BountyBoard, count_matches
 from node.market.gates import check_listable
 from node.market.ledger import MarketLedger
+from node.market.lifecycle import ACCEPT, ListingLifecycle
 from node.market.listings import ListingBook
 from node.market.pricing import ReputationSource, quote, scarcity_for
 from node.memory.async_memory import AsyncMemory
@@ -40,10 +42,15 @@ from protocol.topics import SKILLS
 log = logging.getLogger(__name__)
 
 GossipPublish = Callable[..., Awaitable[Envelope]]
+GOSSIP_WINDOW_MS = 120_000
 
 
 def listing_text(listing: SkillListing) -> str:
-    return f"{listing.name}. {listing.description} {' '.join(listing.tags)}"
+    return _text(listing.name, listing.description, listing.tags)
+
+
+def _text(name: str, description: str, tags: tuple[str, ...]) -> str:
+    return f"{name}. {description} {' '.join(tags)}"
 
 
 class Publisher:
@@ -60,6 +67,11 @@ class Publisher:
         self.reputation = reputation
         self.wallet_address = wallet_address
         self.is_management = is_management
+        self.clock: Callable[[], int] = now_ms
+        # The trust gate at intake: the trust level of a listing's or bounty's origin key.
+        self.origin_level: Callable[[bytes], Awaitable[str]] | None = None
+        self.lifecycle = ListingLifecycle(listings.db, listings)
+        self.bounties = BountyBoard(listings.db)
 
     async def publish_skill(self, crystal_id: str, name: str | None = None,
                             summary: str | None = None) -> dict[str, Any]:
@@ -71,6 +83,16 @@ class Publisher:
             min_success_rate=self.config.market.min_success_rate,
         )
         crystal = await self.memory.ensure_stable_skill_id(crystal.id)
+        return await self.announce(crystal, name, summary)
+
+    async def announce(self, crystal: Crystal, name: str, summary: str,
+                       price_override: int | None = None) -> dict[str, Any]:
+        """Sign and gossip the listing of ``crystal`` as it stands now (stats, price, expiry).
+
+        The listing id is the same for every announcement of one skill version:
+        publishing again, a refresh and a re-price all replace the receivers' state
+        (``node.market.lifecycle``). ``price_override`` (micro-USDC) skips the quote.
+        """
         assert crystal.stable_skill_id is not None
         similar = await self.memory.run(
             self.listings.count_similar, crystal.skill_category or "general", self.identity.public_key
@@ -80,6 +102,10 @@ class Publisher:
             older = await self.memory.run(self.listings.own_for_crystal, crystal.previous_version_id)
             previous = older.listing.listing_id if older else None
         unique_buyers = await self.memory.run(self._unique_buyers, crystal.stable_skill_id)
+        tags = tuple(dict.fromkeys(t[:32] for t in crystal.skill_tags))[:16]
+        category = (crystal.skill_category or "general")[:64]
+        vector = (await self.memory.embed([_text(name, summary, tags)]))[0]
+        matches = await self.bounty_matches(vector)
         market = self.config.market
         breakdown = quote(
             base_micro_usdc=market.base_price_micro_usdc,
@@ -87,12 +113,14 @@ class Publisher:
             executions=crystal.execution.executions,
             avg_reward=crystal.execution.avg_reward,
             unique_buyers=unique_buyers,
+            bounty_matches=matches,
             reputation=self.reputation().reputation(self.identity.public_key),
             scarcity=scarcity_for(similar),
             min_micro=market.min_price_micro_usdc,
             max_micro=market.max_price_micro_usdc,
         )
-        issued = now_ms()
+        price = breakdown.price_micro_usdc if price_override is None else price_override
+        issued = self.clock()
         listing = SkillListing(
             listing_id=listing_id_for(
                 self.identity.public_key, crystal.stable_skill_id, crystal.skill_version
@@ -101,11 +129,11 @@ class Publisher:
             skill_version=crystal.skill_version,
             name=name,
             description=summary,
-            tags=tuple(dict.fromkeys(t[:32] for t in crystal.skill_tags))[:16],
-            category=(crystal.skill_category or "general")[:64],
+            tags=tags,
+            category=category,
             content_hash=crystal.hash,
             size_bytes=len(crystal.text.encode()),
-            price_micro_usdc=breakdown.price_micro_usdc,
+            price_micro_usdc=price,
             pay_to=self.wallet_address,
             chain_id=self.config.chain.chain_id,
             token_address=self.config.chain.token_address,
@@ -121,27 +149,49 @@ class Publisher:
         await self.store_listing(envelope, own_crystal_id=crystal.id)
         return {"listing_id": listing.listing_id, "price_micro_usdc": listing.price_micro_usdc,
                 "price": breakdown.to_dict(), "crystal_id": crystal.id,
-                "skill_version": listing.skill_version, "previous_listing_id": previous}
+                "skill_version": listing.skill_version, "previous_listing_id": previous,
+                "bounty_matches": matches, "expires_at_ms": listing.expires_at_ms,
+                "price_override": price_override is not None}
+
+    async def bounty_matches(self, vector: np.ndarray) -> int:
+        """Posters (other than us) of open bounties matching ``vector``: bountyMatches."""
+        posters, vectors = await self.memory.run(self.bounties.open_vectors, self.clock(),
+                                                 self.identity.public_key, True)
+        return count_matches(vector, vectors, self.config.market.bounty_match_threshold, posters)
 
     def _unique_buyers(self, stable_skill_id: str) -> int:
         return self.ledger.unique_buyers(stable_skill_id)
 
     async def store_listing(self, envelope: Envelope, own_crystal_id: str | None = None) -> bool:
+        """Apply a listing or withdrawal through the lifecycle; True if it is the newest state."""
         listing = envelope.message()
-        assert isinstance(listing, SkillListing)
-        vectors = await self.memory.embed([listing_text(listing)])
-        return await self.memory.run(
-            self.listings.upsert, envelope, envelope.to_bytes(), vectors[0], own_crystal_id
+        vector = None
+        if isinstance(listing, SkillListing):
+            vector = (await self.memory.embed([listing_text(listing)]))[0]
+        verdict = await self.memory.run(
+            self.lifecycle.apply, envelope, envelope.to_bytes(), vector, own_crystal_id,
+            self.clock(),
         )
+        if verdict != ACCEPT:
+            log.debug("listing state ignored kind=%s reason=%s", envelope.kind, verdict)
+        return verdict == ACCEPT
 
     async def on_listing(self, envelope: Envelope) -> None:
-        metrics.count_accepted(SKILLS, envelope.issued_at_ms)
+        if self.clock() - envelope.issued_at_ms <= GOSSIP_WINDOW_MS:  # synced state is older
+            metrics.count_accepted(SKILLS, envelope.issued_at_ms)
         if envelope.kind == ListingEndorsement.KIND:
             await self._apply_endorsement(envelope)
             return
-        if envelope.sender == self.identity.public_key:
+        if envelope.sender == self.identity.public_key or not await self.admitted(envelope):
             return
         await self.store_listing(envelope)
+
+    async def admitted(self, envelope: Envelope) -> bool:
+        """Listings and bounties (gossiped or synced) from a banned origin key are dropped."""
+        if self.origin_level is None or await self.origin_level(envelope.sender) != "banned":
+            return True
+        log.info("dropped %s from banned origin %s", envelope.kind, envelope.sender.hex()[:16])
+        return False
 
     async def _apply_endorsement(self, envelope: Envelope) -> bool:
         """Record a management key's endorsement of a listing we hold, if its signature holds."""
@@ -207,7 +257,17 @@ class Publisher:
             score = float(np.dot(vector, query_vector)) if vector is not None else 0.0
             scored.append((score, item))
         scored.sort(key=lambda pair: pair[0], reverse=True)
-        return [item.to_dict() | {"score": round(score, 4)} for score, item in scored[:k]]
+        bounty_ids, bounty_vectors = await self.memory.run(self.bounties.open_vectors, self.clock())
+        threshold = self.config.market.bounty_match_threshold
+        results = []
+        for score, item in scored[:k]:
+            vector = vectors.get(item.listing.listing_id)
+            matching = [] if vector is None or not bounty_ids else [
+                bounty_ids[i] for i in np.flatnonzero(bounty_vectors @ vector >= threshold)]
+            results.append(item.to_dict() | {"score": round(score, 4),
+                                             "bounty_matches": len(matching),
+                                             "bounties": matching})
+        return results
 
 
 

@@ -101,4 +101,36 @@ MIGRATIONS: list[Migration] = [
     ],
 ]
 
+MIGRATIONS.append([
+    # 4: the market's newest state per (seller, skill) and per bounty: the lifecycle
+    # (node.market.lifecycle) and the listings sync cursor (sync_seq); open bounties.
+    """
+    CREATE TABLE market_feed (
+        sync_seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        feed_key TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        skill_version INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        envelope BLOB NOT NULL
+    )
+    """,
+    "CREATE INDEX market_feed_expiry ON market_feed(expires_at_ms)",
+    """
+    CREATE TABLE bounties (
+        sender_key TEXT NOT NULL,
+        bounty_id TEXT NOT NULL,
+        text TEXT NOT NULL,
+        reward_micro_usdc INTEGER NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        fulfilled_by TEXT,
+        issued_at_ms INTEGER NOT NULL,
+        received_at_ms INTEGER NOT NULL,
+        own INTEGER NOT NULL,
+        embedding BLOB,
+        PRIMARY KEY (sender_key, bounty_id)
+    )
+    """,
+])
+
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -29,7 +29,7 @@ from libp2p.pubsub.pubsub import Pubsub
 
 from protocol.envelope import Envelope, InvalidEnvelope, open_envelope, seal
 from protocol.identity import Identity, peer_id_from_public_key
-from protocol.topics import SKILLS, TOPIC_KINDS, TRUST, WEATHER
+from protocol.topics import BOUNTIES, SKILLS, TOPIC_KINDS, TRUST, WEATHER
 
 from .validation import (
     IGNORE_REASONS,
@@ -42,7 +42,7 @@ from .validation import (
 
 logger = logging.getLogger(__name__)
 
-TOPICS: tuple[str, ...] = (SKILLS, WEATHER, TRUST)
+TOPICS: tuple[str, ...] = (SKILLS, WEATHER, TRUST, BOUNTIES)
 
 EnvelopeHandler = Callable[[Envelope], Awaitable[None]]
 RejectionSink = Callable[[Rejection], None]
@@ -236,8 +236,12 @@ class Gossip:
     async def _dispatch(self) -> None:
         async for topic, envelope in self._inbox_receive:
             self.delivered += 1
-            for handler in self._handlers.get(topic, ()):
-                try:
-                    await handler(envelope)
-                except Exception:
-                    logger.exception("gossip handler failed topic=%s kind=%s", topic, envelope.kind)
+            await self.deliver(topic, envelope)
+
+    async def deliver(self, topic: str, envelope: Envelope) -> None:
+        """Hand an accepted envelope to the topic's handlers (also for listings sync)."""
+        for handler in self._handlers.get(topic, ()):
+            try:
+                await handler(envelope)
+            except Exception:
+                logger.exception("gossip handler failed topic=%s kind=%s", topic, envelope.kind)

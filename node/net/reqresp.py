@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import trio
 from libp2p.abc import IHost, INetStream
@@ -112,8 +112,10 @@ class PurchaseTransport:
         read_timeout_s: float = 5.0,
         clock_window_ms: int = MAX_CLOCK_SKEW_MS,
         now_ms: Callable[[], int] | None = None,
+        exchanges: Mapping[str, frozenset[str]] = PURCHASE_EXCHANGES,
     ) -> None:
         self.host = host
+        self.exchanges = exchanges
         self.identity = identity
         self.next_seq = next_seq
         self.handler_timeout_s = handler_timeout_s
@@ -200,9 +202,10 @@ class PurchaseTransport:
             return self.error_reply(ERROR_BAD_REQUEST, REASON_STALE, request_id)
         if not self.replays.is_new(envelope.sender, envelope.seq):
             return self.error_reply(ERROR_BAD_REQUEST, REASON_REPLAYED, request_id)
-        if envelope.kind not in PURCHASE_EXCHANGES:
+        if envelope.kind not in self.exchanges:
             return self.error_reply(
-                ERROR_BAD_REQUEST, f"{envelope.kind!r} is not a purchase request", request_id
+                ERROR_BAD_REQUEST, f"{envelope.kind!r} is not a request of {self.protocol_id}",
+                request_id,
             )
         if peer_id_from_public_key(envelope.sender) != peer:
             return self.error_reply(ERROR_BAD_REQUEST, "sender_mismatch", request_id)

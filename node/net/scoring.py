@@ -38,6 +38,9 @@ DEFAULT_REASON_WEIGHTS: Mapping[str, float] = {
     # never charged for it). py-libp2p's own score gate may drop its next messages before
     # they reach validation, so a single overrun must already cross the ban threshold.
     "rate_limited": 60.0,
+    # Listings sync: a peer that does not answer a page in time, or answers more than asked.
+    "sync_stalled": 10.0,
+    "sync_overrun": 20.0,
 }
 
 

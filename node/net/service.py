@@ -17,6 +17,7 @@ them). Cancelling ``run`` stops everything in reverse order.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -28,12 +29,13 @@ from libp2p.tools.anyio_service import background_trio_service
 from node.config import NetConfig
 from protocol.envelope import Envelope
 from protocol.identity import Identity, peer_id_from_public_key
-from protocol.topics import SKILLS, TRUST, WEATHER
+from protocol.topics import BOUNTIES, SKILLS, TRUST, WEATHER
 
 from .discovery import Discovery, DiscoveryConfig
 from .gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
 from .gossip_config import GossipConfig, build_pubsub, build_router
 from .host import build_host, listen_addrs, to_peer_id
+from .listing_sync import SYNC_STALLED, ListingSync, SyncLimits, SyncSource
 from .peers import PeerManager, PeerStatus
 from .reqresp import PurchaseTransport, RequestHandler
 from .scoring import PeerScores, ScoringConfig
@@ -64,6 +66,7 @@ class NetService:
         purchase_timeout_s: float = 30.0,
         deliver_own: bool = False,
         discovery_config: DiscoveryConfig | None = None,
+        sync_limits: SyncLimits | None = None,
     ) -> None:
         self.config = config
         self.identity = identity
@@ -118,6 +121,18 @@ class NetService:
             clock_window_ms=int(config.clock_window_s * 1000),
             now_ms=now_ms,
         )
+        self.sync = ListingSync(
+            self.host,
+            identity,
+            self.sequence.next,
+            self.validator,
+            self.gossip.deliver,
+            self._penalize,
+            is_banned=lambda peer: peer in self.peer_manager.banned,
+            limits=sync_limits,
+            clock_window_ms=int(config.clock_window_s * 1000),
+        )
+        self._sync_source: SyncSource | None = None
         self._started = trio.Event()
 
     # ------------------------------------------------------------------ identity
@@ -139,6 +154,14 @@ class NetService:
     def on_trust_report(self, handler: EnvelopeHandler) -> None:
         self.gossip.on(TRUST, handler)
 
+    def on_bounty(self, handler: EnvelopeHandler) -> None:
+        self.gossip.on(BOUNTIES, handler)
+
+    def serve_listings_sync(self, source: SyncSource) -> None:
+        """Answer ``/crystalmesh/listings-sync/1`` from ``source`` and sync with new peers."""
+        self._sync_source = source
+        self.sync.serve(source)
+
     async def publish(self, topic: str, message: Any) -> Envelope:
         """Seal ``message`` with our key and next seq, and gossip it on ``topic``."""
         return await self.gossip.publish(topic, message)
@@ -157,6 +180,25 @@ class NetService:
     def _app_score(self, peer: ID) -> float:
         peer_id = str(peer)
         return self.scores.score(peer_id) + sum(hook(peer_id) for hook in self.app_score_hooks)
+
+    def sync_status(self) -> dict[str, Any]:
+        """Listings sync: recent sessions per peer, pages served."""
+        return {
+            "protocol": "/crystalmesh/listings-sync/1",
+            "served_pages": self.sync.served_pages,
+            "cursors": dict(self.sync.cursors),
+            "sessions": [dataclasses.asdict(report) for report in self.sync.reports[-16:]],
+        }
+
+    def _penalize(self, rejection: Rejection) -> None:
+        """A rejection outside gossip (listings sync): counted and scored like gossip's.
+
+        A stalled sync costs peer score only: an honest peer that crashes mid-request
+        looks the same, so it is not trust evidence (the trust ledger never hears of it).
+        """
+        if rejection.reason != SYNC_STALLED:
+            self.rejections.record(rejection)
+        self._on_rejected(rejection)
 
     def _on_rejected(self, rejection: Rejection) -> None:
         if rejection.peer_id in self.management_peers:
@@ -227,6 +269,8 @@ class NetService:
                 await nursery.start(self.peer_manager.run)
                 if self.discovery is not None:
                     await nursery.start(self.discovery.run)
+                if self._sync_source is not None:
+                    await nursery.start(self.sync.run, self.connected_peers)
                 logger.info("net started peer=%s addrs=%s", self.peer_id, self.listen_addrs())
                 self._started.set()
                 task_status.started()

@@ -58,8 +58,16 @@ from protocol.envelope import (
     InvalidEnvelope,
     open_envelope,
 )
-from protocol.messages import ListingEndorsement, SkillListing, WeatherAlert, verify_endorsement
-from protocol.topics import SKILLS, TOPIC_KINDS, TRUST, WEATHER
+from protocol.liveness import WITHDRAWAL_LIFETIME_MS
+from protocol.messages import (
+    Bounty,
+    ListingEndorsement,
+    ListingWithdrawal,
+    SkillListing,
+    WeatherAlert,
+    verify_endorsement,
+)
+from protocol.topics import BOUNTIES, SKILLS, SYNCABLE_KINDS, TOPIC_KINDS, TRUST, WEATHER
 
 from .ratelimit import TokenBuckets
 
@@ -81,7 +89,12 @@ IGNORE_REASONS = frozenset({REASON_STALE, REASON_REPLAYED, REASON_EXPIRED, REASO
 # (per minute, burst) per origin key.
 # Trust reports: a node reports every ``trust.report_interval_s`` (10 s by default, 1 s in
 # tests), and only its latest report counts, so the cap only has to stop floods.
-DEFAULT_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (10.0, 30), TRUST: (120.0, 120)}
+DEFAULT_RATE_LIMITS: dict[str, tuple[float, int]] = {
+    SKILLS: (10.0, 30), TRUST: (120.0, 120), BOUNTIES: (5.0, 10),
+}
+# Envelopes taken in through the listings sync protocol are a seller's whole live
+# catalogue at once, not fresh announcements: a larger burst per origin key.
+DEFAULT_SYNC_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (60.0, 512), BOUNTIES: (20.0, 64)}
 
 
 class IgnoredMessage(Exception):
@@ -229,6 +242,7 @@ class MessageValidator:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         replay_guard: ReplayGuard | None = None,
         rate_limits: dict[str, tuple[float, int]] | None = None,
+        sync_rate_limits: dict[str, tuple[float, int]] | None = None,
     ) -> None:
         self.management_keys = frozenset(bytes(key) for key in management_keys)
         self.clock_window_ms = int(clock_window_s * 1000)
@@ -239,6 +253,11 @@ class MessageValidator:
         limits = DEFAULT_RATE_LIMITS if rate_limits is None else rate_limits
         self.rate_limits = {
             topic: TokenBuckets(per_minute, burst) for topic, (per_minute, burst) in limits.items()
+        }
+        sync_limits = DEFAULT_SYNC_RATE_LIMITS if sync_rate_limits is None else sync_rate_limits
+        self.sync_rate_limits = {
+            topic: TokenBuckets(per_minute, burst)
+            for topic, (per_minute, burst) in sync_limits.items()
         }
         # Per management key: only a handful of keys, so this stays tiny.
         self._weather_high_water: dict[bytes, int] = {}
@@ -283,6 +302,43 @@ class MessageValidator:
         if buckets is not None and envelope.sender not in self.management_keys \
                 and not buckets.allows(envelope.sender):
             raise _reject(RATE_LIMITED, f"origin over its {topic} rate limit", envelope.sender)
+        return envelope
+
+    def check_synced(self, data: bytes) -> Envelope:
+        """Validate one envelope from a listings sync page; raise InvalidEnvelope.
+
+        The same checks as gossip on the kind's topic (size, encoding,
+        signature, body, endorsement, rate limit per origin key), with two
+        rules adapted to state that is re-served later: ``issued_at`` may be
+        old but not in the future beyond the clock window (``stale``), and the
+        message must still be live (``expired``: a listing's or bounty's
+        ``expires_at_ms``, a withdrawal's issue + 7 days). The (sender, seq)
+        replay rule is the listing book's: older states are ignored there.
+        """
+        if len(data) > self.max_message_bytes:
+            raise _reject(OVERSIZE, f"{len(data)} bytes > {self.max_message_bytes}")
+        envelope = open_envelope(data, self.max_message_bytes)
+        topic = SYNCABLE_KINDS.get(envelope.kind)
+        if topic is None:
+            raise _reject(WRONG_TOPIC, f"kind {envelope.kind!r} is not synced", envelope.sender)
+        now = self.now_ms()
+        if envelope.issued_at_ms > now + self.clock_window_ms:
+            raise _reject(STALE, f"issued_at {envelope.issued_at_ms} in the future", envelope.sender)
+        message = envelope.message()
+        if isinstance(message, SkillListing | Bounty):
+            expires = message.expires_at_ms
+        else:
+            assert isinstance(message, ListingWithdrawal)
+            expires = envelope.issued_at_ms + WITHDRAWAL_LIFETIME_MS
+        if expires <= now:
+            raise _reject(EXPIRED, f"expired at {expires}, now {now}", envelope.sender)
+        if topic == SKILLS:
+            self._check_endorsement(envelope)
+        buckets = self.sync_rate_limits.get(topic)
+        if buckets is not None and envelope.sender not in self.management_keys:
+            if not buckets.allows(envelope.sender):
+                raise _reject(RATE_LIMITED, f"origin over its synced {topic} limit", envelope.sender)
+            buckets.spend(envelope.sender)
         return envelope
 
     def _check_endorsement(self, envelope: Envelope) -> None:

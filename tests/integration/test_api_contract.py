@@ -43,6 +43,10 @@ ROUTES = {
     ("get", "/v1/crystals"), ("patch", "/v1/crystals/{crystal_id}"),
     ("delete", "/v1/crystals/{crystal_id}"), ("get", "/v1/crystals/{crystal_id}/history"),
     ("get", "/v1/namespaces"),
+    ("post", "/v1/listings/{listing_id}/reprice"), ("post", "/v1/listings/{listing_id}/withdraw"),
+    ("post", "/v1/listings/refresh"), ("get", "/v1/market/sync"), ("post", "/v1/bounties"),
+    ("get", "/v1/bounties"), ("get", "/v1/bounties/{bounty_id}"),
+    ("post", "/v1/bounties/{bounty_id}/fulfil"),
 }
 BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
@@ -63,6 +67,9 @@ BODY_MODELS = {
     "/v1/memory/notes": ("NoteIn", {"text", "importance", "namespace", "type", "scope"}),
     "/v1/memory/dream": ("DreamIn", {"namespace"}),
     "/v1/skills/{crystal_id}/crystallize": ("CrystallizeIn", {"text", "category", "tags"}),
+    "/v1/listings/{listing_id}/reprice": ("RepriceIn", {"price_micro_usdc"}),
+    "/v1/bounties": ("BountyIn", {"text", "reward_micro_usdc", "ttl_s"}),
+    "/v1/bounties/{bounty_id}/fulfil": ("FulfilIn", {"listing_id"}),
 }
 QUERY_PARAMS = {
     "/v1/listings": {"category", "max_price", "tag"},
@@ -72,6 +79,7 @@ QUERY_PARAMS = {
     "/v1/crystals": {"namespace", "type", "limit"},
     "/dashboard/login": {"code"},
     "/v1/memory/context": {"window", "namespace"},
+    ("/v1/bounties", "get"): {"open"},
 }
 
 

@@ -11,11 +11,15 @@ from protocol.identity import Identity
 from protocol.messages import (
     MAX_SKILL_PAYLOAD_BYTES,
     MESSAGE_TYPES,
+    Bounty,
     Delivery,
     DeliveryRequest,
     ErrorReply,
     InvalidMessage,
     ListingEndorsement,
+    ListingsSyncPage,
+    ListingsSyncRequest,
+    ListingWithdrawal,
     Message,
     PaymentAuthorization,
     PaymentRequirements,
@@ -120,6 +124,11 @@ def sample_messages() -> list[Message]:
         DeliveryRequest(REQUEST_ID, HASH, TX),
         Receipt(REQUEST_ID, HASH, TX, HASH, True),
         ErrorReply(REQUEST_ID, "price_changed", "price is now 0.02 USDC"),
+        ListingWithdrawal(listing_id_for(SELLER.public_key, "skill-x", 2), "skill-x", 2),
+        Bounty(REQUEST_ID, "need: a skill that triages flaky CI", 50_000, T0_MS + 86_400_000,
+               None),
+        ListingsSyncRequest(0, 128),
+        ListingsSyncPage((b"\xa0", b"\xa1"), 7, True),
     ]
 
 

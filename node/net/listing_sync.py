@@ -1,0 +1,258 @@
+"""Listings sync (``/crystalmesh/listings-sync/1``): late joiners catch up with the market.
+
+Gossip only reaches nodes online when a message is published. On every new
+connection (and again every ``resync_s``) a node asks the peer for the
+market state it lacks, one request/response exchange per page:
+
+    ListingsSyncRequest{cursor, limit}  ->  ListingsSyncPage{entries, next_cursor, more}
+
+``cursor`` is the peer's own change counter (``node.market.lifecycle``); the
+first sync asks from 0, later ones continue from the last ``next_cursor``.
+Every entry is a signed envelope (listing, withdrawal, bounty) that goes
+through ``MessageValidator.check_synced`` — the gossip rules of its topic —
+and then to the very handlers gossip feeds, so the listing book and trust
+gate see no difference. Outcomes are gossip's: accept; ignore (stale,
+expired, replayed, unknown kind, or rate-limited relays: nobody pays);
+reject (forged, malformed, wrong kind, ...: the *serving* peer pays in its
+peer score, as a relay that handed us garbage).
+
+Containment: each page is bounded by the protocol (``MAX_SYNC_PAGE_ITEMS``,
+``MAX_SYNC_PAGE_BYTES``) and by the request's ``limit``; a session stops
+after ``max_pages`` pages or ``max_entries`` entries or ``max_rejects``
+rejected entries; a peer that does not answer within ``request_timeout_s``
+is penalised (``sync_stalled``) and not asked again before ``resync_s``; one
+that sends more than it was asked, or a cursor that does not advance, is
+penalised (``sync_overrun``). The server side answers at most
+``serve_per_minute`` pages per peer (burst ``serve_burst``) and inherits the
+request/response limits (streams per peer, read timeout, sender binding).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+from libp2p.abc import IHost
+from libp2p.peer.id import ID
+
+from protocol.envelope import Envelope, InvalidEnvelope, seal
+from protocol.identity import Identity, peer_id_from_public_key
+from protocol.liveness import MAX_SYNC_PAGE_BYTES, MAX_SYNC_PAGE_ITEMS
+from protocol.messages import ErrorReply, ListingsSyncPage, ListingsSyncRequest
+from protocol.purchase import ERROR_RATE_LIMITED
+from protocol.topics import LISTINGS_SYNC_PROTOCOL, SYNC_EXCHANGES, SYNCABLE_KINDS
+
+from .ratelimit import TokenBuckets
+from .reqresp import PurchaseTransport, ReqRespError, RequestTimeout
+from .validation import IGNORE_REASONS, RATE_LIMITED, MessageValidator, Rejection
+
+logger = logging.getLogger(__name__)
+
+SYNC_STALLED = "sync_stalled"
+SYNC_OVERRUN = "sync_overrun"
+
+SyncSource = Callable[[int, int, int], Awaitable[tuple[list[bytes], int, bool]]]
+"""``await source(cursor, limit, max_bytes) -> (envelopes, next_cursor, more)``."""
+EntryHandler = Callable[[str, Envelope], Awaitable[None]]
+"""``await handler(topic, envelope)`` for every accepted synced envelope."""
+
+
+@dataclass(frozen=True)
+class SyncLimits:
+    page_items: int = MAX_SYNC_PAGE_ITEMS
+    max_pages: int = 64
+    max_entries: int = 4096
+    max_rejects: int = 3
+    request_timeout_s: float = 10.0
+    resync_s: float = 300.0
+    concurrency: int = 4
+    serve_per_minute: float = 60.0
+    serve_burst: int = 40
+    poll_s: float = 0.2
+
+
+@dataclass
+class SyncReport:
+    """What one session with one peer brought."""
+
+    peer_id: str
+    pages: int = 0
+    accepted: int = 0
+    ignored: int = 0
+    rejected: int = 0
+    stopped: str = "done"
+    ignore_reasons: dict[str, int] = field(default_factory=dict)
+
+
+class ListingSync:
+    """Client and server of the listings sync protocol over one host."""
+
+    def __init__(self, host: IHost, identity: Identity, next_seq: Callable[[], int],
+                 validator: MessageValidator, on_entry: EntryHandler,
+                 penalize: Callable[[Rejection], None],
+                 is_banned: Callable[[ID], bool] = lambda peer: False,
+                 limits: SyncLimits | None = None, clock_window_ms: int = 120_000) -> None:
+        self.identity = identity
+        self.next_seq = next_seq
+        self.validator = validator
+        self.on_entry = on_entry
+        self.penalize = penalize
+        self.is_banned = is_banned
+        self.limits = limits or SyncLimits()
+        self.transport = PurchaseTransport(
+            host, identity, next_seq, handler_timeout_s=self.limits.request_timeout_s,
+            is_banned=is_banned, protocol_id=LISTINGS_SYNC_PROTOCOL, max_streams_per_peer=2,
+            clock_window_ms=clock_window_ms, now_ms=validator.now_ms, exchanges=SYNC_EXCHANGES,
+        )
+        self._source: SyncSource | None = None
+        self._serve_buckets = TokenBuckets(self.limits.serve_per_minute, self.limits.serve_burst)
+        self.cursors: dict[str, int] = {}
+        self._synced_at: dict[str, float] = {}
+        self._running: set[str] = set()
+        self.reports: list[SyncReport] = []
+        self.served_pages = 0
+
+    # ------------------------------------------------------------------ server
+    def serve(self, source: SyncSource) -> None:
+        self._source = source
+        self.transport.serve(self._handle)
+
+    async def _handle(self, peer_id: str, envelope: Envelope) -> bytes:
+        request = envelope.message()
+        assert isinstance(request, ListingsSyncRequest)
+        if not self._serve_buckets.allows(peer_id):
+            return self.transport.error_reply(ERROR_RATE_LIMITED, "sync pages per minute")
+        self._serve_buckets.spend(peer_id)
+        assert self._source is not None
+        limit = min(request.limit, self.limits.page_items)
+        entries, next_cursor, more = await self._source(request.cursor, limit, MAX_SYNC_PAGE_BYTES)
+        page = ListingsSyncPage(entries=tuple(entries), next_cursor=next_cursor, more=more)
+        self.served_pages += 1
+        return seal(self.identity, page.KIND, page, self.next_seq(), self.validator.now_ms())
+
+    # ------------------------------------------------------------------ client
+    async def sync_with(self, peer_id: str) -> SyncReport:
+        """One session: pages from the peer's last cursor until done or a limit is hit."""
+        report = SyncReport(peer_id)
+        limits = self.limits
+        cursor = self.cursors.get(peer_id, 0)
+        entries_seen = 0
+        while report.pages < limits.max_pages:
+            request = ListingsSyncRequest(cursor=cursor, limit=limits.page_items)
+            data = seal(self.identity, request.KIND, request, self.next_seq(),
+                        self.validator.now_ms())
+            try:
+                response = await self.transport.request_envelope(
+                    peer_id, data, limits.request_timeout_s)
+            except RequestTimeout:
+                self._charge(peer_id, SYNC_STALLED, None)
+                report.stopped = SYNC_STALLED
+                break
+            except ReqRespError as error:
+                # Oversize frames and invalid or foreign-signed responses are the peer's doing;
+                # a reset stream or a lost connection may be an honest peer going away.
+                text = str(error)
+                charge = "oversize" if "frame over" in text else (
+                    "malformed" if "invalid response" in text or "signed by another key" in text
+                    else "")
+                if charge:
+                    self._charge(peer_id, charge, None)
+                report.stopped = f"failed: {error}"
+                break
+            report.pages += 1
+            page = response.message()
+            if isinstance(page, ErrorReply):
+                report.stopped = f"refused: {page.code}"
+                break
+            if not isinstance(page, ListingsSyncPage):
+                self._charge(peer_id, "wrong_topic", response.sender)
+                report.stopped = "wrong_topic"
+                break
+            if len(page.entries) > request.limit or (page.more and page.next_cursor <= cursor):
+                self._charge(peer_id, SYNC_OVERRUN, response.sender)
+                report.stopped = SYNC_OVERRUN
+                break
+            for entry in page.entries:
+                entries_seen += 1
+                await self._take(peer_id, entry, report)
+                if report.rejected >= limits.max_rejects:
+                    break
+            if report.rejected >= limits.max_rejects:
+                report.stopped = "too_many_rejects"
+                break
+            cursor = max(cursor, page.next_cursor)
+            self.cursors[peer_id] = cursor
+            if not page.more:
+                break
+            if entries_seen >= limits.max_entries:
+                report.stopped = "max_entries"
+                break
+        else:
+            report.stopped = "max_pages"
+        self.reports = [*self.reports, report][-64:]
+        logger.info("listings sync peer=%s pages=%d accepted=%d ignored=%d rejected=%d stop=%s",
+                    peer_id, report.pages, report.accepted, report.ignored, report.rejected,
+                    report.stopped)
+        return report
+
+    async def _take(self, peer_id: str, entry: bytes, report: SyncReport) -> None:
+        try:
+            envelope = self.validator.check_synced(entry)
+        except InvalidEnvelope as error:
+            relayed_rate = error.reason == RATE_LIMITED and (
+                error.sender is None or peer_id_from_public_key(error.sender) != peer_id)
+            if error.reason in IGNORE_REASONS or relayed_rate:
+                report.ignored += 1
+                report.ignore_reasons[error.reason] = report.ignore_reasons.get(error.reason, 0) + 1
+                return
+            report.rejected += 1
+            self._charge(peer_id, error.reason, error.sender)
+            return
+        if envelope.sender == self.identity.public_key:
+            report.ignored += 1
+            return
+        report.accepted += 1
+        try:
+            await self.on_entry(SYNCABLE_KINDS[envelope.kind], envelope)
+        except Exception:
+            logger.exception("synced entry handler failed kind=%s", envelope.kind)
+
+    def _charge(self, peer_id: str, reason: str, sender: bytes | None) -> None:
+        self.penalize(Rejection(peer_id=peer_id, reason=reason, topic=LISTINGS_SYNC_PROTOCOL,
+                                sender=sender))
+
+    # ------------------------------------------------------------------ loop
+    async def run(self, connected: Callable[[], list[str]],
+                  task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Sync with every newly connected peer, and again every ``resync_s``."""
+        limiter = trio.CapacityLimiter(self.limits.concurrency)
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                now = trio.current_time()
+                peers = set(connected())
+                for peer in list(self._synced_at):
+                    if peer not in peers:  # reconnecting peers are asked again
+                        del self._synced_at[peer]
+                for peer in peers - self._running:
+                    last = self._synced_at.get(peer)
+                    if last is not None and now - last < self.limits.resync_s:
+                        continue
+                    if self.is_banned(ID.from_base58(peer)):
+                        continue
+                    self._running.add(peer)
+                    self._synced_at[peer] = now
+                    nursery.start_soon(self._session, peer, limiter)
+                await trio.sleep(self.limits.poll_s)
+
+    async def _session(self, peer: str, limiter: trio.CapacityLimiter) -> None:
+        try:
+            async with limiter:
+                await self.sync_with(peer)
+        except Exception:
+            logger.exception("listings sync with %s failed", peer)
+        finally:
+            self._running.discard(peer)

@@ -1,0 +1,171 @@
+"""A living market: withdrawals, bounties and the listings sync protocol.
+
+- :class:`ListingWithdrawal` (skills topic): the seller takes a skill off the
+  market. Bound to the seller like a listing id, so nobody else can withdraw it.
+- :class:`Bounty` (bounties topic): "need: a skill that ..." with a reward in
+  integer micro-USDC; re-announced with ``fulfilled_by`` set once bought.
+- :class:`ListingsSyncRequest` / :class:`ListingsSyncPage`
+  (``/crystalmesh/listings-sync/1``): a node asks a peer for the market
+  state it lacks, page by page after a since-cursor; every entry is a complete
+  signed envelope the receiver validates exactly as if it had been gossiped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from protocol.schema import (
+    MAX_LISTING_LIFETIME_MS,
+    MAX_PRICE_MICRO_USDC,
+    REQUEST_ID,
+    SHA256_HEX,
+    TIMESTAMP,
+    U63_MAX,
+    Blob,
+    Bool,
+    Int,
+    InvalidMessage,
+    ListOf,
+    Message,
+    Nullable,
+    Schema,
+    Text,
+    sha256_hex,
+)
+
+__all__ = [
+    "LIVENESS_MESSAGES",
+    "MAX_BOUNTY_LIFETIME_MS",
+    "MAX_BOUNTY_TEXT_CHARS",
+    "MAX_SYNC_ENTRY_BYTES",
+    "MAX_SYNC_PAGE_BYTES",
+    "MAX_SYNC_PAGE_ITEMS",
+    "WITHDRAWAL_LIFETIME_MS",
+    "Bounty",
+    "ListingWithdrawal",
+    "ListingsSyncPage",
+    "ListingsSyncRequest",
+]
+
+MAX_SYNC_PAGE_ITEMS = 128
+"""At most this many envelopes in one sync page (and the most a request may ask for)."""
+MAX_SYNC_ENTRY_BYTES = 32 * 1024
+"""One envelope in a sync page: a listing at its field bounds stays well below this."""
+MAX_SYNC_PAGE_BYTES = 200_000
+"""Sum of the entries of one page, so the page envelope stays under MAX_MESSAGE_BYTES."""
+MAX_BOUNTY_TEXT_CHARS = 1024
+MAX_BOUNTY_LIFETIME_MS = MAX_LISTING_LIFETIME_MS
+WITHDRAWAL_LIFETIME_MS = MAX_LISTING_LIFETIME_MS
+"""A withdrawal is kept (and synced) this long after its issue: by then every
+announcement issued before it has expired on its own."""
+
+_SKILL_ID = Text(128)
+_SKILL_VERSION = Int(1, 2**32 - 1)
+
+
+def _listing_id(seller: bytes, stable_skill_id: str, skill_version: int) -> str:
+    # Same derivation as protocol.messages.listing_id_for (kept here to avoid an import cycle).
+    from protocol.codec import encode
+
+    return sha256_hex(
+        b"crystalmesh/listing-id/v1\x00" + encode([seller, stable_skill_id, skill_version])
+    )
+
+
+@dataclass(frozen=True)
+class ListingWithdrawal(Message):
+    """The seller withdraws its skill ``stable_skill_id`` at versions <= ``skill_version``.
+
+    Receivers drop the listing and keep the withdrawal as the newest state of
+    (seller, stable_skill_id), so an older announcement (late gossip, a peer's
+    sync page) cannot bring it back; a later announcement (higher seq) does.
+    """
+
+    KIND: ClassVar[str] = "listing_withdrawal"
+    FIELDS: ClassVar[Schema] = {
+        "listing_id": SHA256_HEX,
+        "stable_skill_id": _SKILL_ID,
+        "skill_version": _SKILL_VERSION,
+    }
+    listing_id: str
+    stable_skill_id: str
+    skill_version: int
+
+    def check_envelope(self, sender: bytes, issued_at_ms: int) -> None:
+        if self.listing_id != _listing_id(sender, self.stable_skill_id, self.skill_version):
+            raise InvalidMessage("listing_id is not derived from sender, stable_skill_id, version")
+
+
+@dataclass(frozen=True)
+class Bounty(Message):
+    """A standing request for a skill, matched against listings by meaning.
+
+    ``bounty_id`` is chosen by the poster (16 random bytes, hex); receivers key
+    bounties by (sender, bounty_id) and keep the highest seq. ``fulfilled_by``
+    is null while open, else the listing the poster bought to fulfil it.
+    """
+
+    KIND: ClassVar[str] = "bounty"
+    FIELDS: ClassVar[Schema] = {
+        "bounty_id": REQUEST_ID,
+        "text": Text(MAX_BOUNTY_TEXT_CHARS),
+        "reward_micro_usdc": Int(0, MAX_PRICE_MICRO_USDC),
+        "expires_at_ms": TIMESTAMP,
+        "fulfilled_by": Nullable(SHA256_HEX),
+    }
+    bounty_id: str
+    text: str
+    reward_micro_usdc: int
+    expires_at_ms: int
+    fulfilled_by: str | None = None
+
+    def check_envelope(self, sender: bytes, issued_at_ms: int) -> None:
+        if self.expires_at_ms <= issued_at_ms:
+            raise InvalidMessage("bounty expires before it was issued")
+        if self.expires_at_ms - issued_at_ms > MAX_BOUNTY_LIFETIME_MS:
+            raise InvalidMessage("bounty lives longer than MAX_BOUNTY_LIFETIME_MS past its issue")
+
+
+@dataclass(frozen=True)
+class ListingsSyncRequest(Message):
+    """Ask a peer for its market state changed after ``cursor`` (0: everything)."""
+
+    KIND: ClassVar[str] = "listings_sync_request"
+    FIELDS: ClassVar[Schema] = {
+        "cursor": Int(0, U63_MAX),
+        "limit": Int(1, MAX_SYNC_PAGE_ITEMS),
+    }
+    cursor: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class ListingsSyncPage(Message):
+    """Up to ``limit`` signed envelopes (listings, withdrawals, bounties) after the cursor.
+
+    ``next_cursor`` is the cursor to ask with next; ``more`` says whether there is more.
+    """
+
+    KIND: ClassVar[str] = "listings_sync_page"
+    FIELDS: ClassVar[Schema] = {
+        "entries": ListOf(Blob(MAX_SYNC_ENTRY_BYTES), MAX_SYNC_PAGE_ITEMS),
+        "next_cursor": Int(0, U63_MAX),
+        "more": Bool(),
+    }
+    entries: tuple[bytes, ...]
+    next_cursor: int
+    more: bool
+
+    def check(self) -> None:
+        total = sum(len(entry) for entry in self.entries)
+        if total > MAX_SYNC_PAGE_BYTES:
+            raise InvalidMessage(f"entries: {total} bytes > {MAX_SYNC_PAGE_BYTES}")
+
+
+LIVENESS_MESSAGES: tuple[type[Message], ...] = (
+    ListingWithdrawal,
+    Bounty,
+    ListingsSyncRequest,
+    ListingsSyncPage,
+)
