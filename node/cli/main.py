@@ -82,9 +82,10 @@ def init(
 
 
 def _register_commands() -> None:
-    from node.cli import agent, devnet, memory, models, network, operate, trade
+    from node.cli import agent, devnet, memory, memory_reembed, models, network, operate, trade
 
     cli.add_command(devnet.devnet)
+    memory.memory.add_command(memory_reembed.reembed)
     cli.add_command(memory.memory)
     cli.add_command(models.models)
     for command in network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS:
