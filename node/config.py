@@ -3,6 +3,11 @@
 Values come, lowest precedence first, from the defaults written here, the
 data dir's ``node.toml``, ``CRYSTALMESH_<SECTION>_<KEY>`` environment
 variables, and finally explicit overrides (CLI flags).
+
+Each default is written here once: the concepts' formulas take theirs from these
+classes (``pricing.DEFAULT_MIN_MICRO_USDC`` is ``MarketConfig.min_price_micro_usdc``,
+``levels.DEFAULT_THRESHOLDS`` the ``TrustConfig`` thresholds, ...), since this module
+sits below every concept and imports none of them.
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ from typing import Any
 
 import trio
 from eth_account.signers.local import LocalAccount
-from eth_utils import to_checksum_address
 from web3.exceptions import TimeExhausted
 from web3.types import TxReceipt
 
@@ -41,10 +40,7 @@ from node.chain.client import (
     GAS_BATCH_PER_ITEM,
     GAS_SINGLE,
     TOPIC_AUTHORIZATION_CANCELED,
-    TOPIC_AUTHORIZATION_USED,
-    TOPIC_ITEM_FAILED,
     ChainClient,
-    decode_revert_reason,
     encode_settle,
     encode_transfer_with_authorization,
 )
@@ -58,28 +54,18 @@ from node.chain.ledger import (
     Settlement,
     SettlementLedger,
 )
+from node.chain.receipts import (
+    batch_outcomes,
+    lasting_refusal,
+    receipt_used,
+    revert_reason_code,
+    still_in_mempool,
+)
+from node.config import ChainConfig
 
 log = logging.getLogger(__name__)
 
 SETTLEMENTS_DB = "settlements.db"
-
-# FiatTokenV2 revert strings → PaymentRejected reasons.
-_REVERT_REASONS = {
-    "authorization is used or canceled": "replayed",
-    "authorization is expired": "expired",
-    "authorization is not yet valid": "not_yet_valid",
-    "invalid signature": "bad_signature",
-    "transfer amount exceeds balance": "insufficient_balance",
-}
-
-
-def revert_reason_code(text: str) -> str:
-    lowered = text.lower()
-    for needle, code in _REVERT_REASONS.items():
-        if needle in lowered:
-            return code
-    return text
-
 
 @dataclass
 class _Job:
@@ -98,8 +84,8 @@ class SettlementEngine:
         ledger: SettlementLedger,
         sender: LocalAccount,
         *,
-        batch_max_size: int = 50,
-        batch_max_delay_ms: int = 200,
+        batch_max_size: int = ChainConfig.batch_max_size,
+        batch_max_delay_ms: int = ChainConfig.batch_max_delay_ms,
         confirm_timeout_s: float = 120.0,
         min_validity_s: int = DEFAULT_MIN_VALIDITY_S,
     ) -> None:
@@ -123,8 +109,8 @@ class SettlementEngine:
         settler_address: str,
         sender: LocalAccount,
         data_dir: Path,
-        batch_max_size: int = 50,
-        batch_max_delay_ms: int = 200,
+        batch_max_size: int = ChainConfig.batch_max_size,
+        batch_max_delay_ms: int = ChainConfig.batch_max_delay_ms,
     ) -> SettlementEngine:
         """Engine for a node: ledger at ``<data_dir>/settlements.db``.
 
@@ -206,7 +192,7 @@ class SettlementEngine:
             authorization = row.authorization
             if self.client.authorization_state(authorization.from_address, authorization.nonce):
                 self._resolve_used(row)
-            elif row.state == SUBMITTED and row.tx_hash and self._still_in_mempool(row.tx_hash):
+            elif row.state == SUBMITTED and row.tx_hash and still_in_mempool(self.client, row.tx_hash):
                 continue
             elif authorization.valid_before_s <= int(time.time()):
                 self.ledger.mark_failed(authorization.key, "expired")
@@ -329,13 +315,13 @@ class SettlementEngine:
                     if row is not None:
                         self._resolve_used(row)
                     continue
-                reason = self._diagnose(item)
+                reason = lasting_refusal(self.client, self.sender, item)
                 if reason is not None:
                     self.ledger.mark_failed(item.key, reason)
             return
         transfers = Counter(self.client.transfer_events(receipt))
         # Settled items are those without an ItemFailed event; each must also show its Transfer.
-        outcomes = self._batch_outcomes(receipt) if batched else {}
+        outcomes = batch_outcomes(receipt, self.client.settler_address) if batched else {}
         confirmed: list[Key] = []
         unsettled: list[tuple[Authorization, str]] = []
         for index, item in enumerate(authorizations):
@@ -349,35 +335,6 @@ class SettlementEngine:
         self.ledger.mark_confirmed_many(confirmed, tx_hash, int(receipt["blockNumber"]))
         for item, reason in unsettled:
             self._resolve_after_failure(item, reason)
-
-    def _diagnose(self, authorization: Authorization) -> str | None:
-        """Why the token refuses ``authorization`` now, if for a reason that will not go
-        away (bad signature, expired, no balance...); None if it would succeed now."""
-        try:
-            self.client.w3.eth.call({
-                "from": self.sender.address,
-                "to": self.client.token_address,
-                "data": encode_transfer_with_authorization(authorization),  # type: ignore[typeddict-item]
-            })
-        except Exception as exc:  # web3's ContractLogicError, eth-tester's TransactionFailed
-            reason = revert_reason_code(str(exc))
-            return reason if reason in PaymentRejected.REASONS else None
-        return None
-
-    def _batch_outcomes(self, receipt: TxReceipt) -> dict[int, str]:
-        """index → revert reason of each item the settler reports failed (ItemFailed)."""
-        outcomes: dict[int, str] = {}
-        settler = self.client.settler_address
-        for entry in receipt["logs"]:
-            if to_checksum_address(entry["address"]) != settler or not entry["topics"]:
-                continue
-            if bytes(entry["topics"][0]) == bytes(TOPIC_ITEM_FAILED):
-                index = int.from_bytes(bytes(entry["topics"][1]), "big")
-                data = bytes(entry["data"])
-                # abi.encode(bytes reason): offset, length, payload
-                length = int.from_bytes(data[32:64], "big")
-                outcomes[index] = revert_reason_code(decode_revert_reason(data[64 : 64 + length]))
-        return outcomes
 
     def _resolve_after_failure(self, authorization: Authorization, reason: str) -> None:
         """Our transaction did not settle it: perhaps someone else did (the nonce is then
@@ -414,33 +371,11 @@ class SettlementEngine:
             receipt = self.client.receipt(tx_hash)
             if receipt is not None and receipt["status"] == 1 and \
                     expected in self.client.transfer_events(receipt) and \
-                    self._receipt_used(receipt, authorization):
+                    receipt_used(receipt, self.client.token_address, authorization):
                 self.ledger.mark_confirmed(authorization.key, tx_hash, int(receipt["blockNumber"]))
                 return
         log.warning("nonce used on chain but its transaction not found: %s", authorization.key)
 
-    def _receipt_used(self, receipt: TxReceipt, authorization: Authorization) -> bool:
-        """The receipt carries AuthorizationUsed(from, nonce) from the token."""
-        for entry in receipt["logs"]:
-            topics = entry["topics"]
-            if (
-                to_checksum_address(entry["address"]) == self.client.token_address
-                and len(topics) == 3
-                and bytes(topics[0]) == bytes(TOPIC_AUTHORIZATION_USED)
-                and bytes(topics[1])[-20:] == bytes.fromhex(authorization.from_address[2:])
-                and bytes(topics[2]) == authorization.nonce
-            ):
-                return True
-        return False
-
-    def _still_in_mempool(self, tx_hash: str) -> bool:
-        if self.client.receipt(tx_hash) is not None:
-            return False
-        try:
-            self.client.w3.eth.get_transaction(tx_hash)  # type: ignore[arg-type]
-        except Exception:
-            return False
-        return True
 
 
 __all__ = [

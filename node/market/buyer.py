@@ -10,8 +10,6 @@ the trust gate and a signed receipt goes back to the seller.
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import secrets
 import time
@@ -21,26 +19,17 @@ from typing import Any, TypeVar
 import trio
 from eth_account.signers.local import LocalAccount
 
-from node.chain.authorization import Authorization, sign_authorization
+from node.chain.authorization import sign_authorization
 from node.chain.client import ChainClient
-from node.chain.errors import ChainError
 from node.config import NodeConfig
-from node.crystals import provenance
-from node.crystals.model import (
-    AccessScope,
-    Crystal,
-    Governance,
-    Lifecycle,
-    LifespanPolicy,
-    Origin,
-    SemanticType,
-    Source,
-    now_ms,
-)
-from node.errors import CrystalmeshError
+from node.crystals.model import Crystal, now_ms
 from node.market.ledger import DAY_MS, MarketLedger, Purchase
 from node.market.listings import ListingBook, StoredListing
-from node.market.wire import payment_message
+from node.market.payment_proof import settled_tx, transfer_problem
+from node.market.purchase_errors import DEFINITIVE_REFUSALS, PurchaseError, PurchaseRefused
+from node.market.skill_import import imported_skill
+from node.market.terms import check_caps, check_requirements
+from node.market.wire import authorization_from_json, authorization_json, payment_message
 from node.memory.async_memory import AsyncMemory
 from node.net.reqresp import ReqRespError
 from node.trust.gate import GateDecision
@@ -55,63 +44,15 @@ from protocol.messages import (
     PaymentRequirements,
     PurchaseRequest,
     Receipt,
-    verify_endorsement,
 )
+
+__all__ = ["Buyer", "Gate", "PurchaseError", "PurchaseRefused", "admit_all"]
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
 Request = Callable[[str, bytes, float], Awaitable[Envelope]]
-R = TypeVar("R")
 MAX_AUTHORIZATION_VALIDITY_S = 600
-# Seller refusals that prove it did not (and will not) settle the authorization.
-DEFINITIVE_REFUSALS = frozenset({"payment_invalid", "not_for_sale", "unknown_listing",
-                                 "bad_request", "price_changed"})
-
-
-CHAIN_CALL_TIMEOUT_S = 10.0
-
-
-async def _chain_call(function: Callable[..., R], *args: Any) -> R:
-    """A blocking chain read in a worker thread that cannot hold us past its timeout: a
-    stalled RPC abandons the thread (its late answer is dropped) and raises ChainError."""
-    with trio.move_on_after(CHAIN_CALL_TIMEOUT_S):
-        return await trio.to_thread.run_sync(functools.partial(function, *args),
-                                             abandon_on_cancel=True)  # type: ignore[call-arg]
-    raise ChainError(f"the chain did not answer within {CHAIN_CALL_TIMEOUT_S:.0f} s")
-
-
-def _authorization_json(authorization: Authorization) -> str:
-    wire = authorization.to_wire()
-    return json.dumps({key: ("0x" + value.hex() if isinstance(value, bytes) else value)
-                       for key, value in wire.items()})
-
-
-def _authorization_from_json(text: str) -> Authorization:
-    wire = json.loads(text)
-    for key in ("nonce", "signature"):
-        wire[key] = bytes.fromhex(wire[key][2:])
-    return Authorization.from_wire(wire)
-
-
-class PurchaseError(CrystalmeshError, RuntimeError):
-    """A purchase did not complete; ``money_moved`` says whether USDC left the wallet."""
-
-    http_status = 502
-
-    def __init__(self, message: str, code: str = "purchase_failed", money_moved: bool = False) -> None:
-        super().__init__(message)
-        self.code = code
-        self.money_moved = money_moved
-
-
-class PurchaseRefused(PurchaseError):
-    """Refused before any money was committed (caps, gate, unknown listing, seller said no)."""
-
-    http_status = 409
-
-    def __init__(self, message: str, code: str = "refused") -> None:
-        super().__init__(message, code, money_moved=False)
 
 
 Gate = Callable[[bytes], Awaitable[GateDecision]]
@@ -229,7 +170,7 @@ class Buyer:
             PaymentRequirements,
             timeout,
         )
-        self._check_requirements(stored, requirements)
+        check_requirements(stored, requirements)
         price = requirements.price_micro_usdc
         async with self._lock:
             await self._check_caps(price, max_price_micro_usdc)
@@ -250,7 +191,7 @@ class Buyer:
                 pay_to=requirements.pay_to, auth_nonce="0x" + authorization.nonce.hex(),
                 state="authorized", tx_hash=None, crystal_id=None, reason=None,
                 created_at_ms=created, updated_at_ms=created,
-                authorization_json=_authorization_json(authorization),
+                authorization_json=authorization_json(authorization),
                 valid_before_s=authorization.valid_before_s,
             ))
         payment = payment_message(request_id, listing.listing_id, authorization)
@@ -261,41 +202,9 @@ class Buyer:
             raise
         return await self._accept(request_id, stored, delivery, price)
 
-    def _check_requirements(self, stored: StoredListing, req: PaymentRequirements) -> None:
-        listing = stored.listing
-        problems = []
-        if req.listing_id != listing.listing_id:
-            problems.append("listing id")
-        if req.price_micro_usdc != listing.price_micro_usdc:
-            problems.append(f"price {req.price_micro_usdc} != listed {listing.price_micro_usdc}")
-        if req.pay_to.lower() != listing.pay_to.lower():
-            problems.append("pay-to address")
-        if req.asset.lower() != listing.token_address.lower() or req.chain_id != listing.chain_id:
-            problems.append("asset/chain")
-        if req.content_hash != listing.content_hash:
-            problems.append("content hash")
-        if req.valid_before_s <= int(time.time()) + 30:
-            problems.append("quote already expiring")
-        if problems:
-            raise PurchaseRefused("seller's terms differ from its listing: " + ", ".join(problems),
-                                  "terms_mismatch")
-
     async def _check_caps(self, price: int, max_price: int | None) -> None:
-        market = self.config.market
-        if max_price is not None and price > max_price:
-            raise PurchaseRefused(f"price {price} micro-USDC is above --max-price {max_price}",
-                                  "price_above_cap")
-        if price > market.max_per_purchase_micro_usdc:
-            raise PurchaseRefused(
-                f"price {price} micro-USDC is above the per-purchase cap "
-                f"{market.max_per_purchase_micro_usdc} ([market] max_per_purchase_micro_usdc)",
-                "price_above_cap")
         spent = await self.memory.run(self.ledger.spent_since, now_ms() - DAY_MS)
-        if spent + price > market.max_per_day_micro_usdc:
-            raise PurchaseRefused(
-                f"buying would spend {spent + price} micro-USDC in 24 h, above the daily cap "
-                f"{market.max_per_day_micro_usdc} ([market] max_per_day_micro_usdc)",
-                "daily_cap")
+        check_caps(self.config.market, price, max_price, spent)
 
     async def _after_failed_delivery(self, request_id: str, stored: StoredListing, nonce: bytes,
                                      error: PurchaseError) -> None:
@@ -326,38 +235,10 @@ class Buyer:
                       "twice) and collects the skill",)
 
     async def _settled_tx(self, nonce: bytes) -> str | None:
-        client = self.chain()
-        if client is None:
-            return None
-        try:
-            used = await _chain_call(client.authorization_state, self.wallet.address, nonce)
-            if not used:
-                return None
-            events = await _chain_call(client.authorization_events, self.wallet.address, nonce)
-        except ChainError:
-            return None
-        for event in events:
-            tx = event.get("transactionHash")
-            if tx is not None:
-                return "0x" + bytes(tx).hex()
-        return None
+        return await settled_tx(self.chain(), self.wallet.address, nonce)
 
     async def _verify_transfer(self, tx_hash: str, pay_to: str, price: int) -> str | None:
-        """None if the chain shows Transfer(us → pay_to, price) in tx_hash, else why not."""
-        client = self.chain()
-        if client is None:
-            return "no chain configured to verify the payment"
-        try:
-            receipt = await _chain_call(client.receipt, tx_hash)
-        except ChainError as error:
-            return f"chain unreachable: {error}"
-        if receipt is None or receipt["status"] != 1:
-            return f"transaction {tx_hash} is not a successful transaction on chain"
-        transfers = client.transfer_events(receipt)
-        wanted = (self.wallet.address.lower(), pay_to.lower(), price)
-        if not any((a.lower(), b.lower(), v) == wanted for a, b, v in transfers):
-            return f"transaction {tx_hash} does not transfer {price} micro-USDC from us to {pay_to}"
-        return None
+        return await transfer_problem(self.chain(), tx_hash, self.wallet.address, pay_to, price)
 
     async def _accept(self, request_id: str, stored: StoredListing, delivery: Delivery,
                       price: int) -> dict[str, Any]:
@@ -418,43 +299,11 @@ class Buyer:
             log.info("receipt not delivered seller=%s error=%s", seller, error)
 
     async def _ingest(self, stored: StoredListing, delivery: Delivery) -> Crystal:
-        listing = stored.listing
         existing = await self.memory.find_by_hash(delivery.content_hash)
         if existing is not None:
             return existing
-        seller_hex = stored.seller_key.hex()
-        created = now_ms()
-        # Checked again at purchase: only a key this node trusts as management counts.
-        management = {key.lower() for key in self.config.net.management_keys}
-        verified_by = stored.endorsed_by if (stored.endorsed_by or "").lower() in management else None
-        if listing.endorsement is not None and not (
-            listing.endorsement.management_key.hex() in management and verify_endorsement(listing)
-        ):
-            verified_by = None
-        crystal = Crystal(
-            text=delivery.payload,
-            source=Source.SKILLS,
-            semantic_type=SemanticType.SKILL,
-            origin=Origin.PEER,
-            lifecycle=Lifecycle.FROZEN,
-            governance=Governance(
-                access_scope=AccessScope.PRIVATE,
-                lifespan_policy=LifespanPolicy.PERMANENT,
-                provenance_chain=[provenance.peer_actor(seller_hex)],
-                peer_origin=seller_hex,
-            ),
-            stable_skill_id=listing.stable_skill_id,
-            skill_version=listing.skill_version,
-            skill_tags=list(listing.tags),
-            skill_category=listing.category,
-            is_verified=verified_by is not None,
-            verified_by=verified_by,
-        )
-        crystal.provenance_dag.append(provenance.imported_node(
-            crystal.id, seller_hex, created,
-            metadata={"listing_id": listing.listing_id, "tx_hash": delivery.tx_hash},
-        ))
-        return await self.memory.add_prepared(crystal)
+        return await self.memory.add_prepared(
+            imported_skill(stored, delivery, self.config.net.management_keys))
 
     async def _resume(self, previous: Purchase, stored: StoredListing,
                       again: bool) -> dict[str, Any] | None:
@@ -481,7 +330,7 @@ class Buyer:
                                   reason="authorization expired unsettled")
             return None
         assert previous.authorization_json is not None
-        authorization = _authorization_from_json(previous.authorization_json)
+        authorization = authorization_from_json(previous.authorization_json)
         log.info("resending the live authorization of purchase %s", previous.request_id)
         payment = payment_message(previous.request_id, listing_id, authorization)
         try:

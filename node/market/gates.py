@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from node.config import MarketConfig
 from node.crystals.model import (
     KNOWLEDGE_TYPES,
     LOCAL_ONLY_SCOPES,
@@ -18,8 +19,8 @@ from node.crystals.model import (
 )
 from node.errors import CrystalmeshError
 
-DEFAULT_MIN_EXECUTIONS = 3
-DEFAULT_MIN_SUCCESS_RATE = 0.6
+DEFAULT_MIN_EXECUTIONS = MarketConfig.min_executions
+DEFAULT_MIN_SUCCESS_RATE = MarketConfig.min_success_rate
 
 
 class ListingRejection(StrEnum):

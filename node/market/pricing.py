@@ -12,9 +12,11 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-DEFAULT_BASE_MICRO_USDC = 10_000  # $0.01
-DEFAULT_MIN_MICRO_USDC = 1_000
-DEFAULT_MAX_MICRO_USDC = 1_000_000
+from node.config import MarketConfig
+
+DEFAULT_BASE_MICRO_USDC = MarketConfig.base_price_micro_usdc
+DEFAULT_MIN_MICRO_USDC = MarketConfig.min_price_micro_usdc
+DEFAULT_MAX_MICRO_USDC = MarketConfig.max_price_micro_usdc
 DEMAND_WEIGHT = 0.1
 
 

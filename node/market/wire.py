@@ -7,6 +7,8 @@ signature, which the message carries beside the authorization.
 
 from __future__ import annotations
 
+import json
+
 from node.chain.authorization import Authorization
 from protocol.messages import PaymentAuthorization
 from protocol.purchase import TransferAuthorization
@@ -26,3 +28,17 @@ def payment_message(request_id: str, listing_id: str, authorization: Authorizati
 def authorization_of(message: PaymentAuthorization) -> Authorization:
     """Raises ``PaymentRejected("malformed", ...)`` for an unusable authorization."""
     return Authorization.from_wire(message.authorization.to_body() | {"signature": message.signature})
+
+
+def authorization_json(authorization: Authorization) -> str:
+    """The signed authorization as the purchase ledger stores it (to resend it unchanged)."""
+    wire = authorization.to_wire()
+    return json.dumps({key: ("0x" + value.hex() if isinstance(value, bytes) else value)
+                       for key, value in wire.items()})
+
+
+def authorization_from_json(text: str) -> Authorization:
+    wire = json.loads(text)
+    for key in ("nonce", "signature"):
+        wire[key] = bytes.fromhex(wire[key][2:])
+    return Authorization.from_wire(wire)

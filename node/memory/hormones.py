@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from node.config import MemoryConfig
 from node.crystals.model import HormonalInfluence, Origin, now_ms
 
 MINUTE_MS = 60_000
@@ -28,7 +29,7 @@ HOMEOSTASIS = {"dopamine": 0.15, "cortisol": 0.02, "oxytocin": 0.10}
 CLAMP_BELOW = 0.001
 """Levels under this are reported as exactly 0 (seed)."""
 SESSION_OXYTOCIN_BASELINE = 0.1
-DEFAULT_MERGE_THRESHOLD = 0.92
+DEFAULT_MERGE_THRESHOLD = MemoryConfig.merge_overlap_threshold
 HORMONES = ("dopamine", "cortisol", "oxytocin")
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from node.config import MemoryConfig
+
 BASE_STRENGTH = 1.0
 """S(t): fixed at 1.0 in the seed so that semantic relevance never inflates importance."""
 
@@ -27,8 +29,8 @@ def frequency_factor(access_count: int) -> float:
 
 def effective_decay_rate(
     emotional_valence: float | None,
-    decay_rate: float = 5e-10,
-    emotion_decay_resistance: float = 0.5,
+    decay_rate: float = MemoryConfig.decay_rate,
+    emotion_decay_resistance: float = MemoryConfig.emotion_decay_resistance,
     decay_resistance: float = 0.0,
 ) -> float:
     """Per-millisecond decay constant after emotional and hormonal resistance.
@@ -54,8 +56,8 @@ def importance(
     access_count: int,
     delta_t_ms: float,
     emotional_valence: float | None,
-    decay_rate: float = 5e-10,
-    emotion_decay_resistance: float = 0.5,
+    decay_rate: float = MemoryConfig.decay_rate,
+    emotion_decay_resistance: float = MemoryConfig.emotion_decay_resistance,
     decay_resistance: float = 0.0,
 ) -> float:
     """Importance in [0, 1] of a crystal last accessed ``delta_t_ms`` ago.

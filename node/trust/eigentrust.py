@@ -19,9 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-DEFAULT_ALPHA = 0.15
-DEFAULT_EPSILON = 1e-6
-DEFAULT_MAX_ITERATIONS = 100
+from node.config import TrustConfig
+
+DEFAULT_ALPHA = TrustConfig.alpha
+DEFAULT_EPSILON = TrustConfig.epsilon
+DEFAULT_MAX_ITERATIONS = TrustConfig.max_iterations
 
 
 def normalise_local_trust(s_row: Mapping[str, float]) -> dict[str, float]:

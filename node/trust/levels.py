@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from node.config import TrustConfig
+
 
 class TrustLevel(StrEnum):
     BANNED = "banned"
@@ -31,7 +33,8 @@ _RANK = {level: rank for rank, level in enumerate(TrustLevel)}
 NEUTRAL_REPUTATION = 0.5
 """Reputation with no evidence at all: an average peer."""
 LOCAL_WEIGHT = 0.5
-DEFAULT_THRESHOLDS = (0.3, 0.6, 0.85)
+DEFAULT_THRESHOLDS = (TrustConfig.untrusted_below, TrustConfig.provisional_below,
+                      TrustConfig.trusted_below)
 
 
 def relative_score(share: float, population: int) -> float:

@@ -40,6 +40,7 @@ from node.trust.eigentrust import EigenTrustResult, eigentrust
 from node.trust.gate import REASON_OWN, GateDecision, decide
 from node.trust.ledger import EventWeights, Ledger, PeerRecord, TrustEvent, peer_key_hex
 from node.trust.levels import TrustLevel
+from node.trust.network_view import NetworkView, network_view
 from node.trust.policy import assess
 from node.trust.reports import TrustMatrix, build_report
 from protocol.envelope import Envelope
@@ -62,8 +63,6 @@ APP_SCORES: Mapping[TrustLevel, float] = {
 """Gossipsub application score (P6) per level; banned is below the graylist (−50)."""
 
 MAX_PENDING_REJECTIONS = 10_000
-MIN_TRUST_FLOW = 0.01
-"""Global trust outside the pre-trusted peers below which EigenTrust is uninformative."""
 
 
 class TrustService:
@@ -98,13 +97,9 @@ class TrustService:
             self.own_key,
             self.config.report_max_age_s,
             max_report_senders,
-            priority=lambda sender: self._global.get(sender, 0.0),
+            priority=lambda sender: self._network.trust.get(sender, 0.0),
         )
-        self._global: dict[str, float] = {}
-        self._incoming: frozenset[str] = frozenset()
-        self._informative = False
-        self._vouch: dict[str, float] = {}
-        self._distrust: dict[str, float] = {}
+        self._network = NetworkView()
         self._pending: deque[tuple[str, str]] = deque(maxlen=MAX_PENDING_REJECTIONS)
         self._announced_bans: set[str] = set()
         self.last_result: EigenTrustResult | None = None
@@ -218,30 +213,7 @@ class TrustService:
         )
 
     def _install(self, rows: dict[str, dict[str, float]], result: EigenTrustResult) -> None:
-        trust = result.trust
-        vouch: dict[str, float] = {}
-        distrust: dict[str, float] = {}
-        for sender, row in rows.items():
-            if sender == self._own:
-                continue  # our own experience is the local term
-            weight = trust.get(sender, 0.0)
-            for peer, value in row.items():
-                if peer == sender:
-                    continue
-                tally = vouch if value > 0 else distrust
-                tally[peer] = tally.get(peer, 0.0) + weight
-        self._vouch, self._distrust = vouch, distrust
-        self._incoming = frozenset(
-            peer
-            for sender, row in rows.items()
-            for peer, value in row.items()
-            if value > 0 and peer != sender
-        )
-        self._global = trust
-        # If the pre-trusted peers trust nobody, all mass stays with them and t_j = 0
-        # says nothing about anyone else: then global trust is not used at all.
-        flow = sum(value for peer, value in trust.items() if peer not in self.pretrusted)
-        self._informative = flow >= MIN_TRUST_FLOW
+        self._network = network_view(rows, result.trust, self._own, self.pretrusted)
         self.last_result = result
         self.last_recompute_ms = self.clock()
 
@@ -263,21 +235,21 @@ class TrustService:
     def _assess(self, key: str) -> tuple[float | None, float | None, float, TrustLevel]:
         """(local c_ij, global t_j, reputation, level) of a hex key."""
         if key == self._own:
-            return None, self._global.get(key), 1.0, TrustLevel.VERIFIED
+            return None, self._network.trust.get(key), 1.0, TrustLevel.VERIFIED
         record = self.ledger.peer(key)
         row = self.ledger.normalised_row()
         evidence = record is not None and record.has_evidence
         local = row.get(key, 0.0) if evidence else None
         local_raw = record.local_trust if record is not None and evidence else None
-        global_ = self._global.get(key) if self._informative and key in self._incoming else None
+        global_ = self._network.global_trust(key)
         score, level = assess(
             local,
             local_raw,
             global_,
-            len(self._global),
+            len(self._network.trust),
             len(row),
-            vouch=self._vouch.get(key, 0.0),
-            distrust=self._distrust.get(key, 0.0),
+            vouch=self._network.vouch.get(key, 0.0),
+            distrust=self._network.distrust.get(key, 0.0),
             is_management=key in self.management,
             banned=record is not None and record.banned,
             thresholds=self.thresholds,
@@ -333,7 +305,7 @@ class TrustService:
     def show(self) -> list[dict[str, Any]]:
         """One row per known peer for ``crystalmesh trust show``; best first."""
         records = {record.peer_key: record for record in self.ledger.peers()}
-        keys = set(records) | set(self._global) | set(self.management)
+        keys = set(records) | set(self._network.trust) | set(self.management)
         keys.discard(self._own)
         ranked = []
         for key in keys:

@@ -97,15 +97,25 @@ async def test_flood_from_one_key_is_capped_and_honest_gossip_gets_through(
     inbox.attach(victim)
 
     me = flooder.identity
-    for index in range(80):
-        now = wall_ms()
-        await flooder.pubsub.publish(SKILLS, seal(me, "skill_listing", make_listing(me, f"junk-{index}", now),
-                                                  flooder.sequence.next(), now))
-        if victim.is_banned(flooder.peer_id):
-            break
+    flood_started = time.monotonic()
+    # Flood until the victim bans the origin: on a busy machine py-libp2p may drop some
+    # frames before validation, so a fixed count could stay under the limit.
+    with trio.move_on_after(120):
+        index = 0
+        while not victim.is_banned(flooder.peer_id):
+            now = wall_ms()
+            await flooder.pubsub.publish(SKILLS, seal(me, "skill_listing",
+                                                      make_listing(me, f"junk-{index}", now),
+                                                      flooder.sequence.next(), now))
+            index += 1
+            if index % 40 == 0:
+                await trio.sleep(0)
     await wait_until(lambda: victim.is_banned(flooder.peer_id), 30, "flooding origin banned")
     flooded = sum(1 for envelope in inbox.listings if envelope.sender == me.public_key)
-    assert flooded <= 30  # the burst; the rest was refused at the door
+    # The burst (30) plus what the bucket refilled (10/min) while a busy machine got through
+    # the flood; everything beyond was refused at the door.
+    refilled = int((time.monotonic() - flood_started) * 10 / 60) + 1
+    assert flooded <= 30 + refilled
 
     sent = await honest.publish(SKILLS, make_listing(honest.identity, "honest", wall_ms()))
     await wait_until(lambda: any(e.sender == sent.sender and e.seq == sent.seq for e in inbox.listings),

@@ -1,0 +1,29 @@
+"""How a purchase fails, and which seller refusals prove no money moved."""
+
+from __future__ import annotations
+
+from node.errors import CrystalmeshError
+
+# Seller refusals that prove it did not (and will not) settle the authorization.
+DEFINITIVE_REFUSALS = frozenset({"payment_invalid", "not_for_sale", "unknown_listing",
+                                 "bad_request", "price_changed"})
+
+
+class PurchaseError(CrystalmeshError, RuntimeError):
+    """A purchase did not complete; ``money_moved`` says whether USDC left the wallet."""
+
+    http_status = 502
+
+    def __init__(self, message: str, code: str = "purchase_failed", money_moved: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.money_moved = money_moved
+
+
+class PurchaseRefused(PurchaseError):
+    """Refused before any money was committed (caps, gate, unknown listing, seller said no)."""
+
+    http_status = 409
+
+    def __init__(self, message: str, code: str = "refused") -> None:
+        super().__init__(message, code, money_moved=False)

@@ -1,0 +1,47 @@
+"""The buyer's spend caps and the trust layer's network view, as pure functions."""
+
+from __future__ import annotations
+
+import pytest
+
+from node.config import MarketConfig
+from node.market.purchase_errors import PurchaseRefused
+from node.market.terms import check_caps
+from node.trust.network_view import network_view
+
+MARKET = MarketConfig(max_per_purchase_micro_usdc=500, max_per_day_micro_usdc=1_000)
+
+
+def test_caps_admit_a_price_that_fits_exactly() -> None:
+    check_caps(MARKET, price=400, max_price=400, spent_today=600)  # 600 + 400 = the daily cap
+
+
+@pytest.mark.parametrize(("price", "max_price", "spent", "code"), [
+    (401, 400, 0, "price_above_cap"),     # above --max-price
+    (501, None, 0, "price_above_cap"),    # above the per-purchase cap
+    (400, None, 601, "daily_cap"),        # 601 + 400 = 1001 > 1000
+])
+def test_caps_refuse(price: int, max_price: int | None, spent: int, code: str) -> None:
+    with pytest.raises(PurchaseRefused) as refused:
+        check_caps(MARKET, price, max_price, spent)
+    assert refused.value.code == code and not refused.value.money_moved
+
+
+def test_network_view_weighs_each_row_by_its_reporters_trust() -> None:
+    rows = {
+        "me": {"a": 1.0},                       # our own row: the local term, not counted
+        "a": {"b": 0.5, "c": 0.0, "a": 1.0},     # self-entry ignored
+        "m": {"b": 1.0},
+    }
+    trust = {"me": 0.5, "a": 0.3, "m": 0.2}
+    view = network_view(rows, trust, "me", pretrusted={"me", "m"})
+    assert view.vouch == {"b": 0.3 + 0.2}
+    assert view.distrust == {"c": 0.3}
+    assert view.incoming == {"a", "b"}
+    assert view.informative  # 0.3 of the mass sits outside the pre-trusted peers
+    assert view.global_trust("a") == 0.3 and view.global_trust("m") is None
+
+
+def test_network_view_is_uninformative_when_trust_stays_with_the_pretrusted() -> None:
+    view = network_view({"m": {"b": 1.0}}, {"m": 0.995, "b": 0.005}, "me", pretrusted={"m"})
+    assert not view.informative and view.global_trust("b") is None
