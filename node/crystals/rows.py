@@ -51,6 +51,8 @@ COLUMNS = (
     "previous_version_id, deprecated, deprecated_by, skill_tags_json, skill_category, "
     "is_verified, verified_by, executions, successes, reward_sum"
 )
+# For reads that never need the vector (row_to_crystal reads it only when asked).
+COLUMNS_WITHOUT_EMBEDDING = COLUMNS.replace("embedding, ", "", 1)
 
 
 def vector_bytes(embedding: Sequence[float] | np.ndarray | None) -> bytes | None:

@@ -43,6 +43,7 @@ from node.memory.hormones import (
     compute_crystal_influence,
     emotional_valence,
 )
+from node.memory.reembed import configured_embedder_key
 from node.memory.search import MemoryInputError, SearchHit, SearchRequest, search
 
 log = logging.getLogger(__name__)
@@ -81,10 +82,11 @@ class Memory:
         progress: ProgressCallback | None = None,
     ) -> None:
         self.config = config
-        self.embedder = embedder or get_embedder(config.memory.embedder)
         self.db = Database(config.db_path)
         try:
             self.store = CrystalStore(self.db)
+            # node.toml's embedder, unless a re-embed committed and died before rewriting it.
+            self.embedder = embedder or get_embedder(configured_embedder_key(config, self.db))
             self.store.bind_embedder(self.embedder.name, self.embedder.dim)
             self.index = VectorIndex(
                 config.index_path,

@@ -15,10 +15,12 @@ from typing import Any
 import numpy as np
 
 from node.crystals import governance as gov
+from node.crystals.compound import coverage_order, merge_dense, split_clauses
 from node.crystals.fusion import fts_query, fuse, identifier_tokens
 from node.crystals.index import VectorIndex
 from node.crystals.lexical import exact_matcher
 from node.crystals.model import Crystal, Lifecycle, now_ms
+from node.crystals.reads import SearchRow
 from node.crystals.store import CrystalStore, Filters, StoreError
 from node.memory.hormones import HormonalStateManager
 
@@ -79,14 +81,21 @@ def search(
     )
     filters = Filters(request.semantic_types, lifecycles, request.scopes)
     candidates = max(50, k * 5)
-    vector = embed([query])[0]
-    dense = index.query(vector, candidates)
+    # A compound question ("which host runs the worker that stalled ...") is also
+    # searched clause by clause (node.crystals.compound); a one-clause query is not.
+    clauses = split_clauses(query)
+    vectors = embed([query, *clauses])
+    dense = index.query(vectors[0], candidates)
+    if clauses:
+        dense = merge_dense(dense, [index.query(vector, candidates) for vector in vectors[1:]])
     lexical = store.fts(fts_query(query), candidates)
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
 
     def doc_freq(term: str) -> float:
         if not total_docs:
-            total_docs.append(max(1, store.fts_doc_count()))
+            # The index holds one vector per embedded crystal: a free count, close enough
+            # for a rarity measured in decades; the store counts only when it is empty.
+            total_docs.append(max(1, index.count or store.fts_doc_count()))
         return store.fts_doc_freq(term) / total_docs[0]
 
     fused = fuse(
@@ -96,8 +105,8 @@ def search(
         k=candidates,
         doc_freq=doc_freq,
     )
-    rowids = [int(rowid) for rowid, _ in fused]
-    crystals = store.get_by_rowids(rowids)
+    # Rank and filter on a few plain columns; parse whole crystals for the top k only.
+    rows = store.search_rows([int(rowid) for rowid, _ in fused])
     dense_by_id = dict(dense)
     lexical_by_id = dict(lexical)
     retrieval = hormones.retrieval_modulation()
@@ -105,34 +114,56 @@ def search(
     allowed_types = set(filters.semantic_types)
     allowed_lifecycles = set(filters.lifecycles)
     allowed_scopes = set(filters.scopes)
-    hits: list[SearchHit] = []
+    scored: list[tuple[int, float, str]] = []
     for rowid_text, fused_score in fused:
         rowid = int(rowid_text)
-        crystal = crystals.get(rowid)
-        if crystal is None:
+        row = rows.get(rowid)
+        if row is None or not _admitted(row, request.requester):
             continue
-        if allowed_types and crystal.semantic_type.value not in allowed_types:
+        if allowed_types and row.semantic_type not in allowed_types:
             continue
-        if crystal.lifecycle.value not in allowed_lifecycles:
+        if row.lifecycle not in allowed_lifecycles:
             continue
-        if allowed_scopes and crystal.governance.access_scope.value not in allowed_scopes:
+        if allowed_scopes and row.access_scope not in allowed_scopes:
             continue
-        if not gov.can_access(crystal.governance.access_scope, crystal.lifecycle, request.requester):
-            continue
-        age_ms = now - (crystal.last_accessed_at_ms or crystal.created_at_ms)
+        age_ms = now - (row.last_accessed_at_ms or row.created_at_ms)
         recency = math.exp(-math.log(2) * max(age_ms, 0) / RECENCY_HALF_LIFE_MS)
-        weight = (1 + IMPORTANCE_WEIGHT * crystal.importance_score * retrieval.importance_boost) * (
+        weight = (1 + IMPORTANCE_WEIGHT * row.importance_score * retrieval.importance_boost) * (
             1 + RECENCY_WEIGHT * recency * retrieval.recency_bias
         )
-        hits.append(
-            SearchHit(crystal, fused_score * weight, dense_by_id.get(rowid), lexical_by_id.get(rowid))
-        )
+        scored.append((rowid, fused_score * weight, row.text))
     exact = exact_matcher(identifier_tokens(query))
-    hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
-    hits = hits[:k]
+    scored.sort(key=lambda item: (exact(item[2]), item[1]), reverse=True)
+    if clauses:
+        scored = coverage_order(
+            query,
+            scored,
+            score=lambda item: item[1],
+            text=lambda item: item[2],
+            rank_first=lambda item: exact(item[2]),
+        )
+    top = scored[:k]
+    crystals = store.get_by_rowids([rowid for rowid, _, _ in top])
+    hits = [
+        SearchHit(crystals[rowid], score, dense_by_id.get(rowid), lexical_by_id.get(rowid))
+        for rowid, score, _ in top
+        # The parsed governance decides too (defence in depth against a crafted row).
+        if rowid in crystals
+        and gov.can_access(
+            crystals[rowid].governance.access_scope, crystals[rowid].lifecycle, request.requester
+        )
+    ]
     if request.record_access and hits:
         store.record_access([hit.crystal.id for hit in hits], now)
         for hit in hits:
             hit.crystal.access_count += 1
             hit.crystal.last_accessed_at_ms = now
     return hits
+
+
+def _admitted(row: SearchRow, requester: str) -> bool:
+    """Governance on the plain columns; a row with an unknown scope or lifecycle is skipped."""
+    try:
+        return gov.can_access(row.access_scope, row.lifecycle, requester)
+    except ValueError:
+        return False
