@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from node.crystals.fusion import STOPWORDS
+from node.crystals.lexical import content_words, terms
 
 T = TypeVar("T")
 
@@ -37,18 +37,12 @@ CLAUSE_ALPHA = 0.9
 COVERAGE_WEIGHT = 0.8
 COVERAGE_DEPTH = 20
 MIN_CLAUSE_WORDS = 2
-STEM_LENGTH = 5
 
 # Clause boundaries: punctuation, coordination and the relative/interrogative
 # words that open a sub-question.
 _BOUNDARY = re.compile(
     r"[,;?]|\b(?:and|who|which|that|where|when|whose|what|after|before|while)\b", re.IGNORECASE
 )
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def content_words(text: str) -> list[str]:
-    return [word for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
 
 
 def split_clauses(query: str) -> list[str]:
@@ -60,11 +54,6 @@ def split_clauses(query: str) -> list[str]:
     pieces = (piece.strip() for piece in _BOUNDARY.split(query))
     clauses = [piece for piece in pieces if len(content_words(piece)) >= MIN_CLAUSE_WORDS]
     return clauses if len(clauses) >= 2 else []
-
-
-def terms(text: str) -> set[str]:
-    """Content terms of ``text``, crudely stemmed to their first :data:`STEM_LENGTH` characters."""
-    return {word[:STEM_LENGTH] for word in content_words(text) if len(word) > 1}
 
 
 def merge_dense(

@@ -18,7 +18,7 @@ from node.crystals import governance as gov
 from node.crystals.compound import coverage_order, merge_dense, split_clauses
 from node.crystals.fusion import fts_query, fuse, identifier_tokens
 from node.crystals.index import VectorIndex
-from node.crystals.lexical import exact_matcher
+from node.crystals.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
 from node.crystals.model import Crystal, Lifecycle, now_ms
 from node.crystals.reads import SearchRow
 from node.crystals.store import CrystalStore, Filters, StoreError
@@ -98,15 +98,19 @@ def search(
             total_docs.append(max(1, index.count or store.fts_doc_count()))
         return store.fts_doc_freq(term) / total_docs[0]
 
+    # Rank and filter on a few plain columns; parse whole crystals for the top k only.
+    rows = store.search_rows(list(dict.fromkeys([rowid for rowid, _ in dense + lexical])))
+    confidence = lexical_confidence(
+        query, [rows[rowid].text for rowid, _ in lexical[:CONFIDENCE_DEPTH] if rowid in rows]
+    )
     fused = fuse(
         query,
         [(str(rowid), score) for rowid, score in dense],
         [(str(rowid), score) for rowid, score in lexical],
         k=candidates,
         doc_freq=doc_freq,
+        lexical_confidence=confidence,
     )
-    # Rank and filter on a few plain columns; parse whole crystals for the top k only.
-    rows = store.search_rows([int(rowid) for rowid, _ in fused])
     dense_by_id = dict(dense)
     lexical_by_id = dict(lexical)
     retrieval = hormones.retrieval_modulation()

@@ -1,41 +1,54 @@
 """Memory.search on compound questions, and its light candidate rows under hostile data.
 
-Real store, real HNSW index, the hashing embedder (the effect tested here is
-the clause search and the query-term coverage order, not semantic similarity).
+Real store and HNSW index; MiniLM for the compound question (the retrieval
+set's memories), the hashing embedder for the governance cases.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from node.config import load_config
 from node.memory.facade import Memory, SearchRequest
 
-INCIDENT = [
-    "The payouts worker stalled during the April incident.",
-    "The payouts worker stalled again during the April incident review.",
-    "April incident: the payouts worker stalled for an hour.",
-    "Payouts incident in April: the worker stalled, retries piled up.",
-]
-HOST = "worker-eu-2 is the host that runs the payouts worker."
-QUERY = "which host runs the worker that stalled in the April payouts incident"
+DATA = Path(__file__).resolve().parents[1] / "data" / "retrieval_v2.json"
 
 
-def test_a_compound_question_gets_both_halves_in_the_top_two(memory: Memory) -> None:
-    for text in [*INCIDENT, HOST, "The host of the team dinner runs late in April."]:
-        memory.add(text)
-    texts = [
-        hit.crystal.text for hit in memory.search(SearchRequest(QUERY, k=5, record_access=False))
-    ]
-    assert HOST in texts[:2], texts
-    assert texts[0] in INCIDENT or texts[1] in INCIDENT, texts
+@pytest.fixture(scope="module")
+def minilm_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    """The 412 memories of the retrieval set in a real store, embedded with MiniLM."""
+    data_dir = tmp_path_factory.mktemp("compound") / "node"
+    memory = Memory(load_config(data_dir, overrides={"memory": {"embedder": "minilm"}}, environ={}))
+    memories = json.loads(DATA.read_text())["memories"]
+    memory.add_crystals([memory.prepare(item["text"]) for item in memories])
+    try:
+        yield memory
+    finally:
+        memory.close()
+
+
+def test_a_compound_question_gets_both_halves_in_the_top_two(minilm_memory: Memory) -> None:
+    # One embedding of the whole question puts the visit 6th; its clause
+    # "my sister visited Lisbon" finds it.
+    hits = minilm_memory.search(
+        SearchRequest(
+            "what app version was current when my sister visited Lisbon", k=5, record_access=False
+        )
+    )
+    top_two = " | ".join(hit.crystal.text for hit in hits[:2])
+    assert "Carolina visited Lisbon" in top_two, top_two
+    assert "v2.3.2 shipped on 29 April" in top_two, top_two
 
 
 def test_a_one_clause_query_ranks_as_before(memory: Memory) -> None:
-    for text in [*INCIDENT, HOST]:
+    for text in ("The payouts worker stalled during the April incident.", "Lunch was late."):
         memory.add(text)
-    texts = [
-        hit.crystal.text
-        for hit in memory.search(SearchRequest("payouts worker stalled", k=5, record_access=False))
-    ]
-    assert texts[0] in INCIDENT
+    hits = memory.search(SearchRequest("payouts worker stalled", k=5, record_access=False))
+    assert hits[0].crystal.text.startswith("The payouts worker")
 
 
 def test_a_crafted_scope_or_lifecycle_column_is_skipped_not_fatal(memory: Memory) -> None:
