@@ -64,6 +64,14 @@ class MemoryConfig:
     forget_threshold: float = 0.02
     merge_overlap_threshold: float = 0.92
     emotion_decay_resistance: float = 0.5
+    # Optional LLM stage of search (node/memory/llm_stage.py): off unless llm_url is set
+    # and llm_hyde or llm_rerank is on. Any OpenAI-compatible endpoint; the key, if any,
+    # comes from $CRYSTALMESH_LLM_API_KEY only.
+    llm_url: str = ""
+    llm_model: str = ""
+    llm_hyde: bool = False
+    llm_rerank: bool = False
+    llm_timeout_s: float = 10.0
 
 
 @dataclass

@@ -70,8 +70,13 @@ def search(
     embed: Callable[[Sequence[str]], np.ndarray],
     hormones: HormonalStateManager,
     request: SearchRequest,
+    expansion: str | None = None,
 ) -> list[SearchHit]:
-    """Answer ``request`` from one data dir (synchronous: the database's thread)."""
+    """Answer ``request`` from one data dir (synchronous: the database's thread).
+
+    ``expansion``: a HyDE passage (node.memory.llm_stage); the dense side then
+    searches with ``normalise(v(query) + v(expansion))``.
+    """
     query = request.query.strip()
     if not query:
         raise MemoryInputError("empty search query")
@@ -84,8 +89,13 @@ def search(
     # A compound question ("which host runs the worker that stalled ...") is also
     # searched clause by clause (node.crystals.compound); a one-clause query is not.
     clauses = split_clauses(query)
-    vectors = embed([query, *clauses])
-    dense = index.query(vectors[0], candidates)
+    vectors = embed([query, *clauses, *([expansion] if expansion else [])])
+    query_vector = vectors[0]
+    if expansion:
+        query_vector = query_vector + vectors[-1]
+        query_vector = query_vector / max(float(np.linalg.norm(query_vector)), 1e-12)
+        vectors = vectors[:-1]
+    dense = index.query(query_vector, candidates)
     if clauses:
         dense = merge_dense(dense, [index.query(vector, candidates) for vector in vectors[1:]])
     lexical = store.fts(fts_query(query), candidates)
@@ -157,12 +167,20 @@ def search(
             crystals[rowid].governance.access_scope, crystals[rowid].lifecycle, request.requester
         )
     ]
-    if request.record_access and hits:
-        store.record_access([hit.crystal.id for hit in hits], now)
-        for hit in hits:
-            hit.crystal.access_count += 1
-            hit.crystal.last_accessed_at_ms = now
+    if request.record_access:
+        record_hits(store, hits, now)
     return hits
+
+
+def record_hits(store: CrystalStore, hits: list[SearchHit], now: int | None = None) -> None:
+    """Count one access for every hit returned to the caller (seed 000's access_count)."""
+    if not hits:
+        return
+    now = now_ms() if now is None else now
+    store.record_access([hit.crystal.id for hit in hits], now)
+    for hit in hits:
+        hit.crystal.access_count += 1
+        hit.crystal.last_accessed_at_ms = now
 
 
 def _admitted(row: SearchRow, requester: str) -> bool:
