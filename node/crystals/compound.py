@@ -37,6 +37,9 @@ CLAUSE_ALPHA = 0.9
 COVERAGE_WEIGHT = 0.8
 COVERAGE_DEPTH = 20
 MIN_CLAUSE_WORDS = 2
+# Each clause costs one embedding and one HNSW query: a crafted 4 KB query must
+# not turn into hundreds of them.
+MAX_CLAUSES = 4
 
 # Clause boundaries: punctuation, coordination and the relative/interrogative
 # words that open a sub-question.
@@ -46,14 +49,14 @@ _BOUNDARY = re.compile(
 
 
 def split_clauses(query: str) -> list[str]:
-    """The clauses of a compound question, or ``[]`` when it has fewer than two.
+    """The clauses of a compound question (at most :data:`MAX_CLAUSES`), or ``[]`` below two.
 
     A clause is a piece between boundaries with at least
     :data:`MIN_CLAUSE_WORDS` content words (stopwords aside).
     """
     pieces = (piece.strip() for piece in _BOUNDARY.split(query))
     clauses = [piece for piece in pieces if len(content_words(piece)) >= MIN_CLAUSE_WORDS]
-    return clauses if len(clauses) >= 2 else []
+    return clauses[:MAX_CLAUSES] if len(clauses) >= 2 else []
 
 
 def merge_dense(

@@ -31,6 +31,11 @@ def test_split_clauses(query: str, clauses: list[str]) -> None:
     assert split_clauses(query) == clauses
 
 
+def test_a_crafted_long_query_yields_at_most_four_clauses() -> None:
+    query = ", ".join(f"word{i} other{i}" for i in range(800))[:4096]
+    assert split_clauses(query) == [f"word{i} other{i}" for i in range(4)]
+
+
 def test_terms_are_content_words_cut_to_five_characters() -> None:
     assert terms("Which worker stalled in the April incident?") == {
         "worke",
