@@ -7,6 +7,7 @@ real ``crystalmesh`` subprocess killed with SIGKILL while it embeds.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -236,3 +237,20 @@ def test_a_crafted_embedder_key_in_the_store_is_not_trusted(tmp_path: Path) -> N
     finally:
         db.close()
     assert _search(data_dir, "fx lag")  # opens with node.toml's embedder, as before
+
+
+def test_the_cli_reembeds_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from node.cli.main import main
+
+    data_dir = tmp_path / "node"
+    _dir_with(data_dir, TEXTS[:5])
+    code = main(["memory", "reembed", "--embedder", "minilm", "--data-dir", str(data_dir), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["crystals"] == 5 and report["old_embedder"] == "hashing-384"
+    assert report["new_embedder"] == get_embedder("minilm").name
+    assert "reembedding 5/5" in err
+    code = main(["memory", "reembed", "--embedder", "nope", "--data-dir", str(data_dir)])
+    assert code != 0
+    assert load_config(data_dir, environ={}).memory.embedder == "minilm"
