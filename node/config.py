@@ -64,6 +64,23 @@ class MemoryConfig:
     forget_threshold: float = 0.02
     merge_overlap_threshold: float = 0.92
     emotion_decay_resistance: float = 0.5
+    # seed 003/004 (docs/memory.md): what expires a crystal, facts, confidence, testament
+    policy: str = "importance"  # "importance" (seed 000) or "energy" (seed 004 tiers)
+    fact_similarity: float = 0.7
+    replay_batch: int = 256
+    replay_recent_fraction: float = 0.7
+    confidence_tau_days: float = 7.0
+    min_confidence: float = 0.2
+    testament_min_confidence: float = 0.5
+    testament_top_episodes: int = 256
+    # working memory (seed 001): dream cycle and its synthesiser
+    dream_interval_s: int = 7200
+    min_chunks_for_dream: int = 5
+    dream_synthesiser: str = "extractive"  # "extractive" (offline) or "llm"
+    dream_llm_url: str = ""  # OpenAI-compatible base URL, e.g. http://127.0.0.1:11434/v1
+    dream_llm_model: str = ""
+    dream_llm_key_env: str = ""  # name of the environment variable holding the API key
+    dream_llm_timeout_s: float = 60.0
     # Optional LLM stage of search (node/memory/llm_stage.py): off unless llm_url is set
     # and llm_hyde or llm_rerank is on. Any OpenAI-compatible endpoint; the key, if any,
     # comes from $CRYSTALMESH_LLM_API_KEY only.

@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from node import metrics
+from node.chain.client import ChainClient
 from node.chain.settlement import SettlementEngine
 from node.config import NodeConfig
 from node.crystals.model import Crystal, Lifecycle, now_ms
@@ -27,13 +28,17 @@ from node.keys import load_identity, load_or_create_api_token
 from node.market.buyer import Buyer, PurchaseRefused
 from node.market.ledger import MarketLedger, Sale
 from node.market.listings import ListingBook
+from node.market.niche import niche_data
 from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
 from node.market.reconcile import reconcile_settlements
 from node.market.seller import Seller
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import ConsolidationReport, Memory
+from node.memory.learning_service import LearningServiceMixin
+from node.memory.records_api import MemoryRecordsApi
 from node.memory.search import SearchHit, SearchRequest
+from node.memory.working.service import WorkingMemoryServiceMixin
 from node.net.service import NetService
 from node.supervisor import supervise
 from node.trust.gate import GateDecision
@@ -51,8 +56,11 @@ SAFE_RECURSION_LIMIT = 5_000
 INDEX_SAVE_INTERVAL_S = 30.0
 
 
-class NodeService:
-    def __init__(self, config: NodeConfig, memory: Memory | None = None) -> None:
+class NodeService(MemoryRecordsApi, LearningServiceMixin, WorkingMemoryServiceMixin):
+    def __init__(self, config: NodeConfig, memory: Memory | None = None,
+                 chain_client: ChainClient | None = None) -> None:
+        """``chain_client``: an already-connected chain (an in-process one in tests) used
+        instead of connecting to ``config.chain.rpc_url``."""
         self.config = config
         self.identity = load_identity(config)
         self.api_token = load_or_create_api_token(config)
@@ -67,7 +75,7 @@ class NodeService:
         self._nursery: trio.Nursery | None = None
         self.wallet_address = self._wallet_address()
         self.engine: SettlementEngine | None = None
-        self._open_chain()
+        self._open_chain(chain_client)
 
     def _wallet_address(self) -> str:
         from node.chain.wallet import load_or_create_wallet
@@ -75,14 +83,13 @@ class NodeService:
         self.wallet = load_or_create_wallet(self.config.wallet_path)
         return str(self.wallet.address)
 
-    def _open_chain(self) -> None:
+    def _open_chain(self, client: ChainClient | None) -> None:
         """Settlement engine + read client; the chain may be down now and come up later."""
-        from node.chain.settlement import SettlementEngine
-
         chain = self.config.chain
-        if not chain.rpc_url:
+        if client is None and not chain.rpc_url:
             return
         self.engine = SettlementEngine.open(
+            client=client,
             rpc_url=chain.rpc_url,
             chain_id=chain.chain_id,
             token_address=chain.token_address,
@@ -111,6 +118,7 @@ class NodeService:
         # its single writer (memory.db.run).
         self.listings = ListingBook(memory.db)
         self.ledger = MarketLedger(memory.db)
+        self.init_working_memory(memory, functools.partial(niche_data, memory.db))
         self.seller = Seller(
             self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
             lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
@@ -165,8 +173,11 @@ class NodeService:
                     supervise, "index-save", self.memory.save_periodically, INDEX_SAVE_INTERVAL_S,
                     on_crash=_count_crash))
                 nursery.start_soon(functools.partial(
-                    supervise, "consolidation", self.memory.consolidate_periodically,
+                    supervise, "consolidation", self.consolidate_periodically,  # + auto-scratch
                     self.config.memory.consolidation_interval_s, on_crash=_count_crash))
+                nursery.start_soon(functools.partial(
+                    supervise, "dream", self.dream_periodically, self.config.memory.dream_interval_s,
+                    on_crash=_count_crash))
                 nursery.start_soon(self._watch_signals, nursery.cancel_scope)
                 self._write_runtime_files()
                 self.ready.set()
@@ -280,7 +291,9 @@ class NodeService:
         return await self.memory.detail(crystal_id)
 
     async def consolidate(self, purge: bool = False) -> ConsolidationReport:
-        return await self.memory.consolidate(purge)
+        report = await self.memory.consolidate(purge)
+        await self.auto_scratch_logged()
+        return report
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
         crystal = await self.memory.record_execution(crystal_id, success, reward)

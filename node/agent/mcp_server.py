@@ -9,6 +9,7 @@ node's one-line message, never a traceback.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -16,22 +17,41 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from node.agent.mcp_learning import register_learning_tools
+from node.agent.mcp_working import (
+    Importance,
+    add_working_note,
+    as_working_note,
+    register_working_tools,
+)
+from node.agent.skill_install import install, source_from_node
 from node.api.client import ApiClient, ApiError
+from node.errors import CrystalmeshError
+from protocol.schema import InvalidMessage
 
 MICRO_PER_USDC = 1_000_000
 
 INSTRUCTIONS = """\
 Long-term memory and a skill marketplace for this agent, served by a local crystalmesh node.
 Search memory before answering questions about past work; add what is worth remembering
-(decisions, facts about the user, outcomes of tasks). Skills bought on the market cost real
-USDC: check the price with market_search first; skill_buy never pays more than max_price_usdc
-and the node's own daily spend cap."""
+(decisions, facts about the user, outcomes of tasks); when a fact changes, memory_update it
+(the old version stays in memory_history) rather than adding a contradiction; memory_delete
+what is wrong or asked to be forgotten. Memories live in namespaces (default "default"; e.g.
+"user:<name>", "agent:<role>", "session:<id>"): pass the same namespace to add, search and list
+to keep users, agents and sessions apart. Skills bought on the market cost real USDC: check
+the price with market_search first; skill_buy never pays more than max_price_usdc and the
+node's own daily spend cap; skill_install writes a bought skill as <dir>/<name>/SKILL.md."""
 
 MemoryType = Literal[
     "general", "fact", "preference", "episode", "insight", "relationship", "goal",
-    "skill", "task_pattern",
+    "skill", "task_pattern", "warning",
 ]
 Scope = Literal["private", "confidential", "shared", "public"]
+Namespace = Annotated[str, Field(
+    min_length=1, max_length=100, pattern=r"^[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9._@-]{1,64})?$",
+    description='Whose memory: "default", "user:<name>", "agent:<role>", "session:<id>", ...')]
+MemoryId = Annotated[str, Field(min_length=1, max_length=64,
+                                description="A memory id from memory_search, memory_add or memory_list.")]
 
 
 def usdc_to_micro(amount_usdc: float) -> int:
@@ -61,15 +81,21 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         except ApiError as exc:
             raise ToolError(str(exc)) from exc
 
+    register_learning_tools(server, call)
+
     @server.tool()
     async def memory_search(
         query: Annotated[str, Field(min_length=1, description="What to look for, in plain words or exact identifiers.")],
         k: Annotated[int, Field(ge=1, le=50, description="How many memories to return.")] = 10,
         types: Annotated[list[MemoryType] | None, Field(description="Only these memory types.")] = None,
+        namespace: Namespace = "default",
+        all_namespaces: Annotated[bool, Field(description="Search every namespace, not just `namespace`.")] = False,
     ) -> dict[str, Any]:
-        """Search the agent's long-term memory (hybrid: meaning + exact words). Returns the best
-        matching memories with id, text, type and score."""
-        result = await call("POST", "/v1/crystals/search", {"query": query, "k": k, "types": types or []})
+        """Search the agent's long-term memory (hybrid: meaning + exact words) in one namespace.
+        Returns the best matching current memories with id, text, type, namespace and score."""
+        result = await call("POST", "/v1/crystals/search", {
+            "query": query, "k": k, "types": types or [], "namespace": namespace,
+            "all_namespaces": all_namespaces})
         return {"hits": [_hit(hit) for hit in result.get("hits", [])]}
 
     @server.tool()
@@ -77,22 +103,75 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         text: Annotated[str, Field(min_length=1, max_length=65536, description="The memory, one self-contained statement.")],
         type: Annotated[MemoryType, Field(description="Kind of memory.")] = "general",
         scope: Annotated[Scope | None, Field(description="Who may see it; secrets are always kept confidential.")] = None,
+        namespace: Namespace = "default",
+        ttl_seconds: Annotated[int | None, Field(ge=1, le=315_360_000, description="Forget it after this many seconds.")] = None,
+        importance: Importance = 0.7,
     ) -> dict[str, Any]:
-        """Store a memory in the agent's long-term memory. Returns the stored memory's id."""
-        body: dict[str, Any] = {"text": text, "type": type}
+        """Store a memory in a namespace. Returns its id and the outcome: "created", or "exists"
+        when this namespace already holds exactly this text (then nothing changed; use
+        memory_update to change its scope). This is also the working-memory note: names,
+        preferences, decisions, deadlines are kept in the scratch notes until the next dream
+        folds them into MEMORY.md (see memory_context)."""
+        body: dict[str, Any] = {"text": text, "type": type, "namespace": namespace}
         if scope is not None:
             body["scope"] = scope
+        if ttl_seconds is not None:
+            body["ttl_ms"] = ttl_seconds * 1000
+        if as_working_note(body):  # seed 001's working_memory_note (docs/memory.md)
+            return await add_working_note(call, body, importance)
         crystal = await call("POST", "/v1/crystals", body)
-        return {"id": crystal["id"], "type": crystal.get("semanticType"), "scope": _scope(crystal)}
+        return {"id": crystal["id"], "outcome": crystal.get("outcome", "created"),
+                "namespace": crystal.get("namespace"), "type": crystal.get("semanticType"),
+                "scope": _scope(crystal)} | ({"differs": crystal["differs"]} if crystal.get("differs") else {})
 
     @server.tool()
-    async def memory_get(
-        id: Annotated[str, Field(min_length=1, description="A memory id from memory_search or memory_add.")],
-    ) -> dict[str, Any]:
-        """Read one memory with its audit trail."""
+    async def memory_get(id: MemoryId) -> dict[str, Any]:
+        """Read one memory (any version) with its audit trail."""
         crystal = await call("GET", f"/v1/crystals/{_path_segment(id)}")
-        return {"id": crystal["id"], "text": crystal.get("text"), "type": crystal.get("semanticType"),
-                "lifecycle": crystal.get("lifecycle"), "audit": crystal.get("audit", [])}
+        return _memory(crystal) | {"lifecycle": crystal.get("lifecycle"), "audit": crystal.get("audit", [])}
+
+    @server.tool()
+    async def memory_list(
+        namespace: Namespace = "default",
+        types: Annotated[list[MemoryType] | None, Field(description="Only these memory types.")] = None,
+        limit: Annotated[int, Field(ge=1, le=200)] = 50,
+    ) -> dict[str, Any]:
+        """The newest current memories of a namespace (deleted, expired and superseded ones are not listed)."""
+        params: dict[str, Any] = {"namespace": namespace, "limit": limit}
+        if types:
+            params["type"] = types
+        result = await call("GET", "/v1/crystals", params=params)
+        return {"memories": [_memory(crystal) for crystal in result.get("crystals", [])]}
+
+    @server.tool()
+    async def memory_update(
+        id: MemoryId,
+        text: Annotated[str | None, Field(min_length=1, max_length=65536, description="The corrected memory.")] = None,
+        scope: Annotated[Scope | None, Field(description="A new access scope.")] = None,
+    ) -> dict[str, Any]:
+        """Change a memory: writes a new version (new id) and closes the old one, which stays
+        readable through memory_history. Give the new text, a new scope, or both."""
+        body = {key: value for key, value in (("text", text), ("scope", scope)) if value is not None}
+        if not body:
+            raise ToolError("memory_update needs text or scope")
+        crystal = await call("PATCH", f"/v1/crystals/{_path_segment(id)}", body)
+        return _memory(crystal) | {"previous_id": crystal.get("previousId")}
+
+    @server.tool()
+    async def memory_delete(id: MemoryId) -> dict[str, Any]:
+        """Forget a memory (every version): it disappears from search, get and lists at once and is
+        physically removed by the next consolidation; the deletion stays in memory_history."""
+        return dict(await call("DELETE", f"/v1/crystals/{_path_segment(id)}"))
+
+    @server.tool()
+    async def memory_history(id: MemoryId) -> dict[str, Any]:
+        """Every version of a memory (oldest first, with valid_from/valid_to) and every transition
+        (created, updated, deleted, lifecycle changes), for any version's id."""
+        result = await call("GET", f"/v1/crystals/{_path_segment(id)}/history")
+        return {"memory_id": result.get("memory_id"), "namespace": result.get("namespace"),
+                "deleted": result.get("deleted", False),
+                "versions": [_memory(crystal) for crystal in result.get("versions", [])],
+                "transitions": result.get("transitions", [])}
 
     @server.tool()
     async def market_search(
@@ -128,6 +207,30 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         return dict(await call("POST", f"/v1/skills/{_path_segment(crystal_id)}/publish", {}))
 
     @server.tool()
+    async def skill_install(
+        skill: Annotated[str, Field(min_length=1, max_length=128,
+                                    description="listing_id of a bought skill, or a skill memory's id.")],
+        to_dir: Annotated[str, Field(min_length=1, description="Absolute path of the agent's skills folder.")],
+        force: Annotated[bool, Field(description="Replace an installed skill of the same name.")] = False,
+    ) -> dict[str, Any]:
+        """Install a skill as an Agent Skill: writes <to_dir>/<name>/SKILL.md (with a provenance
+        line naming seller, payment tx and content hash) and its resource files."""
+        if not Path(to_dir).is_absolute():
+            raise ToolError("to_dir must be an absolute path")
+
+        def blocking() -> dict[str, Any]:
+            client = connect()
+            try:
+                return install(source_from_node(client, skill), Path(to_dir), force=force)
+            finally:
+                client.close()
+
+        try:
+            return await anyio.to_thread.run_sync(blocking)
+        except (ApiError, CrystalmeshError, InvalidMessage, OSError) as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool()
     async def weather_status() -> dict[str, Any]:
         """The network's 'cortisol weather': whether a management alert currently restricts which
         peers' skills are accepted."""
@@ -138,6 +241,7 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         """The node's wallet address and USDC balance, and today's spending against its cap."""
         return dict(await call("GET", "/v1/wallet"))
 
+    register_working_tools(server, call)  # working memory (seed 001): memory_context, memory_dream
     return server
 
 
@@ -152,10 +256,18 @@ def _scope(crystal: dict[str, Any]) -> Any:
     return governance.get("accessScope") if isinstance(governance, dict) else None
 
 
+def _memory(crystal: dict[str, Any]) -> dict[str, Any]:
+    return {"id": crystal.get("id"), "text": crystal.get("text"), "type": crystal.get("semanticType"),
+            "namespace": crystal.get("namespace"), "scope": _scope(crystal),
+            "memory_id": crystal.get("memoryId"), "version": crystal.get("version"),
+            "valid_from": crystal.get("validFrom"), "valid_to": crystal.get("validTo"),
+            "superseded_by": crystal.get("supersededBy")}
+
+
 def _hit(hit: dict[str, Any]) -> dict[str, Any]:
     crystal = hit.get("crystal", hit)
     return {"id": crystal.get("id"), "text": crystal.get("text"), "type": crystal.get("semanticType"),
-            "score": hit.get("score")}
+            "namespace": crystal.get("namespace"), "score": hit.get("score")}
 
 
 def _listing(listing: dict[str, Any]) -> dict[str, Any]:

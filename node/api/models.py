@@ -17,6 +17,7 @@ from node.crystals.model import AccessScope, Lifecycle, SemanticType
 from node.memory.requests import MAX_TAGS, MAX_TEXT_CHARS, MAX_TTL_MS
 
 MAX_MICRO_USDC = 10**12
+NAMESPACE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9._@-]{1,64})?$"
 
 StrictInt = Annotated[int, Field(strict=True)]
 MicroUsdc = Annotated[int, Field(strict=True, ge=0, le=MAX_MICRO_USDC)]
@@ -39,6 +40,7 @@ class CrystalIn(Body):
     category: Annotated[str, Field(max_length=64)] | None = None
     tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=32)]],
                     Field(max_length=MAX_TAGS)] | None = None
+    namespace: Annotated[str, Field(max_length=100, pattern=NAMESPACE_PATTERN)] | None = None
 
 
 class SearchIn(Body):
@@ -49,6 +51,9 @@ class SearchIn(Body):
     types: list[SemanticType] = []
     lifecycles: list[Lifecycle] = []
     scopes: list[AccessScope] = []
+    namespace: Annotated[str, Field(max_length=100, pattern=NAMESPACE_PATTERN)] = "default"
+    all_namespaces: Annotated[bool, Field(strict=True)] = False
+    as_of_ms: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1)] | None = None  # versions valid then
 
 
 class ConsolidateIn(Body):

@@ -20,6 +20,8 @@ from node.api.dashboard import dashboard_router
 from node.api.errors import install_error_handlers
 from node.api.guards import Guard
 from node.api.interface import NodeApi
+from node.api.learning_routes import learning_router
+from node.api.memory_routes import memory_router
 from node.api.metrics import metrics_router
 from node.api.models import (
     ConsolidateIn,
@@ -35,6 +37,7 @@ from node.api.models import (
     VersionIn,
     WeatherIn,
 )
+from node.api.working_routes import working_memory_router
 from node.memory.facade import SearchRequest
 
 Json = dict[str, Any]
@@ -59,8 +62,7 @@ def node_router(node: NodeApi) -> APIRouter:
     # --- memory -----------------------------------------------------------------------------
     @router.post("/crystals", tags=["memory"])
     async def add_crystal(body: CrystalIn) -> Json:
-        crystal = await node.add_crystal(body.model_dump(mode="json", exclude_none=True))
-        return crystal.to_dict()
+        return await node.add_memory(body.model_dump(mode="json", exclude_none=True))
 
     @router.get("/crystals/{crystal_id}", tags=["memory"])
     async def get_crystal(crystal_id: str) -> Json:
@@ -73,6 +75,8 @@ def node_router(node: NodeApi) -> APIRouter:
             semantic_types=tuple(t.value for t in body.types),
             lifecycles=tuple(lc.value for lc in body.lifecycles),
             scopes=tuple(s.value for s in body.scopes),
+            namespaces=() if body.all_namespaces else (body.namespace,),
+            as_of_ms=body.as_of_ms,
         ))
         return {"hits": [hit.to_dict() for hit in hits]}
 
@@ -167,6 +171,9 @@ def build_fastapi(node: NodeApi | None, auth: ApiAuth) -> FastAPI:
     install_error_handlers(app)
     if node is not None:
         app.include_router(node_router(node))
+        app.include_router(learning_router(node))
+        app.include_router(working_memory_router(node))
+        app.include_router(memory_router(node))
     app.include_router(dashboard_router())
     app.include_router(metrics_router(node))
     return app

@@ -111,14 +111,17 @@ class SettlementEngine:
         data_dir: Path,
         batch_max_size: int = ChainConfig.batch_max_size,
         batch_max_delay_ms: int = ChainConfig.batch_max_delay_ms,
+        client: ChainClient | None = None,
     ) -> SettlementEngine:
         """Engine for a node: ledger at ``<data_dir>/settlements.db``.
 
         Does not touch the network (a node must start while its chain is down).
+        ``client``: an already-connected chain to use instead of ``rpc_url``.
         """
-        client = ChainClient.connect(
-            rpc_url, token_address, settler_address or None, expected_chain_id=chain_id
-        )
+        if client is None:
+            client = ChainClient.connect(
+                rpc_url, token_address, settler_address or None, expected_chain_id=chain_id
+            )
         return cls(
             client,
             SettlementLedger(Path(data_dir) / SETTLEMENTS_DB),

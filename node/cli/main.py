@@ -83,6 +83,8 @@ def init(
 
 def _register_commands() -> None:
     from node.cli import agent, devnet, memory, memory_reembed, models, network, operate, trade
+    from node.cli import memory_versions as _memory_versions  # noqa: F401 - memory list|update|…
+    from node.cli import skill_files as _skill_files  # noqa: F401 - skill add|install
 
     cli.add_command(devnet.devnet)
     memory.memory.add_command(memory_reembed.reembed)
@@ -90,9 +92,24 @@ def _register_commands() -> None:
     cli.add_command(models.models)
     for command in network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS:
         cli.add_command(command)
+    from node.cli import working_memory  # working memory (seed 001)
+
+    for command in working_memory.MEMORY_COMMANDS:
+        memory.memory.add_command(command)
+    for command in working_memory.SKILL_COMMANDS:
+        network.skill.add_command(command)
+
+
+def _register_learning_commands() -> None:
+    """Seed 003/004 (feedback, session end, testament, budget). Runs last: it extends the
+    working-memory ``memory context`` with --query/--budget-tokens when that is registered."""
+    from node.cli import memory, memory_learning
+
+    memory_learning.register(memory.memory)
 
 
 _register_commands()
+_register_learning_commands()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -237,20 +237,44 @@ class VectorIndex:
             self._dirty += len(rowids)
 
     # --- query --------------------------------------------------------------------------------
-    def query(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """Top-k as (rowid, cosine similarity)."""
+    def query(
+        self, vector: np.ndarray, k: int, allowed: Callable[[int], bool] | None = None
+    ) -> list[tuple[int, float]]:
+        """Top-k as (rowid, cosine similarity); with ``allowed``, only among rowids it accepts
+        (hnswlib filters during the graph walk, so a small namespace still gets its k)."""
         with self.lock.read():
             if self._count == 0:
                 return []
             k = min(k, self._count)
             self._index.set_ef(max(self.params.ef_search, k))
-            labels, distances = self._index.knn_query(
-                np.asarray(vector, dtype=np.float32).reshape(1, -1), k=k
-            )
+            try:
+                labels, distances = self._index.knn_query(
+                    np.asarray(vector, dtype=np.float32).reshape(1, -1), k=k, filter=allowed
+                )
+            except RuntimeError:
+                # Fewer than k labels pass the filter: hnswlib refuses instead of answering short.
+                if allowed is None:
+                    raise
+                return self._query_short(vector, k, allowed)
         return [
             (int(label), 1.0 - float(distance))
             for label, distance in zip(labels[0], distances[0], strict=True)
         ]
+
+    def _query_short(
+        self, vector: np.ndarray, k: int, allowed: Callable[[int], bool]
+    ) -> list[tuple[int, float]]:
+        while k > 1:
+            k //= 2
+            try:
+                labels, distances = self._index.knn_query(
+                    np.asarray(vector, dtype=np.float32).reshape(1, -1), k=k, filter=allowed
+                )
+            except RuntimeError:
+                continue
+            return [(int(label), 1.0 - float(distance))
+                    for label, distance in zip(labels[0], distances[0], strict=True)]
+        return []
 
     # --- persistence --------------------------------------------------------------------------
     def _read_sidecar(self) -> dict[str, Any] | None:

@@ -25,6 +25,7 @@ class SemanticType(StrEnum):
     RELATIONSHIP = "relationship"
     GOAL = "goal"
     GENERAL = "general"
+    WARNING = "warning"  # anti-knowledge (seed 003): never pruned, confidence floor 0.3
 
 
 # Knowledge crystals are procedural and may be listed on the marketplace;
@@ -225,10 +226,38 @@ class Crystal:
     is_verified: bool = False
     verified_by: str | None = None
     execution: ExecutionStats = field(default_factory=ExecutionStats)
+    # namespaces and versions (issue 14): a memory is the chain of crystals sharing
+    # memory_id (its first version's id); an update closes the old version (valid_to_ms,
+    # superseded_by) and a delete tombstones every version (deleted_at_ms).
+    namespace: str = "default"
+    memory_id: str = ""
+    version: int = 1
+    valid_from_ms: int | None = None
+    valid_to_ms: int | None = None
+    superseded_by: str | None = None
+    deleted_at_ms: int | None = None
 
     def __post_init__(self) -> None:
         if not self.hash:
             self.hash = content_hash(self.text)
+        if not self.memory_id:
+            self.memory_id = self.id
+        if self.valid_from_ms is None:
+            self.valid_from_ms = self.created_at_ms
+
+    @property
+    def expires_at_ms(self) -> int | None:
+        """When a TTL crystal stops being visible (checked at every read, not only by consolidation)."""
+        ttl = self.governance.ttl_ms
+        if self.governance.lifespan_policy is not LifespanPolicy.TTL or not ttl:
+            return None
+        return self.created_at_ms + int(ttl)
+
+    def is_current(self, at_ms: int) -> bool:
+        """Neither superseded, deleted nor expired at ``at_ms``."""
+        expires = self.expires_at_ms
+        return (self.valid_to_ms is None and self.deleted_at_ms is None
+                and (expires is None or expires > at_ms))
 
     @property
     def is_knowledge(self) -> bool:
@@ -271,6 +300,14 @@ class Crystal:
             "executions": self.execution.executions,
             "successes": self.execution.successes,
             "rewardSum": self.execution.reward_sum,
+            "namespace": self.namespace,
+            "memoryId": self.memory_id,
+            "version": self.version,
+            "validFrom": self.valid_from_ms,
+            "validTo": self.valid_to_ms,
+            "supersededBy": self.superseded_by,
+            "deletedAt": self.deleted_at_ms,
+            "expiresAt": self.expires_at_ms,
         }
         if include_embedding:
             out["embedding"] = self.embedding
@@ -315,4 +352,11 @@ class Crystal:
                 successes=int(data.get("successes", 0)),
                 reward_sum=float(data.get("rewardSum", 0.0)),
             ),
+            namespace=str(data.get("namespace") or "default"),
+            memory_id=str(data.get("memoryId") or ""),
+            version=int(data.get("version", 1)),
+            valid_from_ms=data.get("validFrom"),
+            valid_to_ms=data.get("validTo"),
+            superseded_by=data.get("supersededBy"),
+            deleted_at_ms=data.get("deletedAt"),
         )

@@ -7,6 +7,7 @@ with their transactions and audit rows, read on their own.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
@@ -17,6 +18,8 @@ from node.crystals.model import Crystal
 from node.crystals.rows import COLUMNS, COLUMNS_WITHOUT_EMBEDDING, Filters, row_to_crystal
 from node.db import Database
 from node.errors import CrystalmeshError
+
+log = logging.getLogger(__name__)
 
 
 class StoreError(CrystalmeshError, RuntimeError):
@@ -85,7 +88,14 @@ class CrystalReads:
             f"WHERE rowid IN ({marks})",
             tuple(rowids),
         ).fetchall()
-        return {int(row["rid"]): row_to_crystal(row) for row in rows}
+        crystals: dict[int, Crystal] = {}
+        for row in rows:
+            try:
+                crystals[int(row["rid"])] = row_to_crystal(row)
+            except (ValueError, KeyError, TypeError) as exc:
+                # A crafted or damaged row must not stop every search that meets it.
+                log.warning("crystal_row_unreadable rowid=%s error=%s", row["rid"], exc)
+        return crystals
 
     def search_rows(self, rowids: Sequence[int]) -> dict[int, SearchRow]:
         """The columns search ranks and filters on, for many candidates at once."""
@@ -99,9 +109,11 @@ class CrystalReads:
         ).fetchall()
         return {int(row[0]): SearchRow(*row[1:]) for row in rows}
 
-    def find_by_hash(self, text_hash: str) -> Crystal | None:
+    def find_by_hash(self, text_hash: str, namespace: str = "default") -> Crystal | None:
+        """The current crystal with this content hash in ``namespace``."""
         row = self.db.execute(
-            f"SELECT {COLUMNS} FROM crystals WHERE hash=?", (text_hash,)
+            f"SELECT {COLUMNS} FROM crystals WHERE hash=? AND namespace=? "
+            "AND valid_to_ms IS NULL AND deleted_at_ms IS NULL", (text_hash, namespace)
         ).fetchone()
         return None if row is None else row_to_crystal(row)
 
@@ -122,15 +134,18 @@ class CrystalReads:
         ).fetchall()
         return [row_to_crystal(row) for row in rows]
 
-    def fts(self, match: str, limit: int) -> list[tuple[int, float]]:
-        """BM25 top-k as (rowid, bm25) in FTS5's convention: negative, lower is better."""
+    def fts(self, match: str, limit: int, filters: Filters | None = None) -> list[tuple[int, float]]:
+        """BM25 top-k as (rowid, bm25) in FTS5's convention: negative, lower is better;
+        with ``filters``, only among the crystals they select."""
         if not match:
             return []
+        where, params = (filters or Filters()).sql()
         try:
             rows = self.db.execute(
-                "SELECT rowid, bm25(crystals_fts) AS score FROM crystals_fts "
-                "WHERE crystals_fts MATCH ? ORDER BY score LIMIT ?",
-                (match, limit),
+                "SELECT crystals_fts.rowid, bm25(crystals_fts) AS score FROM crystals_fts "
+                "JOIN crystals c ON c.rowid = crystals_fts.rowid "
+                f"WHERE crystals_fts MATCH ? AND {where} ORDER BY score LIMIT ?",
+                (match, *params, limit),
             ).fetchall()
         except sqlite3.OperationalError:
             return []
@@ -176,8 +191,9 @@ class CrystalReads:
     def consolidation_rows(self) -> list[sqlite3.Row]:
         return self.db.execute(
             "SELECT id, path, semantic_type, lifecycle, access_count, last_accessed_at_ms, "
-            "created_at_ms, emotional_valence, governance_json, importance_score, embedding "
-            "FROM crystals WHERE lifecycle NOT IN ('expired', 'archived')"
+            "created_at_ms, emotional_valence, governance_json, importance_score, embedding, "
+            "namespace FROM crystals WHERE lifecycle NOT IN ('expired', 'archived') "
+            "AND valid_to_ms IS NULL AND deleted_at_ms IS NULL"
         ).fetchall()
 
     def stats(self) -> dict[str, Any]:
@@ -193,7 +209,11 @@ class CrystalReads:
             self.db.execute("SELECT access_scope, COUNT(*) FROM crystals GROUP BY access_scope").fetchall()
         )
         total = sum(by_lifecycle.values())
+        by_namespace = dict(
+            self.db.execute("SELECT namespace, COUNT(*) FROM crystals GROUP BY namespace").fetchall()
+        )
         return {
+            "by_namespace": by_namespace,
             "total": total,
             "by_lifecycle": by_lifecycle,
             "by_type": by_type,

@@ -28,14 +28,22 @@ class Filters:
     semantic_types: tuple[str, ...] = ()
     lifecycles: tuple[str, ...] = ()
     scopes: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()  # empty: every namespace
+    current_at_ms: int | None = None  # only crystals current then (not superseded/deleted/expired)
 
     def sql(self, alias: str = "c") -> tuple[str, list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []
+        if self.current_at_ms is not None:
+            clauses.append(
+                f"{alias}.valid_to_ms IS NULL AND {alias}.deleted_at_ms IS NULL "
+                f"AND ({alias}.expires_at_ms IS NULL OR {alias}.expires_at_ms > ?)")
+            params.append(self.current_at_ms)
         for column, values in (
             ("semantic_type", self.semantic_types),
             ("lifecycle", self.lifecycles),
             ("access_scope", self.scopes),
+            ("namespace", self.namespaces),
         ):
             if values:
                 clauses.append(f"{alias}.{column} IN ({','.join('?' * len(values))})")
@@ -49,7 +57,9 @@ COLUMNS = (
     "emotional_valence, hormonal_json, steering_reward, access_scope, sensitivity, "
     "governance_json, provenance_json, parent_id, stable_skill_id, skill_version, "
     "previous_version_id, deprecated, deprecated_by, skill_tags_json, skill_category, "
-    "is_verified, verified_by, executions, successes, reward_sum"
+    "is_verified, verified_by, executions, successes, reward_sum, "
+    "namespace, memory_id, version, valid_from_ms, valid_to_ms, superseded_by, deleted_at_ms, "
+    "expires_at_ms"
 )
 # For reads that never need the vector (row_to_crystal reads it only when asked).
 COLUMNS_WITHOUT_EMBEDDING = COLUMNS.replace("embedding, ", "", 1)
@@ -98,6 +108,13 @@ def row_to_crystal(row: sqlite3.Row, with_embedding: bool = False) -> Crystal:
         is_verified=bool(row["is_verified"]),
         verified_by=row["verified_by"],
         execution=ExecutionStats(row["executions"], row["successes"], row["reward_sum"]),
+        namespace=row["namespace"],
+        memory_id=row["memory_id"],
+        version=row["version"],
+        valid_from_ms=row["valid_from_ms"],
+        valid_to_ms=row["valid_to_ms"],
+        superseded_by=row["superseded_by"],
+        deleted_at_ms=row["deleted_at_ms"],
     )
 
 
@@ -142,4 +159,12 @@ def crystal_values(crystal: Crystal) -> tuple[Any, ...]:
         crystal.execution.executions,
         crystal.execution.successes,
         crystal.execution.reward_sum,
+        crystal.namespace,
+        crystal.memory_id,
+        crystal.version,
+        crystal.valid_from_ms,
+        crystal.valid_to_ms,
+        crystal.superseded_by,
+        crystal.deleted_at_ms,
+        crystal.expires_at_ms,
     )

@@ -19,6 +19,7 @@ from node.crystals import schema
 from node.crystals.model import AccessScope, Crystal, Lifecycle, now_ms
 from node.crystals.reads import CrystalNotFound, CrystalReads, StoreError
 from node.crystals.rows import COLUMNS, Filters, crystal_values
+from node.crystals.versions import CrystalVersions
 from node.db import Database
 
 
@@ -36,7 +37,7 @@ class AddResult:
     created: bool  # False: an identical text was already stored (dedup by hash)
 
 
-class CrystalStore(CrystalReads):
+class CrystalStore(CrystalReads, CrystalVersions):
     """SQLite-backed crystal storage. Not thread-safe: one owner thread at a time."""
 
     def __init__(self, db: Database | Path | str) -> None:
@@ -119,11 +120,11 @@ class CrystalStore(CrystalReads):
     def add_many(self, crystals: Sequence[Crystal]) -> list[AddResult]:
         """Insert a batch in one transaction; duplicates resolve to the stored crystal."""
         results: list[AddResult] = []
+        at = now_ms()
         with self.db.transaction() as conn:
             for crystal in crystals:
-                existing = conn.execute(
-                    "SELECT rowid, id FROM crystals WHERE hash=?", (crystal.hash,)
-                ).fetchone()
+                # Dedup among the current crystals of the crystal's namespace only.
+                existing = self.live_duplicate(conn, crystal.namespace, crystal.hash, at)
                 if existing is not None:
                     results.append(AddResult(existing["id"], existing["rowid"], created=False))
                     continue
@@ -143,19 +144,22 @@ class CrystalStore(CrystalReads):
     def add_version(self, crystal: Crystal, previous_id: str) -> AddResult:
         """Insert a new skill version and deprecate the previous one, atomically."""
         with self.db.transaction() as conn:
-            if conn.execute("SELECT 1 FROM crystals WHERE hash=?", (crystal.hash,)).fetchone():
+            if self.live_duplicate(conn, crystal.namespace, crystal.hash, crystal.created_at_ms):
                 raise StoreError("a crystal with exactly this text already exists")
             cursor = conn.execute(
-                "UPDATE crystals SET deprecated=1, deprecated_by=? WHERE id=? AND deprecated=0",
-                (crystal.stable_skill_id, previous_id),
+                "UPDATE crystals SET deprecated=1, deprecated_by=?, valid_to_ms=?, superseded_by=? "
+                "WHERE id=? AND deprecated=0 AND valid_to_ms IS NULL AND deleted_at_ms IS NULL",
+                (crystal.stable_skill_id, crystal.created_at_ms, crystal.id, previous_id),
             )
             if cursor.rowcount == 0:
                 raise StoreError(f"{previous_id} is missing or already superseded by a newer version")
             rowid = self._insert(conn, crystal)
-            self._audit(conn, previous_id, "deprecated", None, None, {"by": crystal.id})
+            self._audit(conn, previous_id, "deprecated", None, None,
+                        {"by": crystal.id, "memory_id": crystal.memory_id})
             self._audit(
                 conn, crystal.id, "created", None, crystal.lifecycle.value,
-                {"version": crystal.skill_version, "previous": previous_id},
+                {"version": crystal.skill_version, "previous": previous_id,
+                 "memory_id": crystal.memory_id},
             )
         return AddResult(crystal.id, rowid, created=True)
 
@@ -269,16 +273,19 @@ class CrystalStore(CrystalReads):
             )
 
     def purge(self, lifecycles: Sequence[str] = ("expired", "archived")) -> list[int]:
-        """Physically delete expired/archived crystals; returns the removed rowids."""
+        """Physically delete expired/archived crystals and deleted memories (tombstones);
+        returns the removed rowids. ``lifecycles=()`` purges the tombstones only."""
         with self.db.transaction() as conn:
-            marks = ",".join("?" * len(lifecycles))
+            marks = ",".join("?" * len(lifecycles)) or "NULL"
+            where = f"lifecycle IN ({marks}) OR deleted_at_ms IS NOT NULL"
             rows = conn.execute(
-                f"SELECT rowid, id, lifecycle FROM crystals WHERE lifecycle IN ({marks})",
+                f"SELECT rowid, id, lifecycle, memory_id FROM crystals WHERE {where}",
                 tuple(lifecycles),
             ).fetchall()
             for row in rows:
-                self._audit(conn, row["id"], "purged", row["lifecycle"], None)
-            conn.execute(f"DELETE FROM crystals WHERE lifecycle IN ({marks})", tuple(lifecycles))
+                self._audit(conn, row["id"], "purged", row["lifecycle"], None,
+                            {"memory_id": row["memory_id"]})
+            conn.execute(f"DELETE FROM crystals WHERE {where}", tuple(lifecycles))
             if rows:
                 self._bump_checkpoint(conn, "vector_deletions")
         return [int(row["rowid"]) for row in rows]

@@ -287,6 +287,7 @@ class Buyer:
             "crystal_id": crystal.id,
             "seller_key": stored.seller_key.hex(),
             "content_hash": delivery.content_hash,
+            "ingested": True,
         }
 
     async def _send_receipt(self, seller: str, request_id: str, listing_id: str, delivery: Delivery,

@@ -34,6 +34,7 @@ from protocol.messages import (
     listing_signing_bytes,
 )
 from protocol.schema import PPM
+from protocol.skill_bundle import decode_or_none
 from protocol.topics import SKILLS
 
 log = logging.getLogger(__name__)
@@ -218,11 +219,17 @@ def listing_name_and_summary(crystal: Crystal, name: str | None,
                              summary: str | None) -> tuple[str, str]:
     """What a listing shows every peer: a name and a seller-written summary, never the skill.
 
-    Without ``name`` the first words of the skill's first line stand in (at most
-    8, and at most half of the skill's words), without ``summary`` its category
-    and tags. Both, and the skill itself, must pass the secret/PII classifier:
-    a flagged publish is refused naming the class.
+    A SKILL.md bundle's own ``name`` and ``description`` (its Agent Skills
+    discovery metadata, written to be shown) are the defaults; otherwise the
+    first words of the skill's first line stand in (at most 8, and at most half
+    of the skill's words), and its category and tags for the summary. Both, and
+    the skill itself, must pass the secret/PII classifier: a flagged publish is
+    refused naming the class.
     """
+    bundle = decode_or_none(crystal.text)
+    if bundle is not None:
+        name = bundle.name if name is None else name
+        summary = bundle.description if summary is None else summary
     words = crystal.text.split()
     if name is None:
         first_line = crystal.text.strip().splitlines()[0].split() if crystal.text.strip() else []

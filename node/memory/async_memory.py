@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import trio
 
 from node import metrics
 from node.crystals.model import Crystal
+from node.crystals.store import CrystalNotFound
 from node.db import Database
+from node.memory import versions
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.hormones import HormonalStateManager
 from node.memory.requests import add_from_request
@@ -47,6 +49,10 @@ class AsyncMemory:
     async def run(self, function: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         return await self._memory.db.run(function, *args, **kwargs)
 
+    async def learn(self, operation: Callable[Concatenate[Memory, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run a memory-that-learns operation (node.memory.learning_service) on the database's thread."""
+        return await self._memory.db.run(operation, self._memory, *args, **kwargs)
+
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return await trio.to_thread.run_sync(self._memory.embed, list(texts))
 
@@ -62,6 +68,27 @@ class AsyncMemory:
 
     async def add_from_request(self, body: Any) -> Crystal:
         return await self.run(add_from_request, self._memory, body)
+
+    # --- memories as versioned records in namespaces (node.memory.versions) --------------------
+    async def add_with_outcome(self, body: Any) -> dict[str, Any]:
+        return (await self.run(versions.add_with_outcome, self._memory, body)).to_dict()
+
+    async def update(self, crystal_id: str, body: Any) -> dict[str, Any]:
+        return await self.run(versions.update_from_request, self._memory, crystal_id, body)
+
+    async def delete(self, crystal_id: str) -> dict[str, Any]:
+        return await self.run(versions.delete, self._memory, crystal_id)
+
+    async def history(self, crystal_id: str) -> dict[str, Any]:
+        return await self.run(versions.history, self._memory, crystal_id)
+
+    async def list_memories(self, namespace: str | None, types: tuple[str, ...],
+                            limit: int) -> list[dict[str, Any]]:
+        found = await self.run(versions.list_memories, self._memory, namespace, types, limit)
+        return [crystal.to_dict() for crystal in found]
+
+    async def namespaces(self) -> list[dict[str, Any]]:
+        return await self.run(self._memory.store.namespaces)
 
     async def search(self, request: SearchRequest) -> list[SearchHit]:
         llm = self._memory.llm
@@ -81,8 +108,12 @@ class AsyncMemory:
         return await self.run(self._memory.get, crystal_id)
 
     async def get_stored(self, crystal_id: str) -> Crystal:
-        """A crystal as stored, for the node's own use (selling, delivering)."""
-        return await self.run(self._memory.store.get, crystal_id)
+        """A crystal as stored, for the node's own use (selling, delivering); a deleted
+        memory is gone here too (it is neither sold nor delivered again)."""
+        crystal = await self.run(self._memory.store.get, crystal_id)
+        if crystal.deleted_at_ms is not None:
+            raise CrystalNotFound(crystal_id)
+        return crystal
 
     async def find_by_hash(self, text_hash: str) -> Crystal | None:
         return await self.run(self._memory.store.find_by_hash, text_hash)
@@ -92,7 +123,8 @@ class AsyncMemory:
 
         def detail() -> dict[str, Any]:
             crystal = memory.get(crystal_id)
-            return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, audit_rows)}
+            return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, audit_rows),
+                                        "knowledge": memory.learning.describe(crystal)}
 
         return await self.run(detail)
 

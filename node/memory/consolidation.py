@@ -62,6 +62,7 @@ class ConsolidationInput:
     embedding: NDArray[np.floating] | Sequence[float] | None
     importance: float
     ttl_ms: int | None = None
+    namespace: str = "default"
 
 
 @dataclass(frozen=True)
@@ -97,18 +98,19 @@ class ConsolidationPlan:
 
 
 def _decay_immune(crystal: ConsolidationInput) -> bool:
+    # Warnings (anti-knowledge, seed 003) are never pruned.
     return (
-        crystal.semantic_type == SemanticType.SKILL
+        crystal.semantic_type in (SemanticType.SKILL, SemanticType.WARNING)
         or crystal.lifecycle == Lifecycle.FROZEN
         or crystal.lifespan_policy in (LifespanPolicy.PERMANENT, LifespanPolicy.TTL)
     )
 
 
 def _mergeable(crystal: ConsolidationInput) -> bool:
-    # Skills are versioned, not merged; frozen crystals are immutable.
+    # Skills are versioned, not merged; frozen crystals are immutable; a warning is never archived.
     return (
         crystal.lifecycle in LIVE
-        and crystal.semantic_type != SemanticType.SKILL
+        and crystal.semantic_type not in (SemanticType.SKILL, SemanticType.WARNING)
         and crystal.path is not None
         and crystal.embedding is not None
     )
@@ -132,12 +134,13 @@ def plan_merges(
 
     Greedy and deterministic: within each path, pairs are taken by descending
     similarity (ties by ids) and each crystal merges at most once per run. The
-    winner is the higher new importance; on a tie, the smaller id.
+    winner is the higher new importance; on a tie, the smaller id. Crystals of
+    different namespaces never merge, even with the same path.
     """
-    by_path: dict[str, list[ConsolidationInput]] = {}
+    by_path: dict[tuple[str, str], list[ConsolidationInput]] = {}
     for crystal in candidates:
         if crystal.path is not None and crystal.embedding is not None:
-            by_path.setdefault(crystal.path, []).append(crystal)
+            by_path.setdefault((crystal.namespace, crystal.path), []).append(crystal)
     merges: list[Merge] = []
     for path in sorted(by_path):
         group = sorted(by_path[path], key=lambda c: c.id)
@@ -172,6 +175,7 @@ def plan_consolidation(
     now_ms: int,
     config: MemoryConfig | None = None,
     modulation: ConsolidationModulation | None = None,
+    forget: bool = True,
 ) -> ConsolidationPlan:
     """One consolidation run over a snapshot; see the module docstring for the phases.
 
@@ -181,7 +185,8 @@ def plan_consolidation(
     threshold is ``modulation.merge_threshold`` when given, else the configured
     ``merge_overlap_threshold``. Every crystal gets at most one transition, from its
     current lifecycle to its final one (a generated crystal that is promoted and
-    merged in the same run goes straight to consolidated).
+    merged in the same run goes straight to consolidated). ``forget=False`` (the
+    energy policy, which expires by energy instead) skips the forget threshold.
     """
     settings = config or MemoryConfig()
     decay_resistance = modulation.decay_resistance if modulation else 0.0
@@ -211,7 +216,7 @@ def plan_consolidation(
             crystal.ttl_ms, crystal.created_at_ms, now_ms
         ):
             final[crystal.id] = (Lifecycle.EXPIRED, TransitionReason.TTL_ELAPSED)
-        elif score < settings.forget_threshold and not _decay_immune(crystal):
+        elif forget and score < settings.forget_threshold and not _decay_immune(crystal):
             final[crystal.id] = (Lifecycle.EXPIRED, TransitionReason.BELOW_FORGET_THRESHOLD)
         elif score > settings.promote_threshold:
             if crystal.lifecycle == Lifecycle.GENERATED:

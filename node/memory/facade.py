@@ -46,6 +46,7 @@ from node.memory.hormones import (
 from node.memory.llm_stage import RERANK_DEPTH, LlmSettings, LlmStage
 from node.memory.reembed import configured_embedder_key
 from node.memory.search import MemoryInputError, SearchHit, SearchRequest, record_hits, search
+from node.memory.tiers import run_tiers, tier_status
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class ConsolidationReport:
     ttl_expired: int = 0
     purged: int = 0
     transitions: list[dict[str, Any]] = field(default_factory=list)
+    learning: dict[str, Any] = field(default_factory=dict)  # facts born/reinforced/evicted
+    tiers: dict[str, Any] = field(default_factory=dict)  # energy policy: promoted/expired
 
 
 def _most_restrictive(a: AccessScope, b: AccessScope) -> AccessScope:
@@ -103,6 +106,9 @@ class Memory:
         except BaseException:
             self.db.close()
             raise
+        from node.memory.learning import Learning  # seed 003/004 (docs/memory.md)
+
+        self.learning = Learning(self)
         base_merge = config.memory.merge_overlap_threshold
         self.hormones = HormonalStateManager(base_merge_threshold=base_merge)
         saved = self.store.get_meta("hormones")
@@ -209,7 +215,9 @@ class Memory:
     # --- retrieval ----------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> list[SearchHit]:
         if self.llm is None:
-            return search(self.store, self.index, self.embed, self.hormones, request)
+            return search(
+                self.store, self.index, self.embed, self.hormones, request, self.learning.confidences
+            )
         hits = self.search_candidates(request, self.llm.expand(request.query))
         hits = self.llm.rerank(request.query, hits, lambda hit: hit.crystal.text)[: request.k]
         if request.record_access:
@@ -220,14 +228,22 @@ class Memory:
         """The fused hits the LLM stage works on (no access recorded)."""
         depth = max(request.k, RERANK_DEPTH) if self.llm and self.llm.settings.rerank else request.k
         wide = replace(request, k=depth, record_access=False)
-        return search(self.store, self.index, self.embed, self.hormones, wide, expansion)
+        return search(
+            self.store, self.index, self.embed, self.hormones, wide, self.learning.confidences,
+            expansion,
+        )
 
     def record_hits(self, hits: list[SearchHit]) -> None:
         record_hits(self.store, hits)
 
     def get(self, crystal_id: str, requester: str = gov.Requester.LOCAL_AGENT.value) -> Crystal:
         crystal = self.store.get(crystal_id)
-        if not gov.can_access(crystal.governance.access_scope, crystal.lifecycle, requester):
+        # Deleted and expired (TTL, checked now) crystals are gone for readers; a superseded
+        # version stays readable (its validTo and supersededBy say it is not current).
+        expires = crystal.expires_at_ms
+        if crystal.deleted_at_ms is not None or (expires is not None and expires <= now_ms()) or (
+            not gov.can_access(crystal.governance.access_scope, crystal.lifecycle, requester)
+        ):
             # Same answer as a missing crystal: do not reveal that it exists.
             raise CrystalNotFound(crystal_id)
         return crystal
@@ -255,10 +271,12 @@ class Memory:
                     else None,
                     importance=row["importance_score"],
                     ttl_ms=governance.ttl_ms,
+                    namespace=row["namespace"],
                 )
             )
         plan = plan_consolidation(
-            inputs, at, self.config.memory, self.hormones.consolidation_modulation()
+            inputs, at, self.config.memory, self.hormones.consolidation_modulation(),
+            forget=self.config.memory.policy == "importance",
         )
         transitions = [
             (t.crystal_id, t.from_lifecycle.value, t.to_lifecycle.value, t.reason.value)
@@ -278,12 +296,16 @@ class Memory:
                 {"id": t[0], "from": t[1], "to": t[2], "reason": t[3]} for t in transitions
             ],
         )
-        if purge:
-            report.purged = self.purge()
+        report.learning = self.learning.cycle(at).to_dict()
+        if self.config.memory.policy == "energy":
+            report.tiers = run_tiers(self, self.learning, at).to_dict()
+        # Deleted memories (tombstones) are removed by every cycle; expired and archived
+        # crystals only when asked (they stay inspectable until then).
+        report.purged = self.purge(() if not purge else ("expired", "archived"))
         return report
 
-    def purge(self) -> int:
-        removed = self.store.purge()
+    def purge(self, lifecycles: Sequence[str] = ("expired", "archived")) -> int:
+        removed = self.store.purge(lifecycles)
         if removed:
             self.index.mark_deleted(removed, self.store.checkpoint("vector_deletions"))
             self.index.save()
@@ -328,6 +350,9 @@ class Memory:
             previous_version_id=previous.id,
             skill_tags=list(previous.skill_tags),
             skill_category=previous.skill_category,
+            namespace=previous.namespace,
+            memory_id=previous.memory_id,
+            version=previous.version + 1,
         )
         crystal.provenance_dag = [
             ProvenanceNode(
@@ -351,6 +376,7 @@ class Memory:
         stats["index"] = {"vectors": self.index.count, "state": self.index_state}
         stats["hormones"] = asdict(self.hormones.state()) | {"weather": self.hormones.weather()}
         stats["db_path"] = str(self.config.db_path)
+        stats["tiers"] = tier_status(self, self.learning)
         return stats
 
     def local_only(self, crystal: Crystal) -> bool:

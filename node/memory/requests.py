@@ -12,11 +12,13 @@ from typing import Any
 
 from node.crystals.model import AccessScope, Crystal, LifespanPolicy, SemanticType
 from node.memory.facade import Memory, MemoryInputError
+from node.memory.namespaces import validate_namespace
+from protocol.skill_bundle import decode, looks_like_bundle
 
 MAX_TEXT_CHARS = 65_536
 MAX_TTL_MS = 10 * 365 * 86_400_000
 MAX_TAGS = 16
-ALLOWED_KEYS = frozenset({"text", "type", "scope", "path", "ttl_ms", "category", "tags"})
+ALLOWED_KEYS = frozenset({"text", "type", "scope", "path", "ttl_ms", "category", "tags", "namespace"})
 
 
 def _text(value: Any, name: str, limit: int, required: bool = False) -> str | None:
@@ -44,8 +46,8 @@ def _choice(value: Any, name: str, enum: Any) -> Any:
         raise MemoryInputError(f"{name} must be one of: {allowed}") from error
 
 
-def add_from_request(memory: Memory, body: Any) -> Crystal:
-    """Validate ``body`` completely, then add the memory (shared by the CLI and the API)."""
+def parse_add_request(body: Any) -> tuple[str, dict[str, Any]]:
+    """Validate ``body`` completely: the text and the keyword arguments of ``Memory.prepare``."""
     if not isinstance(body, dict):
         raise MemoryInputError("the request must be a JSON object")
     unknown = sorted(set(body) - ALLOWED_KEYS)
@@ -65,15 +67,16 @@ def add_from_request(memory: Memory, body: Any) -> Crystal:
     if not isinstance(tags, list) or len(tags) > MAX_TAGS:
         raise MemoryInputError(f"tags must be a list of at most {MAX_TAGS} strings")
     checked_tags = [_text(tag, "tags[]", 32, required=True) for tag in tags]
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"namespace": validate_namespace(body.get("namespace"))}
     if semantic_type in (SemanticType.SKILL, SemanticType.TASK_PATTERN):
-        extra = {"skill_category": category, "skill_tags": checked_tags}
-    return memory.add(
-        text,
-        semantic_type=semantic_type,
-        scope=scope,
-        path=path,
-        ttl_ms=ttl_ms,
-        lifespan=LifespanPolicy.TTL if ttl_ms else None,
-        **extra,
-    )
+        extra |= {"skill_category": category, "skill_tags": checked_tags}
+        if looks_like_bundle(text.strip()):
+            decode(text.strip())  # a skill in SKILL.md form must be a valid, canonical bundle
+    return text, dict(semantic_type=semantic_type, scope=scope, path=path, ttl_ms=ttl_ms,
+                      lifespan=LifespanPolicy.TTL if ttl_ms else None, **extra)
+
+
+def add_from_request(memory: Memory, body: Any) -> Crystal:
+    """Validate ``body`` completely, then add the memory (shared by the CLI and the API)."""
+    text, kwargs = parse_add_request(body)
+    return memory.add(text, **kwargs)

@@ -106,7 +106,7 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
             for seller in MALICIOUS:
                 if seller != buyer:
                     bought = _buy(devnet, buyer, listings[seller])
-                    if isinstance(bought, dict):
+                    if isinstance(bought, dict) and bought["crystal_id"] is not None:
                         devnet.api(buyer).post(f"/v1/skills/{bought['crystal_id']}/executions",
                                                {"success": True, "reward": 1.0})
         ingested_this_round = 0
@@ -120,6 +120,10 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
             for seller in (honest_seller,
                            MALICIOUS[(index + round_number) % len(MALICIOUS)]):
                 bought = _buy(devnet, buyer, listings[seller])
+                if isinstance(bought, dict) and not bought["ingested"]:
+                    # Paid and delivered, but trust moved between the quote and the delivery:
+                    # the gate kept it out of memory (issue 12: the buyer still has it).
+                    bought = f"gate (after payment): {bought['not_ingested_because']}"
                 if isinstance(bought, str):
                     refused += 1
                     if seller not in MALICIOUS:

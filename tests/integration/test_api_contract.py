@@ -25,6 +25,9 @@ ROUTES = {
     ("get", "/v1/status"), ("get", "/v1/peers"), ("get", "/v1/rejections"),
     ("post", "/v1/crystals"), ("get", "/v1/crystals/{crystal_id}"), ("post", "/v1/crystals/search"),
     ("get", "/v1/memory/status"), ("post", "/v1/memory/consolidate"),
+    ("post", "/v1/memory/feedback"), ("post", "/v1/memory/session/end"),
+    ("post", "/v1/memory/testament/export"), ("post", "/v1/memory/testament/import"),
+    ("post", "/v1/memory/context/budget"),
     ("post", "/v1/skills/{crystal_id}/executions"), ("post", "/v1/skills/{crystal_id}/versions"),
     ("post", "/v1/skills/{crystal_id}/publish"), ("get", "/v1/skills/own"),
     ("get", "/v1/listings"), ("get", "/v1/listings/search"),
@@ -34,11 +37,22 @@ ROUTES = {
     ("get", "/v1/weather"), ("post", "/v1/weather/broadcast"), ("post", "/v1/dashboard/login-link"),
     ("get", "/dashboard"), ("get", "/dashboard/login"), ("post", "/dashboard/login"),
     ("post", "/dashboard/logout"), ("get", "/dashboard/static/{name}"), ("get", "/metrics"),
+    # working memory (seed 001)
+    ("post", "/v1/memory/notes"), ("post", "/v1/memory/dream"), ("get", "/v1/memory/context"),
+    ("post", "/v1/skills/{crystal_id}/crystallize"),
+    ("get", "/v1/crystals"), ("patch", "/v1/crystals/{crystal_id}"),
+    ("delete", "/v1/crystals/{crystal_id}"), ("get", "/v1/crystals/{crystal_id}/history"),
+    ("get", "/v1/namespaces"),
 }
 BODY_MODELS = {
-    "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags"}),
-    "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes"}),
+    "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
+                                   "namespace"}),
+    "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes", "as_of_ms", "namespace",
+                                         "all_namespaces"}),
     "/v1/memory/consolidate": ("ConsolidateIn", {"purge"}),
+    "/v1/memory/feedback": ("FeedbackIn", {"id", "verdict"}),
+    "/v1/memory/testament/import": ("TestamentIn", {"testament_b64"}),
+    "/v1/memory/context/budget": ("BudgetContextIn", {"query", "budget_tokens", "working_memory"}),
     "/v1/skills/{crystal_id}/executions": ("ExecutionIn", {"success", "reward"}),
     "/v1/skills/{crystal_id}/versions": ("VersionIn", {"text"}),
     "/v1/skills/{crystal_id}/publish": ("PublishIn", {"name", "summary"}),
@@ -46,13 +60,18 @@ BODY_MODELS = {
     "/v1/purchases/redeliver": ("RedeliverIn", {"listing_id"}),
     "/v1/weather/broadcast": ("WeatherIn", {"level", "duration_s", "reason"}),
     "/dashboard/login": ("LoginIn", {"token"}),
+    "/v1/memory/notes": ("NoteIn", {"text", "importance", "namespace", "type", "scope"}),
+    "/v1/memory/dream": ("DreamIn", {"namespace"}),
+    "/v1/skills/{crystal_id}/crystallize": ("CrystallizeIn", {"text", "category", "tags"}),
 }
 QUERY_PARAMS = {
     "/v1/listings": {"category", "max_price", "tag"},
     "/v1/listings/search": {"q", "k", "category", "max_price", "tag"},
     ("/v1/purchases", "get"): {"limit"},
     "/v1/sales": {"limit"},
+    "/v1/crystals": {"namespace", "type", "limit"},
     "/dashboard/login": {"code"},
+    "/v1/memory/context": {"window", "namespace"},
 }
 
 
@@ -117,6 +136,9 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "/v1/crystals/search": {"query": "compress", "k": 3, "types": ["skill"], "lifecycles": [],
                             "scopes": ["shared"]},
     "/v1/memory/consolidate": {"purge": False},
+    "/v1/memory/feedback": {"id": "abcdef", "verdict": "useful"},
+    "/v1/memory/testament/import": {"testament_b64": "QUJD"},
+    "/v1/memory/context/budget": {"query": "compress", "budget_tokens": 50, "working_memory": None},
     "/v1/skills/{id}/executions": {"success": True, "reward": 0.5},
     "/v1/skills/{id}/versions": {"text": "skill: compress logs, v2"},
     "/v1/skills/{id}/publish": {"name": "compress", "summary": "compress logs"},
@@ -124,6 +146,10 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "/v1/purchases/redeliver": {"listing_id": "abcdef"},
     "/v1/weather/broadcast": {"level": 0.5, "duration_s": 60, "reason": "test"},
     "/dashboard/login": {"token": "not-the-token"},
+    "/v1/memory/notes": {"text": "user prefers tabs", "importance": 0.8, "namespace": "default",
+                         "type": "preference", "scope": "private"},
+    "/v1/memory/dream": {"namespace": "default"},
+    "/v1/skills/{id}/crystallize": {"text": "Skill: compress logs", "category": "ops", "tags": ["a"]},
 }
 
 
@@ -153,15 +179,17 @@ CONTENT_TYPES = st.sampled_from(["application/json"] * 4 + ["text/plain", "", "a
 SEGMENTS = st.text(min_size=1, max_size=20).map(lambda s: quote(s.encode("utf-8", "surrogatepass"),
                                                                   safe=""))
 QUERIES = st.lists(st.tuples(st.sampled_from(["q", "k", "category", "max_price", "tag", "limit",
-                                              "code", "x"]), st.binary(max_size=12)), max_size=4).map(
+                                              "code", "x", "window", "namespace"]),
+                             st.binary(max_size=12)), max_size=4).map(
     lambda pairs: "&".join(f"{k}={quote_from_bytes(v, safe='')}" for k, v in pairs))
 POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
+         "/v1/memory/feedback", "/v1/memory/testament/import", "/v1/memory/context/budget",
          "/v1/skills/{id}/executions", "/v1/skills/{id}/versions", "/v1/skills/{id}/publish",
          "/v1/listings/{id}/endorse", "/v1/purchases", "/v1/purchases/redeliver",
          "/v1/weather/broadcast", "/v1/dashboard/login-link", "/dashboard/login",
-         "/dashboard/logout"]
+         "/dashboard/logout", "/v1/memory/notes", "/v1/memory/dream", "/v1/skills/{id}/crystallize"]
 GETS = ["/v1/listings", "/v1/listings/search", "/v1/purchases", "/v1/sales", "/dashboard/login",
-        "/v1/crystals/{id}"]
+        "/v1/crystals/{id}", "/v1/memory/context"]
 ROUTES_FUZZED = [("POST", path) for path in POSTS] + [("GET", path) for path in GETS]
 CASES = st.sampled_from(ROUTES_FUZZED).flatmap(lambda route: st.tuples(
     st.just(route), st.one_of(BODIES, near_valid(route[1]), near_valid(route[1])), CONTENT_TYPES,
@@ -173,7 +201,7 @@ async def snapshot(http: httpx.AsyncClient, skill_id: str) -> list[Any]:
     status = (await http.get("/v1/memory/status")).json()
     parts: list[Any] = [{key: status[key] for key in ("total", "by_lifecycle", "by_type", "by_scope")}]
     for path in (f"/v1/crystals/{skill_id}", "/v1/purchases", "/v1/sales", "/v1/skills/own",
-                 "/v1/listings", "/v1/weather"):
+                 "/v1/listings", "/v1/weather", "/v1/memory/context"):
         response = await http.get(path)
         assert response.status_code == 200, path
         parts.append(response.json())

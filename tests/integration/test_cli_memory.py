@@ -197,3 +197,56 @@ def test_installed_entry_point(cli: Cli, isolated_home: Path) -> None:
     found = run("--json", "memory", "search", "subprocess")
     assert [hit["id"] for hit in json.loads(found.stdout)] == [crystal_id]
     assert not isolated_home.exists()
+
+
+# --- namespaces, versions, skill folders (issue 14) ---------------------------------------------
+SKILL_MD = "---\nname: pg-replica\ndescription: Recover a wedged Postgres replica.\n---\nStop it, resync it."
+
+
+def test_namespaced_memory_lifecycle(initialised: Cli) -> None:
+    cli = initialised
+    jonas = cli.json("memory", "add", "Jonas drinks dark roast", "--namespace", "user:jonas")
+    assert jonas["outcome"] == "created" and jonas["namespace"] == "user:jonas"
+    again = cli.json("memory", "add", "Jonas drinks dark roast", "--namespace", "user:jonas",
+                     "--scope", "public")
+    assert again["outcome"] == "exists" and again["id"] == jonas["id"]
+    assert again["differs"]["scope"]["requested"] == "public"
+    code, out, _ = cli.run("memory", "add", "Jonas drinks dark roast", "--namespace", "user:jonas",
+                           "--scope", "public")
+    assert code == 0 and "already stored" in out and "memory update" in out
+    other = cli.json("memory", "add", "Jonas drinks dark roast", "--namespace", "agent:barista")
+    assert other["outcome"] == "created" and other["id"] != jonas["id"]
+
+    assert [h["id"] for h in cli.json("memory", "search", "roast", "--namespace", "user:jonas")] == [jonas["id"]]
+    assert cli.json("memory", "search", "roast") == []  # the default namespace holds nothing
+    assert len(cli.json("memory", "search", "roast", "--all-namespaces")) == 2
+
+    updated = cli.json("memory", "update", jonas["id"], "Jonas switched to green tea")
+    assert updated["version"] == 2 and updated["previousId"] == jonas["id"]
+    listed = cli.json("memory", "list", "--namespace", "user:jonas")
+    assert [c["id"] for c in listed] == [updated["id"]]
+    history = cli.json("memory", "history", jonas["id"])
+    assert [v["version"] for v in history["versions"]] == [1, 2]
+    assert history["versions"][0]["validTo"] == updated["validFrom"]
+
+    deleted = cli.json("memory", "delete", updated["id"])
+    assert deleted["versions"] == 2
+    assert cli.json("memory", "list", "--namespace", "user:jonas") == []
+    assert "no crystal" in cli.fails("memory", "show", updated["id"])
+    assert cli.json("memory", "history", jonas["id"])["deleted"] is True
+    assert "is not a namespace" in cli.fails("memory", "add", "x", "--namespace", "User:Evil/..")
+    assert "give the new TEXT" in cli.fails("memory", "update", other["id"])
+
+
+def test_skill_add_reads_a_skill_folder(initialised: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "pg-replica"
+    (folder / "scripts").mkdir(parents=True)
+    (folder / "SKILL.md").write_text(SKILL_MD)
+    (folder / "scripts" / "resync.sh").write_text("pg_basebackup -D /var/lib/pg\n")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "config").write_text("ignored")
+    added = initialised.json("skill", "add", str(folder), "--category", "ops")
+    assert added["skill_name"] == "pg-replica" and added["resources"] == ["scripts/resync.sh"]
+    assert added["semanticType"] == "skill" and added["text"].startswith("---\nname: pg-replica")
+    (folder / "SKILL.md").write_text("---\nname: ../../evil\ndescription: x\n---\nbody")
+    assert "name must be" in initialised.fails("skill", "add", str(folder))

@@ -17,7 +17,7 @@ import trio
 
 from node.crystals import schema as crystals_schema
 from node.crystals.model import Crystal
-from node.crystals.rows import COLUMNS, crystal_values
+from node.crystals.rows import crystal_values
 from node.crystals.store import CrystalStore
 from node.db import LEGACY_MIGRATIONS, Database, SchemaError
 from node.market import schema as market_schema
@@ -42,8 +42,9 @@ USER_TABLES = (
 def fill_legacy(conn: sqlite3.Connection, version: int) -> None:
     """One row in every table that legacy migrations 1..version created, as old code wrote them."""
     crystal = Crystal(text="written by the old single-version code", embedding=[0.5, -0.25])
-    values = crystal_values(crystal)
-    conn.execute(f"INSERT INTO crystals({COLUMNS}) VALUES ({','.join('?' * len(values))})", values)
+    values = crystal_values(crystal)[: len(crystals_schema.V2_COLUMNS.split(","))]
+    conn.execute(f"INSERT INTO crystals({crystals_schema.V2_COLUMNS}) "
+                 f"VALUES ({','.join('?' * len(values))})", values)
     conn.execute("INSERT INTO meta(key, value) VALUES('embedder_name', 'hash'), ('hormones', '{}')")
     conn.execute(
         "INSERT INTO memory_audit_log(at_ms, crystal_id, action, detail_json) VALUES (1, ?, 'created', '{}')",
@@ -155,6 +156,13 @@ def test_old_data_dir_is_converted_without_losing_a_row(tmp_path: Path, version:
             # Market v3 added three columns (NULL for existing rows); nothing else changed.
             assert [tuple(row)[:13] for row in after[table]] == [tuple(row) for row in rows]
             assert all(tuple(row)[13:] == (None, None, None) for row in after[table])
+        elif table == "crystals":
+            # Crystals v3 (namespaces and versions) added eight columns: the old row lands in
+            # "default" as version 1 of its own memory, valid since its creation, current.
+            [old], [new] = rows, after[table]
+            assert tuple(new)[:36] == tuple(old)
+            crystal_id, created_at_ms = old[1], old[15]
+            assert tuple(new)[36:] == ("default", crystal_id, 1, created_at_ms, None, None, None, None)
         else:
             assert after[table] == rows, table
     # The converted file opens again without migrating anything, and the data is usable.

@@ -201,3 +201,13 @@ def test_purge_candidates() -> None:
         ("c", Lifecycle.CONSOLIDATED),
     ]
     assert purge_candidates(rows) == ["a", "e"]
+
+
+def test_namespaces_never_merge_across() -> None:
+    import dataclasses
+
+    same = [crystal("a", access_count=19, embedding=[1.0, 0.0]),
+            crystal("b", access_count=19, embedding=[1.0, 0.0])]
+    assert len(plan_consolidation(same, NOW).merges) == 1
+    apart = [same[0], dataclasses.replace(same[1], namespace="user:jonas")]
+    assert plan_consolidation(apart, NOW).merges == []

@@ -1,0 +1,47 @@
+"""MCP tools of memory that learns (seed 003/004): feedback, session end, context under a budget.
+
+Registered by :func:`node.agent.mcp_server.build_server`; each is one call to
+the local API (docs/memory.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+Call = Callable[..., Awaitable[Any]]
+
+
+def register_learning_tools(server: MCPServer[Any], call: Call) -> None:
+    @server.tool()
+    async def memory_feedback(
+        id: Annotated[str, Field(min_length=1, max_length=64, description="A memory id from memory_search.")],
+        verdict: Annotated[Literal["useful", "wrong"], Field(description="Was the retrieved memory useful or wrong?")],
+    ) -> dict[str, Any]:
+        """Tell the memory whether a retrieved memory was useful (its confidence rises) or wrong
+        (its confidence is halved; facts that keep being wrong are forgotten)."""
+        result: dict[str, Any] = await call("POST", "/v1/memory/feedback", {"id": id, "verdict": verdict})
+        return result
+
+    @server.tool()
+    async def memory_session_end() -> dict[str, Any]:
+        """Mark the end of a working session: under the energy policy, memories used in this
+        session are promoted more easily (seed 004)."""
+        result: dict[str, Any] = await call("POST", "/v1/memory/session/end", {})
+        return result
+
+    @server.tool()
+    async def memory_context_budget(
+        query: Annotated[str, Field(min_length=1, max_length=4096, description="What the next step is about.")],
+        budget_tokens: Annotated[int, Field(ge=0, le=1_000_000, description="Token budget for the context.")],
+    ) -> dict[str, Any]:
+        """Assemble what to read before the next step within a token budget: warnings, facts,
+        episodes, skills (and working memory), the most valuable at the start and end, with a
+        report of what was left out and why."""
+        result: dict[str, Any] = await call(
+            "POST", "/v1/memory/context/budget", {"query": query, "budget_tokens": budget_tokens}
+        )
+        return result

@@ -1,0 +1,59 @@
+"""MCP tools of working memory (seed 001): the prompt context and an on-demand dream.
+
+Notes go through ``memory_add`` (the seed's ``working_memory_note``: one tool,
+registered in :mod:`node.agent.mcp_server`). Each tool is one call to the local API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+Call = Callable[..., Awaitable[Any]]
+Importance = Annotated[float, Field(ge=0.0, le=1.0, description="How much it matters, 0-1.")]
+MAX_NOTE_CHARS = 4000  # node.memory.working.scratch.MAX_NOTE_CHARS
+Namespace = Annotated[str, Field(min_length=1, max_length=100,
+                                 description='Whose working memory: "default", "agent:<role>", ...')]
+
+
+def as_working_note(body: dict[str, Any]) -> bool:
+    """Whether ``memory_add`` stores this as a working-memory note: an observation (not a
+    skill or task pattern, no TTL) short enough to be one scratch line."""
+    return (body.get("type") not in ("skill", "task_pattern") and "ttl_ms" not in body
+            and len(str(body.get("text", ""))) <= MAX_NOTE_CHARS)
+
+
+async def add_working_note(call: Call, body: dict[str, Any], importance: float) -> dict[str, Any]:
+    """``POST /v1/memory/notes``: durable in the scratch at once, and a searchable crystal."""
+    note = await call("POST", "/v1/memory/notes", body | {"importance": importance})
+    outcome = {"indexed": "created", "exists": "exists"}.get(note.get("crystal"), "pending")
+    return {"id": note.get("crystal_id"), "outcome": outcome, "namespace": note.get("namespace"),
+            "type": body.get("type"), "scope": body.get("scope"), "note_id": note.get("id"),
+            "importance": note.get("importance"), "at": note.get("at")} | (
+                {"differs": note["differs"]} if note.get("differs") else {})
+
+
+def register_working_tools(server: MCPServer[Any], call: Call) -> None:
+    @server.tool()
+    async def memory_context(
+        window_tokens: Annotated[int, Field(ge=1, le=10_000_000,
+                                            description="The model's context window, in tokens.")] = 200_000,
+        namespace: Namespace = "default",
+    ) -> dict[str, Any]:
+        """The agent's working memory for its system prompt: MEMORY.md (who the user is, what is
+        going on, pointers to search for older topics) and the notes not yet consolidated,
+        sized for the context window. Read it at the start of a session."""
+        result: dict[str, Any] = await call("GET", "/v1/memory/context",
+                                            params={"window": window_tokens, "namespace": namespace})
+        return result
+
+    @server.tool()
+    async def memory_dream(namespace: Namespace = "default") -> dict[str, Any]:
+        """Consolidate now: rewrite MEMORY.md from the old state, the pending notes and new
+        memories (normally automatic every two hours). Returns whether it was written or
+        refused, and the crystal pointers it made."""
+        result: dict[str, Any] = await call("POST", "/v1/memory/dream", {"namespace": namespace})
+        return result

@@ -1,0 +1,73 @@
+"""Routes of working memory (seed 001, docs/memory.md#working-memory): notes, dreams, context, crystallize."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from node.api.auth import require_auth
+from node.api.interface import NodeApi
+from node.api.models import Body
+from node.crystals.model import AccessScope, SemanticType
+
+Json = dict[str, Any]
+Namespace = Annotated[str, Field(min_length=1, max_length=100)]
+
+
+class NoteIn(Body):
+    """``POST /v1/memory/notes``: the seed's ``working_memory_note``."""
+
+    text: Annotated[str, Field(min_length=1, max_length=65536)]
+    importance: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.7
+    namespace: Namespace = "default"
+    type: SemanticType | None = None
+    scope: AccessScope | None = None
+
+
+class DreamIn(Body):
+    """``POST /v1/memory/dream``: one dream now (ignores ``min_chunks_for_dream``)."""
+
+    namespace: Namespace = "default"
+
+
+class ContextQuery(BaseModel):
+    """``GET /v1/memory/context``: MEMORY.md + pending notes for a model's context window."""
+
+    model_config = ConfigDict(extra="forbid")
+    window: Annotated[int, Field(ge=1, le=10_000_000)] = 200_000
+    namespace: Namespace = "default"
+
+
+class CrystallizeIn(Body):
+    """``POST /v1/skills/{id}/crystallize``: an emerging skill into a skill crystal."""
+
+    text: Annotated[str, Field(min_length=1, max_length=65536)] | None = None
+    category: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=32)]], Field(max_length=16)] | None = None
+
+
+def working_memory_router(node: NodeApi) -> APIRouter:
+    router = APIRouter(prefix="/v1", dependencies=[Depends(require_auth)], tags=["working memory"])
+
+    @router.post("/memory/notes")
+    async def note(body: NoteIn) -> Json:
+        return await node.memory_note(body.text, body.importance, body.namespace,
+                                      body.type.value if body.type else None,
+                                      body.scope.value if body.scope else None)
+
+    @router.post("/memory/dream")
+    async def dream(body: DreamIn | None = None) -> Json:
+        return await node.memory_dream((body or DreamIn()).namespace)
+
+    @router.get("/memory/context")
+    async def context(query: Annotated[ContextQuery, Query()]) -> Json:
+        return await node.memory_context(query.window, query.namespace)
+
+    @router.post("/skills/{crystal_id}/crystallize", tags=["skills"])
+    async def crystallize(crystal_id: str, body: CrystallizeIn | None = None) -> Json:
+        fields = body or CrystallizeIn()
+        return await node.crystallize_skill(crystal_id, fields.text, fields.category, fields.tags or [])
+
+    return router

@@ -1,0 +1,46 @@
+"""What memory that learns needs from a node's memory (``node.memory.facade.Memory`` satisfies it).
+
+``learning``, ``tiers``, ``testament_io`` and ``budget_context`` are used by the
+facade, so they name this protocol instead of importing the facade back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from node.config import NodeConfig
+from node.crystals.index import VectorIndex
+from node.crystals.model import AccessScope, Crystal, Origin, SemanticType
+from node.crystals.store import CrystalStore
+from node.db import Database
+from node.memory.hormones import HormonalStateManager
+from node.memory.search import SearchHit, SearchRequest
+
+
+class MemoryOwner(Protocol):
+    config: NodeConfig
+    db: Database
+    store: CrystalStore
+    index: VectorIndex
+    hormones: HormonalStateManager
+
+    def prepare(
+        self,
+        text: str,
+        *,
+        semantic_type: SemanticType = ...,
+        scope: AccessScope | None = ...,
+        origin: Origin = ...,
+        path: str | None = ...,
+        actor: str = ...,
+        namespace: str = ...,
+    ) -> Crystal: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def get(self, crystal_id: str) -> Crystal: ...
+
+    def search(self, request: SearchRequest) -> list[SearchHit]: ...

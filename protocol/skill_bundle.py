@@ -1,0 +1,304 @@
+"""A skill in the Agent Skills layout (``SKILL.md`` + small resource files), as one text.
+
+A skill crystal that carries a bundle stores its *canonical encoding* as its
+text, so the crystal's content hash, the listing's ``content_hash`` and the
+``Delivery`` payload are all the hash of that one encoding; nothing else on the
+wire changes. A plain-text skill is simply a text that is not a bundle.
+
+Canonical encoding (UTF-8 text, no trailing newline)::
+
+    <SKILL.md: LF line ends, surrounding whitespace stripped, starts with "---\\n">
+    then, for each resource in path order:
+    \\n<<<crystalmesh-skill-resource path=<path> bytes=<n>>>>\\n<n bytes of UTF-8 content>
+    and, if there was at least one resource:
+    \\n<<<crystalmesh-skill-end>>>
+
+``SKILL.md`` may not contain ``<<<crystalmesh-skill-``, so the first resource
+header is unambiguous; resource contents are length-prefixed and may contain
+anything but NUL. :func:`decode` accepts only an encoding that :func:`encode`
+would write byte for byte.
+
+A bundle may come from a hostile seller, so parsing is strict: sizes are capped
+before any parsing, the YAML front matter may use no anchors, aliases or tags and
+nest at most two levels (the ``metadata`` map) before it is loaded with
+``yaml.safe_load``, only the Agent Skills keys are accepted, and resource paths are
+relative, made of plain names (no ``..``, no hidden files, no backslashes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from protocol.schema import InvalidMessage
+
+SKILL_MD = "SKILL.md"
+MAX_BUNDLE_BYTES = 64 * 1024  # fits a memory text (65,536 chars) and a Delivery payload
+MAX_SKILL_MD_BYTES = 48 * 1024
+MAX_FRONT_MATTER_BYTES = 4 * 1024
+MAX_RESOURCES = 16
+MAX_RESOURCE_BYTES = 32 * 1024
+MAX_PATH_CHARS = 128
+MAX_PATH_DEPTH = 4
+MAX_NAME_CHARS = 64
+MAX_DESCRIPTION_CHARS = 1024
+MAX_METADATA_ENTRIES = 32
+
+MARK = "<<<crystalmesh-skill-"
+RESOURCE_HEADER = re.compile(
+    rb"<<<crystalmesh-skill-resource path=([A-Za-z0-9._/-]{1,128}) bytes=(0|[1-9][0-9]{0,5})>>>\n"
+)
+END = "<<<crystalmesh-skill-end>>>"
+NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+PATH_PART = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+# Agent Skills front matter keys and the longest value each may have (None: the map).
+STRING_KEYS = {"name": MAX_NAME_CHARS, "description": MAX_DESCRIPTION_CHARS, "license": 256,
+               "compatibility": 500, "allowed-tools": 1024}
+MAP_KEYS = {"metadata"}
+
+
+class InvalidSkillBundle(InvalidMessage):
+    """A SKILL.md or bundle breaks the format or its limits; nothing was accepted."""
+
+
+@dataclass(frozen=True)
+class SkillBundle:
+    """A validated bundle. Build one with :func:`build` or :func:`decode`, never directly."""
+
+    name: str
+    description: str
+    skill_md: str
+    resources: tuple[tuple[str, str], ...] = ()
+    front_matter: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def body(self) -> str:
+        return split_front_matter(self.skill_md)[1]
+
+    def encode(self) -> str:
+        return encode(self)
+
+    def content_hash(self) -> str:
+        """sha256 (hex) of the canonical encoding: the listing's and delivery's content hash."""
+        return hashlib.sha256(encode(self).encode("utf-8")).hexdigest()
+
+
+def _utf8_size(text: str, what: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        raise InvalidSkillBundle(f"{what} is not valid Unicode text") from error
+
+
+def normalize_skill_md(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
+
+
+def split_front_matter(skill_md: str) -> tuple[str, str]:
+    """(front matter YAML, body) of a normalized SKILL.md."""
+    if not skill_md.startswith("---\n"):
+        raise InvalidSkillBundle("SKILL.md must start with a '---' line (YAML front matter)")
+    rest = skill_md[4:]
+    if rest.startswith("---\n") or rest == "---":
+        return "", rest[4:]
+    end = rest.find("\n---\n")
+    if end < 0:
+        if rest.endswith("\n---"):
+            return rest[:-4], ""
+        raise InvalidSkillBundle("SKILL.md front matter is not closed by a '---' line")
+    return rest[:end], rest[end + 5:]
+
+
+def _check_yaml_shape(front: str) -> None:
+    """Refuse anchors, aliases, explicit tags and deep nesting before anything is built."""
+    depth = 0
+    try:
+        for event in yaml.parse(front, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise InvalidSkillBundle("SKILL.md front matter may not use YAML anchors or aliases")
+            tag = getattr(event, "tag", None)
+            implicit = getattr(event, "implicit", True)
+            if tag is not None and not (implicit is True or (isinstance(implicit, tuple) and any(implicit))):
+                raise InvalidSkillBundle("SKILL.md front matter may not use YAML tags")
+            if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+                depth += 1
+                if depth > 2:
+                    raise InvalidSkillBundle("SKILL.md front matter nests too deep")
+            elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                depth -= 1
+    except yaml.YAMLError as error:
+        raise InvalidSkillBundle(f"SKILL.md front matter is not valid YAML: {_first_line(error)}") from error
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+
+
+def parse_front_matter(front: str) -> dict[str, Any]:
+    """The validated Agent Skills front matter (``name``, ``description``, optional keys)."""
+    if _utf8_size(front, "SKILL.md front matter") > MAX_FRONT_MATTER_BYTES:
+        raise InvalidSkillBundle(f"SKILL.md front matter is larger than {MAX_FRONT_MATTER_BYTES} bytes")
+    _check_yaml_shape(front)
+    try:
+        data = yaml.safe_load(front)
+    except yaml.YAMLError as error:
+        raise InvalidSkillBundle(f"SKILL.md front matter is not valid YAML: {_first_line(error)}") from error
+    if not isinstance(data, dict):
+        raise InvalidSkillBundle("SKILL.md front matter must be a YAML mapping with name and description")
+    unknown = sorted(str(key) for key in data if key not in STRING_KEYS and key not in MAP_KEYS)
+    if unknown:
+        raise InvalidSkillBundle(f"SKILL.md front matter has unknown key(s): {', '.join(unknown)[:200]}")
+    for key, limit in STRING_KEYS.items():
+        value = data.get(key)
+        if value is None and key not in ("name", "description"):
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidSkillBundle(f"SKILL.md front matter {key} must be a non-empty string")
+        if len(value) > limit:
+            raise InvalidSkillBundle(f"SKILL.md front matter {key} is longer than {limit} characters")
+    name = data["name"]
+    if len(name) > MAX_NAME_CHARS or not NAME.fullmatch(name):
+        raise InvalidSkillBundle(
+            "SKILL.md name must be 1-64 lowercase letters, digits and single hyphens (e.g. pdf-tools)")
+    metadata = data.get("metadata")
+    if metadata is not None and (
+        not isinstance(metadata, dict) or len(metadata) > MAX_METADATA_ENTRIES or not all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 1024
+            for k, v in metadata.items())
+    ):
+        raise InvalidSkillBundle(
+            f"SKILL.md metadata must map at most {MAX_METADATA_ENTRIES} string keys to strings "
+            "(quote numbers: version: \"1.0\")")
+    return data
+
+
+def check_resource_path(path: str) -> str:
+    """A resource path that can be written under the skill's folder and nowhere else."""
+    parts = path.split("/")
+    if (not path or len(path) > MAX_PATH_CHARS or len(parts) > MAX_PATH_DEPTH
+            or not all(PATH_PART.fullmatch(part) for part in parts)
+            or any(part in (".", "..") for part in parts)):
+        raise InvalidSkillBundle(
+            f"resource path {path[:MAX_PATH_CHARS]!r} must be relative, at most {MAX_PATH_DEPTH} "
+            "levels of letters, digits, '.', '_', '-' (no '..', no hidden files)")
+    if path.casefold() == SKILL_MD.casefold():
+        raise InvalidSkillBundle("a resource may not be named SKILL.md")
+    return path
+
+
+def build(skill_md: str, resources: Mapping[str, str] | None = None) -> SkillBundle:
+    """Validate a SKILL.md text and its resource files (path -> UTF-8 text) into a bundle."""
+    if _utf8_size(skill_md, "SKILL.md") > MAX_SKILL_MD_BYTES:
+        raise InvalidSkillBundle(f"SKILL.md is larger than {MAX_SKILL_MD_BYTES} bytes")
+    text = normalize_skill_md(skill_md)
+    if "\x00" in text:
+        raise InvalidSkillBundle("SKILL.md contains a NUL character")
+    if MARK in text:
+        raise InvalidSkillBundle(f"SKILL.md may not contain {MARK!r}")
+    front, _ = split_front_matter(text)
+    data = parse_front_matter(front)
+    items = dict(resources or {})
+    if len(items) > MAX_RESOURCES:
+        raise InvalidSkillBundle(f"a bundle holds at most {MAX_RESOURCES} resource files")
+    seen: set[str] = set()
+    checked: list[tuple[str, str]] = []
+    for path, content in sorted(items.items()):
+        if not isinstance(path, str) or not isinstance(content, str):
+            raise InvalidSkillBundle("resources must map paths to UTF-8 text")
+        check_resource_path(path)
+        folded = path.casefold()
+        if folded in seen or any(other.startswith(folded + "/") or folded.startswith(other + "/")
+                                 for other in seen):
+            raise InvalidSkillBundle(f"resource path {path!r} clashes with another resource")
+        seen.add(folded)
+        if _utf8_size(content, f"resource {path}") > MAX_RESOURCE_BYTES:
+            raise InvalidSkillBundle(f"resource {path} is larger than {MAX_RESOURCE_BYTES} bytes")
+        if "\x00" in content:
+            raise InvalidSkillBundle(f"resource {path} contains a NUL character (text files only)")
+        checked.append((path, content))
+    bundle = SkillBundle(name=data["name"], description=data["description"].strip(), skill_md=text,
+                         resources=tuple(checked), front_matter=data)
+    if len(encode(bundle).encode("utf-8")) > MAX_BUNDLE_BYTES:
+        raise InvalidSkillBundle(f"the bundle is larger than {MAX_BUNDLE_BYTES} bytes")
+    return bundle
+
+
+def encode(bundle: SkillBundle) -> str:
+    parts = [bundle.skill_md]
+    for path, content in bundle.resources:
+        parts.append(f"\n<<<crystalmesh-skill-resource path={path} bytes={len(content.encode('utf-8'))}>>>\n")
+        parts.append(content)
+    if bundle.resources:
+        parts.append("\n" + END)
+    return "".join(parts)
+
+
+def looks_like_bundle(text: str) -> bool:
+    """True if ``text`` claims to be a bundle (starts with front matter); :func:`decode` decides."""
+    return text.startswith("---\n")
+
+
+def decode(text: str) -> SkillBundle:
+    """Parse a canonical encoding; anything :func:`encode` would not write is refused."""
+    raw = text.encode("utf-8") if _utf8_size(text, "bundle") <= MAX_BUNDLE_BYTES else None
+    if raw is None:
+        raise InvalidSkillBundle(f"the bundle is larger than {MAX_BUNDLE_BYTES} bytes")
+    start = raw.find(b"\n" + MARK.encode())
+    skill_md = raw if start < 0 else raw[:start]
+    resources: dict[str, str] = {}
+    position = start
+    while 0 <= position < len(raw):
+        if raw[position:] == ("\n" + END).encode():
+            position = len(raw)
+            break
+        match = RESOURCE_HEADER.match(raw, position + 1)
+        if match is None or raw[position:position + 1] != b"\n":
+            raise InvalidSkillBundle("malformed resource header in the bundle")
+        path = match.group(1).decode()
+        size = int(match.group(2))
+        content_end = match.end() + size
+        if content_end > len(raw) or size > MAX_RESOURCE_BYTES or path in resources:
+            raise InvalidSkillBundle(f"resource {path} is truncated, oversize or repeated")
+        try:
+            resources[path] = raw[match.end():content_end].decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise InvalidSkillBundle(f"resource {path} is not UTF-8 text") from error
+        if len(resources) > MAX_RESOURCES:
+            raise InvalidSkillBundle(f"a bundle holds at most {MAX_RESOURCES} resource files")
+        position = content_end
+    bundle = build(skill_md.decode("utf-8"), resources)
+    if encode(bundle) != text:
+        raise InvalidSkillBundle("the bundle is not in canonical form")
+    return bundle
+
+
+def decode_or_none(text: str) -> SkillBundle | None:
+    """The bundle in a skill's text, or None for a plain-text skill (or a broken bundle)."""
+    if not looks_like_bundle(text):
+        return None
+    try:
+        return decode(text)
+    except InvalidSkillBundle:
+        return None
+
+
+__all__ = [
+    "MAX_BUNDLE_BYTES",
+    "NAME",
+    "SKILL_MD",
+    "InvalidSkillBundle",
+    "SkillBundle",
+    "build",
+    "check_resource_path",
+    "decode",
+    "decode_or_none",
+    "encode",
+    "looks_like_bundle",
+    "parse_front_matter",
+    "split_front_matter",
+]

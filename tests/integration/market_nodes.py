@@ -1,0 +1,171 @@
+"""Two real nodes in one trio run for the market's integration tests.
+
+Each is a full ``NodeService`` (SQLite store, libp2p host on 127.0.0.1, hypercorn-trio API,
+settlement engine) whose chain is an in-process eth-tester chain (``node.chain.embedded``)
+shared by both. The seller's wallet holds ETH for settlement gas and no USDC; the buyer's
+holds ``BUYER_USDC`` micro-USDC, so every balance below is an exact integer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+from eth_utils import to_wei
+
+from node.chain.embedded import EmbeddedChain
+from node.chain.localchain import fund
+from node.config import load_config
+from node.crystals.model import now_ms
+from node.init import init_node
+from node.service import NodeService
+from protocol.envelope import Envelope, open_envelope, seal
+from protocol.messages import Message
+from protocol.topics import SKILLS
+
+BUYER_USDC = 10_000_000
+WAIT_S = 120.0
+# Generous: a purchase settles on chain inside it, on a 2-core machine shared with other jobs.
+PURCHASE_TIMEOUT_S = 120.0
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = WAIT_S) -> None:
+    """Poll ``check`` until it is true; raise ``TimeoutError`` after ``timeout_s``."""
+    with trio.move_on_after(timeout_s):
+        while not await check():
+            await trio.sleep(0.05)
+        return
+    raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@dataclass
+class Running:
+    """A node started in its own cancel scope, so one node can stop while the others run."""
+
+    node: NodeService
+    scope: trio.CancelScope
+    stopped: trio.Event
+
+
+async def _run(node: NodeService, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    stopped = trio.Event()
+    try:
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(node.run)
+                task_status.started(Running(node, scope, stopped))
+    finally:
+        stopped.set()
+
+
+@dataclass
+class Market:
+    chain: EmbeddedChain
+    seller: NodeService
+    buyer: NodeService
+    nursery: trio.Nursery
+    running: dict[str, Running]
+
+    async def restart_seller(self) -> None:
+        """Stop the seller's node (every task, its database closed) and start a new
+        ``NodeService`` on the same data dir: same identity, wallet, listings and ledgers."""
+        old = self.running["seller"]
+        # Back on its port, as a node with a fixed listen address in node.toml comes back.
+        port = old.node.net.listen_addrs()[0].split("/")[4]
+        old.scope.cancel()
+        with trio.fail_after(WAIT_S):
+            await old.stopped.wait()
+            # A dead process's sockets are closed by the OS; py-libp2p's TCP listener lives in
+            # a trio system task that outlives the cancelled node, so close it as the OS would.
+            await old.node.net.host.get_network().close()
+        config = old.node.config
+        config = dataclasses.replace(
+            config, net=dataclasses.replace(config.net, listen=f"/ip4/127.0.0.1/tcp/{port}"))
+        self.seller = NodeService(config, chain_client=self.chain.client())
+        self.running["seller"] = await self.nursery.start(_run, self.seller)
+        await _connect(self.seller, self.buyer)
+
+    async def usdc(self, node: NodeService) -> int:
+        return await trio.to_thread.run_sync(self.chain.client().usdc_balance, node.wallet_address)
+
+    async def balances(self) -> tuple[int, int]:
+        """(seller, buyer) USDC in micro-USDC, read from the chain."""
+        return await self.usdc(self.seller), await self.usdc(self.buyer)
+
+    async def block(self) -> int:
+        return int(await trio.to_thread.run_sync(lambda: self.chain.w3.eth.block_number))
+
+    async def publish(self, text: str, category: str = "ops") -> dict[str, Any]:
+        """Add a public skill on the seller, record the executions listing needs, publish it."""
+        crystal = await self.seller.add_crystal({"text": text, "type": "skill", "scope": "public",
+                                                 "category": category, "tags": [category]})
+        for _ in range(self.seller.config.market.min_executions):
+            await self.seller.record_execution(crystal.id, True, 0.9)
+        return await self.seller.publish_skill(crystal.id)
+
+    async def known_to_buyer(self, *listings: dict[str, Any]) -> None:
+        async def known() -> bool:
+            for listing in listings:
+                if await self.buyer.memory.run(self.buyer.listings.get, listing["listing_id"]) is None:
+                    return False
+            return True
+
+        await eventually(known, "the listings to reach the buyer's listing book over gossip")
+
+    async def rows(self, listing_id: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """(buyer's purchase rows, seller's sale rows) of ``listing_id``: (state, tx, price)."""
+        purchases = [(p["state"], p["tx_hash"], p["price_micro_usdc"])
+                     for p in await self.buyer.purchases(100) if p["listing_id"] == listing_id]
+        sales = [(s["state"], s["tx_hash"], s["price_micro_usdc"])
+                 for s in await self.seller.sales(100) if s["listing_id"] == listing_id]
+        return purchases, sales
+
+    async def ask_seller(self, message: Message) -> Envelope:
+        """Send one purchase-protocol message from the buyer's identity over its libp2p host."""
+        net = self.buyer.net
+        data = seal(self.buyer.identity, message.KIND, message, net.sequence.next(),
+                    now_ms())
+        return open_envelope(await net.request(self.seller.identity.peer_id, data, WAIT_S))
+
+    def http(self, node: NodeService) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=f"http://127.0.0.1:{node.api_port}", timeout=WAIT_S * 2,
+                                 headers={"authorization": f"Bearer {node.api_token}"})
+
+
+def _node(tmp_path: Path, name: str, chain: EmbeddedChain) -> NodeService:
+    init_node(tmp_path / name, name=name, embedder="hashing")
+    config = load_config(tmp_path / name, environ={},
+                         overrides={"market": {"purchase_timeout_s": PURCHASE_TIMEOUT_S}})
+    return NodeService(config, chain_client=chain.client())
+
+
+async def _connect(seller: NodeService, buyer: NodeService) -> None:
+    buyer.net.connect(seller.net.listen_addrs()[0])
+
+    async def meshed() -> bool:
+        return (seller.identity.peer_id in buyer.net.mesh_peers(SKILLS)
+                and buyer.identity.peer_id in seller.net.mesh_peers(SKILLS))
+
+    await eventually(meshed, "seller and buyer in each other's skills mesh")
+
+
+async def start_market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nursery) -> Market:
+    seller, buyer = _node(tmp_path, "seller", chain), _node(tmp_path, "buyer", chain)
+
+    def fund_wallets() -> None:
+        fund(chain.w3, [seller.wallet_address], usdc_micro=0, eth_wei=to_wei(1, "ether"),
+             deployer_key=chain.deployer.key.to_0x_hex(), token_address=chain.token_address)
+        fund(chain.w3, [buyer.wallet_address], usdc_micro=BUYER_USDC, eth_wei=to_wei(1, "ether"),
+             deployer_key=chain.deployer.key.to_0x_hex(), token_address=chain.token_address)
+
+    await trio.to_thread.run_sync(fund_wallets)
+    running = {"seller": await nursery.start(_run, seller), "buyer": await nursery.start(_run, buyer)}
+    await _connect(seller, buyer)
+    market = Market(chain, seller, buyer, nursery, running)
+    assert await market.balances() == (0, BUYER_USDC)
+    return market

@@ -1,0 +1,96 @@
+"""Memory records over the real local API (NodeService on 127.0.0.1, real HTTP): add outcomes,
+namespaces, PATCH/DELETE/history, and hostile requests that change nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from node.config import load_config
+from node.init import init_node
+from node.service import NodeService
+
+
+@pytest.fixture
+async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
+    init_node(tmp_path / "node", name="records", embedder="hashing")
+    service = NodeService(load_config(tmp_path / "node", environ={}))
+    await nursery.start(service.run)
+    yield service
+
+
+async def call(node: NodeService, method: str, path: str, body: Any = None,
+               params: dict[str, Any] | None = None) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{node.api_port}", timeout=30,
+                                 headers={"authorization": f"Bearer {node.api_token}"}) as client:
+        return await client.request(method, path, json=body, params=params)
+
+
+async def ok(node: NodeService, method: str, path: str, body: Any = None, **params: Any) -> Any:
+    response = await call(node, method, path, body, params or None)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def test_records_through_the_api(node: NodeService) -> None:
+    text = "The release train leaves every second Tuesday"
+    mine = await ok(node, "POST", "/v1/crystals", {"text": text, "namespace": "user:jonas"})
+    theirs = await ok(node, "POST", "/v1/crystals", {"text": text, "namespace": "agent:planner"})
+    assert (mine["outcome"], theirs["outcome"]) == ("created", "created") and mine["id"] != theirs["id"]
+    same = await ok(node, "POST", "/v1/crystals", {"text": text, "namespace": "user:jonas",
+                                                   "scope": "public"})
+    assert same["outcome"] == "exists" and same["differs"]["scope"]["requested"] == "public"
+
+    hits = await ok(node, "POST", "/v1/crystals/search", {"query": "release train", "namespace": "user:jonas"})
+    assert [h["id"] for h in hits["hits"]] == [mine["id"]]
+    everywhere = await ok(node, "POST", "/v1/crystals/search", {"query": "release train",
+                                                                "all_namespaces": True})
+    assert {h["id"] for h in everywhere["hits"]} == {mine["id"], theirs["id"]}
+
+    new = await ok(node, "PATCH", f"/v1/crystals/{mine['id']}",
+                   {"text": "The release train leaves every Tuesday"})
+    assert new["previousId"] == mine["id"] and new["version"] == 2
+    listed = await ok(node, "GET", "/v1/crystals", namespace="user:jonas")
+    assert [c["id"] for c in listed["crystals"]] == [new["id"]]
+    history = await ok(node, "GET", f"/v1/crystals/{mine['id']}/history")
+    assert [v["id"] for v in history["versions"]] == [mine["id"], new["id"]]
+    assert (await ok(node, "GET", "/v1/namespaces"))["namespaces"] == [
+        {"namespace": "agent:planner", "memories": 1}, {"namespace": "user:jonas", "memories": 1}]
+
+    deleted = await ok(node, "DELETE", f"/v1/crystals/{new['id']}")
+    assert deleted["versions"] == 2
+    assert (await call(node, "GET", f"/v1/crystals/{new['id']}")).status_code == 404
+    assert (await call(node, "DELETE", f"/v1/crystals/{new['id']}")).status_code == 404
+    assert (await ok(node, "GET", "/v1/crystals", namespace="user:jonas"))["crystals"] == []
+    assert (await ok(node, "GET", f"/v1/crystals/{theirs['id']}"))["text"] == text
+
+
+@pytest.mark.parametrize(("method", "path", "body"), [
+    ("POST", "/v1/crystals", {"text": "x", "namespace": "User:Jonas"}),
+    ("POST", "/v1/crystals", {"text": "x", "namespace": "user:../../etc"}),
+    ("POST", "/v1/crystals", {"text": "x", "namespace": ["default"]}),
+    ("POST", "/v1/crystals", {"text": "---\nname: ../evil\ndescription: x\n---\nbody", "type": "skill"}),
+    ("POST", "/v1/crystals/search", {"query": "x", "namespace": "a" * 200}),
+    ("PATCH", "/v1/crystals/{id}", {"text": "changed", "namespace": "user:other"}),
+    ("PATCH", "/v1/crystals/{id}", {"scope": "everyone"}),
+    ("PATCH", "/v1/crystals/{id}", {"text": ""}),
+    ("PATCH", "/v1/crystals/{id}", {}),
+    ("PATCH", "/v1/crystals/no-such-memory", {"text": "changed"}),
+    ("DELETE", "/v1/crystals/no-such-memory", None),
+    ("GET", "/v1/crystals/no-such-memory/history", None),
+    ("GET", "/v1/crystals?namespace=%2F..%2F", None),
+])
+async def test_hostile_record_requests_change_nothing(node: NodeService, method: str, path: str,
+                                                      body: Any) -> None:
+    kept = await ok(node, "POST", "/v1/crystals", {"text": "Keep me exactly as I am"})
+    before = await ok(node, "GET", "/v1/memory/status")
+    response = await call(node, method, path.replace("{id}", kept["id"]), body)
+    assert 400 <= response.status_code < 500, response.text
+    assert "Traceback" not in response.text and response.json()["error"]
+    assert await ok(node, "GET", "/v1/memory/status") == before
+    assert (await ok(node, "GET", f"/v1/crystals/{kept['id']}/history"))["versions"][0]["validTo"] is None

@@ -1,0 +1,82 @@
+"""``crystalmesh memory note|dream|context`` and ``skill crystallize`` on a data dir (no node running)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from node.cli.main import main
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("CRYSTALMESH_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("CRYSTALMESH_HOME", str(tmp_path / "home"))
+
+
+class Cli:
+    def __init__(self, capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
+        self.capsys = capsys
+        self.data_dir = data_dir
+
+    def run(self, *args: str) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        code = main(["--data-dir", str(self.data_dir), *args])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def json(self, *args: str) -> Any:
+        code, out, err = self.run("--json", *args)
+        assert code == 0, err
+        return json.loads(out)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Cli:
+    runner = Cli(capsys, tmp_path / "node")
+    assert runner.run("init", "--embedder", "hashing")[0] == 0
+    return runner
+
+
+def test_note_context_dream_context(cli: Cli) -> None:
+    noted = cli.json("memory", "note", "User's name is Douglas, prefers tabs", "--importance", "0.8")
+    assert noted["importance"] == 0.8 and noted["crystal"] == "indexed"
+    code, out, _ = cli.run("memory", "context", "--window", "32000")
+    assert code == 0 and "## Unsynthesized Notes (pending dream consolidation)" in out
+    assert "(importance: 0.8) User's name is Douglas, prefers tabs" in out
+    hits = cli.json("memory", "search", "Douglas tabs")
+    assert hits[0]["id"] == noted["crystal_id"]
+    code, out, _ = cli.run("memory", "dream")
+    assert code == 0 and out.startswith("MEMORY.md written") and "1 scratch notes consumed" in out
+    context = cli.json("memory", "context")
+    assert "## The Bond (Oxytocin-Weighted)" in context["context"]
+    assert "Unsynthesized Notes" not in context["context"]
+    assert (cli.data_dir / "memory" / "default" / "MEMORY.md").exists()
+
+
+def test_mistakes_are_one_line_and_change_nothing(cli: Cli) -> None:
+    for args in (["memory", "note", "   "], ["memory", "note", "x" * 4001],
+                 ["memory", "context", "--namespace", "../../etc"],
+                 ["skill", "crystallize", "no-such-crystal"]):
+        code, _out, err = cli.run(*args)
+        assert code != 0 and err.startswith("error:") and "Traceback" not in err, (args, err)
+    assert cli.run("memory", "note", "x", "--importance", "1.5")[0] == 2  # click's usage error
+    scratch = cli.data_dir / "memory" / "default" / "scratch.md"
+    assert not scratch.exists() or "importance" not in scratch.read_text()
+
+
+def test_crystallize_from_the_cli(cli: Cli) -> None:
+    pattern = cli.json("memory", "add", "Rotate the staging TLS certificates with certbot",
+                       "--type", "task_pattern")
+    for _ in range(3):
+        cli.json("skill", "record-execution", pattern["id"], "--success", "--reward", "0.9")
+    skill = cli.json("skill", "crystallize", pattern["id"][:8], "--category", "ops", "--tag", "tls")
+    assert skill["semanticType"] == "skill" and skill["executions"] == 3
+    assert skill["skillCategory"] == "ops" and skill["skillTags"] == ["tls"]
+    assert skill["text"] == "Skill: Rotate the staging TLS certificates with certbot"

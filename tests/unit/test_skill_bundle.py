@@ -1,0 +1,161 @@
+"""SKILL.md bundles (protocol/skill_bundle.py): the canonical encoding round-trips, and every
+hostile shape a seller could send is refused before anything is built from it."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol import skill_bundle as sb
+from protocol.schema import InvalidMessage
+
+SKILL_MD = """---
+name: flaky-ci-triage
+description: Triage a flaky CI job. Use when a pipeline fails randomly.
+license: MIT
+metadata:
+  author: node-1
+  version: "1.0"
+---
+# Flaky CI triage
+
+1. Rerun the job three times.
+2. Diff the environments.
+"""
+
+
+def test_build_reads_front_matter_and_normalizes() -> None:
+    bundle = sb.build(SKILL_MD.replace("\n", "\r\n") + "\n\n")
+    assert bundle.name == "flaky-ci-triage"
+    assert bundle.description.startswith("Triage a flaky CI job")
+    assert bundle.front_matter["metadata"] == {"author": "node-1", "version": "1.0"}
+    assert bundle.body.startswith("# Flaky CI triage")
+    assert bundle.encode() == SKILL_MD.strip()  # no resources: the encoding is the SKILL.md itself
+    assert bundle.content_hash() == hashlib.sha256(SKILL_MD.strip().encode()).hexdigest()
+
+
+def test_resources_round_trip_in_canonical_order() -> None:
+    resources = {"scripts/run.sh": "#!/bin/sh\necho 'ok'\n\n", "references/notes.md": "<<<crystalmesh-skill-end>>>\n"}
+    bundle = sb.build(SKILL_MD, resources)
+    text = bundle.encode()
+    assert [path for path, _ in bundle.resources] == ["references/notes.md", "scripts/run.sh"]
+    assert text.endswith("\n<<<crystalmesh-skill-end>>>")
+    again = sb.decode(text)
+    assert again == bundle
+    assert dict(again.resources) == resources  # contents byte-exact, even one that mimics the end mark
+
+
+def test_plain_text_skill_is_not_a_bundle() -> None:
+    assert sb.decode_or_none("Triage a flaky CI job: rerun it three times") is None
+    assert sb.decode_or_none("---\nnot: front matter") is None
+
+
+def test_non_canonical_encodings_are_refused() -> None:
+    text = sb.build(SKILL_MD, {"a.txt": "x"}).encode()
+    for variant in (text + "\n", text.replace("bytes=1", "bytes=01"), text[: -len(sb.END)],
+                    text.replace("\n<<<crystalmesh-skill-end>>>", ""), SKILL_MD + "\n"):
+        with pytest.raises(sb.InvalidSkillBundle):
+            sb.decode(variant)
+
+
+@pytest.mark.parametrize("path", ["../evil", "/etc/passwd", "a/../../b", ".hidden", "a\\b", "a//b",
+                                  "SKILL.md", "skill.md", "a/b/c/d/e", "x" * 200, "", "dir/.git/config",
+                                  "C:evil", "a b"])
+def test_path_traversal_and_odd_resource_names_are_refused(path: str) -> None:
+    with pytest.raises(sb.InvalidSkillBundle):
+        sb.build(SKILL_MD, {path: "content"})
+
+
+def test_a_crafted_header_cannot_smuggle_a_path() -> None:
+    text = SKILL_MD.strip() + "\n<<<crystalmesh-skill-resource path=../x bytes=1>>>\nx\n" + sb.END
+    with pytest.raises(sb.InvalidSkillBundle):
+        sb.decode(text)
+
+
+def test_resource_clashes_are_refused() -> None:
+    with pytest.raises(sb.InvalidSkillBundle):
+        sb.build(SKILL_MD, {"Notes.md": "a", "notes.md": "b"})
+    with pytest.raises(sb.InvalidSkillBundle):
+        sb.build(SKILL_MD, {"a": "file", "a/b": "under a file"})
+
+
+BOMB = """---
+name: bomb
+description: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+metadata:
+  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+  c: [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+---
+body"""
+
+
+@pytest.mark.parametrize("front", [
+    BOMB,
+    "---\nname: &n flaky\ndescription: *n\n---\nbody",
+    "---\nname: x\ndescription: !!python/object/apply:os.system ['true']\n---\nbody",
+    "---\nname: x\ndescription: !!str tagged\n---\nbody",
+    "---\nname: x\ndescription: y\nmetadata: " + "[" * 500 + "]" * 500 + "\n---\nbody",
+    "---\nname: Flaky_CI\ndescription: y\n---\nbody",
+    "---\nname: -x\ndescription: y\n---\nbody",
+    "---\nname: a--b\ndescription: y\n---\nbody",
+    "---\nname: " + "a" * 65 + "\ndescription: y\n---\nbody",
+    "---\nname: x\n---\nbody",
+    "---\nname: x\ndescription: ''\n---\nbody",
+    "---\nname: x\ndescription: " + "d" * 1025 + "\n---\nbody",
+    "---\nname: x\ndescription: y\nrun: rm -rf /\n---\nbody",
+    "---\nname: x\ndescription: y\nmetadata:\n  version: 1.0\n---\nbody",
+    "---\nname: 2024-01-01\ndescription: y\n---\nbody",
+    "---\n- name\n- description\n---\nbody",
+    "---\nname: x\ndescription: y\n",
+    "name: x\ndescription: y\n---\nbody",
+    "---\nname: [x\n---\nbody",
+    "---\nname: x\ndescription: y\n---\nbody with <<<crystalmesh-skill-resource inside",
+    "---\nname: x\ndescription: y\n---\nnul \x00 inside",
+    "---\nname: x\ndescription: lone \ud800 surrogate\n---\nbody",
+    "---\n" + "# padding\n" * 500 + "name: x\ndescription: y\n---\nbody",
+])
+def test_hostile_front_matter_is_refused(front: str) -> None:
+    with pytest.raises(InvalidMessage):  # InvalidSkillBundle is a wire-rule violation (HTTP 400)
+        sb.build(front)
+
+
+def test_size_caps() -> None:
+    with pytest.raises(sb.InvalidSkillBundle):
+        sb.build(SKILL_MD + "x" * sb.MAX_SKILL_MD_BYTES)
+    with pytest.raises(sb.InvalidSkillBundle):
+        sb.build(SKILL_MD, {"big.txt": "x" * (sb.MAX_RESOURCE_BYTES + 1)})
+    with pytest.raises(sb.InvalidSkillBundle):
+        sb.build(SKILL_MD, {f"f{i}.txt": "x" for i in range(sb.MAX_RESOURCES + 1)})
+    with pytest.raises(sb.InvalidSkillBundle):
+        sb.build(SKILL_MD, {f"f{i}.txt": "x" * sb.MAX_RESOURCE_BYTES for i in range(5)})
+    with pytest.raises(sb.InvalidSkillBundle):
+        sb.decode("---\n" + "x" * (sb.MAX_BUNDLE_BYTES + 1))
+
+
+names = st.from_regex(r"[a-z0-9]{1,8}(-[a-z0-9]{1,8}){0,2}", fullmatch=True)
+paths = st.from_regex(r"[a-z0-9_-]{1,10}(/[a-z0-9_.-]{1,10}){0,2}", fullmatch=True).filter(
+    lambda p: p.casefold() != "skill.md")
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=names, body=st.text(max_size=300).filter(lambda t: sb.MARK not in t and "\x00" not in t),
+       resources=st.dictionaries(paths, st.text(max_size=200).filter(lambda t: "\x00" not in t), max_size=4))
+def test_encode_decode_round_trip(name: str, body: str, resources: dict[str, str]) -> None:
+    skill_md = f"---\nname: {name}\ndescription: does {name}\n---\n{body}"
+    try:
+        bundle = sb.build(skill_md, resources)
+    except sb.InvalidSkillBundle:
+        return  # clashing generated paths (a and a/b), surrogates: refusals are fine here
+    assert sb.decode(bundle.encode()) == bundle
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400))
+def test_decoder_never_crashes(text: str) -> None:
+    try:
+        sb.decode("---\n" + text)
+    except sb.InvalidSkillBundle:
+        pass
