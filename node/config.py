@@ -44,12 +44,23 @@ class NetConfig:
     clock_window_s: int = 120
     max_weather_duration_s: int = 3600
     reconnect_max_backoff_s: float = 30.0
+    # Find peers beyond ``bootstrap`` (Kademlia DHT random walks, node/net/discovery.py).
+    discovery: bool = True
 
 
 @dataclass
 class ApiConfig:
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free port, written to <data dir>/api.port
+
+
+@dataclass
+class X402Config:
+    """The x402 HTTP endpoint selling this node's listings (unauthenticated, docs/operations.md)."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: any free port; the URL is ``x402_url`` in status
 
 
 @dataclass
@@ -134,6 +145,7 @@ class NodeConfig:
     data_dir: Path = field(default_factory=lambda: crystalmesh_home() / "default")
     net: NetConfig = field(default_factory=NetConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
+    x402: X402Config = field(default_factory=X402Config)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     chain: ChainConfig = field(default_factory=ChainConfig)
     market: MarketConfig = field(default_factory=MarketConfig)

@@ -33,6 +33,7 @@ from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
 from node.market.reconcile import reconcile_settlements
 from node.market.seller import Seller
+from node.market.x402_seller import serve_seller
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.learning_service import LearningServiceMixin
@@ -71,6 +72,7 @@ class NodeService(MemoryRecordsApi, LearningServiceMixin, WorkingMemoryServiceMi
         self.net = NetService(config.net, self.identity)
         self.started_at_ms = now_ms()
         self.api_port = 0
+        self.x402_url: str | None = None
         self.ready = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.wallet_address = self._wallet_address()
@@ -169,6 +171,9 @@ class NodeService(MemoryRecordsApi, LearningServiceMixin, WorkingMemoryServiceMi
                         on_crash=_count_crash))
                     nursery.start_soon(reconcile_settlements, self.engine, self.memory.db, self.ledger)
                 await nursery.start(self._serve_api)
+                if self.config.x402.enabled:  # the public x402 endpoint over our seller
+                    self.x402_url = await nursery.start(functools.partial(
+                        serve_seller, self.seller, self.config.x402.host, self.config.x402.port))
                 nursery.start_soon(functools.partial(
                     supervise, "index-save", self.memory.save_periodically, INDEX_SAVE_INTERVAL_S,
                     on_crash=_count_crash))
@@ -243,6 +248,7 @@ class NodeService(MemoryRecordsApi, LearningServiceMixin, WorkingMemoryServiceMi
             "management": self.is_management,
             "listen_addrs": self.net.listen_addrs(),
             "api_port": self.api_port,
+            "x402_url": self.x402_url,
             "uptime_s": (now_ms() - self.started_at_ms) // 1000,
             "connected_peers": len([p for p in self.peers() if p["connected"]]),
             "listings_known": listings,

@@ -52,6 +52,7 @@ __all__ = [
     "PaymentRequirements",
     "PurchaseRequest",
     "Receipt",
+    "TokenDomain",
     "TransferAuthorization",
     "content_hash",
     "new_request_id",
@@ -111,8 +112,24 @@ class PurchaseRequest(Message):
 
 
 @dataclass(frozen=True)
+class TokenDomain(Record):
+    """The token's EIP-712 domain name and version, x402's ``extra`` (USDC: "USDC", "2").
+
+    The buyer signs its EIP-3009 authorization under this domain (with ``chain_id``
+    and ``asset`` as chainId and verifyingContract)."""
+
+    FIELDS: ClassVar[Schema] = {"name": Text(64), "version": Text(16)}
+    name: str
+    version: str
+
+
+@dataclass(frozen=True)
 class PaymentRequirements(Message):
-    """Seller's terms: pay exactly ``price_micro_usdc`` of ``asset`` to ``pay_to``."""
+    """Seller's terms: pay exactly ``price_micro_usdc`` of ``asset`` to ``pay_to``.
+
+    Together they are an x402 v2 ``exact`` PaymentRequirements: ``extra`` is the
+    token's EIP-712 domain, which x402 clients and facilitators need to sign and
+    verify the authorization."""
 
     KIND: ClassVar[str] = "payment_requirements"
     FIELDS: ClassVar[Schema] = {
@@ -125,6 +142,7 @@ class PaymentRequirements(Message):
         "chain_id": CHAIN_ID,
         "valid_before_s": _SECONDS,
         "content_hash": SHA256_HEX,
+        "extra": RecordField(TokenDomain),
     }
     request_id: str
     listing_id: str
@@ -135,6 +153,7 @@ class PaymentRequirements(Message):
     chain_id: int
     valid_before_s: int
     content_hash: str
+    extra: TokenDomain
 
 
 @dataclass(frozen=True)

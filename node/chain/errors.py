@@ -33,7 +33,8 @@ class PaymentRejected(ChainError):
     """An authorization is not acceptable as payment; ``reason`` says why.
 
     Reasons: ``bad_signature``, ``wrong_payee``, ``wrong_amount``, ``expired``,
-    ``not_yet_valid``, ``replayed``, ``insufficient_balance``, ``malformed``.
+    ``not_yet_valid``, ``replayed``, ``insufficient_balance``, ``malformed``;
+    over x402 HTTP also ``wrong_scheme``, ``wrong_network``, ``wrong_asset``.
     """
 
     REASONS = frozenset(
@@ -46,6 +47,9 @@ class PaymentRejected(ChainError):
             "replayed",
             "insufficient_balance",
             "malformed",
+            "wrong_scheme",
+            "wrong_network",
+            "wrong_asset",
         }
     )
 

@@ -75,9 +75,10 @@ def _render_status(data: dict[str, Any]) -> None:
     if chain:
         click.echo(f"chain  {chain['rpc_url']}  id {chain['chain_id']}  USDC {chain['token_address']}"
                    f"  {'running' if chain['running'] else 'STOPPED'}")
-    table(None, ["node", "peer id", "dashboard", "peers", "listings", "USDC", "weather"],
+    table(None, ["node", "peer id", "dashboard", "x402", "peers", "listings", "USDC", "weather"],
           [[n["name"], n["peer_id"][:20] + "…", n["dashboard"] if n["running"] else "STOPPED",
-            n["connected_peers"], n["listings_known"], usdc(n.get("usdc_micro")),
+            n.get("x402_url") or "-", n["connected_peers"], n["listings_known"],
+            usdc(n.get("usdc_micro")),
             describe_weather(n["weather"]) if n["weather"] else "-"] for n in data["nodes"]])
 
 

@@ -69,6 +69,8 @@ def status(ctx: CliContext) -> None:
         click.echo(f"peer id      {s['peer_id']}")
         click.echo(f"listen       {', '.join(s['listen_addrs'])}")
         click.echo(f"api          http://127.0.0.1:{s['api_port']}")
+        if s.get("x402_url"):
+            click.echo(f"x402         {s['x402_url']}/x402/skills  (public, unauthenticated)")
         click.echo(f"peers        {s['connected_peers']} connected")
         click.echo(f"listings     {s['listings_known']} known")
         click.echo(f"crystals     {s['crystals']}")

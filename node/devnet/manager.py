@@ -293,6 +293,7 @@ def status(directory: Path | None = None) -> dict[str, Any]:
             "connected_peers": None,
             "listings_known": None,
             "weather": None,
+            "x402_url": None,
         }
         if row["running"]:
             client = running_node(load_config(Path(entry.data_dir)), timeout_s=5.0)
@@ -303,6 +304,7 @@ def status(directory: Path | None = None) -> dict[str, Any]:
                         connected_peers=info["connected_peers"],
                         listings_known=info["listings_known"],
                         weather=info["weather"],
+                        x402_url=info.get("x402_url"),
                     )
                 except ApiError:
                     pass

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 import trio
 
 from node import metrics
+from node.chain.contracts import TOKEN_DOMAIN_NAME, TOKEN_DOMAIN_VERSION
 from node.chain.errors import ChainError, ChainUnavailable, PaymentRejected
 from node.chain.settlement import SettlementEngine
 from node.crystals.model import LOCAL_ONLY_SCOPES, Sensitivity, now_ms
@@ -45,6 +46,7 @@ from protocol.purchase import (
     ERROR_PAYMENT_INVALID,
     ERROR_SETTLEMENT_FAILED,
     ERROR_UNKNOWN_LISTING,
+    TokenDomain,
     content_hash,
 )
 
@@ -141,6 +143,7 @@ class Seller:
             chain_id=listing.chain_id,
             valid_before_s=int(time.time()) + QUOTE_VALID_S,
             content_hash=listing.content_hash,
+            extra=TokenDomain(name=TOKEN_DOMAIN_NAME, version=TOKEN_DOMAIN_VERSION),
         ))
 
     async def _sell(self, envelope: Envelope, message: PaymentAuthorization) -> bytes:

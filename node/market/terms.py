@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from node.chain.contracts import TOKEN_DOMAIN_NAME, TOKEN_DOMAIN_VERSION
 from node.config import MarketConfig
 from node.market.listings import StoredListing
 from node.market.purchase_errors import PurchaseRefused
@@ -29,6 +30,9 @@ def check_requirements(stored: StoredListing, req: PaymentRequirements) -> None:
         problems.append("asset/chain")
     if req.content_hash != listing.content_hash:
         problems.append("content hash")
+    # We sign under USDC's EIP-712 domain: terms naming another would not settle.
+    if (req.extra.name, req.extra.version) != (TOKEN_DOMAIN_NAME, TOKEN_DOMAIN_VERSION):
+        problems.append(f"token domain {req.extra.name!r}/{req.extra.version!r}")
     if req.valid_before_s <= int(time.time()) + MIN_QUOTE_VALIDITY_S:
         problems.append("quote already expiring")
     if problems:

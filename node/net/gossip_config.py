@@ -18,6 +18,10 @@ py-libp2p 0.8.1 defaults that do not suit a small marketplace mesh:
   message still in the seen cache is dropped early, and anything older is
   rejected as stale. The validation cache TTL stays below it so a cached
   "valid" verdict can never outlive the seen entry.
+- peer exchange (v1.1 PX) is on: a PRUNE we send carries up to 16 other peers
+  of the topic (with their signed peer records) so a peer dropped from an
+  oversubscribed mesh, typically at a bootstrap node, learns where to go; PX
+  is accepted only from peers whose score is not negative.
 - adaptive gossip / eclipse protection (v2.0 extras) are off: they re-tune the
   mesh on heuristics that assume many distinct IPs and cost CPU per heartbeat.
 """
@@ -63,6 +67,9 @@ class GossipConfig:
     strict_signing: bool = True
     # Gossipsub's own gate thresholds on the application score (see scoring.py).
     graylist_threshold: float = -50.0
+    do_px: bool = True
+    px_peers: int = 16
+    accept_px_threshold: float = 0.0
 
 
 def message_id(message: rpc_pb2.Message) -> bytes:
@@ -75,6 +82,7 @@ def build_router(config: GossipConfig, app_score: Callable[[ID], float]) -> Goss
         p6_appl_slack_weight=1.0,
         app_specific_score_fn=app_score,
         graylist_threshold=config.graylist_threshold,
+        accept_px_threshold=config.accept_px_threshold,
     )
     return GossipSub(
         protocols=[MESHSUB_PROTOCOL],
@@ -87,6 +95,8 @@ def build_router(config: GossipConfig, app_score: Callable[[ID], float]) -> Goss
         heartbeat_initial_delay=0.1,
         heartbeat_interval=config.heartbeat_s,  # type: ignore[arg-type]  # int-typed, float works
         prune_back_off=config.prune_back_off_s,
+        do_px=config.do_px,
+        px_peers_count=config.px_peers,
         score_params=score_params,
         adaptive_gossip_enabled=False,
         spam_protection_enabled=False,

@@ -5,6 +5,7 @@
     net.on_weather(handle_weather)
     net.on_trust_report(handle_trust_report)
     net.serve_purchases(handle_purchase)      # async (peer_id, Envelope) -> bytes
+    (peers beyond ``bootstrap`` are found by ``discovery``: Kademlia random walks)
     await nursery.start(net.run)              # listening and subscribed once started
     await net.publish(topics.SKILLS, listing)
 
@@ -29,6 +30,7 @@ from protocol.envelope import Envelope
 from protocol.identity import Identity, peer_id_from_public_key
 from protocol.topics import SKILLS, TRUST, WEATHER
 
+from .discovery import Discovery, DiscoveryConfig
 from .gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
 from .gossip_config import GossipConfig, build_pubsub, build_router
 from .host import build_host, listen_addrs, to_peer_id
@@ -61,6 +63,7 @@ class NetService:
         now_ms: Any = wall_clock_ms,
         purchase_timeout_s: float = 30.0,
         deliver_own: bool = False,
+        discovery_config: DiscoveryConfig | None = None,
     ) -> None:
         self.config = config
         self.identity = identity
@@ -104,6 +107,8 @@ class NetService:
             score_of=self.scores.score,
             max_backoff_s=config.reconnect_max_backoff_s,
         )
+        discovery = discovery_config or DiscoveryConfig(enabled=config.discovery)
+        self.discovery = Discovery(self.host, self.peer_manager, discovery) if discovery.enabled else None
         self.purchases = PurchaseTransport(
             self.host,
             identity,
@@ -220,6 +225,8 @@ class NetService:
             async with self.host.run(self._listen), trio.open_nursery() as nursery:
                 await nursery.start(self.gossip.run)
                 await nursery.start(self.peer_manager.run)
+                if self.discovery is not None:
+                    await nursery.start(self.discovery.run)
                 logger.info("net started peer=%s addrs=%s", self.peer_id, self.listen_addrs())
                 self._started.set()
                 task_status.started()

@@ -11,7 +11,13 @@ from node.net.host import peer_info_from_addr
 from node.net.reqresp import PeerUnreachable, RequestFailed, RequestTimeout
 from node.net.service import NetService
 from protocol.envelope import Envelope, open_envelope, seal
-from protocol.messages import ErrorReply, PaymentRequirements, PurchaseRequest, new_request_id
+from protocol.messages import (
+    ErrorReply,
+    PaymentRequirements,
+    PurchaseRequest,
+    TokenDomain,
+    new_request_id,
+)
 from tests.net_testing import make_net, wait_until
 
 
@@ -56,6 +62,7 @@ async def test_round_trip_and_failing_handler_does_not_kill_the_node(
             chain_id=84532,
             valid_before_s=int(time.time()) + 300,
             content_hash="ef" * 32,
+            extra=TokenDomain(name="USDC", version="2"),
         )
         return seal(seller.identity, terms.KIND, terms, seller.sequence.next(), now_ms())
 

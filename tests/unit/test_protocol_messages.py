@@ -22,6 +22,7 @@ from protocol.messages import (
     PurchaseRequest,
     Receipt,
     SkillListing,
+    TokenDomain,
     TransferAuthorization,
     TrustEntry,
     TrustReport,
@@ -111,7 +112,8 @@ def sample_messages() -> list[Message]:
         sample_trust(),
         PurchaseRequest(REQUEST_ID, HASH, ADDRESS_B),
         PaymentRequirements(
-            REQUEST_ID, HASH, "exact", 10_000, ADDRESS_A, TOKEN, 84532, 1_700_000_600, HASH
+            REQUEST_ID, HASH, "exact", 10_000, ADDRESS_A, TOKEN, 84532, 1_700_000_600, HASH,
+            TokenDomain("USDC", "2"),
         ),
         PaymentAuthorization(REQUEST_ID, HASH, sample_authorization(), b"\x1b" * 65),
         Delivery(REQUEST_ID, HASH, SKILL_TEXT, content_hash(SKILL_TEXT), TX),

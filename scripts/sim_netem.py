@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""25 crystalmesh nodes on a bad network: network namespaces, 40 ms ± 10 ms, 1 % loss.
+
+    sudo .venv/bin/python scripts/sim_netem.py            # 25 nodes, 3 behind NAT
+    sudo .venv/bin/python scripts/sim_netem.py --nodes 8 --nat 2 --listings 3
+
+Builds a devnet (anvil with the devnet token, a management node, funded wallets)
+whose hosts are network namespaces joined by veth pairs to a bridge namespace
+(``scripts/_netns.py``); every host's link delays each frame 40 ms ± 10 ms and
+loses 1 % (``tc netem``, or the same model in ``scripts/_netem_switch.py`` where
+the kernel has no sch_netem). Each node knows one bootstrap peer; the rest is
+discovery. ``--nat`` nodes sit behind masquerading routers (no inbound).
+
+Measures: listing propagation to every node (from the nodes' own ``received_at_ms``),
+purchases end to end (public sellers and NATed sellers, balances checked on chain),
+weather lock time to every node (from the nodes' log lines), and a late joiner's
+catch-up. Prints a summary, the last line is JSON. Without root (or iproute2) it
+prints why and exits 0 with ``{"skipped": ...}``. Namespaces are removed at exit.
+Nodes use the hashing embedder: this measures the network, not embeddings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from _netns import Topology, enter_namespace, kernel_has_netem, why_not_available  # noqa: E402
+
+API_PORT = 8080
+P2P_PORT = 4001
+CHAIN_ADDRESS = "10.77.0.254"
+SKILL = "Recover a wedged {n} deploy: drain the node, roll back the last migration, replay the queue"
+
+
+def quantiles(samples: list[float]) -> dict[str, Any]:
+    if not samples:
+        return {"samples": 0}
+    ordered = sorted(samples)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"samples": len(ordered), "p50": round(statistics.median(ordered), 1),
+            "p99": round(pick(0.99), 1), "max": round(ordered[-1], 1)}
+
+
+class Node:
+    def __init__(self, name: str, ns: str, address: str, data_dir: Path, nat: bool) -> None:
+        self.name, self.ns, self.address, self.data_dir, self.nat = name, ns, address, data_dir, nat
+        self.executor = ThreadPoolExecutor(1, initializer=enter_namespace, initargs=(ns,))
+        self.info: dict[str, Any] = {}
+        self._client: httpx.Client | None = None
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.executor.submit(fn, *args).result()
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            token = (self.data_dir / "api.token").read_text().strip()
+            self._client = httpx.Client(base_url=f"http://127.0.0.1:{API_PORT}", timeout=120,
+                                        headers={"Authorization": f"Bearer {token}"})
+        return self._client
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        def request() -> Any:
+            answer = self._http().request(method, path, json=body)
+            answer.raise_for_status()
+            return answer.json()
+        return self.call(request)
+
+    @property
+    def multiaddr(self) -> str:
+        return f"/ip4/{self.address}/tcp/{P2P_PORT}/p2p/{self.info['peer_id']}"
+
+
+def wait(what: str, predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return True
+        except Exception:
+            pass
+        time.sleep(interval_s)
+    print(f"  timed out after {timeout_s:.0f} s: {what}", file=sys.stderr)
+    return False
+
+
+class Sim:
+    def __init__(self, args: argparse.Namespace, topology: Topology, root: Path) -> None:
+        self.args, self.topology, self.root = args, topology, root
+        self.nodes: list[Node] = []
+        self.chain: dict[str, Any] = {}
+        self.chain_exec = ThreadPoolExecutor(1, initializer=enter_namespace,
+                                             initargs=(f"{topology.prefix}-chain",))
+
+    # --- building ------------------------------------------------------------------------
+    def start_chain(self) -> None:
+        from node.chain.localchain import anvil_binary, deploy_devnet, wait_for_rpc
+        from node.config import BASE_SEPOLIA_CHAIN_ID
+
+        ns = self.topology.public_host("chain", CHAIN_ADDRESS)
+        rpc_url = f"http://{CHAIN_ADDRESS}:8545"
+        self.topology.spawn(ns, [str(anvil_binary()), "--chain-id", str(BASE_SEPOLIA_CHAIN_ID),
+                                 "--host", CHAIN_ADDRESS, "--port", "8545", "--silent"],
+                            self.root / "anvil.log")
+        self.chain_exec.submit(wait_for_rpc, rpc_url, 30.0).result()
+        deployed = self.chain_exec.submit(deploy_devnet, rpc_url).result()
+        self.chain = {"rpc_url": rpc_url, "chain_id": deployed.chain_id,
+                      "token_address": deployed.token_address,
+                      "settler_address": deployed.settler_address}
+
+    def add_node(self, index: int, nat: bool) -> Node:
+        name = f"n{index:02d}"
+        if nat:
+            ns, address = self.topology.nat_host(name, f"10.77.2.{index}", index)
+        else:
+            address = f"10.77.1.{index}"
+            ns = self.topology.public_host(name, address)
+        node = Node(name, ns, address, self.root / name, nat)
+        self.nodes.append(node)
+        return node
+
+    def init(self, node: Node, bootstrap: list[str], management_key: str | None) -> None:
+        from node.init import init_node
+
+        node.info = init_node(node.data_dir, name=node.name, embedder="hashing",
+                              listen=f"/ip4/{node.address}/tcp/{P2P_PORT}", api_port=API_PORT,
+                              bootstrap=bootstrap, chain=self.chain,
+                              management_keys=[management_key] if management_key else None)
+
+    def fund(self, nodes: list[Node]) -> None:
+        from node.chain.localchain import fund
+
+        self.chain_exec.submit(fund, self.chain["rpc_url"], [n.info["wallet_address"] for n in nodes],
+                               usdc_micro=100_000_000, eth_wei=10**19,
+                               token_address=self.chain["token_address"]).result()
+
+    def spawn(self, node: Node) -> None:
+        env = os.environ | {"PYTHONPATH": str(REPO)}
+        self.topology.spawn(node.ns, [sys.executable, "-m", "node.cli.main", "--data-dir",
+                                      str(node.data_dir), "run"], node.data_dir / "node.log", env)
+
+    def usdc(self, address: str) -> int:
+        from node.chain.wallet import balances
+
+        found = self.chain_exec.submit(balances, self.chain["rpc_url"], self.chain["token_address"],
+                                       address).result()
+        return int(found["usdc_micro"])
+
+    def build(self) -> None:
+        args = self.args
+        self.start_chain()
+        nat_from = args.nodes - args.nat + 1
+        for index in range(1, args.nodes + 1):
+            self.add_node(index, nat=index >= nat_from)
+        # The late joiner's host is wired now (the switch's ports are fixed); it starts later.
+        self.late = self.add_node(args.nodes + 1, nat=False)
+        self.nodes.remove(self.late)
+        self.link_model = self.topology.start_forwarding(self.root / "switch.log")
+        management, seed = self.nodes[0], self.nodes[1]
+        self.init(management, [], None)
+        key = management.info["public_key"]
+        self.init(seed, [], key)
+        for node in self.nodes:
+            if node not in (management, seed):
+                self.init(node, [seed.multiaddr], key)
+        self.init(management, [seed.multiaddr], key)
+        self.init(seed, [management.multiaddr], key)
+        self.init(self.late, [seed.multiaddr], key)
+        self.fund([*self.nodes, self.late])
+        for node in self.nodes:
+            self.spawn(node)
+
+    # --- measuring -------------------------------------------------------------------------
+    def publish(self, seller: Node, n: int) -> dict[str, Any]:
+        crystal = seller.api("POST", "/v1/crystals", {"text": SKILL.format(n=f"{seller.name}-{n}"),
+                                                      "type": "skill", "scope": "public",
+                                                      "category": "ops"})
+        for _ in range(3):
+            seller.api("POST", f"/v1/skills/{crystal['id']}/executions", {"success": True, "reward": 0.9})
+        listing: dict[str, Any] = seller.api("POST", f"/v1/skills/{crystal['id']}/publish",
+                                             {"name": f"wedged deploy {seller.name}-{n}"})
+        return listing
+
+    def listings_everywhere(self, listing_ids: list[str], nodes: list[Node],
+                            timeout_s: float) -> dict[str, dict[str, int]]:
+        """{node: {listing id: received_at_ms}} once every node has them all (or timeout)."""
+        seen: dict[str, dict[str, int]] = {node.name: {} for node in nodes}
+
+        def poll() -> bool:
+            for node in nodes:
+                if len(seen[node.name]) < len(listing_ids):
+                    for row in node.api("GET", "/v1/listings")["listings"]:
+                        if row["listing_id"] in listing_ids:
+                            seen[node.name][row["listing_id"]] = row["received_at_ms"]
+            return all(len(found) == len(listing_ids) for found in seen.values())
+
+        wait("listings on every node", poll, timeout_s)
+        return seen
+
+    def weather_lock(self) -> tuple[list[float], int]:
+        management = self.nodes[0]
+        started = time.time()
+        management.api("POST", "/v1/weather/broadcast",
+                       {"level": 0.9, "duration_s": 30, "reason": "sim: lock-down drill"})
+        locked: dict[str, float] = {}
+
+        def poll() -> bool:
+            for node in self.nodes[1:]:
+                if node.name in locked:
+                    continue
+                for line in (node.data_dir / "node.log").read_text(errors="replace").splitlines():
+                    if "weather alert level=" in line:
+                        stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                        if stamp >= started - 1:
+                            locked[node.name] = (stamp - started) * 1000
+            return len(locked) == len(self.nodes) - 1
+
+        wait("weather on every node", poll, 60, 0.25)
+        return list(locked.values()), len(self.nodes) - 1 - len(locked)
+
+    def buy(self, buyer: Node, listing: dict[str, Any]) -> tuple[bool, float, str]:
+        started = time.monotonic()
+        try:
+            buyer.api("POST", "/v1/purchases", {"listing_id": listing["listing_id"],
+                                                "max_price_micro_usdc": 1_000_000})
+            return True, (time.monotonic() - started) * 1000, ""
+        except httpx.HTTPStatusError as error:
+            return False, (time.monotonic() - started) * 1000, error.response.text[:160]
+
+
+def measure(sim: Sim) -> dict[str, Any]:
+    args = sim.args
+    nodes = sim.nodes
+    print(f"waiting for {len(nodes)} nodes to start and connect", file=sys.stderr)
+    wait("every node up with a peer", lambda: all(
+        node.api("GET", "/v1/status")["connected_peers"] >= 1 for node in nodes), 300, 2)
+    public = [node for node in nodes if not node.nat]
+    wait("public nodes with >= 3 peers (discovery)", lambda: all(
+        node.api("GET", "/v1/status")["connected_peers"] >= 3 for node in public), 180, 2)
+    peers = {node.name: node.api("GET", "/v1/status")["connected_peers"] for node in nodes}
+
+    sellers = [node for node in nodes[2:] if not node.nat][: args.listings] + [
+        node for node in nodes if node.nat]
+    print(f"publishing {len(sellers)} listings ({args.nat} from NATed sellers)", file=sys.stderr)
+    listings = {seller.name: sim.publish(seller, 1) for seller in sellers}
+    ids = [listing["listing_id"] for listing in listings.values()]
+    seen = sim.listings_everywhere(ids, nodes, 120)
+    published = {listing["listing_id"]: seen[seller][listing["listing_id"]]
+                 for seller, listing in listings.items() if listing["listing_id"] in seen[seller]}
+    propagation = [at - published[lid] for name, found in seen.items() for lid, at in found.items()
+                   if lid in published and listings.get(name, {}).get("listing_id") != lid]
+    missing = len(ids) * (len(nodes) - 1) - len(propagation)
+
+    print("buying: public and NATed sellers, and NATed buyers from NATed sellers", file=sys.stderr)
+    buyers = [node for node in public[2:] if node.name not in listings][: args.buyers]
+    public_listings = [listings[s.name] for s in sellers if not s.nat]
+    nat_listings = [listings[s.name] for s in sellers if s.nat]
+    nat_nodes = [s for s in sellers if s.nat]
+    plan = [(buyer, public_listings[i % len(public_listings)], "public_seller")
+            for i, buyer in enumerate(buyers)]
+    plan += [(buyer, nat_listings[i % len(nat_listings)], "nat_seller") for i, buyer in enumerate(buyers)
+             if nat_listings]
+    # NAT to NAT: neither side can dial the other (no relay, no hole punching).
+    plan += [(buyer, listings[nat_nodes[(i + 1) % len(nat_nodes)].name], "nat_to_nat")
+             for i, buyer in enumerate(nat_nodes) if len(nat_nodes) > 1]
+    before = {s.name: sim.usdc(s.info["wallet_address"]) for s in sellers}
+    with ThreadPoolExecutor(len(buyers) + len(nat_nodes) or 1) as pool:
+        outcomes = list(pool.map(lambda item: (*sim.buy(item[0], item[1]), item[2], item[1]), plan))
+    paid = {s.name: 0 for s in sellers}
+    for ok, _, _, _, listing in outcomes:
+        if ok:
+            seller = next(s for s in sellers if listings[s.name] is listing)
+            paid[seller.name] += int(listing["price_micro_usdc"])
+    after = {s.name: sim.usdc(s.info["wallet_address"]) for s in sellers}
+    exact = all(after[name] - before[name] == paid[name] for name in paid)
+
+    def summary(kind: str) -> dict[str, Any]:
+        rows = [row for row in outcomes if row[3] == kind]
+        return {"ok": sum(row[0] for row in rows), "total": len(rows),
+                "duration_ms": quantiles([row[1] for row in rows if row[0]]),
+                "errors": sorted({row[2][:120] for row in rows if not row[0]})[:3]}
+
+    print("weather: management broadcasts a lock-down", file=sys.stderr)
+    lock, unlocked = sim.weather_lock()
+
+    print("late joiner: a new node that knows one peer", file=sys.stderr)
+    late = sim.late
+    sim.spawn(late)
+    wait("late joiner up", lambda: late.api("GET", "/v1/status")["connected_peers"] >= 1, 120, 1)
+    joined = time.time() * 1000
+    caught = sim.listings_everywhere(ids, [late], args.late_timeout_s)[late.name]
+    catch_up = (max(caught.values()) - joined) if len(caught) == len(ids) else None
+
+    return {
+        "nodes": len(nodes), "nat_nodes": args.nat, "link_model": sim.link_model,
+        "delay_ms": args.delay_ms, "jitter_ms": args.jitter_ms, "loss": args.loss,
+        "peers_per_node": quantiles([float(v) for v in peers.values()]),
+        "listing_propagation_ms": quantiles(propagation) | {"missing": missing},
+        "purchases_public_seller": summary("public_seller"),
+        "purchases_nat_seller": summary("nat_seller"), "purchases_nat_to_nat": summary("nat_to_nat"),
+        "balances_exact": exact,
+        "weather_lock_ms": quantiles(lock) | {"missing": unlocked},
+        "late_joiner": {"listings_seen": len(caught), "of": len(ids),
+                        "catch_up_ms": None if catch_up is None else round(catch_up),
+                        "waited_s": args.late_timeout_s},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=25)
+    parser.add_argument("--nat", type=int, default=3)
+    parser.add_argument("--listings", type=int, default=4, help="listings from public sellers")
+    parser.add_argument("--buyers", type=int, default=6)
+    parser.add_argument("--delay-ms", type=float, default=40.0)
+    parser.add_argument("--jitter-ms", type=float, default=10.0)
+    parser.add_argument("--loss", type=float, default=0.01)
+    parser.add_argument("--late-timeout-s", type=float, default=60.0)
+    parser.add_argument("--keep", action="store_true", help="keep the data dirs (logs)")
+    args = parser.parse_args()
+    reason = why_not_available()
+    if reason:
+        print(f"sim_netem: skipped: {reason}", file=sys.stderr)
+        print(json.dumps({"skipped": reason}))
+        return
+    prefix = f"cm{os.getpid() % 100000}"
+    topology = Topology(prefix, args.delay_ms, args.jitter_ms, args.loss,
+                        kernel_netem=kernel_has_netem(f"{prefix}-probe"))
+    root = Path(tempfile.mkdtemp(prefix="sim-netem-"))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    try:
+        topology.open()
+        sim = Sim(args, topology, root)
+        sim.build()
+        result = measure(sim)
+    finally:
+        topology.close()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"data dirs kept in {root}", file=sys.stderr)
+    print(json.dumps(result, indent=2), file=sys.stderr)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
