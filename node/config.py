@@ -92,6 +92,14 @@ class MemoryConfig:
     dream_llm_model: str = ""
     dream_llm_key_env: str = ""  # name of the environment variable holding the API key
     dream_llm_timeout_s: float = 60.0
+    # Optional LLM stage of search (node/memory/llm_stage.py): off unless llm_url is set
+    # and llm_hyde or llm_rerank is on. Any OpenAI-compatible endpoint; the key, if any,
+    # comes from $CRYSTALMESH_LLM_API_KEY only.
+    llm_url: str = ""
+    llm_model: str = ""
+    llm_hyde: bool = False
+    llm_rerank: bool = False
+    llm_timeout_s: float = 10.0
 
 
 @dataclass

@@ -16,7 +16,7 @@ file) and query kind: nDCG@10 (graded 2/1), recall@5, MRR, and the latency
 p50/p95 of ``Memory.search`` (query embedding included). The last line is one
 JSON object.
 
-    .venv/bin/python scripts/bench_retrieval.py [--embedder minilm|hashing] [--split heldout]
+    .venv/bin/python scripts/bench_retrieval.py [--embedder minilm|minilm-fp32|hashing] [--split heldout]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from node.config import NodeConfig
 from node.crystals.fusion import fts_query
-from node.memory.embedder import get_embedder
+from node.memory.embedder import EMBEDDER_NAMES, get_embedder
 from node.memory.facade import Memory, SearchRequest
 
 DATA_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "retrieval_v2.json"
@@ -174,7 +174,7 @@ def print_table(report: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--embedder", default="minilm", choices=("minilm", "hashing"))
+    parser.add_argument("--embedder", default="minilm", choices=EMBEDDER_NAMES)
     parser.add_argument(
         "--split", default=None, choices=("tune", "heldout"), help="only this split"
     )

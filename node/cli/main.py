@@ -82,11 +82,22 @@ def init(
 
 
 def _register_commands() -> None:
-    from node.cli import agent, devnet, liveness, memory, models, network, operate, trade
+    from node.cli import (
+        agent,
+        devnet,
+        liveness,
+        memory,
+        memory_reembed,
+        models,
+        network,
+        operate,
+        trade,
+    )
     from node.cli import memory_versions as _memory_versions  # noqa: F401 - memory list|update|…
     from node.cli import skill_files as _skill_files  # noqa: F401 - skill add|install
 
     cli.add_command(devnet.devnet)
+    memory.memory.add_command(memory_reembed.reembed)
     cli.add_command(memory.memory)
     cli.add_command(models.models)
     for command in (network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS

@@ -9,8 +9,11 @@ words, while for identifier queries (``ERR-4412``, ``JIRA-2231``,
 
 :func:`fuse` therefore weights the lexical side per query:
 
-* ``lexical_weight = base_lexical_weight + identifier_weight * s``, capped at
-  ``max_lexical_weight``, where ``s`` in [0, 1] is the rarity of the rarest
+* ``lexical_weight = base_lexical_weight + confidence_weight * c + identifier_weight * s``,
+  capped at ``max_lexical_weight``, where ``c`` in [0, 1] is the lexical
+  confidence of the query (the idf-weighted share of its terms that the best
+  BM25 hit contains, :func:`node.crystals.lexical.lexical_confidence`,
+  computed by the caller: 0 when not given) and ``s`` in [0, 1] is the rarity of the rarest
   identifier-like token in the query (see :func:`identifier_tokens`;
   rarity from ``doc_freq`` as ``clip(-log10(df) / rarity_decades, 0, 1)``, so
   an identifier in ≤ 1 % of memories counts fully and one that no memory
@@ -48,17 +51,20 @@ _HAS_LETTER = re.compile(r"[^\W\d_]")
 
 @dataclass(frozen=True)
 class FusionParams:
-    """Tunable constants of :func:`fuse` (see docs/benchmarks_retrieval.md for how they were chosen).
+    """Tunable constants of :func:`fuse` (docs/benchmarks.md, "Retrieval v2", says how they were chosen).
 
-    ``base_lexical_weight`` is 0: without identifier evidence BM25 only adds
-    incidental word matches, and no setting > 0 helped reworded queries on
-    both halves of the retrieval set. ``identifier_weight`` 0.9 leaves dense
+    ``confidence_weight`` 0.6 with ``base_lexical_weight`` 0: BM25 gets weight
+    as far as its best hit contains the query's words, so a reworded query
+    (no shared word) ranks by meaning and a keyword or multi-part query leans
+    on BM25; a flat base weight of 0.2 bought the multi-hop and negation-trap
+    gains at the price of paraphrases. ``identifier_weight`` 0.9 leaves dense
     similarity as the tie-breaker between memories that all name the
     identifier. ``rrf_weight`` (seed 002's RRF, scaled by the lexical trust)
     showed no measurable effect and is off by default.
     """
 
-    base_lexical_weight: float = 0.2
+    base_lexical_weight: float = 0.0
+    confidence_weight: float = 0.6
     identifier_weight: float = 0.9
     max_lexical_weight: float = 0.9
     rrf_weight: float = 0.0
@@ -130,6 +136,7 @@ def lexical_weight(
     query: str,
     doc_freq: Callable[[str], float] | None = None,
     params: FusionParams = DEFAULT_PARAMS,
+    confidence: float = 0.0,
 ) -> float:
     """The share of the fused score given to BM25 for this query (see module docstring)."""
     identifiers = identifier_tokens(query)
@@ -139,7 +146,13 @@ def lexical_weight(
         strength = 1.0
     else:
         strength = max(rarity(doc_freq(token), params.rarity_decades) for token in identifiers)
-    return min(params.max_lexical_weight, params.base_lexical_weight + params.identifier_weight * strength)
+    confidence = min(1.0, max(0.0, confidence))
+    return min(
+        params.max_lexical_weight,
+        params.base_lexical_weight
+        + params.confidence_weight * confidence
+        + params.identifier_weight * strength,
+    )
 
 
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
@@ -159,6 +172,7 @@ def fuse(
     *,
     doc_freq: Callable[[str], float] | None = None,
     params: FusionParams = DEFAULT_PARAMS,
+    lexical_confidence: float = 0.0,
 ) -> list[tuple[str, float]]:
     """The top ``k`` of the union of both lists, best first, as ``(doc_id, fused_score)``.
 
@@ -169,13 +183,14 @@ def fuse(
     already). ``doc_freq(token)``: fraction of stored memories in [0, 1]
     matching a raw query token (e.g. ``count(MATCH fts_query(token)) /
     total``); without it every identifier-like token counts as rare.
+    ``lexical_confidence`` in [0, 1]: see :func:`lexical_weight`.
     Fused scores are comparable within one call only.
     """
     if k <= 0:
         return []
     if any(score > 0.0 for _, score in lexical):
         raise ValueError("lexical scores must be FTS5 bm25() values (<= 0, lower is better)")
-    weight = lexical_weight(query, doc_freq, params) if lexical else 0.0
+    weight = lexical_weight(query, doc_freq, params, lexical_confidence) if lexical else 0.0
 
     dense_scores = dict(dense)
     dense_best = max(dense_scores.values(), default=0.0)

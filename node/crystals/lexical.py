@@ -14,14 +14,20 @@ memory's text contains *whole* — not as part of a longer token, so
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
+
+from node.crystals.fusion import STOPWORDS
 
 # Characters that continue a token (see fusion._TOKEN): a match must not be
 # preceded by one, nor followed by one (a '.' or ':' only when a word character follows,
 # so trailing punctuation ends the token).
 _BEFORE = r"(?<![\w.\-/:#])"
 _AFTER = r"(?![\w\-/#]|[.:]\w)"
+_WORD = re.compile(r"\w+", re.UNICODE)
+STEM_LENGTH = 5
+CONFIDENCE_DEPTH = 10
 
 
 def exact_matcher(identifiers: Sequence[str]) -> Callable[[str], int]:
@@ -44,3 +50,40 @@ def exact_matcher(identifiers: Sequence[str]) -> Callable[[str], int]:
 def exact_matches(identifiers: Sequence[str], text: str) -> int:
     """How many distinct ``identifiers`` occur in ``text`` as whole tokens (case-insensitive)."""
     return exact_matcher(identifiers)(text)
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words of ``text`` without stopwords."""
+    return [word for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
+
+
+def terms(text: str) -> set[str]:
+    """Content terms of ``text``, crudely stemmed to their first :data:`STEM_LENGTH` characters."""
+    return {word[:STEM_LENGTH] for word in content_words(text) if len(word) > 1}
+
+
+def lexical_confidence(query: str, best_first: Sequence[str]) -> float:
+    """How much of the query the best BM25 hit contains, in [0, 1]: trust in the lexical list.
+
+    ``best_first``: texts of the top BM25 hits, best first (the first
+    :data:`CONFIDENCE_DEPTH` are used). The share is weighted by
+    ``idf(t) = ln((n + 1) / (0.5 + df(t)))`` counted over those ``n`` hits,
+    so a term every hit shares counts little:
+    ``Σ_{t ∈ q ∩ best} idf(t) / Σ_{t ∈ q} idf(t)``. A reworded query whose
+    words the memories do not use scores near 0; a keyword query that the
+    best hit answers word for word scores near 1.
+    """
+    query_terms = terms(query)
+    hits = [terms(text) & query_terms for text in best_first[:CONFIDENCE_DEPTH]]
+    if not query_terms or not hits:
+        return 0.0
+    doc_freq: dict[str, int] = {}
+    for found in hits:
+        for term in found:
+            doc_freq[term] = doc_freq.get(term, 0) + 1
+
+    def idf(term: str) -> float:
+        return math.log((len(hits) + 1) / (0.5 + doc_freq.get(term, 0)))
+
+    mass = sum(idf(term) for term in query_terms)
+    return sum(idf(term) for term in hits[0]) / mass if mass > 0 else 0.0

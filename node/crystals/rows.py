@@ -61,6 +61,8 @@ COLUMNS = (
     "namespace, memory_id, version, valid_from_ms, valid_to_ms, superseded_by, deleted_at_ms, "
     "expires_at_ms"
 )
+# For reads that never need the vector (row_to_crystal reads it only when asked).
+COLUMNS_WITHOUT_EMBEDDING = COLUMNS.replace("embedding, ", "", 1)
 
 
 def vector_bytes(embedding: Sequence[float] | np.ndarray | None) -> bytes | None:

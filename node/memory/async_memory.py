@@ -91,7 +91,17 @@ class AsyncMemory:
         return await self.run(self._memory.store.namespaces)
 
     async def search(self, request: SearchRequest) -> list[SearchHit]:
-        return await self.run(self._memory.search, request)
+        llm = self._memory.llm
+        if llm is None:
+            return await self.run(self._memory.search, request)
+        # The LLM calls wait on the network: off the database's single writer.
+        expansion = await trio.to_thread.run_sync(llm.expand, request.query)
+        hits = await self.run(self._memory.search_candidates, request, expansion)
+        hits = await trio.to_thread.run_sync(llm.rerank, request.query, hits, _hit_text)
+        hits = hits[: request.k]
+        if request.record_access:
+            await self.run(self._memory.record_hits, hits)
+        return hits
 
     async def get(self, crystal_id: str) -> Crystal:
         """A crystal as the local agent may see it (governance applied)."""
@@ -175,3 +185,7 @@ class AsyncMemory:
 
 
 __all__ = ["AsyncMemory"]
+
+
+def _hit_text(hit: SearchHit) -> str:
+    return hit.crystal.text

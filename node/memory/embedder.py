@@ -141,13 +141,16 @@ class HashingEmbedder:
         return _normalise_rows(vectors)
 
 
-EMBEDDER_NAMES = ("minilm", "hashing")
+EMBEDDER_NAMES = ("minilm", "minilm-fp32", "hashing")
 
 
 def get_embedder(name: str = DEFAULT_EMBEDDER, *, cache_dir: Path | str | None = None) -> Embedder:
-    """The embedder called ``name``: ``"minilm"`` (default, int8 ONNX) or ``"hashing"`` (tests only)."""
+    """The embedder called ``name``: ``"minilm"`` (default, int8 ONNX), ``"minilm-fp32"``
+    (the same model unquantised: 2-3x slower) or ``"hashing"`` (tests only)."""
     if name == "minilm":
         return MiniLMEmbedder(cache_dir=cache_dir)
+    if name == "minilm-fp32":
+        return MiniLMEmbedder(precision="fp32", cache_dir=cache_dir)
     if name == "hashing":
         return HashingEmbedder()
     raise ValueError(f"unknown embedder {name!r}; choose one of: {', '.join(EMBEDDER_NAMES)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,9 @@ from node.memory.hormones import (
     compute_crystal_influence,
     emotional_valence,
 )
-from node.memory.search import MemoryInputError, SearchHit, SearchRequest, search
+from node.memory.llm_stage import RERANK_DEPTH, LlmSettings, LlmStage
+from node.memory.reembed import configured_embedder_key
+from node.memory.search import MemoryInputError, SearchHit, SearchRequest, record_hits, search
 from node.memory.tiers import run_tiers, tier_status
 
 log = logging.getLogger(__name__)
@@ -84,10 +86,11 @@ class Memory:
         progress: ProgressCallback | None = None,
     ) -> None:
         self.config = config
-        self.embedder = embedder or get_embedder(config.memory.embedder)
         self.db = Database(config.db_path)
         try:
             self.store = CrystalStore(self.db)
+            # node.toml's embedder, unless a re-embed committed and died before rewriting it.
+            self.embedder = embedder or get_embedder(configured_embedder_key(config, self.db))
             self.store.bind_embedder(self.embedder.name, self.embedder.dim)
             self.index = VectorIndex(
                 config.index_path,
@@ -113,8 +116,12 @@ class Memory:
             self.hormones = HormonalStateManager.from_dict(
                 json.loads(saved), base_merge_threshold=base_merge
             )
+        settings = LlmSettings.from_config(config.memory)
+        self.llm = LlmStage(settings) if settings else None  # off by default
 
     def close(self) -> None:
+        if self.llm is not None:
+            self.llm.close()
         if self.index.dirty:
             self.index.save()
         self.save_hormones()
@@ -207,7 +214,27 @@ class Memory:
 
     # --- retrieval ----------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> list[SearchHit]:
-        return search(self.store, self.index, self.embed, self.hormones, request, self.learning.confidences)
+        if self.llm is None:
+            return search(
+                self.store, self.index, self.embed, self.hormones, request, self.learning.confidences
+            )
+        hits = self.search_candidates(request, self.llm.expand(request.query))
+        hits = self.llm.rerank(request.query, hits, lambda hit: hit.crystal.text)[: request.k]
+        if request.record_access:
+            self.record_hits(hits)
+        return hits
+
+    def search_candidates(self, request: SearchRequest, expansion: str | None) -> list[SearchHit]:
+        """The fused hits the LLM stage works on (no access recorded)."""
+        depth = max(request.k, RERANK_DEPTH) if self.llm and self.llm.settings.rerank else request.k
+        wide = replace(request, k=depth, record_access=False)
+        return search(
+            self.store, self.index, self.embed, self.hormones, wide, self.learning.confidences,
+            expansion,
+        )
+
+    def record_hits(self, hits: list[SearchHit]) -> None:
+        record_hits(self.store, hits)
 
     def get(self, crystal_id: str, requester: str = gov.Requester.LOCAL_AGENT.value) -> Crystal:
         crystal = self.store.get(crystal_id)

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from node.crystals import governance as gov
+from node.crystals.compound import coverage_order, merge_dense, split_clauses
 from node.crystals.fusion import fts_query, fuse, identifier_tokens
 from node.crystals.index import VectorIndex
-from node.crystals.lexical import exact_matcher
+from node.crystals.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
 from node.crystals.model import Crystal, Lifecycle, SemanticType, now_ms
 from node.crystals.store import CrystalStore, Filters, StoreError
 from node.memory.hormones import HormonalStateManager
@@ -73,11 +74,14 @@ def search(
     hormones: HormonalStateManager,
     request: SearchRequest,
     confidence: Callable[[list[Crystal], int], dict[str, float]] | None = None,
+    expansion: str | None = None,
 ) -> list[SearchHit]:
     """Answer ``request`` from one data dir (synchronous: the database's thread).
 
     ``confidence`` (seed 003, :mod:`node.memory.ranking`) re-weights near-ties by
     how sure the node is of each hit; relevant warnings are put first.
+    ``expansion``: a HyDE passage (node.memory.llm_stage); the dense side then
+    searches with ``normalise(v(query) + v(expansion))``.
     """
     query = request.query.strip()
     if not query:
@@ -90,7 +94,15 @@ def search(
     as_of = request.as_of_ms
     filters = Filters(request.semantic_types, lifecycles, request.scopes, request.namespaces, now)
     candidates = max(50, k * 5)
-    vector = embed([query])[0]
+    # A compound question ("which host runs the worker that stalled ...") is also
+    # searched clause by clause (node.crystals.compound); a one-clause query is not.
+    clauses = split_clauses(query)
+    vectors = embed([query, *clauses, *([expansion] if expansion else [])])
+    vector = vectors[0]
+    if expansion:
+        vector = vector + vectors[-1]
+        vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        vectors = vectors[:-1]
     if as_of is None:
         dense = _dense(store, index, vector, candidates, k, request.namespaces, now)
         lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces,
@@ -98,19 +110,29 @@ def search(
     else:  # every version is a candidate; validity at ``as_of`` is checked below
         dense = index.query(vector, candidates)
         lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces))
+    if clauses:
+        dense = merge_dense(dense, [index.query(clause, candidates) for clause in vectors[1:]])
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
 
     def doc_freq(term: str) -> float:
         if not total_docs:
-            total_docs.append(max(1, store.fts_doc_count()))
+            # The index holds one vector per embedded crystal: a free count, close enough
+            # for a rarity measured in decades; the store counts only when it is empty.
+            total_docs.append(max(1, index.count or store.fts_doc_count()))
         return store.fts_doc_freq(term) / total_docs[0]
 
+    top_lexical = [rowid for rowid, _ in lexical[:CONFIDENCE_DEPTH]]
+    lexical_texts = store.search_rows(top_lexical)
+    confidence_of_bm25 = lexical_confidence(
+        query, [lexical_texts[rowid].text for rowid in top_lexical if rowid in lexical_texts]
+    )
     fused = fuse(
         query,
         [(str(rowid), score) for rowid, score in dense],
         [(str(rowid), score) for rowid, score in lexical],
         k=candidates,
         doc_freq=doc_freq,
+        lexical_confidence=confidence_of_bm25,
     )
     rowids = [int(rowid) for rowid, _ in fused]
     crystals = store.get_by_rowids(rowids)
@@ -151,13 +173,29 @@ def search(
             hit.score *= confidence_weight(sure[hit.crystal.id])
     exact = exact_matcher(identifier_tokens(query))
     hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
+    if clauses:
+        hits = coverage_order(
+            query,
+            hits,
+            score=lambda hit: hit.score,
+            text=lambda hit: hit.crystal.text,
+            rank_first=lambda hit: exact(hit.crystal.text),
+        )
     hits = surface_warnings(hits, k, is_warning_hit, lambda hit: hit.score)
-    if request.record_access and hits:
-        store.record_access([hit.crystal.id for hit in hits], now)
-        for hit in hits:
-            hit.crystal.access_count += 1
-            hit.crystal.last_accessed_at_ms = now
+    if request.record_access:
+        record_hits(store, hits, now)
     return hits
+
+
+def record_hits(store: CrystalStore, hits: list[SearchHit], now: int | None = None) -> None:
+    """Count one access for every hit returned to the caller (seed 000's access_count)."""
+    if not hits:
+        return
+    now = now_ms() if now is None else now
+    store.record_access([hit.crystal.id for hit in hits], now)
+    for hit in hits:
+        hit.crystal.access_count += 1
+        hit.crystal.last_accessed_at_ms = now
 
 
 def _dense(store: CrystalStore, index: VectorIndex, vector: np.ndarray, candidates: int, k: int,

@@ -45,3 +45,9 @@ def test_product_search_beats_dense_and_bm25_on_the_held_out_half(tmp_path: Path
     assert hybrid > overall["dense"]["ndcg@10"], overall
     assert hybrid > overall["bm25"]["ndcg@10"], overall
     assert report["heldout"]["identifier"]["hybrid"]["ndcg@10"] >= 0.9, report["heldout"]["identifier"]
+    # Kinds where the product wins outright on the held-out half (docs/benchmarks.md,
+    # "Retrieval v2"); paraphrase and keyword do not yet, and are not asserted.
+    for kind in ("identifier", "multi-hop", "negation-trap"):
+        entry = report["heldout"][kind]
+        assert entry["hybrid"]["ndcg@10"] > entry["dense"]["ndcg@10"], (kind, entry)
+        assert entry["hybrid"]["ndcg@10"] > entry["bm25"]["ndcg@10"], (kind, entry)

@@ -51,6 +51,18 @@ def test_identifier_absent_from_the_corpus_falls_back_to_dense() -> None:
     )
 
 
+def test_lexical_confidence_buys_bm25_weight() -> None:
+    # base 0 + confidence_weight 0.6 * 0.5 = 0.3; an identifier on top is capped at 0.9.
+    assert lexical_weight("quick supper", confidence=0.5) == pytest.approx(0.3)
+    assert lexical_weight("quick supper", confidence=0.0) == DEFAULT_PARAMS.base_lexical_weight
+    assert lexical_weight("quick supper", confidence=7.0) == pytest.approx(0.6)  # clipped to 1
+    assert lexical_weight("ERR-4091", doc_freq=lambda token: 0.001, confidence=1.0) == 0.9
+    dense = [("meaning", 0.7), ("words", 0.6)]
+    lexical = [("words", -9.0)]
+    assert fuse("q", dense, lexical, 2)[0][0] == "meaning"
+    assert fuse("q", dense, lexical, 2, lexical_confidence=1.0)[0][0] == "words"
+
+
 def test_common_identifier_gets_less_lexical_weight_than_a_rare_one() -> None:
     rare = lexical_weight("port 5433", doc_freq=lambda token: 0.005)
     common = lexical_weight("port 5433", doc_freq=lambda token: 0.3)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from node.crystals.lexical import exact_matches
+from node.crystals.lexical import exact_matches, lexical_confidence
 
 
 @pytest.mark.parametrize(
@@ -29,3 +31,29 @@ from node.crystals.lexical import exact_matches
 )
 def test_exact_matches(identifiers: list[str], text: str, expected: int) -> None:
     assert exact_matches(identifiers, text) == expected
+
+
+def test_lexical_confidence_hand_worked() -> None:
+    # query terms irs, refun, june. Over the 3 hits: df irs 2, refun 2, june 1, so
+    # idf = ln(4 / 2.5) = 0.4700, 0.4700 and ln(4 / 1.5) = 0.9808; mass 1.9208.
+    # The best hit holds irs + refun: 0.9400 / 1.9208 = 0.4894.
+    texts = [
+        "The IRS refund arrived.",
+        "IRS tax return submitted; refund expected in June.",
+        "Salary is paid on the 25th.",
+    ]
+    assert lexical_confidence("IRS refund June", texts) == pytest.approx(0.4894, abs=1e-4)
+
+
+def test_lexical_confidence_bounds() -> None:
+    assert lexical_confidence("quick supper for exhausted evenings", ["dinner is dal"]) == 0.0
+    assert lexical_confidence("anything", []) == 0.0
+    assert lexical_confidence("the of and", ["the of and"]) == 0.0
+    assert lexical_confidence("IRS refund", ["the IRS refund", "IRS refund"]) == pytest.approx(1.0)
+
+
+@given(st.text(max_size=200), st.lists(st.text(max_size=200), max_size=12))
+def test_lexical_confidence_is_in_the_unit_interval_for_any_text(
+    query: str, texts: list[str]
+) -> None:
+    assert 0.0 <= lexical_confidence(query, texts) <= 1.0

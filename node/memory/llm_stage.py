@@ -1,0 +1,177 @@
+"""Optional LLM stage of search: HyDE and a rerank of the top hits (off by default).
+
+Any OpenAI-compatible ``/chat/completions`` endpoint, set in ``[memory]``:
+``llm_url`` (e.g. ``http://127.0.0.1:8080/v1``; empty = off), ``llm_model``,
+``llm_hyde``, ``llm_rerank``, ``llm_timeout_s``; the API key, if the endpoint
+wants one, only from the environment (``CRYSTALMESH_LLM_API_KEY``) and only in
+the ``Authorization`` header.
+
+* **HyDE** (seed 002): the model writes a short passage that would answer the
+  query; the dense side searches with ``normalise(v(query) + v(passage))``
+  (the lexical side keeps the user's words).
+* **Rerank**: the top :data:`RERANK_DEPTH` fused hits go to the model as a
+  numbered list; it answers with the numbers best first. Whatever it answers,
+  :func:`parse_order` turns it into a permutation (unknown or repeated numbers
+  ignored, missing ones kept in fused order).
+
+The endpoint is a boundary this machine cannot run a model behind: it is
+tested against a local stub server only (tests/integration/test_llm_stage.py),
+never against a real model, and its effect on retrieval quality is unmeasured.
+A failing, slow or garbled endpoint never fails a search: the stage is skipped
+(logged) and the fused ranking returned.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+
+from node.config import MemoryConfig
+from node.errors import CrystalmeshError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+API_KEY_ENV = "CRYSTALMESH_LLM_API_KEY"
+RERANK_DEPTH = 20
+MAX_REPLY_BYTES = 64 * 1024
+MAX_PASSAGE_CHARS = 1000
+MAX_HIT_CHARS = 500
+
+HYDE_SYSTEM = (
+    "You write one short factual passage (2-3 sentences) that would answer the user's "
+    "question if it were stored in their personal notes. Output the passage only."
+)
+RERANK_SYSTEM = (
+    "You rank numbered notes by how well they answer the question. Answer with a JSON "
+    "list of the note numbers, most useful first, e.g. [3, 1, 2]. Output the list only."
+)
+_NUMBER = re.compile(r"\d{1,4}")
+
+
+class LlmError(CrystalmeshError, RuntimeError):
+    """The LLM endpoint failed or answered something unusable."""
+
+    http_status = 502
+    code = "llm"
+
+
+@dataclass(frozen=True)
+class LlmSettings:
+    url: str
+    model: str
+    hyde: bool
+    rerank: bool
+    timeout_s: float
+    api_key: str | None = None
+
+    @classmethod
+    def from_config(cls, config: MemoryConfig) -> LlmSettings | None:
+        """The stage's settings, or None when it is off (no URL, or neither step asked for)."""
+        if not config.llm_url or not (config.llm_hyde or config.llm_rerank):
+            return None
+        return cls(
+            url=config.llm_url.rstrip("/"),
+            model=config.llm_model,
+            hyde=config.llm_hyde,
+            rerank=config.llm_rerank,
+            timeout_s=config.llm_timeout_s,
+            api_key=os.environ.get(API_KEY_ENV) or None,
+        )
+
+
+def parse_order(reply: str, count: int) -> list[int]:
+    """0-based indices of ``count`` items in the order ``reply`` names them (1-based), as a permutation."""
+    order: list[int] = []
+    seen: set[int] = set()
+    for match in _NUMBER.finditer(reply[:MAX_REPLY_BYTES]):
+        index = int(match.group(0)) - 1
+        if 0 <= index < count and index not in seen:
+            seen.add(index)
+            order.append(index)
+    return order + [index for index in range(count) if index not in seen]
+
+
+def rerank_prompt(query: str, texts: Sequence[str]) -> str:
+    notes = "\n".join(
+        f"{number}. {' '.join(text.split())[:MAX_HIT_CHARS]}"
+        for number, text in enumerate(texts, start=1)
+    )
+    return f"Question: {query}\n\nNotes:\n{notes}"
+
+
+class LlmStage:
+    """One endpoint, used synchronously (call it off the database thread)."""
+
+    def __init__(self, settings: LlmSettings, transport: httpx.BaseTransport | None = None) -> None:
+        self.settings = settings
+        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self._client = httpx.Client(
+            timeout=settings.timeout_s, headers=headers, transport=transport, follow_redirects=False
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def complete(self, system: str, user: str, max_tokens: int) -> str:
+        """The model's reply to one chat turn; :class:`LlmError` on anything unusable."""
+        body = {
+            "model": self.settings.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "temperature": 0,
+            "max_tokens": max_tokens,
+        }
+        try:
+            with self._client.stream(
+                "POST", f"{self.settings.url}/chat/completions", json=body
+            ) as response:
+                if response.status_code != 200:
+                    raise LlmError(f"LLM endpoint answered HTTP {response.status_code}")
+                raw = b""
+                for chunk in response.iter_bytes():
+                    raw += chunk
+                    if len(raw) > MAX_REPLY_BYTES:
+                        raise LlmError("LLM reply too large")
+        except httpx.HTTPError as exc:
+            raise LlmError(f"LLM endpoint unreachable: {type(exc).__name__}") from exc
+        try:
+            data: Any = json.loads(raw)
+            content = data["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise LlmError("LLM reply is not an OpenAI chat completion") from exc
+        if not isinstance(content, str):
+            raise LlmError("LLM reply content is not text")
+        return content
+
+    def expand(self, query: str) -> str | None:
+        """A HyDE passage for ``query``, or None (step off, or the endpoint failed)."""
+        if not self.settings.hyde:
+            return None
+        try:
+            passage = self.complete(HYDE_SYSTEM, query, max_tokens=160).strip()
+        except LlmError as exc:
+            log.warning("llm_hyde_skipped reason=%s", exc)
+            return None
+        return passage[:MAX_PASSAGE_CHARS] or None
+
+    def rerank(self, query: str, hits: list[T], text: Callable[[T], str]) -> list[T]:
+        """``hits`` with the first :data:`RERANK_DEPTH` in the model's order (unchanged on failure)."""
+        head = hits[:RERANK_DEPTH]
+        if not self.settings.rerank or len(head) < 2:
+            return hits
+        try:
+            reply = self.complete(
+                RERANK_SYSTEM, rerank_prompt(query, [text(hit) for hit in head]), max_tokens=120
+            )
+        except LlmError as exc:
+            log.warning("llm_rerank_skipped reason=%s", exc)
+            return hits
+        return [head[index] for index in parse_order(reply, len(head))] + hits[RERANK_DEPTH:]
