@@ -33,6 +33,7 @@ from node.market.niche import niche_data
 from node.market.pricing import FlatReputation, ReputationSource
 from node.market.publish import Publisher
 from node.market.reconcile import reconcile_settlements
+from node.market.records_api import MarketRecordsApi
 from node.market.seller import Seller
 from node.market.x402_seller import serve_seller
 from node.memory.async_memory import AsyncMemory
@@ -46,9 +47,7 @@ from node.supervisor import supervise
 from node.trust.gate import GateDecision
 from node.trust.service import TrustService, trust_rows_for_api
 from node.weather import WeatherDesk
-from protocol.messages import (
-    TrustReport,
-)
+from protocol.messages import TrustReport
 from protocol.topics import TRUST
 
 log = logging.getLogger(__name__)
@@ -58,7 +57,8 @@ SAFE_RECURSION_LIMIT = 5_000
 INDEX_SAVE_INTERVAL_S = 30.0
 
 
-class NodeService(MemoryRecordsApi, LearningServiceMixin, WorkingMemoryServiceMixin):
+class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
+                  WorkingMemoryServiceMixin):
     def __init__(self, config: NodeConfig, memory: Memory | None = None,
                  chain_client: ChainClient | None = None) -> None:
         """``chain_client``: an already-connected chain (an in-process one in tests) used
@@ -282,19 +282,6 @@ class NodeService(MemoryRecordsApi, LearningServiceMixin, WorkingMemoryServiceMi
 
     async def memory_stats(self) -> dict[str, Any]:
         return await self.memory.stats()
-
-    async def purchases(self, limit: int) -> list[dict[str, Any]]:
-        return [item.to_dict() for item in await self.memory.run(self.ledger.purchases, limit)]
-
-    async def sales(self, limit: int) -> list[dict[str, Any]]:
-        return [item.to_dict() for item in await self.memory.run(self.ledger.sales, limit)]
-
-    async def own_skills(self) -> list[dict[str, Any]]:
-        own = await self.memory.run(self.listings.own)
-        return [item.to_dict() | {"crystal_id": item.own_crystal_id} for item in own]
-
-    async def market_stats(self) -> dict[str, Any]:
-        return await self.memory.run(self.ledger.stats)
 
     async def add_crystal(self, body: dict[str, Any]) -> Crystal:
         return await self.memory.add_from_request(body)

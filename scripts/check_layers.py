@@ -7,7 +7,9 @@ Fails (exit 1) on:
   packages directly under ``node/`` (``node.crystals <-> node.memory``);
 * an upward import: ``protocol`` importing anything of ``node``, or a concept
   (every ``node.*`` package or module that is not a top layer) importing a top
-  layer: ``node.api``, ``node.cli``, ``node.service``, ``node.agent``.
+  layer: ``node.api``, ``node.cli``, ``node.service``, ``node.agent``;
+* a module of ``MAX_MODULE_LINES`` lines or more (STYLE.md: small modules, split
+  by concept).
 
 Imports inside ``if TYPE_CHECKING:`` blocks count: they are still a dependency
 of the design, only deferred. Usage: ``scripts/check_layers.py [ROOT]``.
@@ -24,6 +26,7 @@ PACKAGES = ("protocol", "node")
 TOP_LAYERS = ("node.api", "node.cli", "node.service", "node.agent")
 # Entry points that wire everything; they may import the top layers.
 WIRING = ("node.devnet", "node.__main__")
+MAX_MODULE_LINES = 400
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -180,6 +183,10 @@ def check(root: Path) -> list[str]:
             if reason:
                 where = path.relative_to(root)
                 problems.append(f"upward import: {where}:{line} {name} -> {target} ({reason})")
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines >= MAX_MODULE_LINES:
+            problems.append(f"module too large: {path.relative_to(root)} has {lines} lines "
+                            f"(split it by concept below {MAX_MODULE_LINES})")
     for cycle in cycles(graph):
         problems.append("module cycle: " + " -> ".join(cycle))
     packages: dict[str, set[str]] = {}
@@ -202,7 +209,8 @@ def main(argv: list[str]) -> int:
     if problems:
         print(f"check_layers: FAILED, {len(problems)} violation(s) in {modules} modules")
         return 1
-    print(f"check_layers: ok, {modules} modules, no cycle, no upward import")
+    print(f"check_layers: ok, {modules} modules, no cycle, no upward import, "
+          f"none of {MAX_MODULE_LINES} lines or more")
     return 0
 
 

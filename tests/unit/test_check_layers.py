@@ -68,3 +68,13 @@ def test_cycles_and_upward_imports_are_each_reported(tmp_path: Path) -> None:
                          capture_output=True, text=True, check=False)
     assert run.returncode == 1
     assert run.stdout.splitlines()[-1].startswith("check_layers: FAILED")
+
+
+def test_a_module_of_400_lines_is_reported(tmp_path: Path) -> None:
+    files = dict(CLEAN)
+    files["node/market/seller.py"] = "x = 1\n" * 399
+    assert _load().check(_tree(tmp_path, files)) == []
+    files["node/market/seller.py"] = "x = 1\n" * 400
+    problems = _load().check(_tree(tmp_path, files))
+    assert problems == ["module too large: node/market/seller.py has 400 lines "
+                        "(split it by concept below 400)"]
