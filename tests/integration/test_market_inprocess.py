@@ -8,33 +8,20 @@ Crash and request-id reuse paths: ``test_market_inprocess_faults.py``."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
 import node.market.buyer as buyer_module
-from node.chain.embedded import EmbeddedChain, start_embedded_chain
 from node.market.buyer import PurchaseRefused
 from node.market.seller import Refusal
-from tests.integration.market_nodes import BUYER_USDC, Market, start_market
+from tests.integration.market_nodes import BUYER_USDC, Market
 
 FIRST = ("Rotate a leaked API key: revoke it, issue a new one, roll it out to every service, "
          "then search the logs for use of the old key")
 SECOND = ("Shrink a bloated Docker image: multi-stage build, slim base, drop the build cache "
           "and the package manager's lists")
-
-
-@pytest.fixture(scope="module")
-def chain() -> Iterator[EmbeddedChain]:
-    yield start_embedded_chain(n_accounts=1)
-
-
-@pytest.fixture
-async def market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nursery) -> Market:
-    return await start_market(tmp_path, chain, nursery)
 
 
 @pytest.fixture

@@ -7,19 +7,16 @@ the settlement, after the chain settled and before anything was delivered."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
 from node.chain.authorization import sign_authorization
-from node.chain.embedded import EmbeddedChain, start_embedded_chain
 from node.market.buyer import PurchaseError, PurchaseRefused
 from node.market.wire import authorization_from_json, payment_message
 from protocol.messages import Delivery, ErrorReply
-from tests.integration.market_nodes import BUYER_USDC, Market, start_market
+from tests.integration.market_nodes import BUYER_USDC, Market
 
 SKILL = ("Recover a full disk on a database host: find the largest files, rotate logs, vacuum, "
          "and add an alert before it happens again")
@@ -29,16 +26,6 @@ OTHER = ("Debug a DNS outage inside Kubernetes: check CoreDNS pods, resolv.conf,
 
 class SellerCrashed(Exception):
     """Stands for the seller process dying (kill -9) at the injected point."""
-
-
-@pytest.fixture(scope="module")
-def chain() -> Iterator[EmbeddedChain]:
-    yield start_embedded_chain(n_accounts=1)
-
-
-@pytest.fixture
-async def market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nursery) -> Market:
-    return await start_market(tmp_path, chain, nursery)
 
 
 @pytest.mark.parametrize("restart", [False, True], ids=["handler-died", "node-restarted"])

@@ -4,32 +4,17 @@ and a skill the seller deleted is no longer sold (nothing is paid)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-import trio
 
-from node.chain.embedded import EmbeddedChain, start_embedded_chain
 from node.market.buyer import PurchaseRefused
 from protocol import skill_bundle as sb
-from tests.integration.market_nodes import BUYER_USDC, Market, start_market
+from tests.integration.market_nodes import BUYER_USDC, Market
 
 SKILL_MD = """---
 name: rotate-leaked-key
 description: Rotate a leaked cloud access key. Use when a key shows up in a public repository.
 ---
 1. Disable the key. 2. Issue a new one. 3. Search the logs for use of the old key."""
-
-
-@pytest.fixture(scope="module")
-def chain() -> Iterator[EmbeddedChain]:
-    yield start_embedded_chain(n_accounts=1)
-
-
-@pytest.fixture
-async def market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nursery) -> Market:
-    return await start_market(tmp_path, chain, nursery)
 
 
 async def test_bundle_is_listed_by_front_matter_and_delivered_whole(market: Market) -> None:
