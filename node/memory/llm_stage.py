@@ -23,18 +23,17 @@ A failing, slow or garbled endpoint never fails a search: the stage is skipped
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
 
 from node.config import MemoryConfig
-from node.errors import CrystalmeshError
+from node.memory.chat import LlmError, chat_completion
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +54,6 @@ RERANK_SYSTEM = (
     "list of the note numbers, most useful first, e.g. [3, 1, 2]. Output the list only."
 )
 _NUMBER = re.compile(r"\d{1,4}")
-
-
-class LlmError(CrystalmeshError, RuntimeError):
-    """The LLM endpoint failed or answered something unusable."""
-
-    http_status = 502
-    code = "llm"
 
 
 @dataclass(frozen=True)
@@ -129,27 +121,8 @@ class LlmStage:
             "temperature": 0,
             "max_tokens": max_tokens,
         }
-        try:
-            with self._client.stream(
-                "POST", f"{self.settings.url}/chat/completions", json=body
-            ) as response:
-                if response.status_code != 200:
-                    raise LlmError(f"LLM endpoint answered HTTP {response.status_code}")
-                raw = b""
-                for chunk in response.iter_bytes():
-                    raw += chunk
-                    if len(raw) > MAX_REPLY_BYTES:
-                        raise LlmError("LLM reply too large")
-        except httpx.HTTPError as exc:
-            raise LlmError(f"LLM endpoint unreachable: {type(exc).__name__}") from exc
-        try:
-            data: Any = json.loads(raw)
-            content = data["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise LlmError("LLM reply is not an OpenAI chat completion") from exc
-        if not isinstance(content, str):
-            raise LlmError("LLM reply content is not text")
-        return content
+        return chat_completion(self._client, f"{self.settings.url}/chat/completions", body,
+                               MAX_REPLY_BYTES)
 
     def expand(self, query: str) -> str | None:
         """A HyDE passage for ``query``, or None (step off, or the endpoint failed)."""

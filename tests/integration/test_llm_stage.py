@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import trio
 from hypothesis import given
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 
 from node.config import NodeConfig, load_config
 from node.memory.async_memory import AsyncMemory
+from node.memory.chat import LlmError, chat_completion
 from node.memory.facade import Memory, SearchRequest
 from node.memory.llm_stage import API_KEY_ENV, HYDE_SYSTEM, MAX_REPLY_BYTES, parse_order
 
@@ -180,6 +182,25 @@ def test_a_broken_endpoint_never_fails_a_search(
     finally:
         memory.close()
     assert state.requests  # the endpoint was asked, and its failure was absorbed
+
+
+@pytest.mark.parametrize(("mode", "refusal"), [
+    ("http500", "HTTP 500"), ("garbage", "not a chat completion"),
+    ("huge", f"larger than {MAX_REPLY_BYTES} bytes"), ("notext", "not text"),
+])
+def test_the_chat_client_refuses_each_unusable_reply(
+    stub: tuple[Stub, str], mode: str, refusal: str
+) -> None:
+    """What the search stage and the dream share (node.memory.chat), over real HTTP:
+    every unusable answer is one LlmError naming why; a good one is its text."""
+    state, url = stub
+    body = {"model": "stub", "messages": [{"role": "system", "content": HYDE_SYSTEM},
+                                          {"role": "user", "content": "q"}]}
+    with httpx.Client(timeout=5.0) as client:
+        assert chat_completion(client, f"{url}/chat/completions", body, MAX_REPLY_BYTES) == state.hyde
+        state.mode = mode
+        with pytest.raises(LlmError, match=refusal):
+            chat_completion(client, f"{url}/chat/completions", body, MAX_REPLY_BYTES)
 
 
 def test_unreachable_endpoint_is_absorbed(tmp_path: Path) -> None:

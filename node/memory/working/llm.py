@@ -16,14 +16,13 @@ boundary of working memory that is faked.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 
 import httpx
 
-from node.errors import CrystalmeshError
+from node.memory.chat import LlmError, chat_completion
 from node.memory.working.extractive import ExtractiveSynthesiser
 from node.memory.working.inputs import (
     SearchFn,
@@ -72,10 +71,9 @@ Rules:
 - Answer with the markdown of the 7 sections only."""
 
 
-class LlmUnavailable(CrystalmeshError, RuntimeError):
+class LlmUnavailable(LlmError):
     """The LLM endpoint failed or answered something that is not a working-memory state."""
 
-    http_status = 502
     code = "llm_unavailable"
 
 
@@ -117,14 +115,9 @@ def build_prompt(data: SynthesisInput) -> list[dict[str, str]]:
     ]
 
 
-def reply_text(body: bytes) -> str:
-    """The assistant's content from a chat-completions body; ``LlmUnavailable`` otherwise."""
-    try:
-        decoded = json.loads(body)
-        content = decoded["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError) as error:
-        raise LlmUnavailable("the LLM endpoint's reply is not a chat completion") from error
-    if not isinstance(content, str) or not content.strip():
+def reply_text(content: str) -> str:
+    """The state in the assistant's ``content`` (unfenced); ``LlmUnavailable`` if it is empty."""
+    if not content.strip():
         raise LlmUnavailable("the LLM endpoint answered with no text")
     fenced = _FENCE.match(content.strip())
     return fenced["body"] if fenced else content
@@ -152,21 +145,14 @@ class LlmSynthesiser:
 
     def complete(self, messages: list[dict[str, str]]) -> str:
         payload = {"model": self.model, "messages": messages, "temperature": 0}
-        try:
-            with httpx.Client(timeout=self.timeout_s, transport=self.transport,
-                              follow_redirects=False) as client, client.stream(
-                    "POST", self.endpoint, json=payload, headers=self._headers()) as response:
-                if response.status_code != 200:
-                    raise LlmUnavailable(f"the LLM endpoint answered HTTP {response.status_code}")
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > MAX_REPLY_BYTES:
-                        raise LlmUnavailable(f"the LLM reply is larger than {MAX_REPLY_BYTES} bytes")
-                    chunks.append(chunk)
-        except httpx.HTTPError as error:
-            raise LlmUnavailable(f"the LLM endpoint is unreachable: {type(error).__name__}") from error
-        return reply_text(b"".join(chunks))
+        with httpx.Client(timeout=self.timeout_s, transport=self.transport,
+                          follow_redirects=False) as client:
+            try:
+                content = chat_completion(client, self.endpoint, payload, MAX_REPLY_BYTES,
+                                          self._headers())
+            except LlmError as error:
+                raise LlmUnavailable(str(error)) from error
+        return reply_text(content)
 
     def synthesise(self, data: SynthesisInput, search: SearchFn) -> Synthesis:
         try:
