@@ -122,7 +122,7 @@ def test_a_damaged_unpacked_file_is_unpacked_again(site: Path, tmp_path: Path) -
     cache = tmp_path / "models"
     target = unpacked_weights(cache, _pins(FILES))
     weights = target / "model.safetensors"
-    weights.write_bytes(b"\0" + weights.read_bytes()[1:])
+    weights.write_bytes(b"\xff" + weights.read_bytes()[1:])  # same size, other bytes
     assert unpacked_weights(cache, _pins(FILES)) == target
     assert weights.read_bytes() == FILES["model.safetensors"]
 
