@@ -18,12 +18,17 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime
-import tokenizers  # imported before a test narrows sys.path
 import pytest
+import tokenizers  # imported before a test narrows sys.path
 from safetensors.numpy import save_file
 
 from node.memory.embedder import MPNetEmbedder, get_embedder
-from node.memory.embedder_mpnet import MPNET, read_mpnet_shape, relative_position_bucket, write_mpnet_graph
+from node.memory.embedder_mpnet import (
+    MPNET,
+    read_mpnet_shape,
+    relative_position_bucket,
+    write_mpnet_graph,
+)
 from node.memory.embedder_onnx import GraphSource, ModelFilesMissing, build_model, load_weights
 from node.memory.embedder_reference import _bucket, reference_embed_mpnet
 

@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 
 from node.memory.embedder_onnx import ModelFilesMissing
-from node.memory.mpnet_weights import MODEL_NAME, PARTS, ModelFilesCorrupt, unpack_parts, unpacked_weights
+from node.memory.mpnet_weights import (
+    MODEL_NAME,
+    PARTS,
+    ModelFilesCorrupt,
+    unpack_parts,
+    unpacked_weights,
+)
 
 FILES = {
     "model.safetensors": bytes(range(256)) * 40,
@@ -83,7 +89,7 @@ def test_a_swapped_file_is_refused_and_nothing_is_unpacked(site: Path, tmp_path:
     swapped = dict(FILES, **{"model.safetensors": bytes(reversed(FILES["model.safetensors"]))})  # same size
     _install(site, _zip(swapped))
     cache = tmp_path / "models"
-    with pytest.raises(ModelFilesCorrupt, match="model.safetensors does not match its pinned sha256"):
+    with pytest.raises(ModelFilesCorrupt, match=r"model\.safetensors does not match its pinned sha256"):
         unpacked_weights(cache, _pins(FILES))
     assert not (cache / MODEL_NAME).exists() and _leftovers(cache) == []
 
@@ -107,7 +113,7 @@ def test_damaged_parts_are_refused(site: Path, tmp_path: Path, damage: object, m
 
 def test_a_member_larger_than_its_pin_is_refused_before_it_is_read(site: Path, tmp_path: Path) -> None:
     _install(site, _zip(dict(FILES, **{"config.json": b"{}" * 10_000})))
-    with pytest.raises(ModelFilesCorrupt, match="config.json: 20000 bytes in the zip"):
+    with pytest.raises(ModelFilesCorrupt, match=r"config\.json: 20000 bytes in the zip"):
         unpacked_weights(tmp_path / "models", _pins(FILES))
 
 
