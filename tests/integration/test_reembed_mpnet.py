@@ -64,9 +64,14 @@ def test_reembed_to_mpnet_without_weights_changes_nothing(
 
 
 def test_a_data_dir_configured_for_mpnet_does_not_open_on_another_embedder(
-    hashing_dir: Path, no_mpnet: None
+    hashing_dir: Path, no_mpnet: None, tmp_path: Path
 ) -> None:
     config = load_config(hashing_dir, environ={})
     config.memory.embedder = "mpnet"
     with pytest.raises(ModelFilesMissing):
         Memory(config)
+    fresh = tmp_path / "fresh"
+    assert cli_main.main(["init", "--embedder", "mpnet", "--data-dir", str(fresh)]) == 0
+    assert load_config(fresh, environ={}).memory.embedder == "mpnet"
+    with pytest.raises(ModelFilesMissing):
+        Memory(load_config(fresh, environ={}))
