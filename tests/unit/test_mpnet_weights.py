@@ -145,3 +145,16 @@ def test_unpack_parts_is_all_or_nothing_over_an_existing_copy(tmp_path: Path) ->
     with pytest.raises(ModelFilesCorrupt):
         unpack_parts(bad_parts, target, _pins(FILES))
     assert {p.name: p.read_bytes() for p in target.iterdir()} == FILES
+
+
+def test_a_planted_symlink_in_place_of_the_weights_dir_is_replaced_not_followed(tmp_path: Path) -> None:
+    parts = _install(tmp_path / "site", _zip(FILES))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("not ours")
+    target = tmp_path / "models" / MODEL_NAME
+    target.parent.mkdir()
+    target.symlink_to(elsewhere, target_is_directory=True)
+    unpack_parts(parts, target, _pins(FILES))
+    assert not target.is_symlink() and {p.name for p in target.iterdir()} == set(FILES)
+    assert [p.name for p in elsewhere.iterdir()] == ["keep.txt"]
