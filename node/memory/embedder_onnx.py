@@ -237,8 +237,8 @@ class GraphSource:
     graph_version: int
     locate: Callable[[Path], Path]
     write_graph: Callable[[Path], onnx.ModelProto]
-    # MatMuls whose weight name contains one of these stay fp32 in the int8 graph.
-    fp32_matmuls: tuple[str, ...] = ()
+    # int8 as block-wise weights (MatMulNBits, node.memory.onnx_nbits) instead of dynamic quantisation.
+    blockwise_int8: bool = False
 
 
 def _minilm_graph(directory: Path) -> onnx.ModelProto:
@@ -296,7 +296,7 @@ def build_model(cache_dir: Path | None = None, quiet: bool = True, source: Graph
         if not paths.int8_path.is_file():
             started = time.monotonic()
             progress("quantising to int8 (dynamic, per-channel)")
-            _quantise(paths.fp32_path, paths.int8_path, source.fp32_matmuls)
+            _quantise(paths.fp32_path, paths.int8_path, source.blockwise_int8)
             progress(f"int8 graph written in {time.monotonic() - started:.1f}s")
     progress(f"model ready: {paths.int8_path}")
     return paths
@@ -335,32 +335,28 @@ def _digest_ok(path: Path) -> bool:
         return False
 
 
-def _quantise(fp32_path: Path, int8_path: Path, fp32_matmuls: tuple[str, ...] = ()) -> None:
+def _quantise(fp32_path: Path, int8_path: Path, blockwise: bool = False) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    excluded = []
-    if fp32_matmuls:
-        graph = onnx.load(str(fp32_path)).graph
-        excluded = [
-            node.name
-            for node in graph.node
-            if node.op_type == "MatMul" and any(fragment in node.input[1] for fragment in fp32_matmuls)
-        ]
+    from node.memory.onnx_nbits import quantise_blockwise
+
     temp_path = _atomic_target(int8_path)
     quantiser_logger = logging.getLogger()  # onnxruntime.quantization warns on the root logger
     quiet_filter = _DropMessages("pre-processing before quantization")
     quantiser_logger.addFilter(quiet_filter)
     try:
-        quantize_dynamic(
-            str(fp32_path),
-            str(temp_path),
-            per_channel=True,
-            weight_type=QuantType.QInt8,
-            # Only the dense layers: quantising the embedding table (Gather) costs
-            # accuracy and buys no speed.
-            op_types_to_quantize=["MatMul"],
-            nodes_to_exclude=excluded,
-        )
+        if blockwise:
+            quantise_blockwise(fp32_path, temp_path)
+        else:
+            quantize_dynamic(
+                str(fp32_path),
+                str(temp_path),
+                per_channel=True,
+                weight_type=QuantType.QInt8,
+                # Only the dense layers: quantising the embedding table (Gather) costs
+                # accuracy and buys no speed.
+                op_types_to_quantize=["MatMul"],
+            )
         _write_digest(temp_path, int8_path)
         os.replace(temp_path, int8_path)
     finally:

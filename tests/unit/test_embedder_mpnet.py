@@ -31,6 +31,7 @@ from node.memory.embedder_mpnet import (
 )
 from node.memory.embedder_onnx import GraphSource, ModelFilesMissing, build_model, load_weights
 from node.memory.embedder_reference import _bucket, reference_embed_mpnet
+from node.memory.onnx_nbits import dequantise, quantise_weights
 
 HIDDEN, HEADS, LAYERS, INTERMEDIATE, VOCAB, POSITIONS = 32, 4, 2, 64, 60, 300
 
@@ -98,7 +99,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """(weights dir, fp32 graph, int8 graph) built by ``build_model`` like the real opt-in."""
     root = tmp_path_factory.mktemp("tiny-mpnet")
     weights = _tiny_mpnet(root / "weights")
-    source = GraphSource("tiny-mpnet", 1, lambda _cache: weights, write_mpnet_graph, MPNET.fp32_matmuls)
+    source = GraphSource("tiny-mpnet", 1, lambda _cache: weights, write_mpnet_graph, MPNET.blockwise_int8)
     built = build_model(root / "cache", source=source)
     return weights, built.fp32_path, built.int8_path
 
@@ -130,16 +131,32 @@ def test_tiny_mpnet_graph_matches_the_numpy_reference(tiny: tuple[Path, Path, Pa
     assert np.abs(alone[0] - got[2]).max() < 1e-5
 
 
-def test_int8_keeps_the_ffn_down_projections_fp32(tiny: tuple[Path, Path, Path]) -> None:
+def test_int8_is_blockwise_and_agrees_with_fp32(tiny: tuple[Path, Path, Path]) -> None:
     _, fp32_path, int8_path = tiny
     graph = onnx.load(str(int8_path)).graph
+    assert sum(node.op_type == "MatMulNBits" for node in graph.node) == LAYERS * 6  # q k v o, FFN up, down
     float_weights = {init.name for init in graph.initializer if init.data_type == onnx.TensorProto.FLOAT}
-    fp32_matmuls = [node.input[1] for node in graph.node if node.op_type == "MatMul" and node.input[1] in float_weights]
-    assert sorted(fp32_matmuls) == [f"encoder.layer.{i}.output.dense.weight_t" for i in range(LAYERS)]
-    assert sum(node.op_type == "MatMulInteger" for node in graph.node) == LAYERS * 5  # q k v o, FFN up
+    assert not [node for node in graph.node if node.op_type == "MatMul" and node.input[1] in float_weights]
     input_ids, attention_mask = _batch()
     agreement = (_run(fp32_path, input_ids, attention_mask) * _run(int8_path, input_ids, attention_mask)).sum(axis=1)
-    assert agreement.min() > 0.9
+    assert agreement.min() > 0.999
+
+
+def test_blockwise_weights_hand_worked() -> None:
+    # One column, one block of 2: max |w| = 1.27 -> scale 0.01; 1.27 -> 127 + 128, -0.635 -> rint(-63.5) = -64 + 128.
+    # An all-zero column keeps q = 128 (scale 1: it dequantises to 0 whatever the scale).
+    weights = np.array([[1.27, 0.0], [-0.635, 0.0]], dtype=np.float32)
+    levels, scales = quantise_weights(weights, block=2)
+    assert levels.tolist() == [[[255, 64]], [[128, 128]]]
+    np.testing.assert_allclose(scales, [0.01, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(dequantise(levels, scales, 2), [[1.27, 0.0], [-0.64, 0.0]], atol=1e-6)
+    # K not a multiple of the block is zero-padded, and the round trip is within half a step.
+    rng = np.random.default_rng(1)
+    wide = rng.standard_normal((70, 5)).astype(np.float32)
+    levels, scales = quantise_weights(wide, block=32)
+    assert levels.shape == (5, 3, 32)
+    step = np.repeat(scales.reshape(5, 3), 32, axis=1)[:, :70].T
+    assert np.all(np.abs(dequantise(levels, scales, 70) - wide) <= step / 2 + 1e-7)
 
 
 def test_without_its_weights_mpnet_is_a_clear_error_not_a_fallback(
