@@ -16,7 +16,7 @@ import numpy as np
 
 from node.crystals import governance as gov
 from node.crystals.compound import coverage_order, merge_dense, split_clauses
-from node.crystals.fusion import fts_query, fuse, identifier_tokens
+from node.crystals.fusion import fts_query, fuse, identifier_tokens, lexical_evidence
 from node.crystals.index import VectorIndex
 from node.crystals.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
 from node.crystals.model import Crystal, Lifecycle, SemanticType, now_ms
@@ -173,7 +173,7 @@ def search(
             hit.score *= confidence_weight(sure[hit.crystal.id])
     exact = exact_matcher(identifier_tokens(query))
     hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
-    if clauses:
+    if clauses and lexical_evidence(confidence_of_bm25) > 0.0:  # no lexical evidence: dense order
         hits = coverage_order(
             query,
             hits,
