@@ -15,9 +15,11 @@ then mapped affinely onto the range of the candidates' raw cosines
 clause merge and the lexical gate, whose constants were set on raw cosines,
 see the same scale: only the order and spacing inside the list change.
 
-Pure functions; :func:`node.memory.search.search` calls :func:`rescore` on
-each dense candidate list (the vector index supplies the candidates' vectors
-and the mean, :meth:`node.crystals.index.VectorIndex.mean_vector`).
+:func:`centered_scores` is pure; :func:`node.memory.search.search` calls
+:func:`rescore` on each dense candidate list: the mean comes from the vector
+index (:meth:`node.crystals.index.VectorIndex.mean_vector`, recomputed from the
+index after a restart, never read from disk), the candidates' vectors from the
+store's rows (one indexed read; hnswlib's ``get_items`` is ~10x slower).
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
+from node.crystals.store import CrystalStore
+
 T = TypeVar("T")
 
 
-class VectorSource(Protocol):
-    def items(self, rowids: list[int]) -> np.ndarray | None: ...
-
+class MeanSource(Protocol):
     def mean_vector(self) -> np.ndarray | None: ...
 
 
@@ -41,8 +43,8 @@ def centered_scores(
 ) -> list[tuple[T, float]]:
     """``candidates`` (``(id, cosine)``, any order) re-scored and sorted best first.
 
-    ``vectors[i]`` is the stored vector of ``candidates[i]``; ``mean`` the
-    store's mean unit vector. See the module docstring for the formula. A list
+    ``vectors[i]`` is the stored vector of ``candidates[i]`` (normalised here);
+    ``mean`` the store's mean unit vector. See the module docstring for the formula. A list
     of fewer than two candidates, or one whose centred scores are all equal,
     comes back unchanged (sorted).
     """
@@ -50,7 +52,9 @@ def centered_scores(
         return sorted(candidates, key=lambda item: item[1], reverse=True)
     query = np.asarray(query, dtype=np.float64)
     query = query / max(float(np.linalg.norm(query)), 1e-12)
-    centred = np.asarray(vectors, dtype=np.float64) - np.asarray(mean, dtype=np.float64)
+    units = np.asarray(vectors, dtype=np.float64)
+    units = units / np.maximum(np.linalg.norm(units, axis=1, keepdims=True), 1e-12)
+    centred = units - np.asarray(mean, dtype=np.float64)
     centred /= np.maximum(np.linalg.norm(centred, axis=1, keepdims=True), 1e-12)
     scores = centred @ query
     raw = np.array([cosine for _, cosine in candidates], dtype=np.float64)
@@ -62,14 +66,32 @@ def centered_scores(
     return sorted(ranked, key=lambda item: item[1], reverse=True)
 
 
+def stored_vectors(store: CrystalStore, rowids: list[int], dim: int) -> np.ndarray | None:
+    """The stored embeddings of ``rowids`` in order, or None if one is missing or malformed."""
+    placeholders = ",".join("?" * len(rowids))
+    rows = store.db.execute(
+        f"SELECT rowid, embedding FROM crystals WHERE rowid IN ({placeholders})", rowids
+    ).fetchall()
+    blobs = {int(row[0]): row[1] for row in rows}
+    vectors = np.empty((len(rowids), dim), dtype=np.float64)
+    for position, rowid in enumerate(rowids):
+        blob = blobs.get(rowid)
+        if not isinstance(blob, bytes) or len(blob) != 4 * dim:
+            return None  # a row without (or with a crafted) embedding: leave the list as it is
+        vectors[position] = np.frombuffer(blob, dtype=np.float32)
+    return vectors
+
+
 def rescore(
-    source: VectorSource, query: np.ndarray, candidates: list[tuple[int, float]]
+    store: CrystalStore, means: MeanSource, query: np.ndarray, candidates: list[tuple[int, float]]
 ) -> list[tuple[int, float]]:
-    """:func:`centered_scores` for rowid candidates of ``source``; unchanged if it cannot tell."""
+    """:func:`centered_scores` for rowid candidates; the list unchanged if it cannot tell."""
     if len(candidates) < 2:
         return candidates
-    mean = source.mean_vector()
-    vectors = source.items([rowid for rowid, _ in candidates])
-    if mean is None or vectors is None or vectors.shape[1] != np.asarray(query).shape[-1]:
+    mean = means.mean_vector()
+    if mean is None or mean.shape != np.shape(query):
+        return candidates
+    vectors = stored_vectors(store, [rowid for rowid, _ in candidates], mean.shape[0])
+    if vectors is None:
         return candidates
     return centered_scores(query, candidates, vectors, mean)

@@ -294,14 +294,6 @@ class VectorIndex:
         return []
 
     # --- stored vectors -----------------------------------------------------------------------
-    def items(self, rowids: list[int]) -> np.ndarray | None:
-        """The indexed (unit) vectors of ``rowids``, in order; None if one is not indexed."""
-        with self.lock.read():
-            try:
-                return np.asarray(self._index.get_items(rowids, return_type="numpy"), dtype=np.float64)
-            except RuntimeError:
-                return None  # deleted or never indexed
-
     def mean_vector(self) -> np.ndarray | None:
         """Mean of the indexed unit vectors, or None when empty.
 
@@ -319,8 +311,8 @@ class VectorIndex:
         labels = self._index.get_ids_list()
         for start in range(0, len(labels), 4096):
             chunk = labels[start : start + 4096]
-            try:
-                total += self._index.get_items(chunk, return_type="numpy").sum(axis=0, dtype=np.float64)
+            try:  # ("list" is ~2x faster than "numpy" in hnswlib 0.8.0)
+                total += np.asarray(self._index.get_items(chunk, return_type="list")).sum(axis=0)
                 summed += len(chunk)
             except RuntimeError:  # the chunk holds deleted labels: take the live ones one by one
                 for label in chunk:

@@ -111,9 +111,9 @@ def search(
     else:  # every version is a candidate; validity at ``as_of`` is checked below
         dense = index.query(vector, candidates)
         lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces))
-    dense = rescore(index, vector, dense)  # the store's common component removed (dense_rescore)
+    dense = rescore(store, index, vector, dense)  # the store's common component removed (dense_rescore)
     if clauses:
-        dense = merge_dense(dense, [rescore(index, clause, index.query(clause, candidates))
+        dense = merge_dense(dense, [rescore(store, index, clause, index.query(clause, candidates))
                                     for clause in vectors[1:]])
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
 

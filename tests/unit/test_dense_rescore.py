@@ -9,6 +9,8 @@ import pytest
 
 from node.crystals.dense_rescore import centered_scores, rescore
 from node.crystals.index import IndexParams, VectorIndex
+from node.crystals.model import Crystal
+from node.crystals.store import CrystalStore
 
 
 def test_centered_scores_by_hand() -> None:
@@ -34,18 +36,6 @@ def test_degenerate_lists_come_back_unchanged() -> None:
     assert centered_scores(np.array([1.0, 0.0]), same, np.array([[0.6, 0.8], [0.6, 0.8]]), mean) == same
 
 
-class _Missing:
-    def items(self, rowids: list[int]) -> np.ndarray | None:
-        return None
-
-    def mean_vector(self) -> np.ndarray | None:
-        return np.zeros(2)
-
-
-def test_rescore_keeps_the_list_when_a_vector_is_missing() -> None:
-    candidates = [(3, 0.9), (1, 0.2)]
-    assert rescore(_Missing(), np.array([1.0, 0.0]), candidates) == candidates
-
 
 def _unit(rows: list[list[float]]) -> np.ndarray:
     array = np.array(rows, dtype=np.float64)
@@ -65,7 +55,29 @@ def test_index_mean_follows_adds_deletes_and_reloads(tmp_path: Path) -> None:
     index.mark_deleted([2], deletions_checkpoint=1)
     expected = _unit([rows[0], rows[2], [0, 0, 1]]).mean(axis=0)
     assert index.mean_vector() == pytest.approx(expected, abs=1e-6)
-    assert index.items([2]) is None  # a deleted vector is not served
     # A fresh object recounts from its own items (deleted label skipped), nothing is persisted.
     index._sum = None
     assert index.mean_vector() == pytest.approx(expected, abs=1e-6)
+
+
+class _Mean:
+    def mean_vector(self) -> np.ndarray | None:
+        return np.array([0.0, 0.8, 0.0])
+
+
+def test_a_crafted_or_missing_stored_vector_leaves_the_list_alone(tmp_path: Path) -> None:
+    store = CrystalStore(tmp_path / "c.db")
+    try:
+        rowids = []
+        for text, vector in (("a", [0.6, 0.8, 0.0]), ("b", [0.8, 0.0, 0.6])):
+            crystal = Crystal(text, embedding=vector)
+            rowids.append(store.add(crystal).rowid)
+        candidates = [(rowids[1], 0.8), (rowids[0], 0.6)]
+        query = np.array([1.0, 0.0, 0.0])
+        assert [r for r, _ in rescore(store, _Mean(), query, candidates)] == [rowids[0], rowids[1]]
+        # A blob of the wrong length (a crafted row) or a rowid with no row: no re-scoring, no error.
+        store.db.execute("UPDATE crystals SET embedding = ? WHERE rowid = ?", (b"\x00" * 5, rowids[0]))
+        assert rescore(store, _Mean(), query, candidates) == candidates
+        assert rescore(store, _Mean(), query, [(rowids[1], 0.8), (10_000, 0.5)]) == [(rowids[1], 0.8), (10_000, 0.5)]
+    finally:
+        store.close()
