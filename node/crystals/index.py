@@ -198,7 +198,7 @@ class VectorIndex:
         total, _ = store.vector_stats()
         with self.lock.write():
             self._index = self._empty(max(1024, int(total * 1.25)))
-            self._sum = None
+            self._sum, self._summed = np.zeros(self.params.dim), 0  # kept by add() as it fills
             self._count = 0
             self._max_rowid = 0
         done = 0
@@ -297,9 +297,14 @@ class VectorIndex:
     def mean_vector(self) -> np.ndarray | None:
         """Mean of the indexed unit vectors, or None when empty.
 
-        Computed from the index itself on first use (not persisted: nothing on disk to
-        trust or corrupt), then kept up to date by :meth:`add` and :meth:`mark_deleted`.
+        Computed from the index itself on first use after a load (not persisted: nothing
+        on disk to trust or corrupt; ~0.6 s at 100k vectors, paid by the first search, not
+        by commands that never search), then kept up to date by :meth:`add` and
+        :meth:`mark_deleted`; a rebuild sums as it adds.
         """
+        with self.lock.read():
+            if self._sum is not None:
+                return self._sum / self._summed if self._summed > 0 else None
         with self.lock.write():
             if self._sum is None:
                 self._sum, self._summed = self._sum_of_items()
@@ -309,9 +314,9 @@ class VectorIndex:
         total = np.zeros(self.params.dim, dtype=np.float64)
         summed = 0
         labels = self._index.get_ids_list()
-        for start in range(0, len(labels), 4096):
-            chunk = labels[start : start + 4096]
-            try:  # ("list" is ~2x faster than "numpy" in hnswlib 0.8.0)
+        for start in range(0, len(labels), 256):
+            chunk = labels[start : start + 256]
+            try:  # small chunks as lists: ~2x faster than "numpy" in hnswlib 0.8.0 (~6 µs a vector)
                 total += np.asarray(self._index.get_items(chunk, return_type="list")).sum(axis=0)
                 summed += len(chunk)
             except RuntimeError:  # the chunk holds deleted labels: take the live ones one by one

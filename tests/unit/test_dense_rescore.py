@@ -81,3 +81,20 @@ def test_a_crafted_or_missing_stored_vector_leaves_the_list_alone(tmp_path: Path
         assert rescore(store, _Mean(), query, [(rowids[1], 0.8), (10_000, 0.5)]) == [(rowids[1], 0.8), (10_000, 0.5)]
     finally:
         store.close()
+
+
+def test_a_rebuild_sums_as_it_adds(tmp_path: Path) -> None:
+    store = CrystalStore(tmp_path / "c.db")
+    try:
+        rows = [[3.0, 0.0, 0.0], [0.0, 2.0, 0.0], [1.0, 1.0, 1.0]]
+        for number, vector in enumerate(rows):
+            store.add(Crystal(f"memory {number}", embedding=vector))
+        index = VectorIndex(tmp_path / "v.hnsw", IndexParams(dim=3), "test")
+        assert index.open(store) == "rebuilt"
+        assert index._sum is not None  # no recount from the items: summed during the rebuild
+        assert index.mean_vector() == pytest.approx(_unit(rows).mean(axis=0), abs=1e-6)
+        reopened = VectorIndex(tmp_path / "v.hnsw", IndexParams(dim=3), "test")
+        assert reopened.open(store) == "loaded"
+        assert reopened.mean_vector() == pytest.approx(_unit(rows).mean(axis=0), abs=1e-6)
+    finally:
+        store.close()
