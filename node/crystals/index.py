@@ -125,10 +125,6 @@ class VectorIndex:
         self._max_rowid = 0
         self._deletions = 0
         self._dirty = 0
-        # Sum of the indexed unit vectors (float64), for the store's mean vector
-        # (node.crystals.dense_rescore); None until first asked for, then kept up to date.
-        self._sum: np.ndarray | None = None
-        self._summed = 0
 
     def _empty(self, capacity: int) -> Any:
         index = hnswlib.Index(space="cosine", dim=self.params.dim)
@@ -168,7 +164,6 @@ class VectorIndex:
                 # ef resets to 10 after load_index: set it again or recall collapses.
                 index.set_ef(self.params.ef_search)
                 self._index = index
-                self._sum = None
                 self._count = int(meta["count"])  # type: ignore[index]
                 self._max_rowid = int(meta["max_rowid"])  # type: ignore[index]
                 self._deletions = want_deletions
@@ -198,7 +193,6 @@ class VectorIndex:
         total, _ = store.vector_stats()
         with self.lock.write():
             self._index = self._empty(max(1024, int(total * 1.25)))
-            self._sum, self._summed = np.zeros(self.params.dim), 0  # kept by add() as it fills
             self._count = 0
             self._max_rowid = 0
         done = 0
@@ -226,14 +220,7 @@ class VectorIndex:
             capacity = self._index.get_max_elements()
             if needed > capacity:
                 self._index.resize_index(max(needed, capacity * 2))
-            before = self._index.get_current_count()
             self._index.add_items(vectors, np.asarray(rowids, dtype=np.int64))
-            if self._index.get_current_count() - before != len(rowids):
-                self._sum = None  # a label was replaced, not added: recount on next use
-            elif self._sum is not None:
-                norms = np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)
-                self._sum += (vectors / np.maximum(norms, 1e-12)).sum(axis=0)
-                self._summed += len(rowids)
             self._count += len(rowids)
             self._max_rowid = max(self._max_rowid, int(np.max(rowids)))
             self._dirty += len(rowids)
@@ -242,11 +229,7 @@ class VectorIndex:
         with self.lock.write():
             for rowid in rowids:
                 try:
-                    stored = self._index.get_items([int(rowid)], return_type="numpy")
                     self._index.mark_deleted(int(rowid))
-                    if self._sum is not None:
-                        self._sum -= stored[0]
-                        self._summed -= 1
                     self._count -= 1
                 except RuntimeError:
                     pass  # never indexed (e.g. no embedding): nothing to delete
@@ -292,41 +275,6 @@ class VectorIndex:
             return [(int(label), 1.0 - float(distance))
                     for label, distance in zip(labels[0], distances[0], strict=True)]
         return []
-
-    # --- stored vectors -----------------------------------------------------------------------
-    def mean_vector(self) -> np.ndarray | None:
-        """Mean of the indexed unit vectors, or None when empty.
-
-        Computed from the index itself on first use after a load (not persisted: nothing
-        on disk to trust or corrupt; ~0.6 s at 100k vectors, paid by the first search, not
-        by commands that never search), then kept up to date by :meth:`add` and
-        :meth:`mark_deleted`; a rebuild sums as it adds.
-        """
-        with self.lock.read():
-            if self._sum is not None:
-                return self._sum / self._summed if self._summed > 0 else None
-        with self.lock.write():
-            if self._sum is None:
-                self._sum, self._summed = self._sum_of_items()
-            return self._sum / self._summed if self._summed > 0 else None
-
-    def _sum_of_items(self) -> tuple[np.ndarray, int]:
-        total = np.zeros(self.params.dim, dtype=np.float64)
-        summed = 0
-        labels = self._index.get_ids_list()
-        for start in range(0, len(labels), 256):
-            chunk = labels[start : start + 256]
-            try:  # small chunks as lists: ~2x faster than "numpy" in hnswlib 0.8.0 (~6 µs a vector)
-                total += np.asarray(self._index.get_items(chunk, return_type="list")).sum(axis=0)
-                summed += len(chunk)
-            except RuntimeError:  # the chunk holds deleted labels: take the live ones one by one
-                for label in chunk:
-                    try:
-                        total += self._index.get_items([label], return_type="numpy")[0]
-                        summed += 1
-                    except RuntimeError:
-                        continue
-        return total, summed
 
     # --- persistence --------------------------------------------------------------------------
     def _read_sidecar(self) -> dict[str, Any] | None:

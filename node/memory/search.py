@@ -16,7 +16,6 @@ import numpy as np
 
 from node.crystals import governance as gov
 from node.crystals.compound import coverage_order, merge_dense, split_clauses
-from node.crystals.dense_rescore import rescore
 from node.crystals.fusion import fts_query, fuse, identifier_tokens, lexical_evidence
 from node.crystals.index import VectorIndex
 from node.crystals.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
@@ -111,10 +110,8 @@ def search(
     else:  # every version is a candidate; validity at ``as_of`` is checked below
         dense = index.query(vector, candidates)
         lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces))
-    dense = rescore(store, index, vector, dense)  # the store's common component removed (dense_rescore)
     if clauses:
-        dense = merge_dense(dense, [rescore(store, index, clause, index.query(clause, candidates))
-                                    for clause in vectors[1:]])
+        dense = merge_dense(dense, [index.query(clause, candidates) for clause in vectors[1:]])
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
 
     def doc_freq(term: str) -> float:
