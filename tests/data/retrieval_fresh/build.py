@@ -78,6 +78,7 @@ def build() -> tuple[dict[str, Any], list[str]]:
     counters: Counter[str] = Counter()
     queries = []
     report = []
+    overlaps = []
     for row in lines("q*.txt"):
         assert len(row) == 3, row
         kind, text, relevant = row
@@ -97,7 +98,8 @@ def build() -> tuple[dict[str, Any], list[str]]:
             words = content_words(text)
             for answer in answers:
                 shared = words & content_words(texts[answer])
-                assert not shared, (query_id, text, answer, sorted(shared))
+                if shared:
+                    overlaps.append(f"{query_id} shares {sorted(shared)} with {answer}: {text}")
                 near = sorted(
                     f"{q}~{m}"
                     for q in words
@@ -109,6 +111,7 @@ def build() -> tuple[dict[str, Any], list[str]]:
         queries.append(
             {"id": query_id, "kind": kind, "split": "heldout", "text": text, "relevant": grades}
         )
+    assert not overlaps, "paraphrase queries sharing a content word:\n" + "\n".join(overlaps)
     texts_seen = Counter(q["text"] for q in queries)
     assert all(n == 1 for n in texts_seen.values()), [t for t, n in texts_seen.items() if n > 1]
     short = {kind: counters[kind] for kind in MINIMUM if counters[kind] < MINIMUM[kind]}
