@@ -28,17 +28,18 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "retrieval_fresh.json"
 MINIMUM = {"paraphrase": 60, "identifier": 40, "keyword": 25, "multi-hop": 20, "negation-trap": 25}
 MINIMUM_MEMORIES = 240
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before
+_STOPWORD_TEXT = """
+    a about above after again against all am an and any are as at be because been before
     being below between both but by can could did do does doing done down during each few for
     from further get got had has have having he her here hers herself him himself his how i if
     in into is it its itself just me more most my myself no nor not now of off on once only or
     other our ours ourselves out over own same she should so some such than that the their
     theirs them themselves then there these they this those through to too under until up us
     very was we were what when where which while who whom why will with would you your yours
-    yourself yourselves ever still also again one two much many there's it's i'm i've didn't
-    don't doesn't wasn't isn't weren't aren't what's who's which's whose let""".split()
-)
+    yourself yourselves ever still also one two much many whose let don didn doesn wasn isn
+    weren aren t s m ve ll re d
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def lines(pattern: str) -> list[list[str]]:
@@ -51,17 +52,27 @@ def lines(pattern: str) -> list[list[str]]:
 
 
 def content_words(text: str) -> set[str]:
-    """Lowercase words minus stopwords, with simple plural stripping (ies -> y, s -> '')."""
-    words = set()
-    for word in re.findall(r"[0-9a-zà-ÿµ]+(?:'[a-z]+)?", text.lower()):
-        if word in STOPWORDS:
-            continue
-        if word.endswith("ies") and len(word) > 4:
-            word = word[:-3] + "y"
-        elif word.endswith("s") and not word.endswith("ss") and len(word) > 3:
-            word = word[:-1]
-        words.add(word)
-    return words
+    """Lowercase words of ``text`` minus stopwords (a possessive 's is dropped first)."""
+    text = re.sub(r"['’]s\b", "", text.lower())
+    return {w for w in re.findall(r"[0-9a-zà-ÿµ]+", text) if w not in STOPWORDS}
+
+
+def forms(word: str) -> set[str]:
+    """``word`` and its simple singulars: -ies -> -y, -es -> '', -s -> '' (not after s)."""
+    found = {word}
+    if word.endswith("ies") and len(word) > 4:
+        found.add(word[:-3] + "y")
+    if word.endswith("es") and len(word) > 3:
+        found.add(word[:-2])
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        found.add(word[:-1])
+    return found
+
+
+def shared_words(query: str, memory: str) -> set[str]:
+    """Content words of ``query`` that also occur in ``memory``, singular or plural."""
+    memory_forms = set().union(*(forms(w) for w in content_words(memory)))
+    return {w for w in content_words(query) if forms(w) & memory_forms}
 
 
 def build() -> tuple[dict[str, Any], list[str]]:
@@ -95,14 +106,13 @@ def build() -> tuple[dict[str, Any], list[str]]:
         if kind == "multi-hop":
             assert len(answers) >= 2, (query_id, text, "multi-hop needs two answers")
         if kind == "paraphrase":
-            words = content_words(text)
             for answer in answers:
-                shared = words & content_words(texts[answer])
+                shared = shared_words(text, texts[answer])
                 if shared:
                     overlaps.append(f"{query_id} shares {sorted(shared)} with {answer}: {text}")
                 near = sorted(
                     f"{q}~{m}"
-                    for q in words
+                    for q in content_words(text)
                     for m in content_words(texts[answer])
                     if len(q) >= 5 and len(m) >= 5 and q[:5] == m[:5]
                 )
@@ -146,7 +156,13 @@ def main() -> None:
     for line in report:
         print("  " + line)
     kinds = Counter(q["kind"] for q in data["queries"])
-    print(len(data["memories"]), "memories,", len(data["queries"]), "queries", dict(sorted(kinds.items())))
+    print(
+        len(data["memories"]),
+        "memories,",
+        len(data["queries"]),
+        "queries",
+        dict(sorted(kinds.items())),
+    )
 
 
 if __name__ == "__main__":
