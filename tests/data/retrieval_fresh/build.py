@@ -8,10 +8,12 @@ Query ids are ``<kind>-<nnn>`` in file order; every query is in the ``heldout`` 
 
 Checks (assertions): unique memory ids and texts, every judged id exists, every
 query has a grade-2 memory, multi-hop queries have at least two, minimum counts per
-kind. It also prints the paraphrase overlap report: a paraphrase query must share
-no content word (lowercase, stopwords removed, simple plural stripping) with any of
-its grade-2 memories (asserted); words sharing a 5-letter prefix are printed as
-"near" for a human to judge.
+kind; a paraphrase query shares no content word (lowercase, stopwords and possessive
+'s removed, singular/plural forms matched) with any of its grade-2 memories; a
+negation-trap query has an unjudged memory sharing at least as many content words
+with it as its best answer does (the lexically closer wrong one). It prints the
+paraphrase "near" report: words sharing a 5-letter prefix (verify/verification), for
+a human to judge.
 
     python tests/data/retrieval_fresh/build.py
 """
@@ -90,6 +92,7 @@ def build() -> tuple[dict[str, Any], list[str]]:
     queries = []
     report = []
     overlaps = []
+    untrapped = []
     for row in lines("q*.txt"):
         assert len(row) == 3, row
         kind, text, relevant = row
@@ -118,10 +121,20 @@ def build() -> tuple[dict[str, Any], list[str]]:
                 )
                 if near:
                     report.append(f"{query_id} near {answer}: {' '.join(near)}")
+        if kind == "negation-trap":
+            best_answer = max(len(shared_words(text, texts[key])) for key in answers)
+            best_wrong = max(
+                len(shared_words(text, texts[key])) for key in ids if key not in grades
+            )
+            if best_wrong < best_answer:
+                untrapped.append(f"{query_id} answer {best_answer} > wrong {best_wrong}: {text}")
         queries.append(
             {"id": query_id, "kind": kind, "split": "heldout", "text": text, "relevant": grades}
         )
     assert not overlaps, "paraphrase queries sharing a content word:\n" + "\n".join(overlaps)
+    assert not untrapped, "negation traps without a lexically closer wrong memory:\n" + "\n".join(
+        untrapped
+    )
     texts_seen = Counter(q["text"] for q in queries)
     assert all(n == 1 for n in texts_seen.values()), [t for t, n in texts_seen.items() if n > 1]
     short = {kind: counters[kind] for kind in MINIMUM if counters[kind] < MINIMUM[kind]}
