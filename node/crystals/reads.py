@@ -36,8 +36,9 @@ class CrystalNotFound(StoreError):
 
 
 class SearchRow(NamedTuple):
-    """What ranking needs of a search candidate: no JSON, no vector, no enum parsing."""
+    """What search filters and ranks a candidate on: plain columns, no JSON, no vector, no enums."""
 
+    id: str
     text: str
     semantic_type: str
     lifecycle: str
@@ -45,6 +46,14 @@ class SearchRow(NamedTuple):
     importance_score: float
     last_accessed_at_ms: int | None
     created_at_ms: int
+    namespace: str
+    valid_from_ms: int | None
+    valid_to_ms: int | None
+    deleted_at_ms: int | None
+    expires_at_ms: int | None
+
+
+SEARCH_ROW_COLUMNS = ", ".join(SearchRow._fields)
 
 
 class CrystalReads:
@@ -98,13 +107,12 @@ class CrystalReads:
         return crystals
 
     def search_rows(self, rowids: Sequence[int]) -> dict[int, SearchRow]:
-        """The columns search ranks and filters on, for many candidates at once."""
+        """The columns search filters and ranks on, for many candidates at once."""
         if not rowids:
             return {}
         marks = ",".join("?" * len(rowids))
         rows = self.db.execute(
-            "SELECT rowid, text, semantic_type, lifecycle, access_scope, importance_score, "
-            f"last_accessed_at_ms, created_at_ms FROM crystals WHERE rowid IN ({marks})",
+            f"SELECT rowid, {SEARCH_ROW_COLUMNS} FROM crystals WHERE rowid IN ({marks})",
             tuple(rowids),
         ).fetchall()
         return {int(row[0]): SearchRow(*row[1:]) for row in rows}
@@ -136,17 +144,25 @@ class CrystalReads:
 
     def fts(self, match: str, limit: int, filters: Filters | None = None) -> list[tuple[int, float]]:
         """BM25 top-k as (rowid, bm25) in FTS5's convention: negative, lower is better;
-        with ``filters``, only among the crystals they select."""
+        with ``filters``, only among the crystals they select (a join into the crystal
+        rows: each match costs a row lookup, so search filters an unfiltered list first)."""
         if not match:
             return []
-        where, params = (filters or Filters()).sql()
         try:
-            rows = self.db.execute(
-                "SELECT crystals_fts.rowid, bm25(crystals_fts) AS score FROM crystals_fts "
-                "JOIN crystals c ON c.rowid = crystals_fts.rowid "
-                f"WHERE crystals_fts MATCH ? AND {where} ORDER BY score LIMIT ?",
-                (match, *params, limit),
-            ).fetchall()
+            if filters is None:
+                rows = self.db.execute(
+                    "SELECT rowid, bm25(crystals_fts) AS score FROM crystals_fts "
+                    "WHERE crystals_fts MATCH ? ORDER BY score LIMIT ?",
+                    (match, limit),
+                ).fetchall()
+            else:
+                where, params = filters.sql()
+                rows = self.db.execute(
+                    "SELECT crystals_fts.rowid, bm25(crystals_fts) AS score FROM crystals_fts "
+                    "JOIN crystals c ON c.rowid = crystals_fts.rowid "
+                    f"WHERE crystals_fts MATCH ? AND {where} ORDER BY score LIMIT ?",
+                    (match, *params, limit),
+                ).fetchall()
         except sqlite3.OperationalError:
             return []
         return [(int(row[0]), float(row[1])) for row in rows]
