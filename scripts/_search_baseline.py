@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,7 +23,7 @@ from node.crystals import governance as gov
 from node.crystals.compound import coverage_order, merge_dense, split_clauses
 from node.crystals.fusion import fts_query, fuse, identifier_tokens
 from node.crystals.index import VectorIndex
-from node.crystals.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
+from node.crystals.lexical import _AFTER, _BEFORE, CONFIDENCE_DEPTH, lexical_confidence
 from node.crystals.model import Crystal, Lifecycle, now_ms
 from node.crystals.rows import COLUMNS_WITHOUT_EMBEDDING, Filters, row_to_crystal
 from node.crystals.store import CrystalStore
@@ -43,6 +44,19 @@ log = logging.getLogger(__name__)
 
 CURRENT = ("c.valid_to_ms IS NULL AND c.deleted_at_ms IS NULL "
            "AND (c.expires_at_ms IS NULL OR c.expires_at_ms > ?)")
+
+
+def exact_matcher(identifiers: Sequence[str]) -> Callable[[str], int]:
+    tokens = list(dict.fromkeys(token.lower() for token in identifiers))
+    if not tokens:
+        return lambda text: 0
+    alternation = "|".join(re.escape(token) for token in sorted(tokens, key=len, reverse=True))
+    pattern = re.compile(_BEFORE + "(?:" + alternation + ")" + _AFTER, re.IGNORECASE)
+
+    def count(text: str) -> int:
+        return len({match.group(0).lower() for match in pattern.finditer(text)})
+
+    return count
 
 
 def _fts(store: CrystalStore, match: str, limit: int, filters: Filters) -> list[tuple[int, float]]:

@@ -111,11 +111,12 @@ class CrystalReads:
         if not rowids:
             return {}
         marks = ",".join("?" * len(rowids))
-        rows = self.db.execute(
+        cursor = self.db.execute(
             f"SELECT rowid, {SEARCH_ROW_COLUMNS} FROM crystals WHERE rowid IN ({marks})",
             tuple(rowids),
-        ).fetchall()
-        return {int(row[0]): SearchRow(*row[1:]) for row in rows}
+        )
+        cursor.row_factory = None  # plain tuples: cheaper than sqlite3.Row for a hundred rows
+        return {int(row[0]): SearchRow._make(row[1:]) for row in cursor.fetchall()}
 
     def find_by_hash(self, text_hash: str, namespace: str = "default") -> Crystal | None:
         """The current crystal with this content hash in ``namespace``."""
@@ -180,6 +181,21 @@ class CrystalReads:
         except sqlite3.OperationalError:
             return 0
         return int(row[0])
+
+    def fts_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """:meth:`fts_doc_freq` of several terms, counted in one statement."""
+        unique = list(dict.fromkeys(terms))
+        if not unique:
+            return {}
+        count = "(SELECT COUNT(*) FROM crystals_fts WHERE crystals_fts MATCH ?)"
+        try:
+            row = self.db.execute(
+                f"SELECT {', '.join([count] * len(unique))}",
+                tuple('"' + term.replace('"', '""') + '"' for term in unique),
+            ).fetchone()
+        except sqlite3.OperationalError:  # one term FTS5 refuses: count them one by one
+            return {term: self.fts_doc_freq(term) for term in unique}
+        return {term: int(value) for term, value in zip(unique, row, strict=True)}
 
     def vectors(self, batch: int = 2048, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Yield (rowids, vectors) of every crystal with an embedding, in rowid order."""

@@ -75,11 +75,15 @@ class Visibility:
             return False
         if self.scopes and row.access_scope not in self.scopes:
             return False
-        key = (row.access_scope, row.lifecycle)
+        return self.can_access(row.access_scope, row.lifecycle)
+
+    def can_access(self, scope: str, lifecycle: str) -> bool:
+        """:func:`governance.can_access` for the requester, once per (scope, lifecycle)."""
+        key = (scope, lifecycle)
         allowed = self._access.get(key)
         if allowed is None:
             try:
-                allowed = gov.can_access(row.access_scope, row.lifecycle, self.requester)
+                allowed = gov.can_access(scope, lifecycle, self.requester)
             except ValueError:  # a scope or lifecycle no crystal can have: a crafted row
                 allowed = False
             self._access[key] = allowed
@@ -128,7 +132,9 @@ def lexical_candidates(
         kept = rows.keep(found, visibility.listed)
         if len(kept) >= limit or len(found) < depth:
             return kept[:limit]
-    return store.fts(match, limit, visibility.index_filters())
+    joined = store.fts(match, limit, visibility.index_filters())
+    rows.fetch(rowid for rowid, _ in joined)
+    return joined
 
 
 __all__ = ["DEEPER", "Rows", "Visibility", "lexical_candidates"]

@@ -32,6 +32,7 @@ from node.memory.temporal import valid_at
 IMPORTANCE_WEIGHT = 0.1
 RECENCY_WEIGHT = 0.05
 RECENCY_HALF_LIFE_MS = 7 * 24 * 3600 * 1000
+WARNING = SemanticType.WARNING.value
 
 
 
@@ -121,15 +122,19 @@ def search(
     lexical = lexical_candidates(store, rows, match, candidates, first_lexical, visibility)
     if clauses:
         dense = merge_dense(dense, by_clause)
-    rows.fetch(rowid for ranked in (dense, lexical) for rowid, _ in ranked)
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
+    counts: dict[str, int] = {}
 
     def doc_freq(term: str) -> float:
         if not total_docs:
             # The index holds one vector per embedded crystal: a free count, close enough
             # for a rarity measured in decades; the store counts only when it is empty.
             total_docs.append(max(1, index.count or store.fts_doc_count()))
-        return store.fts_doc_freq(term) / total_docs[0]
+            # Fusion asks about the query's identifier tokens: count them all in one go.
+            counts.update(store.fts_doc_freqs(identifier_tokens(query)))
+        if term not in counts:
+            counts[term] = store.fts_doc_freq(term)
+        return counts[term] / total_docs[0]
 
     by_rowid = rows.by_rowid
     confidence_of_bm25 = lexical_confidence(
@@ -158,7 +163,7 @@ def search(
         recency = math.exp(-math.log(2) * max(age_ms, 0) / RECENCY_HALF_LIFE_MS)
         weight = (1 + row.importance_score * importance_boost) * (1 + recency * recency_bias)
         ranked.append(_Candidate(rowid, row, fused_score * weight, dense_by_id.get(rowid),
-                                 lexical_by_id.get(rowid)))
+                                 lexical_by_id.get(rowid), row.semantic_type == WARNING))
     if confidence is not None:
         sure = confidence([(item.row.id, item.warning) for item in ranked], now)
         for item in ranked:
@@ -189,10 +194,7 @@ class _Candidate:
     score: float
     dense: float | None
     lexical: float | None
-
-    @property
-    def warning(self) -> bool:
-        return self.row.semantic_type == SemanticType.WARNING.value
+    warning: bool
 
 
 def _whole(store: CrystalStore, ranked: list[_Candidate], k: int, visibility: Visibility) -> list[SearchHit]:
@@ -217,7 +219,7 @@ def _still_visible(crystal: Crystal, visibility: Visibility) -> bool:
     return (
         (crystal.is_current(visibility.now_ms) if as_of is None else valid_then(crystal, as_of))
         and (not visibility.scopes or scope.value in visibility.scopes)
-        and gov.can_access(scope, crystal.lifecycle, visibility.requester)
+        and visibility.can_access(scope.value, crystal.lifecycle.value)
     )
 
 
@@ -247,7 +249,9 @@ def _dense(store: CrystalStore, index: VectorIndex, rows: Rows, vector: np.ndarr
     if len(rows.keep(dense, visibility.listed)) >= k:
         return dense
     kept = store.current_rowids(tuple(sorted(visibility.namespaces)), visibility.now_ms)
-    return index.query(vector, min(candidates, len(kept)), kept.__contains__) if kept else []
+    dense = index.query(vector, min(candidates, len(kept)), kept.__contains__) if kept else []
+    rows.fetch(rowid for rowid, _ in dense)
+    return dense
 
 
 def is_warning_hit(hit: SearchHit) -> bool:
