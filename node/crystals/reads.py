@@ -36,7 +36,8 @@ class CrystalNotFound(StoreError):
 
 
 class SearchRow(NamedTuple):
-    """What search filters and ranks a candidate on: plain columns, no JSON, no vector, no enums."""
+    """What search filters and ranks a candidate on: plain columns, no vector, no enums; only the
+    access scope is read from the governance record (the authority, as in the parsed crystal)."""
 
     id: str
     text: str
@@ -53,7 +54,15 @@ class SearchRow(NamedTuple):
     expires_at_ms: int | None
 
 
-SEARCH_ROW_COLUMNS = ", ".join(SearchRow._fields)
+# The scope as ``Governance.from_dict`` reads it ("private" when absent); NULL when the record
+# is not JSON at all (that row cannot be parsed, so search never returns it).
+_GOVERNANCE_SCOPE = (
+    "CASE WHEN json_valid(governance_json) "
+    "THEN COALESCE(json_extract(governance_json, '$.accessScope'), 'private') END"
+)
+SEARCH_ROW_COLUMNS = ", ".join(
+    _GOVERNANCE_SCOPE if name == "access_scope" else name for name in SearchRow._fields
+)
 
 
 class CrystalReads:
