@@ -114,8 +114,8 @@ def search(
     dense = index.query(vector, candidates)
     by_clause = [index.query(clause, candidates) for clause in vectors[1:]] if clauses else []
     first_lexical = store.fts(match, candidates)
-    rows = Rows(store)
-    rows.fetch(rowid for ranked in (dense, first_lexical, *by_clause) for rowid, _ in ranked)
+    rows = Rows(store)  # the lexical list is filtered on them; dense rows are read when needed
+    rows.fetch(rowid for ranked in (first_lexical, dense[:k]) for rowid, _ in ranked)
     if as_of is None:
         dense = _dense(store, index, rows, vector, dense, candidates, k, visibility)
     # else every version is a candidate; validity at ``as_of`` is checked below
@@ -148,6 +148,7 @@ def search(
         doc_freq=doc_freq,
         lexical_confidence=confidence_of_bm25,
     )
+    rows.fetch(int(rowid) for rowid, _ in fused)
     dense_by_id = dict(dense)
     lexical_by_id = dict(lexical)
     retrieval = hormones.retrieval_modulation()
@@ -239,19 +240,20 @@ def _dense(store: CrystalStore, index: VectorIndex, rows: Rows, vector: np.ndarr
            visibility: Visibility) -> list[tuple[int, float]]:
     """Dense candidates among the current crystals of the asked namespaces.
 
-    ``dense`` is the plain HNSW walk (its rows are in ``rows``); when too few of
+    ``dense`` is the plain HNSW walk (the rows of its first ``k`` are in ``rows``); when too few of
     its candidates are current crystals of the asked namespaces (a small namespace
     beside a big one, many superseded versions), the walk is redone with hnswlib's
     filter over exactly those rowids, so a small namespace still gets its k nearest.
     """
     if len(dense) < candidates:
         return dense  # the whole index was read; fusion filters what is not allowed
+    if len(rows.keep(dense[:k], visibility.listed)) == k:  # the first k rows are fetched
+        return dense
+    rows.fetch(rowid for rowid, _ in dense)
     if len(rows.keep(dense, visibility.listed)) >= k:
         return dense
     kept = store.current_rowids(tuple(sorted(visibility.namespaces)), visibility.now_ms)
-    dense = index.query(vector, min(candidates, len(kept)), kept.__contains__) if kept else []
-    rows.fetch(rowid for rowid, _ in dense)
-    return dense
+    return index.query(vector, min(candidates, len(kept)), kept.__contains__) if kept else []
 
 
 def is_warning_hit(hit: SearchHit) -> bool:
