@@ -13,7 +13,9 @@ The lexical side ranks FTS5 unfiltered (no join into the wide crystal rows,
 which made the namespace/current filter scan) and keeps the allowed rows of
 that list; when too few survive (a small namespace beside a big one, many
 superseded versions), it asks deeper, then falls back to the joined query, so
-the result is always the top of the filtered ranking.
+the result is always the top of the filtered ranking. When the nearest dense
+candidates already show the asked crystals to be rare, the joined query is
+asked first.
 """
 
 from __future__ import annotations
@@ -114,27 +116,41 @@ class Rows:
                 if (row := by_rowid.get(rowid)) is not None and test(row)]
 
 
+def sparse(rows: Rows, nearest: list[tuple[int, float]], visibility: Visibility) -> bool:
+    """Whether the listed crystals are rare among the ``nearest`` dense candidates (rows fetched).
+
+    Then few of an unfiltered BM25 list would survive either (a small namespace
+    beside a big one), and :func:`lexical_candidates` goes straight to the joined query.
+    Only the cost depends on this guess, never the answer.
+    """
+    return bool(nearest) and len(rows.keep(nearest, visibility.listed)) * DEEPER < len(nearest)
+
+
 def lexical_candidates(
-    store: CrystalStore, rows: Rows, match: str, limit: int, first: list[tuple[int, float]],
-    visibility: Visibility,
+    store: CrystalStore, rows: Rows, match: str, limit: int, visibility: Visibility, joined_first: bool,
 ) -> list[tuple[int, float]]:
     """The BM25 top ``limit`` among the listed crystals (what ``store.fts`` with the filters gives).
 
-    ``first``: ``store.fts(match, limit)`` unfiltered, its rows already in ``rows``.
-    A filtered prefix of the unfiltered ranking is the filtered ranking's prefix,
+    The unfiltered ranking is read first (``limit``, then ``DEEPER × limit`` deep
+    when the survivors so far promise to fill the list), and its listed rows kept:
+    a filtered prefix of the unfiltered ranking is the filtered ranking's prefix,
     so it is the answer once it holds ``limit`` items or the ranking is exhausted.
+    Otherwise, or with ``joined_first``, the joined query answers.
     """
-    found = first
-    for depth in (limit, limit * DEEPER):
-        if depth != limit:
+    if not joined_first:
+        depth = limit
+        while True:
             found = store.fts(match, depth)
             rows.fetch(rowid for rowid, _ in found)
-        kept = rows.keep(found, visibility.listed)
-        if len(kept) >= limit or len(found) < depth:
-            return kept[:limit]
+            kept = rows.keep(found, visibility.listed)
+            if len(kept) >= limit or len(found) < depth:
+                return kept[:limit]
+            if depth > limit or len(kept) * DEEPER < limit:
+                break
+            depth = limit * DEEPER
     joined = store.fts(match, limit, visibility.index_filters())
     rows.fetch(rowid for rowid, _ in joined)
     return joined
 
 
-__all__ = ["DEEPER", "Rows", "Visibility", "lexical_candidates"]
+__all__ = ["DEEPER", "Rows", "Visibility", "lexical_candidates", "sparse"]

@@ -22,7 +22,7 @@ from node.crystals.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confi
 from node.crystals.model import Crystal, Lifecycle, SemanticType, now_ms
 from node.crystals.reads import SearchRow
 from node.crystals.store import CrystalStore, StoreError
-from node.memory.candidates import Rows, Visibility, lexical_candidates
+from node.memory.candidates import Rows, Visibility, lexical_candidates, sparse
 from node.memory.hormones import HormonalStateManager
 from node.memory.ranking import confidence_weight, surface_warnings
 from node.memory.temporal import valid_at
@@ -113,13 +113,13 @@ def search(
     match = fts_query(query)
     dense = index.query(vector, candidates)
     by_clause = [index.query(clause, candidates) for clause in vectors[1:]] if clauses else []
-    first_lexical = store.fts(match, candidates)
-    rows = Rows(store)  # the lexical list is filtered on them; dense rows are read when needed
-    rows.fetch(rowid for ranked in (first_lexical, dense[:k]) for rowid, _ in ranked)
+    rows = Rows(store)  # light rows: of the nearest k now, the lexical and fused candidates later
+    rows.fetch(rowid for rowid, _ in dense[:k])
+    lexical = lexical_candidates(store, rows, match, candidates, visibility,
+                                 joined_first=sparse(rows, dense[:k], visibility))
     if as_of is None:
         dense = _dense(store, index, rows, vector, dense, candidates, k, visibility)
     # else every version is a candidate; validity at ``as_of`` is checked below
-    lexical = lexical_candidates(store, rows, match, candidates, first_lexical, visibility)
     if clauses:
         dense = merge_dense(dense, by_clause)
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency

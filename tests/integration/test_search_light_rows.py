@@ -130,13 +130,14 @@ def test_lexical_candidates_equal_the_joined_query(memory: Memory, world: dict[s
                 visibility = Visibility(frozenset(namespaces), frozenset(), frozenset({"generated"}),
                                         frozenset(), gov.Requester.LOCAL_AGENT.value, now, as_of)
                 for limit in (5, 50):
-                    rows = Rows(memory.store)
-                    first = memory.store.fts(match, limit)
-                    rows.fetch(rowid for rowid, _ in first)
                     joined = memory.store.fts(match, limit, visibility.index_filters())
-                    assert lexical_candidates(memory.store, rows, match, limit, first, visibility) == joined
-                    fallbacks += len(memory.store.fts(match, limit * DEEPER)) == limit * DEEPER and len(
-                        rows.keep(memory.store.fts(match, limit * DEEPER), visibility.listed)) < limit
+                    for joined_first in (False, True):  # the guess only changes the cost
+                        rows = Rows(memory.store)
+                        assert lexical_candidates(memory.store, rows, match, limit, visibility,
+                                                  joined_first) == joined, (query, namespaces, as_of, limit)
+                    deep = memory.store.fts(match, limit * DEEPER)
+                    rows.fetch(rowid for rowid, _ in deep)
+                    fallbacks += len(deep) == limit * DEEPER and len(rows.keep(deep, visibility.listed)) < limit
     assert fallbacks  # the joined query was needed at least once (the tiny namespace)
 
 
