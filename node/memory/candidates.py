@@ -31,6 +31,8 @@ from node.memory.temporal import valid_at
 
 DEEPER = 4
 """How much deeper the unfiltered FTS5 list is read before the joined query is used."""
+MIN_CHUNK = 10
+"""Fewest unfiltered candidates whose rows are fetched at a time, after the first ``limit``."""
 
 
 @dataclass
@@ -131,23 +133,27 @@ def lexical_candidates(
 ) -> list[tuple[int, float]]:
     """The BM25 top ``limit`` among the listed crystals (what ``store.fts`` with the filters gives).
 
-    The unfiltered ranking is read first (``limit``, then ``DEEPER × limit`` deep
-    when the survivors so far promise to fill the list), and its listed rows kept:
-    a filtered prefix of the unfiltered ranking is the filtered ranking's prefix,
-    so it is the answer once it holds ``limit`` items or the ranking is exhausted.
-    Otherwise, or with ``joined_first``, the joined query answers.
+    The unfiltered ranking is read ``2 × limit`` deep (then ``DEEPER × limit``
+    when the survivors so far promise to fill the list) and its rows are fetched
+    a chunk at a time, only as many as are still missing: a filtered prefix of
+    the unfiltered ranking is the filtered ranking's prefix, so it is the answer
+    once it holds ``limit`` items or the ranking is exhausted. Otherwise, or with
+    ``joined_first``, the joined query answers.
     """
     if not joined_first:
-        depth = limit
-        while True:
+        kept: list[tuple[int, float]] = []
+        seen = 0
+        for depth in (2 * limit, DEEPER * limit):
             found = store.fts(match, depth)
-            rows.fetch(rowid for rowid, _ in found)
-            kept = rows.keep(found, visibility.listed)
+            while seen < len(found) and len(kept) < limit:
+                chunk = found[seen : seen + max(limit - len(kept), MIN_CHUNK)]
+                rows.fetch(rowid for rowid, _ in chunk)
+                kept += rows.keep(chunk, visibility.listed)
+                seen += len(chunk)
             if len(kept) >= limit or len(found) < depth:
                 return kept[:limit]
-            if depth > limit or len(kept) * DEEPER < limit:
+            if len(kept) * DEEPER < seen:
                 break
-            depth = limit * DEEPER
     joined = store.fts(match, limit, visibility.index_filters())
     rows.fetch(rowid for rowid, _ in joined)
     return joined
