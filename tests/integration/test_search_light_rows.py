@@ -95,7 +95,7 @@ def test_search_equals_the_full_filter_for_every_request(memory: Memory, world: 
     compared = 0
     for query in QUERIES:
         for extra in [*REQUESTS, {"as_of_ms": as_of}, {"as_of_ms": as_of, "namespaces": (TINY,)},
-                      {"as_of_ms": now_ms() - 3 * HOUR}]:
+                      {"as_of_ms": now_ms() - 3 * HOUR}, {"as_of_ms": now_ms()}]:
             request = SearchRequest(query=query, record_access=False, **extra)  # type: ignore[arg-type]
             fast = memory.search(request)
             full = old_search(memory.store, memory.index, memory.embed, memory.hormones, request,
@@ -105,7 +105,7 @@ def test_search_equals_the_full_filter_for_every_request(memory: Memory, world: 
             assert [hit.score for hit in fast] == pytest.approx([hit.score for hit in full], rel=1e-6)
             assert [hit.crystal.to_dict() for hit in fast] == [hit.crystal.to_dict() for hit in full]
             compared += 1
-    assert compared == len(QUERIES) * (len(REQUESTS) + 3)
+    assert compared == len(QUERIES) * (len(REQUESTS) + 4)
 
     # The cases the comparison is meant to cover did happen.
     def found(query: str, **extra: object) -> list[str]:
@@ -116,6 +116,8 @@ def test_search_equals_the_full_filter_for_every_request(memory: Memory, world: 
     assert world["new"].id in found("gate code") and world["old"].id not in found("gate code")
     assert world["old"].id in found("gate code", as_of_ms=as_of)
     assert world["gone"].id not in found("roster crew night")
+    assert world["gone"].id in found("roster crew night", as_of_ms=as_of)  # deleted after that
+    assert world["gone"].id not in found("roster crew night", as_of_ms=now_ms())
     assert world["ttl"].id not in found("ERR-4091 badge")
     assert world["archived"].id not in found("crane manual old owner")
 
@@ -146,7 +148,7 @@ def test_light_row_predicates_agree_with_parsed_crystals(memory: Memory, world: 
     rows = memory.store.search_rows(rowids)
     crystals = memory.store.get_by_rowids(rowids)
     now = now_ms()
-    moments = [None, world["new"].created_at_ms - 1, now - 3 * HOUR, now - HOUR // 2]
+    moments = [None, world["new"].created_at_ms - 1, now - 3 * HOUR, now - HOUR // 2, now]
     for namespaces in [("default",), (TINY,), ()]:
         for requester in (gov.Requester.LOCAL_AGENT.value, gov.Requester.PEER.value):
             for as_of in moments:
