@@ -31,6 +31,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _ASCII_WORD = frozenset(string.ascii_letters + string.digits + "_")
 _CONTINUES_BEFORE = _ASCII_WORD | frozenset(".-/:#")
 _CONTINUES_AFTER = _ASCII_WORD | frozenset("-/#")
+_ASCII_TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[.\-_/:#][A-Za-z0-9_]+)*")  # fusion._TOKEN, in ASCII
 STEM_LENGTH = 5
 CONFIDENCE_DEPTH = 10
 
@@ -39,14 +40,15 @@ def exact_matcher(identifiers: Sequence[str]) -> Callable[[str], int]:
     """A function counting how many distinct ``identifiers`` a text contains as whole tokens.
 
     Case-insensitive. An ASCII text is scanned with ``str.find`` when every
-    identifier is ASCII (the same rules as the pattern, without compiling one per
-    query: compiling cost ~0.1 ms, a twentieth of a search at 100k); any other
-    text goes through one compiled alternation, built the first time it is needed.
+    identifier is an ASCII token of ``fusion._TOKEN``'s shape (what search passes:
+    the same rules as the pattern, without compiling one per query, which cost
+    ~0.1 ms, a twentieth of a search at 100k); any other text or identifier goes
+    through one compiled alternation, built the first time it is needed.
     """
     tokens = list(dict.fromkeys(token.lower() for token in identifiers))
     if not tokens:
         return lambda text: 0
-    ascii_tokens = all(token.isascii() for token in tokens)
+    ascii_tokens = all(token.isascii() and _ASCII_TOKEN.fullmatch(token) for token in tokens)
     compiled: list[re.Pattern[str]] = []
 
     def count(text: str) -> int:
