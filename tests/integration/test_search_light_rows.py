@@ -163,3 +163,15 @@ def test_light_row_predicates_agree_with_parsed_crystals(memory: Memory, world: 
                         and gov.can_access(crystal.governance.access_scope, crystal.lifecycle, requester)
                     ), (crystal.text, namespaces, requester, as_of)
                     assert visibility.listed(row) == (in_namespace and (as_of is not None or crystal.is_current(now)))
+
+
+def test_a_governance_record_that_is_not_json_hides_its_row_and_fails_nothing(memory: Memory) -> None:
+    kept = memory.add("the ferry timetable changes in October")
+    broken = memory.add("the ferry timetable for the islands")
+    with memory.db.transaction() as conn:  # a hostile or damaged file
+        conn.execute("UPDATE crystals SET governance_json='{not json' WHERE id=?", (broken.id,))
+    request = SearchRequest("ferry timetable", record_access=False)
+    assert [hit.crystal.id for hit in memory.search(request)] == [kept.id]
+    full = baseline().baseline_search(memory.store, memory.index, memory.embed, memory.hormones, request,
+                                      memory.learning.confidences)
+    assert [hit.crystal.id for hit in full] == [kept.id]  # main skipped it too (unparseable)
