@@ -152,8 +152,6 @@ def search(
     dense_by_id = dict(dense)
     lexical_by_id = dict(lexical)
     retrieval = hormones.retrieval_modulation()
-    importance_boost = IMPORTANCE_WEIGHT * retrieval.importance_boost
-    recency_bias = RECENCY_WEIGHT * retrieval.recency_bias
     ranked: list[_Candidate] = []
     for rowid_text, fused_score in fused:
         rowid = int(rowid_text)
@@ -162,7 +160,9 @@ def search(
             continue
         age_ms = now - (row.last_accessed_at_ms or row.created_at_ms)
         recency = math.exp(-math.log(2) * max(age_ms, 0) / RECENCY_HALF_LIFE_MS)
-        weight = (1 + row.importance_score * importance_boost) * (1 + recency * recency_bias)
+        weight = (1 + IMPORTANCE_WEIGHT * row.importance_score * retrieval.importance_boost) * (
+            1 + RECENCY_WEIGHT * recency * retrieval.recency_bias
+        )
         ranked.append(_Candidate(rowid, row, fused_score * weight, dense_by_id.get(rowid),
                                  lexical_by_id.get(rowid), row.semantic_type == WARNING))
     if confidence is not None:
