@@ -4,8 +4,12 @@
 product search on the same store, to time both in one process and to check
 that both return the same ids in the same order. The store reads it needs are
 copied here with their SQL of that commit (FTS5 joined with the
-namespace/current filter; whole crystals parsed for every fused candidate), so
-later changes to ``node/`` do not move the baseline. Not a product path.
+namespace/current filter; whole crystals parsed for every fused candidate), and
+so is the identifier matcher (one compiled regex per query), so later changes
+to those reads do not move the baseline; fusion, compound ordering, confidence
+and warnings are imported from ``node/`` and shared by both sides, so a change
+there moves both. ``record_access`` is ignored (the bench never records).
+Not a product path.
 """
 
 from __future__ import annotations
