@@ -25,7 +25,7 @@ import numpy as np
 
 from node.crystals import governance as gov
 from node.crystals.compound import coverage_order, merge_dense, split_clauses
-from node.crystals.fusion import fts_query, fuse, identifier_tokens
+from node.crystals.fusion import fts_query, fuse, identifier_tokens, lexical_evidence
 from node.crystals.index import VectorIndex
 from node.crystals.lexical import _AFTER, _BEFORE, CONFIDENCE_DEPTH, lexical_confidence
 from node.crystals.model import Crystal, Lifecycle, now_ms
@@ -228,7 +228,7 @@ def baseline_search(
             hit.score *= confidence_weight(sure[hit.crystal.id])
     exact = exact_matcher(identifier_tokens(query))
     hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
-    if clauses:
+    if clauses and lexical_evidence(confidence_of_bm25) > 0.0:  # as the product (para's floor)
         hits = coverage_order(
             query,
             hits,
