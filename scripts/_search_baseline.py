@@ -25,7 +25,7 @@ import numpy as np
 
 from node.crystals import governance as gov
 from node.crystals.compound import coverage_order, merge_dense, split_clauses
-from node.crystals.fusion import fts_query, fuse, identifier_tokens, lexical_evidence
+from node.crystals.fusion import code_tokens, fts_query, fuse, lexical_evidence
 from node.crystals.index import VectorIndex
 from node.crystals.lexical import _AFTER, _BEFORE, CONFIDENCE_DEPTH, lexical_confidence
 from node.crystals.model import Crystal, Lifecycle, now_ms
@@ -152,12 +152,10 @@ def baseline_search(
     # A compound question ("which host runs the worker that stalled ...") is also
     # searched clause by clause (node.crystals.compound); a one-clause query is not.
     clauses = split_clauses(query)
-    vectors = embed([query, *clauses, *([expansion] if expansion else [])])
-    vector = vectors[0]
+    vector = embed([query])[0]  # as the product: the query's own vector (stop 20)
     if expansion:
-        vector = vector + vectors[-1]
+        vector = vector + embed([expansion])[0]
         vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
-        vectors = vectors[:-1]
     if as_of is None:
         dense = _dense(store, index, vector, candidates, k, request.namespaces, now)
         lexical = _fts(store, fts_query(query), candidates, Filters(namespaces=request.namespaces,
@@ -165,8 +163,6 @@ def baseline_search(
     else:  # every version is a candidate; validity at ``as_of`` is checked below
         dense = index.query(vector, candidates)
         lexical = _fts(store, fts_query(query), candidates, Filters(namespaces=request.namespaces))
-    if clauses:
-        dense = merge_dense(dense, [index.query(clause, candidates) for clause in vectors[1:]])
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
 
     def doc_freq(term: str) -> float:
@@ -181,6 +177,8 @@ def baseline_search(
     confidence_of_bm25 = lexical_confidence(
         query, [lexical_texts[rowid] for rowid in top_lexical if rowid in lexical_texts]
     )
+    if clauses and lexical_evidence(confidence_of_bm25) > 0.0:  # as the product (stop 20)
+        dense = merge_dense(dense, [index.query(clause, candidates) for clause in embed(clauses)])
     fused = fuse(
         query,
         [(str(rowid), score) for rowid, score in dense],
@@ -226,7 +224,7 @@ def baseline_search(
         sure = confidence([hit.crystal for hit in hits], now)
         for hit in hits:
             hit.score *= confidence_weight(sure[hit.crystal.id])
-    exact = exact_matcher(identifier_tokens(query))
+    exact = exact_matcher(code_tokens(query))  # as the product (stop 20)
     hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
     if clauses and lexical_evidence(confidence_of_bm25) > 0.0:  # as the product (para's floor)
         hits = coverage_order(

@@ -17,7 +17,7 @@ words, while for identifier queries (``ERR-4412``, ``JIRA-2231``,
   when not given) when ``c >= confidence_floor``, else 0 ("do no harm": a query
   that shares no real word with the store ranks exactly as dense search), and
   ``s`` in [0, 1] is the rarity of the rarest
-  identifier-like token in the query (see :func:`identifier_tokens`;
+  code-like token in the query (see :func:`code_tokens`;
   rarity from ``doc_freq`` as ``clip(-log10(df) / rarity_decades, 0, 1)``, so
   an identifier in ≤ 1 % of memories counts fully and one that no memory
   contains counts zero);
@@ -111,6 +111,18 @@ def identifier_tokens(text: str) -> list[str]:
     return [token for token in query_tokens(text) if is_identifier(token)]
 
 
+def code_tokens(text: str) -> list[str]:
+    """The identifier tokens that ranking treats as codes: those not made of letters only.
+
+    ``ERR-4091``, ``v2.3.1``, ``db-prod-03``, ``a41be07``, ``snake_case``, paths and
+    dates pin a memory down; an all-caps or camelCase word (``HTTPS``, ``GitHub``,
+    ``OOMKilled``) is vocabulary, left to BM25's own weighting: as an identifier it
+    gave BM25 a high weight and put every memory naming it first, also for a
+    reworded question that merely mentions it (docs/benchmarks.md, "Fifth pass").
+    """
+    return [token for token in identifier_tokens(text) if not token.isalpha()]
+
+
 def _quote(token: str) -> str:
     # Inside an FTS5 string every character is literal except '"', escaped by doubling.
     return '"' + token.replace('"', '""') + '"'
@@ -155,7 +167,7 @@ def lexical_weight(
     confidence: float = 0.0,
 ) -> float:
     """The share of the fused score given to BM25 for this query (see module docstring)."""
-    identifiers = identifier_tokens(query)
+    identifiers = code_tokens(query)
     if not identifiers:
         strength = 0.0
     elif doc_freq is None:

@@ -6,7 +6,7 @@ turns such a token into an adjacent-phrase query, which finds the right rows
 but lets BM25 weigh them against incidental word matches, and dense
 similarity cannot tell ``ERR-4091`` from ``ERR-4019``. After fusion,
 :meth:`Memory.search` therefore orders hits first by how many of the query's
-identifier-like tokens (:func:`node.crystals.fusion.identifier_tokens`) the
+code-like identifier tokens (:func:`node.crystals.fusion.code_tokens`) the
 memory's text contains *whole* — not as part of a longer token, so
 ``v2.3.1`` does not match ``v2.3.10`` and ``ERR-4091`` does not match
 ``ERR-40912`` — and only then by fused score.

@@ -16,7 +16,7 @@ import numpy as np
 
 from node.crystals import governance as gov
 from node.crystals.compound import coverage_order, merge_dense, split_clauses
-from node.crystals.fusion import fts_query, fuse, identifier_tokens, lexical_evidence
+from node.crystals.fusion import code_tokens, fts_query, fuse, lexical_evidence
 from node.crystals.index import VectorIndex
 from node.crystals.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
 from node.crystals.model import Crystal, Lifecycle, SemanticType, now_ms
@@ -104,15 +104,15 @@ def search(
     # A compound question ("which host runs the worker that stalled ...") is also
     # searched clause by clause (node.crystals.compound); a one-clause query is not.
     clauses = split_clauses(query)
-    vectors = embed([query, *clauses, *([expansion] if expansion else [])])
-    vector = vectors[0]
+    # The query is embedded on its own: the int8 embedder quantises activations per
+    # batch, so a vector embedded beside its clauses would not be the query's own
+    # (and would differ from what a plain dense search of the same text sees).
+    vector = embed([query])[0]
     if expansion:
-        vector = vector + vectors[-1]
+        vector = vector + embed([expansion])[0]
         vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
-        vectors = vectors[:-1]
     match = fts_query(query)
     dense = index.query(vector, candidates)
-    by_clause = [index.query(clause, candidates) for clause in vectors[1:]] if clauses else []
     rows = Rows(store)  # light rows: of the nearest k now, the lexical and fused candidates later
     rows.fetch(rowid for rowid, _ in dense[:k])
     lexical = lexical_candidates(store, rows, match, candidates, visibility,
@@ -120,8 +120,14 @@ def search(
     if as_of is None:
         dense = _dense(store, index, rows, vector, dense, candidates, k, visibility)
     # else every version is a candidate; validity at ``as_of`` is checked below
-    if clauses:
-        dense = merge_dense(dense, by_clause)
+    by_rowid = rows.by_rowid
+    confidence_of_bm25 = lexical_confidence(
+        query, [by_rowid[rowid].text for rowid, _ in lexical[:CONFIDENCE_DEPTH]]
+    )
+    if clauses and lexical_evidence(confidence_of_bm25) > 0.0:
+        # Clauses only where the words carry evidence (as coverage order below): a
+        # reworded compound question ranks as dense search of the whole question.
+        dense = merge_dense(dense, [index.query(clause, candidates) for clause in embed(clauses)])
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
     counts: dict[str, int] = {}
 
@@ -131,15 +137,11 @@ def search(
             # for a rarity measured in decades; the store counts only when it is empty.
             total_docs.append(max(1, index.count or store.fts_doc_count()))
             # Fusion asks about the query's identifier tokens: count them all in one go.
-            counts.update(store.fts_doc_freqs(identifier_tokens(query)))
+            counts.update(store.fts_doc_freqs(code_tokens(query)))
         if term not in counts:
             counts[term] = store.fts_doc_freq(term)
         return counts[term] / total_docs[0]
 
-    by_rowid = rows.by_rowid
-    confidence_of_bm25 = lexical_confidence(
-        query, [by_rowid[rowid].text for rowid, _ in lexical[:CONFIDENCE_DEPTH]]
-    )
     fused = fuse(
         query,
         [(str(rowid), score) for rowid, score in dense],
@@ -169,7 +171,7 @@ def search(
         sure = confidence([(item.row.id, item.warning) for item in ranked], now)
         for item in ranked:
             item.score *= confidence_weight(sure[item.row.id])
-    exact = exact_matcher(identifier_tokens(query))
+    exact = exact_matcher(code_tokens(query))
     ranked.sort(key=lambda item: (exact(item.row.text), item.score), reverse=True)
     if clauses and lexical_evidence(confidence_of_bm25) > 0.0:  # no lexical evidence: dense order
         ranked = coverage_order(
