@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from node.crystals.fusion import (
     DEFAULT_PARAMS,
+    code_tokens,
     fts_query,
     fuse,
     identifier_tokens,
@@ -144,6 +145,17 @@ def test_identifier_tokens_keep_punctuated_runs_whole() -> None:
         "ERR-4412",
         "517",
     ]
+
+
+def test_letters_only_identifiers_are_words_for_ranking() -> None:
+    query = "when did HTTPS break on GitHub for OOMKilled pods on db-prod-07 after v2.3.1, user_id 5433"
+    assert code_tokens(query) == ["db-prod-07", "v2.3.1", "user_id", "5433"]
+    # A rare all-caps word buys no identifier weight: by hand, 0 + 0.6 * 0 + 0.9 * 0 = 0
+    # (it would be 0.9 * rarity 1 = 0.9 as an identifier); the confidence term still applies.
+    rare = lambda token: 0.001  # noqa: E731
+    assert lexical_weight("why did HTTPS fail overnight", doc_freq=rare) == 0.0
+    assert lexical_weight("why did HTTPS fail overnight", doc_freq=rare, confidence=0.5) == pytest.approx(0.3)
+    assert lexical_weight("why did ERR-4091 fail overnight", doc_freq=rare) == pytest.approx(0.9)
 
 
 def _fts() -> sqlite3.Connection:
