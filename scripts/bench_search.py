@@ -18,12 +18,22 @@ once with the real ``--embedder`` (MiniLM int8 by default) also embedding
 each query text. Crystal texts are 8 synthetic words plus an ``ERR-<n>``
 identifier; half the query texts name a stored identifier.
 
-    .venv/bin/python scripts/bench_search.py --n 100000
+Unless ``--no-baseline``, main's search before the light rows
+(``scripts/_search_baseline.py``) and ``Memory.search`` also answer every query
+one after the other (which goes first alternates), on the same store and in the
+same process: p50/p95 of wall and thread CPU time for each, their ratio, and
+how many queries got the same top 10 ids in the same order.
+
+``--store DIR`` keeps the built store and index there; a later run with the same
+data arguments reuses them instead of building again (2 minutes at 100k).
+
+    .venv/bin/python scripts/bench_search.py --n 100000 --store /tmp/bench_search_100k
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -48,6 +58,7 @@ from node.crystals.model import Crystal
 from node.crystals.store import CrystalStore
 from node.memory.embedder import get_embedder
 from node.memory.facade import Memory, SearchRequest
+from scripts._search_baseline import baseline_search
 
 DIM = 384
 K = 10
@@ -55,6 +66,15 @@ EMBEDDER_NAME = "bench-synthetic-384"
 # Crystal texts: 8 words drawn from a 5,000-word synthetic vocabulary plus one
 # identifier (ERR-<n>), so that the FTS5 side of the product search has real work.
 VOCABULARY = [f"w{i:04d}" for i in range(5000)]
+
+
+BUILT_MARKER = "bench_search_built.json"
+
+
+def build_key(args: argparse.Namespace, params: IndexParams) -> dict[str, Any]:
+    """What a kept store was built from: reused only by a run with the same data and index."""
+    return {"n": args.n, "clusters": args.clusters, "spread": args.spread, "seed": args.seed,
+            "batch": args.batch, "m": params.m, "ef_construction": params.ef_construction}
 
 
 def crystal_text(rng: np.random.Generator, n: int) -> str:
@@ -118,8 +138,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     vectors = clustered_unit_vectors(rng, centres, args.n, args.spread)
     queries = clustered_unit_vectors(rng, centres, args.queries, args.spread)
 
-    with tempfile.TemporaryDirectory(prefix="bench_search_") as tmp:
-        root = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        if args.store is None:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench_search_")))
+        else:
+            root = args.store
+            root.mkdir(parents=True, exist_ok=True)
+        reuse = (root / BUILT_MARKER).exists()
+        if reuse and json.loads((root / BUILT_MARKER).read_text()) != build_key(args, params):
+            raise SystemExit(f"{root} holds a store built with other arguments; use another --store")
         store = CrystalStore(root / "crystals.db")
         store.bind_embedder(EMBEDDER_NAME, DIM)
         index = VectorIndex(root / "index.hnsw", params, EMBEDDER_NAME)
@@ -127,8 +154,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         store_s = 0.0
         index_s = 0.0
+        save_s = 0.0
         rowid_of_row = np.empty(args.n, dtype=np.int64)
-        for start in range(0, args.n, args.batch):
+        if reuse:  # the store and index of an earlier run; the texts still draw from rng
+            for start in range(0, args.n, args.batch):
+                for offset in range(min(args.batch, args.n - start)):
+                    crystal_text(rng, start + offset)
+            rows = store.db.execute("SELECT rowid FROM crystals ORDER BY rowid").fetchall()
+            rowid_of_row[:] = [row[0] for row in rows]
+        for start in range(0, 0 if reuse else args.n, args.batch):
             chunk = vectors[start : start + args.batch]
             crystals = [
                 Crystal(text=crystal_text(rng, start + offset), embedding=vector)
@@ -143,9 +177,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             store_s += stored - began
             rowid_of_row[start : start + len(chunk)] = rowids
 
-        began = time.perf_counter()
-        index.save()
-        save_s = time.perf_counter() - began
+        if not reuse:
+            began = time.perf_counter()
+            index.save()
+            save_s = time.perf_counter() - began
+            if args.store is not None:
+                (root / BUILT_MARKER).write_text(json.dumps(build_key(args, params)))
         began = time.perf_counter()
         reopened = VectorIndex(root / "index.hnsw", params, EMBEDDER_NAME)
         state = reopened.open(store)
@@ -211,7 +248,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "speedup_vs_exact": round(exact_p50 / p50, 1),
         "store_s": round(store_s, 2),
         "build_s": round(index_s, 2),
-        "ingest_per_s": round(args.n / ingest_s, 1),
+        "ingest_per_s": round(args.n / ingest_s, 1) if ingest_s else None,
+        "reused_store": reuse,
         "save_s": round(save_s, 3),
         "open_s": round(open_s, 3),
         "open_state": state,
@@ -241,6 +279,8 @@ def measure_product(
     config.memory.hnsw_ef_construction = params.ef_construction
     config.memory.hnsw_ef_search = params.ef_search
     result: dict[str, Any] = {}
+    if args.baseline:
+        result |= compare_with_baseline(config, texts, vectors)
     for label, real in (("product_no_embed", None), ("product_with_embed", args.embedder)):
         embedder = LookupEmbedder(vectors, get_embedder(real) if real else None)
         memory = Memory(config, embedder=embedder)  # type: ignore[arg-type]
@@ -260,6 +300,55 @@ def measure_product(
     return result
 
 
+def compare_with_baseline(config: NodeConfig, texts: list[str], vectors: dict[str, np.ndarray]) -> dict[str, Any]:
+    """``Memory.search`` and main's search before the light rows (scripts/_search_baseline.py),
+    interleaved query by query on one store (which goes first alternates), query vector given.
+
+    Wall time and the thread's CPU time (``time.thread_time``: what a busy shared
+    machine steals shows in wall time, not CPU) for each, and whether both return
+    the same top ``K`` ids in the same order for every query.
+    """
+    memory = Memory(config, embedder=LookupEmbedder(vectors))  # type: ignore[arg-type]
+    samples: dict[str, tuple[list[float], list[float]]] = {"product": ([], []), "baseline": ([], [])}
+    same = 0
+    differing: list[str] = []
+
+    def product(request: SearchRequest) -> list[str]:
+        return [hit.crystal.id for hit in memory.search(request)]
+
+    def baseline(request: SearchRequest) -> list[str]:
+        return [hit.crystal.id for hit in baseline_search(
+            memory.store, memory.index, memory.embed, memory.hormones, request, memory.learning.confidences)]
+
+    try:
+        for text in texts[:20]:
+            product(SearchRequest(query=text, k=K, record_access=False))
+            baseline(SearchRequest(query=text, k=K, record_access=False))
+        for number, text in enumerate(texts):
+            request = SearchRequest(query=text, k=K, record_access=False)
+            ids: dict[str, list[str]] = {}
+            order = (("product", product), ("baseline", baseline))
+            for name, run_search in order if number % 2 else order[::-1]:
+                began, cpu = time.perf_counter(), time.thread_time()
+                ids[name] = run_search(request)
+                samples[name][1].append(time.thread_time() - cpu)
+                samples[name][0].append(time.perf_counter() - began)
+            if ids["product"] == ids["baseline"]:
+                same += 1
+            elif len(differing) < 5:
+                differing.append(text)
+    finally:
+        memory.close()
+    out: dict[str, Any] = {"identical_top10": same, "compared_queries": len(texts), "differing": differing}
+    for name, (wall, cpu) in samples.items():
+        for kind, values in (("wall", wall), ("cpu", cpu)):
+            out[f"{name}_{kind}_p50_ms"] = round(percentile_ms(values, 50), 3)
+            out[f"{name}_{kind}_p95_ms"] = round(percentile_ms(values, 95), 3)
+    for kind in ("wall", "cpu"):
+        out[f"ratio_{kind}_p50"] = round(out[f"product_{kind}_p50_ms"] / out[f"baseline_{kind}_p50_ms"], 3)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="crystals to insert")
@@ -270,12 +359,21 @@ def main() -> None:
     )
     parser.add_argument("--batch", type=int, default=1000, help="crystals per store transaction")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--store", type=Path, default=None,
+        help="keep the built store and index in this directory, and reuse them when it holds "
+             "a store built with the same arguments (default: a temporary directory)",
+    )
     parser.add_argument("--ef", type=int, default=None, help="ef_search (default: config)")
     parser.add_argument("--m", type=int, default=None, help="HNSW M (default: config)")
     parser.add_argument("--ef-construction", type=int, default=None)
     parser.add_argument(
         "--sweep-ef", type=lambda text: [int(v) for v in text.split(",") if v], default=[],
         help="also measure these ef_search values on the same index, e.g. 50,200,400",
+    )
+    parser.add_argument(
+        "--no-baseline", dest="baseline", action="store_false",
+        help="skip the interleaved comparison with main's search before the light rows",
     )
     parser.add_argument(
         "--embedder", default="minilm", choices=("minilm", "hashing"),
@@ -287,10 +385,13 @@ def main() -> None:
         ("vectors", f"{result['n']} x {DIM}-d, {args.clusters} clusters, spread {args.spread}"),
         ("hnsw", f"M={result['m']} ef_construction={result['ef_construction']} "
                  f"ef_search={result['ef_search']}"),
-        ("store insert", f"{result['store_s']} s"),
-        ("index build", f"{result['build_s']} s"),
-        ("ingest rate", f"{result['ingest_per_s']} crystals/s (store + index)"),
-        ("save / reopen", f"{result['save_s']} s / {result['open_s']} s ({result['open_state']})"),
+        *([("store", f"reused from {args.store} (built by an earlier run)")] if result["reused_store"] else [
+            ("store insert", f"{result['store_s']} s"),
+            ("index build", f"{result['build_s']} s"),
+            ("ingest rate", f"{result['ingest_per_s']} crystals/s (store + index)"),
+            ("save", f"{result['save_s']} s"),
+        ]),
+        ("reopen", f"{result['open_s']} s ({result['open_state']})"),
         ("recall@10", f"{result['recall_at_10']}"),
         ("hnsw p50 / p99", f"{result['p50_ms']} / {result['p99_ms']} ms"),
         ("exact p50 / p99", f"{result['exact_p50_ms']} / {result['exact_p99_ms']} ms"),
@@ -300,6 +401,13 @@ def main() -> None:
         ("  + query embedding", f"{result['product_with_embed_p50_ms']} / "
                                 f"{result['product_with_embed_p95_ms']} ms ({result['query_embedder']})"),
     ]
+    if args.baseline:
+        for name in ("product", "baseline"):
+            rows.append((f"interleaved {name}", " ".join(
+                f"{kind} p50 / p95 {result[f'{name}_{kind}_p50_ms']} / {result[f'{name}_{kind}_p95_ms']} ms"
+                for kind in ("wall", "cpu"))))
+        rows.append(("ratio to baseline (p50)", f"wall {result['ratio_wall_p50']}, cpu {result['ratio_cpu_p50']}"))
+        rows.append(("identical top 10", f"{result['identical_top10']} of {result['compared_queries']} queries"))
     for point in result["ef_sweep"]:
         rows.append(
             (f"ef={point['ef']}", f"recall@10 {point['recall_at_10']}, "

@@ -9,12 +9,15 @@ words, while for identifier queries (``ERR-4412``, ``JIRA-2231``,
 
 :func:`fuse` therefore weights the lexical side per query:
 
-* ``lexical_weight = base_lexical_weight + confidence_weight * c + identifier_weight * s``,
-  capped at ``max_lexical_weight``, where ``c`` in [0, 1] is the lexical
-  confidence of the query (the idf-weighted share of its terms that the best
-  BM25 hit contains, :func:`node.crystals.lexical.lexical_confidence`,
-  computed by the caller: 0 when not given) and ``s`` in [0, 1] is the rarity of the rarest
-  identifier-like token in the query (see :func:`identifier_tokens`;
+* ``lexical_weight = base_lexical_weight + confidence_weight * e + identifier_weight * s``,
+  capped at ``max_lexical_weight``, where ``e`` is the lexical evidence
+  (:func:`lexical_evidence`): the lexical confidence ``c`` in [0, 1] of the
+  query (the idf-weighted share of its terms that the best BM25 hit contains,
+  :func:`node.crystals.lexical.lexical_confidence`, computed by the caller: 0
+  when not given) when ``c >= confidence_floor``, else 0 ("do no harm": a query
+  that shares no real word with the store ranks exactly as dense search), and
+  ``s`` in [0, 1] is the rarity of the rarest
+  code-like token in the query (see :func:`code_tokens`;
   rarity from ``doc_freq`` as ``clip(-log10(df) / rarity_decades, 0, 1)``, so
   an identifier in ≤ 1 % of memories counts fully and one that no memory
   contains counts zero);
@@ -60,7 +63,9 @@ class FusionParams:
     gains at the price of paraphrases. ``identifier_weight`` 0.9 leaves dense
     similarity as the tie-breaker between memories that all name the
     identifier. ``rrf_weight`` (seed 002's RRF, scaled by the lexical trust)
-    showed no measurable effect and is off by default.
+    showed no measurable effect and is off by default. ``confidence_floor``
+    0.2: below it the lexical confidence counts as no evidence at all (middle of
+    the tune plateau 0.15–0.25, docs/benchmarks.md "Third pass").
     """
 
     base_lexical_weight: float = 0.0
@@ -70,6 +75,7 @@ class FusionParams:
     rrf_weight: float = 0.0
     rrf_k: int = RRF_K
     rarity_decades: float = 2.0
+    confidence_floor: float = 0.2
 
 
 DEFAULT_PARAMS = FusionParams()
@@ -105,6 +111,18 @@ def identifier_tokens(text: str) -> list[str]:
     return [token for token in query_tokens(text) if is_identifier(token)]
 
 
+def code_tokens(text: str) -> list[str]:
+    """The identifier tokens that ranking treats as codes: those not made of letters only.
+
+    ``ERR-4091``, ``v2.3.1``, ``db-prod-03``, ``a41be07``, ``snake_case``, paths and
+    dates pin a memory down; an all-caps or camelCase word (``HTTPS``, ``GitHub``,
+    ``OOMKilled``) is vocabulary, left to BM25's own weighting: as an identifier it
+    gave BM25 a high weight and put every memory naming it first, also for a
+    reworded question that merely mentions it (docs/benchmarks.md, "Fifth pass").
+    """
+    return [token for token in identifier_tokens(text) if not token.isalpha()]
+
+
 def _quote(token: str) -> str:
     # Inside an FTS5 string every character is literal except '"', escaped by doubling.
     return '"' + token.replace('"', '""') + '"'
@@ -132,6 +150,16 @@ def rarity(doc_fraction: float, decades: float = DEFAULT_PARAMS.rarity_decades) 
     return min(1.0, max(0.0, -math.log10(min(doc_fraction, 1.0)) / decades))
 
 
+def lexical_evidence(confidence: float, params: FusionParams = DEFAULT_PARAMS) -> float:
+    """The lexical confidence clipped to [0, 1], or 0 below ``params.confidence_floor``.
+
+    0 means the BM25 list carries no evidence for this query: fusion gives it no
+    weight and compound re-ordering by query terms is skipped.
+    """
+    confidence = min(1.0, max(0.0, confidence))
+    return confidence if confidence >= params.confidence_floor else 0.0
+
+
 def lexical_weight(
     query: str,
     doc_freq: Callable[[str], float] | None = None,
@@ -139,14 +167,14 @@ def lexical_weight(
     confidence: float = 0.0,
 ) -> float:
     """The share of the fused score given to BM25 for this query (see module docstring)."""
-    identifiers = identifier_tokens(query)
+    identifiers = code_tokens(query)
     if not identifiers:
         strength = 0.0
     elif doc_freq is None:
         strength = 1.0
     else:
         strength = max(rarity(doc_freq(token), params.rarity_decades) for token in identifiers)
-    confidence = min(1.0, max(0.0, confidence))
+    confidence = lexical_evidence(confidence, params)
     return min(
         params.max_lexical_weight,
         params.base_lexical_weight

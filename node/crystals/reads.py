@@ -36,8 +36,10 @@ class CrystalNotFound(StoreError):
 
 
 class SearchRow(NamedTuple):
-    """What ranking needs of a search candidate: no JSON, no vector, no enum parsing."""
+    """What search filters and ranks a candidate on: plain columns, no vector, no enums; only the
+    access scope is read from the governance record (the authority, as in the parsed crystal)."""
 
+    id: str
     text: str
     semantic_type: str
     lifecycle: str
@@ -45,6 +47,22 @@ class SearchRow(NamedTuple):
     importance_score: float
     last_accessed_at_ms: int | None
     created_at_ms: int
+    namespace: str
+    valid_from_ms: int | None
+    valid_to_ms: int | None
+    deleted_at_ms: int | None
+    expires_at_ms: int | None
+
+
+# The scope as ``Governance.from_dict`` reads it ("private" when absent); NULL when the record
+# is not JSON at all (that row cannot be parsed, so search never returns it).
+_GOVERNANCE_SCOPE = (
+    "CASE WHEN json_valid(governance_json) "
+    "THEN COALESCE(json_extract(governance_json, '$.accessScope'), 'private') END"
+)
+SEARCH_ROW_COLUMNS = ", ".join(
+    _GOVERNANCE_SCOPE if name == "access_scope" else name for name in SearchRow._fields
+)
 
 
 class CrystalReads:
@@ -98,16 +116,16 @@ class CrystalReads:
         return crystals
 
     def search_rows(self, rowids: Sequence[int]) -> dict[int, SearchRow]:
-        """The columns search ranks and filters on, for many candidates at once."""
+        """The columns search filters and ranks on, for many candidates at once."""
         if not rowids:
             return {}
         marks = ",".join("?" * len(rowids))
-        rows = self.db.execute(
-            "SELECT rowid, text, semantic_type, lifecycle, access_scope, importance_score, "
-            f"last_accessed_at_ms, created_at_ms FROM crystals WHERE rowid IN ({marks})",
+        cursor = self.db.execute(
+            f"SELECT rowid, {SEARCH_ROW_COLUMNS} FROM crystals WHERE rowid IN ({marks})",
             tuple(rowids),
-        ).fetchall()
-        return {int(row[0]): SearchRow(*row[1:]) for row in rows}
+        )
+        cursor.row_factory = None  # plain tuples: cheaper than sqlite3.Row for a hundred rows
+        return {int(row[0]): SearchRow._make(row[1:]) for row in cursor.fetchall()}
 
     def find_by_hash(self, text_hash: str, namespace: str = "default") -> Crystal | None:
         """The current crystal with this content hash in ``namespace``."""
@@ -136,17 +154,25 @@ class CrystalReads:
 
     def fts(self, match: str, limit: int, filters: Filters | None = None) -> list[tuple[int, float]]:
         """BM25 top-k as (rowid, bm25) in FTS5's convention: negative, lower is better;
-        with ``filters``, only among the crystals they select."""
+        with ``filters``, only among the crystals they select (a join into the crystal
+        rows: each match costs a row lookup, so search filters an unfiltered list first)."""
         if not match:
             return []
-        where, params = (filters or Filters()).sql()
         try:
-            rows = self.db.execute(
-                "SELECT crystals_fts.rowid, bm25(crystals_fts) AS score FROM crystals_fts "
-                "JOIN crystals c ON c.rowid = crystals_fts.rowid "
-                f"WHERE crystals_fts MATCH ? AND {where} ORDER BY score LIMIT ?",
-                (match, *params, limit),
-            ).fetchall()
+            if filters is None:
+                rows = self.db.execute(
+                    "SELECT rowid, bm25(crystals_fts) AS score FROM crystals_fts "
+                    "WHERE crystals_fts MATCH ? ORDER BY score LIMIT ?",
+                    (match, limit),
+                ).fetchall()
+            else:
+                where, params = filters.sql()
+                rows = self.db.execute(
+                    "SELECT crystals_fts.rowid, bm25(crystals_fts) AS score FROM crystals_fts "
+                    "JOIN crystals c ON c.rowid = crystals_fts.rowid "
+                    f"WHERE crystals_fts MATCH ? AND {where} ORDER BY score LIMIT ?",
+                    (match, *params, limit),
+                ).fetchall()
         except sqlite3.OperationalError:
             return []
         return [(int(row[0]), float(row[1])) for row in rows]
@@ -164,6 +190,21 @@ class CrystalReads:
         except sqlite3.OperationalError:
             return 0
         return int(row[0])
+
+    def fts_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """:meth:`fts_doc_freq` of several terms, counted in one statement."""
+        unique = list(dict.fromkeys(terms))
+        if not unique:
+            return {}
+        count = "(SELECT COUNT(*) FROM crystals_fts WHERE crystals_fts MATCH ?)"
+        try:
+            row = self.db.execute(
+                f"SELECT {', '.join([count] * len(unique))}",
+                tuple('"' + term.replace('"', '""') + '"' for term in unique),
+            ).fetchone()
+        except sqlite3.OperationalError:  # one term FTS5 refuses: count them one by one
+            return {term: self.fts_doc_freq(term) for term in unique}
+        return {term: int(value) for term, value in zip(unique, row, strict=True)}
 
     def vectors(self, batch: int = 2048, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Yield (rowids, vectors) of every crystal with an embedding, in rowid order."""

@@ -216,7 +216,7 @@ class Memory:
     def search(self, request: SearchRequest) -> list[SearchHit]:
         if self.llm is None:
             return search(
-                self.store, self.index, self.embed, self.hormones, request, self.learning.confidences
+                self.store, self.index, self.embed, self.hormones, request, self.learning.confidences_by_id
             )
         hits = self.search_candidates(request, self.llm.expand(request.query))
         hits = self.llm.rerank(request.query, hits, lambda hit: hit.crystal.text)[: request.k]
@@ -229,7 +229,7 @@ class Memory:
         depth = max(request.k, RERANK_DEPTH) if self.llm and self.llm.settings.rerank else request.k
         wide = replace(request, k=depth, record_access=False)
         return search(
-            self.store, self.index, self.embed, self.hormones, wide, self.learning.confidences,
+            self.store, self.index, self.embed, self.hormones, wide, self.learning.confidences_by_id,
             expansion,
         )
 

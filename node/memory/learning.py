@@ -100,17 +100,25 @@ class Learning:
 
     # --- confidence -------------------------------------------------------------------------------
     def confidence(self, crystal: Crystal, row: KnowledgeRow | None, at_ms: int) -> float:
+        return self._confidence(row, at_ms, is_warning(crystal))
+
+    def _confidence(self, row: KnowledgeRow | None, at_ms: int, warning: bool) -> float:
         if row is None:
             return conf.SELF_LEARNED_CONFIDENCE
         return conf.current_confidence(
-            row.confidence, at_ms - row.reference_ms, self.tau_ms, row.episode_count, warning=is_warning(crystal)
+            row.confidence, at_ms - row.reference_ms, self.tau_ms, row.episode_count, warning=warning
         )
 
     def confidences(self, crystals: Sequence[Crystal], at_ms: int | None = None) -> dict[str, float]:
         """Confidence now of each crystal (1.0 for self-learned ones without a row)."""
+        return self.confidences_by_id([(c.id, is_warning(c)) for c in crystals], at_ms)
+
+    def confidences_by_id(self, crystals: Sequence[tuple[str, bool]], at_ms: int | None = None) -> dict[str, float]:
+        """:meth:`confidences` from ``(crystal id, is a warning)`` pairs (search ranks on light rows)."""
         at = at_ms if at_ms is not None else now_ms()
-        rows = self.knowledge.rows([c.id for c in crystals])
-        return {c.id: self.confidence(c, rows.get(c.id), at) for c in crystals}
+        rows = self.knowledge.rows([crystal_id for crystal_id, _ in crystals])
+        return {crystal_id: self._confidence(rows.get(crystal_id), at, warning)
+                for crystal_id, warning in crystals}
 
     def describe(self, crystal: Crystal, at_ms: int | None = None) -> dict[str, Any]:
         """What the node knows about a crystal's confidence and evidence (for ``memory get``)."""

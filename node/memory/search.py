@@ -16,11 +16,13 @@ import numpy as np
 
 from node.crystals import governance as gov
 from node.crystals.compound import coverage_order, merge_dense, split_clauses
-from node.crystals.fusion import fts_query, fuse, identifier_tokens
+from node.crystals.fusion import code_tokens, fts_query, fuse, lexical_evidence
 from node.crystals.index import VectorIndex
 from node.crystals.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
 from node.crystals.model import Crystal, Lifecycle, SemanticType, now_ms
-from node.crystals.store import CrystalStore, Filters, StoreError
+from node.crystals.reads import SearchRow
+from node.crystals.store import CrystalStore, StoreError
+from node.memory.candidates import Rows, Visibility, lexical_candidates, sparse
 from node.memory.hormones import HormonalStateManager
 from node.memory.ranking import confidence_weight, surface_warnings
 from node.memory.temporal import valid_at
@@ -30,6 +32,7 @@ from node.memory.temporal import valid_at
 IMPORTANCE_WEIGHT = 0.1
 RECENCY_WEIGHT = 0.05
 RECENCY_HALF_LIFE_MS = 7 * 24 * 3600 * 1000
+WARNING = SemanticType.WARNING.value
 
 
 
@@ -73,15 +76,18 @@ def search(
     embed: Callable[[Sequence[str]], np.ndarray],
     hormones: HormonalStateManager,
     request: SearchRequest,
-    confidence: Callable[[list[Crystal], int], dict[str, float]] | None = None,
+    confidence: Callable[[Sequence[tuple[str, bool]], int], dict[str, float]] | None = None,
     expansion: str | None = None,
 ) -> list[SearchHit]:
     """Answer ``request`` from one data dir (synchronous: the database's thread).
 
     ``confidence`` (seed 003, :mod:`node.memory.ranking`) re-weights near-ties by
-    how sure the node is of each hit; relevant warnings are put first.
+    how sure the node is of each hit, given ``(crystal id, is a warning)`` pairs;
+    relevant warnings are put first.
     ``expansion``: a HyDE passage (node.memory.llm_stage); the dense side then
     searches with ``normalise(v(query) + v(expansion))``.
+    Candidates are filtered and ranked on light rows (:mod:`node.memory.candidates`);
+    only the top ``k`` are read as whole crystals.
     """
     query = request.query.strip()
     if not query:
@@ -92,40 +98,50 @@ def search(
     )
     now = now_ms()
     as_of = request.as_of_ms
-    filters = Filters(request.semantic_types, lifecycles, request.scopes, request.namespaces, now)
+    visibility = Visibility(frozenset(request.namespaces), frozenset(request.semantic_types),
+                            frozenset(lifecycles), frozenset(request.scopes), request.requester, now, as_of)
     candidates = max(50, k * 5)
     # A compound question ("which host runs the worker that stalled ...") is also
     # searched clause by clause (node.crystals.compound); a one-clause query is not.
     clauses = split_clauses(query)
-    vectors = embed([query, *clauses, *([expansion] if expansion else [])])
-    vector = vectors[0]
+    # The query is embedded on its own: the int8 embedder quantises activations per
+    # batch, so a vector embedded beside its clauses would not be the query's own
+    # (and would differ from what a plain dense search of the same text sees).
+    vector = embed([query])[0]
     if expansion:
-        vector = vector + vectors[-1]
+        vector = vector + embed([expansion])[0]
         vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
-        vectors = vectors[:-1]
+    match = fts_query(query)
+    dense = index.query(vector, candidates)
+    rows = Rows(store)  # light rows: of the nearest k now, the lexical and fused candidates later
+    rows.fetch(rowid for rowid, _ in dense[:k])
+    lexical = lexical_candidates(store, rows, match, candidates, visibility,
+                                 joined_first=sparse(rows, dense[:k], visibility))
     if as_of is None:
-        dense = _dense(store, index, vector, candidates, k, request.namespaces, now)
-        lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces,
-                                                                   current_at_ms=now))
-    else:  # every version is a candidate; validity at ``as_of`` is checked below
-        dense = index.query(vector, candidates)
-        lexical = store.fts(fts_query(query), candidates, Filters(namespaces=request.namespaces))
-    if clauses:
-        dense = merge_dense(dense, [index.query(clause, candidates) for clause in vectors[1:]])
+        dense = _dense(store, index, rows, vector, dense, candidates, k, visibility)
+    # else every version is a candidate; validity at ``as_of`` is checked below
+    by_rowid = rows.by_rowid
+    confidence_of_bm25 = lexical_confidence(
+        query, [by_rowid[rowid].text for rowid, _ in lexical[:CONFIDENCE_DEPTH]]
+    )
+    if clauses and lexical_evidence(confidence_of_bm25) > 0.0:
+        # Clauses only where the words carry evidence (as coverage order below): a
+        # reworded compound question ranks as dense search of the whole question.
+        dense = merge_dense(dense, [index.query(clause, candidates) for clause in embed(clauses)])
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
+    counts: dict[str, int] = {}
 
     def doc_freq(term: str) -> float:
         if not total_docs:
             # The index holds one vector per embedded crystal: a free count, close enough
             # for a rarity measured in decades; the store counts only when it is empty.
             total_docs.append(max(1, index.count or store.fts_doc_count()))
-        return store.fts_doc_freq(term) / total_docs[0]
+            # Fusion asks about the query's identifier tokens: count them all in one go.
+            counts.update(store.fts_doc_freqs(code_tokens(query)))
+        if term not in counts:
+            counts[term] = store.fts_doc_freq(term)
+        return counts[term] / total_docs[0]
 
-    top_lexical = [rowid for rowid, _ in lexical[:CONFIDENCE_DEPTH]]
-    lexical_texts = store.search_rows(top_lexical)
-    confidence_of_bm25 = lexical_confidence(
-        query, [lexical_texts[rowid].text for rowid in top_lexical if rowid in lexical_texts]
-    )
     fused = fuse(
         query,
         [(str(rowid), score) for rowid, score in dense],
@@ -134,57 +150,80 @@ def search(
         doc_freq=doc_freq,
         lexical_confidence=confidence_of_bm25,
     )
-    rowids = [int(rowid) for rowid, _ in fused]
-    crystals = store.get_by_rowids(rowids)
+    rows.fetch(int(rowid) for rowid, _ in fused)
     dense_by_id = dict(dense)
     lexical_by_id = dict(lexical)
     retrieval = hormones.retrieval_modulation()
-    allowed_namespaces = set(request.namespaces)
-    allowed_types = set(filters.semantic_types)
-    allowed_lifecycles = set(filters.lifecycles)
-    allowed_scopes = set(filters.scopes)
-    hits: list[SearchHit] = []
+    ranked: list[_Candidate] = []
     for rowid_text, fused_score in fused:
         rowid = int(rowid_text)
-        crystal = crystals.get(rowid)
-        if crystal is None or not (crystal.is_current(now) if as_of is None else valid_then(crystal, as_of)):
+        row = by_rowid.get(rowid)
+        if row is None or not visibility.visible(row):
             continue
-        if allowed_namespaces and crystal.namespace not in allowed_namespaces:
-            continue
-        if allowed_types and crystal.semantic_type.value not in allowed_types:
-            continue
-        if crystal.lifecycle.value not in allowed_lifecycles:
-            continue
-        if allowed_scopes and crystal.governance.access_scope.value not in allowed_scopes:
-            continue
-        if not gov.can_access(crystal.governance.access_scope, crystal.lifecycle, request.requester):
-            continue
-        age_ms = now - (crystal.last_accessed_at_ms or crystal.created_at_ms)
+        age_ms = now - (row.last_accessed_at_ms or row.created_at_ms)
         recency = math.exp(-math.log(2) * max(age_ms, 0) / RECENCY_HALF_LIFE_MS)
-        weight = (1 + IMPORTANCE_WEIGHT * crystal.importance_score * retrieval.importance_boost) * (
+        weight = (1 + IMPORTANCE_WEIGHT * row.importance_score * retrieval.importance_boost) * (
             1 + RECENCY_WEIGHT * recency * retrieval.recency_bias
         )
-        hits.append(
-            SearchHit(crystal, fused_score * weight, dense_by_id.get(rowid), lexical_by_id.get(rowid))
-        )
+        ranked.append(_Candidate(rowid, row, fused_score * weight, dense_by_id.get(rowid),
+                                 lexical_by_id.get(rowid), row.semantic_type == WARNING))
     if confidence is not None:
-        sure = confidence([hit.crystal for hit in hits], now)
-        for hit in hits:
-            hit.score *= confidence_weight(sure[hit.crystal.id])
-    exact = exact_matcher(identifier_tokens(query))
-    hits.sort(key=lambda hit: (exact(hit.crystal.text), hit.score), reverse=True)
-    if clauses:
-        hits = coverage_order(
+        sure = confidence([(item.row.id, item.warning) for item in ranked], now)
+        for item in ranked:
+            item.score *= confidence_weight(sure[item.row.id])
+    exact = exact_matcher(code_tokens(query))
+    ranked.sort(key=lambda item: (exact(item.row.text), item.score), reverse=True)
+    if clauses and lexical_evidence(confidence_of_bm25) > 0.0:  # no lexical evidence: dense order
+        ranked = coverage_order(
             query,
-            hits,
-            score=lambda hit: hit.score,
-            text=lambda hit: hit.crystal.text,
-            rank_first=lambda hit: exact(hit.crystal.text),
+            ranked,
+            score=lambda item: item.score,
+            text=lambda item: item.row.text,
+            rank_first=lambda item: exact(item.row.text),
         )
-    hits = surface_warnings(hits, k, is_warning_hit, lambda hit: hit.score)
+    ranked = surface_warnings(ranked, len(ranked), lambda item: item.warning, lambda item: item.score)
+    hits = _whole(store, ranked, k, visibility)
     if request.record_access:
         record_hits(store, hits, now)
     return hits
+
+
+@dataclass
+class _Candidate:
+    """A search candidate ranked on its light row; read whole only if it makes the top k."""
+
+    rowid: int
+    row: SearchRow
+    score: float
+    dense: float | None
+    lexical: float | None
+    warning: bool
+
+
+def _whole(store: CrystalStore, ranked: list[_Candidate], k: int, visibility: Visibility) -> list[SearchHit]:
+    """The first ``k`` of ``ranked`` as whole crystals, skipping any whose row cannot be read or
+    whose parsed crystal fails the request's filters (its JSON is the authority on scope and TTL)."""
+    hits: list[SearchHit] = []
+    start = 0
+    while len(hits) < k and start < len(ranked):
+        batch = ranked[start : start + k - len(hits)]
+        start += len(batch)
+        crystals = store.get_by_rowids([item.rowid for item in batch])
+        for item in batch:
+            crystal = crystals.get(item.rowid)
+            if crystal is not None and _still_visible(crystal, visibility):
+                hits.append(SearchHit(crystal, item.score, item.dense, item.lexical))
+    return hits
+
+
+def _still_visible(crystal: Crystal, visibility: Visibility) -> bool:
+    as_of = visibility.as_of_ms
+    scope = crystal.governance.access_scope
+    return (
+        (crystal.is_current(visibility.now_ms) if as_of is None else valid_then(crystal, as_of))
+        and (not visibility.scopes or scope.value in visibility.scopes)
+        and visibility.can_access(scope.value, crystal.lifecycle.value)
+    )
 
 
 def record_hits(store: CrystalStore, hits: list[SearchHit], now: int | None = None) -> None:
@@ -198,21 +237,24 @@ def record_hits(store: CrystalStore, hits: list[SearchHit], now: int | None = No
         hit.crystal.last_accessed_at_ms = now
 
 
-def _dense(store: CrystalStore, index: VectorIndex, vector: np.ndarray, candidates: int, k: int,
-           namespaces: tuple[str, ...], now: int) -> list[tuple[int, float]]:
-    """Dense candidates among the current crystals of ``namespaces``.
+def _dense(store: CrystalStore, index: VectorIndex, rows: Rows, vector: np.ndarray,
+           dense: list[tuple[int, float]], candidates: int, k: int,
+           visibility: Visibility) -> list[tuple[int, float]]:
+    """Dense candidates among the current crystals of the asked namespaces.
 
-    The plain HNSW walk is tried first; when too few of its candidates are current
-    crystals of the asked namespaces (a small namespace beside a big one, many
-    superseded versions), the walk is redone with hnswlib's filter over exactly
-    those rowids, so a small namespace still gets its k nearest.
+    ``dense`` is the plain HNSW walk (the rows of its first ``k`` are in ``rows``); when too few of
+    its candidates are current crystals of the asked namespaces (a small namespace
+    beside a big one, many superseded versions), the walk is redone with hnswlib's
+    filter over exactly those rowids, so a small namespace still gets its k nearest.
     """
-    dense = index.query(vector, candidates)
     if len(dense) < candidates:
         return dense  # the whole index was read; fusion filters what is not allowed
-    if len(store.current_rowids(namespaces, now, among=[rowid for rowid, _ in dense])) >= k:
+    if len(rows.keep(dense[:k], visibility.listed)) == k:  # the first k rows are fetched
         return dense
-    kept = store.current_rowids(namespaces, now)
+    rows.fetch(rowid for rowid, _ in dense)
+    if len(rows.keep(dense, visibility.listed)) >= k:
+        return dense
+    kept = store.current_rowids(tuple(sorted(visibility.namespaces)), visibility.now_ms)
     return index.query(vector, min(candidates, len(kept)), kept.__contains__) if kept else []
 
 

@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 
 from node.crystals.fusion import (
     DEFAULT_PARAMS,
+    code_tokens,
     fts_query,
     fuse,
     identifier_tokens,
     is_identifier,
+    lexical_evidence,
     lexical_weight,
     rarity,
     rrf,
@@ -61,6 +63,24 @@ def test_lexical_confidence_buys_bm25_weight() -> None:
     lexical = [("words", -9.0)]
     assert fuse("q", dense, lexical, 2)[0][0] == "meaning"
     assert fuse("q", dense, lexical, 2, lexical_confidence=1.0)[0][0] == "words"
+
+
+def test_confidence_below_the_floor_is_no_lexical_evidence() -> None:
+    # floor 0.2: 0.19 counts as 0, 0.2 as itself; weight 0.6 * 0.2 = 0.12.
+    assert DEFAULT_PARAMS.confidence_floor == 0.2
+    assert lexical_evidence(0.19) == 0.0
+    assert lexical_evidence(0.2) == pytest.approx(0.2)
+    assert lexical_evidence(3.0) == 1.0
+    assert lexical_evidence(-1.0) == 0.0
+    assert lexical_weight("quick supper", confidence=0.19) == 0.0
+    assert lexical_weight("quick supper", confidence=0.2) == pytest.approx(0.12)
+    # An identifier's rarity is evidence of its own, floor or not: 0.9 * 1.
+    assert lexical_weight("ERR-4091", doc_freq=lambda token: 0.001, confidence=0.1) == pytest.approx(0.9)
+    # Below the floor the fused order is the dense order, however strong BM25's list is.
+    dense = [("meaning", 0.7), ("words", 0.6)]
+    lexical = [("words", -9.0)]
+    assert [doc for doc, _ in fuse("q", dense, lexical, 2, lexical_confidence=0.19)] == ["meaning", "words"]
+    assert fuse("q", dense, lexical, 2, lexical_confidence=0.19)[0][1] == pytest.approx(1.0)
 
 
 def test_common_identifier_gets_less_lexical_weight_than_a_rare_one() -> None:
@@ -125,6 +145,17 @@ def test_identifier_tokens_keep_punctuated_runs_whole() -> None:
         "ERR-4412",
         "517",
     ]
+
+
+def test_letters_only_identifiers_are_words_for_ranking() -> None:
+    query = "when did HTTPS break on GitHub for OOMKilled pods on db-prod-07 after v2.3.1, user_id 5433"
+    assert code_tokens(query) == ["db-prod-07", "v2.3.1", "user_id", "5433"]
+    # A rare all-caps word buys no identifier weight: by hand, 0 + 0.6 * 0 + 0.9 * 0 = 0
+    # (it would be 0.9 * rarity 1 = 0.9 as an identifier); the confidence term still applies.
+    rare = lambda token: 0.001  # noqa: E731
+    assert lexical_weight("why did HTTPS fail overnight", doc_freq=rare) == 0.0
+    assert lexical_weight("why did HTTPS fail overnight", doc_freq=rare, confidence=0.5) == pytest.approx(0.3)
+    assert lexical_weight("why did ERR-4091 fail overnight", doc_freq=rare) == pytest.approx(0.9)
 
 
 def _fts() -> sqlite3.Connection:

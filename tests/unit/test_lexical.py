@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.crystals.lexical import exact_matches, lexical_confidence
+from node.crystals.fusion import query_tokens
+from node.crystals.lexical import _AFTER, _BEFORE, exact_matcher, exact_matches, lexical_confidence
 
 
 @pytest.mark.parametrize(
@@ -57,3 +60,25 @@ def test_lexical_confidence_is_in_the_unit_interval_for_any_text(
     query: str, texts: list[str]
 ) -> None:
     assert 0.0 <= lexical_confidence(query, texts) <= 1.0
+
+
+def regex_count(identifiers: list[str], text: str) -> int:
+    """The matcher's rule as one compiled alternation (how it was written before the ASCII scan)."""
+    tokens = list(dict.fromkeys(token.lower() for token in identifiers))
+    if not tokens:
+        return 0
+    alternation = "|".join(re.escape(token) for token in sorted(tokens, key=len, reverse=True))
+    pattern = re.compile(_BEFORE + "(?:" + alternation + ")" + _AFTER, re.IGNORECASE)
+    return len({match.group(0).lower() for match in pattern.finditer(text)})
+
+
+# Identifier punctuation, separators, and letters that match ASCII ones case-insensitively
+# (long s, dotless i, Kelvin sign) or lower-case to two characters (dotted capital I).
+ALPHABET = "aAbB19_.-/:#@ +,\u017f\u0131\u0130\u212a"
+
+
+@settings(max_examples=3000, derandomize=True, deadline=None)
+@given(st.text(ALPHABET, max_size=12), st.text(ALPHABET, min_size=1, max_size=6))
+def test_the_ascii_scan_counts_what_the_pattern_counts(text: str, query: str) -> None:
+    identifiers = query_tokens(query)  # what search passes: fusion's tokens of the query
+    assert exact_matcher(identifiers)(text) == regex_count(identifiers, text)

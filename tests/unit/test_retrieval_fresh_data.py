@@ -1,0 +1,91 @@
+"""The fresh held-out retrieval set (tests/data/retrieval_fresh.json, written in stop 20).
+
+Structure only: the file loads through the bench script's own ``load()``, its ids,
+kinds and counts are what docs/benchmarks.md says, and it is exactly what
+tests/data/retrieval_fresh/build.py produces from the hand-written txt files (so the
+data and its source cannot drift apart). Nothing here evaluates retrieval on it: the
+set is kept unseen for the coordinator's final run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "retrieval_fresh.json"
+KINDS = {"paraphrase", "identifier", "keyword", "multi-hop", "negation-trap"}
+
+
+def _module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def _bench() -> ModuleType:
+    return _module(ROOT / "scripts" / "bench_retrieval.py", "bench_retrieval_for_fresh_test")
+
+
+def _build() -> ModuleType:
+    return _module(
+        ROOT / "tests" / "data" / "retrieval_fresh" / "build.py", "retrieval_fresh_build"
+    )
+
+
+def test_the_bench_loader_reads_the_fresh_set() -> None:
+    memories, queries = _bench().load(DATA)
+    ids = [m["id"] for m in memories]
+    assert len(ids) == len(set(ids)) >= 240
+    # the store dedups identical texts, which would silently merge two judged memories
+    assert len({m["text"] for m in memories}) == len(memories)
+    assert len({q.id for q in queries}) == len(queries)
+    kinds = Counter(q.kind for q in queries)
+    assert set(kinds) == KINDS
+    assert kinds["paraphrase"] >= 60 and kinds["identifier"] >= 40 and kinds["keyword"] >= 25
+    assert kinds["multi-hop"] >= 20 and kinds["negation-trap"] >= 25
+    assert {q.split for q in queries} == {"heldout"}
+    known = set(ids)
+    for query in queries:
+        assert query.relevant and set(query.relevant) <= known, query.id
+        assert set(query.relevant.values()) <= {1, 2}, query.id
+        assert 2 in query.relevant.values(), query.id
+        if query.kind == "multi-hop":
+            assert list(query.relevant.values()).count(2) >= 2, query.id
+
+
+def test_the_json_is_what_build_py_makes_from_the_txt_files() -> None:
+    build = _build()
+    data, _report = build.build()
+    assert build.render(data) == DATA.read_text(), (
+        "tests/data/retrieval_fresh.json is stale: run python tests/data/retrieval_fresh/build.py"
+    )
+    assert "stop 20" in data["description"] and "never tuned on" in data["description"]
+
+
+def test_paraphrase_queries_share_no_content_word_with_their_answers() -> None:
+    build = _build()
+    data, _report = build.build()
+    texts = {m["id"]: m["text"] for m in data["memories"]}
+    for query in data["queries"]:
+        if query["kind"] != "paraphrase":
+            continue
+        for memory_id, grade in query["relevant"].items():
+            if grade == 2:
+                shared = build.shared_words(query["text"], texts[memory_id])
+                assert not shared, (query["id"], memory_id, shared)
+
+
+def test_the_overlap_check_sees_plurals_and_possessives_but_not_stopwords() -> None:
+    build = _build()
+    memory = "The carrier feed sent a batch; the cache and the queries were dropped."
+    query = "Which batches did the carrier's feeds drop from our caches and query?"
+    # "drop" vs "dropped" is left to the printed 5-letter-prefix report, by design
+    assert build.shared_words(query, memory) == {"batches", "carrier", "feeds", "caches", "query"}
+    assert build.shared_words("what did they do with it", memory) == set()
