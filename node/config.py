@@ -65,7 +65,7 @@ class X402Config:
 
 @dataclass
 class MemoryConfig:
-    embedder: str = "minilm"  # "minilm" (default, semantic) or "hashing" (tests only)
+    embedder: str = "minilm"  # one of embedder.EMBEDDER_NAMES: "minilm" (default), "mpnet" (opt-in), "hashing" (tests)
     hnsw_ef_search: int = 100
     hnsw_m: int = 16
     hnsw_ef_construction: int = 200

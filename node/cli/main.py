@@ -43,8 +43,9 @@ def cli(
 
 @cli.command()
 @click.option("--name", default=None, help="Node name (default: the data dir's name).")
-@click.option("--embedder", type=click.Choice(["minilm", "hashing"]), default=None,
-              help="Embedding model (minilm, the semantic default; hashing only for tests).")
+@click.option("--embedder", type=click.Choice(["minilm", "mpnet", "hashing"]), default=None,
+              help="Embedding model (minilm, the semantic default; mpnet, opt-in after "
+              "scripts/setup --mpnet; hashing only for tests).")
 @click.option("--listen", default=None, help="libp2p listen multiaddr.")
 @click.option("--api-port", type=int, default=None, help="Local API port (0: any free port).")
 @click.option("--bootstrap", multiple=True, help="Bootstrap peer multiaddr (repeatable).")

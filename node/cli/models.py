@@ -14,10 +14,17 @@ def models() -> None:
 
 @models.command("build")
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option(
+    "--embedder",
+    type=click.Choice(["minilm", "mpnet"]),
+    default="minilm",
+    show_default=True,
+    help="mpnet: the opt-in all-mpnet-base-v2, from its installed weight packages (scripts/setup --mpnet).",
+)
 @common_options
-def build(ctx: CliContext, quiet: bool) -> None:
-    """Build the ONNX MiniLM embedder from the bundled weights (cached; fast when present)."""
+def build(ctx: CliContext, quiet: bool, embedder: str) -> None:
+    """Build the ONNX embedder from its packaged weights (cached; fast when present)."""
     from node.memory.embedder import build_default_model
 
-    path = build_default_model(quiet=quiet or ctx.as_json)
+    path = build_default_model(quiet=quiet or ctx.as_json, embedder=embedder)
     ctx.emit({"model": str(path)}, lambda r: None if quiet else click.echo(f"model ready: {r['model']}"))

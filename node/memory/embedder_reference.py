@@ -12,6 +12,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from node.memory.embedder_mpnet import MPNetShape
 from node.memory.embedder_onnx import BertShape
 
 Array = NDArray[np.float64]
@@ -65,6 +66,76 @@ def reference_embed(
             attended + hidden,
             w[f"{prefix}.attention.output.LayerNorm.weight"],
             w[f"{prefix}.attention.output.LayerNorm.bias"],
+            eps,
+        )
+        inner = _gelu(linear(hidden, f"{prefix}.intermediate.dense"))
+        hidden = _layer_norm(
+            linear(inner, f"{prefix}.output.dense") + hidden,
+            w[f"{prefix}.output.LayerNorm.weight"],
+            w[f"{prefix}.output.LayerNorm.bias"],
+            eps,
+        )
+    pooled = (hidden * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+    pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+    return pooled.astype(np.float32)
+
+
+def _bucket(relative: int, num_buckets: int, max_distance: int) -> int:
+    # Written per scalar from MPNetEncoder.relative_position_bucket (T5's scheme).
+    n = -relative
+    half = num_buckets // 2
+    bucket = half if n < 0 else 0
+    n = abs(n)
+    exact = half // 2
+    if n < exact:
+        return bucket + n
+    large = exact + int(
+        np.float32(math.log(np.float32(n) / np.float32(exact))) / np.float32(math.log(max_distance / exact))
+        * np.float32(half - exact)
+    )
+    return bucket + min(large, half - 1)
+
+
+def reference_embed_mpnet(
+    weights: dict[str, np.ndarray], shape: MPNetShape, input_ids: np.ndarray, attention_mask: np.ndarray
+) -> NDArray[np.float32]:
+    """all-mpnet-base-v2 in float64: RoBERTa-style positions, one relative-position bias
+    added in every layer, BERT's post-LayerNorm blocks, mean pooling, L2 norm."""
+    w = {name: value.astype(np.float64) for name, value in weights.items() if value.dtype != np.int64}
+
+    def linear(x: Array, prefix: str) -> Array:
+        return x @ w[f"{prefix}.weight"].T + w[f"{prefix}.bias"]
+
+    batch, sequence = input_ids.shape
+    real = (input_ids != 1).astype(np.int64)
+    positions = np.cumsum(real, axis=1) * real + 1
+    eps = shape.layer_norm_eps
+    hidden = w["embeddings.word_embeddings.weight"][input_ids] + w["embeddings.position_embeddings.weight"][positions]
+    hidden = _layer_norm(hidden, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+    table = w["encoder.relative_attention_bias.weight"]  # [buckets, heads]
+    position_bias = np.zeros((shape.heads, sequence, sequence))
+    for i in range(sequence):
+        for j in range(sequence):
+            position_bias[:, i, j] = table[_bucket(j - i, shape.buckets, 128)]
+    mask = attention_mask.astype(np.float64)
+    bias = position_bias[None] + (1.0 - mask)[:, None, None, :] * -10000.0
+    for index in range(shape.layers):
+        prefix = f"encoder.layer.{index}"
+
+        def split(x: Array) -> Array:
+            return x.reshape(batch, sequence, shape.heads, shape.head_dim).transpose(0, 2, 1, 3)
+
+        query = split(linear(hidden, f"{prefix}.attention.attn.q"))
+        key = split(linear(hidden, f"{prefix}.attention.attn.k"))
+        value = split(linear(hidden, f"{prefix}.attention.attn.v"))
+        scores = query @ key.transpose(0, 1, 3, 2) / math.sqrt(shape.head_dim) + bias
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        probabilities = scores / scores.sum(axis=-1, keepdims=True)
+        context = (probabilities @ value).transpose(0, 2, 1, 3).reshape(batch, sequence, shape.hidden)
+        hidden = _layer_norm(
+            linear(context, f"{prefix}.attention.attn.o") + hidden,
+            w[f"{prefix}.attention.LayerNorm.weight"],
+            w[f"{prefix}.attention.LayerNorm.bias"],
             eps,
         )
         inner = _gelu(linear(hidden, f"{prefix}.intermediate.dense"))

@@ -41,7 +41,7 @@ def test_embed_rejects_a_bare_string() -> None:
 
 def test_get_embedder_names() -> None:
     assert isinstance(get_embedder("hashing"), HashingEmbedder)
-    with pytest.raises(ValueError, match=r"unknown embedder 'bert'.*minilm, minilm-fp32, hashing"):
+    with pytest.raises(ValueError, match=r"unknown embedder 'bert'.*minilm, minilm-fp32, mpnet, mpnet-fp32, hashing"):
         get_embedder("bert")
     fp32 = get_embedder("minilm-fp32")
     assert fp32.name == "all-MiniLM-L6-v2-onnx-fp32" and fp32.dim == 384
