@@ -32,7 +32,12 @@ from onnx import TensorProto, helper
 
 from node.memory.embedder_onnx import OPSET, GraphSource, load_weights
 from node.memory.mpnet_weights import MODEL_NAME, unpacked_weights
-from node.memory.onnx_graph import GraphWriter
+from node.memory.onnx_graph import (
+    MPNET_ATTENTION,
+    GraphWriter,
+    encoder_layers,
+    mean_pool_normalised,
+)
 
 # Bump when the graph layout changes: cached files are keyed on it.
 GRAPH_VERSION = 2  # 2: block-wise int8
@@ -125,40 +130,8 @@ def build_mpnet_graph(weights: dict[str, np.ndarray], shape: MPNetShape) -> onnx
     mask_bias = g.op("Mul", [g.op("Sub", [floats("mask_one", 1.0), mask_float]), floats("mask_neg", -10000.0)])
     score_bias = g.op("Add", [position_bias, g.op("Unsqueeze", [mask_bias, ints("axes_one_two", [1, 2])])])
 
-    split_heads = ints("split_heads_shape", [0, 0, shape.heads, shape.head_dim])
-    merge_heads = ints("merge_heads_shape", [0, 0, shape.hidden])
-    scale = floats("attention_scale", 1.0 / math.sqrt(shape.head_dim))
-    for index in range(shape.layers):
-        prefix = f"encoder.layer.{index}"
-
-        def heads(projection: str, perm: list[int], prefix: str = prefix, source: str = hidden) -> str:
-            projected = g.linear(source, weights, f"{prefix}.attention.attn.{projection}")
-            return g.op("Transpose", [g.op("Reshape", [projected, split_heads])], perm=perm)
-
-        query = heads("q", [0, 2, 1, 3])
-        key = heads("k", [0, 2, 3, 1])
-        value = heads("v", [0, 2, 1, 3])
-        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [query, key]), scale]), score_bias])
-        context = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), value])
-        context = g.op("Reshape", [g.op("Transpose", [context], perm=[0, 2, 1, 3]), merge_heads])
-        attended = g.linear(context, weights, f"{prefix}.attention.attn.o")
-        hidden = g.layer_norm(
-            g.op("Add", [attended, hidden]), weights, f"{prefix}.attention.LayerNorm", shape.layer_norm_eps
-        )
-        inner = g.gelu(g.linear(hidden, weights, f"{prefix}.intermediate.dense"))
-        output = g.linear(inner, weights, f"{prefix}.output.dense")
-        hidden = g.layer_norm(
-            g.op("Add", [output, hidden]), weights, f"{prefix}.output.LayerNorm", shape.layer_norm_eps
-        )
-
-    # Mean pooling over real tokens, then L2 normalisation (sentence-transformers modules 1 and 2).
-    token_mask = g.op("Unsqueeze", [mask_float, ints("axes_last", [2])])
-    summed = g.op("ReduceSum", [g.op("Mul", [hidden, token_mask]), ints("axes_seq", [1])], keepdims=0)
-    counts = g.op("Max", [g.op("ReduceSum", [mask_float, ints("axes_seq_counts", [1])], keepdims=1),
-                          floats("count_floor", 1e-9)])
-    pooled = g.op("Div", [summed, counts])
-    norm = g.op("Max", [g.op("ReduceL2", [pooled], axes=[1], keepdims=1), floats("norm_floor", 1e-12)])
-    g.nodes.append(helper.make_node("Div", [pooled, norm], ["sentence_embedding"], name="L2Normalize"))
+    hidden = encoder_layers(g, weights, hidden, score_bias, shape, MPNET_ATTENTION)
+    mean_pool_normalised(g, hidden, mask_float)
 
     graph = helper.make_graph(
         g.nodes,

@@ -3,11 +3,42 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+
+class EncoderShape(Protocol):
+    @property
+    def hidden(self) -> int: ...
+    @property
+    def heads(self) -> int: ...
+    @property
+    def layers(self) -> int: ...
+    @property
+    def layer_norm_eps(self) -> float: ...
+    @property
+    def head_dim(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class AttentionNames:
+    """Where a transformer family keeps each layer's attention weights (below ``encoder.layer.N.``)."""
+
+    query: str
+    key: str
+    value: str
+    output: str
+    norm: str
+
+
+BERT_ATTENTION = AttentionNames("attention.self.query", "attention.self.key", "attention.self.value",
+                                "attention.output.dense", "attention.output.LayerNorm")
+MPNET_ATTENTION = AttentionNames("attention.attn.q", "attention.attn.k", "attention.attn.v",
+                                 "attention.attn.o", "attention.LayerNorm")
 
 
 class GraphWriter:
@@ -49,3 +80,48 @@ class GraphWriter:
         half = self.constant(f"gelu_half_{self._counter}", np.array(0.5, np.float32))
         erf = self.op("Erf", [self.op("Div", [x, sqrt2])])
         return self.op("Mul", [self.op("Mul", [x, self.op("Add", [erf, one])]), half])
+
+
+def encoder_layers(g: GraphWriter, weights: dict[str, np.ndarray], hidden: str, score_bias: str,
+                   shape: EncoderShape, names: AttentionNames) -> str:
+    """``shape.layers`` post-norm transformer layers (BERT and MPNet alike); ``score_bias`` is added
+    to every layer's attention scores (the padding mask, and for MPNet its relative-position bias)."""
+    split_heads = g.constant("split_heads_shape", np.array([0, 0, shape.heads, shape.head_dim], np.int64))
+    merge_heads = g.constant("merge_heads_shape", np.array([0, 0, shape.hidden], np.int64))
+    scale = g.constant("attention_scale", np.array(1.0 / math.sqrt(shape.head_dim), np.float32))
+    for index in range(shape.layers):
+        prefix = f"encoder.layer.{index}"
+
+        def heads(projection: str, perm: list[int], prefix: str = prefix, source: str = hidden) -> str:
+            projected = g.linear(source, weights, f"{prefix}.{projection}")
+            return g.op("Transpose", [g.op("Reshape", [projected, split_heads])], perm=perm)
+
+        query = heads(names.query, [0, 2, 1, 3])
+        key = heads(names.key, [0, 2, 3, 1])
+        value = heads(names.value, [0, 2, 1, 3])
+        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [query, key]), scale]), score_bias])
+        context = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), value])
+        context = g.op("Reshape", [g.op("Transpose", [context], perm=[0, 2, 1, 3]), merge_heads])
+        attended = g.linear(context, weights, f"{prefix}.{names.output}")
+        hidden = g.layer_norm(g.op("Add", [attended, hidden]), weights, f"{prefix}.{names.norm}",
+                              shape.layer_norm_eps)
+        inner = g.gelu(g.linear(hidden, weights, f"{prefix}.intermediate.dense"))
+        output = g.linear(inner, weights, f"{prefix}.output.dense")
+        hidden = g.layer_norm(g.op("Add", [output, hidden]), weights, f"{prefix}.output.LayerNorm",
+                              shape.layer_norm_eps)
+    return hidden
+
+
+def mean_pool_normalised(g: GraphWriter, hidden: str, mask_float: str) -> None:
+    """Mean pooling over real tokens, then L2 normalisation (sentence-transformers modules 1 and 2),
+    written to the graph output ``sentence_embedding``."""
+    token_mask = g.op("Unsqueeze", [mask_float, g.constant("axes_last", np.array([2], np.int64))])
+    summed = g.op("ReduceSum", [g.op("Mul", [hidden, token_mask]), g.constant("axes_seq", np.array([1], np.int64))],
+                  keepdims=0)
+    counts = g.op("Max", [g.op("ReduceSum", [mask_float, g.constant("axes_seq_counts", np.array([1], np.int64))],
+                               keepdims=1),
+                          g.constant("count_floor", np.array(1e-9, np.float32))])
+    pooled = g.op("Div", [summed, counts])
+    norm = g.op("Max", [g.op("ReduceL2", [pooled], axes=[1], keepdims=1),
+                        g.constant("norm_floor", np.array(1e-12, np.float32))])
+    g.nodes.append(helper.make_node("Div", [pooled, norm], ["sentence_embedding"], name="L2Normalize"))
