@@ -1,10 +1,12 @@
-"""Fixtures of the market's in-process integration tests (``tests/integration/market_nodes.py``).
+"""Shared integration fixtures: the market's in-process nodes (``tests/integration/market_nodes.py``)
+and the retrieval set in a real MiniLM store.
 
 A module that defines its own ``chain`` (the chain tests do) overrides this one.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,8 @@ import pytest
 import trio
 
 from node.chain.embedded import EmbeddedChain, start_embedded_chain
+from node.config import load_config
+from node.memory.facade import Memory
 from tests.integration.market_nodes import Market, start_market
 
 
@@ -25,3 +29,19 @@ def chain() -> Iterator[EmbeddedChain]:
 async def market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nursery) -> Market:
     """A fresh seller + buyer pair on that chain, connected over libp2p."""
     return await start_market(tmp_path, chain, nursery)
+
+
+RETRIEVAL_V2 = Path(__file__).resolve().parents[1] / "data" / "retrieval_v2.json"
+
+
+@pytest.fixture(scope="module")
+def retrieval_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    """The 412 memories of tests/data/retrieval_v2.json in a real store and index, embedded with MiniLM."""
+    data_dir = tmp_path_factory.mktemp("retrieval") / "node"
+    memory = Memory(load_config(data_dir, overrides={"memory": {"embedder": "minilm"}}, environ={}))
+    memories = json.loads(RETRIEVAL_V2.read_text())["memories"]
+    memory.add_crystals([memory.prepare(item["text"]) for item in memories])
+    try:
+        yield memory
+    finally:
+        memory.close()

@@ -6,35 +6,13 @@ set's memories), the hashing embedder for the governance cases.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-from node.config import load_config
 from node.memory.facade import Memory, SearchRequest
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "retrieval_v2.json"
 
-
-@pytest.fixture(scope="module")
-def minilm_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
-    """The 412 memories of the retrieval set in a real store, embedded with MiniLM."""
-    data_dir = tmp_path_factory.mktemp("compound") / "node"
-    memory = Memory(load_config(data_dir, overrides={"memory": {"embedder": "minilm"}}, environ={}))
-    memories = json.loads(DATA.read_text())["memories"]
-    memory.add_crystals([memory.prepare(item["text"]) for item in memories])
-    try:
-        yield memory
-    finally:
-        memory.close()
-
-
-def test_a_compound_question_gets_both_halves_in_the_top_two(minilm_memory: Memory) -> None:
+def test_a_compound_question_gets_both_halves_in_the_top_two(retrieval_memory: Memory) -> None:
     # One embedding of the whole question puts the visit 6th; its clause
     # "my sister visited Lisbon" finds it.
-    hits = minilm_memory.search(
+    hits = retrieval_memory.search(
         SearchRequest(
             "what app version was current when my sister visited Lisbon", k=5, record_access=False
         )

@@ -9,8 +9,6 @@ by query-term coverage, so the hits come out in the order of their dense
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,20 +18,6 @@ from node.crystals.compound import split_clauses
 from node.crystals.fusion import fts_query, lexical_evidence
 from node.crystals.lexical import CONFIDENCE_DEPTH, lexical_confidence
 from node.memory.facade import Memory, SearchRequest
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "retrieval_v2.json"
-
-
-@pytest.fixture(scope="module")
-def minilm_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
-    data_dir = tmp_path_factory.mktemp("floor") / "node"
-    memory = Memory(load_config(data_dir, overrides={"memory": {"embedder": "minilm"}}, environ={}))
-    memories = json.loads(DATA.read_text())["memories"]
-    memory.add_crystals([memory.prepare(item["text"]) for item in memories])
-    try:
-        yield memory
-    finally:
-        memory.close()
 
 
 def _confidence(memory: Memory, query: str) -> float:
@@ -52,16 +36,16 @@ def _assert_dense_order(memory: Memory, query: str) -> list[str]:
     return [hit.crystal.text for hit in hits]
 
 
-def test_a_reworded_query_ranks_as_dense_search(minilm_memory: Memory) -> None:
+def test_a_reworded_query_ranks_as_dense_search(retrieval_memory: Memory) -> None:
     # "Japan" is the only shared word; BM25 weight on it put the passport above the hotel.
-    texts = _assert_dense_order(minilm_memory, "where am I sleeping in the old imperial capital of Japan")
+    texts = _assert_dense_order(retrieval_memory, "where am I sleeping in the old imperial capital of Japan")
     assert any(text.startswith("Kyoto hotel") for text in texts[:2]), texts[:3]
 
 
-def test_a_compound_question_without_lexical_evidence_is_not_reordered(minilm_memory: Memory) -> None:
+def test_a_compound_question_without_lexical_evidence_is_not_reordered(retrieval_memory: Memory) -> None:
     query = "which app tracks my running, what distance did I reach"
     assert split_clauses(query)
-    texts = _assert_dense_order(minilm_memory, query)
+    texts = _assert_dense_order(retrieval_memory, query)
     # Coverage re-ordering on the incidental word "app" put the habit tracker first.
     assert texts[0].startswith("My 5 km personal best"), texts[:2]
 
@@ -71,17 +55,17 @@ def test_a_compound_question_without_lexical_evidence_is_not_reordered(minilm_me
     ["which app tracks my running, what distance did I reach",
      "what did the physician find in spring and which pill was prescribed"],
 )
-def test_a_reworded_compound_question_is_exactly_dense_search(minilm_memory: Memory, query: str) -> None:
+def test_a_reworded_compound_question_is_exactly_dense_search(retrieval_memory: Memory, query: str) -> None:
     """Without lexical evidence, hits and their cosines are dense search's for the query's own vector.
 
     Two things used to move them: the clause vectors merged into the dense list,
     and the query embedded in one batch with its clauses (the int8 embedder
     quantises activations per batch, so that vector was not the query's own).
     """
-    assert split_clauses(query) and lexical_evidence(_confidence(minilm_memory, query)) == 0.0
-    hits = minilm_memory.search(SearchRequest(query, k=10, record_access=False))
-    nearest = minilm_memory.index.query(minilm_memory.embed([query])[0], 10)
-    texts = minilm_memory.store.search_rows([rowid for rowid, _ in nearest])
+    assert split_clauses(query) and lexical_evidence(_confidence(retrieval_memory, query)) == 0.0
+    hits = retrieval_memory.search(SearchRequest(query, k=10, record_access=False))
+    nearest = retrieval_memory.index.query(retrieval_memory.embed([query])[0], 10)
+    texts = retrieval_memory.store.search_rows([rowid for rowid, _ in nearest])
     assert [hit.crystal.text for hit in hits] == [texts[rowid].text for rowid, _ in nearest]
     assert [hit.dense for hit in hits] == pytest.approx([cosine for _, cosine in nearest], abs=1e-6)
 
