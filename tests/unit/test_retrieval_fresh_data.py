@@ -104,7 +104,10 @@ def test_the_second_set_is_a_different_world_from_the_first() -> None:
     first = {m["text"] for m in _build("retrieval_fresh").build()[0]["memories"]}
     second = _build("retrieval_fresh2").build()[0]
     assert not first & {m["text"] for m in second["memories"]}
-    assert "after the first fresh set had been used for tuning" in second["description"]
+    assert (
+        "after the second set (retrieval_fresh.json) had been used for tuning"
+        in second["description"]
+    )
 
 
 @pytest.mark.parametrize("name", sorted(SETS))

@@ -33,9 +33,9 @@ SPEC = retrieval_build.SetSpec(
     },
     minimum_memories=220,
     description=(
-        "Second fresh held-out set, hand-written in stop 20 (issue 17) after the first fresh "
-        "set had been used for tuning, and never tuned on: agent memories of one imagined user "
-        "(Hanna, a product design lead and engineering manager at an e-bike sharing company in "
+        "Second fresh held-out set, hand-written in stop 20 (issue 17) after the second set "
+        "(retrieval_fresh.json) had been used for tuning, and never tuned on: agent memories "
+        "of one imagined user (Hanna, a product design lead and engineering manager at an e-bike sharing company in "
         "Helsinki, September 2025-February 2026: design tickets, releases, user research, "
         "vendors, team and hiring, home, family, health, money, travel, hobbies) and judged "
         "queries (grade 2 = answers it, 1 = useful context). Kinds: paraphrase (no content "
