@@ -1,10 +1,10 @@
-"""The fresh held-out retrieval set (tests/data/retrieval_fresh.json, written in stop 20).
+"""The hand-written held-out retrieval sets (tests/data/retrieval_fresh*.json, stop 20).
 
-Structure only: the file loads through the bench script's own ``load()``, its ids,
-kinds and counts are what docs/benchmarks.md says, and it is exactly what
-tests/data/retrieval_fresh/build.py produces from the hand-written txt files (so the
-data and its source cannot drift apart). Nothing here evaluates retrieval on it: the
-set is kept unseen for the coordinator's final run.
+Structure only: each file loads through the bench script's own ``load()``, its ids,
+kinds and counts are what docs/benchmarks.md says, and it is exactly what its
+tests/data/<set>/build.py produces from the hand-written txt files (so the data and
+its source cannot drift apart). Nothing here evaluates retrieval on them: the sets
+are kept unseen for the coordinator's final run.
 """
 
 from __future__ import annotations
@@ -15,9 +15,21 @@ from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data" / "retrieval_fresh.json"
 KINDS = {"paraphrase", "identifier", "keyword", "multi-hop", "negation-trap"}
+# set name -> (minimum memories, minimum queries per kind)
+SETS = {
+    "retrieval_fresh": (
+        240,
+        {"paraphrase": 60, "identifier": 40, "keyword": 25, "multi-hop": 20, "negation-trap": 25},
+    ),
+    "retrieval_fresh2": (
+        220,
+        {"paraphrase": 70, "identifier": 35, "keyword": 25, "multi-hop": 20, "negation-trap": 25},
+    ),
+}
 
 
 def _module(path: Path, name: str) -> ModuleType:
@@ -33,23 +45,27 @@ def _bench() -> ModuleType:
     return _module(ROOT / "scripts" / "bench_retrieval.py", "bench_retrieval_for_fresh_test")
 
 
-def _build() -> ModuleType:
-    return _module(
-        ROOT / "tests" / "data" / "retrieval_fresh" / "build.py", "retrieval_fresh_build"
-    )
+def _build(name: str) -> ModuleType:
+    return _module(ROOT / "tests" / "data" / name / "build.py", f"{name}_build")
 
 
-def test_the_bench_loader_reads_the_fresh_set() -> None:
-    memories, queries = _bench().load(DATA)
+def _data(name: str) -> Path:
+    return ROOT / "tests" / "data" / f"{name}.json"
+
+
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_the_bench_loader_reads_the_set(name: str) -> None:
+    minimum_memories, minimum = SETS[name]
+    memories, queries = _bench().load(_data(name))
     ids = [m["id"] for m in memories]
-    assert len(ids) == len(set(ids)) >= 240
+    assert len(ids) == len(set(ids)) >= minimum_memories
     # the store dedups identical texts, which would silently merge two judged memories
     assert len({m["text"] for m in memories}) == len(memories)
     assert len({q.id for q in queries}) == len(queries)
+    assert len({q.text for q in queries}) == len(queries)
     kinds = Counter(q.kind for q in queries)
     assert set(kinds) == KINDS
-    assert kinds["paraphrase"] >= 60 and kinds["identifier"] >= 40 and kinds["keyword"] >= 25
-    assert kinds["multi-hop"] >= 20 and kinds["negation-trap"] >= 25
+    assert all(kinds[kind] >= count for kind, count in minimum.items()), kinds
     assert {q.split for q in queries} == {"heldout"}
     known = set(ids)
     for query in queries:
@@ -60,17 +76,19 @@ def test_the_bench_loader_reads_the_fresh_set() -> None:
             assert list(query.relevant.values()).count(2) >= 2, query.id
 
 
-def test_the_json_is_what_build_py_makes_from_the_txt_files() -> None:
-    build = _build()
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_the_json_is_what_build_py_makes_from_the_txt_files(name: str) -> None:
+    build = _build(name)
     data, _report = build.build()
-    assert build.render(data) == DATA.read_text(), (
-        "tests/data/retrieval_fresh.json is stale: run python tests/data/retrieval_fresh/build.py"
+    assert build.render(data) == _data(name).read_text(), (
+        f"tests/data/{name}.json is stale: run python tests/data/{name}/build.py"
     )
     assert "stop 20" in data["description"] and "never tuned on" in data["description"]
 
 
-def test_paraphrase_queries_share_no_content_word_with_their_answers() -> None:
-    build = _build()
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_paraphrase_queries_share_no_content_word_with_their_answers(name: str) -> None:
+    build = _build(name)
     data, _report = build.build()
     texts = {m["id"]: m["text"] for m in data["memories"]}
     for query in data["queries"]:
@@ -82,8 +100,19 @@ def test_paraphrase_queries_share_no_content_word_with_their_answers() -> None:
                 assert not shared, (query["id"], memory_id, shared)
 
 
-def test_the_overlap_check_sees_plurals_and_possessives_but_not_stopwords() -> None:
-    build = _build()
+def test_the_second_set_is_a_different_world_from_the_first() -> None:
+    first = {m["text"] for m in _build("retrieval_fresh").build()[0]["memories"]}
+    second = _build("retrieval_fresh2").build()[0]
+    assert not first & {m["text"] for m in second["memories"]}
+    assert (
+        "after the second set (retrieval_fresh.json) had been used for tuning"
+        in second["description"]
+    )
+
+
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_the_overlap_check_sees_plurals_and_possessives_but_not_stopwords(name: str) -> None:
+    build = _build(name)
     memory = "The carrier feed sent a batch; the cache and the queries were dropped."
     query = "Which batches did the carrier's feeds drop from our caches and query?"
     # "drop" vs "dropped" is left to the printed 5-letter-prefix report, by design

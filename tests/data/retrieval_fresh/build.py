@@ -2,181 +2,53 @@
 """Bookkeeping only: turn the hand-written m*.txt / q*.txt files into tests/data/retrieval_fresh.json.
 
 Written in stop 20 as a second, never-tuned-on yardstick (issue 17): one imagined
-user (Tess, an SRE / data platform engineer in Montréal). Memories: ``id | text``.
-Queries: ``kind | text | id:grade ...`` (2 = answers it, 1 = useful context).
-Query ids are ``<kind>-<nnn>`` in file order; every query is in the ``heldout`` split.
-
-Checks (assertions): unique memory ids and texts, every judged id exists, every
-query has a grade-2 memory, multi-hop queries have at least two, minimum counts per
-kind; a paraphrase query shares no content word (lowercase, stopwords and possessive
-'s removed, singular/plural forms matched) with any of its grade-2 memories; a
-negation-trap query has an unjudged memory sharing at least as many content words
-with it as its best answer does (the lexically closer wrong one). It prints the
-paraphrase "near" report: words sharing a 5-letter prefix (verify/verification), for
-a human to judge.
+user (Tess, an SRE / data platform engineer in Montréal). Formats and checks are in
+tests/data/retrieval_build.py, shared with the other hand-written sets.
 
     python tests/data/retrieval_fresh/build.py
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections import Counter
+import sys
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+import retrieval_build  # noqa: E402
+from retrieval_build import content_words, render, shared_words  # noqa: E402,F401
+
 OUT = HERE.parent / "retrieval_fresh.json"
-MINIMUM = {"paraphrase": 60, "identifier": 40, "keyword": 25, "multi-hop": 20, "negation-trap": 25}
-MINIMUM_MEMORIES = 240
-_STOPWORD_TEXT = """
-    a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing done down during each few for
-    from further get got had has have having he her here hers herself him himself his how i if
-    in into is it its itself just me more most my myself no nor not now of off on once only or
-    other our ours ourselves out over own same she should so some such than that the their
-    theirs them themselves then there these they this those through to too under until up us
-    very was we were what when where which while who whom why will with would you your yours
-    yourself yourselves ever still also one two much many whose let don didn doesn wasn isn
-    weren aren t s m ve ll re d
-"""
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-
-
-def lines(pattern: str) -> list[list[str]]:
-    rows = []
-    for path in sorted(HERE.glob(pattern)):
-        for line in path.read_text().splitlines():
-            if line.strip() and not line.startswith("#"):
-                rows.append([part.strip() for part in line.split(" | ")])
-    return rows
-
-
-def content_words(text: str) -> set[str]:
-    """Lowercase words of ``text`` minus stopwords (a possessive 's is dropped first)."""
-    text = re.sub(r"['’]s\b", "", text.lower())
-    return {w for w in re.findall(r"[0-9a-zà-ÿµ]+", text) if w not in STOPWORDS}
-
-
-def forms(word: str) -> set[str]:
-    """``word`` and its simple singulars: -ies -> -y, -es -> '', -s -> '' (not after s)."""
-    found = {word}
-    if word.endswith("ies") and len(word) > 4:
-        found.add(word[:-3] + "y")
-    if word.endswith("es") and len(word) > 3:
-        found.add(word[:-2])
-    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
-        found.add(word[:-1])
-    return found
-
-
-def shared_words(query: str, memory: str) -> set[str]:
-    """Content words of ``query`` that also occur in ``memory``, singular or plural."""
-    memory_forms = set().union(*(forms(w) for w in content_words(memory)))
-    return {w for w in content_words(query) if forms(w) & memory_forms}
+SPEC = retrieval_build.SetSpec(
+    here=HERE,
+    out=OUT,
+    minimum={
+        "paraphrase": 60,
+        "identifier": 40,
+        "keyword": 25,
+        "multi-hop": 20,
+        "negation-trap": 25,
+    },
+    minimum_memories=240,
+    description=(
+        "Fresh held-out set, hand-written in stop 20 (issue 17) and never tuned on: "
+        "agent memories of one imagined user (Tess, an SRE / data platform engineer at a "
+        "freight-routing company in Montréal, February-August 2026: on-call incidents, "
+        "deploys, tickets, vendor contracts, team, home, health, money, travel, hobbies) and "
+        "judged queries (grade 2 = answers it, 1 = useful context). Kinds: paraphrase (no "
+        "content word shared with any grade-2 memory), identifier, keyword, multi-hop (two "
+        "grade-2 memories), negation-trap. Every query is heldout: evaluated once, by the "
+        "coordinator, at the end. Source: tests/data/retrieval_fresh/*.txt, built by "
+        "tests/data/retrieval_fresh/build.py."
+    ),
+)
 
 
 def build() -> tuple[dict[str, Any], list[str]]:
     """The data set and the paraphrase report lines (``near`` prefix matches only)."""
-    memories = []
-    for row in lines("m*.txt"):
-        assert len(row) == 2 and row[0] and row[1], row
-        memories.append({"id": row[0], "text": row[1]})
-    ids = [m["id"] for m in memories]
-    texts = {m["id"]: m["text"] for m in memories}
-    assert len(ids) == len(set(ids)), [i for i, n in Counter(ids).items() if n > 1]
-    assert len(texts) == len(set(texts.values())), "two memories with the same text"
-    assert len(memories) >= MINIMUM_MEMORIES, len(memories)
-    counters: Counter[str] = Counter()
-    queries = []
-    report = []
-    overlaps = []
-    untrapped = []
-    for row in lines("q*.txt"):
-        assert len(row) == 3, row
-        kind, text, relevant = row
-        assert kind in MINIMUM, kind
-        query_id = f"{kind}-{counters[kind]:03d}"
-        counters[kind] += 1
-        grades = {key: int(grade) for key, grade in (item.split(":") for item in relevant.split())}
-        assert len(grades) == len(relevant.split()), (query_id, "id judged twice")
-        assert set(grades.values()) <= {1, 2}, (query_id, grades)
-        missing = set(grades) - set(ids)
-        assert not missing, (query_id, text, missing)
-        answers = [key for key, grade in grades.items() if grade == 2]
-        assert answers, (query_id, text, "no grade-2 memory")
-        if kind == "multi-hop":
-            assert len(answers) >= 2, (query_id, text, "multi-hop needs two answers")
-        if kind == "paraphrase":
-            for answer in answers:
-                shared = shared_words(text, texts[answer])
-                if shared:
-                    overlaps.append(f"{query_id} shares {sorted(shared)} with {answer}: {text}")
-                near = sorted(
-                    f"{q}~{m}"
-                    for q in content_words(text)
-                    for m in content_words(texts[answer])
-                    if len(q) >= 5 and len(m) >= 5 and q[:5] == m[:5]
-                )
-                if near:
-                    report.append(f"{query_id} near {answer}: {' '.join(near)}")
-        if kind == "negation-trap":
-            best_answer = max(len(shared_words(text, texts[key])) for key in answers)
-            best_wrong = max(
-                len(shared_words(text, texts[key])) for key in ids if key not in grades
-            )
-            if best_wrong < best_answer:
-                untrapped.append(f"{query_id} answer {best_answer} > wrong {best_wrong}: {text}")
-        queries.append(
-            {"id": query_id, "kind": kind, "split": "heldout", "text": text, "relevant": grades}
-        )
-    assert not overlaps, "paraphrase queries sharing a content word:\n" + "\n".join(overlaps)
-    assert not untrapped, "negation traps without a lexically closer wrong memory:\n" + "\n".join(
-        untrapped
-    )
-    texts_seen = Counter(q["text"] for q in queries)
-    assert all(n == 1 for n in texts_seen.values()), [t for t, n in texts_seen.items() if n > 1]
-    short = {kind: counters[kind] for kind in MINIMUM if counters[kind] < MINIMUM[kind]}
-    assert not short, short
-    data = {
-        "description": (
-            "Fresh held-out set, hand-written in stop 20 (issue 17) and never tuned on: "
-            "agent memories of one imagined user (Tess, an SRE / data platform engineer at a "
-            "freight-routing company in Montréal, February-August 2026: on-call incidents, "
-            "deploys, tickets, vendor contracts, team, home, health, money, travel, hobbies) and "
-            "judged queries (grade 2 = answers it, 1 = useful context). Kinds: paraphrase (no "
-            "content word shared with any grade-2 memory), identifier, keyword, multi-hop (two "
-            "grade-2 memories), negation-trap. Every query is heldout: evaluated once, by the "
-            "coordinator, at the end. Source: tests/data/retrieval_fresh/*.txt, built by "
-            "tests/data/retrieval_fresh/build.py."
-        ),
-        "split_rule": "all heldout (never tuned on)",
-        "memories": memories,
-        "queries": queries,
-    }
-    return data, report
-
-
-def render(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-
-
-def main() -> None:
-    data, report = build()
-    OUT.write_text(render(data))
-    print("paraphrase overlap: none exact; near (5-letter prefix) matches to judge by hand:")
-    for line in report:
-        print("  " + line)
-    kinds = Counter(q["kind"] for q in data["queries"])
-    print(
-        len(data["memories"]),
-        "memories,",
-        len(data["queries"]),
-        "queries",
-        dict(sorted(kinds.items())),
-    )
+    return retrieval_build.build(SPEC)
 
 
 if __name__ == "__main__":
-    main()
+    retrieval_build.main(SPEC)
