@@ -58,8 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help="texts per run (default: the embedder's own, 1 for MiniLM int8, else 32)")
+    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--embedder", choices=("minilm", "mpnet"), default="minilm")
     parser.add_argument(
         "--check-reference", action="store_true", help="also compare the fp32 graph with the numpy forward pass"
@@ -72,7 +71,7 @@ def main() -> None:
         "embedder": arguments.embedder,
         "sentences": len(texts),
         "threads": SESSION_THREADS,
-        "batch_size": arguments.batch_size or "default (1 for MiniLM int8, else 32)",
+        "batch_size": arguments.batch_size,
         "load_average_before": round(os.getloadavg()[0], 2),
     }
     timed: dict[str, OnnxEmbedder] = {}

@@ -57,19 +57,7 @@ class OnnxEmbedder:
     ``$CRYSTALMESH_MODEL_CACHE`` or ``~/.cache/crystalmesh/models``). Texts are
     sorted by length before batching so padding stays small; output order
     matches input order.
-
-    A text's vector never depends on what it is embedded with. A graph whose
-    int8 MatMuls quantise their activations per run (``per_run_int8``: MiniLM's
-    dynamic int8, one scale per tensor, padding included) therefore embeds one
-    text per run by default: in a batch of 32 a component moved by up to 0.02,
-    so a query embedded beside other texts was not the query's own vector, and
-    the same memory got another vector on re-embedding. One text per run costs
-    MiniLM int8 about 7 % (1,087 vs 1,163 sentences/s, ``scripts/bench_embed.py
-    --batch-size 1|32``); fp32 and MPNet's block-wise int8 are batch-invariant
-    (≤ 5e-8) and keep batches of 32.
     """
-
-    per_run_int8 = False
 
     dim: int
     source: GraphSource
@@ -82,7 +70,7 @@ class OnnxEmbedder:
         self,
         precision: Literal["int8", "fp32"] = "int8",
         cache_dir: Path | str | None = None,
-        batch_size: int | None = None,
+        batch_size: int = 32,
         threads: int = SESSION_THREADS,
     ) -> None:
         import onnxruntime
@@ -93,8 +81,6 @@ class OnnxEmbedder:
         self.name = f"{self.label}-onnx-{precision}"
         self.precision = precision
         self.model_path = built.int8_path if precision == "int8" else built.fp32_path
-        if batch_size is None:
-            batch_size = 1 if precision == "int8" and self.per_run_int8 else 32
         self.batch_size = batch_size
 
         self._tokenizer = Tokenizer.from_file(str(built.tokenizer_path))
@@ -142,7 +128,6 @@ class MiniLMEmbedder(OnnxEmbedder):
     dim = 384
     source = MINILM
     label = "all-MiniLM-L6-v2"
-    per_run_int8 = True  # dynamic int8: one text per run (see OnnxEmbedder)
     max_tokens = MAX_TOKENS
     pad_id = 0
     pad_token = "[PAD]"

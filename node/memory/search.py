@@ -104,7 +104,9 @@ def search(
     # A compound question ("which host runs the worker that stalled ...") is also
     # searched clause by clause (node.crystals.compound); a one-clause query is not.
     clauses = split_clauses(query)
-    # The query's own vector; clauses are embedded only if they are used (below).
+    # The query is embedded on its own: the int8 embedder quantises activations per
+    # batch, so a vector embedded beside its clauses would not be the query's own
+    # (and would differ from what a plain dense search of the same text sees).
     vector = embed([query])[0]
     if expansion:
         vector = vector + embed([expansion])[0]

@@ -59,9 +59,8 @@ def test_a_reworded_compound_question_is_exactly_dense_search(retrieval_memory: 
     """Without lexical evidence, hits and their cosines are dense search's for the query's own vector.
 
     Two things used to move them: the clause vectors merged into the dense list,
-    and the query embedded in one batch with its clauses (MiniLM's int8 graph
-    quantised per run; the embedder now runs one text at a time, checked by
-    tests/unit/test_embedder.py).
+    and the query embedded in one batch with its clauses (the int8 embedder
+    quantises activations per batch, so that vector was not the query's own).
     """
     assert split_clauses(query) and lexical_evidence(_confidence(retrieval_memory, query)) == 0.0
     hits = retrieval_memory.search(SearchRequest(query, k=10, record_access=False))
