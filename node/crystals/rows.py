@@ -72,6 +72,19 @@ def vector_bytes(embedding: Sequence[float] | np.ndarray | None) -> bytes | None
 
 
 def row_to_crystal(row: sqlite3.Row, with_embedding: bool = False) -> Crystal:
+    """The crystal of one row; a row whose JSON columns have the wrong shape raises ``ValueError``.
+
+    The JSON columns may have been crafted on disk (``[]`` where an object
+    belongs, a number where a list does): every such shape error surfaces as
+    one ``ValueError``, which readers already treat as an unreadable row.
+    """
+    try:
+        return _row_to_crystal(row, with_embedding)
+    except (AttributeError, TypeError) as exc:
+        raise ValueError(f"crystal row has a malformed field: {exc}") from exc
+
+
+def _row_to_crystal(row: sqlite3.Row, with_embedding: bool) -> Crystal:
     embedding = None
     if with_embedding and row["embedding"] is not None:
         embedding = np.frombuffer(row["embedding"], dtype=np.float32).tolist()

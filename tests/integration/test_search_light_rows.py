@@ -181,3 +181,15 @@ def test_a_governance_record_that_is_not_json_hides_its_row_and_fails_nothing(me
     full = baseline().baseline_search(memory.store, memory.index, memory.embed, memory.hormones, request,
                                       memory.learning.confidences)
     assert [hit.crystal.id for hit in full] == [kept.id]  # main skipped it too (unparseable)
+
+
+@pytest.mark.parametrize("record", ["[]", "7", '"public"', '{"accessScope": 5}', '{"accessScope": "everyone"}', "null"])
+def test_a_governance_record_of_the_wrong_shape_hides_its_row_and_fails_nothing(
+    memory: Memory, record: str
+) -> None:
+    kept = memory.add(f"the tram map was redrawn {record}")
+    broken = memory.add(f"the tram map for the old town {record}")
+    with memory.db.transaction() as conn:  # valid JSON, wrong shape: crafted on disk
+        conn.execute("UPDATE crystals SET governance_json=? WHERE id=?", (record, broken.id))
+    hits = memory.search(SearchRequest("tram map", record_access=False))
+    assert broken.id not in [hit.crystal.id for hit in hits] and kept.id in [hit.crystal.id for hit in hits]
