@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from node.memory.embedder_onnx import OPSET, GraphSource, load_weights
 from node.memory.mpnet_weights import MODEL_NAME, unpacked_weights
@@ -37,6 +37,7 @@ from node.memory.onnx_graph import (
     GraphWriter,
     encoder_layers,
     mean_pool_normalised,
+    sentence_model,
 )
 
 # Bump when the graph layout changes: cached files are keyed on it.
@@ -133,20 +134,7 @@ def build_mpnet_graph(weights: dict[str, np.ndarray], shape: MPNetShape) -> onnx
     hidden = encoder_layers(g, weights, hidden, score_bias, shape, MPNET_ATTENTION)
     mean_pool_normalised(g, hidden, mask_float)
 
-    graph = helper.make_graph(
-        g.nodes,
-        f"{MODEL_NAME}-mean-pooled",
-        inputs=[
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
-            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
-        ],
-        outputs=[helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", shape.hidden])],
-        initializer=g.initializers,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="crystalmesh")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return onnx.shape_inference.infer_shapes(model)
+    return sentence_model(g, f"{MODEL_NAME}-mean-pooled", shape.hidden, OPSET)
 
 
 def write_mpnet_graph(directory: Path) -> onnx.ModelProto:

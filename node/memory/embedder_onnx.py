@@ -35,10 +35,16 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from node.errors import CrystalmeshError
-from node.memory.onnx_graph import BERT_ATTENTION, GraphWriter, encoder_layers, mean_pool_normalised
+from node.memory.onnx_graph import (
+    BERT_ATTENTION,
+    GraphWriter,
+    encoder_layers,
+    mean_pool_normalised,
+    sentence_model,
+)
 
 log = logging.getLogger(__name__)
 
@@ -160,22 +166,7 @@ def build_graph(weights: dict[str, np.ndarray], shape: BertShape) -> onnx.ModelP
     hidden = encoder_layers(g, weights, hidden, mask_bias, shape, BERT_ATTENTION)
     mean_pool_normalised(g, hidden, mask_float)
 
-    graph = helper.make_graph(
-        g.nodes,
-        f"{MODEL_NAME}-mean-pooled",
-        inputs=[
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
-            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
-        ],
-        outputs=[helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", shape.hidden])],
-        initializer=g.initializers,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="crystalmesh")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    # Typed intermediate shapes let onnxruntime fuse residual + LayerNorm
-    # (SkipLayerNormalization) and let the quantiser type every MatMul.
-    return onnx.shape_inference.infer_shapes(model)
+    return sentence_model(g, f"{MODEL_NAME}-mean-pooled", shape.hidden, OPSET)
 
 
 @contextlib.contextmanager

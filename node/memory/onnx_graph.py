@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 
 class EncoderShape(Protocol):
@@ -125,3 +125,23 @@ def mean_pool_normalised(g: GraphWriter, hidden: str, mask_float: str) -> None:
     norm = g.op("Max", [g.op("ReduceL2", [pooled], axes=[1], keepdims=1),
                         g.constant("norm_floor", np.array(1e-12, np.float32))])
     g.nodes.append(helper.make_node("Div", [pooled, norm], ["sentence_embedding"], name="L2Normalize"))
+
+
+def sentence_model(g: GraphWriter, name: str, hidden_size: int, opset: int) -> onnx.ModelProto:
+    """The checked model of ``g``: ``input_ids`` and ``attention_mask`` in, ``sentence_embedding`` out."""
+    graph = helper.make_graph(
+        g.nodes,
+        name,
+        inputs=[
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
+        ],
+        outputs=[helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden_size])],
+        initializer=g.initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="crystalmesh")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    # Typed intermediate shapes let onnxruntime fuse residual + LayerNorm
+    # (SkipLayerNormalization) and let the quantiser type every MatMul.
+    return onnx.shape_inference.infer_shapes(model)
