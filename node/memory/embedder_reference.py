@@ -29,48 +29,48 @@ def _gelu(x: Array) -> Array:
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
 
-def reference_embed(
-    weights: dict[str, np.ndarray], shape: BertShape, input_ids: np.ndarray, attention_mask: np.ndarray
+def _linear(w: dict[str, Array], x: Array, prefix: str) -> Array:
+    return x @ w[f"{prefix}.weight"].T + w[f"{prefix}.bias"]
+
+
+# Where each family keeps a layer's attention weights: query, key, value, output, LayerNorm.
+_BERT_ATTENTION = ("attention.self.query", "attention.self.key", "attention.self.value",
+                   "attention.output.dense", "attention.output.LayerNorm")
+_MPNET_ATTENTION = ("attention.attn.q", "attention.attn.k", "attention.attn.v",
+                    "attention.attn.o", "attention.LayerNorm")
+
+
+def _encode_and_pool(
+    w: dict[str, Array], hidden: Array, bias: Array, mask: Array, shape: BertShape | MPNetShape,
+    attention: tuple[str, str, str, str, str],
 ) -> NDArray[np.float32]:
-    """Mean-pooled, L2-normalised sentence embeddings computed in float64."""
-    w = {name: value.astype(np.float64) for name, value in weights.items() if value.dtype != np.int64}
-
-    def linear(x: Array, prefix: str) -> Array:
-        return x @ w[f"{prefix}.weight"].T + w[f"{prefix}.bias"]
-
-    batch, sequence = input_ids.shape
-    hidden = (
-        w["embeddings.word_embeddings.weight"][input_ids]
-        + w["embeddings.position_embeddings.weight"][:sequence][None]
-        + w["embeddings.token_type_embeddings.weight"][0]
-    )
+    """Post-LayerNorm transformer layers (``bias`` added to every layer's attention scores),
+    then mean pooling over real tokens and L2 normalisation."""
+    batch, sequence = hidden.shape[:2]
+    query_name, key_name, value_name, output_name, norm_name = attention
     eps = shape.layer_norm_eps
-    hidden = _layer_norm(hidden, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
-    mask = attention_mask.astype(np.float64)
-    bias = (1.0 - mask)[:, None, None, :] * -10000.0
     for index in range(shape.layers):
         prefix = f"encoder.layer.{index}"
 
         def split(x: Array) -> Array:
             return x.reshape(batch, sequence, shape.heads, shape.head_dim).transpose(0, 2, 1, 3)
 
-        query = split(linear(hidden, f"{prefix}.attention.self.query"))
-        key = split(linear(hidden, f"{prefix}.attention.self.key"))
-        value = split(linear(hidden, f"{prefix}.attention.self.value"))
+        query = split(_linear(w, hidden, f"{prefix}.{query_name}"))
+        key = split(_linear(w, hidden, f"{prefix}.{key_name}"))
+        value = split(_linear(w, hidden, f"{prefix}.{value_name}"))
         scores = query @ key.transpose(0, 1, 3, 2) / math.sqrt(shape.head_dim) + bias
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
         probabilities = scores / scores.sum(axis=-1, keepdims=True)
         context = (probabilities @ value).transpose(0, 2, 1, 3).reshape(batch, sequence, shape.hidden)
-        attended = linear(context, f"{prefix}.attention.output.dense")
         hidden = _layer_norm(
-            attended + hidden,
-            w[f"{prefix}.attention.output.LayerNorm.weight"],
-            w[f"{prefix}.attention.output.LayerNorm.bias"],
+            _linear(w, context, f"{prefix}.{output_name}") + hidden,
+            w[f"{prefix}.{norm_name}.weight"],
+            w[f"{prefix}.{norm_name}.bias"],
             eps,
         )
-        inner = _gelu(linear(hidden, f"{prefix}.intermediate.dense"))
+        inner = _gelu(_linear(w, hidden, f"{prefix}.intermediate.dense"))
         hidden = _layer_norm(
-            linear(inner, f"{prefix}.output.dense") + hidden,
+            _linear(w, inner, f"{prefix}.output.dense") + hidden,
             w[f"{prefix}.output.LayerNorm.weight"],
             w[f"{prefix}.output.LayerNorm.bias"],
             eps,
@@ -78,6 +78,24 @@ def reference_embed(
     pooled = (hidden * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
     pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
     return pooled.astype(np.float32)
+
+
+def reference_embed(
+    weights: dict[str, np.ndarray], shape: BertShape, input_ids: np.ndarray, attention_mask: np.ndarray
+) -> NDArray[np.float32]:
+    """Mean-pooled, L2-normalised sentence embeddings computed in float64."""
+    w = {name: value.astype(np.float64) for name, value in weights.items() if value.dtype != np.int64}
+    sequence = input_ids.shape[1]
+    hidden = (
+        w["embeddings.word_embeddings.weight"][input_ids]
+        + w["embeddings.position_embeddings.weight"][:sequence][None]
+        + w["embeddings.token_type_embeddings.weight"][0]
+    )
+    hidden = _layer_norm(hidden, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"],
+                         shape.layer_norm_eps)
+    mask = attention_mask.astype(np.float64)
+    bias = (1.0 - mask)[:, None, None, :] * -10000.0
+    return _encode_and_pool(w, hidden, bias, mask, shape, _BERT_ATTENTION)
 
 
 def _bucket(relative: int, num_buckets: int, max_distance: int) -> int:
@@ -102,11 +120,7 @@ def reference_embed_mpnet(
     """all-mpnet-base-v2 in float64: RoBERTa-style positions, one relative-position bias
     added in every layer, BERT's post-LayerNorm blocks, mean pooling, L2 norm."""
     w = {name: value.astype(np.float64) for name, value in weights.items() if value.dtype != np.int64}
-
-    def linear(x: Array, prefix: str) -> Array:
-        return x @ w[f"{prefix}.weight"].T + w[f"{prefix}.bias"]
-
-    batch, sequence = input_ids.shape
+    sequence = input_ids.shape[1]
     real = (input_ids != 1).astype(np.int64)
     positions = np.cumsum(real, axis=1) * real + 1
     eps = shape.layer_norm_eps
@@ -119,32 +133,4 @@ def reference_embed_mpnet(
             position_bias[:, i, j] = table[_bucket(j - i, shape.buckets, 128)]
     mask = attention_mask.astype(np.float64)
     bias = position_bias[None] + (1.0 - mask)[:, None, None, :] * -10000.0
-    for index in range(shape.layers):
-        prefix = f"encoder.layer.{index}"
-
-        def split(x: Array) -> Array:
-            return x.reshape(batch, sequence, shape.heads, shape.head_dim).transpose(0, 2, 1, 3)
-
-        query = split(linear(hidden, f"{prefix}.attention.attn.q"))
-        key = split(linear(hidden, f"{prefix}.attention.attn.k"))
-        value = split(linear(hidden, f"{prefix}.attention.attn.v"))
-        scores = query @ key.transpose(0, 1, 3, 2) / math.sqrt(shape.head_dim) + bias
-        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        probabilities = scores / scores.sum(axis=-1, keepdims=True)
-        context = (probabilities @ value).transpose(0, 2, 1, 3).reshape(batch, sequence, shape.hidden)
-        hidden = _layer_norm(
-            linear(context, f"{prefix}.attention.attn.o") + hidden,
-            w[f"{prefix}.attention.LayerNorm.weight"],
-            w[f"{prefix}.attention.LayerNorm.bias"],
-            eps,
-        )
-        inner = _gelu(linear(hidden, f"{prefix}.intermediate.dense"))
-        hidden = _layer_norm(
-            linear(inner, f"{prefix}.output.dense") + hidden,
-            w[f"{prefix}.output.LayerNorm.weight"],
-            w[f"{prefix}.output.LayerNorm.bias"],
-            eps,
-        )
-    pooled = (hidden * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
-    pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-    return pooled.astype(np.float32)
+    return _encode_and_pool(w, hidden, bias, mask, shape, _MPNET_ATTENTION)
