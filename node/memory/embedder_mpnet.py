@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from node.memory.embedder_onnx import OPSET, GraphSource, load_weights
+from node.memory.embedder_onnx import OPSET, BertShape, GraphSource, load_weights, shape_fields
 from node.memory.mpnet_weights import MODEL_NAME, unpacked_weights
 from node.memory.onnx_graph import (
     MPNET_ATTENTION,
@@ -47,18 +47,8 @@ MAX_DISTANCE = 128
 
 
 @dataclass(frozen=True)
-class MPNetShape:
-    hidden: int
-    heads: int
-    layers: int
-    intermediate: int
-    layer_norm_eps: float
-    max_positions: int
-    buckets: int
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+class MPNetShape(BertShape):
+    buckets: int = 32  # relative-position buckets
 
 
 def read_mpnet_shape(config_path: Path) -> MPNetShape:
@@ -66,12 +56,7 @@ def read_mpnet_shape(config_path: Path) -> MPNetShape:
     if config.get("model_type") != "mpnet" or config.get("hidden_act") != "gelu":
         raise ValueError(f"unsupported MPNet variant in {config_path}")
     return MPNetShape(
-        hidden=int(config["hidden_size"]),
-        heads=int(config["num_attention_heads"]),
-        layers=int(config["num_hidden_layers"]),
-        intermediate=int(config["intermediate_size"]),
-        layer_norm_eps=float(config["layer_norm_eps"]),
-        max_positions=int(config["max_position_embeddings"]),
+        **shape_fields(config),
         buckets=int(config.get("relative_attention_num_buckets", 32)),
     )
 

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -105,18 +106,23 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "crystalmesh" / "models"
 
 
+def shape_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """The encoder sizes a Hugging Face ``config.json`` gives (shared by BERT and MPNet)."""
+    return {
+        "hidden": int(config["hidden_size"]),
+        "heads": int(config["num_attention_heads"]),
+        "layers": int(config["num_hidden_layers"]),
+        "intermediate": int(config["intermediate_size"]),
+        "layer_norm_eps": float(config["layer_norm_eps"]),
+        "max_positions": int(config["max_position_embeddings"]),
+    }
+
+
 def read_shape(config_path: Path) -> BertShape:
     config = json.loads(config_path.read_text())
     if config.get("hidden_act") != "gelu" or config.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError(f"unsupported BERT variant in {config_path}")
-    return BertShape(
-        hidden=config["hidden_size"],
-        heads=config["num_attention_heads"],
-        layers=config["num_hidden_layers"],
-        intermediate=config["intermediate_size"],
-        layer_norm_eps=config["layer_norm_eps"],
-        max_positions=config["max_position_embeddings"],
-    )
+    return BertShape(**shape_fields(config))
 
 
 def load_weights(directory: Path) -> dict[str, np.ndarray]:

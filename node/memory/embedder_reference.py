@@ -41,7 +41,7 @@ _MPNET_ATTENTION = ("attention.attn.q", "attention.attn.k", "attention.attn.v",
 
 
 def _encode_and_pool(
-    w: dict[str, Array], hidden: Array, bias: Array, mask: Array, shape: BertShape | MPNetShape,
+    w: dict[str, Array], hidden: Array, bias: Array, mask: Array, shape: BertShape,
     attention: tuple[str, str, str, str, str],
 ) -> NDArray[np.float32]:
     """Post-LayerNorm transformer layers (``bias`` added to every layer's attention scores),
