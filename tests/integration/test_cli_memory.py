@@ -7,11 +7,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from node.cli.main import main
+from tests.integration.cli_runner import Cli, isolate_home
 
 REPO = Path(__file__).resolve().parents[2]
 CRYSTALMESH = Path(sys.executable).parent / "crystalmesh"
@@ -19,45 +18,12 @@ CRYSTALMESH = Path(sys.executable).parent / "crystalmesh"
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Nothing may touch ~/.crystalmesh, and no CRYSTALMESH_* setting leaks in."""
-    for name in list(os.environ):
-        if name.startswith("CRYSTALMESH_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "home"
-    monkeypatch.setenv("CRYSTALMESH_HOME", str(home))
-    return home
+    return isolate_home(tmp_path, monkeypatch)
 
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "node"
-
-
-class Cli:
-    def __init__(self, capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
-        self.capsys = capsys
-        self.data_dir = data_dir
-
-    def run(self, *args: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = main(["--data-dir", str(self.data_dir), *args])
-        out, err = self.capsys.readouterr()
-        return code, out, err
-
-    def json(self, *args: str) -> Any:
-        code, out, err = self.run("--json", *args)
-        assert code == 0, err
-        return json.loads(out)
-
-    def fails(self, *args: str) -> str:
-        """Run a command that must fail cleanly; returns its one error line."""
-        code, out, err = self.run(*args)
-        assert code != 0
-        assert "Traceback" not in out + err
-        lines = err.strip().splitlines()
-        assert len(lines) == 1, err
-        assert lines[0].startswith("error: ")
-        return lines[0]
 
 
 @pytest.fixture

@@ -2,39 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from node.cli.main import main
+from tests.integration.cli_runner import Cli, isolate_home
 
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("CRYSTALMESH_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("CRYSTALMESH_HOME", str(tmp_path / "home"))
-
-
-class Cli:
-    def __init__(self, capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
-        self.capsys = capsys
-        self.data_dir = data_dir
-
-    def run(self, *args: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = main(["--data-dir", str(self.data_dir), *args])
-        out, err = self.capsys.readouterr()
-        return code, out, err
-
-    def json(self, *args: str) -> Any:
-        code, out, err = self.run("--json", *args)
-        assert code == 0, err
-        return json.loads(out)
+    isolate_home(tmp_path, monkeypatch)
 
 
 @pytest.fixture
