@@ -8,11 +8,10 @@ real index, hashing embedder.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from node.memory.async_memory import AsyncMemory
 from node.memory.chat import LlmError, chat_completion
 from node.memory.facade import Memory, SearchRequest
 from node.memory.llm_stage import API_KEY_ENV, HYDE_SYSTEM, MAX_REPLY_BYTES, parse_order
+from tests.integration.local_http import serving
 
 NOTES = [
     "The payouts worker stalled during the April incident.",
@@ -88,14 +88,8 @@ def stub() -> Iterator[tuple[Stub, str]]:
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state, f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield state, url
 
 
 def _config(tmp_path: Path, url: str, **memory: Any) -> NodeConfig:

@@ -8,9 +8,8 @@ real HTTP, and everything on our side of it is the product's code.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from node.memory.working.build import synthesiser_for
 from node.memory.working.llm import MAX_REPLY_BYTES, LlmSynthesiser
 from node.memory.working.state import SECTIONS, parse_state
 from node.memory.working.working import WorkingMemory
+from tests.integration.local_http import serving
 
 GOOD_REPLY = "\n\n".join(
     f"{heading}\n\n- {key}: the stub model says something substantive here" for key, heading in SECTIONS
@@ -57,14 +57,8 @@ def stub() -> Iterator[tuple[Stub, str]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state, f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield state, url
 
 
 def llm_working(memory: Memory, config: NodeConfig, url: str) -> WorkingMemory:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from node.memory.async_memory import AsyncMemory
 from node.memory.facade import Memory, SearchRequest
 from node.memory.working.service import WorkingMemoryServiceMixin
 from node.memory.working.state import SECTIONS
+from tests.integration.local_http import serving
 
 
 class Node(WorkingMemoryServiceMixin):
@@ -47,14 +48,11 @@ def slow_llm() -> Iterator[tuple[str, threading.Event, threading.Event, threadin
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", arrived, release, answered
-    finally:
-        release.set()
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        try:
+            yield url, arrived, release, answered
+        finally:
+            release.set()  # before the shutdown: a handler waiting on it must return
 
 
 async def test_note_dream_and_context_through_the_node(memory: Memory, node_config: NodeConfig) -> None:
