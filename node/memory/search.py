@@ -124,9 +124,10 @@ def search(
     confidence_of_bm25 = lexical_confidence(
         query, [by_rowid[rowid].text for rowid, _ in lexical[:CONFIDENCE_DEPTH]]
     )
-    if clauses and lexical_evidence(confidence_of_bm25) > 0.0:
-        # Clauses only where the words carry evidence (as coverage order below): a
-        # reworded compound question ranks as dense search of the whole question.
+    # Below the lexical floor the words carry no evidence: a reworded question then ranks
+    # as dense search of the whole question (no clause vectors, no coverage re-ordering).
+    has_evidence = lexical_evidence(confidence_of_bm25) > 0.0
+    if clauses and has_evidence:
         dense = merge_dense(dense, [index.query(clause, candidates) for clause in embed(clauses)])
     total_docs: list[int] = []  # counted only if fusion asks for a document frequency
     counts: dict[str, int] = {}
@@ -173,7 +174,7 @@ def search(
             item.score *= confidence_weight(sure[item.row.id])
     exact = exact_matcher(code_tokens(query))
     ranked.sort(key=lambda item: (exact(item.row.text), item.score), reverse=True)
-    if clauses and lexical_evidence(confidence_of_bm25) > 0.0:  # no lexical evidence: dense order
+    if clauses and has_evidence:
         ranked = coverage_order(
             query,
             ranked,
