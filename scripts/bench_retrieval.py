@@ -8,7 +8,14 @@ then runs three ways, all through that same store and index:
 
 * ``hybrid``: ``Memory.search`` itself (what a user gets);
 * ``dense``: ``memory.index.query`` on the embedded query (HNSW only);
-* ``bm25``: ``memory.store.fts(fts_query(query))`` (FTS5 only).
+* ``bm25``: ``memory.store.fts(fts_query(query))`` (FTS5 only);
+* ``oracle`` (only with ``--oracle``): a headroom figure, not a method. For each
+  query, the two candidate lists the product fuses (dense and BM25, 50 each) are
+  fused by ``fusion.fuse`` at every fixed lexical weight 0.05, 0.10, ..., 0.95,
+  the two lists themselves are the weights 0 and 1, and the best nDCG@10 *for
+  that query* is kept: what a perfect choice of weight per query would reach
+  with those two lists alone (the product also has clause vectors and
+  re-orderings, so it can exceed it on compound questions).
 
 Searches are made with ``record_access=False`` so that queries do not change
 each other's ranking. Reported per split (tune / heldout, fixed in the data
@@ -16,7 +23,7 @@ file) and query kind: nDCG@10 (graded 2/1), recall@5, MRR, and the latency
 p50/p95 of ``Memory.search`` (query embedding included). The last line is one
 JSON object.
 
-    .venv/bin/python scripts/bench_retrieval.py [--embedder minilm|minilm-fp32|hashing] [--split heldout]
+    .venv/bin/python scripts/bench_retrieval.py [--embedder minilm|minilm-fp32|hashing] [--split heldout] [--oracle]
 """
 
 from __future__ import annotations
@@ -35,13 +42,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from node.config import NodeConfig
-from node.crystals.fusion import fts_query
+from node.crystals.fusion import FusionParams, fts_query, fuse
 from node.memory.embedder import EMBEDDER_NAMES, get_embedder
 from node.memory.facade import Memory, SearchRequest
 
 DATA_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "retrieval_v2.json"
 CUTOFF = 10
 METHODS = ("hybrid", "dense", "bm25")
+ORACLE_DEPTH = 50  # what Memory.search fuses for k=10: max(50, 5k) candidates per list
+ORACLE_WEIGHTS = tuple(step / 20 for step in range(1, 20))  # the ends are the two lists themselves
 
 
 @dataclass(frozen=True)
@@ -119,22 +128,51 @@ class Bench:
     def bm25(self, text: str, k: int = CUTOFF) -> list[str]:
         return [self.by_rowid[rowid] for rowid, _ in self.memory.store.fts(fts_query(text), k)]
 
+    def fused_at(self, text: str, weights: tuple[float, ...] = ORACLE_WEIGHTS,
+                 k: int = CUTOFF) -> list[list[str]]:
+        """The dense and BM25 rankings, then both candidate lists fused at each of ``weights`` (see ``oracle``)."""
+        vector = self.memory.embed([text])[0]
+        dense = [(str(rowid), score) for rowid, score in self.memory.index.query(vector, ORACLE_DEPTH)]
+        match = fts_query(text)
+        lexical = [(str(rowid), score) for rowid, score in self.memory.store.fts(match, ORACLE_DEPTH)] if match else []
+        rankings = [self.dense(text, k), self.bm25(text, k)]
+        for weight in weights:
+            params = FusionParams(base_lexical_weight=weight, confidence_weight=0.0, identifier_weight=0.0,
+                                  max_lexical_weight=1.0, confidence_floor=0.0)
+            fused = fuse(text, dense, lexical, k, params=params)
+            rankings.append([self.by_rowid[int(rowid)] for rowid, _ in fused])
+        return rankings
 
-def evaluate(bench: Bench, queries: list[Query]) -> dict[str, Any]:
+
+def oracle(bench: Bench, query: Query) -> tuple[float, float, float]:
+    """The best (nDCG@10, recall@5, MRR) over the fixed-weight fusions, each maximised on its own."""
+    rankings = bench.fused_at(query.text)
+    return (
+        max(ndcg(ranked, query.relevant) for ranked in rankings),
+        max(recall(ranked, query.relevant) for ranked in rankings),
+        max(reciprocal_rank(ranked, query.relevant) for ranked in rankings),
+    )
+
+
+def evaluate(bench: Bench, queries: list[Query], with_oracle: bool = False) -> dict[str, Any]:
     scores: dict[tuple[str, str, str], list[tuple[float, float, float]]] = defaultdict(list)
     latency: dict[str, list[float]] = defaultdict(list)
     for query in queries:
+        results: dict[str, tuple[float, float, float]] = {}
         for method in METHODS:
             started = time.perf_counter()
             ranked = getattr(bench, method)(query.text)
             elapsed = time.perf_counter() - started
             if method == "hybrid":
                 latency[query.split].append(elapsed)
-            triple = (
+            results[method] = (
                 ndcg(ranked, query.relevant),
                 recall(ranked, query.relevant),
                 reciprocal_rank(ranked, query.relevant),
             )
+        if with_oracle:
+            results["oracle"] = oracle(bench, query)
+        for method, triple in results.items():
             for kind in (query.kind, "overall"):
                 scores[(query.split, kind, method)].append(triple)
                 scores[("all", kind, method)].append(triple)
@@ -160,14 +198,15 @@ def print_table(report: dict[str, Any]) -> None:
         print(
             f"\n== {split} ==  latency p50/p95 {report[split]['latency_ms']['p50']}/{report[split]['latency_ms']['p95']} ms"
         )
-        print(f"{'kind':<14}{'n':>4}  " + "  ".join(f"{m + ' nDCG/R@5/MRR':>26}" for m in METHODS))
+        methods = [m for m in (*METHODS, "oracle") if m in report[split].get("overall", {})]
+        print(f"{'kind':<14}{'n':>4}  " + "  ".join(f"{m + ' nDCG/R@5/MRR':>26}" for m in methods))
         for kind, entry in sorted(report[split].items()):
             if kind == "latency_ms":
                 continue
             cells = "  ".join(
                 f"{entry[m]['ndcg@10']:>8.3f}/{entry[m]['recall@5']:.3f}/{entry[m]['mrr']:.3f}"
                 + " " * 3
-                for m in METHODS
+                for m in methods
             )
             print(f"{kind:<14}{entry['n']:>4}  {cells}")
 
@@ -179,6 +218,10 @@ def main() -> None:
         "--split", default=None, choices=("tune", "heldout"), help="only this split"
     )
     parser.add_argument("--data", type=Path, default=DATA_PATH)
+    parser.add_argument(
+        "--oracle", action="store_true",
+        help="also report the per-query best fixed-weight fusion of the two lists (headroom, not a method)",
+    )
     arguments = parser.parse_args()
     memories, queries = load(arguments.data)
     if arguments.split:
@@ -188,7 +231,7 @@ def main() -> None:
         bench = Bench(memories, arguments.embedder, Path(tmp))
         ingest_s = time.perf_counter() - started
         try:
-            report = evaluate(bench, queries)
+            report = evaluate(bench, queries, with_oracle=arguments.oracle)
         finally:
             bench.close()
     print(

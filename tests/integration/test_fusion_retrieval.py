@@ -51,3 +51,28 @@ def test_product_search_beats_dense_and_bm25_on_the_held_out_half(tmp_path: Path
         entry = report["heldout"][kind]
         assert entry["hybrid"]["ndcg@10"] > entry["dense"]["ndcg@10"], (kind, entry)
         assert entry["hybrid"]["ndcg@10"] > entry["bm25"]["ndcg@10"], (kind, entry)
+
+
+def test_oracle_headroom_is_never_below_either_list(tmp_path: Path) -> None:
+    """``--oracle`` (per-query best fixed-weight fusion) bounds what re-weighting the two lists can reach.
+
+    Weight 0 must reproduce the dense ranking and weight 1 the BM25 one, so per query the
+    oracle is at least as good as both; a grid without its ends, or fusion of other
+    lists than the ones compared, breaks this.
+    """
+    bench = _bench()
+    memories, queries = bench.load()
+    index = bench.Bench(memories, "hashing", tmp_path / "node")
+    try:
+        lifted = 0
+        for query in queries:
+            dense = bench.ndcg(index.dense(query.text), query.relevant)
+            bm25 = bench.ndcg(index.bm25(query.text), query.relevant)
+            best = bench.oracle(index, query)[0]
+            assert best >= max(dense, bm25) - 1e-12, (query.id, best, dense, bm25)
+            lifted += best > max(dense, bm25) + 1e-9
+        report = bench.evaluate(index, queries[:20], with_oracle=True)
+    finally:
+        index.close()
+    assert lifted > 0  # some query gains from a weight strictly between the ends
+    assert set(report["all"]["overall"]) == {"n", "hybrid", "dense", "bm25", "oracle"}
