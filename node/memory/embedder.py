@@ -32,6 +32,12 @@ Vectors = NDArray[np.float32]
 
 DEFAULT_EMBEDDER = "minilm"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
+# A text longer than the model's window is embedded window by window (WINDOW_OVERLAP tokens
+# shared by neighbours) and its windows' vectors averaged, weighted by their token counts; past
+# MAX_WINDOWS windows (~3.6k tokens for MiniLM: a bound on what one crafted 64 KiB memory costs) the
+# rest is left to full-text search.
+MAX_WINDOWS = 16
+WINDOW_OVERLAP = 32
 SESSION_THREADS = 2
 
 
@@ -57,6 +63,13 @@ class OnnxEmbedder:
     ``$CRYSTALMESH_MODEL_CACHE`` or ``~/.cache/crystalmesh/models``). Texts are
     sorted by length before batching so padding stays small; output order
     matches input order.
+
+    A text longer than ``max_tokens`` is not cut off: it is split into windows of
+    ``max_tokens`` (neighbours share :data:`WINDOW_OVERLAP` tokens, each window has
+    its own ``[CLS]``/``[SEP]``), every window is embedded, and the text's vector is
+    the normalised mean of its windows' vectors weighted by their token counts
+    (mean pooling over the whole text, with attention inside each window). At most
+    ``max_windows`` windows count; ``max_windows=1`` is plain truncation.
     """
 
     dim: int
@@ -72,6 +85,7 @@ class OnnxEmbedder:
         cache_dir: Path | str | None = None,
         batch_size: int = 32,
         threads: int = SESSION_THREADS,
+        max_windows: int = MAX_WINDOWS,
     ) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
@@ -82,11 +96,18 @@ class OnnxEmbedder:
         self.precision = precision
         self.model_path = built.int8_path if precision == "int8" else built.fp32_path
         self.batch_size = batch_size
+        if max_windows < 1:
+            raise ValueError("max_windows must be at least 1")
+        self.max_windows = max_windows
 
         self._tokenizer = Tokenizer.from_file(str(built.tokenizer_path))
         self._tokenizer.enable_truncation(max_length=self.max_tokens)
         # Pad to the longest in the batch (this also replaces a fixed padding length in the file).
         self._tokenizer.enable_padding(pad_id=self.pad_id, pad_token=self.pad_token)
+        # The same tokenizer, unpadded, keeping what truncation cuts off as overlapping windows.
+        self._windows = Tokenizer.from_str(self._tokenizer.to_str())
+        self._windows.no_padding()
+        self._windows.enable_truncation(max_length=self.max_tokens, stride=WINDOW_OVERLAP)
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
@@ -112,14 +133,45 @@ class OnnxEmbedder:
         if not texts:
             return output
         order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
-        for start in range(0, len(order), self.batch_size):
-            indices = order[start : start + self.batch_size]
+        windows = self._split(texts) if self.max_windows > 1 else {}
+        short = [index for index in order if index not in windows]
+        for start in range(0, len(short), self.batch_size):
+            indices = short[start : start + self.batch_size]
             input_ids, attention_mask = self.tokenize([texts[index] for index in indices])
-            (vectors,) = self._session.run(
-                ["sentence_embedding"], {"input_ids": input_ids, "attention_mask": attention_mask}
-            )
-            output[indices] = vectors
+            output[indices] = self._run(input_ids, attention_mask)
+        for index in (index for index in order if index in windows):
+            output[index] = self._pooled(windows[index])
         return output
+
+    def _run(self, input_ids: NDArray[np.int64], attention_mask: NDArray[np.int64]) -> Vectors:
+        (vectors,) = self._session.run(
+            ["sentence_embedding"], {"input_ids": input_ids, "attention_mask": attention_mask}
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def _split(self, texts: list[str]) -> dict[int, list[list[int]]]:
+        """The token windows of each text longer than one window, by the text's position."""
+        windows: dict[int, list[list[int]]] = {}
+        for index, encoding in enumerate(self._windows.encode_batch(texts)):
+            if encoding.overflowing:
+                pieces = [encoding, *encoding.overflowing][: self.max_windows]
+                windows[index] = [piece.ids for piece in pieces]
+        return windows
+
+    def _pooled(self, windows: list[list[int]]) -> Vectors:
+        """One text's vector from its windows: their vectors' mean weighted by token count, normalised."""
+        total = np.zeros(self.dim, dtype=np.float64)
+        for start in range(0, len(windows), self.batch_size):
+            batch = windows[start : start + self.batch_size]
+            width = max(len(ids) for ids in batch)
+            input_ids = np.full((len(batch), width), self.pad_id, dtype=np.int64)
+            attention_mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, ids in enumerate(batch):
+                input_ids[row, : len(ids)] = ids
+                attention_mask[row, : len(ids)] = 1
+            vectors = self._run(input_ids, attention_mask)
+            total += (vectors.astype(np.float64) * attention_mask.sum(axis=1, keepdims=True)).sum(axis=0)
+        return _normalise_rows(total[None, :])[0]
 
 
 class MiniLMEmbedder(OnnxEmbedder):

@@ -22,9 +22,10 @@ from node.config import load_config
 from node.db import Database
 from node.init import init_node
 from node.memory import reembed as reembed_module
-from node.memory.embedder import HashingEmbedder, get_embedder
+from node.memory.embedder import HashingEmbedder, MiniLMEmbedder, get_embedder
 from node.memory.facade import Memory, SearchRequest
 from node.memory.reembed import ReembedError, reembed
+from tests.unit.test_embedder_windows import GARDEN, SECRET
 
 CRYSTALMESH = Path(sys.executable).parent / "crystalmesh"
 TEXTS = [
@@ -254,3 +255,33 @@ def test_the_cli_reembeds_and_reports(tmp_path: Path, capsys: pytest.CaptureFixt
     code = main(["memory", "reembed", "--embedder", "nope", "--data-dir", str(data_dir)])
     assert code != 0
     assert load_config(data_dir, environ={}).memory.embedder == "minilm"
+
+
+def test_reembed_to_the_same_embedder_rewrites_cut_off_long_memories(tmp_path: Path) -> None:
+    """The upgrade path docs/memory.md gives for memories embedded before long texts were read
+    whole: ``reembed`` to the embedder the store already uses rewrites every vector."""
+    data_dir = tmp_path / "node"
+    init_node(data_dir, embedder="minilm")
+    long_text = GARDEN + SECRET
+    before = Memory(load_config(data_dir, environ={}), embedder=MiniLMEmbedder(max_windows=1))
+    try:  # as a node before this change stored it: cut at the first window
+        before.add_crystals([before.prepare(text) for text in [long_text, *TEXTS[:5]]])
+    finally:
+        before.close()
+    whole = get_embedder("minilm").embed([long_text])[0]
+    assert float(_vectors_by_text(data_dir)[long_text] @ whole) < 0.9
+
+    report = reembed(load_config(data_dir, environ={}), "minilm")
+
+    assert report.crystals == 6
+    assert float(_vectors_by_text(data_dir)[long_text] @ whole) > 0.999
+    assert _state(data_dir)[2] == get_embedder("minilm").name
+
+
+def _vectors_by_text(data_dir: Path) -> dict[str, np.ndarray]:
+    db = Database(data_dir / "crystals.db")
+    try:
+        rows = db.all("SELECT text, embedding FROM crystals")
+        return {row[0]: np.frombuffer(bytes(row[1]), dtype=np.float32) for row in rows}
+    finally:
+        db.close()
