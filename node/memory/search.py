@@ -20,6 +20,7 @@ from node.crystals.fusion import code_tokens, fts_query, fuse, lexical_evidence
 from node.crystals.index import VectorIndex
 from node.crystals.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
 from node.crystals.model import Crystal, Lifecycle, SemanticType, now_ms
+from node.crystals.negation import negated_share, split_negation
 from node.crystals.reads import SearchRow
 from node.crystals.store import CrystalStore, StoreError
 from node.memory.candidates import Rows, Visibility, lexical_candidates, sparse
@@ -33,6 +34,10 @@ IMPORTANCE_WEIGHT = 0.1
 RECENCY_WEIGHT = 0.05
 RECENCY_HALF_LIFE_MS = 7 * 24 * 3600 * 1000
 WARNING = SemanticType.WARNING.value
+# A selection question's negated phrase ("the flight that was not to Amsterdam") counts against
+# a memory: its score is scaled by 1 - NEGATION_WEIGHT * (share of the negated words it affirms).
+# Middle of the tune plateau 0.15-0.4 (docs/benchmarks.md, "Negated questions").
+NEGATION_WEIGHT = 0.3
 
 
 
@@ -103,7 +108,12 @@ def search(
     candidates = max(50, k * 5)
     # A compound question ("which host runs the worker that stalled ...") is also
     # searched clause by clause (node.crystals.compound); a one-clause query is not.
-    clauses = split_clauses(query)
+    # A selection question's negated phrase is left out of the words searched for (and of the
+    # clauses) and counts against the memories that affirm its words (node.crystals.negation);
+    # the dense side embeds the whole question (embedding only the rest measured worse).
+    negation = split_negation(query)
+    wanted = negation.positive if negation else query
+    clauses = split_clauses(wanted)
     # The query is embedded on its own: the int8 embedder quantises activations per
     # batch, so a vector embedded beside its clauses would not be the query's own
     # (and would differ from what a plain dense search of the same text sees).
@@ -111,7 +121,7 @@ def search(
     if expansion:
         vector = vector + embed([expansion])[0]
         vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
-    match = fts_query(query)
+    match = fts_query(wanted)
     dense = index.query(vector, candidates)
     rows = Rows(store)  # light rows: of the nearest k now, the lexical and fused candidates later
     rows.fetch(rowid for rowid, _ in dense[:k])
@@ -122,7 +132,7 @@ def search(
     # else every version is a candidate; validity at ``as_of`` is checked below
     by_rowid = rows.by_rowid
     confidence_of_bm25 = lexical_confidence(
-        query, [by_rowid[rowid].text for rowid, _ in lexical[:CONFIDENCE_DEPTH]]
+        wanted, [by_rowid[rowid].text for rowid, _ in lexical[:CONFIDENCE_DEPTH]]
     )
     # Below the lexical floor the words carry no evidence: a reworded question then ranks
     # as dense search of the whole question (no clause vectors, no coverage re-ordering).
@@ -138,13 +148,13 @@ def search(
             # for a rarity measured in decades; the store counts only when it is empty.
             total_docs.append(max(1, index.count or store.fts_doc_count()))
             # Fusion asks about the query's identifier tokens: count them all in one go.
-            counts.update(store.fts_doc_freqs(code_tokens(query)))
+            counts.update(store.fts_doc_freqs(code_tokens(wanted)))
         if term not in counts:
             counts[term] = store.fts_doc_freq(term)
         return counts[term] / total_docs[0]
 
     fused = fuse(
-        query,
+        wanted,
         [(str(rowid), score) for rowid, score in dense],
         [(str(rowid), score) for rowid, score in lexical],
         k=candidates,
@@ -166,17 +176,19 @@ def search(
         weight = (1 + IMPORTANCE_WEIGHT * row.importance_score * retrieval.importance_boost) * (
             1 + RECENCY_WEIGHT * recency * retrieval.recency_bias
         )
+        if negation:
+            weight *= 1 - NEGATION_WEIGHT * negated_share(negation, row.text)
         ranked.append(_Candidate(rowid, row, fused_score * weight, dense_by_id.get(rowid),
                                  lexical_by_id.get(rowid), row.semantic_type == WARNING))
     if confidence is not None:
         sure = confidence([(item.row.id, item.warning) for item in ranked], now)
         for item in ranked:
             item.score *= confidence_weight(sure[item.row.id])
-    exact = exact_matcher(code_tokens(query))
+    exact = exact_matcher(code_tokens(wanted))
     ranked.sort(key=lambda item: (exact(item.row.text), item.score), reverse=True)
     if clauses and has_evidence:
         ranked = coverage_order(
-            query,
+            wanted,
             ranked,
             score=lambda item: item.score,
             text=lambda item: item.row.text,
