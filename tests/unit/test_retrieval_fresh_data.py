@@ -10,6 +10,7 @@ are kept unseen for the coordinator's final run.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -28,6 +29,10 @@ SETS = {
     "retrieval_fresh2": (
         220,
         {"paraphrase": 70, "identifier": 35, "keyword": 25, "multi-hop": 20, "negation-trap": 25},
+    ),
+    "retrieval_fresh3": (
+        230,
+        {"paraphrase": 80, "identifier": 45, "keyword": 30, "multi-hop": 25, "negation-trap": 30},
     ),
 }
 
@@ -108,6 +113,29 @@ def test_the_second_set_is_a_different_world_from_the_first() -> None:
         "after the second set (retrieval_fresh.json) had been used for tuning"
         in second["description"]
     )
+
+
+def test_the_third_set_is_a_different_world_from_the_first_two() -> None:
+    earlier = {
+        m["text"]
+        for name in ("retrieval_fresh", "retrieval_fresh2")
+        for m in _build(name).build()[0]["memories"]
+    }
+    third = _build("retrieval_fresh3").build()[0]
+    assert not earlier & {m["text"] for m in third["memories"]}
+    assert "after the two stop 20 sets" in third["description"]
+
+
+def test_the_third_set_has_negation_traps_with_and_without_a_negation_word() -> None:
+    # the brief: about half say "not / never / other than / except", half do not
+    negation = re.compile(r"\b(not|no|never|except|other than)\b|n't\b")
+    traps = [
+        q["text"]
+        for q in _build("retrieval_fresh3").build()[0]["queries"]
+        if q["kind"] == "negation-trap"
+    ]
+    said = [text for text in traps if negation.search(text.lower())]
+    assert 0.3 * len(traps) <= len(said) <= 0.7 * len(traps), (len(said), len(traps))
 
 
 @pytest.mark.parametrize("name", sorted(SETS))
