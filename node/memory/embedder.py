@@ -100,14 +100,11 @@ class OnnxEmbedder:
             raise ValueError("max_windows must be at least 1")
         self.max_windows = max_windows
 
+        # Unpadded (this also drops a fixed padding length in the file): each text's first window,
+        # and what truncation cuts off as overlapping windows; batches are padded by _padded.
         self._tokenizer = Tokenizer.from_file(str(built.tokenizer_path))
-        self._tokenizer.enable_truncation(max_length=self.max_tokens)
-        # Pad to the longest in the batch (this also replaces a fixed padding length in the file).
-        self._tokenizer.enable_padding(pad_id=self.pad_id, pad_token=self.pad_token)
-        # The same tokenizer, unpadded, keeping what truncation cuts off as overlapping windows.
-        self._windows = Tokenizer.from_str(self._tokenizer.to_str())
-        self._windows.no_padding()
-        self._windows.enable_truncation(max_length=self.max_tokens, stride=WINDOW_OVERLAP)
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=self.max_tokens, stride=WINDOW_OVERLAP)
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
@@ -120,10 +117,17 @@ class OnnxEmbedder:
         log.info("embedder_loaded name=%s path=%s threads=%d", self.name, self.model_path, threads)
 
     def tokenize(self, texts: list[str]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """``(input_ids, attention_mask)`` for one batch, padded to its longest text."""
-        encodings = self._tokenizer.encode_batch(texts)
-        input_ids = np.array([encoding.ids for encoding in encodings], dtype=np.int64)
-        attention_mask = np.array([encoding.attention_mask for encoding in encodings], dtype=np.int64)
+        """``(input_ids, attention_mask)`` of each text's first window, padded to the longest."""
+        return self._padded([encoding.ids for encoding in self._tokenizer.encode_batch(texts)])
+
+    def _padded(self, batch: list[list[int]]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Token id lists as one batch, right-padded with the pad id to the longest."""
+        width = max(len(ids) for ids in batch)
+        input_ids = np.full((len(batch), width), self.pad_id, dtype=np.int64)
+        attention_mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, ids in enumerate(batch):
+            input_ids[row, : len(ids)] = ids
+            attention_mask[row, : len(ids)] = 1
         return input_ids, attention_mask
 
     def embed(self, texts: list[str]) -> Vectors:
@@ -133,14 +137,14 @@ class OnnxEmbedder:
         if not texts:
             return output
         order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
-        windows = self._split(texts) if self.max_windows > 1 else {}
-        short = [index for index in order if index not in windows]
+        windows = self._windows(texts)  # one tokenizer pass for every text
+        short = [index for index in order if len(windows[index]) == 1]
         for start in range(0, len(short), self.batch_size):
             indices = short[start : start + self.batch_size]
-            input_ids, attention_mask = self.tokenize([texts[index] for index in indices])
-            output[indices] = self._run(input_ids, attention_mask)
-        for index in (index for index in order if index in windows):
-            output[index] = self._pooled(windows[index])
+            output[indices] = self._run(*self._padded([windows[index][0] for index in indices]))
+        for index in order:
+            if len(windows[index]) > 1:
+                output[index] = self._pooled(windows[index])
         return output
 
     def _run(self, input_ids: NDArray[np.int64], attention_mask: NDArray[np.int64]) -> Vectors:
@@ -149,26 +153,18 @@ class OnnxEmbedder:
         )
         return np.asarray(vectors, dtype=np.float32)
 
-    def _split(self, texts: list[str]) -> dict[int, list[list[int]]]:
-        """The token windows of each text longer than one window, by the text's position."""
-        windows: dict[int, list[list[int]]] = {}
-        for index, encoding in enumerate(self._windows.encode_batch(texts)):
-            if encoding.overflowing:
-                pieces = [encoding, *encoding.overflowing][: self.max_windows]
-                windows[index] = [piece.ids for piece in pieces]
-        return windows
+    def _windows(self, texts: list[str]) -> list[list[list[int]]]:
+        """Each text's token windows (at most ``max_windows``; one for a text that fits)."""
+        return [
+            [piece.ids for piece in [encoding, *encoding.overflowing][: self.max_windows]]
+            for encoding in self._tokenizer.encode_batch(texts)
+        ]
 
     def _pooled(self, windows: list[list[int]]) -> Vectors:
         """One text's vector from its windows: their vectors' mean weighted by token count, normalised."""
         total = np.zeros(self.dim, dtype=np.float64)
         for start in range(0, len(windows), self.batch_size):
-            batch = windows[start : start + self.batch_size]
-            width = max(len(ids) for ids in batch)
-            input_ids = np.full((len(batch), width), self.pad_id, dtype=np.int64)
-            attention_mask = np.zeros((len(batch), width), dtype=np.int64)
-            for row, ids in enumerate(batch):
-                input_ids[row, : len(ids)] = ids
-                attention_mask[row, : len(ids)] = 1
+            input_ids, attention_mask = self._padded(windows[start : start + self.batch_size])
             vectors = self._run(input_ids, attention_mask)
             total += (vectors.astype(np.float64) * attention_mask.sum(axis=1, keepdims=True)).sum(axis=0)
         return _normalise_rows(total[None, :])[0]

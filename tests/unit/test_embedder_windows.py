@@ -69,7 +69,7 @@ def test_short_texts_and_order_are_unchanged(cache_dir: Path, windows: MiniLMEmb
 
 def test_a_crafted_huge_text_costs_a_bounded_number_of_windows(windows: MiniLMEmbedder) -> None:
     huge = "a " * 32_768  # 64 KiB, the most a memory may hold: ~32k tokens
-    assert len(windows._split([huge])[0]) == MAX_WINDOWS
+    assert len(windows._windows([huge])[0]) == MAX_WINDOWS
     vector = windows.embed([huge])
     assert vector.shape == (1, 384) and np.isfinite(vector).all()
     assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
