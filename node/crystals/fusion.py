@@ -111,8 +111,8 @@ def identifier_tokens(text: str) -> list[str]:
     return [token for token in query_tokens(text) if is_identifier(token)]
 
 
-def code_tokens(text: str) -> list[str]:
-    """The identifier tokens that ranking treats as codes: those not made of letters only.
+def is_code(token: str) -> bool:
+    """Whether ranking treats a token as a code: an identifier not made of letters only.
 
     ``ERR-4091``, ``v2.3.1``, ``db-prod-03``, ``a41be07``, ``snake_case``, paths and
     dates pin a memory down; an all-caps or camelCase word (``HTTPS``, ``GitHub``,
@@ -120,7 +120,12 @@ def code_tokens(text: str) -> list[str]:
     gave BM25 a high weight and put every memory naming it first, also for a
     reworded question that merely mentions it (docs/benchmarks.md, "Fifth pass").
     """
-    return [token for token in identifier_tokens(text) if not token.isalpha()]
+    return is_identifier(token) and not token.isalpha()
+
+
+def code_tokens(text: str) -> list[str]:
+    """The tokens of ``text`` that ranking treats as codes (:func:`is_code`)."""
+    return [token for token in query_tokens(text) if is_code(token)]
 
 
 def _quote(token: str) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from node.crystals.fusion import is_identifier, query_tokens
+from node.crystals.fusion import is_code, query_tokens
 from node.crystals.lexical import terms
 
 _CUE = re.compile(
@@ -92,12 +92,12 @@ def _split(text: str, limit: int) -> tuple[str, list[str]]:
 
 
 def _terms(text: str) -> set[str]:
-    """Content terms, an identifier (``pg-main-02``, ``v2.3.1``) kept whole rather than in pieces
-    (the tokens :func:`node.crystals.fusion.code_tokens` picks; one pass over the text)."""
+    """Content terms, a code (``pg-main-02``, ``v2.3.1``: :func:`node.crystals.fusion.is_code`)
+    kept whole rather than in pieces; one pass over the text."""
     codes: set[str] = set()
     words: list[str] = []
     for token in query_tokens(text):
-        if is_identifier(token) and not token.isalpha():
+        if is_code(token):
             codes.add(token.lower())
         else:
             words.append(token)

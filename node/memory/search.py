@@ -113,6 +113,7 @@ def search(
     # the dense side embeds the whole question (embedding only the rest measured worse).
     negation = split_negation(query)
     wanted = negation.positive if negation else query
+    codes = code_tokens(wanted)
     clauses = split_clauses(wanted)
     # The query is embedded on its own: the int8 embedder quantises activations per
     # batch, so a vector embedded beside its clauses would not be the query's own
@@ -148,7 +149,7 @@ def search(
             # for a rarity measured in decades; the store counts only when it is empty.
             total_docs.append(max(1, index.count or store.fts_doc_count()))
             # Fusion asks about the query's identifier tokens: count them all in one go.
-            counts.update(store.fts_doc_freqs(code_tokens(wanted)))
+            counts.update(store.fts_doc_freqs(codes))
         if term not in counts:
             counts[term] = store.fts_doc_freq(term)
         return counts[term] / total_docs[0]
@@ -184,7 +185,7 @@ def search(
         sure = confidence([(item.row.id, item.warning) for item in ranked], now)
         for item in ranked:
             item.score *= confidence_weight(sure[item.row.id])
-    exact = exact_matcher(code_tokens(wanted))
+    exact = exact_matcher(codes)
     ranked.sort(key=lambda item: (exact(item.row.text), item.score), reverse=True)
     if clauses and has_evidence:
         ranked = coverage_order(
