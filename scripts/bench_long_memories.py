@@ -34,6 +34,7 @@ import random
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,11 @@ SEED = 17
 VARIANTS = {"windows": MAX_WINDOWS, "truncation": 1}  # max_windows
 
 
-def build_notes(group: int, seed: int = SEED) -> tuple[list[dict[str, str]], list[Query], dict[str, list[str]]]:
-    """Notes of ``group`` memories each, every query of the three sets re-judged on notes,
-    and each note's member memory ids in order."""
+def build_notes(group: int, tokens: Callable[[str], int], window: int,
+                seed: int = SEED) -> tuple[list[dict[str, str]], list[Query], dict[str, str]]:
+    """Notes of ``group`` memories each, every query of the three sets re-judged on notes, and
+    per query ``head`` or ``tail``: whether its first grade-2 memory starts inside the note's
+    first ``window`` tokens (``tokens(text)``: a memory's length without CLS/SEP)."""
     memories: list[dict[str, str]] = []
     queries: list[Query] = []
     for name in SETS:
@@ -63,50 +66,28 @@ def build_notes(group: int, seed: int = SEED) -> tuple[list[dict[str, str]], lis
         queries += [Query(f"{name}:{q.id}", q.kind, q.split, q.text,
                           {f"{name}:{key}": grade for key, grade in q.relevant.items()}) for q in asked]
     random.Random(seed).shuffle(memories)
-    members: dict[str, list[str]] = {}
     notes: list[dict[str, str]] = []
+    home: dict[str, str] = {}  # memory id -> note id
+    offset: dict[str, int] = {}  # memory id -> tokens before it in its note
     for start in range(0, len(memories), group):
         chunk = memories[start : start + group]
         note_id = f"note-{len(notes):03d}"
-        members[note_id] = [item["id"] for item in chunk]
         notes.append({"id": note_id, "text": "\n".join(item["text"] for item in chunk)})
-    home = {memory_id: note_id for note_id, ids in members.items() for memory_id in ids}
-    judged = []
+        before = 0
+        for item in chunk:
+            home[item["id"]] = note_id
+            offset[item["id"]] = before
+            before += tokens(item["text"])
+    judged: list[Query] = []
+    where: dict[str, str] = {}
     for query in queries:
         relevant: dict[str, int] = {}
         for memory_id, grade in query.relevant.items():
-            note_id = home[memory_id]
-            relevant[note_id] = max(relevant.get(note_id, 0), grade)
+            relevant[home[memory_id]] = max(relevant.get(home[memory_id], 0), grade)
         judged.append(Query(query.id, query.kind, query.split, query.text, relevant))
-    return notes, judged, members
-
-
-def positions(embedder: MiniLMEmbedder, notes: list[dict[str, str]], queries: list[Query],
-              members: dict[str, list[str]], originals: dict[str, str]) -> dict[str, str]:
-    """``head`` or ``tail`` per query: where its first grade-2 memory starts in its note."""
-    tokens = {memory_id: len(embedder.tokenize([text])[0][0]) - 2 for memory_id, text in originals.items()}
-    where: dict[str, str] = {}
-    for query, source in zip(queries, _source_queries(), strict=True):
-        answers = [memory_id for memory_id, grade in source.relevant.items() if grade == 2]
-        first = min(answers, key=lambda memory_id: _offset(memory_id, members, tokens))
-        where[query.id] = "head" if _offset(first, members, tokens) + 1 < embedder.max_tokens else "tail"
-    return where
-
-
-def _offset(memory_id: str, members: dict[str, list[str]], tokens: dict[str, int]) -> int:
-    for ids in members.values():
-        if memory_id in ids:
-            return sum(tokens[other] for other in ids[: ids.index(memory_id)])
-    raise KeyError(memory_id)
-
-
-def _source_queries() -> list[Query]:
-    queries: list[Query] = []
-    for name in SETS:
-        _, asked = load(DATA / f"{name}.json")
-        queries += [Query(q.id, q.kind, q.split, q.text,
-                          {f"{name}:{key}": grade for key, grade in q.relevant.items()}) for q in asked]
-    return queries
+        first = min(offset[memory_id] for memory_id, grade in query.relevant.items() if grade == 2)
+        where[query.id] = "head" if first + 1 < window else "tail"
+    return notes, judged, where
 
 
 def run_variant(max_windows: int, notes: list[dict[str, str]], queries: list[Query],
@@ -144,12 +125,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--group", type=int, default=20, help="memories per note")
     arguments = parser.parse_args()
-    notes, queries, members = build_notes(arguments.group)
-    originals = {}
-    for name in SETS:
-        items, _ = load(DATA / f"{name}.json")
-        originals.update({f"{name}:{item['id']}": item["text"] for item in items})
-    where = positions(MiniLMEmbedder(max_windows=1), notes, queries, members, originals)
+    counter = MiniLMEmbedder(max_windows=1)
+    notes, queries, where = build_notes(
+        arguments.group, lambda text: len(counter.tokenize([text])[0][0]) - 2, counter.max_tokens
+    )
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="crystalmesh-bench-long-") as tmp:
         for variant, max_windows in VARIANTS.items():
