@@ -82,8 +82,7 @@ def relative_position_bucket(
 def build_mpnet_graph(weights: dict[str, np.ndarray], shape: MPNetShape) -> onnx.ModelProto:
     """The fp32 MPNet encoder + mean pooling + L2 normalisation as one ONNX model."""
     g = GraphWriter()
-    ints = lambda name, values: g.constant(name, np.array(values, np.int64))  # noqa: E731
-    floats = lambda name, value: g.constant(name, np.array(value, np.float32))  # noqa: E731
+    ints = g.ints
 
     # Embeddings: word + position (counted over non-pad ids, from PAD_ID + 1), then LayerNorm.
     word_table = g.constant("embeddings.word_embeddings.weight", weights["embeddings.word_embeddings.weight"])
@@ -112,9 +111,8 @@ def build_mpnet_graph(weights: dict[str, np.ndarray], shape: MPNetShape) -> onnx
     position_bias = g.op("Unsqueeze", [position_bias, ints("axes_batch", [0])])
 
     # Additive padding mask [batch, 1, 1, seq] (-10000 for padding), folded into the bias once.
-    mask_float = g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
-    mask_bias = g.op("Mul", [g.op("Sub", [floats("mask_one", 1.0), mask_float]), floats("mask_neg", -10000.0)])
-    score_bias = g.op("Add", [position_bias, g.op("Unsqueeze", [mask_bias, ints("axes_one_two", [1, 2])])])
+    mask_float, mask_bias = g.padding_mask()
+    score_bias = g.op("Add", [position_bias, mask_bias])
 
     hidden = encoder_layers(g, weights, hidden, score_bias, shape, MPNET_ATTENTION)
     mean_pool_normalised(g, hidden, mask_float)

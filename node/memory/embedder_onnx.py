@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto
 
 from node.errors import CrystalmeshError
 from node.memory.onnx_graph import (
@@ -144,8 +143,7 @@ def weights_digest(directory: Path) -> str:
 def build_graph(weights: dict[str, np.ndarray], shape: BertShape) -> onnx.ModelProto:
     """The fp32 encoder + mean pooling + L2 normalisation as one ONNX model."""
     g = GraphWriter()
-    ints = lambda name, values: g.constant(name, np.array(values, np.int64))  # noqa: E731
-    floats = lambda name, value: g.constant(name, np.array(value, np.float32))  # noqa: E731
+    ints, floats = g.ints, g.floats
 
     # Embeddings: word + position[0:seq] + token_type[0], then LayerNorm.
     word_table = g.constant("embeddings.word_embeddings.weight", weights["embeddings.word_embeddings.weight"])
@@ -163,11 +161,7 @@ def build_graph(weights: dict[str, np.ndarray], shape: BertShape) -> onnx.ModelP
     hidden = g.layer_norm(hidden, weights, "embeddings.LayerNorm", shape.layer_norm_eps)
 
     # Additive attention mask [batch, 1, 1, seq]: 0 for tokens, -10000 for padding (as BERT).
-    mask_float = g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
-    mask_bias = g.op(
-        "Mul", [g.op("Sub", [floats("mask_one", 1.0), mask_float]), floats("mask_neg", -10000.0)]
-    )
-    mask_bias = g.op("Unsqueeze", [mask_bias, ints("axes_one_two", [1, 2])])
+    mask_float, mask_bias = g.padding_mask()
 
     hidden = encoder_layers(g, weights, hidden, mask_bias, shape, BERT_ATTENTION)
     mean_pool_normalised(g, hidden, mask_float)

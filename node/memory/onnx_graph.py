@@ -53,6 +53,23 @@ class GraphWriter:
         self.initializers.append(numpy_helper.from_array(value, name))
         return name
 
+    def ints(self, name: str, values: Any) -> str:
+        """An int64 constant."""
+        return self.constant(name, np.array(values, np.int64))
+
+    def floats(self, name: str, value: Any) -> str:
+        """A float32 constant."""
+        return self.constant(name, np.array(value, np.float32))
+
+    def padding_mask(self) -> tuple[str, str]:
+        """``attention_mask`` as float, and the additive mask ``[batch, 1, 1, seq]`` made from it:
+        0 for tokens, -10000 for padding (as BERT)."""
+        mask_float = self.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
+        mask_bias = self.op(
+            "Mul", [self.op("Sub", [self.floats("mask_one", 1.0), mask_float]), self.floats("mask_neg", -10000.0)]
+        )
+        return mask_float, self.op("Unsqueeze", [mask_bias, self.ints("axes_one_two", [1, 2])])
+
     def op(self, op_type: str, inputs: list[str], **attributes: Any) -> str:
         self._counter += 1
         output = f"{op_type.lower()}_{self._counter}"
