@@ -35,6 +35,40 @@ class CrystalNotFound(StoreError):
         self.crystal_id = crystal_id
 
 
+class CrystalUnreadable(StoreError):
+    """The crystal's row is stored damaged or crafted (a JSON column of the wrong shape, a bad
+    enum value): it cannot be read as a crystal. Lists skip such rows; asking for one by id says so."""
+
+    http_status = 500
+    code = "crystal_unreadable"
+
+    def __init__(self, crystal_id: str) -> None:
+        super().__init__(f"crystal {crystal_id!r} is stored damaged and cannot be read "
+                         "(see the node log; `crystalmesh memory delete` removes it)")
+        self.crystal_id = crystal_id
+
+
+def _crystal(row: sqlite3.Row, with_embedding: bool = False) -> Crystal:
+    """``row_to_crystal``, with a damaged row reported as :class:`CrystalUnreadable`."""
+    try:
+        return row_to_crystal(row, with_embedding)
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("crystal_row_unreadable id=%s error=%s", row["id"], exc)
+        raise CrystalUnreadable(str(row["id"])) from exc
+
+
+def readable_crystals(rows: Sequence[sqlite3.Row]) -> list[Crystal]:
+    """The crystals of ``rows``, a damaged row left out (and logged): one crafted row must not
+    make a whole list unreadable."""
+    crystals: list[Crystal] = []
+    for row in rows:
+        try:
+            crystals.append(_crystal(row))
+        except CrystalUnreadable:
+            continue
+    return crystals
+
+
 class SearchRow(NamedTuple):
     """What search filters and ranks a candidate on: plain columns, no vector, no enums; only the
     access scope is read from the governance record (the authority, as in the parsed crystal)."""
@@ -92,9 +126,9 @@ class CrystalReads:
                     (crystal_id.replace("%", "") + "%",),
                 ).fetchall()
                 if len(rows) == 1:
-                    return row_to_crystal(rows[0], with_embedding)
+                    return _crystal(rows[0], with_embedding)
             raise CrystalNotFound(crystal_id)
-        return row_to_crystal(row, with_embedding)
+        return _crystal(row, with_embedding)
 
     def get_by_rowids(self, rowids: Sequence[int]) -> dict[int, Crystal]:
         """Crystals by rowid, without their embedding (never read here: 1.5 kB a row)."""
@@ -133,7 +167,7 @@ class CrystalReads:
             f"SELECT {COLUMNS} FROM crystals WHERE hash=? AND namespace=? "
             "AND valid_to_ms IS NULL AND deleted_at_ms IS NULL", (text_hash, namespace)
         ).fetchone()
-        return None if row is None else row_to_crystal(row)
+        return None if row is None else _crystal(row)
 
     def list_crystals(
         self, filters: Filters | None = None, limit: int = 50, order: str = "created_at_ms DESC"
@@ -143,14 +177,14 @@ class CrystalReads:
             f"SELECT {COLUMNS} FROM crystals c WHERE {where} ORDER BY {order} LIMIT ?",
             (*params, limit),
         ).fetchall()
-        return [row_to_crystal(row) for row in rows]
+        return readable_crystals(rows)
 
     def skill_versions(self, stable_skill_id: str) -> list[Crystal]:
         rows = self.db.execute(
             f"SELECT {COLUMNS} FROM crystals WHERE stable_skill_id=? ORDER BY skill_version",
             (stable_skill_id,),
         ).fetchall()
-        return [row_to_crystal(row) for row in rows]
+        return readable_crystals(rows)
 
     def fts(self, match: str, limit: int, filters: Filters | None = None) -> list[tuple[int, float]]:
         """BM25 top-k as (rowid, bm25) in FTS5's convention: negative, lower is better;

@@ -19,8 +19,8 @@ import sqlite3
 from typing import Any
 
 from node.crystals.model import Crystal, now_ms
-from node.crystals.reads import CrystalNotFound, StoreError
-from node.crystals.rows import COLUMNS, row_to_crystal
+from node.crystals.reads import CrystalNotFound, StoreError, readable_crystals
+from node.crystals.rows import COLUMNS
 from node.db import Database
 
 
@@ -133,7 +133,7 @@ class CrystalVersions:
     def versions(self, memory_id: str) -> list[Crystal]:
         rows = self.db.all(f"SELECT {COLUMNS} FROM crystals WHERE memory_id=? ORDER BY version",
                            (memory_id,))
-        return [row_to_crystal(row) for row in rows]
+        return readable_crystals(rows)
 
     def memory_transitions(self, memory_id: str, crystal_ids: list[str]) -> list[dict[str, Any]]:
         """Every audit row of a memory's versions, oldest first (purged versions included)."""

@@ -94,3 +94,32 @@ async def test_hostile_record_requests_change_nothing(node: NodeService, method:
     assert "Traceback" not in response.text and response.json()["error"]
     assert await ok(node, "GET", "/v1/memory/status") == before
     assert (await ok(node, "GET", f"/v1/crystals/{kept['id']}/history"))["versions"][0]["validTo"] is None
+
+
+@pytest.mark.parametrize("column, value", [
+    ("governance_json", "[]"),  # valid JSON of the wrong shape, crafted on disk
+    ("provenance_json", "7"),
+    ("hormonal_json", "{not json"),
+    ("lifecycle", "everything"),  # not a lifecycle
+])
+async def test_a_crafted_row_is_left_out_of_lists_and_named_when_asked_for(
+    node: NodeService, column: str, value: str
+) -> None:
+    kept = await ok(node, "POST", "/v1/crystals", {"text": "the ferry leaves at nine"})
+    broken = await ok(node, "POST", "/v1/crystals", {"text": "the ferry to the islands is cancelled"})
+    store = node.memory._memory.store
+
+    def craft() -> None:
+        with store.db.transaction() as conn:
+            conn.execute(f"UPDATE crystals SET {column}=? WHERE id=?", (value, broken["id"]))
+
+    await node.memory.run(craft)
+    listed = await ok(node, "GET", "/v1/crystals")
+    assert [c["id"] for c in listed["crystals"]] == [kept["id"]]
+    asked = await call(node, "GET", f"/v1/crystals/{broken['id']}")
+    assert asked.status_code == 500 and asked.json()["code"] == "crystal_unreadable", asked.text
+    history = await ok(node, "GET", f"/v1/crystals/{broken['id']}/history")
+    assert history["versions"] == []
+    deleted = await ok(node, "DELETE", f"/v1/crystals/{broken['id']}")  # and it can be removed
+    assert deleted["versions"] == 1
+    assert (await ok(node, "GET", f"/v1/crystals/{kept['id']}"))["text"] == "the ferry leaves at nine"
