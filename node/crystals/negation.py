@@ -15,8 +15,11 @@ its words, because its answer is likely to contain them.
 The negated phrase runs from the cue (``not``, ``n't``, ``never``, ``no longer``,
 ``nothing to do with``, ``other than``, ``except``, ``besides``, ``apart from``,
 ``rather than``, ``instead of``) to the next ``,`` ``;`` ``:`` ``.`` ``?`` ``!`` or
-``but``; ``or`` continues it ("not a Visa statement or a tax slip"). Pure
-functions only.
+``but``; ``or`` continues it ("not a Visa statement or a tax slip"). In a
+*memory* ``no``, ``none``, ``nobody``, ``nothing`` and ``without`` open a negated
+phrase too ("no customer was affected"), so that it does not count as affirming
+those words; in a question they pick a memory by what it lacks and are left
+alone. Pure functions only.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ _CUE = re.compile(
     r"|rather\s+than|instead\s+of)\b|\b\w+n['’]t\b",
     re.IGNORECASE,
 )
+# A memory also negates with a determiner or pronoun ("no customer was affected", "nobody
+# noticed", "shipped without the flag"); in a question those pick a memory by what it lacks.
+_MEMORY_CUE = re.compile(rf"{_CUE.pattern}|\b(?:no|none|nobody|nothing|without)\b", re.IGNORECASE)
 _SCOPE_END = re.compile(r"[,;:.?!]|\bbut\b", re.IGNORECASE)
 _SELECTION = re.compile(r"\s*(?:which|what|the|a|an|not|my|our|one)\b", re.IGNORECASE)
 # A crafted question could hold thousands of cues; a handful is all a real one has.
@@ -66,26 +72,26 @@ def negated_share(negation: Negation, text: str) -> float:
     Words the memory itself negates ("nothing to do with locks", "no customer was
     affected") do not count: such a memory is not the one the question rules out.
     """
-    affirmed, _ = _split(text, MAX_SCOPES * 4)
+    affirmed, _ = _split(text, MAX_SCOPES * 4, _MEMORY_CUE)
     # An identifier counts whole (pg-main-20 does not affirm pg-main-02) and by its words
     # (lock_timeout affirms "lock timeouts").
     return len(negation.negated & (_terms(affirmed) | terms(affirmed.replace("_", " ")))) / len(negation.negated)
 
 
-def _split(text: str, limit: int) -> tuple[str, list[str]]:
-    """``text`` without its first ``limit`` negated phrases, and those phrases."""
+def _split(text: str, limit: int, cue: re.Pattern[str] = _CUE) -> tuple[str, list[str]]:
+    """``text`` without its first ``limit`` negated phrases (each opened by ``cue``), and those phrases."""
     kept: list[str] = []
     scopes: list[str] = []
     position = 0
-    for cue in _CUE.finditer(text):
-        if cue.start() < position:
+    for found in cue.finditer(text):
+        if found.start() < position:
             continue  # inside a scope already taken
         if len(scopes) == limit:
             break
-        end = _SCOPE_END.search(text, cue.end())
+        end = _SCOPE_END.search(text, found.end())
         stop = end.start() if end else len(text)
-        kept.append(text[position : cue.start()])
-        scopes.append(text[cue.end() : stop])
+        kept.append(text[position : found.start()])
+        scopes.append(text[found.end() : stop])
         position = stop
     kept.append(text[position:])
     return " ".join(" ".join(kept).split()), scopes

@@ -60,6 +60,23 @@ def test_share_counts_what_a_memory_affirms_not_what_it_negates() -> None:
     assert negated_share(host, "pg-main-20 is the reporting replica of pg-main-02") == 0.5
 
 
+@pytest.mark.parametrize("memory", [
+    "INC-2340: no customer was affected by the expired certificate.",
+    "Nobody was affected when the certificate expired.",
+    "We rotated the certificate without affecting a customer.",
+])
+def test_a_memory_negating_with_no_nobody_or_without_does_not_affirm(memory: str) -> None:
+    negation = split_negation("the incident where a customer was not affected")
+    assert negation is not None and negation.negated == {"affec"}
+    assert negated_share(negation, memory) == 0.0
+    assert negated_share(negation, "INC-2339: every customer was affected by the outage.") == 1.0
+
+
+def test_no_in_a_question_is_not_a_cue() -> None:
+    # "no" picks a memory by what it lacks; the question's own cues are unchanged
+    assert split_negation("the deploy with no rollback plan") is None
+
+
 def test_a_crafted_question_is_bounded() -> None:
     query = "the thing that is " + " ".join(f"not word{index}," for index in range(2_000))
     negation = split_negation(query)
