@@ -19,6 +19,7 @@ or a vector that is not unit length is ignored (and logged); a blob longer than
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Sequence
 
@@ -45,13 +46,12 @@ def read_windows(db: Database, rowids: Iterable[int], embedder: str, dim: int,
     wanted = sorted(set(rowids))
     if not wanted:
         return {}
-    limit = max_windows * dim * 4
-    marks = ",".join("?" * len(wanted))
+    # One statement text whatever the count (prepared once), the rowids as a JSON array.
     rows = db.all(
         "SELECT crystal_rowid, embedder, length(vectors) AS size, "
-        f"CASE WHEN length(vectors) <= ? THEN vectors END AS vectors "
-        f"FROM crystal_windows WHERE crystal_rowid IN ({marks})",
-        (limit, *wanted),
+        "CASE WHEN length(vectors) <= ? THEN vectors END AS vectors "
+        "FROM crystal_windows WHERE crystal_rowid IN (SELECT value FROM json_each(?))",
+        (max_windows * dim * 4, json.dumps(wanted)),
     )
     found: dict[int, np.ndarray] = {}
     for row in rows:

@@ -17,7 +17,7 @@ from node.db import Database
 from node.memory import versions
 from node.memory.embedder import MAX_WINDOWS, MiniLMEmbedder
 from node.memory.facade import Memory, SearchRequest
-from node.memory.windows import read_windows
+from node.memory.windows import read_windows, rescore
 from tests.unit.test_embedder_windows import GARDEN, QUESTION, SECRET
 
 # The secret's ~120 tokens open the memory, ~600 tokens of garden follow, and a note about
@@ -187,3 +187,16 @@ def test_a_store_made_before_window_vectors_is_migrated(tmp_path: Path, whole: M
         assert hits[0].crystal.text == LONG
     finally:
         memory.close()
+
+
+def test_rescore_by_hand() -> None:
+    """Query e0. Rowid 2's windows reach 0.9 (its mean 0.3); rowid 3, found only by full-text
+    search, reaches 0.4 and joins above the dense floor 0.3; rowid 4's 0.2 stays out; rowid 1
+    (no windows) keeps its 0.5."""
+    query = np.eye(3, dtype=np.float32)[0]
+    unit = np.array([[0.9, np.sqrt(1 - 0.81), 0.0], [0.1, 0.0, np.sqrt(0.99)]], dtype=np.float32)
+    windows = {2: unit, 3: unit * [[0.4 / 0.9], [1.0]], 4: unit * [[0.2 / 0.9], [1.0]]}
+    ranked = rescore([(1, 0.5), (2, 0.3)], [3, 4, 1], windows, query)
+    assert [rowid for rowid, _ in ranked] == [2, 1, 3]
+    assert [round(score, 6) for _, score in ranked] == [0.9, 0.5, 0.4]
+    assert rescore([(1, 0.5), (2, 0.3)], [], {}, query) == [(1, 0.5), (2, 0.3)]
