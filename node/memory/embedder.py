@@ -81,6 +81,9 @@ class OnnxEmbedder:
     the normalised mean of its windows' vectors weighted by their token counts
     (mean pooling over the whole text, with attention inside each window). At most
     ``max_windows`` windows count; ``max_windows=1`` is plain truncation.
+    :meth:`embed_windows` also returns the windows' own vectors, which the store
+    keeps so that search can score a long text by its best window
+    (:mod:`node.memory.windows`).
     """
 
     dim: int
