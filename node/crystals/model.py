@@ -236,6 +236,9 @@ class Crystal:
     valid_to_ms: int | None = None
     superseded_by: str | None = None
     deleted_at_ms: int | None = None
+    # A long text's window vectors (node.memory.embedder), written beside the crystal by the
+    # store and read by search only (node.memory.windows); never serialised.
+    window_embeddings: list[list[float]] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.hash:

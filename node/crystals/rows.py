@@ -65,7 +65,7 @@ COLUMNS = (
 COLUMNS_WITHOUT_EMBEDDING = COLUMNS.replace("embedding, ", "", 1)
 
 
-def vector_bytes(embedding: Sequence[float] | np.ndarray | None) -> bytes | None:
+def vector_bytes(embedding: Sequence[float] | Sequence[Sequence[float]] | np.ndarray | None) -> bytes | None:
     if embedding is None:
         return None
     return np.asarray(embedding, dtype=np.float32).tobytes()

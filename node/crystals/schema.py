@@ -223,6 +223,23 @@ MIGRATIONS: list[Migration] = [
         "CREATE INDEX crystals_memory ON crystals(memory_id, version)",
         "CREATE INDEX crystals_namespace ON crystals(namespace, created_at_ms)",
     ],
+    # 4: the window vectors of long crystals (node.memory.windows): a crystal whose text the
+    # embedder read in more than one window keeps each window's float32 vector, written in the
+    # transaction that writes the crystal, and removed with its row.
+    [
+        """
+        CREATE TABLE crystal_windows (
+            crystal_rowid INTEGER PRIMARY KEY,
+            embedder TEXT NOT NULL,
+            vectors BLOB NOT NULL
+        )
+        """,
+        """
+        CREATE TRIGGER crystal_windows_delete AFTER DELETE ON crystals BEGIN
+            DELETE FROM crystal_windows WHERE crystal_rowid = old.rowid;
+        END
+        """,
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

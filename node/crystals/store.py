@@ -18,7 +18,7 @@ from typing import Any
 from node.crystals import schema
 from node.crystals.model import AccessScope, Crystal, Lifecycle, now_ms
 from node.crystals.reads import CrystalNotFound, CrystalReads, StoreError
-from node.crystals.rows import COLUMNS, Filters, crystal_values
+from node.crystals.rows import COLUMNS, Filters, crystal_values, vector_bytes
 from node.crystals.versions import CrystalVersions
 from node.db import Database
 
@@ -111,7 +111,18 @@ class CrystalStore(CrystalReads, CrystalVersions):
         cursor = conn.execute(
             f"INSERT INTO crystals({COLUMNS}) VALUES ({','.join('?' * len(values))})", values
         )
-        return int(cursor.lastrowid or 0)
+        rowid = int(cursor.lastrowid or 0)
+        windows = crystal.window_embeddings
+        if windows is not None and len(windows) > 1 and crystal.embedding is not None:
+            # Same transaction as the crystal: a crystal is never stored without its windows.
+            # They belong to the store's embedder (re-embedding rewrites them all).
+            bound = conn.execute("SELECT value FROM meta WHERE key='embedder_name'").fetchone()
+            if bound is not None:
+                conn.execute(
+                    "INSERT INTO crystal_windows(crystal_rowid, embedder, vectors) VALUES (?, ?, ?)",
+                    (rowid, bound[0], vector_bytes(windows)),
+                )
+        return rowid
 
     def add(self, crystal: Crystal) -> AddResult:
         """Insert a crystal unless one with the same content hash exists (dedup)."""

@@ -62,8 +62,8 @@ class AsyncMemory:
 
     async def add_prepared(self, crystal: Crystal) -> Crystal:
         """Store a crystal built elsewhere (a delivered skill); a duplicate returns the stored one."""
-        vectors = await self.embed([crystal.text])
-        results = await self.run(self._memory.add_crystals, [crystal], vectors)
+        vectors, windows = await trio.to_thread.run_sync(self._memory.embed_windows, [crystal.text])
+        results = await self.run(self._memory.add_crystals, [crystal], vectors, windows)
         return await self.run(self._memory.store.get, results[0].id)
 
     async def add_from_request(self, body: Any) -> Crystal:

@@ -56,6 +56,17 @@ def _normalise_rows(vectors: NDArray[np.floating]) -> Vectors:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
+def embed_windows(embedder: Embedder, texts: list[str]) -> tuple[Vectors, list[Vectors | None]]:
+    """``embedder``'s vectors of ``texts`` and, where it reads a text window by window
+    (:meth:`OnnxEmbedder.embed_windows`), each long text's window vectors (else ``None``):
+    one pass through the model for both."""
+    split = getattr(embedder, "embed_windows", None)
+    if callable(split):
+        vectors, windows = split(texts)
+        return vectors, list(windows)
+    return embedder.embed(texts), [None] * len(texts)
+
+
 class OnnxEmbedder:
     """A sentence encoder built as an ONNX graph by :func:`build_model`, run by onnxruntime.
 
@@ -70,6 +81,9 @@ class OnnxEmbedder:
     the normalised mean of its windows' vectors weighted by their token counts
     (mean pooling over the whole text, with attention inside each window). At most
     ``max_windows`` windows count; ``max_windows=1`` is plain truncation.
+    :meth:`embed_windows` also returns the windows' own vectors, which the store
+    keeps so that search can score a long text by its best window
+    (:mod:`node.memory.windows`).
     """
 
     dim: int
@@ -131,11 +145,17 @@ class OnnxEmbedder:
         return input_ids, attention_mask
 
     def embed(self, texts: list[str]) -> Vectors:
+        return self.embed_windows(texts)[0]
+
+    def embed_windows(self, texts: list[str]) -> tuple[Vectors, list[Vectors | None]]:
+        """Each text's vector, and for a text longer than one window its windows' own vectors
+        (``(windows, dim)``, unit rows, the ones its vector pools); ``None`` for a text that fits."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a list of strings, not a string")
         output = np.zeros((len(texts), self.dim), dtype=np.float32)
+        per_window: list[Vectors | None] = [None] * len(texts)
         if not texts:
-            return output
+            return output, per_window
         order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
         windows = self._windows(texts)  # one tokenizer pass for every text
         short = [index for index in order if len(windows[index]) == 1]
@@ -144,8 +164,8 @@ class OnnxEmbedder:
             output[indices] = self._run(*self._padded([windows[index][0] for index in indices]))
         for index in order:
             if len(windows[index]) > 1:
-                output[index] = self._pooled(windows[index])
-        return output
+                output[index], per_window[index] = self._pooled(windows[index])
+        return output, per_window
 
     def _run(self, input_ids: NDArray[np.int64], attention_mask: NDArray[np.int64]) -> Vectors:
         (vectors,) = self._session.run(
@@ -160,14 +180,17 @@ class OnnxEmbedder:
             for encoding in self._tokenizer.encode_batch(texts)
         ]
 
-    def _pooled(self, windows: list[list[int]]) -> Vectors:
-        """One text's vector from its windows: their vectors' mean weighted by token count, normalised."""
+    def _pooled(self, windows: list[list[int]]) -> tuple[Vectors, Vectors]:
+        """One text's vector from its windows (their vectors' mean weighted by token count,
+        normalised), and the windows' vectors."""
         total = np.zeros(self.dim, dtype=np.float64)
+        each = np.zeros((len(windows), self.dim), dtype=np.float32)
         for start in range(0, len(windows), self.batch_size):
             input_ids, attention_mask = self._padded(windows[start : start + self.batch_size])
             vectors = self._run(input_ids, attention_mask)
+            each[start : start + len(vectors)] = vectors
             total += (vectors.astype(np.float64) * attention_mask.sum(axis=1, keepdims=True)).sum(axis=0)
-        return _normalise_rows(total[None, :])[0]
+        return _normalise_rows(total[None, :])[0], each
 
 
 class MiniLMEmbedder(OnnxEmbedder):

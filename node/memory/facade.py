@@ -37,7 +37,7 @@ from node.crystals.model import (
 from node.crystals.store import CrystalNotFound, CrystalStore
 from node.db import Database
 from node.memory.consolidation import ConsolidationInput, plan_consolidation
-from node.memory.embedder import Embedder, get_embedder
+from node.memory.embedder import Embedder, embed_windows, get_embedder
 from node.memory.hormones import (
     HormonalStateManager,
     compute_crystal_influence,
@@ -47,6 +47,7 @@ from node.memory.llm_stage import RERANK_DEPTH, LlmSettings, LlmStage
 from node.memory.reembed import configured_embedder_key
 from node.memory.search import MemoryInputError, SearchHit, SearchRequest, record_hits, search
 from node.memory.tiers import run_tiers, tier_status
+from node.memory.windows import set_vectors
 
 log = logging.getLogger(__name__)
 
@@ -187,12 +188,18 @@ class Memory:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embedder.embed(list(texts))
 
-    def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None) -> list[Any]:
-        """Store crystals (one transaction) and index the new ones."""
+    def embed_windows(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        """Vectors to store: each text's vector and, for a long text, its window vectors."""
+        return embed_windows(self.embedder, list(texts))
+
+    def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None,
+                     windows: Sequence[np.ndarray | None] | None = None) -> list[Any]:
+        """Store crystals (one transaction) and index the new ones (``vectors``, ``windows``: as
+        :meth:`embed_windows` gives them, computed here if not given)."""
         if vectors is None:
-            vectors = self.embed([c.text for c in crystals])
-        for crystal, vector in zip(crystals, vectors, strict=True):
-            crystal.embedding = vector.tolist()
+            vectors, windows = self.embed_windows([c.text for c in crystals])
+        for crystal, vector, split in zip(crystals, vectors, windows or [None] * len(crystals), strict=True):
+            set_vectors(crystal, vector, split)
         results = self.store.add_many(crystals)
         new = [(r.rowid, i) for i, r in enumerate(results) if r.created]
         if new:
@@ -365,10 +372,10 @@ class Memory:
         ]
         if previous.stable_skill_id is None:
             self.store.update_fields(previous.id, "stable_skill_id_set", stable_skill_id=stable_id)
-        vector = self.embed([crystal.text])[0]
-        crystal.embedding = vector.tolist()
+        vectors, windows = self.embed_windows([crystal.text])
+        set_vectors(crystal, vectors[0], windows[0])
         result = self.store.add_version(crystal, previous.id)
-        self.index.add(np.array([result.rowid], dtype=np.int64), vector.reshape(1, -1))
+        self.index.add(np.array([result.rowid], dtype=np.int64), vectors[:1])
         return self.store.get(crystal.id)
 
     def status(self) -> dict[str, Any]:
@@ -385,11 +392,5 @@ class Memory:
         )
 
 
-__all__ = [
-    "ConsolidationReport",
-    "Memory",
-    "MemoryInputError",
-    "ProvenanceOperation",
-    "SearchHit",
-    "SearchRequest",
-]
+__all__ = ["ConsolidationReport", "Memory", "MemoryInputError", "ProvenanceOperation", "SearchHit",
+           "SearchRequest"]

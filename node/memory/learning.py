@@ -41,6 +41,7 @@ from node.memory.knowledge import (
     upsert,
 )
 from node.memory.search import MemoryInputError
+from node.memory.windows import set_vectors
 
 if TYPE_CHECKING:
     from node.memory.owner import MemoryOwner as Memory
@@ -246,7 +247,8 @@ class Learning:
             ProvenanceNode(crystal.id, ProvenanceOperation.MERGED, CONSOLIDATION_ACTOR, at_ms, list(new.episode_ids))
         ]
         crystal.namespace = new.namespace or crystal.namespace
-        vectors = self.memory.embed([crystal.text])
+        vectors, windows = self.memory.embed_windows([crystal.text])
+        set_vectors(crystal, vectors[0], windows[0])
 
         def knowledge_rows(conn: Any, stored_id: str) -> None:
             upsert(conn, KnowledgeRow(stored_id, conf.FACT_BIRTH_CONFIDENCE, at_ms, len(new.episode_ids), 0,

@@ -3,10 +3,12 @@
 Vectors of two embedders are not comparable, so a store holds one embedder's
 vectors only. :func:`reembed` changes which one:
 
-1. every embedded crystal's text is embedded with the new embedder, in memory
+1. every embedded crystal's text is embedded with the new embedder (and a long
+   text's windows too), in memory
    (nothing on disk changes; a kill here leaves the old store as it was);
 2. one SQLite transaction checks that no crystal was added, removed or edited
-   since step 1, then writes every new vector and the store's embedder name,
+   since step 1, then writes every new vector (and replaces every long crystal's
+   window vectors, :mod:`node.memory.windows`) and the store's embedder name,
    dimension and key (``meta``), and records ``embedder_migrated_from``;
    this commit is the switch;
 3. ``node.toml``'s ``[memory] embedder`` is rewritten (temp file + rename);
@@ -37,7 +39,7 @@ from node.crystals.rows import vector_bytes
 from node.crystals.store import CrystalStore
 from node.db import Database
 from node.errors import CrystalmeshError
-from node.memory.embedder import EMBEDDER_NAMES, Embedder, get_embedder
+from node.memory.embedder import EMBEDDER_NAMES, Embedder, embed_windows, get_embedder
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +137,17 @@ def reembed(
         old_key = configured_embedder_key(config, db)
         snapshot = _snapshot(db)
         vectors = np.zeros((len(snapshot), new.dim), dtype=np.float32)
+        windows: dict[int, np.ndarray] = {}  # rowid -> a long text's window vectors
         for start in range(0, len(snapshot), BATCH):
             chunk = snapshot[start : start + BATCH]
-            vectors[start : start + len(chunk)] = new.embed([text for _, _, text in chunk])
+            vectors[start : start + len(chunk)], split = embed_windows(new, [text for _, _, text in chunk])
+            windows.update((rowid, each) for (rowid, _, _), each in zip(chunk, split, strict=True)
+                           if each is not None and len(each) > 1)
             if progress:
                 progress(start + len(chunk), len(snapshot))
         if progress and not snapshot:
             progress(0, 0)
-        if not np.all(np.isfinite(vectors)):
+        if not np.all(np.isfinite(vectors)) or not all(np.all(np.isfinite(w)) for w in windows.values()):
             raise ReembedError(f"embedder {key!r} returned non-finite vectors; nothing changed")
         embed_s = time.perf_counter() - started
         with db.transaction() as conn:
@@ -156,6 +161,12 @@ def reembed(
                     (vector_bytes(vector), rowid)
                     for (rowid, _, _), vector in zip(snapshot, vectors, strict=True)
                 ),
+            )
+            # Window vectors belong to the embedder too: every old one goes, the new ones come.
+            conn.execute("DELETE FROM crystal_windows")
+            conn.executemany(
+                "INSERT INTO crystal_windows(crystal_rowid, embedder, vectors) VALUES (?, ?, ?)",
+                ((rowid, new.name, vector_bytes(each)) for rowid, each in sorted(windows.items())),
             )
             for name, value in (
                 ("embedder_name", new.name),

@@ -27,6 +27,7 @@ from node.memory.candidates import Rows, Visibility, lexical_candidates, sparse
 from node.memory.hormones import HormonalStateManager
 from node.memory.ranking import confidence_weight, surface_warnings
 from node.memory.temporal import valid_at
+from node.memory.windows import best_window_dense
 
 # Re-weighting after fusion stays small: relevance decides, importance and
 # recency (modulated by hormones) only break near-ties.
@@ -131,6 +132,8 @@ def search(
     if as_of is None:
         dense = _dense(store, index, rows, vector, dense, candidates, k, visibility)
     # else every version is a candidate; validity at ``as_of`` is checked below
+    # A long crystal scores by its best window where that beats its mean (node.memory.windows).
+    dense = best_window_dense(store.db, index.embedder_name, vector, dense, lexical)
     by_rowid = rows.by_rowid
     confidence_of_bm25 = lexical_confidence(
         wanted, [by_rowid[rowid].text for rowid, _ in lexical[:CONFIDENCE_DEPTH]]

@@ -39,6 +39,7 @@ from node.memory.knowledge import KnowledgeRow, Provenance, audit, upsert
 from node.memory.learning import DEAD, is_warning, namespace_of
 from node.memory.namespaces import InvalidNamespace, validate_namespace
 from node.memory.search import MemoryInputError
+from node.memory.windows import set_vectors
 from protocol.identity import Identity
 from protocol.testament import (
     MAX_ENTRIES,
@@ -204,9 +205,9 @@ def import_testament(memory: Memory, learning: Learning, data: bytes, at_ms: int
         prepared.append((crystal, KnowledgeRow(crystal.id, value, at, max(1, entry.episode_count),
                                                entry.generation + 1, Provenance.IMPORTED, signer,
                                                namespace)))
-    vectors = memory.embed([c.text for c, _ in prepared]) if prepared else np.zeros((0, 1), dtype=np.float32)
-    for (crystal, _), vector in zip(prepared, vectors, strict=True):
-        crystal.embedding = vector.tolist()
+    vectors, windows = memory.embed_windows([c.text for c, _ in prepared])
+    for (crystal, _), vector, split in zip(prepared, vectors, windows, strict=True):
+        set_vectors(crystal, vector, split)
     with memory.db.transaction() as conn:
         results = memory.store.add_many([c for c, _ in prepared])
         for (_crystal, row), result in zip(prepared, results, strict=True):

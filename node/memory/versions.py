@@ -30,6 +30,7 @@ from node.crystals.store import CrystalNotFound
 from node.memory.facade import Memory, MemoryInputError
 from node.memory.namespaces import validate_namespace
 from node.memory.requests import MAX_TEXT_CHARS, parse_add_request
+from node.memory.windows import set_vectors
 
 UPDATE_KEYS = frozenset({"text", "scope"})
 
@@ -96,8 +97,9 @@ def update(memory: Memory, crystal_id: str, text: str | None = None,
     crystal.provenance_dag = [ProvenanceNode(crystal.id, ProvenanceOperation.MUTATED,
                                              gov.Requester.LOCAL_AGENT.value, crystal.created_at_ms,
                                              [current.id])]
-    vector = memory.embed([crystal.text])[0]
-    crystal.embedding = vector.tolist()
+    vectors, windows = memory.embed_windows([crystal.text])
+    vector = vectors[0]
+    set_vectors(crystal, vector, windows[0])
     rowid = memory.store.supersede(current.id, crystal)
     memory.index.add(np.array([rowid], dtype=np.int64), vector.reshape(1, -1))
     return memory.store.get(crystal.id)

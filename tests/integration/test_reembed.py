@@ -22,7 +22,7 @@ from node.config import load_config
 from node.db import Database
 from node.init import init_node
 from node.memory import reembed as reembed_module
-from node.memory.embedder import HashingEmbedder, MiniLMEmbedder, get_embedder
+from node.memory.embedder import HashingEmbedder, MiniLMEmbedder, embed_windows, get_embedder
 from node.memory.facade import Memory, SearchRequest
 from node.memory.reembed import ReembedError, reembed
 from tests.unit.test_embedder_windows import GARDEN, SECRET
@@ -276,6 +276,24 @@ def test_reembed_to_the_same_embedder_rewrites_cut_off_long_memories(tmp_path: P
     assert report.crystals == 6
     assert float(_vectors_by_text(data_dir)[long_text] @ whole) > 0.999
     assert _state(data_dir)[2] == get_embedder("minilm").name
+    # The long memory now also has its window vectors, the model's own (search scores its best).
+    _, [expected] = embed_windows(get_embedder("minilm"), [long_text])
+    [(embedder, windows)] = _windows(data_dir)
+    assert embedder == get_embedder("minilm").name and expected is not None
+    assert windows.shape == expected.shape and float(np.min(np.sum(windows * expected, axis=1))) > 0.999
+
+    # To an embedder that reads no windows: no window vector of the old one may stay.
+    reembed(load_config(data_dir, environ={}), "hashing")
+    assert _windows(data_dir) == []
+
+
+def _windows(data_dir: Path) -> list[tuple[str, np.ndarray]]:
+    db = Database(data_dir / "crystals.db")
+    try:
+        rows = db.all("SELECT embedder, vectors FROM crystal_windows")
+        return [(row[0], np.frombuffer(bytes(row[1]), dtype=np.float32).reshape(-1, 384)) for row in rows]
+    finally:
+        db.close()
 
 
 def _vectors_by_text(data_dir: Path) -> dict[str, np.ndarray]:

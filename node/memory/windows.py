@@ -1,0 +1,110 @@
+"""A long memory scores by its best window (docs/memory.md, "Long memories").
+
+The vector index holds one vector per crystal; for a text longer than the
+model's window that is the token-weighted mean of its windows' vectors
+(:mod:`node.memory.embedder`), which matches each part of a long text less
+sharply than the part's own vector does. So a crystal read in more than one
+window also keeps each window's vector (table ``crystal_windows``, written in
+the transaction that writes the crystal, removed with its row), and search
+gives it the dense score ``max(cosine to its mean, best cosine to one of its
+windows)`` (:func:`rescore`). Short crystals have no windows: their scores are
+untouched.
+
+The table is a file on disk and may be crafted: a row of another embedder, a
+value that is not a blob, a length that is not a whole number of ``dim``-vectors
+or holds fewer than 2 or more than ``max_windows`` of them, a non-finite value
+or a vector that is not unit length is ignored (and logged); a blob longer than
+``max_windows`` vectors is never read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from node.crystals.model import Crystal
+from node.db import Database
+from node.memory.embedder import MAX_WINDOWS
+
+log = logging.getLogger(__name__)
+
+NORM_TOLERANCE = 1e-3  # stored rows are the model's unit vectors, as float32
+
+
+def set_vectors(crystal: Crystal, vector: np.ndarray, windows: np.ndarray | None) -> None:
+    """Give ``crystal`` the vectors to store: its own, and its window vectors if it has several."""
+    crystal.embedding = vector.tolist()
+    crystal.window_embeddings = windows.tolist() if windows is not None and len(windows) > 1 else None
+
+
+def read_windows(db: Database, rowids: Iterable[int], embedder: str, dim: int,
+                 max_windows: int = MAX_WINDOWS) -> dict[int, np.ndarray]:
+    """The valid window vectors (``(windows, dim)`` float32) of those of ``rowids`` that have any."""
+    wanted = sorted(set(rowids))
+    if not wanted:
+        return {}
+    # One statement text whatever the count (prepared once), the rowids as a JSON array.
+    rows = db.all(
+        "SELECT crystal_rowid, embedder, length(vectors) AS size, "
+        "CASE WHEN length(vectors) <= ? THEN vectors END AS vectors "
+        "FROM crystal_windows WHERE crystal_rowid IN (SELECT value FROM json_each(?))",
+        (max_windows * dim * 4, json.dumps(wanted)),
+    )
+    found: dict[int, np.ndarray] = {}
+    for row in rows:
+        rowid = int(row["crystal_rowid"])
+        windows = _valid(row["embedder"], row["vectors"], embedder, dim, max_windows)
+        if windows is None:
+            log.warning("window_vectors_ignored rowid=%d size=%s (not %s's windows of %d dimensions)",
+                        rowid, row["size"], embedder, dim)
+            continue
+        found[rowid] = windows
+    return found
+
+
+def _valid(stored_embedder: object, blob: object, embedder: str, dim: int,
+           max_windows: int) -> np.ndarray | None:
+    if stored_embedder != embedder or not isinstance(blob, bytes) or dim <= 0:
+        return None
+    if len(blob) % (dim * 4) or not 2 <= len(blob) // (dim * 4) <= max_windows:
+        return None
+    windows = np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)
+    if not np.all(np.isfinite(windows)):
+        return None
+    norms = np.linalg.norm(windows.astype(np.float64), axis=1)
+    if np.any(np.abs(norms - 1.0) > NORM_TOLERANCE):
+        return None
+    return windows
+
+
+def rescore(dense: Sequence[tuple[int, float]], others: Iterable[int],
+            windows: dict[int, np.ndarray], vector: np.ndarray) -> list[tuple[int, float]]:
+    """``dense`` (``(rowid, cosine)``, from the index) with each long crystal scored by
+    ``max(cosine, best window cosine)``, best first.
+
+    A crystal of ``others`` (found another way, e.g. by full-text search) with windows
+    joins the list when its best window beats the lowest cosine of ``dense``: its mean
+    was below that, so its best window is its score.
+    """
+    query = np.asarray(vector, dtype=np.float32)
+    best = {rowid: float(np.max(matrix @ query)) for rowid, matrix in windows.items()}
+    scores = {rowid: max(cosine, best.get(rowid, cosine)) for rowid, cosine in dense}
+    floor = min((cosine for _, cosine in dense), default=-1.0)
+    for rowid in others:
+        if rowid not in scores and rowid in best and best[rowid] > floor:
+            scores[rowid] = best[rowid]
+    return sorted(scores.items(), key=lambda item: item[1], reverse=True)
+
+
+def best_window_dense(db: Database, embedder: str, vector: np.ndarray,
+                      dense: Sequence[tuple[int, float]],
+                      others: Sequence[tuple[int, float]] = ()) -> list[tuple[int, float]]:
+    """:func:`rescore` of ``dense`` (and of ``others``' rowids) with the store's window vectors."""
+    rowids = [rowid for rowid, _ in dense] + [rowid for rowid, _ in others]
+    windows = read_windows(db, rowids, embedder, int(np.asarray(vector).shape[-1]))
+    if not windows:
+        return list(dense)
+    return rescore(dense, (rowid for rowid, _ in others), windows, vector)
