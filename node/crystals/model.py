@@ -239,6 +239,9 @@ class Crystal:
     # A long text's window vectors (node.memory.embedder), written beside the crystal by the
     # store and read by search only (node.memory.windows); never serialised.
     window_embeddings: list[list[float]] | None = field(default=None, repr=False, compare=False)
+    # The second encoder's name and vector of the text (node.memory.second_opinion), written
+    # beside the crystal by the store and read by search only; never serialised.
+    second_embedding: tuple[str, list[float]] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.hash:

@@ -240,6 +240,23 @@ MIGRATIONS: list[Migration] = [
         END
         """,
     ],
+    # 5: a second encoder's vector of each crystal (node.memory.second_opinion), written in the
+    # transaction that writes the crystal, and removed with its row. A store migrated from 4 has
+    # none until `memory reembed` writes them; search then goes without the second opinion.
+    [
+        """
+        CREATE TABLE crystal_second (
+            crystal_rowid INTEGER PRIMARY KEY,
+            encoder TEXT NOT NULL,
+            vector BLOB NOT NULL
+        )
+        """,
+        """
+        CREATE TRIGGER crystal_second_delete AFTER DELETE ON crystals BEGIN
+            DELETE FROM crystal_second WHERE crystal_rowid = old.rowid;
+        END
+        """,
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

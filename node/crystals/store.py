@@ -122,6 +122,13 @@ class CrystalStore(CrystalReads, CrystalVersions):
                     "INSERT INTO crystal_windows(crystal_rowid, embedder, vectors) VALUES (?, ?, ?)",
                     (rowid, bound[0], vector_bytes(windows)),
                 )
+        second = crystal.second_embedding
+        if second is not None and crystal.embedding is not None:
+            # Same transaction too: a crystal is never stored without its second opinion's vector.
+            conn.execute(
+                "INSERT INTO crystal_second(crystal_rowid, encoder, vector) VALUES (?, ?, ?)",
+                (rowid, second[0], vector_bytes(second[1])),
+            )
         return rowid
 
     def add(self, crystal: Crystal) -> AddResult:

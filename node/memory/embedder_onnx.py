@@ -196,6 +196,10 @@ class GraphSource:
     write_graph: Callable[[Path], onnx.ModelProto]
     # int8 as block-wise weights (MatMulNBits, node.memory.onnx_nbits) instead of dynamic quantisation.
     blockwise_int8: bool = False
+    # What names the built files (default: the safetensors weights and config.json) and where the
+    # tokenizer is (default: tokenizer.json beside the weights), given the weights directory.
+    digest: Callable[[Path], str] | None = None
+    tokenizer: Callable[[Path], Path] | None = None
 
 
 def _minilm_graph(directory: Path) -> onnx.ModelProto:
@@ -207,11 +211,11 @@ MINILM = GraphSource(MODEL_NAME, GRAPH_VERSION, lambda _cache: weights_dir(), _m
 
 def model_paths(cache_dir: Path, directory: Path | None = None, source: GraphSource = MINILM) -> BuiltModel:
     directory = directory or source.locate(cache_dir)
-    stem = f"{source.name}-g{source.graph_version}-{weights_digest(directory)}"
+    stem = f"{source.name}-g{source.graph_version}-{(source.digest or weights_digest)(directory)}"
     return BuiltModel(
         fp32_path=cache_dir / f"{stem}-fp32.onnx",
         int8_path=cache_dir / f"{stem}-int8.onnx",
-        tokenizer_path=directory / "tokenizer.json",
+        tokenizer_path=source.tokenizer(directory) if source.tokenizer else directory / "tokenizer.json",
     )
 
 

@@ -46,6 +46,7 @@ from node.memory.hormones import (
 from node.memory.llm_stage import RERANK_DEPTH, LlmSettings, LlmStage
 from node.memory.reembed import configured_embedder_key
 from node.memory.search import MemoryInputError, SearchHit, SearchRequest, record_hits, search
+from node.memory.second_opinion import missing_count, second_name
 from node.memory.tiers import run_tiers, tier_status
 from node.memory.windows import set_vectors
 
@@ -104,6 +105,8 @@ class Memory:
                 self.embedder.name,
             )
             self.index_state = self.index.open(self.store, progress)
+            # A second encoder's opinion on the dense candidates (node.memory.second_opinion).
+            self.second = self._second_opinion(config)
         except BaseException:
             self.db.close()
             raise
@@ -188,6 +191,31 @@ class Memory:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embedder.embed(list(texts))
 
+    def _second_opinion(self, config: NodeConfig) -> Embedder | None:
+        """The second encoder ``memory.second_opinion`` names for this store's embedder, if any."""
+        name = second_name(config.memory.second_opinion, self.embedder.name)
+        if name is None:
+            return None
+        second = get_embedder(name)
+        if second.name.split("-onnx-")[0] == self.embedder.name.split("-onnx-")[0]:
+            raise ValueError(f"memory.second_opinion {name!r} is the store's own embedder")
+        missing = missing_count(self.db, second.name)
+        if missing:
+            log.warning("second_opinion_incomplete encoder=%s missing=%d: search goes without it until "
+                        "`crystalmesh memory reembed --embedder %s` writes them", second.name, missing,
+                        config.memory.embedder)
+        return second
+
+    def second_opinions(self, crystals: Sequence[Crystal]) -> None:
+        """Give each of ``crystals`` the second encoder's vector of its text (stored beside it)."""
+        if self.second is None:
+            return
+        pending = [crystal for crystal in crystals if crystal.second_embedding is None]
+        if pending:
+            vectors = self.second.embed([crystal.text for crystal in pending])
+            for crystal, vector in zip(pending, vectors, strict=True):
+                crystal.second_embedding = (self.second.name, vector.tolist())
+
     def embed_windows(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray | None]]:
         """Vectors to store: each text's vector and, for a long text, its window vectors."""
         return embed_windows(self.embedder, list(texts))
@@ -200,6 +228,7 @@ class Memory:
             vectors, windows = self.embed_windows([c.text for c in crystals])
         for crystal, vector, split in zip(crystals, vectors, windows or [None] * len(crystals), strict=True):
             set_vectors(crystal, vector, split)
+        self.second_opinions(crystals)
         results = self.store.add_many(crystals)
         new = [(r.rowid, i) for i, r in enumerate(results) if r.created]
         if new:
@@ -223,7 +252,8 @@ class Memory:
     def search(self, request: SearchRequest) -> list[SearchHit]:
         if self.llm is None:
             return search(
-                self.store, self.index, self.embed, self.hormones, request, self.learning.confidences_by_id
+                self.store, self.index, self.embed, self.hormones, request, self.learning.confidences_by_id,
+                second=self.second,
             )
         hits = self.search_candidates(request, self.llm.expand(request.query))
         hits = self.llm.rerank(request.query, hits, lambda hit: hit.crystal.text)[: request.k]
@@ -237,7 +267,7 @@ class Memory:
         wide = replace(request, k=depth, record_access=False)
         return search(
             self.store, self.index, self.embed, self.hormones, wide, self.learning.confidences_by_id,
-            expansion,
+            expansion, second=self.second,
         )
 
     def record_hits(self, hits: list[SearchHit]) -> None:
@@ -374,6 +404,7 @@ class Memory:
             self.store.update_fields(previous.id, "stable_skill_id_set", stable_skill_id=stable_id)
         vectors, windows = self.embed_windows([crystal.text])
         set_vectors(crystal, vectors[0], windows[0])
+        self.second_opinions([crystal])
         result = self.store.add_version(crystal, previous.id)
         self.index.add(np.array([result.rowid], dtype=np.int64), vectors[:1])
         return self.store.get(crystal.id)

@@ -249,6 +249,7 @@ class Learning:
         crystal.namespace = new.namespace or crystal.namespace
         vectors, windows = self.memory.embed_windows([crystal.text])
         set_vectors(crystal, vectors[0], windows[0])
+        self.memory.second_opinions([crystal])
 
         def knowledge_rows(conn: Any, stored_id: str) -> None:
             upsert(conn, KnowledgeRow(stored_id, conf.FACT_BIRTH_CONFIDENCE, at_ms, len(new.episode_ids), 0,

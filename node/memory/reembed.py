@@ -8,7 +8,8 @@ vectors only. :func:`reembed` changes which one:
    (nothing on disk changes; a kill here leaves the old store as it was);
 2. one SQLite transaction checks that no crystal was added, removed or edited
    since step 1, then writes every new vector (and replaces every long crystal's
-   window vectors, :mod:`node.memory.windows`) and the store's embedder name,
+   window vectors, :mod:`node.memory.windows`, and every second-opinion vector,
+   :mod:`node.memory.second_opinion`) and the store's embedder name,
    dimension and key (``meta``), and records ``embedder_migrated_from``;
    this commit is the switch;
 3. ``node.toml``'s ``[memory] embedder`` is rewritten (temp file + rename);
@@ -40,6 +41,7 @@ from node.crystals.store import CrystalStore
 from node.db import Database
 from node.errors import CrystalmeshError
 from node.memory.embedder import EMBEDDER_NAMES, Embedder, embed_windows, get_embedder
+from node.memory.second_opinion import second_name
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +129,12 @@ def reembed(
     embedder: Embedder | None = None,
     progress: Progress | None = None,
 ) -> ReembedReport:
-    """Re-embed every crystal of ``config``'s data dir with the embedder called ``key``."""
+    """Re-embed every crystal of ``config``'s data dir with the embedder called ``key`` (and with
+    the second encoder ``memory.second_opinion`` gives it, whose vectors are all rewritten too)."""
     started = time.perf_counter()
     new = embedder or get_embedder(key)
+    second_key = second_name(config.memory.second_opinion, new.name)
+    second = get_embedder(second_key) if second_key else None
     db = Database(config.db_path)
     try:
         CrystalStore(db)  # runs the crystals migrations: the tables exist from here on
@@ -138,16 +143,21 @@ def reembed(
         snapshot = _snapshot(db)
         vectors = np.zeros((len(snapshot), new.dim), dtype=np.float32)
         windows: dict[int, np.ndarray] = {}  # rowid -> a long text's window vectors
+        seconds = np.zeros((len(snapshot) if second else 0, second.dim if second else 0), dtype=np.float32)
         for start in range(0, len(snapshot), BATCH):
             chunk = snapshot[start : start + BATCH]
-            vectors[start : start + len(chunk)], split = embed_windows(new, [text for _, _, text in chunk])
+            texts = [text for _, _, text in chunk]
+            vectors[start : start + len(chunk)], split = embed_windows(new, texts)
+            if second is not None:
+                seconds[start : start + len(chunk)] = second.embed(texts)
             windows.update((rowid, each) for (rowid, _, _), each in zip(chunk, split, strict=True)
                            if each is not None and len(each) > 1)
             if progress:
                 progress(start + len(chunk), len(snapshot))
         if progress and not snapshot:
             progress(0, 0)
-        if not np.all(np.isfinite(vectors)) or not all(np.all(np.isfinite(w)) for w in windows.values()):
+        if not (np.all(np.isfinite(vectors)) and np.all(np.isfinite(seconds))
+                and all(np.all(np.isfinite(w)) for w in windows.values())):
             raise ReembedError(f"embedder {key!r} returned non-finite vectors; nothing changed")
         embed_s = time.perf_counter() - started
         with db.transaction() as conn:
@@ -168,6 +178,14 @@ def reembed(
                 "INSERT INTO crystal_windows(crystal_rowid, embedder, vectors) VALUES (?, ?, ?)",
                 ((rowid, new.name, vector_bytes(each)) for rowid, each in sorted(windows.items())),
             )
+            # So do second opinions: the new embedder's own, for every crystal, or none at all.
+            conn.execute("DELETE FROM crystal_second")
+            if second is not None:
+                conn.executemany(
+                    "INSERT INTO crystal_second(crystal_rowid, encoder, vector) VALUES (?, ?, ?)",
+                    ((rowid, second.name, vector_bytes(vector))
+                     for (rowid, _, _), vector in zip(snapshot, seconds, strict=True)),
+                )
             for name, value in (
                 ("embedder_name", new.name),
                 ("embedder_dim", str(new.dim)),

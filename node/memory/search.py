@@ -24,8 +24,10 @@ from node.crystals.negation import negated_share, split_negation
 from node.crystals.reads import SearchRow
 from node.crystals.store import CrystalStore, StoreError
 from node.memory.candidates import Rows, Visibility, lexical_candidates, sparse
+from node.memory.embedder import Embedder
 from node.memory.hormones import HormonalStateManager
 from node.memory.ranking import confidence_weight, surface_warnings
+from node.memory.second_opinion import read_vectors, rescore
 from node.memory.temporal import valid_at
 from node.memory.windows import best_window_dense
 
@@ -84,6 +86,7 @@ def search(
     request: SearchRequest,
     confidence: Callable[[Sequence[tuple[str, bool]], int], dict[str, float]] | None = None,
     expansion: str | None = None,
+    second: Embedder | None = None,
 ) -> list[SearchHit]:
     """Answer ``request`` from one data dir (synchronous: the database's thread).
 
@@ -92,6 +95,8 @@ def search(
     relevant warnings are put first.
     ``expansion``: a HyDE passage (node.memory.llm_stage); the dense side then
     searches with ``normalise(v(query) + v(expansion))``.
+    ``second``: a second encoder whose opinion re-scores the dense candidates
+    (:mod:`node.memory.second_opinion`).
     Candidates are filtered and ranked on light rows (:mod:`node.memory.candidates`);
     only the top ``k`` are read as whole crystals.
     """
@@ -134,6 +139,11 @@ def search(
     # else every version is a candidate; validity at ``as_of`` is checked below
     # A long crystal scores by its best window where that beats its mean (node.memory.windows).
     dense = best_window_dense(store.db, index.embedder_name, vector, dense, lexical)
+    if second is not None and dense:
+        # A second encoder's opinion: cos + w·cos₂, if every dense candidate has its vector.
+        opinions = read_vectors(store.db, (rowid for rowid, _ in dense), second.name, second.dim)
+        if len(opinions) == len({rowid for rowid, _ in dense}):
+            dense = rescore(dense, opinions, second.embed([query])[0])
     by_rowid = rows.by_rowid
     confidence_of_bm25 = lexical_confidence(
         wanted, [by_rowid[rowid].text for rowid, _ in lexical[:CONFIDENCE_DEPTH]]

@@ -208,6 +208,7 @@ def import_testament(memory: Memory, learning: Learning, data: bytes, at_ms: int
     vectors, windows = memory.embed_windows([c.text for c, _ in prepared])
     for (crystal, _), vector, split in zip(prepared, vectors, windows, strict=True):
         set_vectors(crystal, vector, split)
+    memory.second_opinions([crystal for crystal, _ in prepared])
     with memory.db.transaction() as conn:
         results = memory.store.add_many([c for c, _ in prepared])
         for (_crystal, row), result in zip(prepared, results, strict=True):

@@ -100,6 +100,7 @@ def update(memory: Memory, crystal_id: str, text: str | None = None,
     vectors, windows = memory.embed_windows([crystal.text])
     vector = vectors[0]
     set_vectors(crystal, vector, windows[0])
+    memory.second_opinions([crystal])
     rowid = memory.store.supersede(current.id, crystal)
     memory.index.add(np.array([rowid], dtype=np.int64), vector.reshape(1, -1))
     return memory.store.get(crystal.id)

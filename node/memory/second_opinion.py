@@ -1,0 +1,132 @@
+"""A second embedder's opinion on the dense candidates (docs/memory.md, "Second opinion").
+
+The vector index holds one vector per crystal, from the store's embedder. A
+second, different sentence encoder also embeds every crystal (table
+``crystal_second``, written in the transaction that writes the crystal, removed
+with its row, rewritten by ``memory reembed``), and search re-scores the dense
+candidates of the index as ``cos + SECOND_OPINION_WEIGHT · cos₂``, where ``cos₂``
+is the second encoder's cosine between the question and the memory. Two models
+trained differently err differently: on reworded questions (no word shared with
+the answer) the pair ranks better than either alone, which no re-weighting of
+dense and BM25 lists could do (docs/benchmarks.md, "Second opinion").
+
+Which second: ``memory.second_opinion = "auto"`` (default) gives the default
+MiniLM-L6 the 3-layer paraphrase-MiniLM-L3 (:mod:`node.memory.embedder_l3`), and
+the opt-in MPNet the MiniLM-L6; ``"none"`` turns it off. Other embedders (the
+tests' hashing one) have none.
+
+Never a partial opinion: the candidates are re-scored only if every one of them
+has a valid vector of the configured second encoder; otherwise (a store written
+without it, a crafted row) the dense list is left as it is, and
+:func:`missing_count` lets the node say so at start (``memory reembed`` to the
+store's own embedder writes them all). The table is a file on disk and may be
+crafted: a row of another encoder, a blob that is not one ``dim``-vector, a
+non-finite value or a vector that is not unit length is ignored (and logged).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from node.db import Database
+
+log = logging.getLogger(__name__)
+
+# Chosen on tune data only (v2 tune and the first fresh set; docs/benchmarks.md, "Second
+# opinion"): 0.2-0.3 helps both sets with both pairs; 0.25 is the middle.
+SECOND_OPINION_WEIGHT = 0.25
+NORM_TOLERANCE = 1e-3  # stored rows are the model's unit vectors, as float32
+AUTO = "auto"
+NONE = "none"
+CHOICES = (AUTO, NONE, "l3", "minilm")
+# The model of the store's embedder (the start of its ``Embedder.name``) -> the second opinion
+# "auto" gives it (an ``embedder.get_embedder`` name).
+AUTO_PAIRS = {"all-MiniLM-L6-v2-onnx": "l3", "all-mpnet-base-v2-onnx": "minilm"}
+
+
+def second_name(configured: str, embedder_name: str) -> str | None:
+    """The second encoder (an ``embedder.get_embedder`` name) for a store whose embedder is called
+    ``embedder_name`` (``Embedder.name``), or ``None``. Raises ``ValueError`` on an unknown setting."""
+    if configured not in CHOICES:
+        raise ValueError(f"unknown memory.second_opinion {configured!r}; choose one of: {', '.join(CHOICES)}")
+    if configured == NONE:
+        return None
+    if configured == AUTO:
+        return next((second for model, second in AUTO_PAIRS.items() if embedder_name.startswith(model)), None)
+    return configured
+
+
+def vector_bytes(vector: Sequence[float] | np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def read_vectors(db: Database, rowids: Iterable[int], encoder: str, dim: int) -> dict[int, np.ndarray]:
+    """The valid second-opinion vectors (``(dim,)`` float32) of those of ``rowids`` that have one."""
+    wanted = sorted(set(rowids))
+    if not wanted:
+        return {}
+    # One statement text whatever the count (prepared once), the rowids as a JSON array; a blob of
+    # another length is not read.
+    rows = db.all(
+        "SELECT crystal_rowid, encoder, length(vector) AS size, "
+        "CASE WHEN length(vector) = ? THEN vector END AS vector "
+        "FROM crystal_second WHERE crystal_rowid IN (SELECT value FROM json_each(?))",
+        (dim * 4, json.dumps(wanted)),
+    )
+    found: dict[int, np.ndarray] = {}
+    rowids: list[int] = []
+    blobs: list[bytes] = []
+    for row in rows:
+        rowid, blob = int(row["crystal_rowid"]), row["vector"]
+        if row["encoder"] == encoder and isinstance(blob, bytes) and dim > 0 and len(blob) == dim * 4:
+            rowids.append(rowid)
+            blobs.append(blob)
+        else:
+            _ignored(rowid, row["size"], encoder, dim)
+    if blobs:
+        # Checked all at once: finite, and unit length as the model wrote them.
+        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
+        finite = np.isfinite(matrix).all(axis=1)
+        norms = np.linalg.norm(np.where(np.isfinite(matrix), matrix, 0.0).astype(np.float64), axis=1)
+        valid = finite & (np.abs(norms - 1.0) <= NORM_TOLERANCE)
+        for position, rowid in enumerate(rowids):
+            if valid[position]:
+                found[rowid] = matrix[position]
+            else:
+                _ignored(rowid, dim * 4, encoder, dim)
+    return found
+
+
+def _ignored(rowid: int, size: object, encoder: str, dim: int) -> None:
+    log.warning("second_opinion_vector_ignored rowid=%d size=%s (not %s's %d dimensions)", rowid, size, encoder, dim)
+
+
+def rescore(dense: list[tuple[int, float]], vectors: dict[int, np.ndarray], query: np.ndarray,
+            weight: float = SECOND_OPINION_WEIGHT) -> list[tuple[int, float]]:
+    """``dense`` re-scored ``cos + weight · cos₂`` and re-sorted, if every candidate has a second
+    vector in ``vectors``; otherwise ``dense`` unchanged (never a partial opinion)."""
+    if not dense or any(rowid not in vectors for rowid, _ in dense):
+        return dense
+    matrix = np.vstack([vectors[rowid] for rowid, _ in dense])
+    second = matrix @ np.asarray(query, dtype=np.float32)
+    scored = [(rowid, score + weight * float(other)) for (rowid, score), other in zip(dense, second, strict=True)]
+    scored.sort(key=lambda item: item[1], reverse=True)
+    return scored
+
+
+def missing_count(db: Database, encoder: str) -> int:
+    """How many embedded, current crystals have no second-opinion vector of ``encoder``."""
+    row = db.one(
+        "SELECT COUNT(*) AS n FROM crystals c WHERE c.embedding IS NOT NULL AND NOT EXISTS "
+        "(SELECT 1 FROM crystal_second s WHERE s.crystal_rowid = c.rowid AND s.encoder = ?)",
+        (encoder,),
+    )
+    return int(row["n"]) if row is not None else 0
+
+
+__all__ = ["AUTO", "CHOICES", "NONE", "SECOND_OPINION_WEIGHT", "missing_count", "read_vectors", "rescore",
+           "second_name", "vector_bytes"]
