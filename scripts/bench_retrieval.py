@@ -9,6 +9,9 @@ then runs three ways, all through that same store and index:
 * ``hybrid``: ``Memory.search`` itself (what a user gets);
 * ``dense``: ``memory.index.query`` on the embedded query (HNSW only);
 * ``bm25``: ``memory.store.fts(fts_query(query))`` (FTS5 only);
+* ``dense2`` (when the store has a second opinion, node.memory.second_opinion):
+  the index's 50 nearest re-scored by the second encoder, as search does before
+  fusion: what the two encoders do without BM25 and the rest of the product;
 * ``oracle`` (only with ``--oracle``): a headroom figure, not a method. For each
   query, the two candidate lists the product fuses (dense and BM25, 50 each) are
   fused by ``fusion.fuse`` at every fixed lexical weight 0.05, 0.10, ..., 0.95,
@@ -23,7 +26,8 @@ file) and query kind: nDCG@10 (graded 2/1), recall@5, MRR, and the latency
 p50/p95 of ``Memory.search`` (query embedding included). The last line is one
 JSON object.
 
-    .venv/bin/python scripts/bench_retrieval.py [--embedder minilm|minilm-fp32|hashing] [--split heldout] [--oracle]
+    .venv/bin/python scripts/bench_retrieval.py [--embedder minilm|minilm-fp32|mpnet|hashing] [--split heldout]
+        [--second-opinion auto|none|l3|minilm] [--oracle]
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ from node.config import NodeConfig
 from node.crystals.fusion import FusionParams, fts_query, fuse
 from node.memory.embedder import EMBEDDER_NAMES, get_embedder
 from node.memory.facade import Memory, SearchRequest
+from node.memory.second_opinion import CHOICES as SECOND_OPINIONS
+from node.memory.second_opinion import read_vectors, rescore
 
 DATA_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "retrieval_v2.json"
 CUTOFF = 10
@@ -101,10 +107,12 @@ def percentile_ms(samples: list[float], q: float) -> float:
 class Bench:
     """One temp data dir holding the whole memory set, searched the product's way."""
 
-    def __init__(self, memories: list[dict[str, str]], embedder_name: str, data_dir: Path) -> None:
+    def __init__(self, memories: list[dict[str, str]], embedder_name: str, data_dir: Path,
+                 second_opinion: str = "auto") -> None:
         config = NodeConfig()
         config.data_dir = data_dir
         config.memory.embedder = embedder_name
+        config.memory.second_opinion = second_opinion
         self.memory = Memory(config, embedder=get_embedder(embedder_name))
         self.by_rowid: dict[int, str] = {}
         self.by_crystal: dict[str, str] = {}
@@ -124,6 +132,15 @@ class Bench:
     def dense(self, text: str, k: int = CUTOFF) -> list[str]:
         vector = self.memory.embed([text])[0]
         return [self.by_rowid[rowid] for rowid, _ in self.memory.index.query(vector, k)]
+
+    def dense2(self, text: str, k: int = CUTOFF) -> list[str]:
+        """The index's nearest ``ORACLE_DEPTH`` re-scored by the second opinion, as search does."""
+        second = self.memory.second
+        assert second is not None
+        dense = self.memory.index.query(self.memory.embed([text])[0], ORACLE_DEPTH)
+        opinions = read_vectors(self.memory.db, (rowid for rowid, _ in dense), second.name, second.dim)
+        dense = rescore(dense, opinions, second.embed([text])[0])
+        return [self.by_rowid[rowid] for rowid, _ in dense[:k]]
 
     def bm25(self, text: str, k: int = CUTOFF) -> list[str]:
         return [self.by_rowid[rowid] for rowid, _ in self.memory.store.fts(fts_query(text), k)]
@@ -159,7 +176,7 @@ def evaluate(bench: Bench, queries: list[Query], with_oracle: bool = False) -> d
     latency: dict[str, list[float]] = defaultdict(list)
     for query in queries:
         results: dict[str, tuple[float, float, float]] = {}
-        for method in METHODS:
+        for method in (*METHODS, "dense2") if bench.memory.second is not None else METHODS:
             started = time.perf_counter()
             ranked = getattr(bench, method)(query.text)
             elapsed = time.perf_counter() - started
@@ -198,7 +215,7 @@ def print_table(report: dict[str, Any]) -> None:
         print(
             f"\n== {split} ==  latency p50/p95 {report[split]['latency_ms']['p50']}/{report[split]['latency_ms']['p95']} ms"
         )
-        methods = [m for m in (*METHODS, "oracle") if m in report[split].get("overall", {})]
+        methods = [m for m in (*METHODS, "dense2", "oracle") if m in report[split].get("overall", {})]
         print(f"{'kind':<14}{'n':>4}  " + "  ".join(f"{m + ' nDCG/R@5/MRR':>26}" for m in methods))
         for kind, entry in sorted(report[split].items()):
             if kind == "latency_ms":
@@ -218,6 +235,8 @@ def main() -> None:
         "--split", default=None, choices=("tune", "heldout"), help="only this split"
     )
     parser.add_argument("--data", type=Path, default=DATA_PATH)
+    parser.add_argument("--second-opinion", default="auto", choices=SECOND_OPINIONS,
+                        help="memory.second_opinion of the store (auto: l3 for minilm, minilm for mpnet)")
     parser.add_argument(
         "--oracle", action="store_true",
         help="also report the per-query best fixed-weight fusion of the two lists (headroom, not a method)",
@@ -228,20 +247,23 @@ def main() -> None:
         queries = [q for q in queries if q.split == arguments.split]
     with tempfile.TemporaryDirectory(prefix="crystalmesh-bench-retrieval-") as tmp:
         started = time.perf_counter()
-        bench = Bench(memories, arguments.embedder, Path(tmp))
+        bench = Bench(memories, arguments.embedder, Path(tmp), arguments.second_opinion)
+        second = bench.memory.second.name if bench.memory.second else None
         ingest_s = time.perf_counter() - started
         try:
             report = evaluate(bench, queries, with_oracle=arguments.oracle)
         finally:
             bench.close()
     print(
-        f"{len(memories)} memories ingested in {ingest_s:.1f} s with {arguments.embedder}; {len(queries)} queries"
+        f"{len(memories)} memories ingested in {ingest_s:.1f} s with {arguments.embedder} "
+        f"(second opinion: {second}); {len(queries)} queries"
     )
     print_table(report)
     print(
         json.dumps(
             {
                 "embedder": arguments.embedder,
+                "second_opinion": second,
                 "memories": len(memories),
                 "queries": len(queries),
                 **report,

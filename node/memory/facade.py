@@ -415,6 +415,9 @@ class Memory:
         stats["hormones"] = asdict(self.hormones.state()) | {"weather": self.hormones.weather()}
         stats["db_path"] = str(self.config.db_path)
         stats["tiers"] = tier_status(self, self.learning)
+        if self.second is not None:
+            stats["second_opinion"] = {"encoder": self.second.name,
+                                       "missing": missing_count(self.db, self.second.name)}
         return stats
 
     def local_only(self, crystal: Crystal) -> bool:

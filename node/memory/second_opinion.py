@@ -78,12 +78,12 @@ def read_vectors(db: Database, rowids: Iterable[int], encoder: str, dim: int) ->
         (dim * 4, json.dumps(wanted)),
     )
     found: dict[int, np.ndarray] = {}
-    rowids: list[int] = []
+    kept: list[int] = []
     blobs: list[bytes] = []
     for row in rows:
         rowid, blob = int(row["crystal_rowid"]), row["vector"]
         if row["encoder"] == encoder and isinstance(blob, bytes) and dim > 0 and len(blob) == dim * 4:
-            rowids.append(rowid)
+            kept.append(rowid)
             blobs.append(blob)
         else:
             _ignored(rowid, row["size"], encoder, dim)
@@ -93,7 +93,7 @@ def read_vectors(db: Database, rowids: Iterable[int], encoder: str, dim: int) ->
         finite = np.isfinite(matrix).all(axis=1)
         norms = np.linalg.norm(np.where(np.isfinite(matrix), matrix, 0.0).astype(np.float64), axis=1)
         valid = finite & (np.abs(norms - 1.0) <= NORM_TOLERANCE)
-        for position, rowid in enumerate(rowids):
+        for position, rowid in enumerate(kept):
             if valid[position]:
                 found[rowid] = matrix[position]
             else:

@@ -46,7 +46,7 @@ def test_existing_data_dir_is_migrated(tmp_path: Path) -> None:
     db = Database(path)
     try:
         store = CrystalStore(db)
-        assert db.schema_version("crystals") == len(crystals_schema.MIGRATIONS) == 4
+        assert db.schema_version("crystals") == len(crystals_schema.MIGRATIONS) == 5
         v1, v2, expiring = (store.get(c.id) for c in (skill_v1, skill_v2, ttl))
         assert {c.namespace for c in (v1, v2, expiring)} == {"default"}
         assert (v1.memory_id, v1.version, v1.valid_to_ms, v1.superseded_by) == (

@@ -1,0 +1,176 @@
+"""The second opinion (node.memory.second_opinion) on a real store: MiniLM int8 in the index,
+paraphrase-MiniLM-L3 beside it, SQLite and hnswlib as the product runs them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from node.config import load_config
+from node.crystals.model import SemanticType
+from node.crystals.rows import vector_bytes
+from node.memory import versions
+from node.memory.embedder import Embedder, get_embedder
+from node.memory.facade import Memory, SearchRequest
+from node.memory.reembed import reembed
+from node.memory.second_opinion import SECOND_OPINION_WEIGHT, missing_count
+
+TEXTS = [
+    "Booked the movers for the 14th: three men and a van, 640 euros, they pack the kitchen too.",
+    "The landlord keeps the deposit until the inspection on the 20th.",
+    "Renewed the car insurance with the same company, 12 % more than last year.",
+    "Dentist says the wisdom tooth can stay unless it starts to hurt again.",
+    "The kids' swimming lessons moved to Saturday mornings at the new pool.",
+    "Mum's birthday dinner is at the Thai place on Friday, table for six.",
+]
+QUESTION = "who is transporting my furniture to the new flat"
+
+
+@pytest.fixture(scope="module")
+def l3() -> Embedder:
+    return get_embedder("l3")
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Embedder:
+    return get_embedder("minilm")
+
+
+def open_memory(data_dir: Path, second_opinion: str = "auto") -> Memory:
+    return Memory(load_config(data_dir, overrides={"memory": {"embedder": "minilm",
+                                                              "second_opinion": second_opinion}}, environ={}))
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[Memory]:
+    opened = open_memory(tmp_path / "node")
+    opened.add_crystals([opened.prepare(text) for text in TEXTS])
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def index_vectors(memory: Memory) -> dict[str, np.ndarray]:
+    """Crystal id -> the vector the index holds (the store's embedding column)."""
+    rows = memory.db.all("SELECT id, embedding FROM crystals WHERE embedding IS NOT NULL")
+    return {row["id"]: np.frombuffer(row["embedding"], dtype=np.float32) for row in rows}
+
+
+def expected_dense(memory: Memory, minilm: Embedder, l3: Embedder | None) -> dict[str, float]:
+    """What the dense side should score for QUESTION, from the stored vectors: the index's cosine,
+    plus the weighted second cosine when ``l3`` is given."""
+    question = minilm.embed([QUESTION])[0]  # search embeds the question alone, so do we
+    scores = {crystal_id: float(vector @ question) for crystal_id, vector in index_vectors(memory).items()}
+    if l3 is not None:
+        question2 = l3.embed([QUESTION])[0]
+        for crystal_id, (_, vector) in stored(memory).items():
+            scores[crystal_id] += SECOND_OPINION_WEIGHT * float(vector @ question2)
+    return scores
+
+
+def stored(memory: Memory) -> dict[str, tuple[str, np.ndarray]]:
+    """Crystal id -> (encoder, vector) of every second-opinion row."""
+    rows = memory.db.all("SELECT c.id, s.encoder, s.vector FROM crystal_second s "
+                         "JOIN crystals c ON c.rowid = s.crystal_rowid")
+    return {row["id"]: (row["encoder"], np.frombuffer(row["vector"], dtype=np.float32)) for row in rows}
+
+
+def test_every_write_stores_the_second_vector_with_its_crystal(memory: Memory, l3: Embedder) -> None:
+    assert memory.second is not None and memory.second.name == l3.name
+    first = memory.search(SearchRequest(query="movers van", k=1, record_access=False))[0].crystal
+    updated = versions.update(memory, first.id, text=first.text + " Paid the deposit already.")
+    skill = memory.add("Triage a flaky CI job: rerun it three times, then pin the changed dependency",
+                       semantic_type=SemanticType.SKILL)
+    versioned = memory.ensure_stable_skill_id(skill.id)  # a new version of the skill
+    rows = stored(memory)
+    current = {c.id: c.text for c in memory.store.list_crystals(limit=100)}
+    assert updated.id in rows and versioned.id in rows
+    for crystal_id, text in current.items():
+        encoder, vector = rows[crystal_id]
+        assert encoder == l3.name
+        # the text's own L3 vector (int8 activations are quantised per batch: not bit-equal)
+        assert float(vector @ l3.embed([text])[0]) > 0.98
+    assert missing_count(memory.db, l3.name) == 0
+    assert memory.status()["second_opinion"] == {"encoder": l3.name, "missing": 0}
+
+
+def test_search_scores_the_dense_side_with_both_encoders(memory: Memory, l3: Embedder, minilm: Embedder) -> None:
+    hits = memory.search(SearchRequest(query=QUESTION, k=len(TEXTS), record_access=False))
+    assert hits[0].crystal.text == TEXTS[0]
+    expected = expected_dense(memory, minilm, l3)
+    alone = expected_dense(memory, minilm, None)
+    for hit in hits:
+        assert hit.dense == pytest.approx(expected[hit.crystal.id], abs=1e-5)
+        assert hit.dense != pytest.approx(alone[hit.crystal.id], abs=1e-5)
+
+
+def test_without_it_the_dense_side_is_the_index_alone(tmp_path: Path, minilm: Embedder) -> None:
+    memory = open_memory(tmp_path / "node", second_opinion="none")
+    try:
+        memory.add_crystals([memory.prepare(text) for text in TEXTS])
+        assert memory.second is None and stored(memory) == {}
+        expected = expected_dense(memory, minilm, None)
+        for hit in memory.search(SearchRequest(query=QUESTION, k=len(TEXTS), record_access=False)):
+            assert hit.dense == pytest.approx(expected[hit.crystal.id], abs=1e-5)
+    finally:
+        memory.close()
+
+
+def dense_scores(memory: Memory) -> dict[str, float | None]:
+    return {hit.crystal.id: hit.dense
+            for hit in memory.search(SearchRequest(query=QUESTION, k=10, record_access=False))}
+
+
+def test_a_store_written_without_it_goes_without_until_reembed(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, l3: Embedder, minilm: Embedder) -> None:
+    data_dir = tmp_path / "node"
+    before = open_memory(data_dir, second_opinion="none")
+    before.add_crystals([before.prepare(text) for text in TEXTS])
+    alone = dense_scores(before)
+    before.close()
+
+    with caplog.at_level(logging.WARNING, logger="node.memory.facade"):
+        partial = open_memory(data_dir)
+    try:
+        assert any("second_opinion_incomplete" in r.getMessage() and "missing=6" in r.getMessage()
+                   for r in caplog.records)
+        partial.add("Sold the old sofa to a neighbour for 80 euros before the move.")  # gets its vector
+        assert missing_count(partial.db, l3.name) == 6
+        # Never a partial opinion: the six old crystals have none, so nobody gets one.
+        scores = dense_scores(partial)
+        assert scores == pytest.approx({k: v for k, v in expected_dense(partial, minilm, None).items()
+                                        if k in scores}, abs=1e-5)
+    finally:
+        partial.close()
+
+    config = load_config(data_dir, environ={})
+    reembed(config, "minilm")
+    after = open_memory(data_dir)
+    try:
+        assert missing_count(after.db, l3.name) == 0
+        rescored = dense_scores(after)
+        expected = expected_dense(after, minilm, l3)  # the opinion counts now
+        assert rescored == pytest.approx({k: v for k, v in expected.items() if k in rescored}, abs=1e-5)
+        assert set(alone) <= set(rescored)
+    finally:
+        after.close()
+
+
+def test_a_crafted_row_turns_the_opinion_off_and_the_search_still_answers(
+        memory: Memory, caplog: pytest.LogCaptureFixture) -> None:
+    with_opinion = dense_scores(memory)
+    assert memory.second is not None
+    with memory.db.transaction() as conn:
+        conn.execute("UPDATE crystal_second SET vector=? WHERE crystal_rowid=(SELECT MIN(crystal_rowid) "
+                     "FROM crystal_second)", (vector_bytes(np.full(memory.second.dim, np.inf)),))
+    with caplog.at_level(logging.WARNING, logger="node.memory.second_opinion"):
+        crafted = dense_scores(memory)
+    assert any("second_opinion_vector_ignored" in r.getMessage() for r in caplog.records)
+    assert set(crafted) == set(with_opinion)
+    memory.second = None
+    assert crafted == pytest.approx(dense_scores(memory))  # the index's cosines alone
