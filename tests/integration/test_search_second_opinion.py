@@ -18,6 +18,8 @@ from node.memory.embedder import Embedder, get_embedder
 from node.memory.facade import Memory, SearchRequest
 from node.memory.reembed import reembed
 from node.memory.second_opinion import SECOND_OPINION_WEIGHT, missing_count
+from node.memory.testament_io import export_testament, import_testament
+from protocol.identity import Identity
 
 TEXTS = [
     "Booked the movers for the 14th: three men and a van, 640 euros, they pack the kitchen too.",
@@ -86,7 +88,7 @@ def test_every_write_stores_the_second_vector_with_its_crystal(memory: Memory, l
     updated = versions.update(memory, first.id, text=first.text + " Paid the deposit already.")
     skill = memory.add("Triage a flaky CI job: rerun it three times, then pin the changed dependency",
                        semantic_type=SemanticType.SKILL)
-    versioned = memory.ensure_stable_skill_id(skill.id)  # a new version of the skill
+    versioned = memory.new_skill_version(skill.id, skill.text + " Note the seed in the log.")
     rows = stored(memory)
     current = {c.id: c.text for c in memory.store.list_crystals(limit=100)}
     assert updated.id in rows and versioned.id in rows
@@ -97,6 +99,30 @@ def test_every_write_stores_the_second_vector_with_its_crystal(memory: Memory, l
         assert float(vector @ l3.embed([text])[0]) > 0.98
     assert missing_count(memory.db, l3.name) == 0
     assert memory.status()["second_opinion"] == {"encoder": l3.name, "missing": 0}
+
+
+def test_facts_and_inherited_knowledge_get_their_second_vector_too(tmp_path: Path, l3: Embedder) -> None:
+    """The two writers outside the facade: a fact born in consolidation, a testament's import."""
+    t0 = 1_700_000_000_000
+    elder = open_memory(tmp_path / "elder")
+    file = tmp_path / "elder.testament"
+    try:
+        for i in range(3):
+            elder.add(f"the staging deploy failed on friday, users table migration lock, run {i}",
+                      semantic_type=SemanticType.EPISODE, created_at_ms=t0 + i)
+        elder.consolidate(now=t0 + 3_600_000)
+        facts = [c for c in elder.store.list_crystals(limit=20) if c.semantic_type is SemanticType.FACT]
+        assert len(facts) == 1 and facts[0].id in stored(elder)
+        assert missing_count(elder.db, l3.name) == 0
+        export_testament(elder, elder.learning, Identity.from_seed(bytes(range(32))), file, at_ms=t0 + 3_600_000)
+    finally:
+        elder.close()
+    heir = open_memory(tmp_path / "heir")
+    try:
+        assert import_testament(heir, heir.learning, file.read_bytes(), at_ms=t0 + 7_200_000)["imported"] == 4
+        assert len(stored(heir)) == 4 and missing_count(heir.db, l3.name) == 0
+    finally:
+        heir.close()
 
 
 def test_search_scores_the_dense_side_with_both_encoders(memory: Memory, l3: Embedder, minilm: Embedder) -> None:
