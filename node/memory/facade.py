@@ -27,7 +27,6 @@ from node.crystals.model import (
     Lifecycle,
     LifespanPolicy,
     Origin,
-    ProvenanceNode,
     ProvenanceOperation,
     SemanticType,
     Sensitivity,
@@ -46,7 +45,8 @@ from node.memory.hormones import (
 from node.memory.llm_stage import RERANK_DEPTH, LlmSettings, LlmStage
 from node.memory.reembed import configured_embedder_key
 from node.memory.search import MemoryInputError, SearchHit, SearchRequest, record_hits, search
-from node.memory.second_opinion import missing_count, second_name
+from node.memory.second_opinion import give_opinions, open_second_opinion, opinion_status
+from node.memory.skill_versions import new_skill_version
 from node.memory.tiers import run_tiers, tier_status
 from node.memory.windows import set_vectors
 
@@ -106,7 +106,7 @@ class Memory:
             )
             self.index_state = self.index.open(self.store, progress)
             # A second encoder's opinion on the dense candidates (node.memory.second_opinion).
-            self.second = self._second_opinion(config)
+            self.second = open_second_opinion(config.memory.second_opinion, self.embedder, self.db)
         except BaseException:
             self.db.close()
             raise
@@ -191,30 +191,9 @@ class Memory:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embedder.embed(list(texts))
 
-    def _second_opinion(self, config: NodeConfig) -> Embedder | None:
-        """The second encoder ``memory.second_opinion`` names for this store's embedder, if any."""
-        name = second_name(config.memory.second_opinion, self.embedder.name)
-        if name is None:
-            return None
-        second = get_embedder(name)
-        if second.name.split("-onnx-")[0] == self.embedder.name.split("-onnx-")[0]:
-            raise ValueError(f"memory.second_opinion {name!r} is the store's own embedder")
-        missing = missing_count(self.db, second.name)
-        if missing:
-            log.warning("second_opinion_incomplete encoder=%s missing=%d: search goes without it until "
-                        "`crystalmesh memory reembed --embedder %s` writes them", second.name, missing,
-                        config.memory.embedder)
-        return second
-
     def second_opinions(self, crystals: Sequence[Crystal]) -> None:
         """Give each of ``crystals`` the second encoder's vector of its text (stored beside it)."""
-        if self.second is None:
-            return
-        pending = [crystal for crystal in crystals if crystal.second_embedding is None]
-        if pending:
-            vectors = self.second.embed([crystal.text for crystal in pending])
-            for crystal, vector in zip(pending, vectors, strict=True):
-                crystal.second_embedding = (self.second.name, vector.tolist())
+        give_opinions(self.second, crystals)
 
     def embed_windows(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray | None]]:
         """Vectors to store: each text's vector and, for a long text, its window vectors."""
@@ -362,52 +341,8 @@ class Memory:
         return crystal
 
     def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
-        """Create version n+1 of a skill; the previous version becomes deprecated.
-
-        Execution statistics start from zero: the new text has not proven itself
-        yet, so it must pass the quality gates again before it can be listed.
-        """
-        previous = self.store.get(crystal_id)
-        if not previous.is_knowledge:
-            raise MemoryInputError("only skill and task_pattern crystals have versions")
-        if previous.deprecated:
-            raise MemoryInputError(
-                f"{previous.id} is already superseded; version its newest version instead"
-            )
-        stable_id = previous.stable_skill_id or previous.id
-        crystal = self.prepare(
-            text,
-            semantic_type=previous.semantic_type,
-            scope=previous.governance.access_scope,
-            origin=previous.origin,
-            source=previous.source,
-            path=previous.path,
-            stable_skill_id=stable_id,
-            skill_version=previous.skill_version + 1,
-            previous_version_id=previous.id,
-            skill_tags=list(previous.skill_tags),
-            skill_category=previous.skill_category,
-            namespace=previous.namespace,
-            memory_id=previous.memory_id,
-            version=previous.version + 1,
-        )
-        crystal.provenance_dag = [
-            ProvenanceNode(
-                crystal.id,
-                ProvenanceOperation.MUTATED,
-                gov.Requester.LOCAL_AGENT.value,
-                crystal.created_at_ms,
-                [previous.id],
-            )
-        ]
-        if previous.stable_skill_id is None:
-            self.store.update_fields(previous.id, "stable_skill_id_set", stable_skill_id=stable_id)
-        vectors, windows = self.embed_windows([crystal.text])
-        set_vectors(crystal, vectors[0], windows[0])
-        self.second_opinions([crystal])
-        result = self.store.add_version(crystal, previous.id)
-        self.index.add(np.array([result.rowid], dtype=np.int64), vectors[:1])
-        return self.store.get(crystal.id)
+        """Create version n+1 of a skill (:func:`node.memory.skill_versions.new_skill_version`)."""
+        return new_skill_version(self, crystal_id, text)
 
     def status(self) -> dict[str, Any]:
         stats = self.store.stats()
@@ -415,9 +350,7 @@ class Memory:
         stats["hormones"] = asdict(self.hormones.state()) | {"weather": self.hormones.weather()}
         stats["db_path"] = str(self.config.db_path)
         stats["tiers"] = tier_status(self, self.learning)
-        if self.second is not None:
-            stats["second_opinion"] = {"encoder": self.second.name,
-                                       "missing": missing_count(self.db, self.second.name)}
+        stats.update(opinion_status(self.second, self.db))
         return stats
 
     def local_only(self, crystal: Crystal) -> bool:

@@ -7,7 +7,7 @@ facade, so they name this protocol instead of importing the facade back.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -37,6 +37,7 @@ class MemoryOwner(Protocol):
         path: str | None = ...,
         actor: str = ...,
         namespace: str = ...,
+        **extra: Any,
     ) -> Crystal: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...

@@ -29,10 +29,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
+from node.crystals.model import Crystal
 from node.db import Database
+from node.memory.embedder import Embedder, get_embedder
+from node.memory.embedder_onnx import ModelFilesMissing
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +62,47 @@ def second_name(configured: str, embedder_name: str) -> str | None:
     if configured == AUTO:
         return next((second for model, second in AUTO_PAIRS.items() if embedder_name.startswith(model)), None)
     return configured
+
+
+def open_second_opinion(configured: str, embedder: Embedder, db: Database) -> Embedder | None:
+    """The second encoder ``memory.second_opinion`` (``configured``) names for a store of ``embedder``,
+    loaded, or ``None``. Under ``"auto"`` a missing or changed model file is logged and the node runs
+    without it; named explicitly, it raises. A store with crystals lacking its vectors is logged too."""
+    name = second_name(configured, embedder.name)
+    if name is None:
+        return None
+    try:
+        second = get_embedder(name)
+    except ModelFilesMissing as error:
+        if configured != AUTO:
+            raise
+        log.warning("second_opinion_unavailable encoder=%s: %s", name, error)
+        return None
+    if second.name.split("-onnx-")[0] == embedder.name.split("-onnx-")[0]:
+        raise ValueError(f"memory.second_opinion {configured!r} is the store's own embedder")
+    missing = missing_count(db, second.name)
+    if missing:
+        log.warning("second_opinion_incomplete encoder=%s missing=%d: search goes without it until "
+                    "`crystalmesh memory reembed` (to the store's own embedder) writes them", second.name, missing)
+    return second
+
+
+def give_opinions(second: Embedder | None, crystals: Sequence[Crystal]) -> None:
+    """Give each of ``crystals`` without one ``second``'s vector of its text (the store writes it)."""
+    if second is None:
+        return
+    pending = [crystal for crystal in crystals if crystal.second_embedding is None]
+    if pending:
+        vectors = second.embed([crystal.text for crystal in pending])
+        for crystal, vector in zip(pending, vectors, strict=True):
+            crystal.second_embedding = (second.name, vector.tolist())
+
+
+def opinion_status(second: Embedder | None, db: Database) -> dict[str, Any]:
+    """What ``memory status`` says of the second opinion: its encoder and the crystals lacking it."""
+    if second is None:
+        return {"second_opinion": None}
+    return {"second_opinion": {"encoder": second.name, "missing": missing_count(db, second.name)}}
 
 
 def vector_bytes(vector: Sequence[float] | np.ndarray) -> bytes:
@@ -128,5 +173,5 @@ def missing_count(db: Database, encoder: str) -> int:
     return int(row["n"]) if row is not None else 0
 
 
-__all__ = ["AUTO", "CHOICES", "NONE", "SECOND_OPINION_WEIGHT", "missing_count", "read_vectors", "rescore",
-           "second_name", "vector_bytes"]
+__all__ = ["AUTO", "CHOICES", "NONE", "SECOND_OPINION_WEIGHT", "give_opinions", "missing_count",
+           "open_second_opinion", "opinion_status", "read_vectors", "rescore", "second_name", "vector_bytes"]

@@ -46,11 +46,35 @@ def test_product_search_beats_dense_and_bm25_on_the_held_out_half(tmp_path: Path
     assert hybrid > overall["bm25"]["ndcg@10"], overall
     assert report["heldout"]["identifier"]["hybrid"]["ndcg@10"] >= 0.9, report["heldout"]["identifier"]
     # Kinds where the product wins outright on the held-out half (docs/benchmarks.md,
-    # "Retrieval v2"); paraphrase and keyword do not yet, and are not asserted.
+    # "Retrieval v2"); paraphrase (0.745 vs dense 0.775) and keyword (a tie at 0.997) do not yet,
+    # and are not asserted.
     for kind in ("identifier", "multi-hop", "negation-trap"):
         entry = report["heldout"][kind]
         assert entry["hybrid"]["ndcg@10"] > entry["dense"]["ndcg@10"], (kind, entry)
         assert entry["hybrid"]["ndcg@10"] > entry["bm25"]["ndcg@10"], (kind, entry)
+
+
+@pytest.mark.slow
+def test_the_second_opinion_lifts_reworded_questions_above_dense_search(tmp_path: Path) -> None:
+    """On the tune half, where it was chosen (docs/benchmarks.md, "Second opinion"): with the
+    default second opinion (paraphrase-MiniLM-L3 beside MiniLM) the product ranks reworded
+    questions better than dense search alone; without it, it only ties."""
+    bench = _bench()
+    memories, queries = bench.load()
+    tune = [query for query in queries if query.split == "tune"]
+    index = bench.Bench(memories, "minilm", tmp_path / "node")
+    try:
+        assert index.memory.second is not None
+        report = bench.evaluate(index, tune)
+    finally:
+        index.close()
+    paraphrase = report["tune"]["paraphrase"]
+    assert paraphrase["hybrid"]["ndcg@10"] > paraphrase["dense"]["ndcg@10"] + 0.005, paraphrase
+    assert paraphrase["dense2"]["ndcg@10"] > paraphrase["dense"]["ndcg@10"], paraphrase
+    for kind, entry in report["tune"].items():
+        if kind != "latency_ms":
+            assert entry["hybrid"]["ndcg@10"] > entry["dense"]["ndcg@10"], (kind, entry)
+            assert entry["hybrid"]["ndcg@10"] > entry["bm25"]["ndcg@10"], (kind, entry)
 
 
 def test_oracle_headroom_is_never_below_either_list(tmp_path: Path) -> None:
