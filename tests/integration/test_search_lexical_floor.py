@@ -18,12 +18,23 @@ from node.crystals.compound import split_clauses
 from node.crystals.fusion import fts_query, lexical_evidence
 from node.crystals.lexical import CONFIDENCE_DEPTH, lexical_confidence
 from node.memory.facade import Memory, SearchRequest
+from node.memory.second_opinion import read_vectors, rescore
 
 
 def _confidence(memory: Memory, query: str) -> float:
     rows = memory.store.fts(fts_query(query), CONFIDENCE_DEPTH)
     texts = memory.store.search_rows([rowid for rowid, _ in rows])
     return lexical_confidence(query, [texts[rowid].text for rowid, _ in rows])
+
+
+def _dense_side(memory: Memory, query: str) -> list[tuple[int, float]]:
+    """Dense search as the product does it: the index's 50 nearest to the query's own vector,
+    re-scored by the second opinion (node.memory.second_opinion) the store has by default."""
+    nearest = memory.index.query(memory.embed([query])[0], 50)
+    second = memory.second
+    assert second is not None
+    opinions = read_vectors(memory.db, (rowid for rowid, _ in nearest), second.name, second.dim)
+    return rescore(nearest, opinions, second.embed([query])[0])
 
 
 def _assert_dense_order(memory: Memory, query: str) -> list[str]:
@@ -56,7 +67,8 @@ def test_a_compound_question_without_lexical_evidence_is_not_reordered(retrieval
      "what did the physician find in spring and which pill was prescribed"],
 )
 def test_a_reworded_compound_question_is_exactly_dense_search(retrieval_memory: Memory, query: str) -> None:
-    """Without lexical evidence, hits and their cosines are dense search's for the query's own vector.
+    """Without lexical evidence, hits and their scores are dense search's for the query's own vector
+    (with the default second opinion).
 
     Two things used to move them: the clause vectors merged into the dense list,
     and the query embedded in one batch with its clauses (the int8 embedder
@@ -64,7 +76,7 @@ def test_a_reworded_compound_question_is_exactly_dense_search(retrieval_memory: 
     """
     assert split_clauses(query) and lexical_evidence(_confidence(retrieval_memory, query)) == 0.0
     hits = retrieval_memory.search(SearchRequest(query, k=10, record_access=False))
-    nearest = retrieval_memory.index.query(retrieval_memory.embed([query])[0], 10)
+    nearest = _dense_side(retrieval_memory, query)[:10]
     texts = retrieval_memory.store.search_rows([rowid for rowid, _ in nearest])
     assert [hit.crystal.text for hit in hits] == [texts[rowid].text for rowid, _ in nearest]
     assert [hit.dense for hit in hits] == pytest.approx([cosine for _, cosine in nearest], abs=1e-6)

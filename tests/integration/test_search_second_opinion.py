@@ -11,6 +11,10 @@ import numpy as np
 import pytest
 
 from node.config import load_config
+from node.crystals import schema
+from node.crystals.model import Crystal
+from node.crystals.rows import COLUMNS, crystal_values
+from node.db import Database
 from node.crystals.model import SemanticType
 from node.crystals.rows import vector_bytes
 from node.memory import versions
@@ -160,7 +164,7 @@ def test_a_store_written_without_it_goes_without_until_reembed(
     alone = dense_scores(before)
     before.close()
 
-    with caplog.at_level(logging.WARNING, logger="node.memory.facade"):
+    with caplog.at_level(logging.WARNING, logger="node.memory.second_opinion"):
         partial = open_memory(data_dir)
     try:
         assert any("second_opinion_incomplete" in r.getMessage() and "missing=6" in r.getMessage()
@@ -200,3 +204,32 @@ def test_a_crafted_row_turns_the_opinion_off_and_the_search_still_answers(
     assert set(crafted) == set(with_opinion)
     memory.second = None
     assert crafted == pytest.approx(dense_scores(memory))  # the index's cosines alone
+
+
+def test_a_store_at_schema_4_is_migrated_and_searched_without_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, minilm: Embedder, l3: Embedder) -> None:
+    data_dir = tmp_path / "node"
+    data_dir.mkdir()
+    db = Database(data_dir / "crystals.db")
+    try:  # the crystals tables as schema version 4 left them, with one stored memory
+        db.migrate(schema.CONCEPT, schema.MIGRATIONS[:4])
+        old = Crystal(text=TEXTS[0], embedding=minilm.embed([TEXTS[0]])[0].tolist())
+        values = crystal_values(old)
+        with db.transaction() as conn:
+            conn.execute(f"INSERT INTO crystals({COLUMNS}) VALUES ({','.join('?' * len(values))})", values)
+        assert db.schema_version(schema.CONCEPT) == 4
+    finally:
+        db.close()
+    with caplog.at_level(logging.WARNING, logger="node.memory.second_opinion"):
+        memory = open_memory(data_dir)
+    try:
+        assert memory.db.schema_version(schema.CONCEPT) == schema.SCHEMA_VERSION == 5
+        assert any("second_opinion_incomplete" in r.getMessage() for r in caplog.records)
+        assert memory.status()["second_opinion"] == {"encoder": l3.name, "missing": 1}
+        [hit] = memory.search(SearchRequest(query=QUESTION, k=1, record_access=False))
+        assert hit.crystal.id == old.id
+        assert hit.dense == pytest.approx(expected_dense(memory, minilm, None)[old.id], abs=1e-5)
+        memory.add(TEXTS[1])
+        assert len(stored(memory)) == 1 and missing_count(memory.db, l3.name) == 1
+    finally:
+        memory.close()

@@ -178,7 +178,7 @@ def test_a_store_made_before_window_vectors_is_migrated(tmp_path: Path, whole: M
         db.close()
     memory = _memory(data_dir, whole)
     try:
-        assert memory.db.schema_version(schema.CONCEPT) == schema.SCHEMA_VERSION == 4
+        assert memory.db.schema_version(schema.CONCEPT) == schema.SCHEMA_VERSION == 5
         hits = memory.search(SearchRequest(query="When is the payroll export due?", k=3, record_access=False))
         assert hits[0].crystal.id == old.id
         memory.add(LONG)
