@@ -26,7 +26,6 @@ non-finite value or a vector that is not unit length is ignored (and logged).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -37,6 +36,7 @@ from node.crystals.model import Crystal
 from node.db import Database
 from node.memory.embedder import Embedder, get_embedder
 from node.memory.embedder_onnx import ModelFilesMissing
+from node.memory.windows import vector_rows
 
 log = logging.getLogger(__name__)
 
@@ -105,29 +105,14 @@ def opinion_status(second: Embedder | None, db: Database) -> dict[str, Any]:
     return {"second_opinion": {"encoder": second.name, "missing": missing_count(db, second.name)}}
 
 
-def vector_bytes(vector: Sequence[float] | np.ndarray) -> bytes:
-    return np.asarray(vector, dtype=np.float32).tobytes()
-
-
 def read_vectors(db: Database, rowids: Iterable[int], encoder: str, dim: int) -> dict[int, np.ndarray]:
     """The valid second-opinion vectors (``(dim,)`` float32) of those of ``rowids`` that have one."""
-    wanted = sorted(set(rowids))
-    if not wanted:
-        return {}
-    # One statement text whatever the count (prepared once), the rowids as a JSON array; a blob of
-    # another length is not read.
-    rows = db.all(
-        "SELECT crystal_rowid, encoder, length(vector) AS size, "
-        "CASE WHEN length(vector) = ? THEN vector END AS vector "
-        "FROM crystal_second WHERE crystal_rowid IN (SELECT value FROM json_each(?))",
-        (dim * 4, json.dumps(wanted)),
-    )
     found: dict[int, np.ndarray] = {}
     kept: list[int] = []
     blobs: list[bytes] = []
-    for row in rows:
-        rowid, blob = int(row["crystal_rowid"]), row["vector"]
-        if row["encoder"] == encoder and isinstance(blob, bytes) and dim > 0 and len(blob) == dim * 4:
+    for row in vector_rows(db, "crystal_second", rowids, dim * 4):
+        rowid, blob = int(row["crystal_rowid"]), row["vectors"]
+        if row["model"] == encoder and isinstance(blob, bytes) and dim > 0 and len(blob) == dim * 4:
             kept.append(rowid)
             blobs.append(blob)
         else:
@@ -174,4 +159,4 @@ def missing_count(db: Database, encoder: str) -> int:
 
 
 __all__ = ["AUTO", "CHOICES", "NONE", "SECOND_OPINION_WEIGHT", "give_opinions", "missing_count",
-           "open_second_opinion", "opinion_status", "read_vectors", "rescore", "second_name", "vector_bytes"]
+           "open_second_opinion", "opinion_status", "read_vectors", "rescore", "second_name"]

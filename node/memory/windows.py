@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -40,23 +41,34 @@ def set_vectors(crystal: Crystal, vector: np.ndarray, windows: np.ndarray | None
     crystal.window_embeddings = windows.tolist() if windows is not None and len(windows) > 1 else None
 
 
+# The tables of vectors kept beside crystals: the column naming their model, the column of their bytes.
+VECTOR_TABLES = {"crystal_windows": ("embedder", "vectors"), "crystal_second": ("encoder", "vector")}
+
+
+def vector_rows(db: Database, table: str, rowids: Iterable[int], max_bytes: int) -> list[sqlite3.Row]:
+    """Rows ``(crystal_rowid, model, size, vectors)`` of ``table`` (one of :data:`VECTOR_TABLES`) for
+    those of ``rowids`` it holds; ``vectors`` is ``None`` where the blob is longer than ``max_bytes``
+    (a crafted row is never read whole)."""
+    model, blob = VECTOR_TABLES[table]
+    wanted = sorted(set(rowids))
+    if not wanted:
+        return []
+    # One statement text per table whatever the count (prepared once), the rowids as a JSON array.
+    return db.all(
+        f"SELECT crystal_rowid, {model} AS model, length({blob}) AS size, "
+        f"CASE WHEN length({blob}) <= ? THEN {blob} END AS vectors "
+        f"FROM {table} WHERE crystal_rowid IN (SELECT value FROM json_each(?))",
+        (max_bytes, json.dumps(wanted)),
+    )
+
+
 def read_windows(db: Database, rowids: Iterable[int], embedder: str, dim: int,
                  max_windows: int = MAX_WINDOWS) -> dict[int, np.ndarray]:
     """The valid window vectors (``(windows, dim)`` float32) of those of ``rowids`` that have any."""
-    wanted = sorted(set(rowids))
-    if not wanted:
-        return {}
-    # One statement text whatever the count (prepared once), the rowids as a JSON array.
-    rows = db.all(
-        "SELECT crystal_rowid, embedder, length(vectors) AS size, "
-        "CASE WHEN length(vectors) <= ? THEN vectors END AS vectors "
-        "FROM crystal_windows WHERE crystal_rowid IN (SELECT value FROM json_each(?))",
-        (max_windows * dim * 4, json.dumps(wanted)),
-    )
     found: dict[int, np.ndarray] = {}
-    for row in rows:
+    for row in vector_rows(db, "crystal_windows", rowids, max_windows * dim * 4):
         rowid = int(row["crystal_rowid"])
-        windows = _valid(row["embedder"], row["vectors"], embedder, dim, max_windows)
+        windows = _valid(row["model"], row["vectors"], embedder, dim, max_windows)
         if windows is None:
             log.warning("window_vectors_ignored rowid=%d size=%s (not %s's windows of %d dimensions)",
                         rowid, row["size"], embedder, dim)

@@ -12,10 +12,7 @@ import pytest
 
 from node.config import load_config
 from node.crystals import schema
-from node.crystals.model import Crystal
-from node.crystals.rows import COLUMNS, crystal_values
-from node.db import Database
-from node.crystals.model import SemanticType
+from node.crystals.model import Crystal, SemanticType
 from node.crystals.rows import vector_bytes
 from node.memory import versions
 from node.memory.embedder import Embedder, get_embedder
@@ -24,6 +21,7 @@ from node.memory.reembed import reembed
 from node.memory.second_opinion import SECOND_OPINION_WEIGHT, missing_count
 from node.memory.testament_io import export_testament, import_testament
 from protocol.identity import Identity
+from tests.fixtures.crystal_store import store_at_version
 
 TEXTS = [
     "Booked the movers for the 14th: three men and a van, 640 euros, they pack the kitchen too.",
@@ -209,17 +207,8 @@ def test_a_crafted_row_turns_the_opinion_off_and_the_search_still_answers(
 def test_a_store_at_schema_4_is_migrated_and_searched_without_it(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, minilm: Embedder, l3: Embedder) -> None:
     data_dir = tmp_path / "node"
-    data_dir.mkdir()
-    db = Database(data_dir / "crystals.db")
-    try:  # the crystals tables as schema version 4 left them, with one stored memory
-        db.migrate(schema.CONCEPT, schema.MIGRATIONS[:4])
-        old = Crystal(text=TEXTS[0], embedding=minilm.embed([TEXTS[0]])[0].tolist())
-        values = crystal_values(old)
-        with db.transaction() as conn:
-            conn.execute(f"INSERT INTO crystals({COLUMNS}) VALUES ({','.join('?' * len(values))})", values)
-        assert db.schema_version(schema.CONCEPT) == 4
-    finally:
-        db.close()
+    old = Crystal(text=TEXTS[0], embedding=minilm.embed([TEXTS[0]])[0].tolist())
+    store_at_version(data_dir, 4, [old])  # as schema version 4 left it, with one stored memory
     with caplog.at_level(logging.WARNING, logger="node.memory.second_opinion"):
         memory = open_memory(data_dir)
     try:

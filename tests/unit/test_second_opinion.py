@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from node.crystals.model import Crystal
+from node.crystals.rows import vector_bytes
 from node.crystals.store import CrystalStore
 from node.db import Database
 from node.memory.embedder_l3 import ONNX_FILE, ModelFileChanged, checked_digest
@@ -19,7 +20,6 @@ from node.memory.second_opinion import (
     read_vectors,
     rescore,
     second_name,
-    vector_bytes,
 )
 
 ENCODER = "paraphrase-MiniLM-L3-v2-onnx-int8"

@@ -12,12 +12,11 @@ import pytest
 from node.config import NodeConfig
 from node.crystals import schema
 from node.crystals.model import Crystal
-from node.crystals.rows import COLUMNS, crystal_values
-from node.db import Database
 from node.memory import versions
 from node.memory.embedder import MAX_WINDOWS, MiniLMEmbedder
 from node.memory.facade import Memory, SearchRequest
 from node.memory.windows import read_windows, rescore
+from tests.fixtures.crystal_store import store_at_version
 from tests.unit.test_embedder_windows import GARDEN, QUESTION, SECRET
 
 # The secret's ~120 tokens open the memory, ~600 tokens of garden follow, and a note about
@@ -165,17 +164,8 @@ def test_windows_are_written_with_their_crystal_or_not_at_all(tmp_path: Path, wh
 
 def test_a_store_made_before_window_vectors_is_migrated(tmp_path: Path, whole: MiniLMEmbedder) -> None:
     data_dir = tmp_path / "node"
-    data_dir.mkdir()
-    db = Database(data_dir / "crystals.db")
-    try:  # the crystals tables as schema version 3 left them, with one stored memory
-        db.migrate(schema.CONCEPT, schema.MIGRATIONS[:3])
-        old = Crystal(text=DISTRACTORS[0], embedding=whole.embed([DISTRACTORS[0]])[0].tolist())
-        values = crystal_values(old)
-        with db.transaction() as conn:
-            conn.execute(f"INSERT INTO crystals({COLUMNS}) VALUES ({','.join('?' * len(values))})", values)
-        assert db.schema_version(schema.CONCEPT) == 3
-    finally:
-        db.close()
+    old = Crystal(text=DISTRACTORS[0], embedding=whole.embed([DISTRACTORS[0]])[0].tolist())
+    store_at_version(data_dir, 3, [old])  # as schema version 3 left it, with one stored memory
     memory = _memory(data_dir, whole)
     try:
         assert memory.db.schema_version(schema.CONCEPT) == schema.SCHEMA_VERSION == 5
