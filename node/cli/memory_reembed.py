@@ -19,8 +19,10 @@ from node.memory.embedder import EMBEDDER_NAMES
 def reembed(ctx: CliContext, key: str) -> None:
     """Re-embed every crystal with another embedder and rebuild the index (stop the node first).
 
-    The new vectors are computed aside and committed in one transaction; an
-    interrupted run leaves the data dir on its old embedder.
+    The new vectors (and their second opinion's, see memory.second_opinion) are
+    computed aside and committed in one transaction; an interrupted run leaves the
+    data dir on its old embedder. To the store's own embedder, it writes the
+    vectors a store made by an older version lacks.
     """
     from node.memory.reembed import reembed as run_reembed
 
@@ -39,6 +41,7 @@ def reembed(ctx: CliContext, key: str) -> None:
         click.echo(
             f"re-embedded {data['crystals']} crystals: {data['old_embedder']} -> "
             f"{data['new_embedder']} ({data['dim']}-d) in {data['total_s']:.1f} s"
+            + (f"; second opinion: {data['second_opinion']}" if data["second_opinion"] else "")
         )
 
     ctx.emit(asdict(report), render)

@@ -62,6 +62,7 @@ class ReembedReport:
     old_embedder: str | None
     new_embedder: str
     dim: int
+    second_opinion: str | None  # the encoder whose vectors were written beside (node.memory.second_opinion)
     embed_s: float
     total_s: float
 
@@ -207,6 +208,7 @@ def reembed(
         old_embedder=old_name,
         new_embedder=new.name,
         dim=new.dim,
+        second_opinion=second.name if second else None,
         embed_s=round(embed_s, 3),
         total_s=round(time.perf_counter() - started, 3),
     )

@@ -177,7 +177,7 @@ def test_a_store_written_without_it_goes_without_until_reembed(
         partial.close()
 
     config = load_config(data_dir, environ={})
-    reembed(config, "minilm")
+    assert reembed(config, "minilm").second_opinion == l3.name
     after = open_memory(data_dir)
     try:
         assert missing_count(after.db, l3.name) == 0
