@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from node.config import ConfigError
 from node.crystals.model import Crystal
 from node.db import Database
 from node.memory.embedder import Embedder, get_embedder
@@ -54,9 +55,9 @@ AUTO_PAIRS = {"all-MiniLM-L6-v2-onnx": "l3", "all-mpnet-base-v2-onnx": "minilm"}
 
 def second_name(configured: str, embedder_name: str) -> str | None:
     """The second encoder (an ``embedder.get_embedder`` name) for a store whose embedder is called
-    ``embedder_name`` (``Embedder.name``), or ``None``. Raises ``ValueError`` on an unknown setting."""
+    ``embedder_name`` (``Embedder.name``), or ``None``. Raises ``ConfigError`` on an unknown setting."""
     if configured not in CHOICES:
-        raise ValueError(f"unknown memory.second_opinion {configured!r}; choose one of: {', '.join(CHOICES)}")
+        raise ConfigError(f"unknown memory.second_opinion {configured!r}; choose one of: {', '.join(CHOICES)}")
     if configured == NONE:
         return None
     if configured == AUTO:
@@ -79,7 +80,7 @@ def open_second_opinion(configured: str, embedder: Embedder, db: Database) -> Em
         log.warning("second_opinion_unavailable encoder=%s: %s", name, error)
         return None
     if second.name.split("-onnx-")[0] == embedder.name.split("-onnx-")[0]:
-        raise ValueError(f"memory.second_opinion {configured!r} is the store's own embedder")
+        raise ConfigError(f"memory.second_opinion {configured!r} is the store's own embedder")
     missing = missing_count(db, second.name)
     if missing:
         log.warning("second_opinion_incomplete encoder=%s missing=%d: search goes without it until "

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from node.config import load_config
+from node.config import ConfigError, load_config
 from node.crystals import schema
 from node.crystals.model import Crystal, SemanticType
 from node.crystals.rows import vector_bytes
@@ -222,3 +222,10 @@ def test_a_store_at_schema_4_is_migrated_and_searched_without_it(
         assert len(stored(memory)) == 1 and missing_count(memory.db, l3.name) == 1
     finally:
         memory.close()
+
+
+def test_a_bad_setting_is_a_config_error_and_its_own_embedder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="second_opinion"):
+        open_memory(tmp_path / "bad", second_opinion="bge")
+    with pytest.raises(ConfigError, match="own embedder"):
+        open_memory(tmp_path / "own", second_opinion="minilm")

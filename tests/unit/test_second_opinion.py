@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from node.config import ConfigError
 from node.crystals.model import Crystal
 from node.crystals.rows import vector_bytes
 from node.crystals.store import CrystalStore
@@ -38,7 +39,7 @@ def test_auto_pairs_each_model_with_the_other_and_none_turns_it_off() -> None:
     assert second_name("auto", "hashing-384") is None  # the tests' embedder has none
     assert second_name("none", "all-MiniLM-L6-v2-onnx-int8") is None
     assert second_name("l3", "all-mpnet-base-v2-onnx-int8") == "l3"
-    with pytest.raises(ValueError, match="second_opinion"):
+    with pytest.raises(ConfigError, match="second_opinion"):
         second_name("bge", "all-MiniLM-L6-v2-onnx-int8")
 
 
