@@ -252,6 +252,10 @@ def status(ctx: CliContext) -> None:
     def render(s: dict[str, Any]) -> None:
         click.echo(f"crystals     {s['total']}   ({s['db_path']})")
         click.echo(f"embedder     {s['embedder']} ({s['dim']}-d)   index vectors {s['index']['vectors']}")
+        second = s.get("second_opinion")
+        if second:  # node.memory.second_opinion: crystals without its vector search without it
+            lacking = f"   {second['missing']} crystals lack it: run `memory reembed`" if second["missing"] else ""
+            click.echo(f"second       {second['encoder']}{lacking}")
         click.echo("lifecycle    " + ", ".join(f"{k} {v}" for k, v in sorted(s["by_lifecycle"].items())))
         click.echo("types        " + ", ".join(f"{k} {v}" for k, v in sorted(s["by_type"].items())))
         click.echo("namespaces   " + ", ".join(f"{k} {v}" for k, v in sorted(s.get("by_namespace", {}).items())))

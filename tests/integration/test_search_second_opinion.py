@@ -22,6 +22,7 @@ from node.memory.second_opinion import SECOND_OPINION_WEIGHT, missing_count
 from node.memory.testament_io import export_testament, import_testament
 from protocol.identity import Identity
 from tests.fixtures.crystal_store import store_at_version
+from tests.integration.cli_runner import Cli, isolate_home
 
 TEXTS = [
     "Booked the movers for the 14th: three men and a van, 640 euros, they pack the kitchen too.",
@@ -229,3 +230,19 @@ def test_a_bad_setting_is_a_config_error_and_its_own_embedder_is_refused(tmp_pat
         open_memory(tmp_path / "bad", second_opinion="bge")
     with pytest.raises(ConfigError, match="own embedder"):
         open_memory(tmp_path / "own", second_opinion="minilm")
+
+
+def test_the_cli_says_which_second_opinion_a_store_has_and_what_it_lacks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, l3: Embedder) -> None:
+    isolate_home(tmp_path, monkeypatch)
+    cli = Cli(capsys, tmp_path / "node")
+    assert cli.json("init", "--embedder", "minilm")["created"]
+    monkeypatch.setenv("CRYSTALMESH_MEMORY_SECOND_OPINION", "none")  # written without it
+    assert cli.run("memory", "add", TEXTS[0])[0] == 0
+    monkeypatch.delenv("CRYSTALMESH_MEMORY_SECOND_OPINION")
+    code, out, _ = cli.run("memory", "status")
+    assert code == 0 and f"second       {l3.name}   1 crystals lack it: run `memory reembed`" in out
+    assert cli.json("memory", "reembed", "--embedder", "minilm")["second_opinion"] == l3.name
+    assert cli.json("memory", "status")["second_opinion"] == {"encoder": l3.name, "missing": 0}
+    code, out, _ = cli.run("memory", "status")
+    assert f"second       {l3.name}\n" in out
