@@ -256,6 +256,10 @@ MIGRATIONS: list[Migration] = [
             DELETE FROM crystal_second WHERE crystal_rowid = old.rowid;
         END
         """,
+        # How many crystals lack the vector is counted at every start: two index counts, not a
+        # scan of the crystals' rows (0.9 s cold at 100k crystals; 8 ms with these).
+        "CREATE INDEX crystal_second_encoder ON crystal_second(encoder)",
+        "CREATE INDEX crystals_embedded ON crystals(version) WHERE embedding IS NOT NULL",
     ],
 ]
 

@@ -150,10 +150,11 @@ def rescore(dense: list[tuple[int, float]], vectors: dict[int, np.ndarray], quer
 
 
 def missing_count(db: Database, encoder: str) -> int:
-    """How many embedded, current crystals have no second-opinion vector of ``encoder``."""
+    """How many embedded crystals have no second-opinion vector of ``encoder``: the embedded crystals
+    less the encoder's rows (a row exists only beside its crystal), from two indexes (schema 5)."""
     row = db.one(
-        "SELECT COUNT(*) AS n FROM crystals c WHERE c.embedding IS NOT NULL AND NOT EXISTS "
-        "(SELECT 1 FROM crystal_second s WHERE s.crystal_rowid = c.rowid AND s.encoder = ?)",
+        "SELECT MAX(0, (SELECT COUNT(*) FROM crystals WHERE embedding IS NOT NULL) "
+        "- (SELECT COUNT(*) FROM crystal_second WHERE encoder = ?)) AS n",
         (encoder,),
     )
     return int(row["n"]) if row is not None else 0
