@@ -289,8 +289,8 @@ def get_embedder(name: str = DEFAULT_EMBEDDER, *, cache_dir: Path | str | None =
 
 
 def build_default_model(quiet: bool = False, embedder: str = DEFAULT_EMBEDDER) -> Path:
-    """Build a model into the cache (``crystalmesh models build``; MiniLM unless
-    ``embedder`` names MPNet); return the int8 path."""
+    """Build a model into the cache (``crystalmesh models build``; MiniLM unless ``embedder``
+    names MPNet or ``"l3"``, the second opinion); return the int8 path."""
     source = MPNET if embedder.startswith("mpnet") else L3 if embedder == "l3" else MINILM
     built = build_model(default_cache_dir(), quiet=quiet, source=source)
     if not quiet:
