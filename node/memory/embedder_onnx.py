@@ -263,7 +263,8 @@ def build_model(cache_dir: Path | None = None, quiet: bool = True, source: Graph
     return paths
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
+    """The sha256 of a file, read a megabyte at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -279,7 +280,7 @@ def _write_digest(source: Path, target: Path) -> None:
     """Record the sha256 of ``source`` (about to become ``target``) beside ``target``."""
     recorded = _digest_path(target)
     temp = recorded.with_name(recorded.name + f".{os.getpid()}.tmp")
-    temp.write_text(_file_digest(source) + "\n")
+    temp.write_text(file_digest(source) + "\n")
     os.replace(temp, recorded)
 
 
@@ -291,7 +292,7 @@ def _digest_ok(path: Path) -> bool:
         _write_digest(path, path)
         return True
     try:
-        return recorded.read_text().strip() == _file_digest(path)
+        return recorded.read_text().strip() == file_digest(path)
     except OSError:
         return False
 
