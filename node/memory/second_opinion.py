@@ -37,14 +37,13 @@ from node.crystals.model import Crystal
 from node.db import Database
 from node.memory.embedder import Embedder, get_embedder
 from node.memory.embedder_onnx import ModelFilesMissing
-from node.memory.windows import vector_rows
+from node.memory.windows import unit_rows, vector_rows
 
 log = logging.getLogger(__name__)
 
 # Chosen on tune data only (v2 tune and the first fresh set; docs/benchmarks.md, "Second
 # opinion"): 0.2-0.3 helps both sets with both pairs; 0.25 is the middle.
 SECOND_OPINION_WEIGHT = 0.25
-NORM_TOLERANCE = 1e-3  # stored rows are the model's unit vectors, as float32
 AUTO = "auto"
 NONE = "none"
 CHOICES = (AUTO, NONE, "l3", "minilm")
@@ -119,11 +118,8 @@ def read_vectors(db: Database, rowids: Iterable[int], encoder: str, dim: int) ->
         else:
             _ignored(rowid, row["size"], encoder, dim)
     if blobs:
-        # Checked all at once: finite, and unit length as the model wrote them.
         matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
-        finite = np.isfinite(matrix).all(axis=1)
-        norms = np.linalg.norm(np.where(np.isfinite(matrix), matrix, 0.0).astype(np.float64), axis=1)
-        valid = finite & (np.abs(norms - 1.0) <= NORM_TOLERANCE)
+        valid = unit_rows(matrix)  # checked all at once, as window rows are
         for position, rowid in enumerate(kept):
             if valid[position]:
                 found[rowid] = matrix[position]

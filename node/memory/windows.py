@@ -84,12 +84,15 @@ def _valid(stored_embedder: object, blob: object, embedder: str, dim: int,
     if len(blob) % (dim * 4) or not 2 <= len(blob) // (dim * 4) <= max_windows:
         return None
     windows = np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)
-    if not np.all(np.isfinite(windows)):
-        return None
-    norms = np.linalg.norm(windows.astype(np.float64), axis=1)
-    if np.any(np.abs(norms - 1.0) > NORM_TOLERANCE):
-        return None
-    return windows
+    return windows if unit_rows(windows).all() else None
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Which rows of a stored ``(n, dim)`` float32 matrix are as a model writes them: finite, and
+    of unit length within :data:`NORM_TOLERANCE` (window and second-opinion rows are read alike)."""
+    finite = np.isfinite(vectors).all(axis=1)
+    norms = np.linalg.norm(np.where(finite[:, None], vectors, 0.0).astype(np.float64), axis=1)
+    return finite & (np.abs(norms - 1.0) <= NORM_TOLERANCE)
 
 
 def rescore(dense: Sequence[tuple[int, float]], others: Iterable[int],
