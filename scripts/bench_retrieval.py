@@ -50,7 +50,7 @@ from node.crystals.fusion import FusionParams, fts_query, fuse
 from node.memory.embedder import EMBEDDER_NAMES, get_embedder
 from node.memory.facade import Memory, SearchRequest
 from node.memory.second_opinion import CHOICES as SECOND_OPINIONS
-from node.memory.second_opinion import read_vectors, rescore
+from node.memory.second_opinion import opinion_of
 
 DATA_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "retrieval_v2.json"
 CUTOFF = 10
@@ -135,11 +135,8 @@ class Bench:
 
     def dense2(self, text: str, k: int = CUTOFF) -> list[str]:
         """The index's nearest ``ORACLE_DEPTH`` re-scored by the second opinion, as search does."""
-        second = self.memory.second
-        assert second is not None
         dense = self.memory.index.query(self.memory.embed([text])[0], ORACLE_DEPTH)
-        opinions = read_vectors(self.memory.db, (rowid for rowid, _ in dense), second.name, second.dim)
-        dense = rescore(dense, opinions, second.embed([text])[0])
+        dense = opinion_of(self.memory.db, self.memory.second, text, dense)
         return [self.by_rowid[rowid] for rowid, _ in dense[:k]]
 
     def bm25(self, text: str, k: int = CUTOFF) -> list[str]:

@@ -27,7 +27,7 @@ from node.memory.candidates import Rows, Visibility, lexical_candidates, sparse
 from node.memory.embedder import Embedder
 from node.memory.hormones import HormonalStateManager
 from node.memory.ranking import confidence_weight, surface_warnings
-from node.memory.second_opinion import read_vectors, rescore
+from node.memory.second_opinion import opinion_of
 from node.memory.temporal import valid_at
 from node.memory.windows import best_window_dense
 
@@ -139,11 +139,8 @@ def search(
     # else every version is a candidate; validity at ``as_of`` is checked below
     # A long crystal scores by its best window where that beats its mean (node.memory.windows).
     dense = best_window_dense(store.db, index.embedder_name, vector, dense, lexical)
-    if second is not None and dense:
-        # A second encoder's opinion: cos + w·cos₂, if every dense candidate has its vector.
-        opinions = read_vectors(store.db, (rowid for rowid, _ in dense), second.name, second.dim)
-        if len(opinions) == len({rowid for rowid, _ in dense}):
-            dense = rescore(dense, opinions, second.embed([query])[0])
+    # A second encoder's opinion: cos + w·cos₂, if every dense candidate has its vector.
+    dense = opinion_of(store.db, second, query, dense)
     by_rowid = rows.by_rowid
     confidence_of_bm25 = lexical_confidence(
         wanted, [by_rowid[rowid].text for rowid, _ in lexical[:CONFIDENCE_DEPTH]]

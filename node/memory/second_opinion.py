@@ -145,6 +145,18 @@ def rescore(dense: list[tuple[int, float]], vectors: dict[int, np.ndarray], quer
     return scored
 
 
+def opinion_of(db: Database, second: Embedder | None, query: str,
+               dense: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``dense`` (the index's candidates for ``query``) re-scored by ``second``'s opinion, if every
+    candidate has a valid vector of it (only then is the question embedded); else unchanged."""
+    if second is None or not dense:
+        return dense
+    opinions = read_vectors(db, (rowid for rowid, _ in dense), second.name, second.dim)
+    if any(rowid not in opinions for rowid, _ in dense):
+        return dense
+    return rescore(dense, opinions, second.embed([query])[0])
+
+
 def missing_count(db: Database, encoder: str) -> int:
     """How many embedded crystals have no second-opinion vector of ``encoder``: the embedded crystals
     less the encoder's rows (a row exists only beside its crystal), from two indexes (schema 5)."""
@@ -157,4 +169,4 @@ def missing_count(db: Database, encoder: str) -> int:
 
 
 __all__ = ["AUTO", "CHOICES", "NONE", "SECOND_OPINION_WEIGHT", "give_opinions", "missing_count",
-           "open_second_opinion", "opinion_status", "read_vectors", "rescore", "second_name"]
+           "open_second_opinion", "opinion_of", "opinion_status", "read_vectors", "rescore", "second_name"]

@@ -18,7 +18,7 @@ from node.crystals.compound import split_clauses
 from node.crystals.fusion import fts_query, lexical_evidence
 from node.crystals.lexical import CONFIDENCE_DEPTH, lexical_confidence
 from node.memory.facade import Memory, SearchRequest
-from node.memory.second_opinion import read_vectors, rescore
+from node.memory.second_opinion import opinion_of
 
 
 def _confidence(memory: Memory, query: str) -> float:
@@ -30,11 +30,8 @@ def _confidence(memory: Memory, query: str) -> float:
 def _dense_side(memory: Memory, query: str) -> list[tuple[int, float]]:
     """Dense search as the product does it: the index's 50 nearest to the query's own vector,
     re-scored by the second opinion (node.memory.second_opinion) the store has by default."""
-    nearest = memory.index.query(memory.embed([query])[0], 50)
-    second = memory.second
-    assert second is not None
-    opinions = read_vectors(memory.db, (rowid for rowid, _ in nearest), second.name, second.dim)
-    return rescore(nearest, opinions, second.embed([query])[0])
+    assert memory.second is not None
+    return opinion_of(memory.db, memory.second, query, memory.index.query(memory.embed([query])[0], 50))
 
 
 def _assert_dense_order(memory: Memory, query: str) -> list[str]:
