@@ -9,14 +9,17 @@ words, while for identifier queries (``ERR-4412``, ``JIRA-2231``,
 
 :func:`fuse` therefore weights the lexical side per query:
 
-* ``lexical_weight = base_lexical_weight + confidence_weight * e + identifier_weight * s``,
+* ``lexical_weight = base_lexical_weight + confidence_weight * e * a + identifier_weight * s``,
   capped at ``max_lexical_weight``, where ``e`` is the lexical evidence
   (:func:`lexical_evidence`): the lexical confidence ``c`` in [0, 1] of the
   query (the idf-weighted share of its terms that the best BM25 hit contains,
   :func:`node.crystals.lexical.lexical_confidence`, computed by the caller: 0
   when not given) when ``c >= confidence_floor``, else 0 ("do no harm": a query
-  that shares no real word with the store ranks exactly as dense search), and
-  ``s`` in [0, 1] is the rarity of the rarest
+  that shares no real word with the store ranks exactly as dense search);
+  ``a`` in [0, 1] is the lists' agreement (:func:`agreement`): how close in
+  meaning BM25's best hit is to the dense list's best, so that a reworded
+  question whose few words an unrelated memory happens to share is not pulled
+  towards it; and ``s`` in [0, 1] is the rarity of the rarest
   code-like token in the query (see :func:`code_tokens`;
   rarity from ``doc_freq`` as ``clip(-log10(df) / rarity_decades, 0, 1)``, so
   an identifier in ≤ 1 % of memories counts fully and one that no memory
@@ -66,16 +69,21 @@ class FusionParams:
     showed no measurable effect and is off by default. ``confidence_floor``
     0.2: below it the lexical confidence counts as no evidence at all (middle of
     the tune plateau 0.15–0.25, docs/benchmarks.md "Third pass").
+    ``agreement_low``/``agreement_high`` 0.4/0.6: the ramp of :func:`agreement`
+    (middle of the tune plateau 0.4–0.6), and with it ``confidence_weight`` 0.7
+    (docs/benchmarks.md, "Agreement of the two lists").
     """
 
     base_lexical_weight: float = 0.0
-    confidence_weight: float = 0.6
+    confidence_weight: float = 0.7
     identifier_weight: float = 0.9
     max_lexical_weight: float = 0.9
     rrf_weight: float = 0.0
     rrf_k: int = RRF_K
     rarity_decades: float = 2.0
     confidence_floor: float = 0.2
+    agreement_low: float = 0.4
+    agreement_high: float = 0.6
 
 
 DEFAULT_PARAMS = FusionParams()
@@ -188,6 +196,33 @@ def lexical_weight(
     )
 
 
+def agreement(
+    dense: Sequence[tuple[str, float]],
+    lexical: Sequence[tuple[str, float]],
+    params: FusionParams = DEFAULT_PARAMS,
+) -> float:
+    """How far the lexical list's best hit agrees in meaning with the dense list, in [0, 1].
+
+    ``r = dense(b) / dense(best)``, where ``b`` is BM25's best hit and ``dense(b)``
+    its dense score (the dense list's lowest if it is not in the list), mapped
+    linearly from ``agreement_low`` (0) to ``agreement_high`` (1). A keyword
+    question's best BM25 hit is usually near the top of the dense list too (1);
+    a reworded question matches words of a memory about something else (0).
+    1 when either list is empty or the dense scores are not positive.
+    """
+    if not dense or not lexical:
+        return 1.0
+    scores = dict(dense)
+    best = max(scores.values())
+    if best <= 0.0:
+        return 1.0
+    ratio = scores.get(lexical[0][0], min(scores.values())) / best
+    span = params.agreement_high - params.agreement_low
+    if span <= 0.0:
+        return 1.0 if ratio >= params.agreement_low else 0.0
+    return min(1.0, max(0.0, (ratio - params.agreement_low) / span))
+
+
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
     """Reciprocal Rank Fusion (seed 002): ``Σ 1 / (k + rank)`` with ranks starting at 1."""
     scores: dict[str, float] = {}
@@ -216,14 +251,16 @@ def fuse(
     already). ``doc_freq(token)``: fraction of stored memories in [0, 1]
     matching a raw query token (e.g. ``count(MATCH fts_query(token)) /
     total``); without it every identifier-like token counts as rare.
-    ``lexical_confidence`` in [0, 1]: see :func:`lexical_weight`.
+    ``lexical_confidence`` in [0, 1]: see :func:`lexical_weight`; it counts
+    only as far as the two lists agree (:func:`agreement`).
     Fused scores are comparable within one call only.
     """
     if k <= 0:
         return []
     if any(score > 0.0 for _, score in lexical):
         raise ValueError("lexical scores must be FTS5 bm25() values (<= 0, lower is better)")
-    weight = lexical_weight(query, doc_freq, params, lexical_confidence) if lexical else 0.0
+    confidence = lexical_confidence * agreement(dense, lexical, params)
+    weight = lexical_weight(query, doc_freq, params, confidence) if lexical else 0.0
 
     dense_scores = dict(dense)
     dense_best = max(dense_scores.values(), default=0.0)

@@ -58,7 +58,10 @@ def test_product_search_beats_dense_and_bm25_on_the_held_out_half(tmp_path: Path
 def test_the_second_opinion_lifts_reworded_questions_above_dense_search(tmp_path: Path) -> None:
     """On the tune half, where it was chosen (docs/benchmarks.md, "Second opinion"): with the
     default second opinion (paraphrase-MiniLM-L3 beside MiniLM) the product ranks reworded
-    questions better than dense search alone; without it, it only ties."""
+    questions better than dense search alone; without it, it only ties. Fusion keeps all of that
+    gain: the lexical list counts only as far as its best hit agrees with the dense list's meaning
+    (``fusion.agreement``), so words a reworded question shares with an unrelated memory cost it
+    nothing (docs/benchmarks.md, "Agreement of the two lists")."""
     bench = _bench()
     memories, queries = bench.load()
     tune = [query for query in queries if query.split == "tune"]
@@ -71,6 +74,7 @@ def test_the_second_opinion_lifts_reworded_questions_above_dense_search(tmp_path
     paraphrase = report["tune"]["paraphrase"]
     assert paraphrase["hybrid"]["ndcg@10"] > paraphrase["dense"]["ndcg@10"] + 0.005, paraphrase
     assert paraphrase["dense2"]["ndcg@10"] > paraphrase["dense"]["ndcg@10"], paraphrase
+    assert paraphrase["hybrid"]["ndcg@10"] >= paraphrase["dense2"]["ndcg@10"], paraphrase
     for kind, entry in report["tune"].items():
         if kind != "latency_ms":
             assert entry["hybrid"]["ndcg@10"] > entry["dense"]["ndcg@10"], (kind, entry)

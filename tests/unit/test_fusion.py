@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from node.crystals.fusion import (
     DEFAULT_PARAMS,
+    FusionParams,
+    agreement,
     code_tokens,
     fts_query,
     fuse,
@@ -54,10 +56,11 @@ def test_identifier_absent_from_the_corpus_falls_back_to_dense() -> None:
 
 
 def test_lexical_confidence_buys_bm25_weight() -> None:
-    # base 0 + confidence_weight 0.6 * 0.5 = 0.3; an identifier on top is capped at 0.9.
-    assert lexical_weight("quick supper", confidence=0.5) == pytest.approx(0.3)
+    # base 0 + confidence_weight 0.7 * 0.5 = 0.35; an identifier on top is capped at 0.9.
+    assert DEFAULT_PARAMS.confidence_weight == 0.7
+    assert lexical_weight("quick supper", confidence=0.5) == pytest.approx(0.35)
     assert lexical_weight("quick supper", confidence=0.0) == DEFAULT_PARAMS.base_lexical_weight
-    assert lexical_weight("quick supper", confidence=7.0) == pytest.approx(0.6)  # clipped to 1
+    assert lexical_weight("quick supper", confidence=7.0) == pytest.approx(0.7)  # clipped to 1
     assert lexical_weight("ERR-4091", doc_freq=lambda token: 0.001, confidence=1.0) == 0.9
     dense = [("meaning", 0.7), ("words", 0.6)]
     lexical = [("words", -9.0)]
@@ -66,14 +69,14 @@ def test_lexical_confidence_buys_bm25_weight() -> None:
 
 
 def test_confidence_below_the_floor_is_no_lexical_evidence() -> None:
-    # floor 0.2: 0.19 counts as 0, 0.2 as itself; weight 0.6 * 0.2 = 0.12.
+    # floor 0.2: 0.19 counts as 0, 0.2 as itself; weight 0.7 * 0.2 = 0.14.
     assert DEFAULT_PARAMS.confidence_floor == 0.2
     assert lexical_evidence(0.19) == 0.0
     assert lexical_evidence(0.2) == pytest.approx(0.2)
     assert lexical_evidence(3.0) == 1.0
     assert lexical_evidence(-1.0) == 0.0
     assert lexical_weight("quick supper", confidence=0.19) == 0.0
-    assert lexical_weight("quick supper", confidence=0.2) == pytest.approx(0.12)
+    assert lexical_weight("quick supper", confidence=0.2) == pytest.approx(0.14)
     # An identifier's rarity is evidence of its own, floor or not: 0.9 * 1.
     assert lexical_weight("ERR-4091", doc_freq=lambda token: 0.001, confidence=0.1) == pytest.approx(0.9)
     # Below the floor the fused order is the dense order, however strong BM25's list is.
@@ -81,6 +84,31 @@ def test_confidence_below_the_floor_is_no_lexical_evidence() -> None:
     lexical = [("words", -9.0)]
     assert [doc for doc, _ in fuse("q", dense, lexical, 2, lexical_confidence=0.19)] == ["meaning", "words"]
     assert fuse("q", dense, lexical, 2, lexical_confidence=0.19)[0][1] == pytest.approx(1.0)
+
+
+def test_agreement_ramps_from_low_to_high_by_hand() -> None:
+    # r = dense score of BM25's best hit / best dense score; 0 at r <= 0.4, 1 at r >= 0.6.
+    dense = [("a", 0.8), ("b", 0.4), ("c", 0.2)]
+    assert agreement(dense, [("a", -3.0)]) == 1.0
+    assert agreement(dense, [("b", -3.0)]) == pytest.approx(0.5)  # r = 0.5
+    assert agreement(dense, [("c", -3.0)]) == 0.0  # r = 0.25
+    assert agreement(dense, [("elsewhere", -3.0), ("a", -1.0)]) == 0.0  # not in the dense list: its floor
+    assert agreement([], [("a", -3.0)]) == 1.0 and agreement(dense, []) == 1.0
+    assert agreement([("a", -0.1)], [("a", -3.0)]) == 1.0  # no positive dense score to compare with
+    hard = FusionParams(agreement_low=0.5, agreement_high=0.5)
+    assert agreement(dense, [("b", -3.0)], hard) == 1.0
+    assert agreement(dense, [("c", -3.0)], hard) == 0.0
+
+
+def test_words_of_a_memory_far_from_the_meaning_buy_no_bm25_weight() -> None:
+    # A reworded question shares words with an unrelated memory: full lexical confidence,
+    # but BM25's best hit is far down the dense list, so the dense order stands.
+    dense = [("meaning", 0.8), ("near", 0.7), ("words", 0.3)]
+    lexical = [("words", -9.0), ("near", -1.0)]
+    assert [doc for doc, _ in fuse("q", dense, lexical, 3, lexical_confidence=1.0)] == ["meaning", "near", "words"]
+    # The same words in a memory that agrees in meaning do count.
+    agreeing = [("meaning", 0.8), ("words", 0.7), ("near", 0.3)]
+    assert fuse("q", agreeing, lexical, 3, lexical_confidence=1.0)[0][0] == "words"
 
 
 def test_common_identifier_gets_less_lexical_weight_than_a_rare_one() -> None:
@@ -150,11 +178,11 @@ def test_identifier_tokens_keep_punctuated_runs_whole() -> None:
 def test_letters_only_identifiers_are_words_for_ranking() -> None:
     query = "when did HTTPS break on GitHub for OOMKilled pods on db-prod-07 after v2.3.1, user_id 5433"
     assert code_tokens(query) == ["db-prod-07", "v2.3.1", "user_id", "5433"]
-    # A rare all-caps word buys no identifier weight: by hand, 0 + 0.6 * 0 + 0.9 * 0 = 0
+    # A rare all-caps word buys no identifier weight: by hand, 0 + 0.7 * 0 + 0.9 * 0 = 0
     # (it would be 0.9 * rarity 1 = 0.9 as an identifier); the confidence term still applies.
     rare = lambda token: 0.001  # noqa: E731
     assert lexical_weight("why did HTTPS fail overnight", doc_freq=rare) == 0.0
-    assert lexical_weight("why did HTTPS fail overnight", doc_freq=rare, confidence=0.5) == pytest.approx(0.3)
+    assert lexical_weight("why did HTTPS fail overnight", doc_freq=rare, confidence=0.5) == pytest.approx(0.35)
     assert lexical_weight("why did ERR-4091 fail overnight", doc_freq=rare) == pytest.approx(0.9)
 
 
