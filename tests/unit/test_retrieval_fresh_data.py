@@ -34,6 +34,10 @@ SETS = {
         230,
         {"paraphrase": 80, "identifier": 45, "keyword": 30, "multi-hop": 25, "negation-trap": 30},
     ),
+    "retrieval_fresh4": (
+        300,
+        {"paraphrase": 90, "identifier": 50, "keyword": 34, "multi-hop": 26, "negation-trap": 34},
+    ),
 }
 
 
@@ -88,7 +92,7 @@ def test_the_json_is_what_build_py_makes_from_the_txt_files(name: str) -> None:
     assert build.render(data) == _data(name).read_text(), (
         f"tests/data/{name}.json is stale: run python tests/data/{name}/build.py"
     )
-    assert "stop 20" in data["description"] and "never tuned on" in data["description"]
+    assert re.search(r"\bstop 2[0-9]\b", data["description"]) and "never tuned on" in data["description"]
 
 
 @pytest.mark.parametrize("name", sorted(SETS))
@@ -126,12 +130,26 @@ def test_the_third_set_is_a_different_world_from_the_first_two() -> None:
     assert "after the two stop 20 sets" in third["description"]
 
 
-def test_the_third_set_has_negation_traps_with_and_without_a_negation_word() -> None:
+def test_the_fourth_set_is_a_different_world_from_the_first_three() -> None:
+    earlier = {
+        m["text"]
+        for name in ("retrieval_fresh", "retrieval_fresh2", "retrieval_fresh3")
+        for m in _build(name).build()[0]["memories"]
+    }
+    fourth = _build("retrieval_fresh4").build()[0]
+    assert not earlier & {m["text"] for m in fourth["memories"]}
+    assert "after the stop 22 set" in fourth["description"]
+    # written in two halves by two writers: work (w_) and life (h_) ids never collide
+    assert {m["id"][:2] for m in fourth["memories"]} == {"w_", "h_"}
+
+
+@pytest.mark.parametrize("name", ["retrieval_fresh3", "retrieval_fresh4"])
+def test_later_sets_have_negation_traps_with_and_without_a_negation_word(name: str) -> None:
     # the brief: about half say "not / never / other than / except", half do not
     negation = re.compile(r"\b(not|no|never|except|other than)\b|n't\b")
     traps = [
         q["text"]
-        for q in _build("retrieval_fresh3").build()[0]["queries"]
+        for q in _build(name).build()[0]["queries"]
         if q["kind"] == "negation-trap"
     ]
     said = [text for text in traps if negation.search(text.lower())]
