@@ -46,10 +46,30 @@ def test_product_search_beats_dense_and_bm25_on_the_held_out_half(tmp_path: Path
     assert hybrid > overall["bm25"]["ndcg@10"], overall
     assert report["heldout"]["identifier"]["hybrid"]["ndcg@10"] >= 0.9, report["heldout"]["identifier"]
     # Kinds where the product wins outright on the held-out half (docs/benchmarks.md,
-    # "Retrieval v2"); paraphrase (0.745 vs dense 0.775) and keyword (a tie at 0.997) do not yet,
-    # and are not asserted.
+    # "Retrieval v2"); paraphrase (0.749 vs dense 0.775) and keyword (a tie at 0.997) do not yet,
+    # and are not asserted (on the fourth set, below, every kind is).
     for kind in ("identifier", "multi-hop", "negation-trap"):
         entry = report["heldout"][kind]
+        assert entry["hybrid"]["ndcg@10"] > entry["dense"]["ndcg@10"], (kind, entry)
+        assert entry["hybrid"]["ndcg@10"] > entry["bm25"]["ndcg@10"], (kind, entry)
+
+
+@pytest.mark.slow
+def test_product_search_beats_dense_and_bm25_on_every_kind_of_the_fourth_held_out_set(tmp_path: Path) -> None:
+    """The issue's bar, held: on tests/data/retrieval_fresh4.json (evaluated once after the
+    fusion change it was written to judge; docs/benchmarks.md, "Agreement of the two lists")
+    the product beats dense-only and BM25-only overall and on every kind."""
+    bench = _bench()
+    memories, queries = bench.load(bench.DATA_PATH.with_name("retrieval_fresh4.json"))
+    index = bench.Bench(memories, "minilm", tmp_path / "node")
+    try:
+        assert index.memory.second is not None
+        report = bench.evaluate(index, queries)
+    finally:
+        index.close()
+    kinds = {kind: entry for kind, entry in report["heldout"].items() if kind != "latency_ms"}
+    assert set(kinds) == {"overall", "paraphrase", "identifier", "keyword", "multi-hop", "negation-trap"}
+    for kind, entry in kinds.items():
         assert entry["hybrid"]["ndcg@10"] > entry["dense"]["ndcg@10"], (kind, entry)
         assert entry["hybrid"]["ndcg@10"] > entry["bm25"]["ndcg@10"], (kind, entry)
 
