@@ -69,8 +69,8 @@ class FusionParams:
     showed no measurable effect and is off by default. ``confidence_floor``
     0.2: below it the lexical confidence counts as no evidence at all (middle of
     the tune plateau 0.15–0.25, docs/benchmarks.md "Third pass").
-    ``agreement_low``/``agreement_high`` 0.4/0.6: the ramp of :func:`agreement`
-    (middle of the tune plateau 0.4–0.6), and with it ``confidence_weight`` 0.7
+    ``agreement_low``/``agreement_high`` 0.2/0.4: the ramp of :func:`agreement`
+    (on the tune plateau 0.2–0.5), and with it ``confidence_weight`` 0.7
     (docs/benchmarks.md, "Agreement of the two lists").
     """
 
@@ -82,8 +82,8 @@ class FusionParams:
     rrf_k: int = RRF_K
     rarity_decades: float = 2.0
     confidence_floor: float = 0.2
-    agreement_low: float = 0.4
-    agreement_high: float = 0.6
+    agreement_low: float = 0.2
+    agreement_high: float = 0.4
 
 
 DEFAULT_PARAMS = FusionParams()
@@ -203,20 +203,24 @@ def agreement(
 ) -> float:
     """How far the lexical list's best hit agrees in meaning with the dense list, in [0, 1].
 
-    ``r = dense(b) / dense(best)``, where ``b`` is BM25's best hit and ``dense(b)``
-    its dense score (the dense list's lowest if it is not in the list), mapped
-    linearly from ``agreement_low`` (0) to ``agreement_high`` (1). A keyword
-    question's best BM25 hit is usually near the top of the dense list too (1);
-    a reworded question matches words of a memory about something else (0).
-    1 when either list is empty or the dense scores are not positive.
+    ``r = (dense(b) − lowest) / (best − lowest)``: where BM25's best hit ``b``
+    falls between the dense list's lowest and best scores (0 if it is not in
+    the list at all: it is then less similar than every dense candidate),
+    mapped linearly from ``agreement_low`` (0) to ``agreement_high`` (1). A
+    keyword question's best BM25 hit is usually near the top of the dense list
+    too (1); a reworded question matches words of a memory about something
+    else (0). 1 when either list is empty.
     """
     if not dense or not lexical:
         return 1.0
     scores = dict(dense)
-    best = max(scores.values())
-    if best <= 0.0:
+    top = lexical[0][0]
+    if top not in scores:
+        return 0.0
+    best, lowest = max(scores.values()), min(scores.values())
+    if best <= lowest:
         return 1.0
-    ratio = scores.get(lexical[0][0], min(scores.values())) / best
+    ratio = (scores[top] - lowest) / (best - lowest)
     span = params.agreement_high - params.agreement_low
     if span <= 0.0:
         return 1.0 if ratio >= params.agreement_low else 0.0

@@ -62,10 +62,10 @@ def test_lexical_confidence_buys_bm25_weight() -> None:
     assert lexical_weight("quick supper", confidence=0.0) == DEFAULT_PARAMS.base_lexical_weight
     assert lexical_weight("quick supper", confidence=7.0) == pytest.approx(0.7)  # clipped to 1
     assert lexical_weight("ERR-4091", doc_freq=lambda token: 0.001, confidence=1.0) == 0.9
-    dense = [("meaning", 0.7), ("words", 0.6)]
+    dense = [("meaning", 0.7), ("words", 0.6), ("other", 0.1)]  # "words" agrees in meaning too
     lexical = [("words", -9.0)]
-    assert fuse("q", dense, lexical, 2)[0][0] == "meaning"
-    assert fuse("q", dense, lexical, 2, lexical_confidence=1.0)[0][0] == "words"
+    assert fuse("q", dense, lexical, 3)[0][0] == "meaning"
+    assert fuse("q", dense, lexical, 3, lexical_confidence=1.0)[0][0] == "words"
 
 
 def test_confidence_below_the_floor_is_no_lexical_evidence() -> None:
@@ -87,15 +87,17 @@ def test_confidence_below_the_floor_is_no_lexical_evidence() -> None:
 
 
 def test_agreement_ramps_from_low_to_high_by_hand() -> None:
-    # r = dense score of BM25's best hit / best dense score; 0 at r <= 0.4, 1 at r >= 0.6.
-    dense = [("a", 0.8), ("b", 0.4), ("c", 0.2)]
+    # r = where BM25's best hit falls between the lowest (0) and best (1) dense score;
+    # agreement 0 at r <= 0.2, 1 at r >= 0.4, linear between.
+    dense = [("a", 0.9), ("b", 0.4), ("c", 0.3), ("d", 0.1)]
     assert agreement(dense, [("a", -3.0)]) == 1.0
-    assert agreement(dense, [("b", -3.0)]) == pytest.approx(0.5)  # r = 0.5
-    assert agreement(dense, [("c", -3.0)]) == 0.0  # r = 0.25
-    assert agreement(dense, [("elsewhere", -3.0), ("a", -1.0)]) == 0.0  # not in the dense list: its floor
+    assert agreement(dense, [("b", -3.0)]) == pytest.approx(0.875)  # r = 0.3 / 0.8 = 0.375
+    assert agreement(dense, [("c", -3.0)]) == pytest.approx(0.25)  # r = 0.25
+    assert agreement(dense, [("d", -3.0)]) == 0.0  # r = 0
+    assert agreement(dense, [("elsewhere", -3.0), ("a", -1.0)]) == 0.0  # below every dense candidate
     assert agreement([], [("a", -3.0)]) == 1.0 and agreement(dense, []) == 1.0
-    assert agreement([("a", -0.1)], [("a", -3.0)]) == 1.0  # no positive dense score to compare with
-    hard = FusionParams(agreement_low=0.5, agreement_high=0.5)
+    assert agreement([("a", -0.1)], [("a", -3.0)]) == 1.0  # one candidate: it is the best
+    hard = FusionParams(agreement_low=0.3, agreement_high=0.3)
     assert agreement(dense, [("b", -3.0)], hard) == 1.0
     assert agreement(dense, [("c", -3.0)], hard) == 0.0
 
