@@ -38,6 +38,10 @@ SETS = {
         300,
         {"paraphrase": 90, "identifier": 50, "keyword": 34, "multi-hop": 26, "negation-trap": 34},
     ),
+    "retrieval_fresh5": (
+        400,
+        {"paraphrase": 90, "identifier": 50, "keyword": 34, "multi-hop": 26, "negation-trap": 34},
+    ),
 }
 
 
@@ -130,20 +134,24 @@ def test_the_third_set_is_a_different_world_from_the_first_two() -> None:
     assert "after the two stop 20 sets" in third["description"]
 
 
-def test_the_fourth_set_is_a_different_world_from_the_first_three() -> None:
+@pytest.mark.parametrize(
+    ("name", "after"), [("retrieval_fresh4", "after the stop 22 set"), ("retrieval_fresh5", "after the fourth set")]
+)
+def test_the_later_sets_are_different_worlds_from_the_earlier_ones(name: str, after: str) -> None:
     earlier = {
         m["text"]
-        for name in ("retrieval_fresh", "retrieval_fresh2", "retrieval_fresh3")
-        for m in _build(name).build()[0]["memories"]
+        for other in sorted(SETS)
+        if other < name
+        for m in _build(other).build()[0]["memories"]
     }
-    fourth = _build("retrieval_fresh4").build()[0]
-    assert not earlier & {m["text"] for m in fourth["memories"]}
-    assert "after the stop 22 set" in fourth["description"]
+    later = _build(name).build()[0]
+    assert not earlier & {m["text"] for m in later["memories"]}
+    assert after in later["description"]
     # written in two halves by two writers: work (w_) and life (h_) ids never collide
-    assert {m["id"][:2] for m in fourth["memories"]} == {"w_", "h_"}
+    assert {m["id"][:2] for m in later["memories"]} == {"w_", "h_"}
 
 
-@pytest.mark.parametrize("name", ["retrieval_fresh3", "retrieval_fresh4"])
+@pytest.mark.parametrize("name", ["retrieval_fresh3", "retrieval_fresh4", "retrieval_fresh5"])
 def test_later_sets_have_negation_traps_with_and_without_a_negation_word(name: str) -> None:
     # the brief: about half say "not / never / other than / except", half do not
     negation = re.compile(r"\b(not|no|never|except|other than)\b|n't\b")
