@@ -47,7 +47,7 @@ def test_product_search_beats_dense_and_bm25_on_the_held_out_half(tmp_path: Path
     assert report["heldout"]["identifier"]["hybrid"]["ndcg@10"] >= 0.9, report["heldout"]["identifier"]
     # Kinds where the product wins outright on the held-out half (docs/benchmarks.md,
     # "Retrieval v2"); paraphrase (0.749 vs dense 0.775) and keyword (a tie at 0.997) do not yet,
-    # and are not asserted (on the fourth set, below, every kind is).
+    # and are not asserted (on the later sets, below, every kind is).
     for kind in ("identifier", "multi-hop", "negation-trap"):
         entry = report["heldout"][kind]
         assert entry["hybrid"]["ndcg@10"] > entry["dense"]["ndcg@10"], (kind, entry)
@@ -55,12 +55,14 @@ def test_product_search_beats_dense_and_bm25_on_the_held_out_half(tmp_path: Path
 
 
 @pytest.mark.slow
-def test_product_search_beats_dense_and_bm25_on_every_kind_of_the_fourth_held_out_set(tmp_path: Path) -> None:
-    """The issue's bar, held: on tests/data/retrieval_fresh4.json (evaluated once after the
-    fusion change it was written to judge; docs/benchmarks.md, "Agreement of the two lists")
-    the product beats dense-only and BM25-only overall and on every kind."""
+@pytest.mark.parametrize("name", ["retrieval_fresh4", "retrieval_fresh5"])
+def test_product_search_beats_dense_and_bm25_on_every_kind_of_the_later_sets(tmp_path: Path, name: str) -> None:
+    """The issue's bar, held. tests/data/retrieval_fresh5.json (439 memories) was evaluated once,
+    after the fusion change of stop 23; retrieval_fresh4.json was the held-out set of that
+    change's first form and is tune data since (docs/benchmarks.md, "Agreement of the two
+    lists"). On both, the product beats dense-only and BM25-only overall and on every kind."""
     bench = _bench()
-    memories, queries = bench.load(bench.DATA_PATH.with_name("retrieval_fresh4.json"))
+    memories, queries = bench.load(bench.DATA_PATH.with_name(f"{name}.json"))
     index = bench.Bench(memories, "minilm", tmp_path / "node")
     try:
         assert index.memory.second is not None
