@@ -209,17 +209,18 @@ def agreement(
     mapped linearly from ``agreement_low`` (0) to ``agreement_high`` (1). A
     keyword question's best BM25 hit is usually near the top of the dense list
     too (1); a reworded question matches words of a memory about something
-    else (0). 1 when either list is empty.
+    else (0). 1 when either list is empty or the dense list says nothing (no
+    positive score, or every score equal): there is no meaning to disagree with.
     """
     if not dense or not lexical:
         return 1.0
     scores = dict(dense)
+    best, lowest = max(scores.values()), min(scores.values())
+    if best <= 0.0 or best <= lowest:
+        return 1.0
     top = lexical[0][0]
     if top not in scores:
         return 0.0
-    best, lowest = max(scores.values()), min(scores.values())
-    if best <= lowest:
-        return 1.0
     ratio = (scores[top] - lowest) / (best - lowest)
     span = params.agreement_high - params.agreement_low
     if span <= 0.0:

@@ -97,6 +97,11 @@ def test_agreement_ramps_from_low_to_high_by_hand() -> None:
     assert agreement(dense, [("elsewhere", -3.0), ("a", -1.0)]) == 0.0  # below every dense candidate
     assert agreement([], [("a", -3.0)]) == 1.0 and agreement(dense, []) == 1.0
     assert agreement([("a", -0.1)], [("a", -3.0)]) == 1.0  # one candidate: it is the best
+    # A dense list that says nothing (every score equal, or none positive) vetoes nothing,
+    # even for a hit it does not hold (the hashing embedder's list for a question sharing no token).
+    assert agreement([("a", 0.0), ("b", 0.0)], [("elsewhere", -3.0)]) == 1.0
+    assert agreement([("a", 0.3), ("b", 0.3)], [("elsewhere", -3.0)]) == 1.0
+    assert agreement([("a", -0.1), ("b", -0.4)], [("elsewhere", -3.0)]) == 1.0
     hard = FusionParams(agreement_low=0.3, agreement_high=0.3)
     assert agreement(dense, [("b", -3.0)], hard) == 1.0
     assert agreement(dense, [("c", -3.0)], hard) == 0.0
