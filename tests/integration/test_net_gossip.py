@@ -63,7 +63,7 @@ async def _attacker(nursery: trio.Nursery, nets: list[NetService]) -> NetService
         attacker.pubsub.remove_topic_validator(topic)
     await nursery.start(attacker.run)
     await wait_until(
-        lambda: all(len(attacker.mesh_peers(topic)) == len(nets) for topic in (SKILLS, WEATHER)),
+        lambda: all(len(attacker.mesh_peers(topic)) == len(nets) for topic in (SKILLS, WEATHER, TRUST)),
         60,
         "attacker in every mesh",
     )
