@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 RRF_K = 60
@@ -212,13 +212,17 @@ def agreement(
     else (0). 1 when either list is empty or the dense list says nothing (no
     positive score, or every score equal): there is no meaning to disagree with.
     """
-    if not dense or not lexical:
-        return 1.0
     scores = dict(dense)
-    best, lowest = max(scores.values()), min(scores.values())
-    if best <= 0.0 or best <= lowest:
+    return _agreement(scores, max(scores.values(), default=0.0), min(scores.values(), default=0.0),
+                      lexical[0][0] if lexical else None, params)
+
+
+def _agreement(scores: Mapping[str, float], best: float, lowest: float, top: str | None,
+               params: FusionParams) -> float:
+    """:func:`agreement` of dense ``scores`` (their ``best`` and ``lowest`` given, as :func:`fuse`
+    has them already) with BM25's best hit ``top`` (``None``: no lexical list)."""
+    if not scores or top is None or best <= 0.0 or best <= lowest:
         return 1.0
-    top = lexical[0][0]
     if top not in scores:
         return 0.0
     ratio = (scores[top] - lowest) / (best - lowest)
@@ -264,12 +268,12 @@ def fuse(
         return []
     if any(score > 0.0 for _, score in lexical):
         raise ValueError("lexical scores must be FTS5 bm25() values (<= 0, lower is better)")
-    confidence = lexical_confidence * agreement(dense, lexical, params)
-    weight = lexical_weight(query, doc_freq, params, confidence) if lexical else 0.0
-
     dense_scores = dict(dense)
     dense_best = max(dense_scores.values(), default=0.0)
     dense_floor = min(dense_scores.values(), default=0.0)
+    top = lexical[0][0] if lexical else None
+    confidence = lexical_confidence * _agreement(dense_scores, dense_best, dense_floor, top, params)
+    weight = lexical_weight(query, doc_freq, params, confidence) if lexical else 0.0
     lexical_scores = {doc_id: -score for doc_id, score in lexical}
     lexical_best = max(lexical_scores.values(), default=0.0)
     rank_scores = rrf([[doc_id for doc_id, _ in dense], [doc_id for doc_id, _ in lexical]], params.rrf_k)
