@@ -66,7 +66,7 @@ class X402Config:
 @dataclass
 class MemoryConfig:
     embedder: str = "minilm"  # one of embedder.EMBEDDER_NAMES: "minilm" (default), "mpnet" (opt-in), "hashing" (tests)
-    # A second encoder re-scores the dense candidates (node/memory/second_opinion.py): "auto" gives
+    # A second encoder re-scores the dense candidates (node/memory/search/second_opinion.py): "auto" gives
     # minilm the 3-layer paraphrase-MiniLM-L3 ("l3") and mpnet the MiniLM-L6; "none" turns it off.
     second_opinion: str = "auto"
     hnsw_ef_search: int = 100
@@ -95,7 +95,7 @@ class MemoryConfig:
     dream_llm_model: str = ""
     dream_llm_key_env: str = ""  # name of the environment variable holding the API key
     dream_llm_timeout_s: float = 60.0
-    # Optional LLM stage of search (node/memory/llm_stage.py): off unless llm_url is set
+    # Optional LLM stage of search (node/memory/search/llm_stage.py): off unless llm_url is set
     # and llm_hyde or llm_rerank is on. Any OpenAI-compatible endpoint; the key, if any,
     # comes from $CRYSTALMESH_LLM_API_KEY only.
     llm_url: str = ""

@@ -25,22 +25,22 @@ from node.crystals.model import Crystal, Lifecycle, now_ms
 from node.crystals.store import CrystalNotFound
 from node.errors import NodeError
 from node.keys import load_identity, load_or_create_api_token
-from node.market.buyer import Buyer, PurchaseRefused
+from node.market.book.listings import ListingBook
+from node.market.book.liveness import MarketLiveness
 from node.market.ledger import MarketLedger, Sale
-from node.market.listings import ListingBook
-from node.market.liveness import MarketLiveness
-from node.market.niche import niche_data
-from node.market.pricing import FlatReputation, ReputationSource
-from node.market.publish import Publisher
-from node.market.reconcile import reconcile_settlements
+from node.market.purchase.buyer import Buyer, PurchaseRefused
+from node.market.purchase.reconcile import reconcile_settlements
+from node.market.purchase.seller import Seller
+from node.market.purchase.x402_seller import serve_seller
 from node.market.records_api import MarketRecordsApi
-from node.market.seller import Seller
-from node.market.x402_seller import serve_seller
+from node.market.selling.niche import niche_data
+from node.market.selling.pricing import FlatReputation, ReputationSource
+from node.market.selling.publish import Publisher
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import ConsolidationReport, Memory
-from node.memory.learning_service import LearningServiceMixin
+from node.memory.learning.learning_service import LearningServiceMixin
 from node.memory.records_api import MemoryRecordsApi
-from node.memory.search import SearchHit, SearchRequest
+from node.memory.search.pipeline import SearchHit, SearchRequest
 from node.memory.working.service import WorkingMemoryServiceMixin
 from node.net.service import NetService
 from node.supervisor import supervise
@@ -357,7 +357,7 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
             info["error"] = str(error)
         return info
 
-    # --- market: publishing and the listing book (node/market/publish.py) ----------------------
+    # --- market: publishing and the listing book (node/market/selling/publish.py) ----------------------
     async def publish_skill(self, crystal_id: str, name: str | None = None,
                             summary: str | None = None) -> dict[str, Any]:
         return await self.publisher.publish_skill(crystal_id, name, summary)

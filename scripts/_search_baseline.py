@@ -24,16 +24,15 @@ from typing import Any
 import numpy as np
 
 from node.crystals import governance as gov
-from node.crystals.compound import coverage_order, merge_dense, split_clauses
-from node.crystals.fusion import code_tokens, fts_query, fuse, lexical_evidence
 from node.crystals.index import VectorIndex
-from node.crystals.lexical import _AFTER, _BEFORE, CONFIDENCE_DEPTH, lexical_confidence
 from node.crystals.model import Crystal, Lifecycle, now_ms
 from node.crystals.rows import COLUMNS_WITHOUT_EMBEDDING, Filters, row_to_crystal
 from node.crystals.store import CrystalStore
-from node.memory.hormones import HormonalStateManager
-from node.memory.ranking import confidence_weight, surface_warnings
-from node.memory.search import (
+from node.memory.dynamics.hormones import HormonalStateManager
+from node.memory.search.compound import coverage_order, merge_dense, split_clauses
+from node.memory.search.fusion import code_tokens, fts_query, fuse, lexical_evidence
+from node.memory.search.lexical import _AFTER, _BEFORE, CONFIDENCE_DEPTH, lexical_confidence
+from node.memory.search.pipeline import (
     IMPORTANCE_WEIGHT,
     RECENCY_HALF_LIFE_MS,
     RECENCY_WEIGHT,
@@ -43,6 +42,7 @@ from node.memory.search import (
     is_warning_hit,
     valid_then,
 )
+from node.memory.search.ranking import confidence_weight, surface_warnings
 
 log = logging.getLogger(__name__)
 
@@ -133,9 +133,9 @@ def baseline_search(
 ) -> list[SearchHit]:
     """Answer ``request`` from one data dir (synchronous: the database's thread).
 
-    ``confidence`` (seed 003, :mod:`node.memory.ranking`) re-weights near-ties by
+    ``confidence`` (seed 003, :mod:`node.memory.search.ranking`) re-weights near-ties by
     how sure the node is of each hit; relevant warnings are put first.
-    ``expansion``: a HyDE passage (node.memory.llm_stage); the dense side then
+    ``expansion``: a HyDE passage (node.memory.search.llm_stage); the dense side then
     searches with ``normalise(v(query) + v(expansion))``.
     """
     query = request.query.strip()
@@ -150,7 +150,7 @@ def baseline_search(
     filters = Filters(request.semantic_types, lifecycles, request.scopes, request.namespaces, now)
     candidates = max(50, k * 5)
     # A compound question ("which host runs the worker that stalled ...") is also
-    # searched clause by clause (node.crystals.compound); a one-clause query is not.
+    # searched clause by clause (node.memory.search.compound); a one-clause query is not.
     clauses = split_clauses(query)
     vector = embed([query])[0]  # as the product: the query's own vector (stop 20)
     if expansion:

@@ -11,7 +11,7 @@ JSON object.
         [--check-reference]
 
 With ``--embedder mpnet`` the default MiniLM int8 is timed in the same rounds
-(``minilm_int8_sentences_per_s``). The second opinion (node.memory.second_opinion:
+(``minilm_int8_sentences_per_s``). The second opinion (node.memory.search.second_opinion:
 paraphrase-MiniLM-L3 int8 beside MiniLM, MiniLM beside MPNet) is timed in the same
 rounds too, and ``with_second_opinion_sentences_per_s`` is what ingest embeds with
 both (the int8 embedder's and its second's best times added).
@@ -30,16 +30,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from node.memory.embedder import (
+from node.memory.embedding.embedder import (
     SESSION_THREADS,
     L3Embedder,
     MiniLMEmbedder,
     MPNetEmbedder,
     OnnxEmbedder,
 )
-from node.memory.embedder_mpnet import read_mpnet_shape
-from node.memory.embedder_onnx import default_cache_dir, load_weights, read_shape
-from node.memory.embedder_reference import reference_embed, reference_embed_mpnet
+from node.memory.embedding.embedder_mpnet import read_mpnet_shape
+from node.memory.embedding.embedder_onnx import default_cache_dir, load_weights, read_shape
+from node.memory.embedding.embedder_reference import reference_embed, reference_embed_mpnet
 
 DATA_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "retrieval_set.json"
 TARGET_SENTENCES_PER_S = 500

@@ -4,9 +4,9 @@
 The embedder reads at most one window of tokens (256 for MiniLM). A longer text
 used to be cut there, so whatever came later was invisible to dense search.
 Now it is embedded window by window and the windows' vectors are averaged
-(``node.memory.embedder.OnnxEmbedder``), and the windows' own vectors are kept
+(``node.memory.embedding.embedder.OnnxEmbedder``), and the windows' own vectors are kept
 beside the crystal so that search scores it by ``max(mean, best window)``
-(``node.memory.windows``). This compares the three on long notes:
+(``node.memory.search.windows``). This compares the three on long notes:
 
 * ``truncation``: ``max_windows=1``, the first window only (the old behaviour);
 * ``windows``: the windows' mean alone (notes stored from ``embedder.embed``'s
@@ -55,9 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_retrieval import Query, load, ndcg, reciprocal_rank
 
 from node.config import NodeConfig
-from node.memory.embedder import MAX_WINDOWS, MiniLMEmbedder
+from node.memory.embedding.embedder import MAX_WINDOWS, MiniLMEmbedder
 from node.memory.facade import Memory, SearchRequest
-from node.memory.windows import best_window_dense
+from node.memory.search.windows import best_window_dense
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 SETS = ("retrieval_v2", "retrieval_fresh", "retrieval_fresh2")

@@ -9,7 +9,7 @@ then runs three ways, all through that same store and index:
 * ``hybrid``: ``Memory.search`` itself (what a user gets);
 * ``dense``: ``memory.index.query`` on the embedded query (HNSW only);
 * ``bm25``: ``memory.store.fts(fts_query(query))`` (FTS5 only);
-* ``dense2`` (when the store has a second opinion, node.memory.second_opinion):
+* ``dense2`` (when the store has a second opinion, node.memory.search.second_opinion):
   the index's 50 nearest re-scored by the second encoder, as search does before
   fusion: what the two encoders do without BM25 and the rest of the product;
 * ``oracle`` (only with ``--oracle``): a headroom figure, not a method. For each
@@ -46,11 +46,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from node.config import NodeConfig
-from node.crystals.fusion import FusionParams, fts_query, fuse
-from node.memory.embedder import EMBEDDER_NAMES, get_embedder
+from node.memory.embedding.embedder import EMBEDDER_NAMES, get_embedder
 from node.memory.facade import Memory, SearchRequest
-from node.memory.second_opinion import CHOICES as SECOND_OPINIONS
-from node.memory.second_opinion import opinion_of
+from node.memory.search.fusion import FusionParams, fts_query, fuse
+from node.memory.search.second_opinion import CHOICES as SECOND_OPINIONS
+from node.memory.search.second_opinion import opinion_of
 
 DATA_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "retrieval_v2.json"
 CUTOFF = 10

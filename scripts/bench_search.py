@@ -56,7 +56,7 @@ from node.config import MemoryConfig, NodeConfig
 from node.crystals.index import IndexParams, VectorIndex
 from node.crystals.model import Crystal
 from node.crystals.store import CrystalStore
-from node.memory.embedder import get_embedder
+from node.memory.embedding.embedder import get_embedder
 from node.memory.facade import Memory, SearchRequest
 from scripts._search_baseline import baseline_search
 
@@ -429,7 +429,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--second-opinion", action="store_true",
-        help="also measure Memory.search with a second opinion (node.memory.second_opinion) whose "
+        help="also measure Memory.search with a second opinion (node.memory.search.second_opinion) whose "
              "vectors are looked up: the cost of reading and re-scoring, without its query embedding",
     )
     parser.add_argument(

@@ -25,9 +25,9 @@ from typing import Any
 from node.config import load_config
 from node.crystals.model import Lifecycle, SemanticType, now_ms
 from node.memory.facade import Memory
-from node.memory.search import SearchRequest
-from node.memory.testament_io import export_testament, import_testament
-from node.memory.tiers import end_session, run_tiers
+from node.memory.learning.testament_io import export_testament, import_testament
+from node.memory.learning.tiers import end_session, run_tiers
+from node.memory.search.pipeline import SearchRequest
 from protocol.identity import Identity
 
 HOUR_MS = 3_600_000

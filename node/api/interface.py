@@ -15,7 +15,7 @@ from node.memory.facade import ConsolidationReport, SearchHit, SearchRequest
 
 
 class LivenessApi(Protocol):
-    """The living market (``node.market.liveness.MarketLiveness``)."""
+    """The living market (``node.market.book.liveness.MarketLiveness``)."""
 
     async def reprice(self, listing_id: str, price_micro_usdc: int | None) -> dict[str, Any]: ...
     async def withdraw(self, listing_id: str) -> dict[str, Any]: ...

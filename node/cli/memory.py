@@ -253,7 +253,7 @@ def status(ctx: CliContext) -> None:
         click.echo(f"crystals     {s['total']}   ({s['db_path']})")
         click.echo(f"embedder     {s['embedder']} ({s['dim']}-d)   index vectors {s['index']['vectors']}")
         second = s.get("second_opinion")
-        if second:  # node.memory.second_opinion: crystals without its vector search without it
+        if second:  # node.memory.search.second_opinion: crystals without its vector search without it
             lacking = f"   {second['missing']} crystals lack it: run `memory reembed`" if second["missing"] else ""
             click.echo(f"second       {second['encoder']}{lacking}")
         click.echo("lifecycle    " + ", ".join(f"{k} {v}" for k, v in sorted(s["by_lifecycle"].items())))
@@ -307,7 +307,11 @@ def _import_testament(ctx: CliContext, path: Path) -> None:
     """``memory import --testament FILE``: verified whole before anything is written (docs/memory.md)."""
     import base64
 
-    from node.memory.testament_io import TestamentRefused, import_testament, read_testament_file
+    from node.memory.learning.testament_io import (
+        TestamentRefused,
+        import_testament,
+        read_testament_file,
+    )
 
     try:
         data = read_testament_file(path)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from node.cli.context import CliContext, CliError, common_options, stderr
-from node.memory.embedder import EMBEDDER_NAMES
+from node.memory.embedding.embedder import EMBEDDER_NAMES
 
 
 @click.command("reembed")

@@ -25,7 +25,7 @@ namespace_option = click.option(
 
 @contextmanager
 def open_working_memory(ctx: CliContext, namespace: str) -> Iterator[Any]:
-    from node.market.niche import niche_source
+    from node.market.selling.niche import niche_source
     from node.memory.working.build import working_memory_for
 
     with open_memory(ctx) as memory:

@@ -236,10 +236,10 @@ class Crystal:
     valid_to_ms: int | None = None
     superseded_by: str | None = None
     deleted_at_ms: int | None = None
-    # A long text's window vectors (node.memory.embedder), written beside the crystal by the
-    # store and read by search only (node.memory.windows); never serialised.
+    # A long text's window vectors (node.memory.embedding.embedder), written beside the crystal by the
+    # store and read by search only (node.memory.search.windows); never serialised.
     window_embeddings: list[list[float]] | None = field(default=None, repr=False, compare=False)
-    # The second encoder's name and vector of the text (node.memory.second_opinion), written
+    # The second encoder's name and vector of the text (node.memory.search.second_opinion), written
     # beside the crystal by the store and read by search only; never serialised.
     second_embedding: tuple[str, list[float]] | None = field(default=None, repr=False, compare=False)
 

@@ -223,7 +223,7 @@ MIGRATIONS: list[Migration] = [
         "CREATE INDEX crystals_memory ON crystals(memory_id, version)",
         "CREATE INDEX crystals_namespace ON crystals(namespace, created_at_ms)",
     ],
-    # 4: the window vectors of long crystals (node.memory.windows): a crystal whose text the
+    # 4: the window vectors of long crystals (node.memory.search.windows): a crystal whose text the
     # embedder read in more than one window keeps each window's float32 vector, written in the
     # transaction that writes the crystal, and removed with its row.
     [
@@ -240,7 +240,7 @@ MIGRATIONS: list[Migration] = [
         END
         """,
     ],
-    # 5: a second encoder's vector of each crystal (node.memory.second_opinion), written in the
+    # 5: a second encoder's vector of each crystal (node.memory.search.second_opinion), written in the
     # transaction that writes the crystal, and removed with its row. A store migrated from 4 has
     # none until `memory reembed` writes them; search then goes without the second opinion.
     [

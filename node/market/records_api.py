@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from node.market.book.listings import ListingBook
 from node.market.ledger import MarketLedger
-from node.market.listings import ListingBook
 from node.memory.async_memory import AsyncMemory
 
 

@@ -103,7 +103,7 @@ MIGRATIONS: list[Migration] = [
 
 MIGRATIONS.append([
     # 4: the market's newest state per (seller, skill) and per bounty: the lifecycle
-    # (node.market.lifecycle) and the listings sync cursor (sync_seq); open bounties.
+    # (node.market.book.lifecycle) and the listings sync cursor (sync_seq); open bounties.
     """
     CREATE TABLE market_feed (
         sync_seq INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -1,8 +1,8 @@
 """One chat turn against any OpenAI-compatible ``/chat/completions`` endpoint.
 
 The only client of a language model in the node: the optional search stage
-(``node.memory.llm_stage``: HyDE, rerank) and the dream's LLM synthesiser
-(``node.memory.working.llm``) both send their turns through
+(``node.memory.search.llm_stage``: HyDE, rerank) and the dream's LLM synthesiser
+(``node.memory.working.dream.llm``) both send their turns through
 :func:`chat_completion`. The endpoint is a remote party: the reply is read as
 a stream and refused past ``max_reply_bytes``, redirects are not followed, and
 anything that is not a chat completion with text content is an

@@ -2,7 +2,7 @@
 
 ``Memory`` is synchronous (CLI, benchmarks, tests) and runs on the database's
 thread; trio code uses it through :class:`node.memory.async_memory.AsyncMemory`.
-The search path lives in :mod:`node.memory.search`.
+The search path lives in :mod:`node.memory.search.pipeline`.
 """
 
 from __future__ import annotations
@@ -35,20 +35,26 @@ from node.crystals.model import (
 )
 from node.crystals.store import CrystalNotFound, CrystalStore
 from node.db import Database
-from node.memory.consolidation import ConsolidationInput, plan_consolidation
-from node.memory.embedder import Embedder, embed_windows, get_embedder
-from node.memory.hormones import (
+from node.memory.dynamics.consolidation import ConsolidationInput, plan_consolidation
+from node.memory.dynamics.hormones import (
     HormonalStateManager,
     compute_crystal_influence,
     emotional_valence,
 )
-from node.memory.llm_stage import RERANK_DEPTH, LlmSettings, LlmStage
+from node.memory.embedding.embedder import Embedder, embed_windows, get_embedder
+from node.memory.learning.tiers import run_tiers, tier_status
 from node.memory.reembed import configured_embedder_key
-from node.memory.search import MemoryInputError, SearchHit, SearchRequest, record_hits, search
-from node.memory.second_opinion import give_opinions, open_second_opinion, opinion_status
+from node.memory.search.llm_stage import RERANK_DEPTH, LlmSettings, LlmStage
+from node.memory.search.pipeline import (
+    MemoryInputError,
+    SearchHit,
+    SearchRequest,
+    record_hits,
+    search,
+)
+from node.memory.search.second_opinion import give_opinions, open_second_opinion, opinion_status
+from node.memory.search.windows import set_vectors
 from node.memory.skill_versions import new_skill_version
-from node.memory.tiers import run_tiers, tier_status
-from node.memory.windows import set_vectors
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +111,12 @@ class Memory:
                 self.embedder.name,
             )
             self.index_state = self.index.open(self.store, progress)
-            # A second encoder's opinion on the dense candidates (node.memory.second_opinion).
+            # A second encoder's opinion on the dense candidates (node.memory.search.second_opinion).
             self.second = open_second_opinion(config.memory.second_opinion, self.embedder, self.db)
         except BaseException:
             self.db.close()
             raise
-        from node.memory.learning import Learning  # seed 003/004 (docs/memory.md)
+        from node.memory.learning.learning import Learning  # seed 003/004 (docs/memory.md)
 
         self.learning = Learning(self)
         base_merge = config.memory.merge_overlap_threshold

@@ -16,8 +16,8 @@ from node.crystals.index import VectorIndex
 from node.crystals.model import AccessScope, Crystal, Origin, SemanticType
 from node.crystals.store import CrystalStore
 from node.db import Database
-from node.memory.hormones import HormonalStateManager
-from node.memory.search import SearchHit, SearchRequest
+from node.memory.dynamics.hormones import HormonalStateManager
+from node.memory.search.pipeline import SearchHit, SearchRequest
 
 
 class MemoryOwner(Protocol):

@@ -8,8 +8,8 @@ vectors only. :func:`reembed` changes which one:
    (nothing on disk changes; a kill here leaves the old store as it was);
 2. one SQLite transaction checks that no crystal was added, removed or edited
    since step 1, then writes every new vector (and replaces every long crystal's
-   window vectors, :mod:`node.memory.windows`, and every second-opinion vector,
-   :mod:`node.memory.second_opinion`) and the store's embedder name,
+   window vectors, :mod:`node.memory.search.windows`, and every second-opinion vector,
+   :mod:`node.memory.search.second_opinion`) and the store's embedder name,
    dimension and key (``meta``), and records ``embedder_migrated_from``;
    this commit is the switch;
 3. ``node.toml``'s ``[memory] embedder`` is rewritten (temp file + rename);
@@ -40,8 +40,8 @@ from node.crystals.rows import vector_bytes
 from node.crystals.store import CrystalStore
 from node.db import Database
 from node.errors import CrystalmeshError
-from node.memory.embedder import EMBEDDER_NAMES, Embedder, embed_windows, get_embedder
-from node.memory.second_opinion import second_name
+from node.memory.embedding.embedder import EMBEDDER_NAMES, Embedder, embed_windows, get_embedder
+from node.memory.search.second_opinion import second_name
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class ReembedReport:
     old_embedder: str | None
     new_embedder: str
     dim: int
-    second_opinion: str | None  # the encoder whose vectors were written beside (node.memory.second_opinion)
+    second_opinion: str | None  # the encoder whose vectors were written beside (node.memory.search.second_opinion)
     embed_s: float
     total_s: float
 

@@ -30,7 +30,7 @@ from node.crystals.store import CrystalNotFound
 from node.memory.facade import Memory, MemoryInputError
 from node.memory.namespaces import validate_namespace
 from node.memory.requests import MAX_TEXT_CHARS, parse_add_request
-from node.memory.windows import set_vectors
+from node.memory.search.windows import set_vectors
 
 UPDATE_KEYS = frozenset({"text", "scope"})
 

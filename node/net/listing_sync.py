@@ -6,7 +6,7 @@ market state it lacks, one request/response exchange per page:
 
     ListingsSyncRequest{cursor, limit}  ->  ListingsSyncPage{entries, next_cursor, more}
 
-``cursor`` is the peer's own change counter (``node.market.lifecycle``); the
+``cursor`` is the peer's own change counter (``node.market.book.lifecycle``); the
 first sync asks from 0, later ones continue from the last ``next_cursor``.
 Every entry is a signed envelope (listing, withdrawal, bounty) that goes
 through ``MessageValidator.check_synced`` — the gossip rules of its topic —

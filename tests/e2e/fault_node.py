@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from node.chain.settlement import SettlementEngine
-from node.market.seller import Seller
+from node.market.purchase.seller import Seller
 
 FAULTS = ("crash_before_settle", "crash_after_settle", "tamper_delivery")
 log = logging.getLogger(__name__)

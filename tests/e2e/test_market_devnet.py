@@ -17,7 +17,7 @@ from node.chain.authorization import sign_authorization
 from node.chain.wallet import load_wallet
 from node.config import load_config
 from node.keys import load_identity
-from node.market.wire import payment_message
+from node.market.purchase.wire import payment_message
 from protocol.envelope import open_envelope, seal
 from protocol.messages import (
     ErrorReply,

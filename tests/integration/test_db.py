@@ -21,8 +21,8 @@ from node.crystals.rows import crystal_values
 from node.crystals.store import CrystalStore
 from node.db import LEGACY_MIGRATIONS, Database, SchemaError
 from node.market import schema as market_schema
+from node.market.book.listings import ListingBook
 from node.market.ledger import MarketLedger
-from node.market.listings import ListingBook
 from node.trust import schema as trust_schema
 from node.trust.ledger import Ledger
 from tests.fixtures.legacy_schema import LEGACY_MIGRATIONS as LEGACY_SQL

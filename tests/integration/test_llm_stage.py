@@ -25,7 +25,7 @@ from node.config import NodeConfig, load_config
 from node.memory.async_memory import AsyncMemory
 from node.memory.chat import LlmError, chat_completion
 from node.memory.facade import Memory, SearchRequest
-from node.memory.llm_stage import API_KEY_ENV, HYDE_SYSTEM, MAX_REPLY_BYTES, parse_order
+from node.memory.search.llm_stage import API_KEY_ENV, HYDE_SYSTEM, MAX_REPLY_BYTES, parse_order
 from tests.integration.local_http import serving
 
 NOTES = [

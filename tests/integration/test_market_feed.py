@@ -6,8 +6,8 @@ from pathlib import Path
 
 from node.db import Database
 from node.market import schema
-from node.market.lifecycle import ListingLifecycle
-from node.market.listings import ListingBook
+from node.market.book.lifecycle import ListingLifecycle
+from node.market.book.listings import ListingBook
 from protocol.envelope import open_envelope, seal
 from protocol.identity import Identity
 from protocol.liveness import ListingWithdrawal

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import trio
 
-import node.market.buyer as buyer_module
-from node.market.buyer import PurchaseRefused
-from node.market.seller import Refusal
+import node.market.purchase.buyer as buyer_module
+from node.market.purchase.buyer import PurchaseRefused
+from node.market.purchase.seller import Refusal
 from tests.integration.market_nodes import BUYER_USDC, Market
 
 FIRST = ("Rotate a leaked API key: revoke it, issue a new one, roll it out to every service, "

@@ -13,8 +13,8 @@ import pytest
 import trio
 
 from node.chain.authorization import sign_authorization
-from node.market.buyer import PurchaseError, PurchaseRefused
-from node.market.wire import authorization_from_json, payment_message
+from node.market.purchase.buyer import PurchaseError, PurchaseRefused
+from node.market.purchase.wire import authorization_from_json, payment_message
 from protocol.messages import Delivery, ErrorReply
 from tests.integration.market_nodes import BUYER_USDC, Market
 

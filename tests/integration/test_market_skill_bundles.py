@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.market.buyer import PurchaseRefused
+from node.market.purchase.buyer import PurchaseRefused
 from protocol import skill_bundle as sb
 from tests.integration.market_nodes import BUYER_USDC, Market
 

@@ -20,7 +20,7 @@ from node.crystals.model import (
 )
 from node.crystals.store import CrystalNotFound, EmbedderMismatch, StoreError
 from node.memory.async_memory import AsyncMemory
-from node.memory.embedder import HashingEmbedder
+from node.memory.embedding.embedder import HashingEmbedder
 from node.memory.facade import Memory, MemoryInputError, SearchRequest
 
 SECRET = "my api key is sk-live-4eC39HqLyjWDarjtT1zdp7dc for the billing service"

@@ -8,9 +8,9 @@ from node.config import NodeConfig
 from node.crystals.model import Lifecycle, SemanticType
 from node.crystals.store import CrystalNotFound
 from node.memory.facade import Memory
-from node.memory.knowledge import Provenance
-from node.memory.learning import FeedbackError
-from node.memory.search import SearchRequest
+from node.memory.learning.knowledge import Provenance
+from node.memory.learning.learning import FeedbackError
+from node.memory.search.pipeline import SearchRequest
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS

@@ -10,12 +10,12 @@ import pytest
 
 from node.config import NodeConfig, load_config
 from node.crystals.model import Lifecycle, SemanticType
-from node.memory.budget_context import budget_context
 from node.memory.facade import Memory
-from node.memory.knowledge import Provenance
-from node.memory.search import MemoryInputError
-from node.memory.testament_io import TestamentRefused, export_testament, import_testament
-from node.memory.tiers import end_session, tier_status
+from node.memory.learning.budget_context import budget_context
+from node.memory.learning.knowledge import Provenance
+from node.memory.learning.testament_io import TestamentRefused, export_testament, import_testament
+from node.memory.learning.tiers import end_session, tier_status
+from node.memory.search.pipeline import MemoryInputError
 from protocol.codec import encode
 from protocol.identity import Identity
 
@@ -225,7 +225,7 @@ def test_inherited_knowledge_ranks_below_equally_relevant_local_knowledge(
     try:
         own = heir.add(text.format(local), semantic_type=SemanticType.FACT)
         import_testament(heir, heir.learning, data)
-        from node.memory.search import SearchRequest
+        from node.memory.search.pipeline import SearchRequest
 
         hits = heir.search(SearchRequest("release checklist ops wiki", k=2, record_access=False))
         assert hits[0].crystal.id == own.id

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from node.memory import embedder_onnx
+from node.memory.embedding import embedder_onnx
 
 
 def test_a_damaged_int8_model_is_rebuilt(tmp_path: Path) -> None:

@@ -22,7 +22,12 @@ from node.config import load_config
 from node.db import Database
 from node.init import init_node
 from node.memory import reembed as reembed_module
-from node.memory.embedder import HashingEmbedder, MiniLMEmbedder, embed_windows, get_embedder
+from node.memory.embedding.embedder import (
+    HashingEmbedder,
+    MiniLMEmbedder,
+    embed_windows,
+    get_embedder,
+)
 from node.memory.facade import Memory, SearchRequest
 from node.memory.reembed import ReembedError, reembed
 from tests.unit.test_embedder_windows import GARDEN, SECRET

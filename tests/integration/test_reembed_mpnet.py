@@ -15,7 +15,7 @@ import node.memory.reembed as reembed_module
 from node.config import load_config
 from node.db import Database
 from node.init import init_node
-from node.memory.embedder_onnx import ModelFilesMissing
+from node.memory.embedding.embedder_onnx import ModelFilesMissing
 from node.memory.facade import Memory
 
 TEXTS = [f"note {i}: the payouts service on host-{i} paged about disk space" for i in range(12)]

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from node.config import load_config
-from node.crystals.compound import split_clauses
-from node.crystals.fusion import fts_query, lexical_evidence
-from node.crystals.lexical import CONFIDENCE_DEPTH, lexical_confidence
 from node.memory.facade import Memory, SearchRequest
-from node.memory.second_opinion import opinion_of
+from node.memory.search.compound import split_clauses
+from node.memory.search.fusion import fts_query, lexical_evidence
+from node.memory.search.lexical import CONFIDENCE_DEPTH, lexical_confidence
+from node.memory.search.second_opinion import opinion_of
 
 
 def _confidence(memory: Memory, query: str) -> float:
@@ -29,7 +29,7 @@ def _confidence(memory: Memory, query: str) -> float:
 
 def _dense_side(memory: Memory, query: str) -> list[tuple[int, float]]:
     """Dense search as the product does it: the index's 50 nearest to the query's own vector,
-    re-scored by the second opinion (node.memory.second_opinion) the store has by default."""
+    re-scored by the second opinion (node.memory.search.second_opinion) the store has by default."""
     assert memory.second is not None
     return opinion_of(memory.db, memory.second, query, memory.index.query(memory.embed([query])[0], 50))
 

@@ -19,13 +19,13 @@ from types import ModuleType
 import pytest
 
 from node.crystals import governance as gov
-from node.crystals.fusion import fts_query
 from node.crystals.model import AccessScope, Crystal, SemanticType, now_ms
-from node.memory import search as search_module
 from node.memory import versions
-from node.memory.candidates import DEEPER, Rows, Visibility, lexical_candidates
 from node.memory.facade import Memory, SearchRequest
-from node.memory.search import valid_then
+from node.memory.search import pipeline as search_module
+from node.memory.search.candidates import DEEPER, Rows, Visibility, lexical_candidates
+from node.memory.search.fusion import fts_query
+from node.memory.search.pipeline import valid_then
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "_search_baseline.py"
 HOUR = 3600 * 1000

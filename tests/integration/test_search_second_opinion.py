@@ -1,4 +1,4 @@
-"""The second opinion (node.memory.second_opinion) on a real store: MiniLM int8 in the index,
+"""The second opinion (node.memory.search.second_opinion) on a real store: MiniLM int8 in the index,
 paraphrase-MiniLM-L3 beside it, SQLite and hnswlib as the product runs them."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from node.crystals import schema
 from node.crystals.model import Crystal, SemanticType
 from node.crystals.rows import vector_bytes
 from node.memory import versions
-from node.memory.embedder import Embedder, get_embedder
+from node.memory.embedding.embedder import Embedder, get_embedder
 from node.memory.facade import Memory, SearchRequest
+from node.memory.learning.testament_io import export_testament, import_testament
 from node.memory.reembed import reembed
-from node.memory.second_opinion import SECOND_OPINION_WEIGHT, missing_count
-from node.memory.testament_io import export_testament, import_testament
+from node.memory.search.second_opinion import SECOND_OPINION_WEIGHT, missing_count
 from protocol.identity import Identity
 from tests.fixtures.crystal_store import store_at_version
 from tests.integration.cli_runner import Cli, isolate_home
@@ -163,7 +163,7 @@ def test_a_store_written_without_it_goes_without_until_reembed(
     alone = dense_scores(before)
     before.close()
 
-    with caplog.at_level(logging.WARNING, logger="node.memory.second_opinion"):
+    with caplog.at_level(logging.WARNING, logger="node.memory.search.second_opinion"):
         partial = open_memory(data_dir)
     try:
         assert any("second_opinion_incomplete" in r.getMessage() and "missing=6" in r.getMessage()
@@ -197,7 +197,7 @@ def test_a_crafted_row_turns_the_opinion_off_and_the_search_still_answers(
     with memory.db.transaction() as conn:
         conn.execute("UPDATE crystal_second SET vector=? WHERE crystal_rowid=(SELECT MIN(crystal_rowid) "
                      "FROM crystal_second)", (vector_bytes(np.full(memory.second.dim, np.inf)),))
-    with caplog.at_level(logging.WARNING, logger="node.memory.second_opinion"):
+    with caplog.at_level(logging.WARNING, logger="node.memory.search.second_opinion"):
         crafted = dense_scores(memory)
     assert any("second_opinion_vector_ignored" in r.getMessage() for r in caplog.records)
     assert set(crafted) == set(with_opinion)
@@ -210,7 +210,7 @@ def test_a_store_at_schema_4_is_migrated_and_searched_without_it(
     data_dir = tmp_path / "node"
     old = Crystal(text=TEXTS[0], embedding=minilm.embed([TEXTS[0]])[0].tolist())
     store_at_version(data_dir, 4, [old])  # as schema version 4 left it, with one stored memory
-    with caplog.at_level(logging.WARNING, logger="node.memory.second_opinion"):
+    with caplog.at_level(logging.WARNING, logger="node.memory.search.second_opinion"):
         memory = open_memory(data_dir)
     try:
         assert memory.db.schema_version(schema.CONCEPT) == schema.SCHEMA_VERSION == 5

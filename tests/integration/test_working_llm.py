@@ -18,7 +18,7 @@ from node.config import NodeConfig
 from node.memory.facade import Memory
 from node.memory.working.backend import MemoryBackend
 from node.memory.working.build import synthesiser_for
-from node.memory.working.llm import MAX_REPLY_BYTES, LlmSynthesiser
+from node.memory.working.dream.llm import MAX_REPLY_BYTES, LlmSynthesiser
 from node.memory.working.state import SECTIONS, parse_state
 from node.memory.working.working import WorkingMemory
 from tests.integration.local_http import serving

@@ -10,10 +10,10 @@ import pytest
 from node.config import NodeConfig
 from node.crystals.model import SemanticType, now_ms
 from node.market.ledger import MarketLedger, Sale
-from node.market.niche import niche_data
+from node.market.selling.niche import niche_data
 from node.memory.facade import Memory, MemoryInputError, SearchRequest
 from node.memory.working.backend import MemoryBackend
-from node.memory.working.inputs import SearchFn, Synthesis, SynthesisInput
+from node.memory.working.dream.inputs import SearchFn, Synthesis, SynthesisInput
 from node.memory.working.state import SECTIONS, parse_state, render_state
 from node.memory.working.working import WorkingMemory
 

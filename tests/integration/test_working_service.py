@@ -59,7 +59,7 @@ async def test_note_dream_and_context_through_the_node(memory: Memory, node_conf
     node = Node(node_config, memory)
     noted = await node.memory_note("User's name is Douglas, prefers tabs", 0.8)
     assert noted["crystal"] == "indexed" and noted["namespace"] == "default"
-    hits = await node.memory.search(SearchRequest("Douglas tabs", 3))
+    hits = await node.memory.search.pipeline(SearchRequest("Douglas tabs", 3))
     assert hits[0].crystal.id == noted["crystal_id"]
     context = await node.memory_context(32_000)
     assert "Unsynthesized Notes" in context["context"] and "Douglas" in context["context"]
@@ -89,7 +89,7 @@ async def test_a_dream_waiting_on_the_llm_holds_neither_loop_nor_database(
         nursery.start_soon(dream)
         await trio.to_thread.run_sync(arrived.wait, 60)
         # the LLM has the request and has not answered: memory and notes still work
-        hits = await node.memory.search(SearchRequest("first note", 3))
+        hits = await node.memory.search.pipeline(SearchRequest("first note", 3))
         assert hits and hits[0].crystal.text == "first note before the dream"
         during = await node.memory_note("written while the model thinks", 0.6)
         assert during["crystal"] == "indexed"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.crystals.compound import coverage_order, merge_dense, split_clauses, terms
+from node.memory.search.compound import coverage_order, merge_dense, split_clauses, terms
 
 
 @pytest.mark.parametrize(

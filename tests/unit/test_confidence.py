@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from node.memory import confidence as c
+from node.memory.learning import confidence as c
 
 DAY_MS = c.MS_PER_DAY
 TAU_MS = 7 * DAY_MS

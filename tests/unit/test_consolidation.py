@@ -5,14 +5,14 @@ import pytest
 
 from node.config import MemoryConfig
 from node.crystals.model import Lifecycle, LifespanPolicy, SemanticType
-from node.memory.consolidation import (
+from node.memory.dynamics.consolidation import (
     ConsolidationInput,
     Transition,
     TransitionReason,
     plan_consolidation,
     purge_candidates,
 )
-from node.memory.hormones import ConsolidationModulation
+from node.memory.dynamics.hormones import ConsolidationModulation
 
 NOW = 10_000_000_000
 F0 = 1 - math.exp(-0.1)  # f(0) = 0.0951626

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from node.config import MemoryConfig
 from node.crystals.model import Lifecycle, SemanticType
-from node.memory.consolidation import TransitionReason, plan_consolidation
+from node.memory.dynamics.consolidation import TransitionReason, plan_consolidation
 from tests.unit.test_consolidation import NOW, crystal
 
 YEAR_MS = 365 * 24 * 3600 * 1000

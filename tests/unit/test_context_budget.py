@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.memory.context_budget import (
+from node.memory.learning.context_budget import (
     BlockKind,
     ContextItem,
     assemble,

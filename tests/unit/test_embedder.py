@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from node.memory.embedder import (
+from node.memory.embedding.embedder import (
     Embedder,
     HashingEmbedder,
     MiniLMEmbedder,
     get_embedder,
 )
-from node.memory.embedder_onnx import build_model, load_weights, read_shape, weights_dir
-from node.memory.embedder_reference import reference_embed
+from node.memory.embedding.embedder_onnx import build_model, load_weights, read_shape, weights_dir
+from node.memory.embedding.embedder_reference import reference_embed
 
 SENTENCES = [
     "The staging Postgres instance listens on port 5433.",

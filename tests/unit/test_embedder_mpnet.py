@@ -22,16 +22,21 @@ import pytest
 import tokenizers  # imported before a test narrows sys.path
 from safetensors.numpy import save_file
 
-from node.memory.embedder import MPNetEmbedder, get_embedder
-from node.memory.embedder_mpnet import (
+from node.memory.embedding.embedder import MPNetEmbedder, get_embedder
+from node.memory.embedding.embedder_mpnet import (
     MPNET,
     read_mpnet_shape,
     relative_position_bucket,
     write_mpnet_graph,
 )
-from node.memory.embedder_onnx import GraphSource, ModelFilesMissing, build_model, load_weights
-from node.memory.embedder_reference import _bucket, reference_embed_mpnet
-from node.memory.onnx_nbits import dequantise, quantise_weights
+from node.memory.embedding.embedder_onnx import (
+    GraphSource,
+    ModelFilesMissing,
+    build_model,
+    load_weights,
+)
+from node.memory.embedding.embedder_reference import _bucket, reference_embed_mpnet
+from node.memory.embedding.onnx_nbits import dequantise, quantise_weights
 
 HIDDEN, HEADS, LAYERS, INTERMEDIATE, VOCAB, POSITIONS = 32, 4, 2, 64, 60, 300
 

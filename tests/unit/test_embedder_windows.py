@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from node.config import NodeConfig
-from node.memory.embedder import MAX_WINDOWS, MiniLMEmbedder
+from node.memory.embedding.embedder import MAX_WINDOWS, MiniLMEmbedder
 from node.memory.facade import Memory, SearchRequest
 
 # ~300 tokens about the garden, then ~120 about a database secret: the secret starts past the

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from node.memory.energy import (
+from node.memory.learning.energy import (
     MS_PER_HOUR,
     EnergyState,
     Tier,

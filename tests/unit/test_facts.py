@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.memory.facts import (
+from node.memory.learning.facts import (
     EpisodeInput,
     EpisodeRef,
     FactInput,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.crystals.fusion import (
+from node.memory.search.fusion import (
     DEFAULT_PARAMS,
     FusionParams,
     agreement,

@@ -9,7 +9,7 @@ from node.crystals.model import (
     SemanticType,
     Sensitivity,
 )
-from node.market.gates import ListingRejection, NotListable, check_listable, is_listable
+from node.market.selling.gates import ListingRejection, NotListable, check_listable, is_listable
 
 
 def skill(**changes) -> Crystal:

@@ -1,7 +1,7 @@
 import pytest
 
 from node.crystals.model import HormonalInfluence, Origin
-from node.memory.hormones import (
+from node.memory.dynamics.hormones import (
     HormonalEvent,
     HormonalStateManager,
     compute_crystal_influence,

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from node.memory.importance import effective_decay_rate, frequency_factor, importance
+from node.memory.dynamics.importance import effective_decay_rate, frequency_factor, importance
 
 HALF_LIFE_MS = math.log(2) / 5e-10  # ≈ 1.386e9 ms ≈ 16.05 days
 

@@ -8,8 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.crystals.fusion import query_tokens
-from node.crystals.lexical import _AFTER, _BEFORE, exact_matcher, exact_matches, lexical_confidence
+from node.memory.search.fusion import query_tokens
+from node.memory.search.lexical import (
+    _AFTER,
+    _BEFORE,
+    exact_matcher,
+    exact_matches,
+    lexical_confidence,
+)
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
-"""The listing lifecycle state machine (node.market.lifecycle.decide), case by case."""
+"""The listing lifecycle state machine (node.market.book.lifecycle.decide), case by case."""
 
 from __future__ import annotations
 
 import pytest
 
-from node.market.lifecycle import (
+from node.market.book.lifecycle import (
     ACCEPT,
     IGNORE_EXPIRED,
     IGNORE_SUPERSEDED,
@@ -50,7 +50,7 @@ def test_decide(current: SkillState | None, incoming: SkillState, verdict: str) 
 def test_count_matches_counts_each_poster_once() -> None:
     import numpy as np
 
-    from node.market.bounties import count_matches
+    from node.market.book.bounties import count_matches
 
     listing = np.array([1.0, 0.0], np.float32)
     bounties = np.array([[1.0, 0.0], [0.6, 0.8], [0.8, 0.6], [0.0, 1.0]], np.float32)

@@ -7,7 +7,7 @@ import pytest
 
 from node.crystals.model import Crystal, SemanticType
 from node.errors import NodeError
-from node.market.publish import listing_name_and_summary
+from node.market.selling.publish import listing_name_and_summary
 from protocol import skill_bundle as sb
 
 BODY = "Stop the replica, take a fresh pg_basebackup and restart it with hot standby on."

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from node.memory.embedder_onnx import ModelFilesMissing
-from node.memory.mpnet_weights import (
+from node.memory.embedding.embedder_onnx import ModelFilesMissing
+from node.memory.embedding.mpnet_weights import (
     MODEL_NAME,
     PARTS,
     ModelFilesCorrupt,

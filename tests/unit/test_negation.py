@@ -1,10 +1,10 @@
-"""Negated phrases of selection questions (node.crystals.negation): pure functions."""
+"""Negated phrases of selection questions (node.memory.search.negation): pure functions."""
 
 from __future__ import annotations
 
 import pytest
 
-from node.crystals.negation import MAX_SCOPES, Negation, negated_share, split_negation
+from node.memory.search.negation import MAX_SCOPES, Negation, negated_share, split_negation
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.market.pricing import (
+from node.market.selling.pricing import (
     FlatReputation,
     ReputationSource,
     Scarcity,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from node.config import MarketConfig
-from node.market.purchase_errors import PurchaseRefused
-from node.market.terms import check_caps
+from node.market.purchase.errors import PurchaseRefused
+from node.market.purchase.terms import check_caps
 from node.trust.network_view import network_view
 
 MARKET = MarketConfig(max_per_purchase_micro_usdc=500, max_per_day_micro_usdc=1_000)

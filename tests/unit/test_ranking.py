@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.memory.ranking import confidence_weight, surface_warnings
+from node.memory.search.ranking import confidence_weight, surface_warnings
 
 
 def test_confidence_weight_is_small_and_bounded() -> None:

@@ -1,4 +1,4 @@
-"""The second opinion's pure parts (node.memory.second_opinion): which encoder, the re-scoring,
+"""The second opinion's pure parts (node.memory.search.second_opinion): which encoder, the re-scoring,
 and the crafted rows its table may hold on a real SQLite store."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from node.crystals.model import Crystal
 from node.crystals.rows import vector_bytes
 from node.crystals.store import CrystalStore
 from node.db import Database
-from node.memory.embedder_l3 import ONNX_FILE, ModelFileChanged, checked_digest
-from node.memory.second_opinion import (
+from node.memory.embedding.embedder_l3 import ONNX_FILE, ModelFileChanged, checked_digest
+from node.memory.search.second_opinion import (
     SECOND_OPINION_WEIGHT,
     missing_count,
     read_vectors,
@@ -90,7 +90,7 @@ def test_crafted_rows_are_ignored_and_logged(db: Database, caplog: pytest.LogCap
     ]
     with db.transaction() as conn:
         conn.executemany("INSERT INTO crystal_second(crystal_rowid, encoder, vector) VALUES (?, ?, ?)", rows)
-    with caplog.at_level(logging.WARNING, logger="node.memory.second_opinion"):
+    with caplog.at_level(logging.WARNING, logger="node.memory.search.second_opinion"):
         found = read_vectors(db, rowids, ENCODER, DIM)
     assert list(found) == [rowids[0]]
     np.testing.assert_array_equal(found[rowids[0]], good)

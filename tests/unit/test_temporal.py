@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from node.memory.temporal import as_of_sql, valid_at
+from node.memory.search.temporal import as_of_sql, valid_at
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""A long memory scores by its best window (node.memory.windows), on a real store with MiniLM."""
+"""A long memory scores by its best window (node.memory.search.windows), on a real store with MiniLM."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from node.config import NodeConfig
 from node.crystals import schema
 from node.crystals.model import Crystal
 from node.memory import versions
-from node.memory.embedder import MAX_WINDOWS, MiniLMEmbedder
+from node.memory.embedding.embedder import MAX_WINDOWS, MiniLMEmbedder
 from node.memory.facade import Memory, SearchRequest
-from node.memory.windows import read_windows, rescore
+from node.memory.search.windows import read_windows, rescore
 from tests.fixtures.crystal_store import store_at_version
 from tests.unit.test_embedder_windows import GARDEN, QUESTION, SECRET
 
@@ -122,7 +122,7 @@ def test_crafted_window_rows_are_ignored(tmp_path: Path, whole: MiniLMEmbedder,
                 conn.execute("INSERT INTO crystal_windows(crystal_rowid, embedder, vectors) VALUES (?, ?, ?)",
                              (rowid, embedder.replace("EMB", name), blob))
         assert memory.db.one("SELECT COUNT(*) FROM crystal_windows")[0] == len(targets) + 1
-        with caplog.at_level(logging.WARNING, logger="node.memory.windows"):
+        with caplog.at_level(logging.WARNING, logger="node.memory.search.windows"):
             after = [(hit.crystal.id, hit.dense) for hit in memory.search(request)]
         # Had any crafted row counted, its memory would score ~1 (or 1000) and come first.
         assert after[0] == before[0] and max(dense or 0.0 for _, dense in after) < 0.5, (before, after)

@@ -29,7 +29,7 @@ from node.chain.x402 import (
     settle_response,
 )
 from node.config import BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC
-from node.market.x402_seller import x402_request_id
+from node.market.purchase.x402_seller import x402_request_id
 from protocol.messages import PaymentRequirements as Terms
 from protocol.messages import TokenDomain
 
@@ -160,9 +160,9 @@ def test_request_id_names_one_authorization() -> None:
 
 
 def test_buyer_refuses_terms_under_another_token_domain() -> None:
-    from node.market.listings import StoredListing
-    from node.market.purchase_errors import PurchaseRefused
-    from node.market.terms import check_requirements
+    from node.market.book.listings import StoredListing
+    from node.market.purchase.errors import PurchaseRefused
+    from node.market.purchase.terms import check_requirements
     from protocol.identity import Identity
     from tests.net_testing import make_listing
 

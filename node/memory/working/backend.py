@@ -31,7 +31,7 @@ from node.crystals.model import (
 from node.crystals.store import Filters
 from node.memory.facade import Memory, MemoryInputError, SearchRequest
 from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
-from node.memory.working.inputs import CrystalView, HormoneLevels
+from node.memory.working.dream.inputs import CrystalView, HormoneLevels
 from node.memory.working.migration import SEED_IMPORTANCE, Chunk
 from node.memory.working.scratch import ScratchNote, clean_note_text
 from node.memory.working.skills import LIVE, TASK_TYPES

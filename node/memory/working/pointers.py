@@ -13,8 +13,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from node.crystals.fusion import STOPWORDS, is_identifier, query_tokens
-from node.memory.working.inputs import CrystalView, Pointer, SearchFn
+from node.memory.search.fusion import STOPWORDS, is_identifier, query_tokens
+from node.memory.working.dream.inputs import CrystalView, Pointer, SearchFn
 
 POINTER_TOP_K = 5
 """A pointer counts as retrieving its source when the source is in the top 5 hits."""

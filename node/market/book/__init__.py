@@ -1,0 +1,1 @@
+"""The listing book: listings and their lifecycle, bounties, the living market."""

@@ -1,0 +1,70 @@
+"""The living market of one node: catalogue refresh, withdrawals, bounties, sync source.
+
+``NodeService`` builds one ``MarketLiveness`` and hands the local API its
+methods (``NodeApi.market_liveness``); the net layer gets ``sync_source`` to
+answer ``/crystalmesh/listings-sync/1`` and ``on_bounty`` for the bounties topic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from node.market.book.bounty_desk import BountyDesk, BuySkill
+from node.market.selling.catalogue import SWEEP_INTERVAL_S, Catalogue
+from node.market.selling.publish import Publisher
+from node.net.service import NetService
+from protocol.envelope import Envelope
+
+
+class MarketLiveness:
+    def __init__(self, publisher: Publisher, buy: BuySkill) -> None:
+        self.publisher = publisher
+        self.catalogue = Catalogue(publisher)
+        self.desk = BountyDesk(publisher, buy)
+        self.sync_status: Any = None  # set by the service: () -> dict
+
+    # --- net -----------------------------------------------------------------------------
+    def attach(self, net: NetService) -> None:
+        """Take bounties from the topic; answer listings sync from the feed and ask new peers."""
+        self.sync_status = net.sync_status
+        net.on_bounty(self.on_bounty)
+        net.serve_listings_sync(self.sync_source)
+
+    async def sync_source(self, cursor: int, limit: int,
+                          max_bytes: int) -> tuple[list[bytes], int, bool]:
+        """The newest live state after ``cursor``, for a peer's listings-sync request."""
+        feed = self.publisher.lifecycle.feed
+        return await self.publisher.memory.run(feed.page, cursor, limit, max_bytes,
+                                               self.publisher.clock())
+
+    async def on_bounty(self, envelope: Envelope) -> None:
+        await self.desk.on_bounty(envelope)
+
+    async def run(self, interval_s: float = SWEEP_INTERVAL_S) -> None:
+        await self.catalogue.run(interval_s)
+
+    # --- API -----------------------------------------------------------------------------
+    async def reprice(self, listing_id: str, price_micro_usdc: int | None) -> dict[str, Any]:
+        return await self.catalogue.reprice(listing_id, price_micro_usdc)
+
+    async def withdraw(self, listing_id: str) -> dict[str, Any]:
+        return await self.catalogue.withdraw(listing_id)
+
+    async def refresh(self) -> dict[str, Any]:
+        return {"refreshed": await self.catalogue.refresh_due()}
+
+    async def post_bounty(self, text: str, reward_micro_usdc: int,
+                          ttl_s: int | None = None) -> dict[str, Any]:
+        return await self.desk.post(text, reward_micro_usdc, ttl_s)
+
+    async def bounties(self, include_closed: bool = True) -> list[dict[str, Any]]:
+        return await self.desk.list(include_closed)
+
+    async def bounty(self, bounty_id: str) -> dict[str, Any]:
+        return await self.desk.show(bounty_id)
+
+    async def fulfil_bounty(self, bounty_id: str, listing_id: str | None) -> dict[str, Any]:
+        return await self.desk.fulfil(bounty_id, listing_id)
+
+    def sync(self) -> dict[str, Any]:
+        return self.sync_status() if self.sync_status is not None else {}

@@ -1,0 +1,1 @@
+"""A purchase end to end: buyer, seller, terms, payment proof, reconciliation, x402."""

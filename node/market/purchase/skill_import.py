@@ -1,0 +1,69 @@
+"""A bought skill becomes a crystal: frozen, private, permanent, origin the seller's peer,
+with an ``imported`` provenance node naming the listing and the payment.
+
+It counts as verified only if the endorsement is by a management key this node trusts
+(checked again here, at purchase, not taken from the listing book).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from node.crystals import provenance
+from node.crystals.model import (
+    AccessScope,
+    Crystal,
+    Governance,
+    Lifecycle,
+    LifespanPolicy,
+    Origin,
+    SemanticType,
+    Source,
+    now_ms,
+)
+from node.market.book.listings import StoredListing
+from protocol.messages import Delivery, verify_endorsement
+
+
+def verified_by(stored: StoredListing, management_keys: Collection[str]) -> str | None:
+    """The trusted management key that endorsed this listing, or None."""
+    management = {key.lower() for key in management_keys}
+    endorser = stored.endorsed_by if (stored.endorsed_by or "").lower() in management else None
+    endorsement = stored.listing.endorsement
+    if endorsement is not None and not (
+        endorsement.management_key.hex() in management and verify_endorsement(stored.listing)
+    ):
+        return None
+    return endorser
+
+
+def imported_skill(stored: StoredListing, delivery: Delivery,
+                   management_keys: Collection[str]) -> Crystal:
+    """The crystal to store for a verified delivery of ``stored``."""
+    listing = stored.listing
+    seller_hex = stored.seller_key.hex()
+    endorser = verified_by(stored, management_keys)
+    crystal = Crystal(
+        text=delivery.payload,
+        source=Source.SKILLS,
+        semantic_type=SemanticType.SKILL,
+        origin=Origin.PEER,
+        lifecycle=Lifecycle.FROZEN,
+        governance=Governance(
+            access_scope=AccessScope.PRIVATE,
+            lifespan_policy=LifespanPolicy.PERMANENT,
+            provenance_chain=[provenance.peer_actor(seller_hex)],
+            peer_origin=seller_hex,
+        ),
+        stable_skill_id=listing.stable_skill_id,
+        skill_version=listing.skill_version,
+        skill_tags=list(listing.tags),
+        skill_category=listing.category,
+        is_verified=endorser is not None,
+        verified_by=endorser,
+    )
+    crystal.provenance_dag.append(provenance.imported_node(
+        crystal.id, seller_hex, now_ms(),
+        metadata={"listing_id": listing.listing_id, "tx_hash": delivery.tx_hash},
+    ))
+    return crystal

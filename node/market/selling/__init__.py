@@ -1,0 +1,1 @@
+"""Selling: quality gates, pricing, publishing and the seller's catalogue."""

@@ -1,0 +1,1 @@
+"""How memory changes by itself (seed 000): importance, consolidation, hormones."""

@@ -1,0 +1,1 @@
+"""Every encoder of memory and its weights: text in, unit-length vectors out."""

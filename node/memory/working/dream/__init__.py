@@ -1,0 +1,1 @@
+"""The dream's synthesisers (seed 001): plain inputs in, MEMORY.md sections out."""

@@ -1,0 +1,172 @@
+"""The optional LLM synthesiser: any OpenAI-compatible chat-completions endpoint.
+
+Configured in node.toml (``memory.dream_synthesiser = "llm"``, ``dream_llm_url``,
+``dream_llm_model``, ``dream_llm_key_env`` naming the environment variable that
+holds the key; the key itself never sits in a file). The prompt follows the
+seed's structure: the RLM state-update instruction with the hormonal section
+weights, then one input block per term of ``f(Old + Scratch + Crystals + Insights)``
+plus economics, curiosity targets and detected emerging skills.
+
+Whatever the endpoint answers is untrusted: the body is size-limited, the
+reply must carry all 7 sections, and the collapse guards judge the result. If
+the endpoint fails or answers nonsense, the dream falls back to the extractive
+synthesiser and says so. Tests run it against a local stub server: the one
+boundary of working memory that is faked.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+import httpx
+
+from node.memory.chat import LlmError, chat_completion
+from node.memory.working.dream.extractive import ExtractiveSynthesiser
+from node.memory.working.dream.inputs import (
+    SearchFn,
+    Synthesis,
+    SynthesisInput,
+    describe_mood,
+    section_weight,
+)
+from node.memory.working.dream.sections import micro_usdc_text, shorten
+from node.memory.working.pointers import carried_pointers
+from node.memory.working.scratch import utc_now_iso
+from node.memory.working.skills import emerging_line
+from node.memory.working.state import (
+    SECTIONS,
+    missing_sections,
+    parse_state,
+    pointer_lines,
+    preamble_of,
+    render_state,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_REPLY_BYTES = 256 * 1024
+MAX_PROMPT_CRYSTALS = 40
+_FENCE = re.compile(r"^```(?:markdown|md)?\s*\n(?P<body>.*?)\n```\s*$", re.DOTALL)
+
+SYSTEM_PROMPT = """\
+You maintain an AI agent's working memory: MEMORY.md, a state vector, not a summary.
+Perform one state update: New_State = f(Old_State + Scratch_Delta + New_Crystals + Dream_Insights).
+
+Write exactly these 7 sections, as level-2 markdown headings, in this order:
+{headings}
+
+Rules:
+- Keep it under ~2,000 tokens (about 8,000 characters).
+- Hormonal attention: update a section aggressively when its hormone is high
+  (weights below: 0 = keep the old lines, 1 = rewrite from the new material).
+  The Bond follows oxytocin; Active Context follows dopamine (breakthroughs) and cortisol
+  (frictions: explicit things to avoid).
+- Nothing is deleted: a topic fading from Active Context becomes one Crystal Pointer line
+  `- Past: <topic> → search: `<3-6 keywords>`` with keywords copied from the crystal's own text.
+  Never more than 20 pointers.
+- The Niche reports the economic data given, in USDC, without inventing numbers.
+- Emerging Skills keeps the lines `- <pattern> → Confidence: NN% | Occurrences: N | id: XXXXXXXX`.
+- Answer with the markdown of the 7 sections only."""
+
+
+class LlmUnavailable(LlmError):
+    """The LLM endpoint failed or answered something that is not a working-memory state."""
+
+    code = "llm_unavailable"
+
+
+def build_prompt(data: SynthesisInput) -> list[dict[str, str]]:
+    """The chat messages: the seed's instruction, then one block per input."""
+    levels = data.hormones
+    headings = "\n".join(heading for _, heading in SECTIONS)
+    new_lines = [
+        f"- [{c.semantic_type}, importance {c.importance:.2f}, accessed {c.access_count}x] "
+        f"{shorten(c.text, 300)}"
+        for c in data.crystals if c.id in data.new_crystal_ids
+    ]
+    blocks = [
+        "## Old State (current MEMORY.md)\n" + (data.old_state.strip() or "(empty: first dream)"),
+        "## Scratch Delta (unsynthesized notes)\n" + ("\n".join(n.seed_line() for n in data.notes)
+                                                     or "(none)"),
+        "## New Crystals\n" + ("\n".join(new_lines[:MAX_PROMPT_CRYSTALS]) or "(none)"),
+        "## Dream Insights\n" + ("\n".join(f"- {shorten(c.text, 300)}" for c in data.insights)
+                                 or "(none)"),
+        f"## Hormonal State\nMood: {describe_mood(levels)}\n"
+        f"Section weights: The Bond {section_weight(levels.oxytocin):.2f}, Active Context "
+        f"{section_weight(max(levels.dopamine, levels.cortisol)):.2f}",
+        "## Emerging Skills (detected from access counts and executions)\n"
+        + ("\n".join(emerging_line(s) for s in data.emerging) or "(none)"),
+    ]
+    if data.niche is not None:
+        niche = data.niche
+        blocks.append(
+            "## Economic Data (for The Niche)\n"
+            f"Earnings {micro_usdc_text(niche.earned_micro_usdc)} USDC, spending "
+            f"{micro_usdc_text(niche.spent_micro_usdc)} USDC, listed skills {niche.listed_skills}, "
+            f"unique buyers {niche.unique_buyers}\nTop skills: "
+            + ("; ".join(f"{t.name} {micro_usdc_text(t.earned_micro_usdc)} USDC" for t in niche.top_skills)
+               or "none")
+            + "\n7-day earnings: " + ", ".join(micro_usdc_text(day[1]) for day in niche.trend_7d))
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT.format(headings=headings)},
+        {"role": "user", "content": "\n\n".join(blocks)},
+    ]
+
+
+def reply_text(content: str) -> str:
+    """The state in the assistant's ``content`` (unfenced); ``LlmUnavailable`` if it is empty."""
+    if not content.strip():
+        raise LlmUnavailable("the LLM endpoint answered with no text")
+    fenced = _FENCE.match(content.strip())
+    return fenced["body"] if fenced else content
+
+
+class LlmSynthesiser:
+    name = "llm"
+
+    def __init__(self, url: str, model: str, key_env: str = "", timeout_s: float = 60.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise LlmUnavailable("memory.dream_llm_url must be an http(s) URL")
+        if not model:
+            raise LlmUnavailable("memory.dream_llm_model is not set")
+        self.endpoint = url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.key_env = key_env
+        self.timeout_s = timeout_s
+        self.transport = transport
+        self.fallback = ExtractiveSynthesiser()
+
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get(self.key_env, "") if self.key_env else ""
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def complete(self, messages: list[dict[str, str]]) -> str:
+        payload = {"model": self.model, "messages": messages, "temperature": 0}
+        with httpx.Client(timeout=self.timeout_s, transport=self.transport,
+                          follow_redirects=False) as client:
+            try:
+                content = chat_completion(client, self.endpoint, payload, MAX_REPLY_BYTES,
+                                          self._headers())
+            except LlmError as error:
+                raise LlmUnavailable(str(error)) from error
+        return reply_text(content)
+
+    def synthesise(self, data: SynthesisInput, search: SearchFn) -> Synthesis:
+        try:
+            reply = self.complete(build_prompt(data))
+            missing = missing_sections(reply)
+            if missing:
+                raise LlmUnavailable("the LLM reply lacks " + ", ".join(missing))
+        except LlmUnavailable as error:
+            log.warning("dream: LLM synthesis failed (%s); using the extractive synthesiser", error)
+            synthesis = self.fallback.synthesise(data, search)
+            synthesis.fallback_reason = str(error)
+            return synthesis
+        sections = parse_state(reply).sections
+        text = render_state(sections, utc_now_iso(data.now_ms), describe_mood(data.hormones),
+                            preamble_of(data.old_state) if data.old_state.strip() else "")
+        pointers = carried_pointers(pointer_lines(text), search)
+        return Synthesis(text, self.name, pointers)
