@@ -59,7 +59,7 @@ def test_product_search_beats_dense_and_bm25_on_the_held_out_half(tmp_path: Path
 def test_product_search_beats_dense_and_bm25_on_every_kind_of_the_later_sets(tmp_path: Path, name: str) -> None:
     """The issue's bar, held. tests/data/retrieval_fresh5.json (439 memories) was evaluated once,
     after the fusion change of stop 23; retrieval_fresh4.json was the held-out set of that
-    change's first form and is tune data since (docs/benchmarks.md, "Agreement of the two
+    change's first form and is tune data since (docs/retrieval-tuning.md, "Agreement of the two
     lists"). On both, the product beats dense-only and BM25-only overall and on every kind."""
     bench = _bench()
     memories, queries = bench.load(bench.DATA_PATH.with_name(f"{name}.json"))
@@ -78,12 +78,12 @@ def test_product_search_beats_dense_and_bm25_on_every_kind_of_the_later_sets(tmp
 
 @pytest.mark.slow
 def test_the_second_opinion_lifts_reworded_questions_above_dense_search(tmp_path: Path) -> None:
-    """On the tune half, where it was chosen (docs/benchmarks.md, "Second opinion"): with the
+    """On the tune half, where it was chosen (docs/retrieval-tuning.md, "Second opinion"): with the
     default second opinion (paraphrase-MiniLM-L3 beside MiniLM) the product ranks reworded
     questions better than dense search alone; without it, it only ties. Fusion keeps all of that
     gain: the lexical list counts only as far as its best hit agrees with the dense list's meaning
     (``fusion.agreement``), so words a reworded question shares with an unrelated memory cost it
-    nothing (docs/benchmarks.md, "Agreement of the two lists")."""
+    nothing (docs/retrieval-tuning.md, "Agreement of the two lists")."""
     bench = _bench()
     memories, queries = bench.load()
     tune = [query for query in queries if query.split == "tune"]

@@ -4,7 +4,7 @@ Real store, FTS5 and HNSW index with MiniLM over the retrieval set's memories
 (tests/data/retrieval_v2.json). A query whose lexical confidence is below
 ``FusionParams.confidence_floor`` gives BM25 no weight and is not re-ordered
 by query-term coverage, so the hits come out in the order of their dense
-(cosine) scores; see docs/benchmarks.md, "Third pass".
+(cosine) scores; see docs/retrieval-tuning.md, "Third pass".
 """
 
 from __future__ import annotations

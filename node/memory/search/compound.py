@@ -5,7 +5,7 @@ answered by two memories: the incident names the worker, another memory names
 its host. One embedding of the whole question is a blend that matches neither
 memory well, and a ranked list that puts two near-copies of the incident first
 pushes the second memory out of the top hits. Two measured remedies (see
-docs/benchmarks.md, "Retrieval v2"), both applied only when
+docs/retrieval-tuning.md, "Retrieval v2"), both applied only when
 :func:`split_clauses` finds at least two clauses, so single-clause queries rank
 exactly as before:
 

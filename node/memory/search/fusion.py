@@ -57,7 +57,7 @@ _HAS_LETTER = re.compile(r"[^\W\d_]")
 
 @dataclass(frozen=True)
 class FusionParams:
-    """Tunable constants of :func:`fuse` (docs/benchmarks.md, "Retrieval v2", says how they were chosen).
+    """Tunable constants of :func:`fuse` (docs/retrieval-tuning.md, "Retrieval v2", says how they were chosen).
 
     ``confidence_weight`` 0.6 with ``base_lexical_weight`` 0: BM25 gets weight
     as far as its best hit contains the query's words, so a reworded query
@@ -71,7 +71,7 @@ class FusionParams:
     the tune plateau 0.15–0.25, docs/benchmarks.md "Third pass").
     ``agreement_low``/``agreement_high`` 0.2/0.4: the ramp of :func:`agreement`
     (on the tune plateau 0.2–0.5), and with it ``confidence_weight`` 0.7
-    (docs/benchmarks.md, "Agreement of the two lists").
+    (docs/retrieval-tuning.md, "Agreement of the two lists").
     """
 
     base_lexical_weight: float = 0.0
@@ -126,7 +126,7 @@ def is_code(token: str) -> bool:
     dates pin a memory down; an all-caps or camelCase word (``HTTPS``, ``GitHub``,
     ``OOMKilled``) is vocabulary, left to BM25's own weighting: as an identifier it
     gave BM25 a high weight and put every memory naming it first, also for a
-    reworded question that merely mentions it (docs/benchmarks.md, "Fifth pass").
+    reworded question that merely mentions it (docs/retrieval-tuning.md, "Fifth pass").
     """
     return is_identifier(token) and not token.isalpha()
 

@@ -39,7 +39,7 @@ RECENCY_HALF_LIFE_MS = 7 * 24 * 3600 * 1000
 WARNING = SemanticType.WARNING.value
 # A selection question's negated phrase ("the flight that was not to Amsterdam") counts against
 # a memory: its score is scaled by 1 - NEGATION_WEIGHT * (share of the negated words it affirms).
-# Middle of the tune plateau 0.15-0.4 (docs/benchmarks.md, "Negated questions").
+# Middle of the tune plateau 0.15-0.4 (docs/retrieval-tuning.md, "Negated questions").
 NEGATION_WEIGHT = 0.3
 
 

@@ -8,7 +8,7 @@ candidates of the index as ``cos + SECOND_OPINION_WEIGHT · cos₂``, where ``co
 is the second encoder's cosine between the question and the memory. Two models
 trained differently err differently: on reworded questions (no word shared with
 the answer) the pair ranks better than either alone, which no re-weighting of
-dense and BM25 lists could do (docs/benchmarks.md, "Second opinion").
+dense and BM25 lists could do (docs/retrieval-tuning.md, "Second opinion").
 
 Which second: ``memory.second_opinion = "auto"`` (default) gives the default
 MiniLM-L6 the 3-layer paraphrase-MiniLM-L3 (:mod:`node.memory.embedding.embedder_l3`), and
@@ -41,7 +41,7 @@ from node.memory.search.windows import unit_rows, vector_rows
 
 log = logging.getLogger(__name__)
 
-# Chosen on tune data only (v2 tune and the first fresh set; docs/benchmarks.md, "Second
+# Chosen on tune data only (v2 tune and the first fresh set; docs/retrieval-tuning.md, "Second
 # opinion"): 0.2-0.3 helps both sets with both pairs; 0.25 is the middle.
 SECOND_OPINION_WEIGHT = 0.25
 AUTO = "auto"
