@@ -23,6 +23,7 @@ from node.memory import versions
 from node.memory.dynamics.hormones import HormonalStateManager
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.requests import add_from_request
+from node.memory.search.llm_stage import llm_search_steps
 from node.memory.search.pipeline import SearchHit, SearchRequest
 
 log = logging.getLogger(__name__)
@@ -95,13 +96,18 @@ class AsyncMemory:
         if llm is None:
             return await self.run(self._memory.search, request)
         # The LLM calls wait on the network: off the database's single writer.
-        expansion = await trio.to_thread.run_sync(llm.expand, request.query)
-        hits = await self.run(self._memory.search_candidates, request, expansion)
-        hits = await trio.to_thread.run_sync(llm.rerank, request.query, hits, _hit_text)
-        hits = hits[: request.k]
-        if request.record_access:
-            await self.run(self._memory.record_hits, hits)
-        return hits
+        steps = llm_search_steps(self._memory, llm, request)
+        result: Any = None
+        try:
+            while True:
+                step = steps.send(result)
+                if step.on_network:
+                    result = await trio.to_thread.run_sync(step.call)
+                else:
+                    result = await self.run(step.call)
+        except StopIteration as done:
+            hits: list[SearchHit] = done.value
+            return hits
 
     async def get(self, crystal_id: str) -> Crystal:
         """A crystal as the local agent may see it (governance applied)."""
@@ -185,7 +191,3 @@ class AsyncMemory:
 
 
 __all__ = ["AsyncMemory"]
-
-
-def _hit_text(hit: SearchHit) -> str:
-    return hit.crystal.text

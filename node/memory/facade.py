@@ -44,7 +44,13 @@ from node.memory.dynamics.hormones import (
 from node.memory.embedding.embedder import Embedder, embed_windows, get_embedder
 from node.memory.learning.tiers import run_tiers, tier_status
 from node.memory.reembed import configured_embedder_key
-from node.memory.search.llm_stage import RERANK_DEPTH, LlmSettings, LlmStage
+from node.memory.search.llm_stage import (
+    RERANK_DEPTH,
+    LlmSettings,
+    LlmStage,
+    llm_search_steps,
+    run_steps,
+)
 from node.memory.search.pipeline import (
     MemoryInputError,
     SearchHit,
@@ -240,11 +246,7 @@ class Memory:
                 self.store, self.index, self.embed, self.hormones, request, self.learning.confidences_by_id,
                 second=self.second,
             )
-        hits = self.search_candidates(request, self.llm.expand(request.query))
-        hits = self.llm.rerank(request.query, hits, lambda hit: hit.crystal.text)[: request.k]
-        if request.record_access:
-            self.record_hits(hits)
-        return hits
+        return run_steps(llm_search_steps(self, self.llm, request))
 
     def search_candidates(self, request: SearchRequest, expansion: str | None) -> list[SearchHit]:
         """The fused hits the LLM stage works on (no access recorded)."""

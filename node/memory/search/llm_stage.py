@@ -26,14 +26,18 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import httpx
 
 from node.config import MemoryConfig
 from node.memory.chat import LlmError, chat_completion
+
+if TYPE_CHECKING:
+    from node.memory.search.pipeline import SearchHit, SearchRequest
 
 log = logging.getLogger(__name__)
 
@@ -148,3 +152,53 @@ class LlmStage:
             log.warning("llm_rerank_skipped reason=%s", exc)
             return hits
         return [head[index] for index in parse_order(reply, len(head))] + hits[RERANK_DEPTH:]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the LLM branch of search: a call, and whether it waits on the network
+    (the endpoint) or on the database (the single writer)."""
+
+    call: Callable[[], object]
+    on_network: bool
+
+
+class CandidateSource(Protocol):
+    """What the LLM branch needs from memory (``node.memory.facade.Memory`` is one)."""
+
+    def search_candidates(self, request: SearchRequest, expansion: str | None) -> list[SearchHit]: ...
+    def record_hits(self, hits: list[SearchHit]) -> None: ...
+
+
+def llm_search_steps(memory: CandidateSource, llm: LlmStage,
+                     request: SearchRequest) -> Generator[Step, object, list[SearchHit]]:
+    """The LLM branch of search, written once: HyDE, the fused candidates, the rerank, access.
+
+    It does no I/O itself: it yields each call as a :class:`Step` and is sent the result,
+    so the sync facade runs the steps inline (:func:`run_steps`) and the trio face runs
+    network steps on a worker thread and store steps on the database's writer (as httpx's
+    ``BaseClient`` serves both ``Client`` and ``AsyncClient``).
+    """
+    expansion = yield Step(partial(llm.expand, request.query), on_network=True)
+    hits = yield Step(partial(memory.search_candidates, request, cast("str | None", expansion)),
+                      on_network=False)
+    reranked = yield Step(partial(llm.rerank, request.query, cast("list[SearchHit]", hits), _hit_text),
+                          on_network=True)
+    top = cast("list[SearchHit]", reranked)[: request.k]
+    if request.record_access:
+        yield Step(partial(memory.record_hits, top), on_network=False)
+    return top
+
+
+def run_steps(steps: Generator[Step, object, list[SearchHit]]) -> list[SearchHit]:
+    """Drive :func:`llm_search_steps` synchronously (the caller's thread does everything)."""
+    result: object = None
+    try:
+        while True:
+            result = steps.send(result).call()
+    except StopIteration as done:
+        return cast("list[SearchHit]", done.value)
+
+
+def _hit_text(hit: SearchHit) -> str:
+    return hit.crystal.text
