@@ -21,31 +21,30 @@ from node import metrics
 from node.chain.client import ChainClient
 from node.chain.settlement import SettlementEngine
 from node.config import NodeConfig
-from node.crystals.model import Crystal, Lifecycle, now_ms
+from node.crystals.model import Lifecycle, now_ms
 from node.crystals.store import CrystalNotFound
 from node.errors import NodeError
 from node.keys import load_identity, load_or_create_api_token
 from node.market.book.listings import ListingBook
 from node.market.book.liveness import MarketLiveness
+from node.market.face import Market
 from node.market.ledger import MarketLedger, Sale
-from node.market.purchase.buyer import Buyer, PurchaseRefused
+from node.market.purchase.buyer import Buyer
 from node.market.purchase.reconcile import reconcile_settlements
 from node.market.purchase.seller import Seller
 from node.market.purchase.x402_seller import serve_seller
-from node.market.records_api import MarketRecordsApi
 from node.market.selling.niche import niche_data
 from node.market.selling.pricing import FlatReputation, ReputationSource
 from node.market.selling.publish import Publisher
 from node.memory.async_memory import AsyncMemory
-from node.memory.facade import ConsolidationReport, Memory
-from node.memory.learning.learning_service import LearningServiceMixin
-from node.memory.records_api import MemoryRecordsApi
-from node.memory.search.pipeline import SearchHit, SearchRequest
-from node.memory.working.service import WorkingMemoryServiceMixin
+from node.memory.facade import Memory
+from node.memory.learning.learning_service import LearningService
+from node.memory.search.pipeline import SearchRequest
+from node.memory.working.service import WorkingMemoryService
 from node.net.service import NetService
 from node.supervisor import supervise
 from node.trust.gate import GateDecision
-from node.trust.service import TrustService, trust_rows_for_api
+from node.trust.service import TrustService
 from node.weather import WeatherDesk
 from protocol.messages import TrustReport
 from protocol.topics import TRUST
@@ -57,8 +56,11 @@ SAFE_RECURSION_LIMIT = 5_000
 INDEX_SAVE_INTERVAL_S = 30.0
 
 
-class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
-                  WorkingMemoryServiceMixin):
+class NodeService:
+    """Wires one node and runs it; the API reaches each concept through its face
+    (``node.api.interface.NodeApi``): ``memory``, ``working``, ``learning``, ``market``,
+    ``trust``, ``weather``."""
+
     def __init__(self, config: NodeConfig, memory: Memory | None = None,
                  chain_client: ChainClient | None = None) -> None:
         """``chain_client``: an already-connected chain (an in-process one in tests) used
@@ -121,7 +123,9 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
         # its single writer (memory.db.run).
         self.listings = ListingBook(memory.db)
         self.ledger = MarketLedger(memory.db)
-        self.init_working_memory(memory, functools.partial(niche_data, memory.db))
+        self.working = WorkingMemoryService(self.config, self.memory, memory,
+                                            functools.partial(niche_data, memory.db))
+        self.learning = LearningService(self.memory, self.identity)
         self.seller = Seller(
             self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
             lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
@@ -147,13 +151,16 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
             self.net.gossip.publish, lambda: self.reputation, self.wallet_address,
             self.is_management,
         )
-        self.weather_desk = WeatherDesk(self.config, self.identity, self.memory,
-                                        self.net.gossip.publish, self.is_management)
+        self.weather = WeatherDesk(self.config, self.identity, self.memory,
+                                   self.net.gossip.publish, self.is_management)
         self.net.on_listing(self.publisher.on_listing)
         self.publisher.origin_level = lambda key: self.memory.run(self.trust.level, key)
-        self.market_liveness = MarketLiveness(self.publisher, self.buy)
+        self.market_liveness = MarketLiveness(self.publisher, self._buy)
         self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)
-        self.net.on_weather(self.weather_desk.on_weather)
+        self.market = Market(self.memory, self.listings, self.ledger, self.publisher, self.buyer,
+                             self.market_liveness, self._record_trust, self.wallet_address,
+                             self.config.chain, lambda: self.engine)
+        self.net.on_weather(self.weather.on_weather)
         self.net.on_trust_report(self.trust.on_trust_report)
         self.net.on_reject(self.trust.on_rejection)
         self.net.on_reject(
@@ -184,10 +191,10 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
                     supervise, "index-save", self.memory.save_periodically, INDEX_SAVE_INTERVAL_S,
                     on_crash=_count_crash))
                 nursery.start_soon(functools.partial(
-                    supervise, "consolidation", self.consolidate_periodically,  # + auto-scratch
+                    supervise, "consolidation", self.working.consolidate_periodically,  # + auto-scratch
                     self.config.memory.consolidation_interval_s, on_crash=_count_crash))
                 nursery.start_soon(functools.partial(
-                    supervise, "dream", self.dream_periodically, self.config.memory.dream_interval_s,
+                    supervise, "dream", self.working.dream_periodically, self.config.memory.dream_interval_s,
                     on_crash=_count_crash))
                 nursery.start_soon(self._watch_signals, nursery.cancel_scope)
                 self._write_runtime_files()
@@ -260,7 +267,7 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
             "listings_known": listings,
             "crystals": stats["total"],
             "wallet_address": self.wallet_address,
-            "weather": self.weather(),
+            "weather": self.weather.status(),
         }
 
     def peers(self) -> list[dict[str, Any]]:
@@ -273,36 +280,6 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
         counter = self.net.rejections
         return {peer: counter.counts(peer) for peer in counter.peers()}
 
-    # --- memory -------------------------------------------------------------------------------
-    async def search(self, request: SearchRequest) -> list[SearchHit]:
-        return await self.memory.search(request)
-
-    async def memory_status(self) -> dict[str, Any]:
-        return await self.memory.status()
-
-    async def memory_stats(self) -> dict[str, Any]:
-        return await self.memory.stats()
-
-    async def add_crystal(self, body: dict[str, Any]) -> Crystal:
-        return await self.memory.add_from_request(body)
-
-    async def crystal_detail(self, crystal_id: str) -> dict[str, Any]:
-        return await self.memory.detail(crystal_id)
-
-    async def consolidate(self, purge: bool = False) -> ConsolidationReport:
-        report = await self.memory.consolidate(purge)
-        await self.auto_scratch_logged()
-        return report
-
-    async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
-        crystal = await self.memory.record_execution(crystal_id, success, reward)
-        seller = crystal.governance.peer_origin
-        if seller:
-            # A skill bought from a peer: its outcome is evidence about that peer.
-            event = "execution_success" if success else "execution_failure"
-            await self._record_trust(bytes.fromhex(seller), event, crystal.id)
-        return crystal
-
     # --- trust --------------------------------------------------------------------------------
     async def _gate(self, peer_key: bytes) -> GateDecision:
         return await self.memory.run(self.trust.gate, peer_key)
@@ -314,72 +291,15 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
         await self.net.publish(TRUST, report)
         metrics.GOSSIP_PUBLISHED.labels(topic=TRUST).inc()
 
-    def trust_rows(self) -> list[dict[str, Any]]:
-        return trust_rows_for_api(self.trust)
-
-    async def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
-        return await self.memory.new_skill_version(crystal_id, text)
-
     # --- listings -----------------------------------------------------------------------------
     async def _on_sale(self, sale: Sale) -> None:
         metrics.SALES.labels(outcome="ok").inc()
         metrics.MARKET_MICRO_USDC.labels(direction="earned").inc(sale.price_micro_usdc)
 
-    # --- purchases ----------------------------------------------------------------------------
-    async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
-                  again: bool = False) -> dict[str, Any]:
-        try:
-            result = await self.buyer.buy(listing_id, max_price_micro_usdc, again)
-        except PurchaseRefused:
-            metrics.PURCHASES.labels(outcome="rejected").inc()
-            raise
-        except Exception:
-            metrics.PURCHASES.labels(outcome="failed").inc()
-            raise
-        metrics.PURCHASES.labels(outcome="ok").inc()
-        metrics.MARKET_MICRO_USDC.labels(direction="spent").inc(result["price_micro_usdc"])
-        return result
-
-    async def redeliver(self, listing_id: str) -> dict[str, Any]:
-        return await self.buyer.redeliver(listing_id)
-
-    async def wallet_info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"address": self.wallet_address, "usdc_micro": None, "eth_wei": None,
-                                "chain_id": self.config.chain.chain_id,
-                                "token_address": self.config.chain.token_address}
-        if self.engine is None:
-            return info
-        client = self.engine.client
-        try:
-            info["usdc_micro"] = await trio.to_thread.run_sync(client.usdc_balance, self.wallet_address)
-            info["eth_wei"] = await trio.to_thread.run_sync(client.eth_balance, self.wallet_address)
-        except Exception as error:
-            info["error"] = str(error)
-        return info
-
-    # --- market: publishing and the listing book (node/market/selling/publish.py) ----------------------
-    async def publish_skill(self, crystal_id: str, name: str | None = None,
-                            summary: str | None = None) -> dict[str, Any]:
-        return await self.publisher.publish_skill(crystal_id, name, summary)
-
-    async def endorse_listing(self, listing_id: str) -> dict[str, Any]:
-        return await self.publisher.endorse_listing(listing_id)
-
-    async def list_listings(self, category: str | None = None, max_price_micro_usdc: int | None = None,
-                            tags: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-        return await self.publisher.list_listings(category, max_price_micro_usdc, tags)
-
-    async def search_listings(self, query: str, k: int = 10, category: str | None = None,
-                              max_price_micro_usdc: int | None = None,
-                              tags: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-        return await self.publisher.search_listings(query, k, category, max_price_micro_usdc, tags)
-
-    # --- weather (node/weather.py) ------------------------------------------------------------
-    def weather(self) -> dict[str, Any]:
-        return self.weather_desk.weather()
-
-    async def broadcast_weather(self, level: float, duration_s: int, reason: str) -> dict[str, Any]:
-        return await self.weather_desk.broadcast_weather(level, duration_s, reason)
+    async def _buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
+                   again: bool = False) -> dict[str, Any]:
+        """A bounty's fulfilment buys through the market face (its metrics included)."""
+        return await self.market.buy(listing_id, max_price_micro_usdc, again)
 
 
 def _count_crash(name: str, error: BaseException) -> None:

@@ -34,7 +34,7 @@ class WeatherDesk:
         self.gossip_publish = gossip_publish
         self.is_management = is_management
 
-    def weather(self) -> dict[str, Any]:
+    def status(self) -> dict[str, Any]:
         hormones = self.memory.hormones
         return hormones.weather() | {
             "halt_untrusted_ingestion": hormones.consolidation_modulation().halt_untrusted_ingestion
@@ -57,7 +57,7 @@ class WeatherDesk:
         )
         await self.memory.save_hormones()
 
-    async def broadcast_weather(self, level: float, duration_s: int, reason: str) -> dict[str, Any]:
+    async def broadcast(self, level: float, duration_s: int, reason: str) -> dict[str, Any]:
         if not self.is_management:
             raise NotManagementNode(
                 "this node is not a management node: its public key "

@@ -47,22 +47,22 @@ def learning_router(node: NodeApi) -> APIRouter:
 
     @router.post("/feedback")
     async def feedback(body: FeedbackIn) -> Json:
-        return await node.memory_feedback(body.id, body.verdict)
+        return await node.learning.feedback(body.id, body.verdict)
 
     @router.post("/session/end")
     async def session_end() -> Json:
-        return await node.memory_session_end()
+        return await node.learning.session_end()
 
     @router.post("/testament/export")
     async def testament_export() -> Json:
-        return await node.testament_export()
+        return await node.learning.testament_export()
 
     @router.post("/testament/import")
     async def testament_import(body: TestamentIn) -> Json:
-        return await node.testament_import(body.testament_b64)
+        return await node.learning.testament_import(body.testament_b64)
 
     @router.post("/context/budget")
     async def budget_context(body: BudgetContextIn) -> Json:
-        return await node.budget_context(body.query, body.budget_tokens, body.working_memory)
+        return await node.learning.budget_context(body.query, body.budget_tokens, body.working_memory)
 
     return router

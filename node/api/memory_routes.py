@@ -44,23 +44,23 @@ def memory_router(node: NodeApi) -> APIRouter:
 
     @router.get("/crystals")
     async def list_memories(query: Annotated[MemoryListQuery, Query()]) -> Json:
-        return {"crystals": await node.list_memories(
+        return {"crystals": await node.memory.list_memories(
             query.namespace, tuple(t.value for t in query.type), query.limit)}
 
     @router.patch("/crystals/{crystal_id}")
     async def update_memory(crystal_id: str, body: UpdateIn) -> Json:
-        return await node.update_memory(crystal_id, body.model_dump(mode="json", exclude_none=True))
+        return await node.memory.update(crystal_id, body.model_dump(mode="json", exclude_none=True))
 
     @router.delete("/crystals/{crystal_id}")
     async def delete_memory(crystal_id: str) -> Json:
-        return await node.delete_memory(crystal_id)
+        return await node.memory.delete(crystal_id)
 
     @router.get("/crystals/{crystal_id}/history")
     async def memory_history(crystal_id: str) -> Json:
-        return await node.memory_history(crystal_id)
+        return await node.memory.history(crystal_id)
 
     @router.get("/namespaces")
     async def namespaces() -> Json:
-        return {"namespaces": await node.namespaces()}
+        return {"namespaces": await node.memory.namespaces()}
 
     return router

@@ -37,7 +37,7 @@ def node_collector(node: NodeApi) -> Callable[[], Awaitable[None]]:
 
     async def collect() -> None:
         status = await node.status()
-        memory_stats = await node.memory_stats()
+        memory_stats = await node.memory.stats()
         peers = node.peers()
         PEERS.labels(state="connected").set(sum(1 for p in peers if p.get("connected")))
         PEERS.labels(state="known").set(len(peers))

@@ -63,15 +63,15 @@ def node_router(node: NodeApi) -> APIRouter:
     # --- memory -----------------------------------------------------------------------------
     @router.post("/crystals", tags=["memory"])
     async def add_crystal(body: CrystalIn) -> Json:
-        return await node.add_memory(body.model_dump(mode="json", exclude_none=True))
+        return await node.memory.add_with_outcome(body.model_dump(mode="json", exclude_none=True))
 
     @router.get("/crystals/{crystal_id}", tags=["memory"])
     async def get_crystal(crystal_id: str) -> Json:
-        return await node.crystal_detail(crystal_id)
+        return await node.memory.detail(crystal_id)
 
     @router.post("/crystals/search", tags=["memory"])
     async def search(body: SearchIn) -> Json:
-        hits = await node.search(SearchRequest(
+        hits = await node.memory.search(SearchRequest(
             query=body.query, k=body.k,
             semantic_types=tuple(t.value for t in body.types),
             lifecycles=tuple(lc.value for lc in body.lifecycles),
@@ -83,83 +83,84 @@ def node_router(node: NodeApi) -> APIRouter:
 
     @router.get("/memory/status", tags=["memory"])
     async def memory_status() -> Json:
-        return await node.memory_status()
+        return await node.memory.status()
 
     @router.post("/memory/consolidate", tags=["memory"])
     async def consolidate(body: ConsolidateIn | None = None) -> Json:
-        report = await node.consolidate(purge=body.purge if body is not None else False)
+        report = await node.memory.consolidate(purge=body.purge if body is not None else False)
+        await node.working.auto_scratch_logged()  # seed 001: hormonal spikes after a cycle
         return asdict(report)
 
     # --- skills & market --------------------------------------------------------------------
     @router.post("/skills/{crystal_id}/executions", tags=["skills"])
     async def record_execution(crystal_id: str, body: ExecutionIn) -> Json:
-        crystal = await node.record_execution(crystal_id, body.success, body.reward)
+        crystal = await node.market.record_execution(crystal_id, body.success, body.reward)
         return crystal.to_dict()
 
     @router.post("/skills/{crystal_id}/versions", tags=["skills"])
     async def new_version(crystal_id: str, body: VersionIn) -> Json:
-        return (await node.new_skill_version(crystal_id, body.text)).to_dict()
+        return (await node.market.new_skill_version(crystal_id, body.text)).to_dict()
 
     @router.post("/skills/{crystal_id}/publish", tags=["skills"])
     async def publish(crystal_id: str, body: PublishIn | None = None) -> Json:
         fields = body or PublishIn()
-        return await node.publish_skill(crystal_id, fields.name, fields.summary)
+        return await node.market.publish_skill(crystal_id, fields.name, fields.summary)
 
     @router.get("/skills/own", tags=["skills"])
     async def own_skills() -> Json:
-        return {"skills": await node.own_skills()}
+        return {"skills": await node.market.own_skills()}
 
     @router.get("/listings", tags=["market"])
     async def listings(query: Annotated[ListingsQuery, Query()]) -> Json:
-        return {"listings": await node.list_listings(
+        return {"listings": await node.market.list_listings(
             category=query.category, max_price_micro_usdc=query.max_price, tags=tuple(query.tag))}
 
     @router.get("/listings/search", tags=["market"])
     async def search_listings(query: Annotated[ListingSearchQuery, Query()]) -> Json:
-        return {"listings": await node.search_listings(
+        return {"listings": await node.market.search_listings(
             query.q, k=query.k, category=query.category,
             max_price_micro_usdc=query.max_price, tags=tuple(query.tag))}
 
     @router.post("/listings/{listing_id}/endorse", tags=["market"])
     async def endorse(listing_id: str) -> Json:
-        return await node.endorse_listing(listing_id)
+        return await node.market.endorse_listing(listing_id)
 
     @router.post("/purchases", tags=["market"])
     async def buy(body: PurchaseIn) -> Json:
-        return await node.buy(body.listing_id, body.max_price_micro_usdc, body.again)
+        return await node.market.buy(body.listing_id, body.max_price_micro_usdc, body.again)
 
     @router.post("/purchases/redeliver", tags=["market"])
     async def redeliver(body: RedeliverIn) -> Json:
-        return await node.redeliver(body.listing_id)
+        return await node.market.redeliver(body.listing_id)
 
     @router.get("/purchases", tags=["market"])
     async def purchases(query: Annotated[LimitQuery, Query()]) -> Json:
-        return {"purchases": await node.purchases(query.limit)}
+        return {"purchases": await node.market.purchases(query.limit)}
 
     @router.get("/sales", tags=["market"])
     async def sales(query: Annotated[LimitQuery, Query()]) -> Json:
-        return {"sales": await node.sales(query.limit)}
+        return {"sales": await node.market.sales(query.limit)}
 
     @router.get("/market/stats", tags=["market"])
     async def market_stats() -> Json:
-        return await node.market_stats()
+        return await node.market.stats()
 
     @router.get("/wallet", tags=["market"])
     async def wallet() -> Json:
-        return await node.wallet_info()
+        return await node.market.wallet()
 
     @router.get("/trust", tags=["trust"])
     async def trust() -> Json:
-        return {"peers": node.trust_rows()}
+        return {"peers": node.trust.show()}
 
     # --- weather ----------------------------------------------------------------------------
     @router.get("/weather", tags=["weather"])
     async def weather() -> Json:
-        return node.weather()
+        return node.weather.status()
 
     @router.post("/weather/broadcast", tags=["weather"])
     async def broadcast(body: WeatherIn) -> Json:
-        return await node.broadcast_weather(body.level, body.duration_s, body.reason)
+        return await node.weather.broadcast(body.level, body.duration_s, body.reason)
 
     return router
 
@@ -175,9 +176,9 @@ def build_fastapi(node: NodeApi | None, auth: ApiAuth) -> FastAPI:
         app.include_router(learning_router(node))
         app.include_router(working_memory_router(node))
         app.include_router(memory_router(node))
-        market = getattr(node, "market_liveness", None)  # test doubles may leave it out
+        market = getattr(node, "market", None)  # test doubles may leave it out
         if market is not None:
-            app.include_router(market_liveness_router(market))
+            app.include_router(market_liveness_router(market.liveness))
     app.include_router(dashboard_router())
     app.include_router(metrics_router(node))
     return app

@@ -53,21 +53,21 @@ def working_memory_router(node: NodeApi) -> APIRouter:
 
     @router.post("/memory/notes")
     async def note(body: NoteIn) -> Json:
-        return await node.memory_note(body.text, body.importance, body.namespace,
+        return await node.working.note(body.text, body.importance, body.namespace,
                                       body.type.value if body.type else None,
                                       body.scope.value if body.scope else None)
 
     @router.post("/memory/dream")
     async def dream(body: DreamIn | None = None) -> Json:
-        return await node.memory_dream((body or DreamIn()).namespace)
+        return await node.working.dream((body or DreamIn()).namespace)
 
     @router.get("/memory/context")
     async def context(query: Annotated[ContextQuery, Query()]) -> Json:
-        return await node.memory_context(query.window, query.namespace)
+        return await node.working.context(query.window, query.namespace)
 
     @router.post("/skills/{crystal_id}/crystallize", tags=["skills"])
     async def crystallize(crystal_id: str, body: CrystallizeIn | None = None) -> Json:
         fields = body or CrystallizeIn()
-        return await node.crystallize_skill(crystal_id, fields.text, fields.category, fields.tags or [])
+        return await node.working.crystallize_skill(crystal_id, fields.text, fields.category, fields.tags or [])
 
     return router

@@ -102,11 +102,11 @@ class Market:
 
     async def publish(self, text: str, category: str = "ops") -> dict[str, Any]:
         """Add a public skill on the seller, record the executions listing needs, publish it."""
-        crystal = await self.seller.add_crystal({"text": text, "type": "skill", "scope": "public",
+        crystal = await self.seller.memory.add_from_request({"text": text, "type": "skill", "scope": "public",
                                                  "category": category, "tags": [category]})
         for _ in range(self.seller.config.market.min_executions):
-            await self.seller.record_execution(crystal.id, True, 0.9)
-        return await self.seller.publish_skill(crystal.id)
+            await self.seller.market.record_execution(crystal.id, True, 0.9)
+        return await self.seller.market.publish_skill(crystal.id)
 
     async def known_to_buyer(self, *listings: dict[str, Any]) -> None:
         async def known() -> bool:
@@ -120,9 +120,9 @@ class Market:
     async def rows(self, listing_id: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """(buyer's purchase rows, seller's sale rows) of ``listing_id``: (state, tx, price)."""
         purchases = [(p["state"], p["tx_hash"], p["price_micro_usdc"])
-                     for p in await self.buyer.purchases(100) if p["listing_id"] == listing_id]
+                     for p in await self.buyer.market.purchases(100) if p["listing_id"] == listing_id]
         sales = [(s["state"], s["tx_hash"], s["price_micro_usdc"])
-                 for s in await self.seller.sales(100) if s["listing_id"] == listing_id]
+                 for s in await self.seller.market.sales(100) if s["listing_id"] == listing_id]
         return purchases, sales
 
     async def ask_seller(self, message: Message) -> Envelope:

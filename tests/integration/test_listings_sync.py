@@ -73,7 +73,7 @@ async def test_a_node_started_after_200_listings_exist_has_all_of_them(
     assert sum(s["accepted"] for s in sessions) == 200
     assert all(s["rejected"] == 0 for s in sessions)
     # The synced listings are searchable like gossiped ones.
-    hits = await late.search_listings("skill-7-3", k=1)
+    hits = await late.market.search_listings("skill-7-3", k=1)
     assert hits and hits[0]["name"] == "skill-7-3"
 
 

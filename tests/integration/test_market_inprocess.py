@@ -47,7 +47,7 @@ async def test_published_listing_is_bought_in_process_and_over_http(
     assert isinstance(p1, int) and isinstance(p2, int) and p1 > 0 and p2 > 0
 
     # Through NodeService.buy, the method POST /v1/purchases calls.
-    bought = await market.buyer.buy(first["listing_id"])
+    bought = await market.buyer.market.buy(first["listing_id"])
     assert bought["price_micro_usdc"] == p1 and bought["tx_hash"].startswith("0x")
     assert await market.balances() == (p1, BUYER_USDC - p1)
     assert await market.rows(first["listing_id"]) == (
@@ -70,8 +70,8 @@ async def test_published_listing_is_bought_in_process_and_over_http(
         first["listing_id"]: "completed", second["listing_id"]: "completed"}
 
     assert signed == [p1, p2]
-    assert (await market.seller.market_stats())["earned_micro_usdc"] == p1 + p2
-    assert (await market.buyer.market_stats())["spent_micro_usdc"] == p1 + p2
+    assert (await market.seller.market.stats())["earned_micro_usdc"] == p1 + p2
+    assert (await market.buyer.market.stats())["spent_micro_usdc"] == p1 + p2
     engine = market.seller.engine
     assert engine is not None
     assert await trio.to_thread.run_sync(engine.ledger.confirmed_total_micro,
@@ -79,7 +79,7 @@ async def test_published_listing_is_bought_in_process_and_over_http(
 
     # Bought once: a second buy is refused and moves nothing.
     with pytest.raises(PurchaseRefused) as again:
-        await market.buyer.buy(first["listing_id"])
+        await market.buyer.market.buy(first["listing_id"])
     assert again.value.code == "already_owned"
     assert await market.balances() == (p1 + p2, BUYER_USDC - p1 - p2)
 
@@ -94,12 +94,12 @@ async def test_spend_caps_refuse_before_anything_is_signed(
     block = await market.block()
 
     with pytest.raises(PurchaseRefused) as refused:
-        await market.buyer.buy(first["listing_id"], max_price_micro_usdc=p1 - 1)
+        await market.buyer.market.buy(first["listing_id"], max_price_micro_usdc=p1 - 1)
     assert refused.value.code == "price_above_cap" and "--max-price" in str(refused.value)
 
     caps.max_per_purchase_micro_usdc = p1 - 1
     with pytest.raises(PurchaseRefused) as refused:
-        await market.buyer.buy(first["listing_id"])
+        await market.buyer.market.buy(first["listing_id"])
     assert refused.value.code == "price_above_cap" and "per-purchase cap" in str(refused.value)
     assert signed == [] and await market.block() == block
     assert await market.rows(first["listing_id"]) == ([], [])
@@ -108,7 +108,7 @@ async def test_spend_caps_refuse_before_anything_is_signed(
     # Daily cap: room for the first purchase, not for both.
     caps.max_per_purchase_micro_usdc = max(p1, p2)
     caps.max_per_day_micro_usdc = p1 + p2 - 1
-    bought = await market.buyer.buy(first["listing_id"])
+    bought = await market.buyer.market.buy(first["listing_id"])
     assert await market.balances() == (p1, BUYER_USDC - p1)
     block = await market.block()
     async with market.http(market.buyer) as http:
@@ -142,7 +142,7 @@ async def test_seller_quoting_other_terms_than_its_listing_is_refused_unpaid(
     monkeypatch.setattr(seller, "_sellable", raised)
     block = await market.block()
     with pytest.raises(PurchaseRefused) as refused:
-        await market.buyer.buy(listing["listing_id"])
+        await market.buyer.market.buy(listing["listing_id"])
     assert refused.value.code == "terms_mismatch"
     assert f"price {2 * price} != listed {price}" in str(refused.value)
     assert signed == [] and await market.block() == block

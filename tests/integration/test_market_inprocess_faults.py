@@ -51,7 +51,7 @@ async def test_crash_between_settlement_and_sale_ledger_redelivers_once_paid_onc
     monkeypatch.setattr(ledger, "update_sale", crash_once)
 
     with pytest.raises(PurchaseError) as failed:
-        await market.buyer.buy(listing["listing_id"])
+        await market.buyer.market.buy(listing["listing_id"])
     assert failed.value.money_moved and "redeliver" in str(failed.value)
     [tx_hash] = settled_on_chain
     assert tx_hash is not None
@@ -65,7 +65,7 @@ async def test_crash_between_settlement_and_sale_ledger_redelivers_once_paid_onc
         assert (await market.rows(listing["listing_id"]))[1] == [("authorized", None, price)]
 
     # The redelivery looks the settlement up in the engine's ledger and delivers.
-    redelivered = await market.buyer.redeliver(listing["listing_id"])
+    redelivered = await market.buyer.market.redeliver(listing["listing_id"])
     assert redelivered["tx_hash"] == tx_hash and redelivered["price_micro_usdc"] == price
     crystal = await market.buyer.memory.get(redelivered["crystal_id"])
     assert crystal.text == SKILL
@@ -75,13 +75,13 @@ async def test_crash_between_settlement_and_sale_ledger_redelivers_once_paid_onc
 
     # Delivered exactly once, paid exactly once: neither path delivers or charges again.
     with pytest.raises(PurchaseRefused) as completed:
-        await market.buyer.redeliver(listing["listing_id"])
+        await market.buyer.market.redeliver(listing["listing_id"])
     assert completed.value.code == "completed"
     with pytest.raises(PurchaseRefused) as owned:
-        await market.buyer.buy(listing["listing_id"])
+        await market.buyer.market.buy(listing["listing_id"])
     assert owned.value.code == "already_owned"
-    stats = await market.buyer.memory_stats()
-    assert sum(1 for p in await market.buyer.purchases(100)
+    stats = await market.buyer.memory.stats()
+    assert sum(1 for p in await market.buyer.market.purchases(100)
                if p["crystal_id"] == redelivered["crystal_id"]) == 1
     assert stats["total"] == 1  # the one bought crystal, stored once
     assert await market.balances() == (price, BUYER_USDC - price)
@@ -98,7 +98,7 @@ async def test_a_paid_request_id_does_not_unlock_another_listing(market: Market)
     second = await market.publish(OTHER, category="dns")
     await market.known_to_buyer(first, second)
     p1, p2 = first["price_micro_usdc"], second["price_micro_usdc"]
-    bought = await market.buyer.buy(first["listing_id"])
+    bought = await market.buyer.market.buy(first["listing_id"])
     [paid] = [p for p in await market.buyer.memory.run(market.buyer.ledger.purchases, 10)
               if p.listing_id == first["listing_id"]]
     assert paid.request_id == bought["request_id"] and paid.authorization_json is not None
@@ -118,10 +118,10 @@ async def test_a_paid_request_id_does_not_unlock_another_listing(market: Market)
 
     assert await market.rows(second["listing_id"]) == ([], [])
     assert await market.balances() == (p1, BUYER_USDC - p1)
-    assert (await market.buyer.memory_stats())["total"] == 1  # L1's crystal only
+    assert (await market.buyer.memory.stats())["total"] == 1  # L1's crystal only
 
     # L2 is still for sale, at its price.
-    again = await market.buyer.buy(second["listing_id"])
+    again = await market.buyer.market.buy(second["listing_id"])
     assert again["request_id"] != paid.request_id
     assert await market.rows(second["listing_id"]) == (
         [("completed", again["tx_hash"], p2)], [("delivered", again["tx_hash"], p2)])

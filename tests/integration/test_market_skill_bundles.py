@@ -28,14 +28,14 @@ async def test_bundle_is_listed_by_front_matter_and_delivered_whole(market: Mark
         "repository.")
     assert seen.listing.content_hash == bundle.content_hash()
 
-    bought = await market.buyer.buy(listing["listing_id"])
+    bought = await market.buyer.market.buy(listing["listing_id"])
     crystal = await market.buyer.memory.get(bought["crystal_id"])
     assert sb.decode(crystal.text) == bundle and crystal.hash == bundle.content_hash()
 
     # The seller forgets the skill: it is not for sale any more, and nothing is paid.
-    await market.seller.delete_memory(listing["crystal_id"])
+    await market.seller.memory.delete(listing["crystal_id"])
     before = await market.balances()
     with pytest.raises(PurchaseRefused):
-        await market.buyer.buy(listing["listing_id"], again=True)
+        await market.buyer.market.buy(listing["listing_id"], again=True)
     assert await market.balances() == before
     assert before[1] == BUYER_USDC - listing["price_micro_usdc"]

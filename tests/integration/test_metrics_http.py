@@ -25,12 +25,7 @@ class FakeNode:
     """The slice of a NodeApi that /metrics and /v1/peers read (the other routes are not hit)."""
 
     def __init__(self) -> None:
-        stats = {"total": 3, "by_lifecycle": {"generated": 2, "consolidated": 1},
-                 "by_type": {"skill": 1, "general": 2}}
-        self.stats = stats
-
-    async def memory_stats(self) -> dict[str, Any]:
-        return self.stats
+        self.memory = FakeMemory()
 
     async def status(self) -> dict[str, Any]:
         return {"name": "node-x", "peer_id": "12D3KooWtest", "uptime_s": 42, "listings_known": 5,
@@ -43,7 +38,17 @@ class FakeNode:
     def rejections(self) -> dict[str, dict[str, int]]:
         raise RuntimeError("secret detail of a bug in /srv/node.py")
 
-    async def crystal_detail(self, crystal_id: str) -> dict[str, Any]:
+
+
+class FakeMemory:
+    def __init__(self) -> None:
+        self.totals = {"total": 3, "by_lifecycle": {"generated": 2, "consolidated": 1},
+                       "by_type": {"skill": 1, "general": 2}}
+
+    async def stats(self) -> dict[str, Any]:
+        return self.totals
+
+    async def detail(self, crystal_id: str) -> dict[str, Any]:
         raise CrystalNotFound(crystal_id)
 
 

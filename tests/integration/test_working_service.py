@@ -15,16 +15,13 @@ import trio
 from node.config import NodeConfig
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import Memory, SearchRequest
-from node.memory.working.service import WorkingMemoryServiceMixin
+from node.memory.working.service import WorkingMemoryService
 from node.memory.working.state import SECTIONS
 from tests.integration.local_http import serving
 
 
-class Node(WorkingMemoryServiceMixin):
-    def __init__(self, config: NodeConfig, memory: Memory) -> None:
-        self.config = config
-        self.memory = AsyncMemory(memory)
-        self.init_working_memory(memory)
+def Node(config: NodeConfig, memory: Memory) -> WorkingMemoryService:
+    return WorkingMemoryService(config, AsyncMemory(memory), memory)
 
 
 @pytest.fixture
@@ -57,16 +54,16 @@ def slow_llm() -> Iterator[tuple[str, threading.Event, threading.Event, threadin
 
 async def test_note_dream_and_context_through_the_node(memory: Memory, node_config: NodeConfig) -> None:
     node = Node(node_config, memory)
-    noted = await node.memory_note("User's name is Douglas, prefers tabs", 0.8)
+    noted = await node.note("User's name is Douglas, prefers tabs", 0.8)
     assert noted["crystal"] == "indexed" and noted["namespace"] == "default"
-    hits = await node.memory.search.pipeline(SearchRequest("Douglas tabs", 3))
+    hits = await node.memory.search(SearchRequest("Douglas tabs", 3))
     assert hits[0].crystal.id == noted["crystal_id"]
-    context = await node.memory_context(32_000)
+    context = await node.context(32_000)
     assert "Unsynthesized Notes" in context["context"] and "Douglas" in context["context"]
-    dreamt = await node.memory_dream()
+    dreamt = await node.dream()
     assert dreamt["status"] == "written" and dreamt["consumed_notes"] == 1
-    assert "Douglas" in (await node.memory_context(200_000))["context"]
-    other = await node.memory_note("agent-specific note", 0.5, "agent:planner")
+    assert "Douglas" in (await node.context(200_000))["context"]
+    other = await node.note("agent-specific note", 0.5, "agent:planner")
     assert other["namespace"] == "agent:planner"
     assert node._dream_namespaces() == ["agent:planner", "default"]
 
@@ -79,19 +76,19 @@ async def test_a_dream_waiting_on_the_llm_holds_neither_loop_nor_database(
     node_config.memory.dream_llm_url = url
     node_config.memory.dream_llm_model = "slow"
     node = Node(node_config, memory)
-    await node.memory_note("first note before the dream", 0.7)
+    await node.note("first note before the dream", 0.7)
     results: dict[str, Any] = {}
 
     async def dream() -> None:
-        results["dream"] = await node.memory_dream()
+        results["dream"] = await node.dream()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(dream)
         await trio.to_thread.run_sync(arrived.wait, 60)
         # the LLM has the request and has not answered: memory and notes still work
-        hits = await node.memory.search.pipeline(SearchRequest("first note", 3))
+        hits = await node.memory.search(SearchRequest("first note", 3))
         assert hits and hits[0].crystal.text == "first note before the dream"
-        during = await node.memory_note("written while the model thinks", 0.6)
+        during = await node.note("written while the model thinks", 0.6)
         assert during["crystal"] == "indexed"
         assert not answered.is_set()  # both answered while the dream was still waiting
         release.set()

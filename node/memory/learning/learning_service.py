@@ -1,8 +1,9 @@
 """The node's async face of memory that learns (seed 003/004): what the API routes call.
 
-``NodeService`` mixes this in; it needs the service's ``memory``
-(:class:`AsyncMemory`, one worker thread at a time on the database) and
-``identity`` (the node's Ed25519 key, which signs testaments). Each operation
+``node.service`` builds one over the node's ``memory`` (:class:`AsyncMemory`, one
+worker thread at a time on the database) and ``identity`` (the node's Ed25519 key,
+which signs testaments); the API's learning routes call it
+(``node.api.interface.LearningApi``). Each operation
 is a plain function of a :class:`Memory`, run by ``AsyncMemory.learn``.
 """
 
@@ -42,14 +43,15 @@ def _budget(memory: Memory, query: str, budget_tokens: int, working_memory: str 
     return budget_context(memory, memory.learning, query, budget_tokens, working_memory).to_dict()
 
 
-class LearningServiceMixin:
-    memory: AsyncMemory
-    identity: Identity
+class LearningService:
+    def __init__(self, memory: AsyncMemory, identity: Identity) -> None:
+        self.memory = memory
+        self.identity = identity
 
-    async def memory_feedback(self, crystal_id: str, verdict: str) -> dict[str, Any]:
+    async def feedback(self, crystal_id: str, verdict: str) -> dict[str, Any]:
         return await self.memory.learn(_feedback, crystal_id, verdict)
 
-    async def memory_session_end(self) -> dict[str, Any]:
+    async def session_end(self) -> dict[str, Any]:
         return await self.memory.learn(_session_end)
 
     async def testament_export(self) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The node's async face of working memory (seed 001): what the API routes and the schedule call.
 
-``NodeService`` mixes this in; it needs the service's ``config``, ``memory``
-(its ``AsyncMemory``, whose ``run`` is the database's single writer) and may
-set ``niche_source`` (the market's economics for The Niche).
+``node.service`` builds one over the node's ``config``, ``memory`` (its
+``AsyncMemory``, whose ``run`` is the database's single writer) and the market's
+economics for The Niche; the API's working-memory routes call it
+(``node.api.interface.WorkingApi``).
 
 Working-memory operations block (fsync, file locks, maybe an LLM call), so
 they run on their own worker thread; each store access inside them hops back
@@ -21,6 +22,7 @@ import trio
 
 from node.config import NodeConfig
 from node.crystals.model import AccessScope, SemanticType
+from node.memory.async_memory import AsyncMemory
 from node.memory.facade import Memory
 from node.memory.working.backend import MemoryBackend, NoteKind
 from node.memory.working.build import working_memory_for
@@ -30,14 +32,13 @@ from node.memory.working.working import DEFAULT_NAMESPACE, WorkingMemory, check_
 log = logging.getLogger(__name__)
 
 
-class WorkingMemoryServiceMixin:
-    config: NodeConfig
-    memory: Any  # AsyncMemory: ``await memory.run(function)`` on the database writer
-
-    def init_working_memory(self, memory: Memory,
-                            niche: Callable[[], NicheData | None] | None = None) -> None:
-        """Called once the node's ``Memory`` is open; ``niche`` reads the market's economics."""
-        self._working_source = memory
+class WorkingMemoryService:
+    def __init__(self, config: NodeConfig, memory: AsyncMemory, source: Memory,
+                 niche: Callable[[], NicheData | None] | None = None) -> None:
+        """``source``: the node's open ``Memory``; ``niche`` reads the market's economics."""
+        self.config = config
+        self.memory = memory
+        self._working_source = source
         self._working_niche = niche
         self._working_memories: dict[str, WorkingMemory] = {}
 
@@ -53,7 +54,7 @@ class WorkingMemoryServiceMixin:
         """Called from a working-memory worker thread: run ``function`` on the memory writer."""
         return trio.from_thread.run(self.memory.run, function)
 
-    async def memory_note(self, text: str, importance: float, namespace: str = DEFAULT_NAMESPACE,
+    async def note(self, text: str, importance: float, namespace: str = DEFAULT_NAMESPACE,
                           semantic_type: str | None = None, scope: str | None = None) -> dict[str, Any]:
         working = self.working_memory(namespace)
         kind = NoteKind(SemanticType(semantic_type or SemanticType.GENERAL),
@@ -61,12 +62,12 @@ class WorkingMemoryServiceMixin:
         result = await trio.to_thread.run_sync(working.note, text, importance, kind)
         return result.to_dict() | {"namespace": working.namespace}
 
-    async def memory_dream(self, namespace: str = DEFAULT_NAMESPACE, force: bool = True) -> dict[str, Any]:
+    async def dream(self, namespace: str = DEFAULT_NAMESPACE, force: bool = True) -> dict[str, Any]:
         working = self.working_memory(namespace)
         result = await trio.to_thread.run_sync(partial(working.dream, force=force))
         return result.to_dict() | {"namespace": working.namespace}
 
-    async def memory_context(self, window_tokens: int, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+    async def context(self, window_tokens: int, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
         working = self.working_memory(namespace)
         text = await trio.to_thread.run_sync(working.context, window_tokens)
         return {"namespace": working.namespace, "window": window_tokens, "context": text}
@@ -109,7 +110,7 @@ class WorkingMemoryServiceMixin:
             await trio.sleep(interval_s)
             for namespace in self._dream_namespaces():
                 try:
-                    result = await self.memory_dream(namespace, force=False)
+                    result = await self.dream(namespace, force=False)
                     log.info("scheduled dream in %s: %s %s", namespace, result["status"],
                              result.get("reason") or "")
                 except Exception:

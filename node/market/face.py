@@ -1,0 +1,124 @@
+"""The market as the node's API sees it: one object over the book, selling and purchases.
+
+What the local API's market routes call (``node.api.interface.MarketApi``). It
+holds no state of its own: each method is one call into the part of the market
+that owns the concept (the publisher, the buyer, the ledger, the living market),
+plus the node-level bookkeeping that belongs with it (metrics, the trust event of
+a bought skill's outcome). ``node.service`` builds it once the parts exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from node import metrics
+from node.crystals.model import Crystal
+from node.market.book.listings import ListingBook
+from node.market.book.liveness import MarketLiveness
+from node.market.ledger import MarketLedger
+from node.market.purchase.buyer import Buyer, PurchaseRefused
+from node.market.selling.publish import Publisher
+from node.memory.async_memory import AsyncMemory
+
+if TYPE_CHECKING:
+    from node.chain.settlement import SettlementEngine
+    from node.config import ChainConfig
+
+RecordTrust = Callable[[bytes, str, str], Awaitable[None]]
+
+
+class Market:
+    def __init__(self, memory: AsyncMemory, listings: ListingBook, ledger: MarketLedger,
+                 publisher: Publisher, buyer: Buyer, liveness: MarketLiveness,
+                 record_trust: RecordTrust, wallet_address: str, chain: ChainConfig,
+                 engine: Callable[[], SettlementEngine | None]) -> None:
+        self.memory = memory
+        self.listings = listings
+        self.ledger = ledger
+        self.publisher = publisher
+        self.buyer = buyer
+        self.liveness = liveness
+        self._record_trust = record_trust
+        self._wallet_address = wallet_address
+        self._chain = chain
+        self._engine = engine
+
+    # --- skills -------------------------------------------------------------------------------
+    async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
+        crystal = await self.memory.record_execution(crystal_id, success, reward)
+        seller = crystal.governance.peer_origin
+        if seller:
+            # A skill bought from a peer: its outcome is evidence about that peer.
+            event = "execution_success" if success else "execution_failure"
+            await self._record_trust(bytes.fromhex(seller), event, crystal.id)
+        return crystal
+
+    async def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
+        return await self.memory.new_skill_version(crystal_id, text)
+
+    async def own_skills(self) -> list[dict[str, Any]]:
+        own = await self.memory.run(self.listings.own)
+        return [item.to_dict() | {"crystal_id": item.own_crystal_id} for item in own]
+
+    # --- selling and the book -----------------------------------------------------------------
+    async def publish_skill(self, crystal_id: str, name: str | None = None,
+                            summary: str | None = None) -> dict[str, Any]:
+        return await self.publisher.publish_skill(crystal_id, name, summary)
+
+    async def endorse_listing(self, listing_id: str) -> dict[str, Any]:
+        return await self.publisher.endorse_listing(listing_id)
+
+    async def list_listings(self, category: str | None = None, max_price_micro_usdc: int | None = None,
+                            tags: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        return await self.publisher.list_listings(category, max_price_micro_usdc, tags)
+
+    async def search_listings(self, query: str, k: int = 10, category: str | None = None,
+                              max_price_micro_usdc: int | None = None,
+                              tags: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        return await self.publisher.search_listings(query, k, category, max_price_micro_usdc, tags)
+
+    # --- purchases ----------------------------------------------------------------------------
+    async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
+                  again: bool = False) -> dict[str, Any]:
+        try:
+            result = await self.buyer.buy(listing_id, max_price_micro_usdc, again)
+        except PurchaseRefused:
+            metrics.PURCHASES.labels(outcome="rejected").inc()
+            raise
+        except Exception:
+            metrics.PURCHASES.labels(outcome="failed").inc()
+            raise
+        metrics.PURCHASES.labels(outcome="ok").inc()
+        metrics.MARKET_MICRO_USDC.labels(direction="spent").inc(result["price_micro_usdc"])
+        return result
+
+    async def redeliver(self, listing_id: str) -> dict[str, Any]:
+        return await self.buyer.redeliver(listing_id)
+
+    # --- the ledger and the wallet ------------------------------------------------------------
+    async def purchases(self, limit: int) -> list[dict[str, Any]]:
+        return [item.to_dict() for item in await self.memory.run(self.ledger.purchases, limit)]
+
+    async def sales(self, limit: int) -> list[dict[str, Any]]:
+        return [item.to_dict() for item in await self.memory.run(self.ledger.sales, limit)]
+
+    async def stats(self) -> dict[str, Any]:
+        return await self.memory.run(self.ledger.stats)
+
+    async def wallet(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"address": self._wallet_address, "usdc_micro": None, "eth_wei": None,
+                                "chain_id": self._chain.chain_id,
+                                "token_address": self._chain.token_address}
+        engine = self._engine()
+        if engine is None:
+            return info
+        client = engine.client
+        try:
+            info["usdc_micro"] = await trio.to_thread.run_sync(client.usdc_balance, self._wallet_address)
+            info["eth_wei"] = await trio.to_thread.run_sync(client.eth_balance, self._wallet_address)
+        except Exception as error:
+            info["error"] = str(error)
+        return info
