@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from node.chain.wallet import load_or_create_wallet
+from node.chain import load_or_create_wallet
 from node.config import load_config, save_config
 from node.keys import load_or_create_api_token, load_or_create_identity
 

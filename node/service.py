@@ -18,33 +18,30 @@ from typing import Any
 import trio
 
 from node import metrics
-from node.chain.client import ChainClient
-from node.chain.settlement import SettlementEngine
+from node.chain import ChainClient, SettlementEngine
 from node.config import NodeConfig
-from node.crystals.model import Lifecycle, now_ms
-from node.crystals.store import CrystalNotFound
+from node.crystals import CrystalNotFound, Lifecycle, now_ms
 from node.errors import NodeError
 from node.keys import load_identity, load_or_create_api_token
-from node.market.book.listings import ListingBook
-from node.market.book.liveness import MarketLiveness
-from node.market.face import Market
-from node.market.ledger import MarketLedger, Sale
-from node.market.purchase.buyer import Buyer
-from node.market.purchase.reconcile import reconcile_settlements
-from node.market.purchase.seller import Seller
-from node.market.purchase.x402_seller import serve_seller
-from node.market.selling.niche import niche_data
-from node.market.selling.pricing import FlatReputation, ReputationSource
-from node.market.selling.publish import Publisher
-from node.memory.async_memory import AsyncMemory
-from node.memory.facade import Memory
-from node.memory.learning.learning_service import LearningService
-from node.memory.search.pipeline import SearchRequest
-from node.memory.working.service import WorkingMemoryService
-from node.net.service import NetService
+from node.market import (
+    Buyer,
+    FlatReputation,
+    ListingBook,
+    Market,
+    MarketLedger,
+    MarketLiveness,
+    Publisher,
+    ReputationSource,
+    Sale,
+    Seller,
+    niche_data,
+    reconcile_settlements,
+    serve_seller,
+)
+from node.memory import AsyncMemory, LearningService, Memory, SearchRequest, WorkingMemoryService
+from node.net import NetService
 from node.supervisor import supervise
-from node.trust.gate import GateDecision
-from node.trust.service import TrustService
+from node.trust import GateDecision, TrustService
 from node.weather import WeatherDesk
 from protocol.messages import TrustReport
 from protocol.topics import TRUST
@@ -83,7 +80,7 @@ class NodeService:
         self._open_chain(chain_client)
 
     def _wallet_address(self) -> str:
-        from node.chain.wallet import load_or_create_wallet
+        from node.chain import load_or_create_wallet
 
         self.wallet = load_or_create_wallet(self.config.wallet_path)
         return str(self.wallet.address)
@@ -215,7 +212,7 @@ class NodeService:
         from hypercorn.config import Config as HypercornConfig
         from hypercorn.trio import serve
 
-        from node.api.routes import build_app
+        from node.api import build_app
 
         app = build_app(self, self.api_token)
         listener = await trio.open_tcp_listeners(self.config.api.port, host=self.config.api.host)

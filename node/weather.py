@@ -13,9 +13,9 @@ from typing import Any
 
 from node import metrics
 from node.config import NodeConfig
-from node.crystals.model import now_ms
+from node.crystals import now_ms
 from node.errors import NodeError, NotManagementNode
-from node.memory.async_memory import AsyncMemory
+from node.memory import AsyncMemory
 from protocol.envelope import Envelope
 from protocol.identity import Identity
 from protocol.messages import WeatherAlert

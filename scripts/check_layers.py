@@ -8,8 +8,15 @@ Fails (exit 1) on:
 * an upward import: ``protocol`` importing anything of ``node``, or a concept
   (every ``node.*`` package or module that is not a top layer) importing a top
   layer: ``node.api``, ``node.cli``, ``node.service``, ``node.agent``;
-* a module of ``MAX_MODULE_LINES`` lines or more (STYLE.md: small modules, split
-  by concept).
+* an import past a package's face: outside a package under ``node/``, code imports
+  only the names its ``__init__`` exports (``node/face.py``: the imports under
+  ``if TYPE_CHECKING:``), never a module behind it. ``protocol/`` is a spec whose
+  modules are each public; tests and scripts may open a room to test it;
+* a folder holding more than ``MAX_MODULES_PER_FOLDER`` modules directly (STYLE.md:
+  a folder that holds more wants wings, subpackages by concept).
+
+A module of ``LONG_MODULE_LINES`` lines or more is reported as a warning, not a
+failure: a module is as long as its one concept needs.
 
 Imports inside ``if TYPE_CHECKING:`` blocks count: they are still a dependency
 of the design, only deferred. Usage: ``scripts/check_layers.py [ROOT]``.
@@ -26,7 +33,8 @@ PACKAGES = ("protocol", "node")
 TOP_LAYERS = ("node.api", "node.cli", "node.service", "node.agent")
 # Entry points that wire everything; they may import the top layers.
 WIRING = ("node.devnet", "node.__main__")
-MAX_MODULE_LINES = 400
+MAX_MODULES_PER_FOLDER = 15
+LONG_MODULE_LINES = 600
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -171,6 +179,84 @@ def package_of(name: str) -> str:
     return ".".join(parts[:2]) if parts[0] == "node" and len(parts) > 1 else parts[0]
 
 
+def face_exports(path: Path) -> dict[str, str]:
+    """``{name: module it comes from}`` of a package face (node/face.py's TYPE_CHECKING block)."""
+    exports: dict[str, str] = {}
+    for statement in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (isinstance(statement, ast.If) and isinstance(statement.test, ast.Name)
+                and statement.test.id == "TYPE_CHECKING"):
+            for item in statement.body:
+                if isinstance(item, ast.ImportFrom) and item.module:
+                    for alias in item.names:
+                        exports[alias.asname or alias.name] = item.module
+    return exports
+
+
+def _packages(modules: dict[str, Path]) -> set[str]:
+    return {name for name, path in modules.items() if path.name == "__init__.py"}
+
+
+def past_the_face(source: str, node: ast.ImportFrom, module: str, modules: dict[str, Path],
+                  packages: set[str]) -> Iterator[str]:
+    """Why each name of ``from module import ...`` in ``source`` reaches past a face."""
+    if not _within(module, "node"):
+        return
+    for alias in node.names:
+        target = f"{module}.{alias.name}" if f"{module}.{alias.name}" in modules else module
+        parts = target.split(".")
+        for depth in range(2, len(parts) + 1):
+            package = ".".join(parts[:depth])
+            if package not in packages or _within(source, package):
+                continue
+            # The outermost package that holds the target and not the importer: its face.
+            if module != package:
+                yield f"{target} is behind the face of {package}"
+            elif alias.name not in face_exports(modules[package]):
+                yield f"{package} does not export {alias.name} (add it to its face)"
+            break
+
+
+def face_problems(root: Path, modules: dict[str, Path]) -> Iterator[str]:
+    packages = _packages(modules)
+    for name, path in modules.items():
+        if path.name == "__init__.py" or not _within(name, "node"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                module = _resolve(name, False, node)
+                for why in past_the_face(name, node, module, modules, packages):
+                    yield f"past a face: {path.relative_to(root)}:{node.lineno} {why}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    owner = next((p for p in sorted(packages) if _within(alias.name, p)
+                                  and not _within(name, p) and alias.name != p), None)
+                    if owner is not None:
+                        yield (f"past a face: {path.relative_to(root)}:{node.lineno} "
+                               f"import {alias.name} (import the face of {owner})")
+
+
+def crowded_folders(root: Path, modules: dict[str, Path]) -> Iterator[str]:
+    folders: dict[Path, int] = {}
+    for path in modules.values():
+        if path.name != "__init__.py":
+            folders[path.parent] = folders.get(path.parent, 0) + 1
+    for folder, count in sorted(folders.items()):
+        if count > MAX_MODULES_PER_FOLDER:
+            yield (f"crowded folder: {folder.relative_to(root)} holds {count} modules "
+                   f"(more than {MAX_MODULES_PER_FOLDER}: give it wings by concept)")
+
+
+def long_modules(root: Path) -> list[str]:
+    """Warnings: modules of ``LONG_MODULE_LINES`` lines or more."""
+    found = []
+    for path in discover(root).values():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines >= LONG_MODULE_LINES:
+            found.append(f"warning: long module: {path.relative_to(root)} has {lines} lines")
+    return found
+
+
 def check(root: Path) -> list[str]:
     """Every violation under ``root``, one readable line each."""
     modules = discover(root)
@@ -183,10 +269,8 @@ def check(root: Path) -> list[str]:
             if reason:
                 where = path.relative_to(root)
                 problems.append(f"upward import: {where}:{line} {name} -> {target} ({reason})")
-        lines = len(path.read_text(encoding="utf-8").splitlines())
-        if lines >= MAX_MODULE_LINES:
-            problems.append(f"module too large: {path.relative_to(root)} has {lines} lines "
-                            f"(split it by concept below {MAX_MODULE_LINES})")
+    problems.extend(face_problems(root, modules))
+    problems.extend(crowded_folders(root, modules))
     for cycle in cycles(graph):
         problems.append("module cycle: " + " -> ".join(cycle))
     packages: dict[str, set[str]] = {}
@@ -203,14 +287,16 @@ def check(root: Path) -> list[str]:
 def main(argv: list[str]) -> int:
     root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1]
     problems = check(root)
+    for line in long_modules(root):
+        print(line)
     for problem in problems:
         print(problem)
     modules = len(discover(root))
     if problems:
         print(f"check_layers: FAILED, {len(problems)} violation(s) in {modules} modules")
         return 1
-    print(f"check_layers: ok, {modules} modules, no cycle, no upward import, "
-          f"none of {MAX_MODULE_LINES} lines or more")
+    print(f"check_layers: ok, {modules} modules, no cycle, no upward import, no import past "
+          f"a face, no folder of more than {MAX_MODULES_PER_FOLDER} modules")
     return 0
 
 

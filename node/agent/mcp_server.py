@@ -25,7 +25,7 @@ from node.agent.mcp_working import (
     register_working_tools,
 )
 from node.agent.skill_install import install, source_from_node
-from node.api.client import ApiClient, ApiError
+from node.api import ApiClient, ApiError
 from node.errors import CrystalmeshError
 from protocol.schema import InvalidMessage
 

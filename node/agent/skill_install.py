@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from node.api.client import ApiError
+from node.api import ApiError
 from node.errors import CrystalmeshError
 from protocol.skill_bundle import (
     NAME,

@@ -1,1 +1,20 @@
-"""api"""
+"""The local HTTP API (FastAPI over per-concept interfaces) and its client.
+
+Rule: outside this package, import only the names below (``node/face.py``;
+enforced by ``scripts/check_layers.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from node.face import face
+
+if TYPE_CHECKING:
+    from node.api.client import ApiClient as ApiClient
+    from node.api.client import ApiError as ApiError
+    from node.api.client import pid_alive as pid_alive
+    from node.api.client import running_node as running_node
+    from node.api.routes import build_app as build_app
+
+__getattr__ = face(__name__)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from node.crystals.model import Crystal
-from node.memory.facade import ConsolidationReport, SearchHit, SearchRequest
+from node.crystals import Crystal
+from node.memory import ConsolidationReport, SearchHit, SearchRequest
 
 
 class MemoryApi(Protocol):
@@ -48,7 +48,7 @@ class WorkingApi(Protocol):
 
 
 class LearningApi(Protocol):
-    """Memory that learns, seed 003/004 (``node.memory.learning.learning_service.LearningService``)."""
+    """Memory that learns, seed 003/004 (``node.memory.learning_service.LearningService``)."""
 
     async def feedback(self, crystal_id: str, verdict: str) -> dict[str, Any]: ...
     async def session_end(self) -> dict[str, Any]: ...
@@ -59,7 +59,7 @@ class LearningApi(Protocol):
 
 
 class LivenessApi(Protocol):
-    """The living market (``node.market.book.liveness.MarketLiveness``)."""
+    """The living market (``node.market.liveness.MarketLiveness``)."""
 
     async def reprice(self, listing_id: str, price_micro_usdc: int | None) -> dict[str, Any]: ...
     async def withdraw(self, listing_id: str) -> dict[str, Any]: ...

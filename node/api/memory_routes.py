@@ -17,8 +17,8 @@ from pydantic import BaseModel, Field
 from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import NAMESPACE_PATTERN, Body
-from node.crystals.model import AccessScope, SemanticType
-from node.memory.requests import MAX_TEXT_CHARS
+from node.crystals import AccessScope, SemanticType
+from node.memory import MAX_TEXT_CHARS
 
 Json = dict[str, Any]
 Namespace = Annotated[str, Field(min_length=1, max_length=100, pattern=NAMESPACE_PATTERN)]

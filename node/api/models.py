@@ -13,8 +13,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from node.crystals.model import AccessScope, Lifecycle, SemanticType
-from node.memory.requests import MAX_TAGS, MAX_TEXT_CHARS, MAX_TTL_MS
+from node.crystals import AccessScope, Lifecycle, SemanticType
+from node.memory import MAX_TAGS, MAX_TEXT_CHARS, MAX_TTL_MS
 
 MAX_MICRO_USDC = 10**12
 NAMESPACE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9._@-]{1,64})?$"

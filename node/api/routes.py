@@ -39,7 +39,7 @@ from node.api.models import (
     WeatherIn,
 )
 from node.api.working_routes import working_memory_router
-from node.memory.facade import SearchRequest
+from node.memory import SearchRequest
 
 Json = dict[str, Any]
 

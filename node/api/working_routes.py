@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import Body
-from node.crystals.model import AccessScope, SemanticType
+from node.crystals import AccessScope, SemanticType
 
 Json = dict[str, Any]
 Namespace = Annotated[str, Field(min_length=1, max_length=100)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from node.api.client import ApiClient, ApiError
+from node.api import ApiClient, ApiError
 from node.cli.context import CliContext, common_options
 
 
@@ -16,7 +16,7 @@ from node.cli.context import CliContext, common_options
 def mcp(ctx: CliContext, transport: str, port: int) -> None:
     """Run an MCP server (tools: memory_*, market_search, skill_*, weather_status, wallet_balance)
     that talks to the node running on this data dir through its local API."""
-    from node.agent.mcp_server import build_server
+    from node.agent import build_server
 
     def connect() -> ApiClient:
         client = ctx.api(required=False)

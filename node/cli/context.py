@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from node.api.client import ApiClient, running_node
+from node.api import ApiClient, running_node
 from node.config import NodeConfig, crystalmesh_home, load_config
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,7 +39,7 @@ class CliContext:
 
     def resolve_data_dir(self) -> Path:
         if self.node_name:
-            from node.devnet.state import resolve_node_dir
+            from node.devnet import resolve_node_dir
 
             return resolve_node_dir(self.node_name, self.devnet_dir)
         if self.data_dir:

@@ -68,7 +68,7 @@ def restart(ctx: CliContext, name: str) -> None:
 def add(ctx: CliContext, name: str, timeout_s: float) -> None:
     """Start one more node on the running devnet (bootstrapped, funded, management key set);
     it catches up with existing listings through the listings sync protocol."""
-    from node.devnet.add import add as add_node
+    from node.devnet import add as add_node
 
     data = add_node(name, ctx.devnet_dir, timeout_s=timeout_s,
                     progress=stderr if not ctx.as_json else (lambda _: None))
@@ -107,7 +107,7 @@ def logs(ctx: CliContext, name: str, lines: int, follow: bool) -> None:
     """Print a devnet node's log (NAME: management, node-1, …, or chain)."""
     import time
 
-    from node.devnet.state import load_state
+    from node.devnet import load_state
 
     state = load_state(ctx.devnet_dir)
     if name == "chain":

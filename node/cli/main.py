@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
 def _is_user_error(exc: Exception) -> bool:
     """Errors that describe the problem themselves (by type): the node's own error tree,
     an answer from the node's API, a message that breaks the wire rules."""
-    from node.api.client import ApiError
+    from node.api import ApiError
     from protocol.envelope import InvalidEnvelope
     from protocol.schema import InvalidMessage
 

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from node.cli.context import CliContext, CliError, common_options, stderr, table
-from node.crystals.model import AccessScope, SemanticType
+from node.crystals import AccessScope, SemanticType
 
 TYPES = [t.value for t in SemanticType]
 SCOPES = [s.value for s in AccessScope]
@@ -23,8 +23,8 @@ SCOPES = [s.value for s in AccessScope]
 
 @contextmanager
 def open_memory(ctx: CliContext) -> Iterator[Any]:
-    from node.crystals.index import stderr_progress
-    from node.memory.facade import Memory
+    from node.crystals import stderr_progress
+    from node.memory import Memory
 
     config = ctx.config()
     if not config.config_path.exists():
@@ -91,7 +91,7 @@ def add(
     if client is not None:
         crystal = client.post("/v1/crystals", {k: v for k, v in body.items() if v is not None})
     else:
-        from node.memory.versions import add_with_outcome
+        from node.memory import add_with_outcome
 
         with open_memory(ctx) as mem:
             crystal = add_with_outcome(mem, body).to_dict()
@@ -139,8 +139,7 @@ def search(
     if client is not None:
         hits = client.post("/v1/crystals/search", body)["hits"]
     else:
-        from node.memory.facade import SearchRequest
-        from node.memory.namespaces import validate_namespace
+        from node.memory import SearchRequest, validate_namespace
 
         spaces = () if all_namespaces else (validate_namespace(namespace),)
         with open_memory(ctx) as mem:
@@ -280,7 +279,7 @@ def status(ctx: CliContext) -> None:
 @common_options
 def import_lines(ctx: CliContext, file: Any, semantic_type: str, testament: Path | None) -> None:
     """Add every non-empty line of FILE as a crystal (or a signed --testament FILE)."""
-    from node.crystals.model import SemanticType as ST
+    from node.crystals import SemanticType as ST
 
     if testament is not None:
         return _import_testament(ctx, testament)
@@ -307,11 +306,7 @@ def _import_testament(ctx: CliContext, path: Path) -> None:
     """``memory import --testament FILE``: verified whole before anything is written (docs/memory.md)."""
     import base64
 
-    from node.memory.learning.testament_io import (
-        TestamentRefused,
-        import_testament,
-        read_testament_file,
-    )
+    from node.memory import TestamentRefused, import_testament, read_testament_file
 
     try:
         data = read_testament_file(path)

@@ -59,7 +59,7 @@ def session() -> None:
 @common_options
 def session_end(ctx: CliContext) -> None:
     """Mark a session boundary: working memories promote at energy 1.5 instead of 2.0."""
-    from node.memory.learning.tiers import end_session
+    from node.memory import end_session
 
     result = _local_or_api(ctx, "/v1/memory/session/end", {}, lambda mem, learning: end_session(mem, learning))
 
@@ -83,13 +83,13 @@ def export(ctx: CliContext, testament: Path) -> None:
     if client is not None:
         answer = client.post("/v1/memory/testament/export", {})
         data = base64.b64decode(answer.pop("testament_b64"))
-        from node.memory.learning.testament_io import write_private
+        from node.memory import write_private
 
         write_private(testament, data)
         result = answer | {"path": str(testament)}
     else:
         from node.keys import load_identity
-        from node.memory.learning.testament_io import export_testament
+        from node.memory import export_testament
 
         with _learning(ctx) as (mem, learning):
             result = export_testament(mem, learning, load_identity(mem.config), testament)
@@ -109,7 +109,7 @@ def render_context(result: dict[str, Any]) -> None:
 
 def budget_context_command(ctx: CliContext, query: str, budget_tokens: int, working: str | None) -> None:
     """``memory context --query Q --budget-tokens N``: typed blocks within the budget."""
-    from node.memory.learning.budget_context import budget_context
+    from node.memory import budget_context
 
     result = _local_or_api(
         ctx, "/v1/memory/context/budget",

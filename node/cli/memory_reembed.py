@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from node.cli.context import CliContext, CliError, common_options, stderr
-from node.memory.embedding.embedder import EMBEDDER_NAMES
+from node.memory import EMBEDDER_NAMES
 
 
 @click.command("reembed")
@@ -24,7 +24,7 @@ def reembed(ctx: CliContext, key: str) -> None:
     data dir on its old embedder. To the store's own embedder, it writes the
     vectors a store made by an older version lacks.
     """
-    from node.memory.reembed import reembed as run_reembed
+    from node.memory import reembed as run_reembed
 
     config = ctx.config()
     if not config.config_path.exists():

@@ -28,7 +28,7 @@ def list_memories(ctx: CliContext, namespace: str | None, types: tuple[str, ...]
         items = client.get("/v1/crystals", namespace=namespace, type=list(types) or None,
                            limit=limit)["crystals"]
     else:
-        from node.memory.versions import list_memories as listed
+        from node.memory import list_memories as listed
 
         with open_memory(ctx) as mem:
             items = [c.to_dict() for c in listed(mem, namespace, types, limit)]
@@ -53,7 +53,7 @@ def update(ctx: CliContext, crystal_id: str, text: str | None, scope: str | None
     if client is not None:
         data = client.request("PATCH", f"/v1/crystals/{crystal_id}", json=body)
     else:
-        from node.memory.versions import update_from_request
+        from node.memory import update_from_request
 
         with open_memory(ctx) as mem:
             data = update_from_request(mem, crystal_id, body)
@@ -71,7 +71,7 @@ def delete(ctx: CliContext, crystal_id: str) -> None:
     if client is not None:
         data = client.request("DELETE", f"/v1/crystals/{crystal_id}")
     else:
-        from node.memory.versions import delete as deleted
+        from node.memory import delete as deleted
 
         with open_memory(ctx) as mem:
             data = deleted(mem, crystal_id)
@@ -87,7 +87,7 @@ def history(ctx: CliContext, crystal_id: str) -> None:
     if client is not None:
         data = client.get(f"/v1/crystals/{crystal_id}/history")
     else:
-        from node.memory.versions import history as read_history
+        from node.memory import history as read_history
 
         with open_memory(ctx) as mem:
             data = read_history(mem, crystal_id)

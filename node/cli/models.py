@@ -25,7 +25,7 @@ def models() -> None:
 @common_options
 def build(ctx: CliContext, quiet: bool, embedder: str) -> None:
     """Build the ONNX embedder from its packaged weights (cached; fast when present)."""
-    from node.memory.embedding.embedder import build_default_model
+    from node.memory import build_default_model
 
     path = build_default_model(quiet=quiet or ctx.as_json, embedder=embedder)
     ctx.emit({"model": str(path)}, lambda r: None if quiet else click.echo(f"model ready: {r['model']}"))

@@ -42,7 +42,7 @@ def run(ctx: CliContext) -> None:
     """Run this node in the foreground (Ctrl-C stops it gracefully)."""
     import trio
 
-    from node.api.client import running_node
+    from node.api import running_node
     from node.logs import setup_logging
     from node.service import NodeService
 

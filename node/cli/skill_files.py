@@ -56,7 +56,7 @@ def add(ctx: CliContext, folder: Path, scope: str, category: str | None, tags: t
         crystal = client.post("/v1/crystals", body)
     else:
         from node.cli.memory import open_memory
-        from node.memory.requests import add_from_request
+        from node.memory import add_from_request
 
         with open_memory(ctx) as mem:
             crystal = add_from_request(mem, body).to_dict()
@@ -77,8 +77,8 @@ def add(ctx: CliContext, folder: Path, scope: str, category: str | None, tags: t
 def install(ctx: CliContext, skill_ref: str, to_dir: Path, force: bool, keep_allowed_tools: bool) -> None:
     """Install a bought (or own) skill as DIR/<name>/SKILL.md with a provenance line
     (seller, payment tx, content hash); a plain-text skill gets a SKILL.md made for it."""
-    from node.agent.skill_install import install as write_skill
-    from node.agent.skill_install import source_from_node
+    from node.agent import install as write_skill
+    from node.agent import source_from_node
 
     client = ctx.api()
     assert client is not None

@@ -124,7 +124,7 @@ def wallet() -> None:
 @common_options
 def address(ctx: CliContext) -> None:
     """The wallet address (works without a running node)."""
-    from node.chain.wallet import load_wallet
+    from node.chain import load_wallet
 
     config = ctx.config()
     if not config.wallet_path.exists():
@@ -137,7 +137,7 @@ def address(ctx: CliContext) -> None:
 @common_options
 def balance(ctx: CliContext) -> None:
     """USDC and ETH balances on the configured chain."""
-    from node.chain.wallet import balances, load_wallet
+    from node.chain import balances, load_wallet
 
     config = ctx.config()
     if not config.wallet_path.exists():

@@ -14,9 +14,7 @@ import click
 
 from node.cli.context import CliContext, common_options
 from node.cli.memory import open_memory
-from node.memory.working.scratch import DEFAULT_IMPORTANCE
-from node.memory.working.state import DEFAULT_WINDOW_TOKENS
-from node.memory.working.working import DEFAULT_NAMESPACE
+from node.memory import DEFAULT_IMPORTANCE, DEFAULT_NAMESPACE, DEFAULT_WINDOW_TOKENS
 
 namespace_option = click.option(
     "--namespace", default=DEFAULT_NAMESPACE, show_default=True,
@@ -25,8 +23,8 @@ namespace_option = click.option(
 
 @contextmanager
 def open_working_memory(ctx: CliContext, namespace: str) -> Iterator[Any]:
-    from node.market.selling.niche import niche_source
-    from node.memory.working.build import working_memory_for
+    from node.market import niche_source
+    from node.memory import working_memory_for
 
     with open_memory(ctx) as memory:
         yield working_memory_for(memory.config, memory, namespace, niche_source(memory))
@@ -114,7 +112,7 @@ def crystallize(ctx: CliContext, crystal_id: str, text: str | None, category: st
     if client is not None:
         result = client.post(f"/v1/skills/{crystal_id}/crystallize", body)
     else:
-        from node.memory.working.backend import MemoryBackend
+        from node.memory import MemoryBackend
 
         with open_memory(ctx) as memory:
             result = MemoryBackend(memory).crystallize(crystal_id, text, category, tags).to_dict()

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from node.api.client import ApiClient, ApiError, pid_alive, running_node
-from node.chain.localchain import (
+from node.api import ApiClient, ApiError, pid_alive, running_node
+from node.chain import (
     deploy_devnet,
     free_port,
     fund,
@@ -30,7 +30,7 @@ from node.chain.localchain import (
     wait_for_rpc,
 )
 from node.config import BASE_SEPOLIA_CHAIN_ID, load_config
-from node.crystals.model import now_ms
+from node.crystals import now_ms
 from node.devnet.state import (
     ChainEntry,
     DevnetError,
@@ -326,7 +326,7 @@ def status(directory: Path | None = None) -> dict[str, Any]:
 
 
 def _add_balances(chain: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
-    from node.chain.wallet import balances
+    from node.chain import balances
 
     try:
         for row in nodes:

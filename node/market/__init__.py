@@ -1,1 +1,34 @@
-"""market"""
+"""The skill market: the listing book, selling and purchases.
+
+Wings: ``book`` (listings, lifecycle, bounties, the living market), ``selling`` (gates,
+pricing, publishing, the catalogue) and ``purchase`` (buyer, seller, terms, payment
+proof, reconciliation, x402). ``Market`` (``face``) is what the API calls; the ledger
+and the schema are shared by all three wings.
+
+Rule: outside this package, import only the names below (``node/face.py``;
+enforced by ``scripts/check_layers.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from node.face import face
+
+if TYPE_CHECKING:
+    from node.market.book.listings import ListingBook as ListingBook
+    from node.market.face import Market as Market
+    from node.market.ledger import MarketLedger as MarketLedger
+    from node.market.ledger import Sale as Sale
+    from node.market.liveness import MarketLiveness as MarketLiveness
+    from node.market.purchase.buyer import Buyer as Buyer
+    from node.market.purchase.reconcile import reconcile_settlements as reconcile_settlements
+    from node.market.purchase.seller import Seller as Seller
+    from node.market.purchase.x402_seller import serve_seller as serve_seller
+    from node.market.selling.niche import niche_data as niche_data
+    from node.market.selling.niche import niche_source as niche_source
+    from node.market.selling.pricing import FlatReputation as FlatReputation
+    from node.market.selling.pricing import ReputationSource as ReputationSource
+    from node.market.selling.publish import Publisher as Publisher
+
+__getattr__ = face(__name__)

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from node import metrics
-from node.crystals.model import Crystal
-from node.market.book.listings import ListingBook
-from node.market.book.liveness import MarketLiveness
+from node.crystals import Crystal
+from node.market.book import ListingBook
 from node.market.ledger import MarketLedger
-from node.market.purchase.buyer import Buyer, PurchaseRefused
-from node.market.selling.publish import Publisher
-from node.memory.async_memory import AsyncMemory
+from node.market.liveness import MarketLiveness
+from node.market.purchase import Buyer, PurchaseRefused
+from node.market.selling import Publisher
+from node.memory import AsyncMemory
 
 if TYPE_CHECKING:
-    from node.chain.settlement import SettlementEngine
+    from node.chain import SettlementEngine
     from node.config import ChainConfig
 
 RecordTrust = Callable[[bytes, str, str], Awaitable[None]]

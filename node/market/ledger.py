@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from node.crystals.model import now_ms
+from node.crystals import now_ms
 from node.db import Database
 from node.market import schema
 

@@ -1,1 +1,53 @@
-"""memory"""
+"""A node's memory: knowledge crystals stored, searched, consolidated, learning and dreaming.
+
+The face is ``Memory`` (sync) and ``AsyncMemory`` (trio) over wings by concept:
+``embedding`` (every encoder and its weights), ``search`` (everything a query passes
+through), ``learning`` (facts, confidence, tiers, testaments), ``dynamics`` (importance,
+consolidation, hormones) and ``working`` (MEMORY.md, scratch WAL, dream).
+
+Rule: outside this package, import only the names below (``node/face.py``;
+enforced by ``scripts/check_layers.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from node.face import face
+
+if TYPE_CHECKING:
+    from node.memory.async_memory import AsyncMemory as AsyncMemory
+    from node.memory.embedding.embedder import EMBEDDER_NAMES as EMBEDDER_NAMES
+    from node.memory.embedding.embedder import build_default_model as build_default_model
+    from node.memory.facade import ConsolidationReport as ConsolidationReport
+    from node.memory.facade import Memory as Memory
+    from node.memory.facade import SearchHit as SearchHit
+    from node.memory.facade import SearchRequest as SearchRequest
+    from node.memory.learning.budget_context import budget_context as budget_context
+    from node.memory.learning.testament_io import TestamentRefused as TestamentRefused
+    from node.memory.learning.testament_io import export_testament as export_testament
+    from node.memory.learning.testament_io import import_testament as import_testament
+    from node.memory.learning.testament_io import read_testament_file as read_testament_file
+    from node.memory.learning.testament_io import write_private as write_private
+    from node.memory.learning.tiers import end_session as end_session
+    from node.memory.learning_service import LearningService as LearningService
+    from node.memory.namespaces import validate_namespace as validate_namespace
+    from node.memory.reembedding import reembed as reembed
+    from node.memory.requests import MAX_TAGS as MAX_TAGS
+    from node.memory.requests import MAX_TEXT_CHARS as MAX_TEXT_CHARS
+    from node.memory.requests import MAX_TTL_MS as MAX_TTL_MS
+    from node.memory.requests import add_from_request as add_from_request
+    from node.memory.versions import add_with_outcome as add_with_outcome
+    from node.memory.versions import delete as delete
+    from node.memory.versions import history as history
+    from node.memory.versions import list_memories as list_memories
+    from node.memory.versions import update_from_request as update_from_request
+    from node.memory.working.backend import MemoryBackend as MemoryBackend
+    from node.memory.working.build import working_memory_for as working_memory_for
+    from node.memory.working.dream.inputs import NicheData as NicheData
+    from node.memory.working.scratch import DEFAULT_IMPORTANCE as DEFAULT_IMPORTANCE
+    from node.memory.working.service import WorkingMemoryService as WorkingMemoryService
+    from node.memory.working.state import DEFAULT_WINDOW_TOKENS as DEFAULT_WINDOW_TOKENS
+    from node.memory.working.working import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE
+
+__getattr__ = face(__name__)

@@ -16,15 +16,13 @@ import numpy as np
 import trio
 
 from node import metrics
-from node.crystals.model import Crystal
-from node.crystals.store import CrystalNotFound
+from node.crystals import Crystal, CrystalNotFound
 from node.db import Database
 from node.memory import versions
-from node.memory.dynamics.hormones import HormonalStateManager
+from node.memory.dynamics import HormonalStateManager
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.requests import add_from_request
-from node.memory.search.llm_stage import llm_search_steps
-from node.memory.search.pipeline import SearchHit, SearchRequest
+from node.memory.search import SearchHit, SearchRequest, llm_search_steps
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +49,7 @@ class AsyncMemory:
         return await self._memory.db.run(function, *args, **kwargs)
 
     async def learn(self, operation: Callable[Concatenate[Memory, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """Run a memory-that-learns operation (node.memory.learning.learning_service) on the database's thread."""
+        """Run a memory-that-learns operation (node.memory.learning_service) on the database's thread."""
         return await self._memory.db.run(operation, self._memory, *args, **kwargs)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:

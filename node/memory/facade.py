@@ -16,50 +16,54 @@ from typing import Any
 import numpy as np
 
 from node.config import NodeConfig
-from node.crystals import governance as gov
-from node.crystals import provenance
-from node.crystals.index import IndexParams, ProgressCallback, VectorIndex
-from node.crystals.model import (
+from node.crystals import (
     LOCAL_ONLY_SCOPES,
     AccessScope,
     Crystal,
+    CrystalNotFound,
+    CrystalStore,
     Governance,
+    IndexParams,
     Lifecycle,
     LifespanPolicy,
     Origin,
+    ProgressCallback,
     ProvenanceOperation,
     SemanticType,
     Sensitivity,
     Source,
+    VectorIndex,
     now_ms,
+    provenance,
 )
-from node.crystals.store import CrystalNotFound, CrystalStore
+from node.crystals import governance as gov
 from node.db import Database
-from node.memory.dynamics.consolidation import ConsolidationInput, plan_consolidation
-from node.memory.dynamics.hormones import (
+from node.memory.dynamics import (
+    ConsolidationInput,
     HormonalStateManager,
     compute_crystal_influence,
     emotional_valence,
+    plan_consolidation,
 )
-from node.memory.embedding.embedder import Embedder, embed_windows, get_embedder
-from node.memory.learning.tiers import run_tiers, tier_status
-from node.memory.reembed import configured_embedder_key
-from node.memory.search.llm_stage import (
+from node.memory.embedding import Embedder, embed_windows, get_embedder
+from node.memory.learning import run_tiers, tier_status
+from node.memory.reembedding import configured_embedder_key
+from node.memory.search import (
     RERANK_DEPTH,
     LlmSettings,
     LlmStage,
-    llm_search_steps,
-    run_steps,
-)
-from node.memory.search.pipeline import (
     MemoryInputError,
     SearchHit,
     SearchRequest,
+    give_opinions,
+    llm_search_steps,
+    open_second_opinion,
+    opinion_status,
     record_hits,
+    run_steps,
     search,
+    set_vectors,
 )
-from node.memory.search.second_opinion import give_opinions, open_second_opinion, opinion_status
-from node.memory.search.windows import set_vectors
 from node.memory.skill_versions import new_skill_version
 
 log = logging.getLogger(__name__)
@@ -122,7 +126,7 @@ class Memory:
         except BaseException:
             self.db.close()
             raise
-        from node.memory.learning.learning import Learning  # seed 003/004 (docs/memory.md)
+        from node.memory.learning import Learning  # seed 003/004 (docs/memory.md)
 
         self.learning = Learning(self)
         base_merge = config.memory.merge_overlap_threshold

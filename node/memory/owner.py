@@ -12,12 +12,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from node.config import NodeConfig
-from node.crystals.index import VectorIndex
-from node.crystals.model import AccessScope, Crystal, Origin, SemanticType
-from node.crystals.store import CrystalStore
+from node.crystals import AccessScope, Crystal, CrystalStore, Origin, SemanticType, VectorIndex
 from node.db import Database
-from node.memory.dynamics.hormones import HormonalStateManager
-from node.memory.search.pipeline import SearchHit, SearchRequest
+from node.memory.dynamics import HormonalStateManager
+from node.memory.search import SearchHit, SearchRequest
 
 
 class MemoryOwner(Protocol):

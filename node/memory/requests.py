@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from node.crystals.model import AccessScope, Crystal, LifespanPolicy, SemanticType
+from node.crystals import AccessScope, Crystal, LifespanPolicy, SemanticType
 from node.memory.facade import Memory, MemoryInputError
 from node.memory.namespaces import validate_namespace
 from protocol.skill_bundle import decode, looks_like_bundle

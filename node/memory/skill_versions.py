@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from node.crystals import Crystal, ProvenanceNode, ProvenanceOperation
 from node.crystals import governance as gov
-from node.crystals.model import Crystal, ProvenanceNode, ProvenanceOperation
 from node.memory.owner import MemoryOwner
-from node.memory.search.pipeline import MemoryInputError
-from node.memory.search.windows import set_vectors
+from node.memory.search import MemoryInputError, set_vectors
 
 
 def new_skill_version(memory: MemoryOwner, crystal_id: str, text: str) -> Crystal:

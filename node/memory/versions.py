@@ -23,14 +23,20 @@ from typing import Any
 
 import numpy as np
 
+from node.crystals import (
+    AccessScope,
+    Crystal,
+    CrystalNotFound,
+    Filters,
+    ProvenanceNode,
+    ProvenanceOperation,
+    now_ms,
+)
 from node.crystals import governance as gov
-from node.crystals.model import AccessScope, Crystal, ProvenanceNode, ProvenanceOperation, now_ms
-from node.crystals.rows import Filters
-from node.crystals.store import CrystalNotFound
 from node.memory.facade import Memory, MemoryInputError
 from node.memory.namespaces import validate_namespace
 from node.memory.requests import MAX_TEXT_CHARS, parse_add_request
-from node.memory.search.windows import set_vectors
+from node.memory.search import set_vectors
 
 UPDATE_KEYS = frozenset({"text", "scope"})
 

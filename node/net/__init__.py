@@ -5,4 +5,20 @@ the modules split by concept: ``host`` (key, transports), ``gossip_config``
 (gossipsub parameters), ``validation`` (message rules), ``scoring`` (peer
 penalties and bans), ``gossip`` (publish / receive), ``peers`` (bootstrap,
 reconnect, ban list), ``reqresp`` (purchase protocol transport).
+
+Rule: outside this package, import only the names below (``node/face.py``;
+enforced by ``scripts/check_layers.py``).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from node.face import face
+
+if TYPE_CHECKING:
+    from node.net.reqresp import ReqRespError as ReqRespError
+    from node.net.service import NetService as NetService
+    from node.net.validation import Rejection as Rejection
+
+__getattr__ = face(__name__)

@@ -38,7 +38,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from node.crystals.model import now_ms
+from node.crystals import now_ms
 from node.db import Database
 from node.trust import schema
 from node.trust.eigentrust import normalise_local_trust

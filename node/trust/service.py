@@ -33,9 +33,9 @@ from typing import Any
 import trio
 
 from node.config import NodeConfig
-from node.crystals.model import now_ms
+from node.crystals import now_ms
 from node.db import Database
-from node.net.validation import Rejection
+from node.net import Rejection
 from node.trust.eigentrust import EigenTrustResult, eigentrust
 from node.trust.gate import REASON_OWN, GateDecision, decide
 from node.trust.ledger import EventWeights, Ledger, PeerRecord, TrustEvent, peer_key_hex

@@ -21,7 +21,7 @@ import pytest
 from node.config import load_config
 from node.db import Database
 from node.init import init_node
-from node.memory import reembed as reembed_module
+from node.memory import reembedding as reembed_module
 from node.memory.embedding.embedder import (
     HashingEmbedder,
     MiniLMEmbedder,
@@ -29,7 +29,7 @@ from node.memory.embedding.embedder import (
     get_embedder,
 )
 from node.memory.facade import Memory, SearchRequest
-from node.memory.reembed import ReembedError, reembed
+from node.memory.reembedding import ReembedError, reembed
 from tests.unit.test_embedder_windows import GARDEN, SECRET
 
 CRYSTALMESH = Path(sys.executable).parent / "crystalmesh"

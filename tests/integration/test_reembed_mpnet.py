@@ -11,7 +11,7 @@ import pytest
 import tokenizers  # noqa: F401
 
 import node.cli.main as cli_main
-import node.memory.reembed as reembed_module
+import node.memory.reembedding as reembed_module
 from node.config import load_config
 from node.db import Database
 from node.init import init_node

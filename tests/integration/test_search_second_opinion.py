@@ -18,7 +18,7 @@ from node.memory import versions
 from node.memory.embedding.embedder import Embedder, get_embedder
 from node.memory.facade import Memory, SearchRequest
 from node.memory.learning.testament_io import export_testament, import_testament
-from node.memory.reembed import reembed
+from node.memory.reembedding import reembed
 from node.memory.search.second_opinion import SECOND_OPINION_WEIGHT, missing_count
 from protocol.identity import Identity
 from tests.fixtures.crystal_store import store_at_version

@@ -1,4 +1,5 @@
-"""scripts/check_layers.py on a small fake tree: cycles and upward imports are reported."""
+"""scripts/check_layers.py on a small fake tree: cycles, upward imports, imports past a
+package's face and crowded folders are reported; long modules are only a warning."""
 
 from __future__ import annotations
 
@@ -31,10 +32,11 @@ CLEAN = {
     "protocol/__init__.py": "",
     "protocol/codec.py": "import json\n",
     "node/__init__.py": "",
-    "node/service.py": "from node.market import seller\nfrom node.api import app\n",
-    "node/api/__init__.py": "",
-    "node/api/app.py": "from node.market.seller import sell\n",
-    "node/market/__init__.py": "",
+    "node/service.py": "from node.market import sell\nfrom node.api import app\n",
+    "node/api/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from node.api import app as app\n",
+    "node/api/app.py": "from node.market import sell\n",
+    "node/market/__init__.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                "    from node.market.seller import sell as sell\n"),
     "node/market/seller.py": "from protocol.codec import json\n\ndef sell() -> None: ...\n",
 }
 
@@ -70,11 +72,24 @@ def test_cycles_and_upward_imports_are_each_reported(tmp_path: Path) -> None:
     assert run.stdout.splitlines()[-1].startswith("check_layers: FAILED")
 
 
-def test_a_module_of_400_lines_is_reported(tmp_path: Path) -> None:
+def test_imports_past_a_face_are_reported(tmp_path: Path) -> None:
     files = dict(CLEAN)
-    files["node/market/seller.py"] = "x = 1\n" * 399
-    assert _load().check(_tree(tmp_path, files)) == []
-    files["node/market/seller.py"] = "x = 1\n" * 400
+    files["node/api/app.py"] = "from node.market.seller import sell\n"  # a room, not the face
+    files["node/service.py"] = "from node.market import seller, buy\nfrom node.api import app\n"
     problems = _load().check(_tree(tmp_path, files))
-    assert problems == ["module too large: node/market/seller.py has 400 lines "
-                        "(split it by concept below 400)"]
+    assert problems == [
+        "past a face: node/api/app.py:1 node.market.seller is behind the face of node.market",
+        "past a face: node/service.py:1 node.market does not export seller (add it to its face)",
+        "past a face: node/service.py:1 node.market does not export buy (add it to its face)",
+    ]
+
+
+def test_a_crowded_folder_is_reported_and_a_long_module_only_warned(tmp_path: Path) -> None:
+    files = dict(CLEAN)
+    files.update({f"node/market/room{i}.py": "x = 1\n" for i in range(14)})  # 15 with seller
+    assert _load().check(_tree(tmp_path, files)) == []
+    files["node/market/room14.py"] = "x = 1\n" * 600
+    root = _tree(tmp_path, files)
+    assert _load().check(root) == ["crowded folder: node/market holds 16 modules "
+                                   "(more than 15: give it wings by concept)"]
+    assert _load().long_modules(root) == ["warning: long module: node/market/room14.py has 600 lines"]

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from node.memory.working.context import NOTES_HEADING, working_memory_block
 from node.memory.working.dream.inputs import HormoneLevels, describe_mood, section_weight
 from node.memory.working.dream.sections import micro_usdc_text, refresh, trend_word
+from node.memory.working.dream.skills import confidence
 from node.memory.working.migration import chunk_markdown
 from node.memory.working.scratch import ScratchNote
-from node.memory.working.skills import confidence
 from node.memory.working.state import (
     DREAM_SEPARATOR,
     SECTIONS,

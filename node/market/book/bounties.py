@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from node.crystals.model import now_ms as wall_now_ms
+from node.crystals import now_ms as wall_now_ms
 from node.db import Database
 from node.market.book.lifecycle import ACCEPT, MarketFeed, decide, state_of
 from protocol.envelope import Envelope

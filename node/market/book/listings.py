@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from node.crystals.model import now_ms
+from node.crystals import now_ms
 from node.db import Database
 from node.market import schema
 from protocol.envelope import Envelope

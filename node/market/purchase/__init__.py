@@ -1,1 +1,20 @@
-"""A purchase end to end: buyer, seller, terms, payment proof, reconciliation, x402."""
+"""A purchase end to end: buyer, seller, terms, payment proof, reconciliation, x402.
+
+Rule: outside this package, import only the names below (``node/face.py``;
+enforced by ``scripts/check_layers.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from node.face import face
+
+if TYPE_CHECKING:
+    from node.market.purchase.buyer import Buyer as Buyer
+    from node.market.purchase.buyer import PurchaseRefused as PurchaseRefused
+    from node.market.purchase.reconcile import reconcile_settlements as reconcile_settlements
+    from node.market.purchase.seller import Seller as Seller
+    from node.market.purchase.x402_seller import serve_seller as serve_seller
+
+__getattr__ = face(__name__)

@@ -19,21 +19,19 @@ from typing import Any, TypeVar
 import trio
 from eth_account.signers.local import LocalAccount
 
-from node.chain.authorization import sign_authorization
-from node.chain.client import ChainClient
+from node.chain import ChainClient, sign_authorization
 from node.config import NodeConfig
-from node.crystals.model import Crystal, now_ms
-from node.market.book.listings import ListingBook, StoredListing
+from node.crystals import Crystal, now_ms
+from node.market.book import ListingBook, StoredListing
 from node.market.ledger import DAY_MS, MarketLedger, Purchase
 from node.market.purchase.errors import DEFINITIVE_REFUSALS, PurchaseError, PurchaseRefused
 from node.market.purchase.payment_proof import settled_tx, transfer_problem
 from node.market.purchase.skill_import import imported_skill
 from node.market.purchase.terms import check_caps, check_requirements
 from node.market.purchase.wire import authorization_from_json, authorization_json, payment_message
-from node.memory.async_memory import AsyncMemory
-from node.net.reqresp import ReqRespError
-from node.trust.gate import GateDecision
-from node.trust.levels import TrustLevel
+from node.memory import AsyncMemory
+from node.net import ReqRespError
+from node.trust import GateDecision, TrustLevel
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity, peer_id_from_public_key
 from protocol.messages import (

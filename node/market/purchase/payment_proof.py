@@ -13,8 +13,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from node.chain.client import ChainClient
-from node.chain.errors import ChainError
+from node.chain import ChainClient, ChainError
 
 R = TypeVar("R")
 CHAIN_CALL_TIMEOUT_S = 10.0

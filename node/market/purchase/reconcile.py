@@ -11,7 +11,7 @@ import logging
 
 import trio
 
-from node.chain.settlement import SettlementEngine
+from node.chain import SettlementEngine
 from node.db import Database
 from node.market.ledger import MarketLedger
 

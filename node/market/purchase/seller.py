@@ -19,15 +19,19 @@ from typing import Any, NamedTuple, TypeVar
 import trio
 
 from node import metrics
-from node.chain.contracts import TOKEN_DOMAIN_NAME, TOKEN_DOMAIN_VERSION
-from node.chain.errors import ChainError, ChainUnavailable, PaymentRejected
-from node.chain.settlement import SettlementEngine
-from node.crystals.model import LOCAL_ONLY_SCOPES, Sensitivity, now_ms
-from node.crystals.store import CrystalNotFound
-from node.market.book.listings import ListingBook, StoredListing
+from node.chain import (
+    TOKEN_DOMAIN_NAME,
+    TOKEN_DOMAIN_VERSION,
+    ChainError,
+    ChainUnavailable,
+    PaymentRejected,
+    SettlementEngine,
+)
+from node.crystals import LOCAL_ONLY_SCOPES, CrystalNotFound, Sensitivity, now_ms
+from node.market.book import ListingBook, StoredListing
 from node.market.ledger import MarketLedger, Sale
 from node.market.purchase.wire import authorization_of
-from node.memory.async_memory import AsyncMemory
+from node.memory import AsyncMemory
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity
 from protocol.messages import (

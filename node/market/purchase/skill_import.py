@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from node.crystals import provenance
-from node.crystals.model import (
+from node.crystals import (
     AccessScope,
     Crystal,
     Governance,
@@ -20,8 +19,9 @@ from node.crystals.model import (
     SemanticType,
     Source,
     now_ms,
+    provenance,
 )
-from node.market.book.listings import StoredListing
+from node.market.book import StoredListing
 from protocol.messages import Delivery, verify_endorsement
 
 

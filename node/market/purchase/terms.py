@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from node.chain.contracts import TOKEN_DOMAIN_NAME, TOKEN_DOMAIN_VERSION
+from node.chain import TOKEN_DOMAIN_NAME, TOKEN_DOMAIN_VERSION
 from node.config import MarketConfig
-from node.market.book.listings import StoredListing
+from node.market.book import StoredListing
 from node.market.purchase.errors import PurchaseRefused
 from protocol.messages import PaymentRequirements
 

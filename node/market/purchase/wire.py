@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from node.chain.authorization import Authorization
+from node.chain import Authorization
 from protocol.messages import PaymentAuthorization
 from protocol.purchase import TransferAuthorization
 

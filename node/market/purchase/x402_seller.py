@@ -26,13 +26,20 @@ from typing import Any
 import trio
 
 from node import metrics
-from node.chain.authorization import Authorization
-from node.chain.errors import ChainError, ChainUnavailable, PaymentRejected
-from node.chain.x402 import payment_requirements
-from node.chain.x402_server import Offer, ResourceUnavailable, Sold, build_x402_app, serve_x402
-from node.crystals.model import now_ms
-from node.crystals.store import CrystalNotFound
-from node.market.book.listings import StoredListing
+from node.chain import (
+    Authorization,
+    ChainError,
+    ChainUnavailable,
+    Offer,
+    PaymentRejected,
+    ResourceUnavailable,
+    Sold,
+    build_x402_app,
+    payment_requirements,
+    serve_x402,
+)
+from node.crystals import CrystalNotFound, now_ms
+from node.market.book import StoredListing
 from node.market.ledger import SALE_SETTLED_STATES, Sale
 from node.market.purchase.seller import CLOCK_SLACK_S, QUOTE_VALID_S, Refusal, Seller
 from protocol.purchase import content_hash

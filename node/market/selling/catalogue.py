@@ -23,8 +23,7 @@ import trio
 
 from node import metrics
 from node.errors import NodeError
-from node.market.book.lifecycle import WITHDRAWN_MARK
-from node.market.book.listings import StoredListing
+from node.market.book import WITHDRAWN_MARK, StoredListing
 from node.market.selling.publish import Publisher
 from protocol.liveness import ListingWithdrawal
 from protocol.topics import SKILLS

@@ -10,13 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from node.config import MarketConfig
-from node.crystals.model import (
-    KNOWLEDGE_TYPES,
-    LOCAL_ONLY_SCOPES,
-    Crystal,
-    Lifecycle,
-    Sensitivity,
-)
+from node.crystals import KNOWLEDGE_TYPES, LOCAL_ONLY_SCOPES, Crystal, Lifecycle, Sensitivity
 from node.errors import CrystalmeshError
 
 DEFAULT_MIN_EXECUTIONS = MarketConfig.min_executions

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from node.db import Database
-from node.market.book.listings import ListingBook
+from node.market.book import ListingBook
 from node.market.ledger import SALE_SETTLED_STATES, MarketLedger
-from node.memory.working.dream.inputs import NicheData
+from node.memory import NicheData
 
 log = logging.getLogger(__name__)
 

@@ -16,16 +16,14 @@ import numpy as np
 
 from node import metrics
 from node.config import NodeConfig
+from node.crystals import Crystal, now_ms
 from node.crystals import governance as gov
-from node.crystals.model import Crystal, now_ms
 from node.errors import NodeError, NotManagementNode
-from node.market.book.bounties import BountyBoard, count_matches
-from node.market.book.lifecycle import ACCEPT, ListingLifecycle
-from node.market.book.listings import ListingBook
+from node.market.book import ACCEPT, BountyBoard, ListingBook, ListingLifecycle, count_matches
 from node.market.ledger import MarketLedger
 from node.market.selling.gates import check_listable
 from node.market.selling.pricing import ReputationSource, quote, scarcity_for
-from node.memory.async_memory import AsyncMemory
+from node.memory import AsyncMemory
 from protocol.envelope import Envelope
 from protocol.identity import Identity
 from protocol.messages import (

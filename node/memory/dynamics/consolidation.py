@@ -27,8 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from node.config import MemoryConfig
-from node.crystals.governance import ttl_elapsed
-from node.crystals.model import Lifecycle, LifespanPolicy, SemanticType
+from node.crystals import Lifecycle, LifespanPolicy, SemanticType, ttl_elapsed
 from node.memory.dynamics.hormones import ConsolidationModulation
 from node.memory.dynamics.importance import importance
 

@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from node.config import MemoryConfig
-from node.crystals.model import HormonalInfluence, Origin, now_ms
+from node.crystals import HormonalInfluence, Origin, now_ms
 
 MINUTE_MS = 60_000
 HALF_LIFE_MS = {"dopamine": 30 * MINUTE_MS, "cortisol": 60 * MINUTE_MS, "oxytocin": 45 * MINUTE_MS}

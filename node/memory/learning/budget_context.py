@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from node.crystals.model import SemanticType
+from node.crystals import SemanticType
 from node.memory.learning.context_budget import AssembledContext, BlockKind, ContextItem, assemble
-from node.memory.search.pipeline import MemoryInputError, SearchRequest
+from node.memory.search import MemoryInputError, SearchRequest
 
 if TYPE_CHECKING:
     from node.memory.learning.learning import Learning

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from node.config import ConfigError
-from node.crystals.model import (
+from node.crystals import (
     Crystal,
     Lifecycle,
     Origin,
@@ -40,8 +40,7 @@ from node.memory.learning.knowledge import (
     link_sources,
     upsert,
 )
-from node.memory.search.pipeline import MemoryInputError
-from node.memory.search.windows import set_vectors
+from node.memory.search import MemoryInputError, set_vectors
 
 if TYPE_CHECKING:
     from node.memory.owner import MemoryOwner as Memory

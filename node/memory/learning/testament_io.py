@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from node.crystals.model import (
+from node.crystals import (
     AccessScope,
     Crystal,
     Lifecycle,
@@ -38,8 +38,7 @@ from node.memory.learning import confidence as conf
 from node.memory.learning.knowledge import KnowledgeRow, Provenance, audit, upsert
 from node.memory.learning.learning import DEAD, is_warning, namespace_of
 from node.memory.namespaces import InvalidNamespace, validate_namespace
-from node.memory.search.pipeline import MemoryInputError
-from node.memory.search.windows import set_vectors
+from node.memory.search import MemoryInputError, set_vectors
 from protocol.identity import Identity
 from protocol.testament import (
     MAX_ENTRIES,
@@ -106,7 +105,7 @@ def _candidates(memory: Memory, learning: Learning, at_ms: int) -> list[tuple[Cr
 
 
 def _list(memory: Memory, semantic_type: SemanticType) -> list[Crystal]:
-    from node.crystals.store import Filters
+    from node.crystals import Filters
 
     return memory.store.list_crystals(Filters(semantic_types=(semantic_type.value,)), limit=4 * MAX_ENTRIES)
 

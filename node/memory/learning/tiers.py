@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from node.crystals.model import Lifecycle, LifespanPolicy, SemanticType, now_ms
+from node.crystals import Lifecycle, LifespanPolicy, SemanticType, now_ms
 from node.memory.learning.energy import EnergyState, Tier, TierChange, evaluate, initial_state
 from node.memory.learning.knowledge import audit
 

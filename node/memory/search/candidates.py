@@ -23,10 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from node.crystals import CrystalStore, Filters, SearchRow
 from node.crystals import governance as gov
-from node.crystals.reads import SearchRow
-from node.crystals.rows import Filters
-from node.crystals.store import CrystalStore
 from node.memory.search.temporal import valid_at
 
 DEEPER = 4

@@ -14,13 +14,19 @@ from typing import Any
 
 import numpy as np
 
+from node.crystals import (
+    Crystal,
+    CrystalStore,
+    Lifecycle,
+    SearchRow,
+    SemanticType,
+    StoreError,
+    VectorIndex,
+    now_ms,
+)
 from node.crystals import governance as gov
-from node.crystals.index import VectorIndex
-from node.crystals.model import Crystal, Lifecycle, SemanticType, now_ms
-from node.crystals.reads import SearchRow
-from node.crystals.store import CrystalStore, StoreError
-from node.memory.dynamics.hormones import HormonalStateManager
-from node.memory.embedding.embedder import Embedder
+from node.memory.dynamics import HormonalStateManager
+from node.memory.embedding import Embedder
 from node.memory.search.candidates import Rows, Visibility, lexical_candidates, sparse
 from node.memory.search.compound import coverage_order, merge_dense, split_clauses
 from node.memory.search.fusion import code_tokens, fts_query, fuse, lexical_evidence

@@ -33,10 +33,9 @@ from typing import Any
 import numpy as np
 
 from node.config import ConfigError
-from node.crystals.model import Crystal
+from node.crystals import Crystal
 from node.db import Database
-from node.memory.embedding.embedder import Embedder, get_embedder
-from node.memory.embedding.embedder_onnx import ModelFilesMissing
+from node.memory.embedding import Embedder, ModelFilesMissing, get_embedder
 from node.memory.search.windows import unit_rows, vector_rows
 
 log = logging.getLogger(__name__)

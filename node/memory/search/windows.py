@@ -26,9 +26,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from node.crystals.model import Crystal
+from node.crystals import Crystal
 from node.db import Database
-from node.memory.embedding.embedder import MAX_WINDOWS
+from node.memory.embedding import MAX_WINDOWS
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ so high-valence moments are kept even when the agent forgot to note them.
 
 from __future__ import annotations
 
-from node.memory.working.dream.sections import shorten
+from node.memory.working.dream import shorten
 
 # What each spike means, in words that are not themselves hormone triggers
 # (an auto note must not spike the hormone it reports).

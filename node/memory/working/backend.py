@@ -14,11 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
-from node.crystals import governance as gov
-from node.crystals.model import (
+from node.crystals import (
     AccessScope,
     Crystal,
     ExecutionStats,
+    Filters,
     Lifecycle,
     Origin,
     ProvenanceNode,
@@ -28,13 +28,12 @@ from node.crystals.model import (
     content_hash,
     now_ms,
 )
-from node.crystals.store import Filters
+from node.crystals import governance as gov
 from node.memory.facade import Memory, MemoryInputError, SearchRequest
 from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
-from node.memory.working.dream.inputs import CrystalView, HormoneLevels
+from node.memory.working.dream import LIVE, TASK_TYPES, CrystalView, HormoneLevels
 from node.memory.working.migration import SEED_IMPORTANCE, Chunk
 from node.memory.working.scratch import ScratchNote, clean_note_text
-from node.memory.working.skills import LIVE, TASK_TYPES
 
 SNAPSHOT_RECENT = 200
 SNAPSHOT_RANKED = 100

@@ -7,9 +7,7 @@ from collections.abc import Callable
 from node.config import ConfigError, MemoryConfig, NodeConfig
 from node.memory.facade import Memory
 from node.memory.working.backend import MemoryBackend
-from node.memory.working.dream.extractive import ExtractiveSynthesiser
-from node.memory.working.dream.inputs import NicheData, Synthesiser
-from node.memory.working.dream.llm import LlmSynthesiser
+from node.memory.working.dream import ExtractiveSynthesiser, LlmSynthesiser, NicheData, Synthesiser
 from node.memory.working.working import DEFAULT_NAMESPACE, WorkingMemory
 
 SYNTHESISERS = ("extractive", "llm")

@@ -21,12 +21,12 @@ from typing import Any
 import trio
 
 from node.config import NodeConfig
-from node.crystals.model import AccessScope, SemanticType
+from node.crystals import AccessScope, SemanticType
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import Memory
 from node.memory.working.backend import MemoryBackend, NoteKind
 from node.memory.working.build import working_memory_for
-from node.memory.working.dream.inputs import NicheData
+from node.memory.working.dream import NicheData
 from node.memory.working.working import DEFAULT_NAMESPACE, WorkingMemory, check_namespace
 
 log = logging.getLogger(__name__)

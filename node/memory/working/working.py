@@ -26,17 +26,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.crystals.model import now_ms
+from node.crystals import now_ms
 from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
 from node.memory.working.auto import auto_note_text
 from node.memory.working.backend import MemoryBackend, NoteKind
 from node.memory.working.context import working_memory_block
-from node.memory.working.dream.extractive import ExtractiveSynthesiser, first_dream_since
-from node.memory.working.dream.inputs import NicheData, Synthesiser, SynthesisInput
+from node.memory.working.dream import (
+    ExtractiveSynthesiser,
+    NicheData,
+    Synthesiser,
+    SynthesisInput,
+    detect_emerging,
+    first_dream_since,
+)
 from node.memory.working.durable import UnsafeFile, atomic_write, file_lock, fsync_dir, read_bytes
 from node.memory.working.migration import chunk_markdown
 from node.memory.working.scratch import DEFAULT_IMPORTANCE, ScratchBuffer, ScratchNote
-from node.memory.working.skills import detect_emerging
 from node.memory.working.state import TITLE, collapse_reason
 
 log = logging.getLogger(__name__)

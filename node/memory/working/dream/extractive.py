@@ -20,9 +20,9 @@ from node.memory.working.dream.inputs import (
     describe_mood,
     section_weight,
 )
-from node.memory.working.pointers import carried_pointers, fading_candidates, make_pointer
+from node.memory.working.dream.pointers import carried_pointers, fading_candidates, make_pointer
+from node.memory.working.dream.skills import emerging_line
 from node.memory.working.scratch import utc_now_iso
-from node.memory.working.skills import emerging_line
 from node.memory.working.state import (
     POINTER_GUIDANCE,
     SKILLS_GUIDANCE,

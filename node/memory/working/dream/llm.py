@@ -31,10 +31,10 @@ from node.memory.working.dream.inputs import (
     describe_mood,
     section_weight,
 )
+from node.memory.working.dream.pointers import carried_pointers
 from node.memory.working.dream.sections import micro_usdc_text, shorten
-from node.memory.working.pointers import carried_pointers
+from node.memory.working.dream.skills import emerging_line
 from node.memory.working.scratch import utc_now_iso
-from node.memory.working.skills import emerging_line
 from node.memory.working.state import (
     SECTIONS,
     missing_sections,

@@ -13,10 +13,10 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from node.crystals.model import Origin
-from node.memory.dynamics.hormones import compute_crystal_influence
+from node.crystals import Origin
+from node.memory.dynamics import compute_crystal_influence
 from node.memory.working.dream.inputs import CrystalView, HormoneLevels, NicheData
-from node.memory.working.pointers import content_terms
+from node.memory.working.dream.pointers import content_terms
 from node.memory.working.scratch import ScratchNote
 
 LINE_CHARS = 160

@@ -35,13 +35,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from node.config import NodeConfig, dump_config, load_config
-from node.crystals.index import IndexParams, VectorIndex
-from node.crystals.rows import vector_bytes
-from node.crystals.store import CrystalStore
+from node.crystals import CrystalStore, IndexParams, VectorIndex, vector_bytes
 from node.db import Database
 from node.errors import CrystalmeshError
-from node.memory.embedding.embedder import EMBEDDER_NAMES, Embedder, embed_windows, get_embedder
-from node.memory.search.second_opinion import second_name
+from node.memory.embedding import EMBEDDER_NAMES, Embedder, embed_windows, get_embedder
+from node.memory.search import second_name
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,13 @@ import base64
 import binascii
 from typing import TYPE_CHECKING, Any
 
-from node.memory.learning.budget_context import budget_context
-from node.memory.learning.testament_io import TestamentRefused, export_testament, import_testament
-from node.memory.learning.tiers import end_session
+from node.memory.learning import (
+    TestamentRefused,
+    budget_context,
+    end_session,
+    export_testament,
+    import_testament,
+)
 
 if TYPE_CHECKING:
     from node.memory.async_memory import AsyncMemory

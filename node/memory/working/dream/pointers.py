@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from node.memory.search.fusion import STOPWORDS, is_identifier, query_tokens
+from node.memory.search import STOPWORDS, is_identifier, query_tokens
 from node.memory.working.dream.inputs import CrystalView, Pointer, SearchFn
 
 POINTER_TOP_K = 5

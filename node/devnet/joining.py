@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from node.api.client import pid_alive
-from node.chain.localchain import free_port, fund
+from node.api import pid_alive
+from node.chain import free_port, fund
 from node.config import load_config
 from node.devnet import manager
 from node.devnet.state import DevnetError, NodeEntry, load_state, save_state

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from node.market.book.bounty_desk import BountyDesk, BuySkill
-from node.market.selling.catalogue import SWEEP_INTERVAL_S, Catalogue
-from node.market.selling.publish import Publisher
-from node.net.service import NetService
+from node.market.bounty_desk import BountyDesk, BuySkill
+from node.market.selling import SWEEP_INTERVAL_S, Catalogue, Publisher
+from node.net import NetService
 from protocol.envelope import Envelope
 
 

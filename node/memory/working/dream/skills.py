@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from node.memory.working.dream.inputs import CrystalView, EmergingSkill
-from node.memory.working.pointers import topic_of
+from node.memory.working.dream.pointers import topic_of
 
 MIN_OCCURRENCES = 3
 MAX_EMERGING = 6
