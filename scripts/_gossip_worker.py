@@ -35,7 +35,7 @@ from node.net.service import NetService
 from protocol.envelope import Envelope
 from protocol.identity import Identity
 from protocol.topics import SKILLS
-from tests.net_testing import make_listing
+from tests.support.net import make_listing
 
 
 def cpu_seconds() -> float:

@@ -38,7 +38,8 @@ from node.net.service import NetService
 from node.net.validation import DEFAULT_RATE_LIMITS
 from protocol.envelope import seal
 from protocol.topics import GOSSIP_TOPICS, SKILLS
-from tests.net_testing import Inbox, make_listing, make_net, wait_until
+from tests.support.net import Inbox, make_listing, make_net
+from tests.support.wait import wait_until_async
 
 
 def now_ms() -> int:
@@ -70,8 +71,8 @@ async def scenario(junk: int, seconds: float, honest_count: int, limited: bool) 
         for topic in GOSSIP_TOPICS:
             flooder.pubsub.remove_topic_validator(topic)
         await nursery.start(flooder.run)
-        await wait_until(lambda: all(len(n.mesh_peers(SKILLS)) >= 3 for n in nodes[:1])
-                         and nodes[0].peer_id in flooder.mesh_peers(SKILLS), 60, "mesh")
+        await wait_until_async(lambda: all(len(n.mesh_peers(SKILLS)) >= 3 for n in nodes[:1])
+                               and nodes[0].peer_id in flooder.mesh_peers(SKILLS), 60, "mesh")
         inboxes = [Inbox() for _ in nodes]
         for node, inbox in zip(nodes, inboxes, strict=True):
             inbox.attach(node)
@@ -107,11 +108,11 @@ async def scenario(junk: int, seconds: float, honest_count: int, limited: bool) 
             except Exception:
                 pass  # cut off by the victim: keep trying, as an attacker would
             await trio.sleep(interval)
-        await wait_until(lambda: len(sent) == honest_count, 60, "honest publishes done")
+        await wait_until_async(lambda: len(sent) == honest_count, 60, "honest publishes done")
         wanted = set(sent)
         try:
-            await wait_until(lambda: all(wanted <= {(e.sender, e.seq) for e in inbox.listings}
-                                         for inbox in inboxes[:3]), 10, "honest delivery")
+            await wait_until_async(lambda: all(wanted <= {(e.sender, e.seq) for e in inbox.listings}
+                                               for inbox in inboxes[:3]), 10, "honest delivery")
         except TimeoutError:
             pass  # lost in a full queue: that is what is measured
         stop.set()

@@ -36,7 +36,7 @@ from protocol.envelope import seal
 from protocol.identity import Identity
 from protocol.messages import SkillListing
 from protocol.topics import SKILLS
-from tests.net_testing import make_listing
+from tests.support.net import make_listing
 
 
 def node(root: Path, name: str, bootstrap: list[str]) -> NodeService:

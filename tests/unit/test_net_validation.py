@@ -11,7 +11,7 @@ from protocol.codec import encode
 from protocol.envelope import InvalidEnvelope, seal
 from protocol.identity import Identity
 from protocol.topics import SKILLS, TRUST, WEATHER
-from tests.net_testing import make_listing, make_weather
+from tests.support.net import make_listing, make_weather
 
 NOW = 1_700_000_000_000
 SELLER = Identity.from_seed(b"s" * 32)
