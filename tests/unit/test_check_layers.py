@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_layers.py"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("check_layers", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _check(root: Path) -> list[str]:
+    """The violations ``scripts/check_layers.py ROOT`` prints; exit 1 and a FAILED verdict with them."""
+    run = subprocess.run([sys.executable, str(SCRIPT), str(root)],
+                         capture_output=True, text=True, check=False)
+    *problems, verdict = run.stdout.splitlines()
+    if problems:
+        assert run.returncode == 1 and verdict.startswith("check_layers: FAILED"), run.stdout
+    else:
+        assert run.returncode == 0 and verdict.startswith("check_layers: ok"), run.stdout
+    return problems
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -40,11 +42,7 @@ CLEAN = {
 
 
 def test_a_clean_tree_passes(tmp_path: Path) -> None:
-    assert _load().check(_tree(tmp_path, CLEAN)) == []
-    run = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)],
-                         capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stdout
-    assert run.stdout.splitlines()[-1].startswith("check_layers: ok")
+    assert _check(_tree(tmp_path, CLEAN)) == []
 
 
 def test_cycles_and_upward_imports_are_each_reported(tmp_path: Path) -> None:
@@ -57,24 +55,19 @@ def test_cycles_and_upward_imports_are_each_reported(tmp_path: Path) -> None:
     files["node/crystals/store.py"] = "import node.memory.facade\n"
     files["node/memory/facade.py"] = "from . import other\n"
     files["node/memory/other.py"] = "from .facade import x  # noqa\nx = 1\n"
-    problems = _load().check(_tree(tmp_path, files))
+    problems = _check(_tree(tmp_path, files))
     text = "\n".join(problems)
     assert "upward import: node/market/seller.py:1 node.market.seller -> node.api.metrics" in text
     assert "upward import: protocol/codec.py:1 protocol.codec -> node.market" in text
     assert "module cycle: node.memory.facade -> node.memory.other -> node.memory.facade" in text
     assert "package cycle: node.crystals -> node.memory -> node.crystals" in text
 
-    run = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)],
-                         capture_output=True, text=True, check=False)
-    assert run.returncode == 1
-    assert run.stdout.splitlines()[-1].startswith("check_layers: FAILED")
-
 
 def test_a_module_of_400_lines_is_reported(tmp_path: Path) -> None:
     files = dict(CLEAN)
     files["node/market/seller.py"] = "x = 1\n" * 399
-    assert _load().check(_tree(tmp_path, files)) == []
+    assert _check(_tree(tmp_path, files)) == []
     files["node/market/seller.py"] = "x = 1\n" * 400
-    problems = _load().check(_tree(tmp_path, files))
+    problems = _check(_tree(tmp_path, files))
     assert problems == ["module too large: node/market/seller.py has 400 lines "
                         "(split it by concept below 400)"]
