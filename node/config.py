@@ -46,6 +46,16 @@ class NetConfig:
     reconnect_max_backoff_s: float = 30.0
     # Find peers beyond ``bootstrap`` (Kademlia DHT random walks, node/net/discovery.py).
     discovery: bool = True
+    # Gossip accepted per origin key and topic (node/net/validation.py): a token bucket refilled
+    # at ``*_per_min`` and holding ``*_burst``. A seller announcing its catalogue fits the burst,
+    # a flood from one key does not (issue 11); listings sync has its own, larger limits.
+    origin_listings_per_min: float = 10.0
+    origin_listings_burst: int = 30
+    # A node reports every trust.report_interval_s (10 s) and only its latest report counts.
+    origin_trust_reports_per_min: float = 120.0
+    origin_trust_reports_burst: int = 120
+    origin_bounties_per_min: float = 5.0
+    origin_bounties_burst: int = 10
 
 
 @dataclass

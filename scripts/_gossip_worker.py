@@ -27,15 +27,17 @@ from typing import Any
 
 import trio
 
+# tests/ is not an installed package: the listing builder is read from this checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from node.config import NetConfig
 from node.net.gossip_config import GossipConfig
 from node.net.service import NetService
-from protocol.envelope import Envelope
+from protocol.envelope import Envelope, seal
 from protocol.identity import Identity
+from protocol.messages import SkillListing
 from protocol.topics import SKILLS
-from tests.net_testing import make_listing
+from tests.support.net import make_listing
 
 
 def cpu_seconds() -> float:
@@ -66,8 +68,18 @@ class Worker:
         self.received[phase].append((index, (now_ns - sent_ns) // 1000))
 
     async def publish(self, phase: int, rate: float, count: int) -> dict[str, Any]:
-        identity = self.net.identity
-        template = make_listing(identity, "bench", time.time_ns() // 1_000_000)
+        """``count`` listings at ``rate``/s from as many sellers as the shipped limits need.
+
+        Every node accepts at most ``net.origin_listings_burst`` (30) listings at once from
+        one origin key, so one key publishing hundreds is a flood, refused at the first
+        validator (its own). The listings go out through this node's gossip, each sealed by
+        a seller key of a fresh set of ``ceil(count / burst)`` keys that each stay within
+        the burst: many sellers announcing through one node, every validator at its defaults.
+        """
+        per_seller = NetConfig().origin_listings_burst
+        sellers = [Identity.generate() for _ in range(-(-count // per_seller))]
+        now_ms = time.time_ns() // 1_000_000
+        templates = [make_listing(seller, "bench", now_ms) for seller in sellers]
         start = trio.current_time()
         late = 0
         for index in range(count):
@@ -77,14 +89,18 @@ class Worker:
                 await trio.sleep(due - now)
             elif now - due > 0.05:
                 late += 1
+            seller, seq = divmod(index, per_seller)
+            issued_ms = time.time_ns() // 1_000_000
             listing = dataclasses.replace(
-                template,
+                templates[seller],
                 description=f"{phase}:{index}:{time.time_ns()}",
-                expires_at_ms=time.time_ns() // 1_000_000 + 86_400_000,
+                expires_at_ms=issued_ms + 86_400_000,
             )
-            await self.net.publish(SKILLS, listing)
+            data = seal(sellers[seller], SkillListing.KIND, listing, seq + 1, issued_ms)
+            await self.net.gossip.publish_sealed(SKILLS, data)
         elapsed = trio.current_time() - start
-        return {"achieved_rate": count / elapsed if elapsed > 0 else 0.0, "late": late}
+        return {"achieved_rate": count / elapsed if elapsed > 0 else 0.0, "late": late,
+                "sellers": len(sellers)}
 
     async def serve(self) -> None:
         stdin = trio.wrap_file(sys.stdin)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Secret / PII classifier on the hand-labelled set tests/data/sensitivity_set.jsonl.
 
-    .venv/bin/python scripts/bench_classifier.py
+    .venv/bin/python scripts/bench_classifier.py [--smoke]
 
 Each line: ``text``, ``label`` (a class name or ``normal``) and ``split``
 (``tune`` / ``heldout``, assigned by a hash of the text when the set was
@@ -13,17 +13,17 @@ written, before anything was measured). Reported per split:
   node shipped before issue 12 (``_CONFIDENTIAL_PATTERNS`` + ``_PERSONAL_PATTERNS``
   alone), run in the same process.
 
-The last line is one JSON object.
+The last line is one JSON object. ``--smoke``: the first 20 rows of each split.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _bench import add_smoke_flag, print_result
 
 from node.crystals import governance
 
@@ -43,11 +43,19 @@ def precision_recall(pairs: list[tuple[bool, bool]]) -> dict[str, float]:
             "recall": round(tp / (tp + fn), 3) if tp + fn else 1.0, "fp": fp, "fn": fn}
 
 
+SMOKE_ROWS = 20
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_smoke_flag(parser)
+    arguments = parser.parse_args()
     rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
     report: dict[str, dict] = {}
     for split in ("tune", "heldout"):
         subset = [row for row in rows if row["split"] == split]
+        if arguments.smoke:
+            subset = subset[:SMOKE_ROWS]
         ours = [(row["label"] != "normal", bool(governance.sensitive_classes(row["text"])))
                 for row in subset]
         base = [(row["label"] != "normal", baseline_flags(row["text"])) for row in subset]
@@ -69,7 +77,7 @@ def main() -> None:
             got = governance.sensitive_classes(row["text"])
             if (row["label"] == "normal") != (not got) and split == "tune":
                 print("  tune miss:", row["label"], got, row["text"][:70])
-    print(json.dumps(report))
+    print_result(report)
 
 
 if __name__ == "__main__":

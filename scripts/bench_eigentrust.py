@@ -8,23 +8,20 @@ a pure-Python power iteration on the same graph, and against a dense-matrix
 numpy iteration (matrix built outside the timing) on a ``--small-peers`` graph of the same average degree. The
 results of each pair are checked to agree. The last line is one JSON object.
 
-    .venv/bin/python scripts/bench_eigentrust.py [--peers 10000] [--edges 200000]
+    .venv/bin/python scripts/bench_eigentrust.py [--peers 10000] [--edges 200000] [--smoke]
+
+``--smoke``: 300 peers, 3,000 edges, 100 in the dense run, 2 repeats.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import sys
 import time
 from collections.abc import Callable, Collection
-from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _bench import add_smoke_flag, percentile, print_result, smoke
 
 from node.trust.eigentrust import (
     TrustMatrix,
@@ -118,7 +115,7 @@ def timed_ms(function: Callable[[], T], repeats: int) -> tuple[float, T]:
         started = time.perf_counter()
         result = function()
         samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples), result
+    return percentile(samples, 50), result
 
 
 def main() -> None:
@@ -129,7 +126,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--small-peers", type=int, default=2_000, help="size of the dense run")
-    arguments = parser.parse_args()
+    add_smoke_flag(parser)
+    arguments = smoke(parser.parse_args(), peers=300, edges=3_000, repeats=2, small_peers=100)
 
     rows, names = random_rows(arguments.peers, arguments.edges, arguments.seed)
     pretrusted = set(names[: arguments.pretrusted])
@@ -176,23 +174,19 @@ def main() -> None:
         f"dense numpy {dense_small_ms:.1f} ms (max |Δt| {dense_gap:.1e}), "
         f"sparse is {dense_small_ms / sparse_small_ms:.0f}x faster"
     )
-    print(
-        json.dumps(
-            {
-                "peers": arguments.peers,
-                "edges": len(matrix.src),
-                "iterations": result.iterations,
-                "converged": result.converged,
-                "ms": round(run_ms, 2),
-                "build_ms": round(build_ms, 2),
-                "python_ms": round(python_ms, 1),
-                "speedup_vs_python": round(python_ms / run_ms, 1),
-                "small_peers": arguments.small_peers,
-                "small_sparse_ms": round(sparse_small_ms, 2),
-                "small_dense_ms": round(dense_small_ms, 2),
-            }
-        )
-    )
+    print_result({
+        "peers": arguments.peers,
+        "edges": len(matrix.src),
+        "iterations": result.iterations,
+        "converged": result.converged,
+        "ms": round(run_ms, 2),
+        "build_ms": round(build_ms, 2),
+        "python_ms": round(python_ms, 1),
+        "speedup_vs_python": round(python_ms / run_ms, 1),
+        "small_peers": arguments.small_peers,
+        "small_sparse_ms": round(sparse_small_ms, 2),
+        "small_dense_ms": round(dense_small_ms, 2),
+    })
 
 
 if __name__ == "__main__":

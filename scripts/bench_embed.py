@@ -14,7 +14,8 @@ With ``--embedder mpnet`` the default MiniLM int8 is timed in the same rounds
 (``minilm_int8_sentences_per_s``). The second opinion (node.memory.search.second_opinion:
 paraphrase-MiniLM-L3 int8 beside MiniLM, MiniLM beside MPNet) is timed in the same
 rounds too, and ``with_second_opinion_sentences_per_s`` is what ingest embeds with
-both (the int8 embedder's and its second's best times added).
+both (the int8 embedder's and its second's best times added). ``--smoke``: 64
+sentences, one round (the models still load: a few seconds).
 """
 
 from __future__ import annotations
@@ -22,13 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _bench import add_smoke_flag, print_result, smoke
 
 from node.memory.embedding.embedder import (
     SESSION_THREADS,
@@ -72,7 +71,8 @@ def main() -> None:
     parser.add_argument(
         "--check-reference", action="store_true", help="also compare the fp32 graph with the numpy forward pass"
     )
-    arguments = parser.parse_args()
+    add_smoke_flag(parser)
+    arguments = smoke(parser.parse_args(), sentences=64, rounds=1)
     model: type[OnnxEmbedder] = MPNetEmbedder if arguments.embedder == "mpnet" else MiniLMEmbedder
 
     texts = corpus(arguments.sentences)
@@ -122,7 +122,7 @@ def main() -> None:
     result["meets_target"] = float(result["int8_sentences_per_s"]) >= TARGET_SENTENCES_PER_S  # type: ignore[arg-type]
     result["with_second_opinion_meets_300"] = pair >= 300
     print(f"int8/fp32 speed ratio {ratio:.2f}; int8 vs fp32 cosine min {agreement.min():.4f} mean {agreement.mean():.4f}")
-    print(json.dumps(result))
+    print_result(result)
 
 
 if __name__ == "__main__":

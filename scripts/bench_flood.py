@@ -19,6 +19,7 @@ listings spread over the same period. Measured on the honest nodes:
 Run twice in the same process: ``baseline`` with the per-origin rate limits
 switched off (the behaviour before issue 11), then ``limited`` with the shipped
 defaults. The last line is one JSON object with both and their ratios.
+``--smoke``: 60 junk listings and 3 honest ones over 1.5 s.
 """
 
 from __future__ import annotations
@@ -32,13 +33,17 @@ from typing import Any
 
 import trio
 
+# tests/ is not an installed package: the net helpers are read from this checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _bench import add_smoke_flag, percentile, print_result, smoke
 
 from node.net.service import NetService
 from node.net.validation import DEFAULT_RATE_LIMITS
 from protocol.envelope import seal
 from protocol.topics import GOSSIP_TOPICS, SKILLS
-from tests.net_testing import Inbox, make_listing, make_net, wait_until
+from tests.support.net import Inbox, make_listing, make_net
+from tests.support.wait import wait_until_async
 
 
 def now_ms() -> int:
@@ -50,11 +55,6 @@ async def measure_lag(samples: list[float], stop: trio.Event) -> None:
         start = time.perf_counter()
         await trio.sleep(0.05)
         samples.append((time.perf_counter() - start - 0.05) * 1000)
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 2) if ordered else 0.0
 
 
 async def scenario(junk: int, seconds: float, honest_count: int, limited: bool) -> dict[str, Any]:
@@ -70,8 +70,8 @@ async def scenario(junk: int, seconds: float, honest_count: int, limited: bool) 
         for topic in GOSSIP_TOPICS:
             flooder.pubsub.remove_topic_validator(topic)
         await nursery.start(flooder.run)
-        await wait_until(lambda: all(len(n.mesh_peers(SKILLS)) >= 3 for n in nodes[:1])
-                         and nodes[0].peer_id in flooder.mesh_peers(SKILLS), 60, "mesh")
+        await wait_until_async(lambda: all(len(n.mesh_peers(SKILLS)) >= 3 for n in nodes[:1])
+                               and nodes[0].peer_id in flooder.mesh_peers(SKILLS), 60, "mesh")
         inboxes = [Inbox() for _ in nodes]
         for node, inbox in zip(nodes, inboxes, strict=True):
             inbox.attach(node)
@@ -107,11 +107,11 @@ async def scenario(junk: int, seconds: float, honest_count: int, limited: bool) 
             except Exception:
                 pass  # cut off by the victim: keep trying, as an attacker would
             await trio.sleep(interval)
-        await wait_until(lambda: len(sent) == honest_count, 60, "honest publishes done")
+        await wait_until_async(lambda: len(sent) == honest_count, 60, "honest publishes done")
         wanted = set(sent)
         try:
-            await wait_until(lambda: all(wanted <= {(e.sender, e.seq) for e in inbox.listings}
-                                         for inbox in inboxes[:3]), 10, "honest delivery")
+            await wait_until_async(lambda: all(wanted <= {(e.sender, e.seq) for e in inbox.listings}
+                                               for inbox in inboxes[:3]), 10, "honest delivery")
         except TimeoutError:
             pass  # lost in a full queue: that is what is measured
         stop.set()
@@ -122,8 +122,10 @@ async def scenario(junk: int, seconds: float, honest_count: int, limited: bool) 
             "junk_stored_node1": junk_at[0],
             "junk_stored_others": sum(junk_at[1:3]),
             "flooder_banned_by_node1": nodes[0].is_banned(flooder.peer_id),
-            "lag_before_p50_ms": percentile(before, 0.5), "lag_before_p99_ms": percentile(before, 0.99),
-            "lag_during_p50_ms": percentile(during, 0.5), "lag_during_p99_ms": percentile(during, 0.99),
+            "lag_before_p50_ms": round(percentile(before, 50), 2),
+            "lag_before_p99_ms": round(percentile(before, 99), 2),
+            "lag_during_p50_ms": round(percentile(during, 50), 2),
+            "lag_during_p99_ms": round(percentile(during, 99), 2),
             "dropped_in_queues": sum(n.gossip.dropped for n in nodes),
         }
         nursery.cancel_scope.cancel()
@@ -135,7 +137,8 @@ def main() -> None:
     parser.add_argument("--junk", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--honest", type=int, default=20)
-    args = parser.parse_args()
+    add_smoke_flag(parser)
+    args = smoke(parser.parse_args(), junk=60, seconds=1.5, honest=3)
     baseline = trio.run(scenario, args.junk, args.seconds, args.honest, False)
     print("baseline (no rate limits):", json.dumps(baseline))
     limited = trio.run(scenario, args.junk, args.seconds, args.honest, True)
@@ -144,8 +147,8 @@ def main() -> None:
         "junk_stored_node1": round(limited["junk_stored_node1"] / max(1, baseline["junk_stored_node1"]), 4),
         "lag_during_p99": round(limited["lag_during_p99_ms"] / max(0.01, baseline["lag_during_p99_ms"]), 3),
     }
-    print(json.dumps({"baseline": baseline, "limited": limited, "ratio_limited_to_baseline": ratio,
-                      "junk": args.junk, "seconds": args.seconds, "honest": args.honest}))
+    print_result({"baseline": baseline, "limited": limited, "ratio_limited_to_baseline": ratio,
+                  "junk": args.junk, "seconds": args.seconds, "honest": args.honest})
 
 
 if __name__ == "__main__":

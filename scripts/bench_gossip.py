@@ -5,7 +5,10 @@
 Every node is a separate OS process running a NetService
 (scripts/_gossip_worker.py) on 127.0.0.1; node i bootstraps from up to 4
 random earlier nodes. Node 0 publishes ``--count`` skill listings at each rate
-step (10, 20, 35, 50, 75, 100 … up to ``--rate``). Each listing carries its
+step (10, 20, 35, 50, 75, 100 … up to ``--rate``), signed by a fresh set of
+seller keys of at most 30 listings each: every node keeps its shipped
+per-origin limit (``net.origin_listings_burst``, 30 at once from one key), so
+this is many sellers announcing through one node. Each listing carries its
 send time (same machine clock); receivers record receive time in their
 handler, i.e. after validation and dispatch. Per step:
 
@@ -16,6 +19,7 @@ handler, i.e. after validation and dispatch. Per step:
 
 The last line is one JSON object (nodes, p50_ms, p99_ms, delivered_fraction at
 the highest loss-free rate, max_rate_no_loss, per-step results).
+``--smoke``: 3 nodes, one step of 40 listings (two seller keys) at 40/s.
 """
 
 from __future__ import annotations
@@ -24,12 +28,13 @@ import argparse
 import json
 import random
 import select
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from _bench import add_smoke_flag, percentile, print_result, smoke
 
 WORKER = Path(__file__).with_name("_gossip_worker.py")
 DEFAULT_STEPS = (10, 20, 35, 50, 75, 100, 150, 200)
@@ -77,13 +82,6 @@ class Node:
         except Exception:
             self.process.kill()
             self.process.wait()
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def start_nodes(count: int, seed: int) -> list[Node]:
@@ -149,9 +147,10 @@ def run_step(
         "achieved_rate": round(published["achieved_rate"], 1),
         "count": count,
         "delivered_fraction": round(received / expected, 4) if expected else 1.0,
-        "p50_ms": round(percentile(complete, 0.50), 2),
-        "p99_ms": round(percentile(complete, 0.99), 2),
-        "p50_each_ms": round(percentile(each, 0.50), 2),
+        "p50_ms": round(percentile(complete, 50), 2),
+        "p99_ms": round(percentile(complete, 99), 2),
+        "p50_each_ms": round(percentile(each, 50), 2),
+        "sellers": published["sellers"],
         "cpu_ms_per_msg": round(cpu_s * 1000 / count, 2),
         "cpu_util": round(cpu_s / max(count / rate, 1e-9), 2),
         "inbox_dropped": sum(report["dropped"] for report in reports),
@@ -189,7 +188,8 @@ def main() -> None:
     parser.add_argument(
         "--stop-after-loss", type=int, default=1, help="steps with loss before stopping"
     )
-    arguments = parser.parse_args()
+    add_smoke_flag(parser)
+    arguments = smoke(parser.parse_args(), nodes=3, rates="40", count=40, drain=5.0)
 
     if arguments.rates:
         steps = [float(rate) for rate in arguments.rates.split(",")]
@@ -233,11 +233,11 @@ def main() -> None:
         "baseline_rate": results[0]["rate"],
         "baseline_p50_ms": results[0]["p50_ms"],
         "baseline_p99_ms": results[0]["p99_ms"],
-        "median_p50_ms": statistics.median(row["p50_ms"] for row in results),
+        "median_p50_ms": percentile([row["p50_ms"] for row in results], 50),
         "steps": results,
         "wall_s": round(time.monotonic() - started, 1),
     }
-    print(json.dumps(summary))
+    print_result(summary)
 
 
 if __name__ == "__main__":

@@ -12,22 +12,24 @@ Baseline in the same process: the same start with N = 0 (node start + connect
 
     .venv/bin/python scripts/bench_listings_sync.py --sizes 200,1000
 
-Last line: one JSON object.
+Last line: one JSON object. ``--smoke``: N = 20.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import trio
+
+# tests/ is not an installed package: the listing builder is read from this checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import trio
+from _bench import add_smoke_flag, print_result, smoke
 
 from node.config import load_config
 from node.init import init_node
@@ -36,7 +38,7 @@ from protocol.envelope import seal
 from protocol.identity import Identity
 from protocol.messages import SkillListing
 from protocol.topics import SKILLS
-from tests.net_testing import make_listing
+from tests.support.net import make_listing
 
 
 def node(root: Path, name: str, bootstrap: list[str]) -> NodeService:
@@ -80,7 +82,8 @@ async def catch_up(root: Path, count: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="200,1000")
-    args = parser.parse_args()
+    add_smoke_flag(parser)
+    args = smoke(parser.parse_args(), sizes="20")
     sizes = [int(size) for size in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
@@ -95,7 +98,7 @@ def main() -> None:
         print(f"{run['listings']} listings: {run['from_start_s']:.3f} s from start "
               f"({run['ratio_to_baseline']}x baseline), {run['from_connect_s']:.3f} s from connect "
               f"= {rate:.0f} listings/s")
-    print(json.dumps({"baseline": baseline, "runs": runs}))
+    print_result({"baseline": baseline, "runs": runs})
 
 
 if __name__ == "__main__":

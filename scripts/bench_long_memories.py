@@ -34,12 +34,12 @@ bound on cost) is above what these notes need. The best-window score is
 
 The last line is JSON; ``ratio`` is best / truncation and ``ratio_windows``
 windows / truncation for each figure; ``ingest_s`` the time to embed and store.
+``--smoke``: the first 6 notes and 12 queries judged on them (grades outside them dropped).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import tempfile
@@ -49,15 +49,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# tests/ is not an installed package: the evaluation harness is read from this checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_retrieval import Query, load, ndcg, reciprocal_rank
+from _bench import add_smoke_flag, print_result
 
 from node.config import NodeConfig
 from node.memory.embedding.embedder import MAX_WINDOWS, MiniLMEmbedder
 from node.memory.facade import Memory, SearchRequest
 from node.memory.search.windows import best_window_dense
+from tests.support.retrieval import Query, load, ndcg, reciprocal_rank
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 SETS = ("retrieval_v2", "retrieval_fresh", "retrieval_fresh2")
@@ -65,6 +66,7 @@ SEED = 17
 VARIANTS = {"truncation": (1, True), "windows": (MAX_WINDOWS, False), "best": (MAX_WINDOWS, True)}
 """name -> (max_windows, whether window vectors are stored)"""
 CANDIDATES = 50  # the dense candidates Memory.search reads for k=10
+SMOKE_NOTES, SMOKE_QUERIES = 6, 12
 
 
 def build_notes(group: int, tokens: Callable[[str], int], window: int,
@@ -147,11 +149,19 @@ def run_variant(max_windows: int, keep_windows: bool, notes: list[dict[str, str]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--group", type=int, default=20, help="memories per note")
+    add_smoke_flag(parser)
     arguments = parser.parse_args()
     counter = MiniLMEmbedder(max_windows=1)
     notes, queries, where = build_notes(
         arguments.group, lambda text: len(counter.tokenize([text])[0][0]) - 2, counter.max_tokens
     )
+    if arguments.smoke:
+        notes = notes[:SMOKE_NOTES]
+        kept = {note["id"] for note in notes}
+        queries = [Query(q.id, q.kind, q.split, q.text,
+                         {note: grade for note, grade in q.relevant.items() if note in kept})
+                   for q in queries]
+        queries = [query for query in queries if query.relevant][:SMOKE_QUERIES]
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="crystalmesh-bench-long-") as tmp:
         for variant, (max_windows, keep_windows) in VARIANTS.items():
@@ -171,8 +181,8 @@ def main() -> None:
         ratio_windows[key] = round(mean["ndcg@10"] / old["ndcg@10"], 3) if old["ndcg@10"] else 0.0
     print("ingest s: " + ", ".join(f"{name} {report[name]['ingest_s']:.2f}" for name in VARIANTS)
           + f"; crystals with window vectors (best): {report['best']['crystals_with_windows']}")
-    print(json.dumps({"group": arguments.group, "notes": len(notes), "queries": len(queries),
-                      **report, "ratio": ratio, "ratio_windows": ratio_windows}))
+    print_result({"group": arguments.group, "notes": len(notes), "queries": len(queries),
+                  **report, "ratio": ratio, "ratio_windows": ratio_windows})
 
 
 if __name__ == "__main__":

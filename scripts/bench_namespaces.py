@@ -18,19 +18,20 @@ updates (closed versions) in ``default``. Then, with the same queries:
 The last line is one JSON object; ``*_ratio`` is p50 over the baseline p50.
 
     .venv/bin/python scripts/bench_namespaces.py --n 20000
+
+``--smoke``: 500 memories, 10 in the small namespace, 50 updates, 20 queries.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _bench import add_smoke_flag, percentile, print_result, smoke
 
 from node.config import load_config
 from node.crystals.model import now_ms
@@ -57,8 +58,8 @@ def timed(memory: Memory, queries: list[str], namespaces: tuple[str, ...], k: in
     return latencies, found
 
 
-def p50_ms(values: list[float]) -> float:
-    return round(statistics.median(values) * 1000, 3)
+def p50_ms(values_s: list[float]) -> float:
+    return round(1000 * percentile(values_s, 50), 3)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -111,10 +112,11 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=11)
-    result = run(parser.parse_args())
+    add_smoke_flag(parser)
+    result = run(smoke(parser.parse_args(), n=500, small=10, superseded=50, queries=20))
     for key, value in result.items():
         print(f"{key:22} {value}")
-    print(json.dumps(result))
+    print_result(result)
 
 
 if __name__ == "__main__":

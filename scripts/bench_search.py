@@ -19,7 +19,7 @@ each query text. Crystal texts are 8 synthetic words plus an ``ERR-<n>``
 identifier; half the query texts name a stored identifier.
 
 Unless ``--no-baseline``, main's search before the light rows
-(``scripts/_search_baseline.py``) and ``Memory.search`` also answer every query
+(``tests/support/search_baseline.py``) and ``Memory.search`` also answer every query
 one after the other (which goes first alternates), on the same store and in the
 same process: p50/p95 of wall and thread CPU time for each, their ratio, and
 how many queries got the same top 10 ids in the same order.
@@ -28,6 +28,9 @@ how many queries got the same top 10 ids in the same order.
 data arguments reuses them instead of building again (2 minutes at 100k).
 
     .venv/bin/python scripts/bench_search.py --n 100000 --store /tmp/bench_search_100k
+
+``--smoke``: 2,000 crystals in 20 clusters, 30 queries, the hashing query embedder,
+the second opinion and one ef sweep point, in a temporary directory.
 """
 
 from __future__ import annotations
@@ -50,7 +53,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
+# tests/ is not an installed package: the frozen baseline search is read from this checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _bench import add_smoke_flag, percentile, print_result, smoke
 
 from node.config import MemoryConfig, NodeConfig
 from node.crystals.index import IndexParams, VectorIndex
@@ -58,7 +64,7 @@ from node.crystals.model import Crystal
 from node.crystals.store import CrystalStore
 from node.memory.embedding.embedder import get_embedder
 from node.memory.facade import Memory, SearchRequest
-from scripts._search_baseline import baseline_search
+from tests.support.search_baseline import baseline_search
 
 DIM = 384
 K = 10
@@ -111,10 +117,6 @@ def clustered_unit_vectors(
     points = centres[labels] + noise * np.float32(spread / np.sqrt(centres.shape[1]))
     points /= np.linalg.norm(points, axis=1, keepdims=True)
     return points.astype(np.float32)
-
-
-def percentile_ms(samples_s: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples_s) * 1000.0, q))
 
 
 def exact_top_k(matrix: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
@@ -219,16 +221,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             latencies, swept_recall = measure(ef)
             sweep.append(
                 {"ef": ef, "recall_at_10": round(swept_recall, 4),
-                 "p50_ms": round(percentile_ms(latencies, 50), 4),
-                 "p99_ms": round(percentile_ms(latencies, 99), 4)}
+                 "p50_ms": round(1000 * percentile(latencies, 50), 4),
+                 "p99_ms": round(1000 * percentile(latencies, 99), 4)}
             )
         reopened.params.ef_search = ef_search
         reopened.save()
         store.close()
         product = measure_product(args, root, rng, queries, params)
 
-    p50 = percentile_ms(hnsw_s, 50)
-    exact_p50 = percentile_ms(exact_s, 50)
+    p50 = 1000 * percentile(hnsw_s, 50)
+    exact_p50 = 1000 * percentile(exact_s, 50)
     ingest_s = store_s + index_s
     return {
         "n": args.n,
@@ -242,9 +244,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "batch": args.batch,
         "recall_at_10": round(recall, 4),
         "p50_ms": round(p50, 4),
-        "p99_ms": round(percentile_ms(hnsw_s, 99), 4),
+        "p99_ms": round(1000 * percentile(hnsw_s, 99), 4),
         "exact_p50_ms": round(exact_p50, 4),
-        "exact_p99_ms": round(percentile_ms(exact_s, 99), 4),
+        "exact_p99_ms": round(1000 * percentile(exact_s, 99), 4),
         "speedup_vs_exact": round(exact_p50 / p50, 1),
         "store_s": round(store_s, 2),
         "build_s": round(index_s, 2),
@@ -303,8 +305,8 @@ def compare_second_opinion(config: NodeConfig, texts: list[str], vectors: dict[s
                 samples[name].append(time.perf_counter() - began)
     finally:
         memory.close()
-    out = {f"second_{name}_p50_ms": round(percentile_ms(values, 50), 3) for name, values in samples.items()}
-    out |= {f"second_{name}_p95_ms": round(percentile_ms(values, 95), 3) for name, values in samples.items()}
+    out = {f"second_{name}_p50_ms": round(1000 * percentile(values, 50), 3) for name, values in samples.items()}
+    out |= {f"second_{name}_p95_ms": round(1000 * percentile(values, 95), 3) for name, values in samples.items()}
     out["second_ratio_p50"] = round(out["second_with_p50_ms"] / out["second_without_p50_ms"], 3)
     return out
 
@@ -346,14 +348,14 @@ def measure_product(
                 latencies.append(time.perf_counter() - began)
         finally:
             memory.close()
-        result[f"{label}_p50_ms"] = round(percentile_ms(latencies, 50), 3)
-        result[f"{label}_p95_ms"] = round(percentile_ms(latencies, 95), 3)
+        result[f"{label}_p50_ms"] = round(1000 * percentile(latencies, 50), 3)
+        result[f"{label}_p95_ms"] = round(1000 * percentile(latencies, 95), 3)
     result["query_embedder"] = args.embedder
     return result
 
 
 def compare_with_baseline(config: NodeConfig, texts: list[str], vectors: dict[str, np.ndarray]) -> dict[str, Any]:
-    """``Memory.search`` and main's search before the light rows (scripts/_search_baseline.py),
+    """``Memory.search`` and main's search before the light rows (tests/support/search_baseline.py),
     interleaved query by query on one store (which goes first alternates), query vector given.
 
     Wall time and the thread's CPU time (``time.thread_time``: what a busy shared
@@ -394,8 +396,8 @@ def compare_with_baseline(config: NodeConfig, texts: list[str], vectors: dict[st
     out: dict[str, Any] = {"identical_top10": same, "compared_queries": len(texts), "differing": differing}
     for name, (wall, cpu) in samples.items():
         for kind, values in (("wall", wall), ("cpu", cpu)):
-            out[f"{name}_{kind}_p50_ms"] = round(percentile_ms(values, 50), 3)
-            out[f"{name}_{kind}_p95_ms"] = round(percentile_ms(values, 95), 3)
+            out[f"{name}_{kind}_p50_ms"] = round(1000 * percentile(values, 50), 3)
+            out[f"{name}_{kind}_p95_ms"] = round(1000 * percentile(values, 95), 3)
     for kind in ("wall", "cpu"):
         out[f"ratio_{kind}_p50"] = round(out[f"product_{kind}_p50_ms"] / out[f"baseline_{kind}_p50_ms"], 3)
     return out
@@ -436,7 +438,9 @@ def main() -> None:
         "--embedder", default="minilm", choices=("minilm", "hashing"),
         help="embedder run on each query for the product_with_embed figure",
     )
-    args = parser.parse_args()
+    add_smoke_flag(parser)
+    args = smoke(parser.parse_args(), n=2000, queries=30, clusters=20, batch=500, store=None,
+                 sweep_ef=[50], second_opinion=True, embedder="hashing")
     result = run(args)
     rows = [
         ("vectors", f"{result['n']} x {DIM}-d, {args.clusters} clusters, spread {args.spread}"),
@@ -478,7 +482,7 @@ def main() -> None:
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
-    print(json.dumps(result))
+    print_result(result)
 
 
 if __name__ == "__main__":

@@ -10,20 +10,17 @@ transaction signing, broadcast, receipt, Transfer-event check.
     .venv/bin/python scripts/bench_settlement.py [--single 200] [--per-batch-size 1000]
 
 The last line is one JSON object (gas_single, gas_batched_50, settles_per_s_single,
-settles_per_s_batched, ...).
+settles_per_s_batched, ...). ``--smoke``: 5 single, 20 batched in batches of 10, 20 buyers.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from _bench import add_smoke_flag, print_result, smoke
 from eth_account import Account
 
 from node.chain.authorization import Authorization, sign_authorization
@@ -43,7 +40,8 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="10,50,100")
     parser.add_argument("--buyers", type=int, default=200,
                         help="distinct payers; items in one batch come from distinct payers")
-    args = parser.parse_args()
+    add_smoke_flag(parser)
+    args = smoke(parser.parse_args(), single=5, per_batch_size=20, batch_sizes="10", buyers=20)
     batch_sizes = [int(size) for size in args.batch_sizes.split(",")]
 
     with LocalChain() as chain, tempfile.TemporaryDirectory() as tmp:
@@ -104,7 +102,7 @@ def main() -> None:
         "signs_per_s": round(signs_per_s, 1),
         "presigned": True,
     }
-    print(json.dumps(summary))
+    print_result(summary)
 
 
 def run(engine: SettlementEngine, items: list[Authorization], *, one_by_one: bool) -> dict[str, float]:

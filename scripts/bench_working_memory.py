@@ -8,20 +8,17 @@ built first. Then, in the same process: ``--notes`` plain ``Memory.add`` calls
 (the baseline) and ``--notes`` ``WorkingMemory.note`` calls (the same work plus
 an fsynced scratch line under a file lock), median latency of each; then one
 dream (extractive synthesiser, pointer checks through ``Memory.search``) over
-everything. The last line is one JSON object.
+everything. The last line is one JSON object. ``--smoke``: 200 memories, 5 notes.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _bench import add_smoke_flag, percentile, print_result, smoke
 
 from node.config import load_config
 from node.crystals.model import now_ms
@@ -39,11 +36,12 @@ def memory_text(i: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--crystals", type=int, default=5000)
     parser.add_argument("--notes", type=int, default=50)
     parser.add_argument("--embedder", default="hashing")
-    args = parser.parse_args()
+    add_smoke_flag(parser)
+    args = smoke(parser.parse_args(), crystals=200, notes=5)
     with tempfile.TemporaryDirectory() as directory:
         config = load_config(Path(directory) / "node", overrides={"memory": {"embedder": args.embedder}},
                              environ={})
@@ -69,15 +67,15 @@ def main() -> None:
             memory.close()
     report = {
         "crystals": args.crystals, "notes": args.notes, "embedder": args.embedder,
-        "add_median_ms": round(statistics.median(add_ms), 3),
-        "note_median_ms": round(statistics.median(note_ms), 3),
-        "note_over_add": round(statistics.median(note_ms) / statistics.median(add_ms), 3),
+        "add_median_ms": round(percentile(add_ms, 50), 3),
+        "note_median_ms": round(percentile(note_ms, 50), 3),
+        "note_over_add": round(percentile(note_ms, 50) / percentile(add_ms, 50), 3),
         "dream_ms": round(dream_ms, 1), "dream_status": result.status,
         "pointers": len(result.pointers), "state_chars": result.state_chars,
     }
     print(f"note median {report['note_median_ms']} ms vs add {report['add_median_ms']} ms; "
           f"dream over {args.crystals} crystals: {report['dream_ms']} ms ({result.status})")
-    print(json.dumps(report))
+    print_result(report)
 
 
 if __name__ == "__main__":

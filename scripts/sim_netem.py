@@ -15,7 +15,9 @@ Measures: listing propagation to every node (from the nodes' own ``received_at_m
 purchases end to end (public sellers and NATed sellers, balances checked on chain),
 weather lock time to every node (from the nodes' log lines), and a late joiner's
 catch-up. Prints a summary, the last line is JSON. Without root (or iproute2) it
-prints why and exits 0 with ``{"skipped": ...}``. Namespaces are removed at exit.
+prints why and exits 0 with ``{"skipped": ...}``. ``--smoke``: 6 nodes (1 behind
+NAT), 1 listing, 1 buyer (not run by the suite: it needs root and network
+namespaces, see tests/integration/test_bench_smoke.py). Namespaces are removed at exit.
 Nodes use the hashing embedder: this measures the network, not embeddings.
 """
 
@@ -26,7 +28,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -37,26 +38,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _bench import add_smoke_flag, print_result, quantiles, smoke
+from _netns import Topology, enter_namespace, kernel_has_netem, why_not_available
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from _netns import Topology, enter_namespace, kernel_has_netem, why_not_available  # noqa: E402
 
 API_PORT = 8080
 P2P_PORT = 4001
 CHAIN_ADDRESS = "10.77.0.254"
 SKILL = "Recover a wedged {n} deploy: drain the node, roll back the last migration, replay the queue"
-
-
-def quantiles(samples: list[float]) -> dict[str, Any]:
-    if not samples:
-        return {"samples": 0}
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return {"samples": len(ordered), "p50": round(statistics.median(ordered), 1),
-            "p99": round(pick(0.99), 1), "max": round(ordered[-1], 1)}
 
 
 class Node:
@@ -334,11 +324,12 @@ def main() -> None:
     parser.add_argument("--loss", type=float, default=0.01)
     parser.add_argument("--late-timeout-s", type=float, default=60.0)
     parser.add_argument("--keep", action="store_true", help="keep the data dirs (logs)")
-    args = parser.parse_args()
+    add_smoke_flag(parser)
+    args = smoke(parser.parse_args(), nodes=6, nat=1, listings=1, buyers=1, late_timeout_s=30.0)
     reason = why_not_available()
     if reason:
         print(f"sim_netem: skipped: {reason}", file=sys.stderr)
-        print(json.dumps({"skipped": reason}))
+        print_result({"skipped": reason})
         return
     prefix = f"cm{os.getpid() % 100000}"
     topology = Topology(prefix, args.delay_ms, args.jitter_ms, args.loss,
@@ -357,7 +348,7 @@ def main() -> None:
         else:
             print(f"data dirs kept in {root}", file=sys.stderr)
     print(json.dumps(result, indent=2), file=sys.stderr)
-    print(json.dumps(result))
+    print_result(result)
 
 
 if __name__ == "__main__":

@@ -7,16 +7,15 @@ line per round, then a summary over ``--seeds`` seeds; the last line is one
 JSON object.
 
     .venv/bin/python scripts/sim_sybil.py [--honest 10] [--malicious 5] [--rounds 6] [--seeds 10]
+
+``--smoke``: one seed.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _bench import add_smoke_flag, print_result, smoke
 
 from node.trust.simulation import SybilScenario, simulate
 
@@ -34,7 +33,8 @@ def main() -> int:
     parser.add_argument("--no-self-pretrust", action="store_true")
     parser.add_argument("--seed", type=int, default=1, help="first seed")
     parser.add_argument("--seeds", type=int, default=10, help="number of seeds")
-    args = parser.parse_args()
+    add_smoke_flag(parser)
+    args = smoke(parser.parse_args(), seeds=1)
 
     results = []
     for seed in range(args.seed, args.seed + args.seeds):
@@ -78,7 +78,7 @@ def main() -> int:
             result.rounds[-1].honest_levels.get("untrusted", 0) for result in results
         ],
     }
-    print(json.dumps(summary))
+    print_result(summary)
     return 0 if summary["defended_seeds"] == args.seeds else 1
 
 

@@ -44,6 +44,7 @@ from .validation import (
     RejectHook,
     Rejection,
     RejectionCounter,
+    rate_limits,
     wall_clock_ms,
 )
 
@@ -90,6 +91,7 @@ class NetService:
             max_weather_duration_s=config.max_weather_duration_s,
             now_ms=now_ms,
             max_message_bytes=self.gossip_config.max_message_bytes,
+            rate_limits=rate_limits(config),
         )
         self.router = build_router(self.gossip_config, self._app_score)
         self.pubsub = build_pubsub(self.host, self.router, self.gossip_config)

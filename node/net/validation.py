@@ -17,8 +17,10 @@ this module adds the rules that need network context:
   already (``expired``).
 
 - at most ``rate_limits[topic]`` accepted messages per origin key
-  (``rate_limited``): listings 10 per minute with a burst of 30, trust reports
-  120 per minute with a burst of 120; weather is bounded by its strict seq rule.
+  (``rate_limited``): by default listings 10 per minute with a burst of 30,
+  trust reports 120 per minute with a burst of 120, bounties 5 with a burst of
+  10 (``net.origin_*`` in node.toml, ``rate_limits(config)``); weather is
+  bounded by its strict seq rule.
 
 A check never half-applies: the replay high-water mark and the rate-limit
 tokens only move when the whole message is accepted, so a rejected message
@@ -41,6 +43,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from node.config import ConfigError, NetConfig
 from protocol.codec import MAX_MESSAGE_BYTES
 from protocol.envelope import (
     REASON_BAD_BODY,
@@ -86,12 +89,29 @@ RATE_LIMITED = REASON_RATE_LIMITED
 IGNORE_REASONS = frozenset({REASON_STALE, REASON_REPLAYED, REASON_EXPIRED, REASON_UNKNOWN_KIND})
 """Reasons that say nothing bad about the peer that relayed the message."""
 
-# (per minute, burst) per origin key.
-# Trust reports: a node reports every ``trust.report_interval_s`` (10 s by default, 1 s in
-# tests), and only its latest report counts, so the cap only has to stop floods.
-DEFAULT_RATE_LIMITS: dict[str, tuple[float, int]] = {
-    SKILLS: (10.0, 30), TRUST: (120.0, 120), BOUNTIES: (5.0, 10),
-}
+
+def rate_limits(config: NetConfig) -> dict[str, tuple[float, int]]:
+    """(per minute, burst) per origin key for each rate-limited topic, from ``net.origin_*``.
+
+    Raises ``ConfigError`` for a limit no bucket can hold (a rate <= 0 or a burst < 1).
+    """
+    limits = {
+        SKILLS: ("origin_listings", config.origin_listings_per_min, config.origin_listings_burst),
+        TRUST: ("origin_trust_reports", config.origin_trust_reports_per_min,
+                config.origin_trust_reports_burst),
+        BOUNTIES: ("origin_bounties", config.origin_bounties_per_min, config.origin_bounties_burst),
+    }
+    for name, per_minute, burst in limits.values():
+        if per_minute <= 0 or burst < 1:
+            raise ConfigError(f"net.{name}_per_min must be > 0 and net.{name}_burst >= 1, "
+                              f"not {per_minute} and {burst}")
+    return {topic: (per_minute, burst) for topic, (_, per_minute, burst) in limits.items()}
+
+
+# The defaults, written once in NetConfig. Trust reports: a node reports every
+# ``trust.report_interval_s`` (10 s by default, 1 s in tests), and only its latest report
+# counts, so the cap only has to stop floods.
+DEFAULT_RATE_LIMITS: dict[str, tuple[float, int]] = rate_limits(NetConfig())
 # Envelopes taken in through the listings sync protocol are a seller's whole live
 # catalogue at once, not fresh announcements: a larger burst per origin key.
 DEFAULT_SYNC_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (60.0, 512), BOUNTIES: (20.0, 64)}

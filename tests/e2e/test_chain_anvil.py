@@ -35,7 +35,7 @@ from node.chain.settlement import SettlementEngine
 from node.chain.wallet import balances, load_or_create_wallet
 from node.chain.x402 import payment_requirements
 from node.config import BASE_SEPOLIA_USDC
-from tests.tools import missing_tool
+from tests.support.tools import missing_tool
 
 pytestmark = pytest.mark.e2e
 PRICE = 10_000

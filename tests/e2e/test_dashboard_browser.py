@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from node.api.client import ApiClient, ApiError
 from node.devnet.state import DevnetState
-from tests.tools import missing_tool
+from tests.support.tools import missing_tool
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -34,25 +34,6 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
                   "--window-size=1440,2000")
-T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 30.0,
-             interval_s: float = 0.25) -> T:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` on timeout."""
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = probe()
-        except Exception as exc:  # the page re-renders between polls: retry
-            last_error = exc
-            result = None
-        if result:
-            return result
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}"
-                         + (f" (last error: {last_error!r})" if last_error else ""))
 
 
 def usdc_text(micro: int) -> str:
@@ -138,7 +119,7 @@ def test_dashboard_shows_the_devnet_and_buys_a_listing(
     buyer_entry = devnet.node("node-2")
     buyer = client(devnet, "node-2")
     try:
-        wait_for("node-2 to receive node-1's listing over gossip", lambda: any(
+        wait_until(what="node-2 to receive node-1's listing over gossip", condition=lambda: any(
             item["listing_id"] == listing["listing_id"]
             for item in buyer.get("/v1/listings")["listings"]), timeout_s=30)
         peer_ids = {p["peer_id"] for p in buyer.get("/v1/peers")["peers"] if p["connected"]}
@@ -153,7 +134,7 @@ def test_dashboard_shows_the_devnet_and_buys_a_listing(
             f"login link did not redirect (is the dashboard router in build_app?): {browser.current_url}")
         assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="login-page"]'), \
             "the login link did not log in (is the dashboard router in build_app?)"
-        assert wait_for("node name", lambda: browser.find_element(
+        assert wait_until(what="node name", condition=lambda: browser.find_element(
             By.CSS_SELECTOR, '[data-testid="node-name"]').text == "node-2")
 
         def shown_peers() -> set[str] | None:
@@ -161,31 +142,31 @@ def test_dashboard_shows_the_devnet_and_buys_a_listing(
             shown = {row.get_attribute("data-peer-id") for row in rows}
             return shown if peer_ids <= shown else None
 
-        wait_for("the devnet's peers in the peers table", shown_peers)
+        wait_until(what="the devnet's peers in the peers table", condition=shown_peers)
         graph_peers = browser.find_elements(By.CSS_SELECTOR, '[data-testid="graph-peer"]')
         assert len(graph_peers) >= len(peer_ids)
 
         row_selector = f'[data-testid="listing-row"][data-listing-id="{listing["listing_id"]}"]'
-        row = wait_for("the listing row", lambda: browser.find_element(By.CSS_SELECTOR, row_selector))
+        row = wait_until(what="the listing row", condition=lambda: browser.find_element(By.CSS_SELECTOR, row_selector))
         assert "Summarise a pull request" in row.text
         price = row.find_element(By.CSS_SELECTOR, '[data-testid="listing-price"]').text
         assert price == usdc_text(listing["price_micro_usdc"])
 
         button_selector = f'{row_selector} [data-testid="buy-button"]'
         browser.find_element(By.CSS_SELECTOR, button_selector).click()
-        wait_for("the confirm step", lambda: "Confirm" in browser.find_element(
+        wait_until(what="the confirm step", condition=lambda: "Confirm" in browser.find_element(
             By.CSS_SELECTOR, button_selector).text, timeout_s=30)
         browser.find_element(By.CSS_SELECTOR, button_selector).click()
 
         result = browser.find_element(By.CSS_SELECTOR, '[data-testid="purchase-result"]')
-        outcome = wait_for("the purchase result", lambda: (
+        outcome = wait_until(what="the purchase result", condition=lambda: (
             result.get_attribute("data-state")
             if result.get_attribute("data-state") in {"ok", "error", "unavailable"} else None
         ), timeout_s=90)
         assert outcome == "ok", f"purchase failed in the page: {result.text}"
         assert "Bought" in result.text
 
-        wait_for("the purchase in the history table", lambda: browser.find_elements(
+        wait_until(what="the purchase in the history table", condition=lambda: browser.find_elements(
             By.CSS_SELECTOR, '[data-testid="history-bought"]'), timeout_s=30)
 
         management = client(devnet, "management")
@@ -195,14 +176,14 @@ def test_dashboard_shows_the_devnet_and_buys_a_listing(
         finally:
             management.close()
         weather = browser.find_element(By.CSS_SELECTOR, '[data-testid="weather"]')
-        wait_for("the storm alert", lambda: "dashboard test storm" in weather.text, timeout_s=30)
+        wait_until(what="the storm alert", condition=lambda: "dashboard test storm" in weather.text, timeout_s=30)
 
         def remaining() -> str:
             return str(browser.find_element(
                 By.CSS_SELECTOR, '[data-testid="weather-remaining"]').text)
 
-        first = wait_for("a countdown", lambda: re.fullmatch(r"\d+m \d\ds", remaining()) and remaining())
-        wait_for("the countdown to tick", lambda: remaining() != first, timeout_s=30)
+        first = wait_until(what="a countdown", condition=lambda: re.fullmatch(r"\d+m \d\ds", remaining()) and remaining())
+        wait_until(what="the countdown to tick", condition=lambda: remaining() != first, timeout_s=30)
         # Every SEVERE entry counts, "Failed to load resource" too: it is a 404 from a route.
         errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         assert not errors, json.dumps(errors, indent=2)

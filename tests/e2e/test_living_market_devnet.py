@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from node.devnet.state import load_state
-from tests.e2e.devnet import Devnet, wait_for
+from tests.support.devnet import Devnet
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -53,7 +54,7 @@ def test_late_node_sees_listing_bounty_raises_price_is_fulfilled_and_unpublish_r
     added = devnet.cli_json("devnet", "add", LATE)
     assert added["name"] == LATE and len(added["bootstrap"]) == 2
     devnet.state = load_state(devnet.dir)
-    wait_for(lambda: listing_id in listing_ids(devnet, LATE), 60, "the late node to sync it")
+    wait_until(lambda: listing_id in listing_ids(devnet, LATE), 60, "the late node to sync it")
     assert int(devnet.cli_json("wallet", "balance", node=LATE)["usdc_micro"]) == 100_000_000
     status = devnet.cli_json("devnet", "status")
     assert LATE in {node["name"] for node in status["nodes"]}
@@ -62,25 +63,25 @@ def test_late_node_sees_listing_bounty_raises_price_is_fulfilled_and_unpublish_r
                              "and upstream timeouts", "--reward", "0.05", node=LATE)
     assert bounty["reward_micro_usdc"] == 50_000
     assert [m["listing_id"] for m in bounty["matches"]] == [listing_id]
-    wait_for(lambda: any(b["bounty_id"] == bounty["bounty_id"] for b in
-                         devnet.cli_json("bounty", "list", node=SELLER)), 60, "bounty gossiped")
+    wait_until(lambda: any(b["bounty_id"] == bounty["bounty_id"] for b in
+                           devnet.cli_json("bounty", "list", node=SELLER)), 60, "bounty gossiped")
     repriced = devnet.cli_json("skill", "reprice", listing_id, node=SELLER)
     assert repriced["listing_id"] == listing_id and repriced["bounty_matches"] == 1
     assert repriced["price_micro_usdc"] > first_price
-    wait_for(lambda: [hit for hit in devnet.cli_json("market", "search", "nginx error log",
-                                                     node=LATE)
-                      if hit["listing_id"] == listing_id
-                      and hit["price_micro_usdc"] == repriced["price_micro_usdc"]
-                      and hit["bounty_matches"] == 1], 60, "the new price and the match")
+    wait_until(lambda: [hit for hit in devnet.cli_json("market", "search", "nginx error log",
+                                                       node=LATE)
+                        if hit["listing_id"] == listing_id
+                        and hit["price_micro_usdc"] == repriced["price_micro_usdc"]
+                        and hit["bounty_matches"] == 1], 60, "the new price and the match")
 
     fulfilled = devnet.cli_json("bounty", "fulfil", bounty["bounty_id"], node=LATE)
     assert fulfilled["fulfilled_by"] == listing_id
     assert fulfilled["purchase"]["price_micro_usdc"] == repriced["price_micro_usdc"]
     assert devnet.cli_json("bounty", "status", bounty["bounty_id"], node=LATE)["status"] == \
         "fulfilled"
-    wait_for(lambda: devnet.cli_json("bounty", "status", bounty["bounty_id"],
-                                     node=SELLER)["status"] == "fulfilled", 60, "closed everywhere")
+    wait_until(lambda: devnet.cli_json("bounty", "status", bounty["bounty_id"],
+                                       node=SELLER)["status"] == "fulfilled", 60, "closed everywhere")
 
     devnet.cli_json("skill", "unpublish", listing_id, node=SELLER)
-    wait_for(lambda: all(listing_id not in listing_ids(devnet, name)
-                         for name in ("management", SELLER, LATE)), 60, "withdrawn everywhere")
+    wait_until(lambda: all(listing_id not in listing_ids(devnet, name)
+                           for name in ("management", SELLER, LATE)), 60, "withdrawn everywhere")

@@ -26,8 +26,9 @@ from protocol.messages import (
     listing_id_for,
     new_request_id,
 )
-from tests.e2e.devnet import Devnet, wait_for
-from tests.net_testing import make_net
+from tests.support.devnet import Devnet, known_everywhere, publish, usdc
+from tests.support.net import make_net
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -40,27 +41,6 @@ SKILL = ("Triage a flaky CI job: rerun it three times, diff the environment of t
 def devnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
     with Devnet(tmp_path_factory.mktemp("market") / "devnet", 3) as net:
         yield net
-
-
-def usdc(devnet: Devnet, name: str) -> int:
-    return int(devnet.cli_json("wallet", "balance", node=name)["usdc_micro"])
-
-
-def publish(devnet: Devnet, seller: str, text: str, executions: int = 3) -> dict[str, Any]:
-    crystal = devnet.cli_json("memory", "add", "--type", "skill", "--scope", "public",
-                              "--category", "ci", "--tag", "flaky", "--tag", "ci", text, node=seller)
-    for _ in range(executions):
-        devnet.cli("skill", "record-execution", crystal["id"], "--success", "--reward", "0.9",
-                   node=seller)
-    listing = devnet.cli_json("skill", "publish", crystal["id"], node=seller)
-    listing["crystal_id"] = crystal["id"]
-    return listing
-
-
-def known_everywhere(devnet: Devnet, listing_id: str, names: tuple[str, ...] = (B, C)) -> None:
-    wait_for(lambda: all(listing_id in {item["listing_id"] for item in
-                                        devnet.api(name).get("/v1/listings")["listings"]}
-                         for name in names), 60, "listing gossiped")
 
 
 def test_publish_search_buy_and_balances(devnet: Devnet) -> None:
@@ -327,7 +307,7 @@ def test_management_endorsement_reaches_every_node_and_the_bought_crystal(devnet
         return any(r["listing_id"] == listing["listing_id"] and r["endorsed_by"] == management_key
                    for r in rows)
 
-    wait_for(lambda: all(endorsed_on(name) for name in (A, B, C)), 30, "endorsement everywhere")
+    wait_until(lambda: all(endorsed_on(name) for name in (A, B, C)), 30, "endorsement everywhere")
     # C: B distrusts A by now (the tampered delivery above).
     bought = devnet.cli_json("skill", "buy", listing["listing_id"], node=C)
     crystal = devnet.api(C).get(f"/v1/crystals/{bought['crystal_id']}")

@@ -16,8 +16,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.e2e.devnet import Devnet
-from tests.e2e.test_market_devnet import known_everywhere, publish, usdc
+from tests.support.devnet import Devnet, known_everywhere, publish, usdc
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -16,8 +16,9 @@ from node.keys import load_identity
 from protocol.envelope import seal
 from protocol.messages import WeatherAlert
 from protocol.topics import GOSSIP_TOPICS, WEATHER
-from tests.e2e.devnet import Devnet, wait_for
-from tests.net_testing import make_net, wait_until
+from tests.support.devnet import Devnet
+from tests.support.net import make_net
+from tests.support.wait import wait_until, wait_until_async
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -65,7 +66,7 @@ def test_listing_from_one_node_reaches_all(devnet: Devnet) -> None:
                 return False
         return True
 
-    wait_for(everyone_has_it, 60, "the listing on every node")
+    wait_until(everyone_has_it, 60, "the listing on every node")
 
 
 def test_weather_alert_reaches_all_and_forgeries_are_rejected(devnet: Devnet) -> None:
@@ -84,7 +85,7 @@ def test_weather_alert_reaches_all_and_forgeries_are_rejected(devnet: Devnet) ->
             for name in devnet.names
         )
 
-    wait_for(halted_everywhere, 60, "weather halt on every node")
+    wait_until(halted_everywhere, 60, "weather halt on every node")
     before = {name: _weather(devnet, name) for name in devnet.names}
     assert all(abs(w["level"] - 0.7) < 1e-9 and w["reason"] == "real alert" for w in before.values())
 
@@ -115,8 +116,8 @@ async def _attack(management: Any, addrs: list[str], counted: Callable[[str], bo
         await nursery.start(attacker.run)
         # Gossip from the attacker reaches only its mesh peers (honest nodes do not
         # forward what they reject), so wait until every node is in its mesh.
-        await wait_until(lambda: len(attacker.mesh_peers(WEATHER)) >= len(addrs), 60,
-                         "attacker in every node's weather mesh")
+        await wait_until_async(lambda: len(attacker.mesh_peers(WEATHER)) >= len(addrs), 60,
+                               "attacker in every node's weather mesh")
         now = _now_ms()
         big = WeatherAlert(cortisol_level_ppm=990_000, issued_at_ms=now, expires_at_ms=now + 600_000,
                            reason="forged")
@@ -135,7 +136,7 @@ async def _attack(management: Any, addrs: list[str], counted: Callable[[str], bo
             await attacker.pubsub.publish(WEATHER, data)
         # Stay connected (the heartbeat flushes gossip) until every node counted all four.
         await trio.to_thread.run_sync(
-            lambda: wait_for(lambda: counted(attacker.peer_id), 60, "rejections counted on every node"))
+            lambda: wait_until(lambda: counted(attacker.peer_id), 60, "rejections counted on every node"))
         nursery.cancel_scope.cancel()
 
 

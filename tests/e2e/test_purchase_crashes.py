@@ -14,8 +14,8 @@ from node.api.client import pid_alive
 from node.config import load_config
 from node.devnet.state import load_state
 from node.keys import load_identity
-from tests.e2e.devnet import Devnet, wait_for
-from tests.e2e.test_market_devnet import known_everywhere, publish, usdc
+from tests.support.devnet import Devnet, known_everywhere, publish, usdc
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -34,7 +34,7 @@ def crash_seller(devnet: Devnet, fault: str) -> None:
 
 
 def seller_back(devnet: Devnet) -> None:
-    wait_for(lambda: not _alive(devnet), 30, "faulted seller gone")
+    wait_until(lambda: not _alive(devnet), 30, "faulted seller gone")
     devnet.restart_node(SELLER)
 
 
@@ -129,7 +129,7 @@ def test_stalled_chain_rpc_cannot_hold_a_purchase_past_its_timeout(devnet: Devne
     [pending] = purchases_of(devnet, listing["listing_id"])
     assert pending["state"] == "pending"
 
-    bought = wait_for(lambda: _buy_ok(devnet, listing["listing_id"]), 120, "purchase completes")
+    bought = wait_until(lambda: _buy_ok(devnet, listing["listing_id"]), 120, "purchase completes")
     assert bought["request_id"] == pending["request_id"]
     assert usdc(devnet, BUYER) == before[BUYER] - price
     assert usdc(devnet, SELLER) == before[SELLER] + price
@@ -152,9 +152,9 @@ def test_killed_chain_and_node_are_restarted_with_their_state(devnet: Devnet) ->
     assert devnet.state is not None and devnet.state.chain is not None
     # The last settlement is older than the state interval (1 s): wait for the dump on disk.
     state_file = devnet.dir / "chain" / "state.json"
-    wait_for(lambda: state_file.exists() and state_file.stat().st_size > 0, 30, "anvil state on disk")
+    wait_until(lambda: state_file.exists() and state_file.stat().st_size > 0, 30, "anvil state on disk")
     mtime = state_file.stat().st_mtime_ns
-    wait_for(lambda: state_file.stat().st_mtime_ns > mtime, 30, "a fresh state dump")
+    wait_until(lambda: state_file.stat().st_mtime_ns > mtime, 30, "a fresh state dump")
     os.kill(devnet.state.chain.pid, signal.SIGKILL)
     devnet.cli("devnet", "restart", "chain")
     devnet.state = load_state(devnet.dir)
@@ -163,7 +163,7 @@ def test_killed_chain_and_node_are_restarted_with_their_state(devnet: Devnet) ->
     devnet.kill_node(SELLER)
     devnet.cli("devnet", "restart", SELLER)
     devnet.state = load_state(devnet.dir)
-    wait_for(lambda: devnet.api(SELLER).get("/v1/status")["connected_peers"] >= 1, 60, "seller rejoined")
+    wait_until(lambda: devnet.api(SELLER).get("/v1/status")["connected_peers"] >= 1, 60, "seller rejoined")
     listing = publish(devnet, SELLER, "Recover a wedged systemd unit with systemctl reset-failed")
     known_everywhere(devnet, listing["listing_id"], (BUYER,))
     bought = devnet.cli_json("skill", "buy", listing["listing_id"], node=BUYER)

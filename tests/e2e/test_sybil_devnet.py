@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from node.api.client import ApiError
-from tests.e2e.devnet import REPO, Devnet, wait_for
+from tests.support.devnet import REPO, Devnet
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -70,7 +71,7 @@ def _buy(devnet: Devnet, buyer: str, listing_id: str) -> dict[str, Any] | str:
 
 def _get(devnet: Devnet, name: str, path: str) -> Any:
     """A read from a node's API, retried: under load a node may reset the connection."""
-    return wait_for(lambda: devnet.api(name).get(path), 60, f"GET {path} on {name}")
+    return wait_until(lambda: devnet.api(name).get(path), 60, f"GET {path} on {name}")
 
 
 def _levels(devnet: Devnet, name: str, keys: dict[str, str]) -> dict[str, str]:
@@ -86,14 +87,14 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
                                      f"{name}: restart the failing service and verify health checks")
         for name in HONEST + MALICIOUS
     }
-    wait_for(lambda: all(set(listings.values()) <= {item["listing_id"] for item in
-                                                    devnet.api(n).get("/v1/listings")["listings"]}
-                         for n in HONEST + MALICIOUS), 120, "every listing everywhere")
+    wait_until(lambda: all(set(listings.values()) <= {item["listing_id"] for item in
+                                                      devnet.api(n).get("/v1/listings")["listings"]}
+                           for n in HONEST + MALICIOUS), 120, "every listing everywhere")
     # Purchases dial the seller directly: wait until the devnet's full mesh of
     # connections is up (nodes report ready after their first peer, not all of them).
     everyone = len(devnet.state.nodes)
-    wait_for(lambda: all(_get(devnet, n, "/v1/status")["connected_peers"] >= everyone - 1
-                         for n in HONEST + MALICIOUS), 120, "every node connected to every node")
+    wait_until(lambda: all(_get(devnet, n, "/v1/status")["connected_peers"] >= everyone - 1
+                           for n in HONEST + MALICIOUS), 120, "every node connected to every node")
 
     poisoned: dict[str, int] = dict.fromkeys(HONEST, 0)
     good_trades: dict[tuple[str, str], int] = {}
@@ -144,8 +145,8 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
         # A condition, not a pause: give this round's reports time to arrive; if the
         # collective is not shut out by then, the next round adds evidence.
         try:
-            all_below = bool(wait_for(collective_below, ROUND_WAIT_S, "collective below provisional"))
-        except AssertionError:
+            all_below = bool(wait_until(collective_below, ROUND_WAIT_S, "collective below provisional"))
+        except TimeoutError:
             all_below = False
         per_round.append({"round": round_number, "poisoned_ingested": ingested_this_round,
                           "refused": refused, "all_malicious_below_provisional": all_below})
@@ -163,8 +164,8 @@ def test_sybil_collective_is_shut_out(devnet: Devnet) -> None:
                      for buyer in HONEST}
     devnet.api("management").post("/v1/weather/broadcast",
                                    {"level": 0.9, "duration_s": 300, "reason": "sybil wave"})
-    wait_for(lambda: all(devnet.api(n).get("/v1/weather")["halt_untrusted_ingestion"]
-                         for n in HONEST), 60, "halt on every honest node")
+    wait_until(lambda: all(devnet.api(n).get("/v1/weather")["halt_untrusted_ingestion"]
+                           for n in HONEST), 60, "halt on every honest node")
     # A clean record of two good trades is trusted (docs/trust.md): those sellers must get
     # through. Other honest sellers are placed by their relative score, which moves with
     # every report round, so they may go either way, but only through the gate.

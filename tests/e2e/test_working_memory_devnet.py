@@ -14,7 +14,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from node.api.client import ApiError
-from tests.e2e.devnet import Devnet
+from tests.support.devnet import Devnet
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -21,7 +21,7 @@ from node.chain.localchain import fund
 from node.chain.wallet import balances
 from node.chain.x402 import payment_payload
 from protocol.purchase import content_hash
-from tests.e2e.devnet import Devnet
+from tests.support.devnet import Devnet
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

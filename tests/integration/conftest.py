@@ -1,5 +1,5 @@
-"""Shared integration fixtures: the market's in-process nodes (``tests/integration/market_nodes.py``)
-and the retrieval set in a real MiniLM store.
+"""Shared integration fixtures: the market's in-process nodes (``tests/support/market.py``),
+the retrieval set in a real MiniLM store, and the CLI against a temporary data dir.
 
 A module that defines its own ``chain`` (the chain tests do) overrides this one.
 """
@@ -16,7 +16,8 @@ import trio
 from node.chain.embedded import EmbeddedChain, start_embedded_chain
 from node.config import load_config
 from node.memory.facade import Memory
-from tests.integration.market_nodes import Market, start_market
+from tests.support.cli import Cli, isolate_home
+from tests.support.market import Market, start_market
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +46,29 @@ def retrieval_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memor
         yield memory
     finally:
         memory.close()
+
+
+@pytest.fixture
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HOME and CRYSTALMESH_HOME inside tmp_path (the CLI tests use it for every test)."""
+    return isolate_home(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """The data dir the ``cli`` fixture runs against (not created)."""
+    return tmp_path / "node"
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], data_dir: Path) -> Cli:
+    """The real ``crystalmesh`` CLI, in-process, against ``data_dir``."""
+    return Cli(capsys, data_dir)
+
+
+@pytest.fixture
+def initialised(cli: Cli) -> Cli:
+    """``cli`` after ``crystalmesh init --embedder hashing``."""
+    summary = cli.json("init", "--embedder", "hashing")
+    assert summary["created"] and summary["embedder"] == "hashing"
+    return cli

@@ -10,32 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli_runner import Cli, isolate_home
+from tests.support.cli import Cli
 
 REPO = Path(__file__).resolve().parents[2]
 CRYSTALMESH = Path(sys.executable).parent / "crystalmesh"
 
 
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return isolate_home(tmp_path, monkeypatch)
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    return tmp_path / "node"
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], data_dir: Path) -> Cli:
-    return Cli(capsys, data_dir)
-
-
-@pytest.fixture
-def initialised(cli: Cli) -> Cli:
-    summary = cli.json("init", "--embedder", "hashing")
-    assert summary["created"] and summary["embedder"] == "hashing"
-    return cli
+pytestmark = pytest.mark.usefixtures("isolated_home")
 
 
 def test_init_writes_the_data_dir(initialised: Cli, isolated_home: Path) -> None:

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.test_cli_memory import (  # noqa: F401 (fixtures)
-    Cli,
-    cli,
-    data_dir,
-    initialised,
-    isolated_home,
-)
+import pytest
+
+from tests.support.cli import Cli
+
+pytestmark = pytest.mark.usefixtures("isolated_home")
 
 
-def test_feedback_and_session_end(initialised: Cli) -> None:  # noqa: F811 (fixture)
+def test_feedback_and_session_end(initialised: Cli) -> None:
     added = initialised.json("memory", "add", "the build server is build-07")
     rated = initialised.json("memory", "feedback", added["id"], "wrong")
     assert rated["confidence"] == 0.5
@@ -31,7 +29,7 @@ def test_feedback_and_session_end(initialised: Cli) -> None:  # noqa: F811 (fixt
     assert code == 0 and "tiers        policy importance" in out
 
 
-def test_testament_round_trip_and_tampered_file(initialised: Cli, tmp_path: Path) -> None:  # noqa: F811 (fixture)
+def test_testament_round_trip_and_tampered_file(initialised: Cli, tmp_path: Path) -> None:
     initialised.json("memory", "add", "warning: wallet 0xdead is a honeypot", "--type", "warning")
     file = tmp_path / "t.testament"
     exported = initialised.json("memory", "export", "--testament", str(file))
@@ -51,7 +49,7 @@ def test_testament_round_trip_and_tampered_file(initialised: Cli, tmp_path: Path
     assert "cannot read" in fresh.fails("memory", "import", "--testament", str(tmp_path / "missing"))
 
 
-def test_budgeted_context(initialised: Cli) -> None:  # noqa: F811 (fixture)
+def test_budgeted_context(initialised: Cli) -> None:
     initialised.json("memory", "add", "warning: never deploy on friday afternoons", "--type", "warning")
     initialised.json("memory", "add", "deploys go out through the release pipeline")
     result = initialised.json("memory", "context", "--query", "deploy friday", "--budget-tokens", "200")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli_runner import Cli, isolate_home
+from tests.support.cli import Cli, isolate_home
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 
 The hand-written v2 set (tests/data/retrieval_v2.json: 412 memories, 285 judged
 queries) goes into a real ``Memory`` (SQLite + FTS5 + hnswlib) through
-scripts/bench_retrieval.py's ``Bench``; each query runs through ``Memory.search``
+tests/support/retrieval.py's ``Bench`` (the harness scripts/bench_retrieval.py reports with); each query runs through ``Memory.search``
 and through the same store's dense-only (HNSW) and BM25-only (FTS5) paths. The
 product's hybrid search must beat both overall on the held-out half, with the
 real MiniLM embedder.
@@ -10,34 +10,21 @@ real MiniLM embedder.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_retrieval.py"
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_retrieval", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.support import retrieval
 
 
 @pytest.mark.slow
 def test_product_search_beats_dense_and_bm25_on_the_held_out_half(tmp_path: Path) -> None:
-    bench = _bench()
-    memories, queries = bench.load()
+    memories, queries = retrieval.load()
     held_out = [query for query in queries if query.split == "heldout"]
     assert len(memories) >= 400 and len(queries) >= 250 and len(held_out) >= 100
-    index = bench.Bench(memories, "minilm", tmp_path / "node")
+    index = retrieval.Bench(memories, "minilm", tmp_path / "node")
     try:
-        report = bench.evaluate(index, held_out)
+        report = retrieval.evaluate(index, held_out)
     finally:
         index.close()
     overall = report["heldout"]["overall"]
@@ -61,15 +48,14 @@ def test_product_search_beats_dense_and_bm25_on_every_kind_of_the_later_sets(tmp
     after the fusion change of stop 23; retrieval_fresh4.json was the held-out set of that
     change's first form and is tune data since (docs/retrieval-tuning.md, "Agreement of the two
     lists"). On both, the product beats dense-only and BM25-only overall and on every kind."""
-    bench = _bench()
-    memories, queries = bench.load(bench.DATA_PATH.with_name(f"{name}.json"))
-    index = bench.Bench(memories, "minilm", tmp_path / "node")
+    memories, queries = retrieval.load(retrieval.DATA_PATH.with_name(f"{name}.json"))
+    index = retrieval.Bench(memories, "minilm", tmp_path / "node")
     try:
         assert index.memory.second is not None
-        report = bench.evaluate(index, queries)
+        report = retrieval.evaluate(index, queries)
     finally:
         index.close()
-    kinds = {kind: entry for kind, entry in report["heldout"].items() if kind != "latency_ms"}
+    kinds = report["heldout"]
     assert set(kinds) == {"overall", "paraphrase", "identifier", "keyword", "multi-hop", "negation-trap"}
     for kind, entry in kinds.items():
         assert entry["hybrid"]["ndcg@10"] > entry["dense"]["ndcg@10"], (kind, entry)
@@ -84,13 +70,12 @@ def test_the_second_opinion_lifts_reworded_questions_above_dense_search(tmp_path
     gain: the lexical list counts only as far as its best hit agrees with the dense list's meaning
     (``fusion.agreement``), so words a reworded question shares with an unrelated memory cost it
     nothing (docs/retrieval-tuning.md, "Agreement of the two lists")."""
-    bench = _bench()
-    memories, queries = bench.load()
+    memories, queries = retrieval.load()
     tune = [query for query in queries if query.split == "tune"]
-    index = bench.Bench(memories, "minilm", tmp_path / "node")
+    index = retrieval.Bench(memories, "minilm", tmp_path / "node")
     try:
         assert index.memory.second is not None
-        report = bench.evaluate(index, tune)
+        report = retrieval.evaluate(index, tune)
     finally:
         index.close()
     paraphrase = report["tune"]["paraphrase"]
@@ -98,9 +83,8 @@ def test_the_second_opinion_lifts_reworded_questions_above_dense_search(tmp_path
     assert paraphrase["dense2"]["ndcg@10"] > paraphrase["dense"]["ndcg@10"], paraphrase
     assert paraphrase["hybrid"]["ndcg@10"] >= paraphrase["dense2"]["ndcg@10"], paraphrase
     for kind, entry in report["tune"].items():
-        if kind != "latency_ms":
-            assert entry["hybrid"]["ndcg@10"] > entry["dense"]["ndcg@10"], (kind, entry)
-            assert entry["hybrid"]["ndcg@10"] > entry["bm25"]["ndcg@10"], (kind, entry)
+        assert entry["hybrid"]["ndcg@10"] > entry["dense"]["ndcg@10"], (kind, entry)
+        assert entry["hybrid"]["ndcg@10"] > entry["bm25"]["ndcg@10"], (kind, entry)
 
 
 def test_oracle_headroom_is_never_below_either_list(tmp_path: Path) -> None:
@@ -110,18 +94,17 @@ def test_oracle_headroom_is_never_below_either_list(tmp_path: Path) -> None:
     oracle is at least as good as both; a grid without its ends, or fusion of other
     lists than the ones compared, breaks this.
     """
-    bench = _bench()
-    memories, queries = bench.load()
-    index = bench.Bench(memories, "hashing", tmp_path / "node")
+    memories, queries = retrieval.load()
+    index = retrieval.Bench(memories, "hashing", tmp_path / "node")
     try:
         lifted = 0
         for query in queries:
-            dense = bench.ndcg(index.dense(query.text), query.relevant)
-            bm25 = bench.ndcg(index.bm25(query.text), query.relevant)
-            best = bench.oracle(index, query)[0]
+            dense = retrieval.ndcg(index.dense(query.text), query.relevant)
+            bm25 = retrieval.ndcg(index.bm25(query.text), query.relevant)
+            best = retrieval.oracle(index, query)[0]
             assert best >= max(dense, bm25) - 1e-12, (query.id, best, dense, bm25)
             lifted += best > max(dense, bm25) + 1e-9
-        report = bench.evaluate(index, queries[:20], with_oracle=True)
+        report = retrieval.evaluate(index, queries[:20], with_oracle=True)
     finally:
         index.close()
     assert lifted > 0  # some query gains from a weight strictly between the ends

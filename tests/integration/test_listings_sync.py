@@ -25,7 +25,8 @@ from protocol.identity import Identity
 from protocol.liveness import ListingsSyncPage
 from protocol.messages import SkillListing
 from protocol.topics import SKILLS
-from tests.net_testing import make_listing, make_net, wait_until
+from tests.support.net import make_listing, make_net
+from tests.support.wait import wait_until_async
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ async def still_serves(victim: NetService, nursery: trio.Nursery) -> None:
     honest.serve_listings_sync(nothing)
     await nursery.start(honest.run)
     honest.connect(victim.listen_addrs()[0])
-    await wait_until(lambda: len(got) == 3, 30, "the honest newcomer to sync 3 listings")
+    await wait_until_async(lambda: len(got) == 3, 30, "the honest newcomer to sync 3 listings")
 
 
 async def test_forged_entries_cost_the_serving_peer_and_are_never_applied(
@@ -143,7 +144,7 @@ async def test_forged_entries_cost_the_serving_peer_and_are_never_applied(
         return page(attacker, entries)
 
     victim, attacker, accepted = await victim_and_attacker(nursery, forged)
-    await wait_until(lambda: victim.is_banned(attacker.peer_id), 30, "the forger to be banned")
+    await wait_until_async(lambda: victim.is_banned(attacker.peer_id), 30, "the forger to be banned")
     report = victim.sync.reports[-1]
     assert report.rejected == 3 and report.stopped == "too_many_rejects"  # stopped early
     assert accepted == []
@@ -162,7 +163,7 @@ async def test_oversized_and_overfull_pages_are_refused(nursery: trio.Nursery) -
         return page(attacker, [b"\x00" * 40_000], more=True)  # an entry over 32 KiB
 
     victim, attacker, accepted = await victim_and_attacker(nursery, overfull)
-    await wait_until(lambda: victim.sync.reports, 30, "a sync session")
+    await wait_until_async(lambda: victim.sync.reports, 30, "a sync session")
     assert victim.sync.reports[-1].stopped.startswith("failed")
     assert victim.score(attacker.peer_id) < 0
     assert accepted == []
@@ -183,7 +184,7 @@ async def test_a_peer_that_pages_forever_is_cut_at_the_session_limits(
         return page(attacker, replay, more=True, cursor=request.message().cursor + 1)
 
     victim, attacker, accepted = await victim_and_attacker(nursery, endless)
-    await wait_until(lambda: victim.sync.reports, 60, "a sync session")
+    await wait_until_async(lambda: victim.sync.reports, 60, "a sync session")
     report = victim.sync.reports[-1]
     assert report.pages == SMALL.max_pages and report.stopped == "max_pages"
     assert len(accepted) == 64  # the same listing 64 times, ignored by the book downstream
@@ -203,7 +204,7 @@ async def test_a_stalling_peer_times_out_is_penalised_and_the_node_keeps_serving
         raise AssertionError
 
     victim, attacker, _ = await victim_and_attacker(nursery, stall)
-    await wait_until(lambda: victim.sync.reports, 30, "the stalled session to end")
+    await wait_until_async(lambda: victim.sync.reports, 30, "the stalled session to end")
     assert victim.sync.reports[-1].stopped == "sync_stalled"
     assert victim.score(attacker.peer_id) < 0  # peer score only: not trust evidence
     assert victim.rejection_counts(attacker.peer_id) == {}

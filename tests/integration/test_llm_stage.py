@@ -26,7 +26,7 @@ from node.memory.async_memory import AsyncMemory
 from node.memory.chat import LlmError, chat_completion
 from node.memory.facade import Memory, SearchRequest
 from node.memory.search.llm_stage import API_KEY_ENV, HYDE_SYSTEM, MAX_REPLY_BYTES, parse_order
-from tests.integration.local_http import serving
+from tests.support.local_http import serving
 
 NOTES = [
     "The payouts worker stalled during the April incident.",

@@ -12,7 +12,7 @@ from protocol.envelope import open_envelope, seal
 from protocol.identity import Identity
 from protocol.liveness import ListingWithdrawal
 from protocol.messages import SkillListing
-from tests.net_testing import make_listing
+from tests.support.net import make_listing
 
 NOW = 1_800_000_000_000
 

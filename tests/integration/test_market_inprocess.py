@@ -16,7 +16,7 @@ import trio
 import node.market.purchase.buyer as buyer_module
 from node.market.purchase.buyer import PurchaseRefused
 from node.market.purchase.seller import Refusal
-from tests.integration.market_nodes import BUYER_USDC, Market
+from tests.support.market import BUYER_USDC, Market
 
 FIRST = ("Rotate a leaked API key: revoke it, issue a new one, roll it out to every service, "
          "then search the logs for use of the old key")

@@ -1,7 +1,7 @@
 """Issue 10 item 6 (fault paths) and issue 11 row 2, in process: two real nodes and an
-eth-tester chain in one trio run (see ``market_nodes.py``).
+eth-tester chain in one trio run (see ``tests/support/market.py``).
 
-The seller's crash is injected the way ``tests/e2e/fault_node.py`` does it, by patching in
+The seller's crash is injected the way ``tests/support/fault_node.py`` does it, by patching in
 the test, never by a hook in ``node/``: its sale ledger dies on the write that would record
 the settlement, after the chain settled and before anything was delivered."""
 
@@ -16,7 +16,7 @@ from node.chain.authorization import sign_authorization
 from node.market.purchase.buyer import PurchaseError, PurchaseRefused
 from node.market.purchase.wire import authorization_from_json, payment_message
 from protocol.messages import Delivery, ErrorReply
-from tests.integration.market_nodes import BUYER_USDC, Market
+from tests.support.market import BUYER_USDC, Market
 
 SKILL = ("Recover a full disk on a database host: find the largest files, rotate logs, vacuum, "
          "and add an alert before it happens again")

@@ -8,7 +8,7 @@ import pytest
 
 from node.market.purchase.buyer import PurchaseRefused
 from protocol import skill_bundle as sb
-from tests.integration.market_nodes import BUYER_USDC, Market
+from tests.support.market import BUYER_USDC, Market
 
 SKILL_MD = """---
 name: rotate-leaked-key

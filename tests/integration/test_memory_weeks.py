@@ -1,28 +1,23 @@
-"""The scripted run over simulated weeks (issue 16's "done when"): scripts/memory_weeks.py, in-process."""
+"""The scripted run over simulated weeks (issue 16's "done when"): scripts/memory_weeks.py, run as a user runs it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "memory_weeks.py"
-
-
-def main(argv: list[str]) -> int:
-    spec = importlib.util.spec_from_file_location("memory_weeks", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    result: int = module.main(argv)
-    return result
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "memory_weeks.py"
 
 
-def test_simulated_weeks(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--embedder", "hashing"]) == 0
-    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+def test_simulated_weeks() -> None:
+    run = subprocess.run([sys.executable, str(SCRIPT), "--embedder", "hashing"],
+                         capture_output=True, text=True, cwd=REPO, timeout=600,
+                         env=os.environ | {"PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
     learning = summary["learning"]
     # episodes folded into facts; the fact with more evidence outlived the one with less
     assert learning["counts"]["deploy"] > learning["counts"]["backup"] == 3

@@ -18,7 +18,8 @@ from node.net.gossip_config import GossipConfig
 from node.net.service import NetService
 from protocol.identity import Identity
 from protocol.topics import SKILLS
-from tests.net_testing import Inbox, make_listing, wait_until
+from tests.support.net import Inbox, make_listing
+from tests.support.wait import wait_until_async
 
 FAST = DiscoveryConfig(target_peers=4, max_kept=8, interval_s=2.0, fast_interval_s=0.5,
                        lookup_timeout_s=10.0)
@@ -57,21 +58,21 @@ async def test_nodes_that_know_one_bootstrap_find_each_other_and_survive_its_dea
         return len(ids & set(net.connected_peers()) - {net.peer_id})
 
     # Nobody was told about anyone but the hub.
-    await wait_until(lambda: all(peers_beyond_hub(net) >= 3 for net in others), 60,
-                     "every node connected to at least 3 non-bootstrap peers")
+    await wait_until_async(lambda: all(peers_beyond_hub(net) >= 3 for net in others), 60,
+                           "every node connected to at least 3 non-bootstrap peers")
     assert any(net.discovery is not None and net.discovery.discovered for net in others)
 
     hub_scope.cancel()
-    await wait_until(lambda: all(hub.peer_id not in net.connected_peers() for net in others), 60,
-                     "the hub's connections gone")
-    await wait_until(lambda: all(len(net.mesh_peers(SKILLS)) >= 2 for net in others), 60,
-                     "meshes repaired without the hub")
+    await wait_until_async(lambda: all(hub.peer_id not in net.connected_peers() for net in others), 60,
+                           "the hub's connections gone")
+    await wait_until_async(lambda: all(len(net.mesh_peers(SKILLS)) >= 2 for net in others), 60,
+                           "meshes repaired without the hub")
 
     seller = others[0]
     listing = make_listing(seller.identity, now_ms=now_ms())
     await seller.publish(SKILLS, listing)
-    await wait_until(lambda: all(any(e.message() == listing for e in inbox.listings)
-                                 for inbox in inboxes[1:]), 60, "gossip reaching every node")
+    await wait_until_async(lambda: all(any(e.message() == listing for e in inbox.listings)
+                                       for inbox in inboxes[1:]), 60, "gossip reaching every node")
     assert all(peers_beyond_hub(net) >= 2 for net in others)
 
 
@@ -81,7 +82,7 @@ async def test_dht_stores_nothing_for_peers(nursery: trio.Nursery) -> None:
     await nursery.start(server.run)
     client = node([server.listen_addrs()[0]], DiscoveryConfig(enabled=False))
     await nursery.start(client.run)
-    await wait_until(lambda: server.peer_id in client.connected_peers(), 60, "connected")
+    await wait_until_async(lambda: server.peer_id in client.connected_peers(), 60, "connected")
     assert server.discovery is not None
     dht = server.discovery.dht
     target = server.host.get_id()

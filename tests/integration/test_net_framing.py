@@ -15,7 +15,8 @@ from node.net.service import NetService
 from protocol.envelope import seal
 from protocol.identity import Identity
 from protocol.topics import GOSSIP_TOPICS, SKILLS
-from tests.net_testing import Inbox, make_listing, make_net, wait_until
+from tests.support.net import Inbox, make_listing, make_net
+from tests.support.wait import wait_until_async
 
 WINDOW_MS = 120_000
 
@@ -46,8 +47,8 @@ async def chain_of_three(nursery: trio.Nursery, relay_identity: Identity | None 
     for topic in GOSSIP_TOPICS:
         attacker.pubsub.remove_topic_validator(topic)
     await nursery.start(attacker.run)
-    await wait_until(lambda: relay.peer_id in attacker.mesh_peers(SKILLS)
-                     and far.peer_id in relay.mesh_peers(SKILLS), 30, "attacker -> relay -> far mesh")
+    await wait_until_async(lambda: relay.peer_id in attacker.mesh_peers(SKILLS)
+                           and far.peer_id in relay.mesh_peers(SKILLS), 30, "attacker -> relay -> far mesh")
     return attacker, relay, far
 
 
@@ -63,7 +64,7 @@ async def send_edge_listings(attacker: NetService, count: int) -> None:
 async def test_edge_of_window_listings_do_not_frame_the_relay(nursery: trio.Nursery) -> None:
     attacker, relay, far = await chain_of_three(nursery)
     await send_edge_listings(attacker, 25)
-    await wait_until(lambda: far.gossip.ignored.get("stale", 0) >= 20, 30, "far ignores stale relays")
+    await wait_until_async(lambda: far.gossip.ignored.get("stale", 0) >= 20, 30, "far ignores stale relays")
     assert far.score(relay.peer_id) == 0.0
     assert far.rejection_counts(relay.peer_id) == {}
     assert not far.is_banned(relay.peer_id)
@@ -93,8 +94,8 @@ async def test_flood_from_one_key_is_capped_and_honest_gossip_gets_through(
     for topic in GOSSIP_TOPICS:
         flooder.pubsub.remove_topic_validator(topic)
     await nursery.start(flooder.run)
-    await wait_until(lambda: victim.peer_id in flooder.mesh_peers(SKILLS)
-                     and victim.peer_id in honest.mesh_peers(SKILLS), 30, "mesh")
+    await wait_until_async(lambda: victim.peer_id in flooder.mesh_peers(SKILLS)
+                           and victim.peer_id in honest.mesh_peers(SKILLS), 30, "mesh")
     inbox = Inbox()
     inbox.attach(victim)
 
@@ -112,7 +113,7 @@ async def test_flood_from_one_key_is_capped_and_honest_gossip_gets_through(
             index += 1
             if index % 40 == 0:
                 await trio.sleep(0)
-    await wait_until(lambda: victim.is_banned(flooder.peer_id), 30, "flooding origin banned")
+    await wait_until_async(lambda: victim.is_banned(flooder.peer_id), 30, "flooding origin banned")
     flooded = sum(1 for envelope in inbox.listings if envelope.sender == me.public_key)
     # The burst (30) plus what the bucket refilled (10/min) while a busy machine got through
     # the flood; everything beyond was refused at the door.
@@ -120,8 +121,8 @@ async def test_flood_from_one_key_is_capped_and_honest_gossip_gets_through(
     assert flooded <= 30 + refilled
 
     sent = await honest.publish(SKILLS, make_listing(honest.identity, "honest", wall_ms()))
-    await wait_until(lambda: any(e.sender == sent.sender and e.seq == sent.seq for e in inbox.listings),
-                     30, "honest listing delivered during the flood")
+    await wait_until_async(lambda: any(e.sender == sent.sender and e.seq == sent.seq for e in inbox.listings),
+                           30, "honest listing delivered during the flood")
 
 
 async def test_unknown_kind_is_ignored_and_huge_price_rejected_over_a_real_connection(
@@ -136,7 +137,7 @@ async def test_unknown_kind_is_ignored_and_huge_price_rejected_over_a_real_conne
     for topic in GOSSIP_TOPICS:
         attacker.pubsub.remove_topic_validator(topic)
     await nursery.start(attacker.run)
-    await wait_until(lambda: victim.peer_id in attacker.mesh_peers(SKILLS), 30, "mesh")
+    await wait_until_async(lambda: victim.peer_id in attacker.mesh_peers(SKILLS), 30, "mesh")
     inbox = Inbox()
     inbox.attach(victim)
     me = attacker.identity
@@ -147,9 +148,9 @@ async def test_unknown_kind_is_ignored_and_huge_price_rejected_over_a_real_conne
     overflow = sign_envelope(me, "skill_listing", 1, body, attacker.sequence.next(), wall_ms())
     await attacker.pubsub.publish(SKILLS, overflow.to_bytes())
 
-    await wait_until(lambda: victim.gossip.ignored.get("unknown_kind") == 1
-                     and victim.rejection_counts(attacker.peer_id) == {"bad_body": 1}, 30,
-                     "unknown kind ignored, overflowing price rejected")
+    await wait_until_async(lambda: victim.gossip.ignored.get("unknown_kind") == 1
+                           and victim.rejection_counts(attacker.peer_id) == {"bad_body": 1}, 30,
+                           "unknown kind ignored, overflowing price rejected")
     assert inbox.listings == []
     sent = await attacker.gossip.publish(SKILLS, make_listing(me, "fine", wall_ms()))
-    await wait_until(lambda: [e.seq for e in inbox.listings] == [sent.seq], 30, "node still serves")
+    await wait_until_async(lambda: [e.seq for e in inbox.listings] == [sent.seq], 30, "node still serves")

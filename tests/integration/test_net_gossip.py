@@ -13,14 +13,8 @@ from node.net.service import NetService
 from protocol.envelope import InvalidEnvelope, seal
 from protocol.identity import Identity
 from protocol.topics import GOSSIP_TOPICS, SKILLS, TRUST, WEATHER
-from tests.net_testing import (
-    Inbox,
-    make_listing,
-    make_net,
-    make_weather,
-    start_mesh,
-    wait_until,
-)
+from tests.support.net import Inbox, make_listing, make_net, make_weather, start_mesh
+from tests.support.wait import wait_until_async
 
 NO_BANS = ScoringConfig(ban_threshold=-1e9)
 
@@ -47,7 +41,7 @@ async def test_listing_reaches_every_node_and_not_its_publisher(
 
     sent = await publisher.publish(SKILLS, make_listing(publisher.identity, now_ms=now_ms()))
 
-    await wait_until(lambda: all(inbox.listings for inbox in inboxes[1:]), 60, "listing everywhere")
+    await wait_until_async(lambda: all(inbox.listings for inbox in inboxes[1:]), 60, "listing everywhere")
     for inbox in inboxes[1:]:
         assert [envelope.seq for envelope in inbox.listings] == [sent.seq]
         assert inbox.listings[0].sender == publisher.identity.public_key
@@ -62,10 +56,10 @@ async def _attacker(nursery: trio.Nursery, nets: list[NetService]) -> NetService
     for topic in GOSSIP_TOPICS:
         attacker.pubsub.remove_topic_validator(topic)
     await nursery.start(attacker.run)
-    await wait_until(
-        lambda: all(len(attacker.mesh_peers(topic)) == len(nets) for topic in (SKILLS, WEATHER, TRUST)),
-        60,
-        "attacker in every mesh",
+    await wait_until_async(
+              lambda: all(len(attacker.mesh_peers(topic)) == len(nets) for topic in (SKILLS, WEATHER, TRUST)),
+              60,
+              "attacker in every mesh",
     )
     return attacker
 
@@ -116,8 +110,8 @@ async def test_invalid_gossip_is_rejected_and_counted_on_every_node(
         return all(net.rejection_counts(attacker.peer_id) == expected
                    and net.gossip.ignored == {"stale": 1, "replayed": 1} for net in nets)
 
-    await wait_until(counted, 60, "rejections counted on every node")
-    await wait_until(lambda: all(inbox.listings for inbox in inboxes), 60, "first listing")
+    await wait_until_async(counted, 60, "rejections counted on every node")
+    await wait_until_async(lambda: all(inbox.listings for inbox in inboxes), 60, "first listing")
     for inbox in inboxes:
         # Only the first of the two same-seq listings got through.
         assert [envelope.seq for envelope in inbox.listings] == [replay_seq]
@@ -133,7 +127,7 @@ async def test_invalid_gossip_is_rejected_and_counted_on_every_node(
     marker = await attacker.gossip.publish_sealed(
         SKILLS, seal(me, "skill_listing", make_listing(me, "f", now_ms()), seq(), now_ms())
     )
-    await wait_until(lambda: all(len(inbox.listings) == 2 for inbox in inboxes), 60, "marker")
+    await wait_until_async(lambda: all(len(inbox.listings) == 2 for inbox in inboxes), 60, "marker")
     for inbox in inboxes:
         assert [envelope.seq for envelope in inbox.listings] == [replay_seq, marker.seq]
 
@@ -150,7 +144,7 @@ async def test_management_weather_is_accepted_and_own_rejections_raise(
         inbox.attach(net)
 
     await nets[0].publish(WEATHER, make_weather(now_ms()))
-    await wait_until(lambda: all(inbox.weather for inbox in inboxes[1:]), 60, "weather")
+    await wait_until_async(lambda: all(inbox.weather for inbox in inboxes[1:]), 60, "weather")
 
     # A node that is not a management node cannot publish weather: its own
     # validator refuses, the caller hears about it, no peer is blamed.

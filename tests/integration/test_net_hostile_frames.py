@@ -15,7 +15,8 @@ from libp2p.utils import encode_varint_prefixed
 from node.net.scoring import ScoringConfig
 from node.net.service import NetService
 from protocol.topics import SKILLS
-from tests.net_testing import Inbox, make_listing, start_mesh, wait_until
+from tests.support.net import Inbox, make_listing, start_mesh
+from tests.support.wait import wait_until_async
 
 NO_BANS = ScoringConfig(ban_threshold=-1e9)
 
@@ -45,8 +46,8 @@ async def send_raw(attacker: NetService, victim: NetService, frame: bytes) -> No
 
 async def still_gossips(nets: list[NetService], inbox: Inbox, name: str) -> None:
     sent = await nets[2].publish(SKILLS, make_listing(nets[2].identity, name=name, now_ms=now_ms()))
-    await wait_until(lambda: any(e.seq == sent.seq and e.sender == sent.sender
-                                 for e in inbox.listings), 30, f"listing {name} at the victim")
+    await wait_until_async(lambda: any(e.seq == sent.seq and e.sender == sent.sender
+                                       for e in inbox.listings), 30, f"listing {name} at the victim")
 
 
 async def test_unparseable_signature_key_does_not_stop_the_node(nursery: trio.Nursery) -> None:

@@ -17,7 +17,8 @@ from node.net.host import connection_config, to_peer_id, yamux_only
 from node.net.scoring import ScoringConfig
 from protocol.envelope import seal
 from protocol.topics import GOSSIP_TOPICS, SKILLS
-from tests.net_testing import Inbox, make_listing, make_net, start_mesh, wait_until
+from tests.support.net import Inbox, make_listing, make_net, start_mesh
+from tests.support.wait import wait_until_async
 
 
 def now_ms() -> int:
@@ -45,11 +46,11 @@ async def test_dropped_bootstrap_connection_is_redialled(nursery: trio.Nursery) 
     await nursery.start(first.run)
     second = make_net(bootstrap=[first.listen_addrs()[0]])
     await nursery.start(second.run)
-    await wait_until(lambda: first.peer_id in second.connected_peers(), 60, "bootstrap dial")
+    await wait_until_async(lambda: first.peer_id in second.connected_peers(), 60, "bootstrap dial")
 
     await first.host.disconnect(to_peer_id(second.peer_id))
-    await wait_until(lambda: first.peer_id not in second.connected_peers(), 60, "drop seen")
-    await wait_until(lambda: first.peer_id in second.connected_peers(), 60, "redial")
+    await wait_until_async(lambda: first.peer_id not in second.connected_peers(), 60, "drop seen")
+    await wait_until_async(lambda: first.peer_id in second.connected_peers(), 60, "redial")
     status = {peer.peer_id: peer for peer in second.peers()}[first.peer_id]
     assert status.connected and status.kept and not status.banned
     assert any(addr.startswith("/ip4/127.0.0.1/tcp/") for addr in status.addrs)
@@ -66,8 +67,8 @@ async def test_peer_sending_forgeries_is_disconnected_and_stays_out(
     for topic in GOSSIP_TOPICS:
         attacker.pubsub.remove_topic_validator(topic)
     await nursery.start(attacker.run)
-    await wait_until(
-        lambda: len(attacker.mesh_peers(SKILLS)) == len(nets), 60, "attacker in the mesh"
+    await wait_until_async(
+              lambda: len(attacker.mesh_peers(SKILLS)) == len(nets), 60, "attacker in the mesh"
     )
 
     me = attacker.identity
@@ -78,10 +79,10 @@ async def test_peer_sending_forgeries_is_disconnected_and_stays_out(
         data[-3] ^= 0x01
         await attacker.pubsub.publish(SKILLS, bytes(data))
 
-    await wait_until(
-        lambda: all(net.is_banned(attacker.peer_id) for net in nets), 60, "banned everywhere"
+    await wait_until_async(
+              lambda: all(net.is_banned(attacker.peer_id) for net in nets), 60, "banned everywhere"
     )
-    await wait_until(lambda: attacker.connected_peers() == [], 60, "attacker disconnected")
+    await wait_until_async(lambda: attacker.connected_peers() == [], 60, "attacker disconnected")
     for net in nets:
         assert net.score(attacker.peer_id) < -50
         assert net.rejection_counts(attacker.peer_id) == {"bad_signature": 3}
@@ -89,18 +90,18 @@ async def test_peer_sending_forgeries_is_disconnected_and_stays_out(
     assert all(inbox.total() == 0 for inbox in inboxes)
 
     # Its bootstrap loop redials; every node drops the connection on arrival.
-    await wait_until(
-        lambda: all(net.peer_manager.refused_connections >= 1 for net in nets), 60, "redial"
+    await wait_until_async(
+              lambda: all(net.peer_manager.refused_connections >= 1 for net in nets), 60, "redial"
     )
-    await wait_until(lambda: attacker.connected_peers() == [], 60, "attacker dropped again")
+    await wait_until_async(lambda: attacker.connected_peers() == [], 60, "attacker dropped again")
 
 
 async def test_manual_ban_disconnects_and_unban_allows_back(nursery: trio.Nursery) -> None:
     nets = await start_mesh(nursery, 2)
     keeper, other = nets[1], nets[0]  # nets[1] bootstrapped from nets[0]
     other.ban(keeper.peer_id)
-    await wait_until(lambda: keeper.peer_id not in other.connected_peers(), 60, "ban disconnect")
+    await wait_until_async(lambda: keeper.peer_id not in other.connected_peers(), 60, "ban disconnect")
     assert other.is_banned(keeper.peer_id)
 
     other.unban(keeper.peer_id)
-    await wait_until(lambda: keeper.peer_id in other.connected_peers(), 60, "redial after unban")
+    await wait_until_async(lambda: keeper.peer_id in other.connected_peers(), 60, "redial after unban")

@@ -18,7 +18,8 @@ from protocol.messages import (
     TokenDomain,
     new_request_id,
 )
-from tests.net_testing import make_net, wait_until
+from tests.support.net import make_net
+from tests.support.wait import wait_until_async
 
 
 def now_ms() -> int:
@@ -129,7 +130,7 @@ async def test_timeouts_unreachable_and_limits(nursery: trio.Nursery) -> None:
     seller.serve_purchases(ok)
     reply = await buyer.request(seller.peer_id, purchase_request(buyer, new_request_id()), 5)
     assert open_envelope(reply).message().code == "not_for_sale"  # type: ignore[attr-defined]
-    await wait_until(lambda: buyer.peer_id in seller.connected_peers(), 60, "still connected")
+    await wait_until_async(lambda: buyer.peer_id in seller.connected_peers(), 60, "still connected")
 
 
 async def test_idle_streams_from_one_peer_do_not_lock_out_buyers(nursery: trio.Nursery) -> None:
@@ -151,7 +152,7 @@ async def test_idle_streams_from_one_peer_do_not_lock_out_buyers(nursery: trio.N
                                                        [seller.purchases.protocol_id]))
         except Exception:
             continue  # refused: reset by the seller during or after negotiation
-    await wait_until(lambda: seller.purchases.refused_streams >= 60, 30, "streams over the limit refused")
+    await wait_until_async(lambda: seller.purchases.refused_streams >= 60, 30, "streams over the limit refused")
     assert sum(seller.purchases._open_streams.values()) <= seller.purchases.max_streams_per_peer
 
     reply = await buyer.request(seller.listen_addrs()[0], purchase_request(buyer, new_request_id()), 30)

@@ -30,7 +30,7 @@ from node.memory.embedding.embedder import (
 )
 from node.memory.facade import Memory, SearchRequest
 from node.memory.reembedding import ReembedError, reembed
-from tests.unit.test_embedder_windows import GARDEN, SECRET
+from tests.fixtures.window_texts import GARDEN, SECRET
 
 CRYSTALMESH = Path(sys.executable).parent / "crystalmesh"
 TEXTS = [

@@ -4,17 +4,13 @@ A real data dir (SQLite + FTS5 + HNSW, hashing embedder) holds a big namespace
 beside a tiny one, superseded versions, a tombstone, an expired TTL, an
 archived crystal, warnings, private and public scopes and a knowledge row
 (confidence). Every request is answered by ``Memory.search`` and by main's
-search before the light rows (``scripts/_search_baseline.py``: FTS5 joined
+search before the light rows (``tests/support/search_baseline.py``: FTS5 joined
 with the namespace/current filter, every candidate parsed into a crystal and
 filtered there): ids, order and scores must match. The light-row predicates
 are also checked row by row against the parsed crystals.
 """
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -26,19 +22,11 @@ from node.memory.search import pipeline as search_module
 from node.memory.search.candidates import DEEPER, Rows, Visibility, lexical_candidates
 from node.memory.search.fusion import fts_query
 from node.memory.search.pipeline import valid_then
+from tests.support import search_baseline
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "_search_baseline.py"
 HOUR = 3600 * 1000
 BIG = 260  # > DEEPER * 50 matches of "harbor": the tiny namespace needs the joined query
 TINY = "user:tiny"
-
-
-def baseline() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_search_baseline", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def aged(memory: Memory, text: str, age_ms: int, **kwargs: object) -> Crystal:
@@ -93,7 +81,7 @@ QUERIES = ["harbor crane", "harbor", "gate code", "ERR-4091 badge", "tanker pilo
 def test_search_equals_the_full_filter_for_every_request(
     memory: Memory, world: dict[str, Crystal], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    old = baseline()
+    old = search_baseline
     old_search = old.baseline_search
     frozen = now_ms()  # one "now" for both searches, so that recency weights agree to the bit
     monkeypatch.setattr(search_module, "now_ms", lambda: frozen)
@@ -178,7 +166,7 @@ def test_a_governance_record_that_is_not_json_hides_its_row_and_fails_nothing(me
         conn.execute("UPDATE crystals SET governance_json='{not json' WHERE id=?", (broken.id,))
     request = SearchRequest("ferry timetable", record_access=False)
     assert [hit.crystal.id for hit in memory.search(request)] == [kept.id]
-    full = baseline().baseline_search(memory.store, memory.index, memory.embed, memory.hormones, request,
+    full = search_baseline.baseline_search(memory.store, memory.index, memory.embed, memory.hormones, request,
                                       memory.learning.confidences)
     assert [hit.crystal.id for hit in full] == [kept.id]  # main skipped it too (unparseable)
 

@@ -22,7 +22,7 @@ from node.memory.reembedding import reembed
 from node.memory.search.second_opinion import SECOND_OPINION_WEIGHT, missing_count
 from protocol.identity import Identity
 from tests.fixtures.crystal_store import store_at_version
-from tests.integration.cli_runner import Cli, isolate_home
+from tests.support.cli import Cli, isolate_home
 
 TEXTS = [
     "Booked the movers for the 14th: three men and a van, 640 euros, they pack the kitchen too.",

@@ -22,7 +22,7 @@ from node.crystals.store import (
     StoreError,
 )
 from node.db import Database, SchemaError
-from tests.unit.test_model import crystals
+from tests.fixtures.crystal_strategies import crystals
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from node.memory.working.build import synthesiser_for
 from node.memory.working.dream.llm import MAX_REPLY_BYTES, LlmSynthesiser
 from node.memory.working.state import SECTIONS, parse_state
 from node.memory.working.working import WorkingMemory
-from tests.integration.local_http import serving
+from tests.support.local_http import serving
 
 GOOD_REPLY = "\n\n".join(
     f"{heading}\n\n- {key}: the stub model says something substantive here" for key, heading in SECTIONS

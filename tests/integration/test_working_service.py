@@ -17,7 +17,7 @@ from node.memory.async_memory import AsyncMemory
 from node.memory.facade import Memory, SearchRequest
 from node.memory.working.service import WorkingMemoryService
 from node.memory.working.state import SECTIONS
-from tests.integration.local_http import serving
+from tests.support.local_http import serving
 
 
 def Node(config: NodeConfig, memory: Memory) -> WorkingMemoryService:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from node.chain.contracts import ARTIFACTS_DIR, REPO_ROOT, load_artifact, sources_sha256
-from tests.tools import missing_tool
+from tests.support.tools import missing_tool
 
 CONTRACTS = ["USDC", "BatchSettler"]
 

@@ -1,53 +1,21 @@
 import math
 
-import numpy as np
 import pytest
 
 from node.config import MemoryConfig
 from node.crystals.model import Lifecycle, LifespanPolicy, SemanticType
 from node.memory.dynamics.consolidation import (
-    ConsolidationInput,
     Transition,
     TransitionReason,
     plan_consolidation,
     purge_candidates,
 )
 from node.memory.dynamics.hormones import ConsolidationModulation
+from tests.fixtures.consolidation_inputs import NOW, crystal
 
-NOW = 10_000_000_000
 F0 = 1 - math.exp(-0.1)  # f(0) = 0.0951626
 F19 = 1 - math.exp(-2.0)  # f(19) = 0.8646647
 F29 = 1 - math.exp(-3.0)  # f(29) = 0.9502129
-
-
-def crystal(
-    crystal_id: str,
-    *,
-    access_count: int = 0,
-    age_ms: int = 0,
-    semantic_type: SemanticType = SemanticType.FACT,
-    lifecycle: Lifecycle = Lifecycle.GENERATED,
-    policy: LifespanPolicy = LifespanPolicy.DECAY,
-    path: str | None = "notes.md",
-    embedding: list[float] | None = None,
-    importance: float = 1.0,
-    ttl_ms: int | None = None,
-    accessed: bool = True,
-) -> ConsolidationInput:
-    return ConsolidationInput(
-        id=crystal_id,
-        path=path,
-        semantic_type=semantic_type,
-        lifecycle=lifecycle,
-        access_count=access_count,
-        last_accessed_at_ms=NOW - age_ms if accessed else None,
-        created_at_ms=NOW - age_ms,
-        emotional_valence=None,
-        lifespan_policy=policy,
-        embedding=np.asarray(embedding) if embedding is not None else None,
-        importance=importance,
-        ttl_ms=ttl_ms,
-    )
 
 
 def transitions_of(plan) -> dict[str, tuple[Lifecycle, Lifecycle, TransitionReason]]:

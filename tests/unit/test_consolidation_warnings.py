@@ -5,7 +5,7 @@ from __future__ import annotations
 from node.config import MemoryConfig
 from node.crystals.model import Lifecycle, SemanticType
 from node.memory.dynamics.consolidation import TransitionReason, plan_consolidation
-from tests.unit.test_consolidation import NOW, crystal
+from tests.fixtures.consolidation_inputs import NOW, crystal
 
 YEAR_MS = 365 * 24 * 3600 * 1000
 # a strong decay so that a year-old, never-accessed crystal falls below the forget threshold

@@ -10,24 +10,7 @@ import pytest
 from node.config import NodeConfig
 from node.memory.embedding.embedder import MAX_WINDOWS, MiniLMEmbedder
 from node.memory.facade import Memory, SearchRequest
-
-# ~300 tokens about the garden, then ~120 about a database secret: the secret starts past the
-# first window. The question shares no word with either, so only meaning can find it.
-GARDEN = (
-    "Tomatoes on the balcony need watering twice a day in July. The basil went to seed early "
-    "this year. I moved the lemon tree indoors before the first frost. Compost from the kitchen "
-    "goes in the green bin. The neighbour lent me a pruning saw for the apple branches. Slugs ate "
-    "most of the lettuce in May. "
-) * 4
-SECRET = (
-    "The ledger database's password is swapped out automatically each quarter. After every swap "
-    "the invoicing API reloads it from the vault. A failed rotation pages the payments on-call. "
-    "The old password keeps working for one more day so that slow jobs can finish. Rotation "
-    "happens on the first Monday of January, April, July and October at six in the morning. "
-    "Only the platform team may start a rotation by hand, and they log it in the change calendar. "
-    "Read replicas take the new password within a minute of the primary."
-)
-QUESTION = "How often do the credentials for the billing DB change?"
+from tests.fixtures.window_texts import GARDEN, QUESTION, SECRET
 
 
 @pytest.fixture(scope="module")

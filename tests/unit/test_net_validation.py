@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from node.config import ConfigError, NetConfig, load_config
 from node.net.gossip import SequenceSource
 from node.net.scoring import PeerScores, ScoringConfig
-from node.net.validation import MessageValidator, Rejection, RejectionCounter, ReplayGuard
+from node.net.validation import (
+    DEFAULT_RATE_LIMITS,
+    MessageValidator,
+    Rejection,
+    RejectionCounter,
+    ReplayGuard,
+    rate_limits,
+)
 from protocol.codec import encode
 from protocol.envelope import InvalidEnvelope, seal
 from protocol.identity import Identity
-from protocol.topics import SKILLS, TRUST, WEATHER
-from tests.net_testing import make_listing, make_weather
+from protocol.topics import BOUNTIES, SKILLS, TRUST, WEATHER
+from tests.support.net import make_listing, make_weather
 
 NOW = 1_700_000_000_000
 SELLER = Identity.from_seed(b"s" * 32)
@@ -183,3 +193,37 @@ def test_endorsements_must_be_a_management_keys_valid_signature() -> None:
     gossip = ListingEndorsement(listing_id=plain.listing_id, signature=signature)
     assert rejected(check, SKILLS, seal(SELLER, gossip.KIND, gossip, 4, NOW)) == "not_management"
     assert check.check(SKILLS, seal(MANAGEMENT, gossip.KIND, gossip, 1, NOW), "peer").kind == gossip.KIND
+
+
+def test_origin_rate_limits_default_to_the_shipped_values() -> None:
+    assert rate_limits(NetConfig()) == DEFAULT_RATE_LIMITS == {
+        SKILLS: (10.0, 30), TRUST: (120.0, 120), BOUNTIES: (5.0, 10),
+    }
+    assert validator().rate_limits[SKILLS].burst == 30
+
+
+def test_origin_rate_limits_are_read_from_node_toml_and_env(tmp_path: Path) -> None:
+    (tmp_path / "node.toml").write_text("[net]\norigin_listings_burst = 2\norigin_bounties_per_min = 1.5\n")
+    config = load_config(tmp_path, environ={"CRYSTALMESH_NET_ORIGIN_TRUST_REPORTS_BURST": "7"})
+    limits = rate_limits(config.net)
+    assert limits == {SKILLS: (10.0, 2), TRUST: (120.0, 7), BOUNTIES: (1.5, 10)}
+    check = validator(rate_limits=limits)
+    check.check(SKILLS, listing(1, name="a"), "peer")
+    check.check(SKILLS, listing(2, name="b"), "peer")
+    assert rejected(check, SKILLS, listing(3, name="c")) == "rate_limited"
+
+
+def test_a_rate_limit_no_bucket_can_hold_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"net\.origin_listings_per_min must be > 0"):
+        rate_limits(NetConfig(origin_listings_burst=0))
+    with pytest.raises(ConfigError, match="origin_trust_reports"):
+        rate_limits(NetConfig(origin_trust_reports_per_min=-1.0))
+
+
+def test_the_net_service_validates_with_its_configured_limits() -> None:
+    from node.net.service import NetService
+
+    net = NetService(NetConfig(origin_listings_burst=3, origin_listings_per_min=2.0), SELLER)
+    assert net.validator.rate_limits[SKILLS].burst == 3
+    assert net.validator.rate_limits[SKILLS].rate_per_s == 2.0 / 60
+    assert net.validator.rate_limits[TRUST].burst == 120

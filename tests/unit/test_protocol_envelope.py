@@ -27,7 +27,7 @@ from protocol.envelope import (
 from protocol.identity import Identity, verify
 from protocol.messages import Message, SkillListing, WeatherAlert
 from protocol.topics import PURCHASE_EXCHANGES, TOPIC_KINDS
-from tests.unit.test_protocol_messages import (
+from tests.fixtures.messages import (
     MANAGEMENT,
     SELLER,
     T0_MS,

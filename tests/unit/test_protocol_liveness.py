@@ -17,7 +17,7 @@ from protocol.liveness import (
 )
 from protocol.messages import InvalidMessage, SkillListing, listing_id_for
 from protocol.topics import BOUNTIES, SKILLS, TRUST
-from tests.net_testing import make_listing
+from tests.support.net import make_listing
 
 SELLER = Identity.from_seed(b"\x01" * 32)
 NOW = 1_700_000_000_000

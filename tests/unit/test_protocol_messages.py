@@ -11,125 +11,40 @@ from protocol.identity import Identity
 from protocol.messages import (
     MAX_SKILL_PAYLOAD_BYTES,
     MESSAGE_TYPES,
-    Bounty,
     Delivery,
-    DeliveryRequest,
     ErrorReply,
     InvalidMessage,
-    ListingEndorsement,
-    ListingsSyncPage,
-    ListingsSyncRequest,
-    ListingWithdrawal,
     Message,
     PaymentAuthorization,
     PaymentRequirements,
     PurchaseRequest,
     Receipt,
     SkillListing,
-    TokenDomain,
     TransferAuthorization,
     TrustEntry,
     TrustReport,
     WeatherAlert,
     content_hash,
     endorse,
-    listing_id_for,
     listing_signing_bytes,
     new_request_id,
     parse_body,
     verify_endorsement,
 )
 from protocol.schema import attribute_name
-
-SELLER = Identity.from_seed(b"\x01" * 32)
-MANAGEMENT = Identity.from_seed(b"\x02" * 32)
-ADDRESS_A = "0x" + "aa" * 20
-ADDRESS_B = "0x" + "Bb" * 20
-TOKEN = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
-HASH = "ab" * 32
-TX = "0x" + "cd" * 32
-REQUEST_ID = "0123456789abcdef" * 2
-SKILL_TEXT = "def solve(): return 42\n"
-T0_MS = 1_700_000_000_000
-
-
-def sample_listing(seller: Identity = SELLER, **changes: Any) -> SkillListing:
-    listing = SkillListing(
-        listing_id=listing_id_for(seller.public_key, "skill-parse-logs", 2),
-        stable_skill_id="skill-parse-logs",
-        skill_version=2,
-        name="Parse logs",
-        description="Turns raw logs into structured events.",
-        tags=("logs", "parsing"),
-        category="data",
-        content_hash=content_hash(SKILL_TEXT),
-        size_bytes=len(SKILL_TEXT.encode()),
-        price_micro_usdc=10_000,
-        pay_to=ADDRESS_A,
-        chain_id=84532,
-        token_address=TOKEN,
-        executions=10,
-        successes=8,
-        reward_sum_ppm=7_500_000,
-        unique_buyers=3,
-        expires_at_ms=T0_MS + 86_400_000,
-        previous_listing_id=listing_id_for(seller.public_key, "skill-parse-logs", 1),
-        endorsement=None,
-    )
-    return dataclasses.replace(listing, **changes)
-
-
-def sample_weather(**changes: Any) -> WeatherAlert:
-    alert = WeatherAlert(
-        cortisol_level_ppm=800_000,
-        issued_at_ms=T0_MS,
-        expires_at_ms=T0_MS + 600_000,
-        reason="poisoned skills seen",
-    )
-    return dataclasses.replace(alert, **changes)
-
-
-def sample_trust(**changes: Any) -> TrustReport:
-    report = TrustReport(
-        epoch=7,
-        row=(TrustEntry(b"\x11" * 32, 600_000), TrustEntry(b"\x22" * 32, 400_000)),
-    )
-    return dataclasses.replace(report, **changes)
-
-
-def sample_authorization() -> TransferAuthorization:
-    return TransferAuthorization(
-        from_=ADDRESS_B,
-        to=ADDRESS_A,
-        value=10_000,
-        valid_after=0,
-        valid_before=1_700_000_600,
-        nonce=b"\x33" * 32,
-    )
-
-
-def sample_messages() -> list[Message]:
-    return [
-        sample_listing(),
-        ListingEndorsement(HASH, b"\x07" * 64),
-        sample_weather(),
-        sample_trust(),
-        PurchaseRequest(REQUEST_ID, HASH, ADDRESS_B),
-        PaymentRequirements(
-            REQUEST_ID, HASH, "exact", 10_000, ADDRESS_A, TOKEN, 84532, 1_700_000_600, HASH,
-            TokenDomain("USDC", "2"),
-        ),
-        PaymentAuthorization(REQUEST_ID, HASH, sample_authorization(), b"\x1b" * 65),
-        Delivery(REQUEST_ID, HASH, SKILL_TEXT, content_hash(SKILL_TEXT), TX),
-        DeliveryRequest(REQUEST_ID, HASH, TX),
-        Receipt(REQUEST_ID, HASH, TX, HASH, True),
-        ErrorReply(REQUEST_ID, "price_changed", "price is now 0.02 USDC"),
-        ListingWithdrawal(listing_id_for(SELLER.public_key, "skill-x", 2), "skill-x", 2),
-        Bounty(REQUEST_ID, "need: a skill that triages flaky CI", 50_000, T0_MS + 86_400_000,
-               None),
-        ListingsSyncRequest(0, 128),
-        ListingsSyncPage((b"\xa0", b"\xa1"), 7, True),
-    ]
+from tests.fixtures.messages import (
+    ADDRESS_B,
+    HASH,
+    MANAGEMENT,
+    REQUEST_ID,
+    SELLER,
+    T0_MS,
+    TX,
+    sample_authorization,
+    sample_listing,
+    sample_messages,
+    sample_weather,
+)
 
 
 def test_registry_covers_every_message() -> None:
@@ -376,9 +291,8 @@ def test_new_request_id_is_valid() -> None:
 def test_listing_integers_fit_a_signed_64_bit_store_and_lifetime_is_bounded() -> None:
     """Issue 11 row 8: a price of 2**64-1 validated and then overflowed SQLite on every node."""
     from protocol.envelope import InvalidEnvelope, open_envelope, seal
-    from protocol.identity import Identity
     from protocol.schema import MAX_LISTING_LIFETIME_MS, MAX_PRICE_MICRO_USDC, InvalidMessage
-    from tests.net_testing import make_listing
+    from tests.support.net import make_listing
 
     seller = Identity.generate()
     now = 1_700_000_000_000

@@ -1,6 +1,6 @@
 """The hand-written held-out retrieval sets (tests/data/retrieval_fresh*.json, stop 20).
 
-Structure only: each file loads through the bench script's own ``load()``, its ids,
+Structure only: each file loads through the evaluation harness's own ``load()`` (tests/support/retrieval.py), its ids,
 kinds and counts are what docs/benchmarks.md says, and it is exactly what its
 tests/data/<set>/build.py produces from the hand-written txt files (so the data and
 its source cannot drift apart). Nothing here evaluates retrieval on them: the sets
@@ -17,6 +17,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.support import retrieval
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = {"paraphrase", "identifier", "keyword", "multi-hop", "negation-trap"}
@@ -54,10 +56,6 @@ def _module(path: Path, name: str) -> ModuleType:
     return module
 
 
-def _bench() -> ModuleType:
-    return _module(ROOT / "scripts" / "bench_retrieval.py", "bench_retrieval_for_fresh_test")
-
-
 def _build(name: str) -> ModuleType:
     return _module(ROOT / "tests" / "data" / name / "build.py", f"{name}_build")
 
@@ -69,7 +67,7 @@ def _data(name: str) -> Path:
 @pytest.mark.parametrize("name", sorted(SETS))
 def test_the_bench_loader_reads_the_set(name: str) -> None:
     minimum_memories, minimum = SETS[name]
-    memories, queries = _bench().load(_data(name))
+    memories, queries = retrieval.load(_data(name))
     ids = [m["id"] for m in memories]
     assert len(ids) == len(set(ids)) >= minimum_memories
     # the store dedups identical texts, which would silently merge two judged memories

@@ -17,7 +17,7 @@ from node.memory.embedding.embedder import MAX_WINDOWS, MiniLMEmbedder
 from node.memory.facade import Memory, SearchRequest
 from node.memory.search.windows import read_windows, rescore
 from tests.fixtures.crystal_store import store_at_version
-from tests.unit.test_embedder_windows import GARDEN, QUESTION, SECRET
+from tests.fixtures.window_texts import GARDEN, QUESTION, SECRET
 
 # The secret's ~120 tokens open the memory, ~600 tokens of garden follow, and a note about
 # the car's tyres closes it: four windows. QUESTION asks about the head, TYRES about the tail.

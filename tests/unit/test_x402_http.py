@@ -164,7 +164,7 @@ def test_buyer_refuses_terms_under_another_token_domain() -> None:
     from node.market.purchase.errors import PurchaseRefused
     from node.market.purchase.terms import check_requirements
     from protocol.identity import Identity
-    from tests.net_testing import make_listing
+    from tests.support.net import make_listing
 
     listing = make_listing(Identity.generate(), now_ms=int(time.time() * 1000))
     stored = StoredListing(listing=listing, seller_key=b"\x01" * 32, issued_at_ms=0, received_at_ms=0,

@@ -9,7 +9,6 @@ holds ``BUYER_USDC`` micro-USDC, so every balance below is an exact integer.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,20 +26,12 @@ from node.service import NodeService
 from protocol.envelope import Envelope, open_envelope, seal
 from protocol.messages import Message
 from protocol.topics import SKILLS
+from tests.support.wait import wait_until_async
 
 BUYER_USDC = 10_000_000
 WAIT_S = 120.0
 # Generous: a purchase settles on chain inside it, on a 2-core machine shared with other jobs.
 PURCHASE_TIMEOUT_S = 120.0
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = WAIT_S) -> None:
-    """Poll ``check`` until it is true; raise ``TimeoutError`` after ``timeout_s``."""
-    with trio.move_on_after(timeout_s):
-        while not await check():
-            await trio.sleep(0.05)
-        return
-    raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 @dataclass
@@ -115,7 +106,7 @@ class Market:
                     return False
             return True
 
-        await eventually(known, "the listings to reach the buyer's listing book over gossip")
+        await wait_until_async(known, WAIT_S, "the listings to reach the buyer's listing book over gossip")
 
     async def rows(self, listing_id: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """(buyer's purchase rows, seller's sale rows) of ``listing_id``: (state, tx, price)."""
@@ -151,7 +142,7 @@ async def _connect(seller: NodeService, buyer: NodeService) -> None:
         return (seller.identity.peer_id in buyer.net.mesh_peers(SKILLS)
                 and buyer.identity.peer_id in seller.net.mesh_peers(SKILLS))
 
-    await eventually(meshed, "seller and buyer in each other's skills mesh")
+    await wait_until_async(meshed, WAIT_S, "seller and buyer in each other's skills mesh")
 
 
 async def start_market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nursery) -> Market:

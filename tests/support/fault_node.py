@@ -1,6 +1,6 @@
 """Run the normal ``crystalmesh`` CLI with one test-only fault injected.
 
-    python -m tests.e2e.fault_node FAULT -- <crystalmesh args>
+    python -m tests.support.fault_node FAULT -- <crystalmesh args>
 
 Faults (paths a well-behaved seller never takes, so the product cannot reach them):
   crash_before_settle the seller dies (exit 17, like kill -9) after recording the sale
@@ -53,7 +53,7 @@ def inject(fault: str) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2 or argv[1] != "--":
-        raise SystemExit("usage: python -m tests.e2e.fault_node FAULT -- <crystalmesh args>")
+        raise SystemExit("usage: python -m tests.support.fault_node FAULT -- <crystalmesh args>")
     inject(argv[0])
     from node.cli.main import main as cli_main
 

@@ -1,12 +1,12 @@
 """Helpers for tests and benchmarks of the net layer (real hosts, one trio run).
 
-Kept in ``tests/`` (not shipped in the product package) so integration tests,
-e2e tests and the gossip benchmark build nodes the same way.
+Kept in ``tests/support`` (not shipped in the product package) so integration
+tests, e2e tests and the gossip benchmarks build nodes and listings the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,17 +21,7 @@ from node.net.service import NetService
 from protocol.envelope import Envelope
 from protocol.identity import Identity
 from protocol.messages import SkillListing, WeatherAlert, listing_id_for
-
-
-async def wait_until(
-    condition: Callable[[], bool], timeout_s: float = 60.0, what: str = "condition"
-) -> None:
-    """Poll ``condition`` every 10 ms; raise ``TimeoutError`` after ``timeout_s``."""
-    with trio.move_on_after(timeout_s):
-        while not condition():
-            await trio.sleep(0.01)
-        return
-    raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+from tests.support.wait import wait_until_async
 
 
 @dataclass
@@ -146,7 +136,7 @@ async def start_mesh(
         await nursery.start(net.run)
         nets.append(net)
     want = min(count - 1, 4)
-    await wait_until(
+    await wait_until_async(
         lambda: all(len(net.mesh_peers(topic)) >= want for net in nets for topic in TOPICS),
         timeout_s,
         "every node to have mesh peers on every topic",

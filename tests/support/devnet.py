@@ -1,5 +1,7 @@
 """A real devnet for end-to-end tests: anvil + node processes started by
-``node.devnet.manager`` exactly as ``crystalmesh devnet up`` does."""
+``node.devnet.manager`` exactly as ``crystalmesh devnet up`` does, and the
+market steps the e2e tests share (publish a skill, wait for its listing, read
+a USDC balance)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from node.api.client import ApiClient, ApiError, running_node
 from node.config import load_config
 from node.devnet import manager
 from node.devnet.state import DevnetState, load_state
+from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,14 +88,14 @@ class Devnet:
                      fault: str | None = None) -> None:
         """Start a stopped node again with the same data dir (as `crystalmesh run`).
 
-        ``fault`` starts it through ``tests.e2e.fault_node`` with that fault injected."""
+        ``fault`` starts it through ``tests.support.fault_node`` with that fault injected."""
         data_dir = self.data_dir(name)
         for stale in ("node.pid", "api.port"):
             (data_dir / stale).unlink(missing_ok=True)
         log = open(data_dir / "node.log", "ab")  # noqa: SIM115
         process = subprocess.Popen(
             [sys.executable, "-m",
-             *(("tests.e2e.fault_node", fault, "--") if fault else ("node.cli.main",)),
+             *(("tests.support.fault_node", fault, "--") if fault else ("node.cli.main",)),
              "--data-dir", str(data_dir), "run"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, cwd=REPO,
@@ -106,7 +107,7 @@ class Devnet:
         from node.devnet.state import save_state
 
         save_state(self.state)
-        wait_for(lambda: _answers(self, name), 60, f"{name} back up")
+        wait_until(lambda: _answers(self, name), 60, f"{name} back up")
         self.state = load_state(self.dir)
 
 
@@ -122,21 +123,26 @@ def _answers(devnet: Devnet, name: str) -> bool:
         client.close()
 
 
-def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.1) -> Any:
-    """Poll a condition (no sleeps as synchronisation): return its truthy value or fail.
+def usdc(devnet: Devnet, name: str) -> int:
+    """``name``'s USDC balance in micro-USDC, read through the CLI."""
+    return int(devnet.cli_json("wallet", "balance", node=name)["usdc_micro"])
 
-    An exception from ``predicate`` (a node API resetting the connection under load)
-    counts as "not yet"; the last one is reported on timeout.
-    """
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except Exception as error:
-            last = error
-        else:
-            if last:
-                return last
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
+
+def publish(devnet: Devnet, seller: str, text: str, executions: int = 3) -> dict[str, Any]:
+    """Add ``text`` as a public skill on ``seller``, record successful runs, publish it."""
+    crystal = devnet.cli_json("memory", "add", "--type", "skill", "--scope", "public",
+                              "--category", "ci", "--tag", "flaky", "--tag", "ci", text, node=seller)
+    for _ in range(executions):
+        devnet.cli("skill", "record-execution", crystal["id"], "--success", "--reward", "0.9",
+                   node=seller)
+    listing = devnet.cli_json("skill", "publish", crystal["id"], node=seller)
+    listing["crystal_id"] = crystal["id"]
+    return listing
+
+
+def known_everywhere(devnet: Devnet, listing_id: str,
+                     names: tuple[str, ...] = ("node-2", "node-3")) -> None:
+    """Wait until every node in ``names`` (default: the buyers of a 3-node devnet) lists it."""
+    wait_until(lambda: all(listing_id in {item["listing_id"] for item in
+                                          devnet.api(name).get("/v1/listings")["listings"]}
+                           for name in names), 60, "listing gossiped")
