@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -17,6 +18,9 @@ from rich.table import Table
 
 from node.api.client import ApiClient, running_node
 from node.config import NodeConfig, crystalmesh_home, load_config
+
+if TYPE_CHECKING:
+    from node.cli.local import LocalNode
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,8 +54,12 @@ class CliContext:
     def config(self) -> NodeConfig:
         return load_config(self.resolve_data_dir())
 
-    def api(self, required: bool = True) -> ApiClient | None:
+    def running(self) -> ApiClient | None:
         """Client for the node running on this data dir (None if it is not running)."""
+        return running_node(self.config())
+
+    def api(self, required: bool = True) -> ApiClient | None:
+        """Client for the node running on this data dir; without one, the command stops here."""
         config = self.config()
         client = running_node(config)
         if client is None and required:
@@ -60,6 +68,18 @@ class CliContext:
                 f"(or `crystalmesh devnet up`)"
             )
         return client
+
+    def client(self) -> ApiClient | LocalNode:
+        """The running node's client, or (none running) the data dir's memory opened here,
+        closed when the command ends: for the commands that work without a node."""
+        client = self.running()
+        if client is not None:
+            return client
+        from node.cli.local import LocalNode
+
+        local = LocalNode(self.config(), quiet=self.as_json)
+        click.get_current_context().call_on_close(local.close)
+        return local
 
     # --- output -------------------------------------------------------------------------------
     def emit(self, data: Any, human: Callable[[Any], None] | None = None) -> None:
@@ -133,3 +153,28 @@ def common_options(function: F) -> F:
 
 def stderr(message: str) -> None:
     sys.stderr.write(message + "\n")
+
+
+# --- amounts and durations as a user types and reads them ------------------------------------
+def usdc(micro: int | None) -> str:
+    if micro is None:
+        return "-"
+    return f"{micro / 1_000_000:.6f} USDC"
+
+
+def parse_duration(text: str) -> int:
+    """'90', '90s', '5m', '2h' -> seconds."""
+    match = re.fullmatch(r"\s*(\d+)\s*([smh]?)\s*", text)
+    if not match:
+        raise click.BadParameter(f"{text!r} is not a duration like 90s, 5m or 1h")
+    value, unit = int(match.group(1)), match.group(2) or "s"
+    return value * {"s": 1, "m": 60, "h": 3600}[unit]
+
+
+def parse_usdc(text: str) -> int:
+    """'0.05' (USDC) -> 50000 micro-USDC, exactly (no float rounding)."""
+    match = re.fullmatch(r"\s*(\d+)(?:\.(\d{1,6}))?\s*", text)
+    if not match:
+        raise click.BadParameter(f"{text!r} is not a USDC amount like 0.05 (at most 6 decimals)")
+    whole, fraction = match.group(1), (match.group(2) or "").ljust(6, "0")
+    return int(whole) * 1_000_000 + int(fraction)

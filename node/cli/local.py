@@ -1,0 +1,198 @@
+"""The node's memory with no node running: the typed client's methods, answered from the data dir.
+
+A running node owns its database and index, so the CLI speaks to it through
+:class:`node.api.client.ApiClient`. When none runs, the commands that work
+offline (memory, working memory, learning, skill records) get a ``LocalNode``
+from ``CliContext.client()`` instead: the same method names, arguments and
+JSON, answered by opening the data dir's ``Memory`` here (once, on the first
+call; the CLI closes it when the command ends). Every other method is missing
+on purpose: those commands need the node (``CliContext.api()``).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from node.cli.context import CliError
+
+if TYPE_CHECKING:
+    from node.config import NodeConfig
+    from node.memory.facade import Memory
+    from node.memory.working.working import WorkingMemory
+
+Json = dict[str, Any]
+
+
+@contextmanager
+def open_memory(config: NodeConfig, quiet: bool) -> Iterator[Memory]:
+    """The data dir's memory, opened by this process (``quiet``: no indexing progress)."""
+    memory = _open(config, quiet)
+    try:
+        yield memory
+    finally:
+        memory.close()
+
+
+def _open(config: NodeConfig, quiet: bool) -> Memory:
+    from node.crystals.index import stderr_progress
+    from node.memory.facade import Memory
+
+    if not config.config_path.exists():
+        raise CliError(f"{config.data_dir} is not initialised; run `crystalmesh init` first")
+    return Memory(config, progress=None if quiet else stderr_progress("indexing"))
+
+
+class LocalNode:
+    """``ApiClient``'s memory methods over the data dir (see the module docstring)."""
+
+    def __init__(self, config: NodeConfig, quiet: bool = False) -> None:
+        self.config = config
+        self.quiet = quiet
+        self._opened: Memory | None = None
+
+    def close(self) -> None:
+        if self._opened is not None:
+            self._opened.close()
+            self._opened = None
+
+    def _memory(self) -> Memory:
+        if self._opened is None:
+            self._opened = _open(self.config, self.quiet)
+        return self._opened
+
+    def _working(self, namespace: str) -> WorkingMemory:
+        from node.market.selling.niche import niche_source
+        from node.memory.working.build import working_memory_for
+
+        memory = self._memory()
+        return working_memory_for(memory.config, memory, namespace, niche_source(memory))
+
+    # --- memory -------------------------------------------------------------------------------
+    def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
+                   path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
+                   tags: Sequence[str] | None = None, namespace: str | None = None) -> Json:
+        from node.memory.versions import add_with_outcome
+
+        body = {"text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
+                "category": category, "tags": None if tags is None else list(tags), "namespace": namespace}
+        return add_with_outcome(self._memory(), body).to_dict()
+
+    def memory_get(self, crystal_id: str) -> Json:
+        memory = self._memory()
+        crystal = memory.get(crystal_id)
+        return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, 20),
+                                    "knowledge": memory.learning.describe(crystal)}
+
+    def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
+                      lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
+                      namespace: str | None = None, all_namespaces: bool = False,
+                      as_of_ms: int | None = None) -> list[Json]:
+        from node.memory.facade import SearchRequest
+        from node.memory.namespaces import validate_namespace
+
+        spaces = () if all_namespaces else (validate_namespace(namespace),)
+        memory = self._memory()
+        request = SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes),
+                                namespaces=spaces, as_of_ms=as_of_ms)
+        return [hit.to_dict() for hit in memory.search(request)]
+
+    def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),
+                    limit: int = 50) -> list[Json]:
+        from node.memory.versions import list_memories
+
+        return [crystal.to_dict() for crystal in list_memories(self._memory(), namespace, tuple(types), limit)]
+
+    def memory_update(self, crystal_id: str, text: str | None = None, scope: str | None = None) -> Json:
+        from node.memory.versions import update_from_request
+
+        body = {key: value for key, value in (("text", text), ("scope", scope)) if value is not None}
+        return update_from_request(self._memory(), crystal_id, body)
+
+    def memory_delete(self, crystal_id: str) -> Json:
+        from node.memory.versions import delete
+
+        return delete(self._memory(), crystal_id)
+
+    def memory_history(self, crystal_id: str) -> Json:
+        from node.memory.versions import history
+
+        return history(self._memory(), crystal_id)
+
+    def memory_status(self) -> Json:
+        return self._memory().status()
+
+    def memory_consolidate(self, purge: bool = False) -> Json:
+        return asdict(self._memory().consolidate(purge=purge))
+
+    # --- working memory (seed 001) ------------------------------------------------------------
+    def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
+                    scope: str | None = None) -> Json:
+        from node.crystals.model import AccessScope, SemanticType
+        from node.memory.working.backend import NoteKind
+
+        kind = None if semantic_type is None and scope is None else NoteKind(
+            SemanticType(semantic_type or SemanticType.GENERAL), AccessScope(scope) if scope else None)
+        return self._working(namespace).note(text, importance, kind).to_dict()
+
+    def memory_dream(self, namespace: str) -> Json:
+        return self._working(namespace).dream().to_dict()
+
+    def memory_context(self, window_tokens: int, namespace: str) -> Json:
+        return {"namespace": namespace, "window": window_tokens,
+                "context": self._working(namespace).context(window_tokens)}
+
+    def crystallize_skill(self, crystal_id: str, text: str | None = None, category: str | None = None,
+                          tags: Sequence[str] = ()) -> Json:
+        from node.memory.working.backend import MemoryBackend
+
+        return MemoryBackend(self._memory()).crystallize(crystal_id, text, category, tuple(tags)).to_dict()
+
+    # --- memory that learns (seed 003/004) ----------------------------------------------------
+    def memory_feedback(self, crystal_id: str, verdict: str) -> Json:
+        return self._memory().learning.feedback(crystal_id, verdict)
+
+    def session_end(self) -> Json:
+        from node.memory.learning.tiers import end_session
+
+        memory = self._memory()
+        return end_session(memory, memory.learning)
+
+    def testament_export(self) -> Json:
+        from node.keys import load_identity
+        from node.memory.learning.testament_io import export_testament
+
+        memory = self._memory()
+        result = export_testament(memory, memory.learning, load_identity(memory.config), None)
+        data: bytes = result.pop("data")
+        return result | {"testament_b64": base64.b64encode(data).decode("ascii")}
+
+    def testament_import(self, testament_b64: str) -> Json:
+        from node.memory.learning.testament_io import import_testament
+
+        memory = self._memory()
+        return import_testament(memory, memory.learning, base64.b64decode(testament_b64, validate=True))
+
+    def budget_context(self, query: str, budget_tokens: int, working_memory: str | None = None) -> Json:
+        from node.memory.learning.budget_context import budget_context
+
+        memory = self._memory()
+        return budget_context(memory, memory.learning, query, budget_tokens, working_memory).to_dict()
+
+    # --- skills -------------------------------------------------------------------------------
+    def add_skill(self, text: str, *, scope: str, category: str | None = None, tags: Sequence[str] = (),
+                  namespace: str | None = None) -> Json:
+        from node.memory.requests import add_from_request
+
+        body = {"text": text, "type": "skill", "scope": scope, "category": category, "tags": list(tags),
+                "namespace": namespace}
+        return add_from_request(self._memory(), body).to_dict()
+
+    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None) -> Json:
+        return self._memory().record_execution(crystal_id, success, reward).to_dict()
+
+    def new_skill_version(self, crystal_id: str, text: str) -> Json:
+        return self._memory().new_skill_version(crystal_id, text).to_dict()
