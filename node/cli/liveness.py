@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from node.cli.context import CliContext, common_options, table
-from node.cli.network import market, parse_duration, parse_usdc, skill, usdc
+from node.cli.context import CliContext, common_options, parse_duration, parse_usdc, table, usdc
+from node.cli.network import market, skill
 
 
 @skill.command("unpublish")

@@ -93,6 +93,8 @@ def _register_commands() -> None:
         network,
         operate,
         trade,
+        trust,
+        weather,
     )
     from node.cli import memory_versions as _memory_versions  # noqa: F401 - memory list|update|…
     from node.cli import skill_files as _skill_files  # noqa: F401 - skill add|install
@@ -101,6 +103,8 @@ def _register_commands() -> None:
     memory.memory.add_command(memory_reembed.reembed)
     cli.add_command(memory.memory)
     cli.add_command(models.models)
+    cli.add_command(trust.trust)
+    cli.add_command(weather.weather)
     for command in (network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS
                     + liveness.COMMANDS):
         cli.add_command(command)

@@ -2,38 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 
-from node.cli.context import CliContext, CliError, common_options, table
-
-
-def usdc(micro: int | None) -> str:
-    if micro is None:
-        return "-"
-    return f"{micro / 1_000_000:.6f} USDC"
-
-
-def parse_duration(text: str) -> int:
-    """'90', '90s', '5m', '2h' -> seconds."""
-    match = re.fullmatch(r"\s*(\d+)\s*([smh]?)\s*", text)
-    if not match:
-        raise click.BadParameter(f"{text!r} is not a duration like 90s, 5m or 1h")
-    value, unit = int(match.group(1)), match.group(2) or "s"
-    return value * {"s": 1, "m": 60, "h": 3600}[unit]
-
-
-def parse_usdc(text: str) -> int:
-    """'0.05' (USDC) -> 50000 micro-USDC, exactly (no float rounding)."""
-    match = re.fullmatch(r"\s*(\d+)(?:\.(\d{1,6}))?\s*", text)
-    if not match:
-        raise click.BadParameter(f"{text!r} is not a USDC amount like 0.05 (at most 6 decimals)")
-    whole, fraction = match.group(1), (match.group(2) or "").ljust(6, "0")
-    return int(whole) * 1_000_000 + int(fraction)
+from node.cli.context import CliContext, CliError, common_options, parse_usdc, table, usdc
+from node.cli.weather import describe_weather
 
 
 @click.command()
@@ -80,14 +55,6 @@ def status(ctx: CliContext) -> None:
     ctx.emit(data, render)
 
 
-def describe_weather(weather: dict[str, Any]) -> str:
-    if not weather.get("active"):
-        return "clear"
-    remaining = int(weather.get("remaining_ms", 0)) // 1000
-    return (f"cortisol {weather['level']:.2f} for {remaining // 60}m{remaining % 60:02d}s more"
-            f" ({weather.get('reason') or 'no reason'}); untrusted ingestion halted")
-
-
 @click.command()
 @common_options
 def peers(ctx: CliContext) -> None:
@@ -99,38 +66,6 @@ def peers(ctx: CliContext) -> None:
         None, ["peer id", "connected", "score", "addrs"],
         [[p["peer_id"], p["connected"], f"{p.get('score', 0):.2f}", " ".join(p.get("addrs", [])[:1])]
          for p in items]))
-
-
-# --- weather --------------------------------------------------------------------------------
-@click.group()
-def weather() -> None:
-    """Network cortisol weather: status, and broadcast on a management node."""
-
-
-@weather.command("broadcast")
-@click.option("--level", type=click.FloatRange(0.0, 1.0), required=True, help="Cortisol level 0..1.")
-@click.option("--duration", default="5m", show_default=True, help="How long: 90s, 5m, 1h.")
-@click.option("--reason", default="", help="Why (shown to operators, ≤ 280 chars).")
-@common_options
-def weather_broadcast(ctx: CliContext, level: float, duration: str, reason: str) -> None:
-    """Sign and gossip a weather alert (management nodes only)."""
-    client = ctx.api()
-    assert client is not None
-    data = client.post("/v1/weather/broadcast",
-                       {"level": level, "duration_s": parse_duration(duration), "reason": reason})
-    ctx.emit(data, lambda d: click.echo(
-        f"broadcast cortisol {d['level']:.2f} until "
-        f"{datetime.fromtimestamp(d['expires_at_ms'] / 1000, UTC):%H:%M:%S} UTC"))
-
-
-@weather.command("status")
-@common_options
-def weather_status(ctx: CliContext) -> None:
-    """The weather this node obeys now."""
-    client = ctx.api()
-    assert client is not None
-    data = client.get("/v1/weather")
-    ctx.emit(data, lambda d: click.echo(describe_weather(d)))
 
 
 # --- skills ---------------------------------------------------------------------------------
@@ -253,4 +188,4 @@ def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> boo
     return False
 
 
-COMMANDS: list[click.Command] = [run, status, peers, weather, skill, market]
+COMMANDS: list[click.Command] = [run, status, peers, skill, market]

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from node.cli.context import CliContext, CliError, common_options, table
-from node.cli.network import market, parse_usdc, skill, usdc
+from node.cli.context import CliContext, CliError, common_options, parse_usdc, table, usdc
+from node.cli.network import market, skill
 
 
 def _when(ms: int | None) -> str:
