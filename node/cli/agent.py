@@ -19,7 +19,7 @@ def mcp(ctx: CliContext, transport: str, port: int) -> None:
     from node.agent.mcp_server import build_server
 
     def connect() -> ApiClient:
-        client = ctx.api(required=False)
+        client = ctx.running()
         if client is None:
             raise ApiError(
                 f"no crystalmesh node is running on {ctx.resolve_data_dir()}; "

@@ -58,11 +58,11 @@ class CliContext:
         """Client for the node running on this data dir (None if it is not running)."""
         return running_node(self.config())
 
-    def api(self, required: bool = True) -> ApiClient | None:
+    def api(self) -> ApiClient:
         """Client for the node running on this data dir; without one, the command stops here."""
         config = self.config()
         client = running_node(config)
-        if client is None and required:
+        if client is None:
             raise CliError(
                 f"no node is running on {config.data_dir}; start it with `crystalmesh run` "
                 f"(or `crystalmesh devnet up`)"

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from node.cli.context import CliContext, common_options, parse_duration, parse_usdc, table, usdc
-from node.cli.network import market, skill
+from node.cli.network import skill
 
 
 @skill.command("unpublish")
@@ -37,30 +37,6 @@ def reprice(ctx: CliContext, listing_id: str, price: str | None) -> None:
     ctx.emit(data, lambda d: click.echo(
         f"re-announced {d['listing_id'][:16]} at {usdc(d['price_micro_usdc'])}"
         f" (bounty matches {d['bounty_matches']})"))
-
-
-@market.command("refresh")
-@common_options
-def market_refresh(ctx: CliContext) -> None:
-    """Re-announce now this node's listings that are due (the node also does it hourly)."""
-    client = ctx.api()
-    assert client is not None
-    data = client.post("/v1/listings/refresh", {})
-    ctx.emit(data, lambda d: click.echo(f"re-announced {len(d['refreshed'])} listings"))
-
-
-@market.command("sync")
-@common_options
-def market_sync(ctx: CliContext) -> None:
-    """Listings sync with peers: recent sessions (pages, accepted, ignored, rejected)."""
-    client = ctx.api()
-    assert client is not None
-    data = client.get("/v1/market/sync")
-    ctx.emit(data, lambda d: table(
-        f"served {d.get('served_pages', 0)} pages",
-        ["peer", "pages", "accepted", "ignored", "rejected", "stopped"],
-        [[s["peer_id"][-12:], s["pages"], s["accepted"], s["ignored"], s["rejected"],
-          s["stopped"][:40]] for s in d.get("sessions", [])]))
 
 
 @click.group()

@@ -87,6 +87,7 @@ def _register_commands() -> None:
         agent,
         devnet,
         liveness,
+        market,
         memory,
         memory_reembed,
         models,
@@ -102,6 +103,7 @@ def _register_commands() -> None:
     cli.add_command(devnet.devnet)
     memory.memory.add_command(memory_reembed.reembed)
     cli.add_command(memory.memory)
+    cli.add_command(market.market)
     cli.add_command(models.models)
     cli.add_command(trust.trust)
     cli.add_command(weather.weather)

@@ -87,7 +87,7 @@ def add(
         "tags": list(tags),
         "namespace": namespace,
     }
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         crystal = client.post("/v1/crystals", {k: v for k, v in body.items() if v is not None})
     else:
@@ -135,7 +135,7 @@ def search(
     body: dict[str, Any] = {"query": query, "k": k, "types": list(types),
                             "lifecycles": list(lifecycles), "scopes": list(scopes), "as_of_ms": as_of_ms}
     body |= {"all_namespaces": True} if all_namespaces else {"namespace": namespace or "default"}
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         hits = client.post("/v1/crystals/search", body)["hits"]
     else:
@@ -174,7 +174,7 @@ def search(
 @common_options
 def show(ctx: CliContext, crystal_id: str) -> None:
     """Show one crystal with its governance, provenance and audit trail."""
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         data = client.get(f"/v1/crystals/{crystal_id}")
     else:
@@ -221,7 +221,7 @@ def show(ctx: CliContext, crystal_id: str) -> None:
 @common_options
 def consolidate(ctx: CliContext, purge: bool) -> None:
     """Run one consolidation cycle now (decay, expiry, merges; seed 000)."""
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         report = client.post("/v1/memory/consolidate", {"purge": purge})
     else:
@@ -242,7 +242,7 @@ def consolidate(ctx: CliContext, purge: bool) -> None:
 @common_options
 def status(ctx: CliContext) -> None:
     """Counts by lifecycle and type, index state, hormones."""
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         data = client.get("/v1/memory/status")
     else:
@@ -287,7 +287,7 @@ def import_lines(ctx: CliContext, file: Any, semantic_type: str, testament: Path
     if file is None:
         raise CliError("memory import needs FILE (or --testament FILE)")
 
-    if ctx.api(required=False) is not None:
+    if ctx.running() is not None:
         raise CliError("a node is running on this data dir; stop it before a bulk import")
     lines = [line.strip() for line in file if line.strip()]
     with open_memory(ctx) as mem:
@@ -315,7 +315,7 @@ def _import_testament(ctx: CliContext, path: Path) -> None:
 
     try:
         data = read_testament_file(path)
-        client = ctx.api(required=False)
+        client = ctx.running()
         if client is not None:
             result = client.post("/v1/memory/testament/import",
                                  {"testament_b64": base64.b64encode(data).decode("ascii")})

@@ -29,7 +29,7 @@ def _learning(ctx: CliContext) -> Iterator[tuple[Any, Any]]:
 
 
 def _local_or_api(ctx: CliContext, path: str, body: dict[str, Any], local: Callable[[Any, Any], Any]) -> Any:
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         return client.post(path, body)
     with _learning(ctx) as (mem, learning):
@@ -79,7 +79,7 @@ def session_end(ctx: CliContext) -> None:
 @common_options
 def export(ctx: CliContext, testament: Path) -> None:
     """Export this node's distilled knowledge as a signed testament for a successor."""
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         answer = client.post("/v1/memory/testament/export", {})
         data = base64.b64decode(answer.pop("testament_b64"))
@@ -167,7 +167,7 @@ def _extend_working_context(command: click.Command) -> None:
 
 def _working_memory_text(ctx: CliContext, options: dict[str, Any]) -> str | None:
     window, namespace = options.get("window_tokens"), options.get("namespace")
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         return str(client.get("/v1/memory/context", window=window, namespace=namespace).get("context") or "")
     from node.cli.working_memory import open_working_memory  # seed 001, when present

@@ -29,7 +29,7 @@ def reembed(ctx: CliContext, key: str) -> None:
     config = ctx.config()
     if not config.config_path.exists():
         raise CliError(f"{config.data_dir} is not initialised; run `crystalmesh init` first")
-    if ctx.api(required=False) is not None:
+    if ctx.running() is not None:
         raise CliError(f"a node is running on {config.data_dir}; stop it before re-embedding")
 
     def progress(done: int, total: int) -> None:

@@ -23,7 +23,7 @@ NAMESPACE_HELP = "Namespace (default: default), e.g. user:jonas, agent:planner, 
 @common_options
 def list_memories(ctx: CliContext, namespace: str | None, types: tuple[str, ...], limit: int) -> None:
     """The newest current memories of a namespace (no deleted, expired or superseded ones)."""
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         items = client.get("/v1/crystals", namespace=namespace, type=list(types) or None,
                            limit=limit)["crystals"]
@@ -49,7 +49,7 @@ def update(ctx: CliContext, crystal_id: str, text: str | None, scope: str | None
     body = {key: value for key, value in (("text", text), ("scope", scope)) if value is not None}
     if not body:
         raise CliError("give the new TEXT, --scope, or both")
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         data = client.request("PATCH", f"/v1/crystals/{crystal_id}", json=body)
     else:
@@ -67,7 +67,7 @@ def update(ctx: CliContext, crystal_id: str, text: str | None, scope: str | None
 def delete(ctx: CliContext, crystal_id: str) -> None:
     """Forget a memory, every version of it: gone from search, show and list at once, physically
     removed by the next consolidation; the deletion stays in `memory history`."""
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         data = client.request("DELETE", f"/v1/crystals/{crystal_id}")
     else:
@@ -83,7 +83,7 @@ def delete(ctx: CliContext, crystal_id: str) -> None:
 @common_options
 def history(ctx: CliContext, crystal_id: str) -> None:
     """Every version of a memory and every transition (created, updated, deleted, lifecycle)."""
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         data = client.get(f"/v1/crystals/{crystal_id}/history")
     else:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import click
 
-from node.cli.context import CliContext, CliError, common_options, parse_usdc, table, usdc
+from node.cli.context import CliContext, CliError, common_options, table, usdc
 from node.cli.weather import describe_weather
 
 
@@ -82,7 +81,7 @@ def skill() -> None:
 @common_options
 def record_execution(ctx: CliContext, crystal_id: str, success: bool, reward: float | None) -> None:
     """Record one execution outcome of a skill (feeds quality gates and price)."""
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         data = client.post(f"/v1/skills/{crystal_id}/executions", {"success": success, "reward": reward})
     else:
@@ -100,7 +99,7 @@ def record_execution(ctx: CliContext, crystal_id: str, success: bool, reward: fl
 @common_options
 def new_version(ctx: CliContext, crystal_id: str, text: str) -> None:
     """Create the next version of a skill; the old one is deprecated."""
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         data = client.post(f"/v1/skills/{crystal_id}/versions", {"text": text})
     else:
@@ -127,65 +126,4 @@ def publish(ctx: CliContext, crystal_id: str, name: str | None, summary: str | N
         f"listed {d['listing_id']} at {usdc(d['price_micro_usdc'])} (v{d['skill_version']})"))
 
 
-# --- market ---------------------------------------------------------------------------------
-@click.group()
-def market() -> None:
-    """Skill listings known to this node."""
-
-
-def _render_listings(items: list[dict[str, Any]]) -> None:
-    if not items:
-        click.echo("no listings")
-        return
-    bounties = any("bounty_matches" in i for i in items)
-    table(None, ["listing id", "name", "category", "price", "success", "seller", "v"]
-          + (["bounties"] if bounties else []),
-          [[i["listing_id"][:16], i["name"][:40], i["category"], usdc(i["price_micro_usdc"]),
-            f"{i['success_rate']:.0%}", ("me" if i["own"] else i["seller_key"][:10]),
-            i["skill_version"]] + ([i.get("bounty_matches", 0)] if bounties else [])
-           for i in items])
-
-
-@market.command("list")
-@click.option("--category", default=None)
-@click.option("--max-price", default=None, help="Max price in USDC, e.g. 0.05.")
-@click.option("--tag", "tags", multiple=True)
-@common_options
-def market_list(ctx: CliContext, category: str | None, max_price: str | None,
-                tags: tuple[str, ...]) -> None:
-    """Active listings (expired and superseded ones drop out)."""
-    client = ctx.api()
-    assert client is not None
-    data = client.get("/v1/listings", category=category,
-                      max_price=parse_usdc(max_price) if max_price else None, tag=list(tags) or None)
-    ctx.emit(data["listings"], _render_listings)
-
-
-@market.command("search")
-@click.argument("query")
-@click.option("-k", "--limit", "k", type=int, default=10)
-@click.option("--category", default=None)
-@click.option("--max-price", default=None, help="Max price in USDC, e.g. 0.05.")
-@click.option("--tag", "tags", multiple=True)
-@common_options
-def market_search(ctx: CliContext, query: str, k: int, category: str | None,
-                  max_price: str | None, tags: tuple[str, ...]) -> None:
-    """Semantic search over known listings (name, description, tags)."""
-    client = ctx.api()
-    assert client is not None
-    data = client.get("/v1/listings/search", q=query, k=k, category=category,
-                      max_price=parse_usdc(max_price) if max_price else None,
-                      tag=list(tags) or None)
-    ctx.emit(data["listings"], _render_listings)
-
-
-def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval_s)
-    return False
-
-
-COMMANDS: list[click.Command] = [run, status, peers, skill, market]
+COMMANDS: list[click.Command] = [run, status, peers, skill]

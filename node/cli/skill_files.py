@@ -51,7 +51,7 @@ def add(ctx: CliContext, folder: Path, scope: str, category: str | None, tags: t
     bundle = read_skill_folder(folder)
     body = {"text": bundle.encode(), "type": "skill", "scope": scope, "category": category,
             "tags": list(tags), "namespace": namespace}
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         crystal = client.post("/v1/crystals", body)
     else:

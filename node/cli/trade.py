@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import click
 
 from node.cli.context import CliContext, CliError, common_options, parse_usdc, table, usdc
-from node.cli.network import market, skill
+from node.cli.network import skill
 
 
 def _when(ms: int | None) -> str:
@@ -91,28 +90,6 @@ def sales(ctx: CliContext, limit: int) -> None:
         [[_when(r["created_at_ms"]), r["listing_id"][:12], r["buyer_key"][:10],
           usdc(r["price_micro_usdc"]), r["state"], (r["tx_hash"] or "-")[:12]] for r in rows])
         if rows else click.echo("no sales"))
-
-
-@market.command("stats")
-@common_options
-def stats(ctx: CliContext) -> None:
-    """Earnings and spending, top-earning skills, 7-day trend."""
-    client = ctx.api()
-    assert client is not None
-    data = client.get("/v1/market/stats")
-
-    def render(d: dict[str, Any]) -> None:
-        click.echo(f"earned {usdc(d['earned_micro_usdc'])}   spent {usdc(d['spent_micro_usdc'])}"
-                   f"   net {usdc(d['net_micro_usdc'])}")
-        if d["top_skills"]:
-            table("top skills", ["skill", "sales", "unique buyers", "earned"],
-                  [[t["name"] or t["stable_skill_id"][:12], t["sales"], t["unique_buyers"],
-                    usdc(t["earned"])] for t in d["top_skills"]])
-        table("last 7 days", ["day", "earned", "spent"],
-              [[t["day"], usdc(t["earned_micro_usdc"]), usdc(t["spent_micro_usdc"])]
-               for t in d["trend_7d"]])
-
-    ctx.emit(data, render)
 
 
 @click.group()

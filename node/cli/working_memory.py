@@ -41,7 +41,7 @@ def open_working_memory(ctx: CliContext, namespace: str) -> Iterator[Any]:
 def note(ctx: CliContext, text: str, importance: float, namespace: str) -> None:
     """Write TEXT to the scratch buffer (durable at once) and make it searchable."""
     body = {"text": text, "importance": importance, "namespace": namespace}
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         result = client.post("/v1/memory/notes", body)
     else:
@@ -62,7 +62,7 @@ def note(ctx: CliContext, text: str, importance: float, namespace: str) -> None:
 @common_options
 def dream(ctx: CliContext, namespace: str) -> None:
     """Run one dream now: rewrite MEMORY.md from the old state, the scratch and new crystals."""
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         result = client.post("/v1/memory/dream", {"namespace": namespace})
     else:
@@ -90,7 +90,7 @@ def dream(ctx: CliContext, namespace: str) -> None:
 @common_options
 def context(ctx: CliContext, window_tokens: int, namespace: str) -> None:
     """Print MEMORY.md and the pending scratch notes, sized for a system prompt."""
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         result = client.get("/v1/memory/context", window=window_tokens, namespace=namespace)
     else:
@@ -110,7 +110,7 @@ def crystallize(ctx: CliContext, crystal_id: str, text: str | None, category: st
                 tags: tuple[str, ...]) -> None:
     """Turn an emerging skill (an id from MEMORY.md's Emerging Skills) into a skill crystal."""
     body = {"text": text, "category": category, "tags": list(tags)}
-    client = ctx.api(required=False)
+    client = ctx.running()
     if client is not None:
         result = client.post(f"/v1/skills/{crystal_id}/crystallize", body)
     else:
