@@ -85,8 +85,8 @@ def init(
 def _register_commands() -> None:
     from node.cli import (
         agent,
+        bounty,
         devnet,
-        liveness,
         market,
         memory,
         memory_reembed,
@@ -97,9 +97,11 @@ def _register_commands() -> None:
         trust,
         weather,
     )
+    from node.cli import liveness as _liveness  # noqa: F401 - skill unpublish|reprice
     from node.cli import memory_versions as _memory_versions  # noqa: F401 - memory list|update|…
     from node.cli import skill_files as _skill_files  # noqa: F401 - skill add|install
 
+    cli.add_command(bounty.bounty)
     cli.add_command(devnet.devnet)
     memory.memory.add_command(memory_reembed.reembed)
     cli.add_command(memory.memory)
@@ -107,8 +109,7 @@ def _register_commands() -> None:
     cli.add_command(models.models)
     cli.add_command(trust.trust)
     cli.add_command(weather.weather)
-    for command in (network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS
-                    + liveness.COMMANDS):
+    for command in network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS:
         cli.add_command(command)
     from node.cli import working_memory  # working memory (seed 001)
 
