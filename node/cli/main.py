@@ -95,6 +95,7 @@ def _register_commands() -> None:
         operate,
         trade,
         trust,
+        wallet,
         weather,
     )
     from node.cli import liveness as _liveness  # noqa: F401 - skill unpublish|reprice
@@ -108,6 +109,7 @@ def _register_commands() -> None:
     cli.add_command(market.market)
     cli.add_command(models.models)
     cli.add_command(trust.trust)
+    cli.add_command(wallet.wallet)
     cli.add_command(weather.weather)
     for command in network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS:
         cli.add_command(command)

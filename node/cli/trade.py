@@ -1,5 +1,5 @@
 """Buying, selling and the wallet: ``skill buy|redeliver``, ``purchases``, ``sales``,
-``market stats``, ``wallet address|balance``."""
+``market stats``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import click
 
-from node.cli.context import CliContext, CliError, common_options, parse_usdc, table, usdc
+from node.cli.context import CliContext, common_options, parse_usdc, table, usdc
 from node.cli.network import skill
 
 
@@ -92,39 +92,4 @@ def sales(ctx: CliContext, limit: int) -> None:
         if rows else click.echo("no sales"))
 
 
-@click.group()
-def wallet() -> None:
-    """This node's USDC wallet (secp256k1 key in wallet.key, 0600)."""
-
-
-@wallet.command("address")
-@common_options
-def address(ctx: CliContext) -> None:
-    """The wallet address (works without a running node)."""
-    from node.chain.wallet import load_wallet
-
-    config = ctx.config()
-    if not config.wallet_path.exists():
-        raise CliError(f"{config.data_dir} has no wallet; run `crystalmesh init`")
-    account = load_wallet(config.wallet_path)
-    ctx.emit({"address": account.address}, lambda d: click.echo(d["address"]))
-
-
-@wallet.command("balance")
-@common_options
-def balance(ctx: CliContext) -> None:
-    """USDC and ETH balances on the configured chain."""
-    from node.chain.wallet import balances, load_wallet
-
-    config = ctx.config()
-    if not config.wallet_path.exists():
-        raise CliError(f"{config.data_dir} has no wallet; run `crystalmesh init`")
-    account = load_wallet(config.wallet_path)
-    found = balances(config.chain.rpc_url, config.chain.token_address, account.address)
-    data = {"address": account.address, "usdc_micro": found["usdc_micro"], "eth_wei": found["eth_wei"],
-            "chain_id": config.chain.chain_id, "rpc_url": config.chain.rpc_url}
-    ctx.emit(data, lambda d: click.echo(
-        f"{d['address']}\n  {usdc(d['usdc_micro'])}\n  {d['eth_wei'] / 1e18:.6f} ETH (gas)"))
-
-
-COMMANDS: list[click.Command] = [purchases, sales, wallet]
+COMMANDS: list[click.Command] = [purchases, sales]
