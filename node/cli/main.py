@@ -93,14 +93,13 @@ def _register_commands() -> None:
         models,
         network,
         operate,
+        skill,
         trade,
         trust,
         wallet,
         weather,
     )
-    from node.cli import liveness as _liveness  # noqa: F401 - skill unpublish|reprice
     from node.cli import memory_versions as _memory_versions  # noqa: F401 - memory list|update|…
-    from node.cli import skill_files as _skill_files  # noqa: F401 - skill add|install
 
     cli.add_command(bounty.bounty)
     cli.add_command(devnet.devnet)
@@ -108,6 +107,7 @@ def _register_commands() -> None:
     cli.add_command(memory.memory)
     cli.add_command(market.market)
     cli.add_command(models.models)
+    cli.add_command(skill.skill)
     cli.add_command(trust.trust)
     cli.add_command(wallet.wallet)
     cli.add_command(weather.weather)
@@ -117,8 +117,6 @@ def _register_commands() -> None:
 
     for command in working_memory.MEMORY_COMMANDS:
         memory.memory.add_command(command)
-    for command in working_memory.SKILL_COMMANDS:
-        network.skill.add_command(command)
 
 
 def _register_learning_commands() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from node.cli.context import CliContext, CliError, common_options, table, usdc
+from node.cli.context import CliContext, CliError, common_options, table
 from node.cli.weather import describe_weather
 
 
@@ -67,63 +67,4 @@ def peers(ctx: CliContext) -> None:
          for p in items]))
 
 
-# --- skills ---------------------------------------------------------------------------------
-@click.group()
-def skill() -> None:
-    """Record skill executions, version skills, publish and buy them."""
-
-
-@skill.command("record-execution")
-@click.argument("crystal_id")
-@click.option("--success/--failure", required=True, help="Outcome of the run.")
-@click.option("--reward", type=click.FloatRange(0.0, 1.0), default=None,
-              help="Reward score 0..1 (default 1 on success, 0 on failure).")
-@common_options
-def record_execution(ctx: CliContext, crystal_id: str, success: bool, reward: float | None) -> None:
-    """Record one execution outcome of a skill (feeds quality gates and price)."""
-    client = ctx.running()
-    if client is not None:
-        data = client.post(f"/v1/skills/{crystal_id}/executions", {"success": success, "reward": reward})
-    else:
-        from node.cli.memory import open_memory
-
-        with open_memory(ctx) as mem:
-            data = mem.record_execution(crystal_id, success, reward).to_dict()
-    ctx.emit(data, lambda c: click.echo(
-        f"{c['id'][:8]}: {c['successes']}/{c['executions']} successful, reward sum {c['rewardSum']:.2f}"))
-
-
-@skill.command("new-version")
-@click.argument("crystal_id")
-@click.argument("text")
-@common_options
-def new_version(ctx: CliContext, crystal_id: str, text: str) -> None:
-    """Create the next version of a skill; the old one is deprecated."""
-    client = ctx.running()
-    if client is not None:
-        data = client.post(f"/v1/skills/{crystal_id}/versions", {"text": text})
-    else:
-        from node.cli.memory import open_memory
-
-        with open_memory(ctx) as mem:
-            data = mem.new_skill_version(crystal_id, text).to_dict()
-    ctx.emit(data, lambda c: click.echo(f"{c['id']}  v{c['skillVersion']} of {c['stableSkillId']}"))
-
-
-@skill.command("publish")
-@click.argument("crystal_id")
-@click.option("--name", default=None, help="Listing name (default: the skill's first few words).")
-@click.option("--summary", default=None,
-              help="What buyers read before paying, up to 1024 characters (default: category and "
-                   "tags). The skill itself goes only to paying buyers.")
-@common_options
-def publish(ctx: CliContext, crystal_id: str, name: str | None, summary: str | None) -> None:
-    """Announce a skill on the network (quality gates apply; priced automatically)."""
-    client = ctx.api()
-    assert client is not None
-    data = client.post(f"/v1/skills/{crystal_id}/publish", {"name": name, "summary": summary})
-    ctx.emit(data, lambda d: click.echo(
-        f"listed {d['listing_id']} at {usdc(d['price_micro_usdc'])} (v{d['skill_version']})"))
-
-
-COMMANDS: list[click.Command] = [run, status, peers, skill]
+COMMANDS: list[click.Command] = [run, status, peers]

@@ -1,4 +1,4 @@
-"""``crystalmesh memory note|dream|context`` and ``skill crystallize``: working memory (seed 001).
+"""``crystalmesh memory note|dream|context``: working memory (seed 001).
 
 Like the other memory commands they go through the running node's API when
 there is one (it owns the index), and open the data dir directly otherwise.
@@ -100,28 +100,4 @@ def context(ctx: CliContext, window_tokens: int, namespace: str) -> None:
     ctx.emit(result, lambda r: click.echo(r["context"], nl=False))
 
 
-@click.command("crystallize")
-@click.argument("crystal_id")
-@click.option("--text", default=None, help="The skill's text (default: 'Skill: ' + the pattern's).")
-@click.option("--category", default=None, help="Skill category.")
-@click.option("--tag", "tags", multiple=True, help="Skill tag (repeatable).")
-@common_options
-def crystallize(ctx: CliContext, crystal_id: str, text: str | None, category: str | None,
-                tags: tuple[str, ...]) -> None:
-    """Turn an emerging skill (an id from MEMORY.md's Emerging Skills) into a skill crystal."""
-    body = {"text": text, "category": category, "tags": list(tags)}
-    client = ctx.running()
-    if client is not None:
-        result = client.post(f"/v1/skills/{crystal_id}/crystallize", body)
-    else:
-        from node.memory.working.backend import MemoryBackend
-
-        with open_memory(ctx) as memory:
-            result = MemoryBackend(memory).crystallize(crystal_id, text, category, tags).to_dict()
-    ctx.emit(result, lambda c: click.echo(
-        f"{c['id']}  skill  executions {c['executions']}  successes {c['successes']}  "
-        f"(record executions, then `crystalmesh skill publish {c['id'][:8]}`)"))
-
-
 MEMORY_COMMANDS = [note, dream, context]
-SKILL_COMMANDS = [crystallize]
