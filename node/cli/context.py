@@ -9,6 +9,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,6 +22,7 @@ from node.config import NodeConfig, crystalmesh_home, load_config
 
 if TYPE_CHECKING:
     from node.cli.local import LocalNode
+    from node.memory.facade import Memory
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,16 +72,30 @@ class CliContext:
         return client
 
     def client(self) -> ApiClient | LocalNode:
-        """The running node's client, or (none running) the data dir's memory opened here,
-        closed when the command ends: for the commands that work without a node."""
+        """The running node's client, or (none running) the data dir's memory opened here on
+        first use and closed when the command ends: for the commands that work without a node."""
         client = self.running()
         if client is not None:
             return client
         from node.cli.local import LocalNode
 
-        local = LocalNode(self.config(), quiet=self.as_json)
+        local = LocalNode(self.memory)
         click.get_current_context().call_on_close(local.close)
         return local
+
+    def memory(self) -> Memory:
+        """The data dir's memory, opened by this process (the caller closes it)."""
+        from node.crystals.index import stderr_progress
+        from node.memory.facade import Memory
+
+        return Memory(self.initialised(), progress=None if self.as_json else stderr_progress("indexing"))
+
+    def initialised(self) -> NodeConfig:
+        """The config of a data dir ``crystalmesh init`` has made (else the command stops here)."""
+        config = self.config()
+        if not config.config_path.exists():
+            raise CliError(f"{config.data_dir} is not initialised; run `crystalmesh init` first")
+        return config
 
     # --- output -------------------------------------------------------------------------------
     def emit(self, data: Any, human: Callable[[Any], None] | None = None) -> None:
@@ -149,6 +165,17 @@ def common_options(function: F) -> F:
         return function(ctx, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def when(ms: int | None, style: str = "%Y-%m-%d %H:%M") -> str:
+    """A millisecond timestamp as UTC text ("-" when unset)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime(style) if ms else "-"
+
+
+def shorten(text: str, width: int = 70) -> str:
+    """``text`` on one line of at most ``width`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def stderr(message: str) -> None:

@@ -4,54 +4,49 @@ A running node owns its database and index, so the CLI speaks to it through
 :class:`node.api.client.ApiClient`. When none runs, the commands that work
 offline (memory, working memory, learning, skill records) get a ``LocalNode``
 from ``CliContext.client()`` instead: the same method names, arguments and
-JSON, answered by opening the data dir's ``Memory`` here (once, on the first
-call; the CLI closes it when the command ends). Every other method is missing
-on purpose: those commands need the node (``CliContext.api()``).
+JSON, answered by opening the data dir's ``Memory`` in this process (once, on
+the first call; the CLI closes it when the command ends). Every other method
+is missing on purpose: those commands need the node (``CliContext.api()``).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from node.cli.context import CliError
-
 if TYPE_CHECKING:
-    from node.config import NodeConfig
     from node.memory.facade import Memory
     from node.memory.working.working import WorkingMemory
 
 Json = dict[str, Any]
 
 
-@contextmanager
-def open_memory(config: NodeConfig, quiet: bool) -> Iterator[Memory]:
-    """The data dir's memory, opened by this process (``quiet``: no indexing progress)."""
-    memory = _open(config, quiet)
-    try:
-        yield memory
-    finally:
-        memory.close()
+def add_lines(memory: Memory, lines: Sequence[str], semantic_type: str,
+              progress: Callable[[int, int], None] | None = None, batch: int = 256) -> int:
+    """``memory import FILE``: each line a crystal, ``batch`` at a time; how many were new."""
+    from node.crystals.model import SemanticType
 
-
-def _open(config: NodeConfig, quiet: bool) -> Memory:
-    from node.crystals.index import stderr_progress
-    from node.memory.facade import Memory
-
-    if not config.config_path.exists():
-        raise CliError(f"{config.data_dir} is not initialised; run `crystalmesh init` first")
-    return Memory(config, progress=None if quiet else stderr_progress("indexing"))
+    created = 0
+    for start in range(0, len(lines), batch):
+        crystals = [memory.prepare(text, semantic_type=SemanticType(semantic_type))
+                    for text in lines[start : start + batch]]
+        created += sum(1 for result in memory.add_crystals(crystals) if result.created)
+        if progress is not None:
+            progress(min(start + batch, len(lines)), len(lines))
+    return created
 
 
 class LocalNode:
-    """``ApiClient``'s memory methods over the data dir (see the module docstring)."""
+    """``ApiClient``'s memory methods over the data dir (see the module docstring).
 
-    def __init__(self, config: NodeConfig, quiet: bool = False) -> None:
-        self.config = config
-        self.quiet = quiet
+    ``open_memory`` opens the data dir's memory (``CliContext.memory``), called when a
+    method first needs it.
+    """
+
+    def __init__(self, open_memory: Callable[[], Memory]) -> None:
+        self._open_memory = open_memory
         self._opened: Memory | None = None
 
     def close(self) -> None:
@@ -61,7 +56,7 @@ class LocalNode:
 
     def _memory(self) -> Memory:
         if self._opened is None:
-            self._opened = _open(self.config, self.quiet)
+            self._opened = self._open_memory()
         return self._opened
 
     def _working(self, namespace: str) -> WorkingMemory:

@@ -89,7 +89,6 @@ def _register_commands() -> None:
         devnet,
         market,
         memory,
-        memory_reembed,
         models,
         network,
         operate,
@@ -99,11 +98,9 @@ def _register_commands() -> None:
         wallet,
         weather,
     )
-    from node.cli import memory_versions as _memory_versions  # noqa: F401 - memory list|update|…
 
     cli.add_command(bounty.bounty)
     cli.add_command(devnet.devnet)
-    memory.memory.add_command(memory_reembed.reembed)
     cli.add_command(memory.memory)
     cli.add_command(market.market)
     cli.add_command(models.models)
@@ -113,22 +110,9 @@ def _register_commands() -> None:
     cli.add_command(weather.weather)
     for command in network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS:
         cli.add_command(command)
-    from node.cli import working_memory  # working memory (seed 001)
-
-    for command in working_memory.MEMORY_COMMANDS:
-        memory.memory.add_command(command)
-
-
-def _register_learning_commands() -> None:
-    """Seed 003/004 (feedback, session end, testament, budget). Runs last: it extends the
-    working-memory ``memory context`` with --query/--budget-tokens when that is registered."""
-    from node.cli import memory, memory_learning
-
-    memory_learning.register(memory.memory)
 
 
 _register_commands()
-_register_learning_commands()
 
 
 def main(argv: list[str] | None = None) -> int:

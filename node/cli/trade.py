@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import click
 
-from node.cli.context import CliContext, common_options, table, usdc
-
-
-def _when(ms: int | None) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d %H:%M:%S") if ms else "-"
+from node.cli.context import CliContext, common_options, table, usdc, when
 
 
 @click.command()
@@ -23,7 +17,7 @@ def purchases(ctx: CliContext, limit: int) -> None:
     items = client.get("/v1/purchases", limit=limit)["purchases"]
     ctx.emit(items, lambda rows: table(
         None, ["when", "listing", "name", "price", "state", "tx", "crystal"],
-        [[_when(r["created_at_ms"]), r["listing_id"][:12], r["name"][:30],
+        [[when(r["created_at_ms"], "%m-%d %H:%M:%S"), r["listing_id"][:12], r["name"][:30],
           usdc(r["price_micro_usdc"]), r["state"], (r["tx_hash"] or "-")[:12],
           (r["crystal_id"] or "-")[:8]] for r in rows]) if rows else click.echo("no purchases"))
 
@@ -38,7 +32,7 @@ def sales(ctx: CliContext, limit: int) -> None:
     items = client.get("/v1/sales", limit=limit)["sales"]
     ctx.emit(items, lambda rows: table(
         None, ["when", "listing", "buyer", "price", "state", "tx"],
-        [[_when(r["created_at_ms"]), r["listing_id"][:12], r["buyer_key"][:10],
+        [[when(r["created_at_ms"], "%m-%d %H:%M:%S"), r["listing_id"][:12], r["buyer_key"][:10],
           usdc(r["price_micro_usdc"]), r["state"], (r["tx_hash"] or "-")[:12]] for r in rows])
         if rows else click.echo("no sales"))
 
