@@ -1,14 +1,28 @@
-"""Client for a running node's local HTTP API (used by the CLI and the devnet tools)."""
+"""The typed client of a running node's local HTTP API (the CLI, the MCP server, the devnet tools).
+
+Every route a caller uses is a method here, grouped as the node's concepts are
+(node, memory, working memory, learning, skills and market, bounties, trust,
+weather); this module is the one place outside ``node/api`` that knows the
+``/v1`` paths. A method returns the route's JSON, unwrapped where the route
+wraps a single list (``{"hits": [...]}`` -> the hits). ``get``/``post``/``request``
+stay public for scripts and tests that speak to a route directly.
+
+With no node running, ``node.cli.local.LocalNode`` answers the memory methods
+under the same names from the data dir itself.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
 from node.config import NodeConfig
 from node.keyfiles import read_secret
+
+Json = dict[str, Any]
 
 
 class ApiError(RuntimeError):
@@ -35,6 +49,11 @@ def pid_alive(pid: int) -> bool:
             return stat.read().split(") ", 1)[1][:1] != "Z"
     except OSError:
         return True
+
+
+def _present(body: Json) -> Json:
+    """``body`` without its unset (None) fields."""
+    return {key: value for key, value in body.items() if value is not None}
 
 
 class ApiClient:
@@ -70,6 +89,196 @@ class ApiClient:
 
     def post(self, path: str, body: Any = None) -> Any:
         return self.request("POST", path, json=body or {})
+
+    # --- node ---------------------------------------------------------------------------------
+    def status(self) -> Json:
+        """Peer id, listen addresses, peers, listings, crystals, wallet, weather."""
+        return dict(self.get("/v1/status"))
+
+    def peers(self) -> list[Json]:
+        return list(self.get("/v1/peers")["peers"])
+
+    def dashboard_login_link(self) -> Json:
+        """A one-time dashboard login path (``path``, relative to ``base_url``)."""
+        return dict(self.post("/v1/dashboard/login-link"))
+
+    # --- memory -------------------------------------------------------------------------------
+    def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
+                   path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
+                   tags: Sequence[str] | None = None, namespace: str | None = None) -> Json:
+        """Store a memory; the crystal with ``outcome`` "created" or "exists" (and what ``differs``)."""
+        return dict(self.post("/v1/crystals", _present({
+            "text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
+            "category": category, "tags": None if tags is None else list(tags), "namespace": namespace})))
+
+    def memory_get(self, crystal_id: str) -> Json:
+        """One crystal (any version) with its audit trail and what the node knows of it."""
+        return dict(self.get(f"/v1/crystals/{crystal_id}"))
+
+    def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
+                      lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
+                      namespace: str | None = None, all_namespaces: bool = False,
+                      as_of_ms: int | None = None) -> list[Json]:
+        """Hybrid search of one namespace (default "default"), or of all; the hits, best first."""
+        body: Json = {"query": query, "k": k, "types": list(types), "lifecycles": list(lifecycles),
+                      "scopes": list(scopes), "as_of_ms": as_of_ms}
+        body |= {"all_namespaces": True} if all_namespaces else {"namespace": namespace or "default"}
+        return list(self.post("/v1/crystals/search", body)["hits"])
+
+    def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),
+                    limit: int = 50) -> list[Json]:
+        """The newest current memories of a namespace."""
+        return list(self.get("/v1/crystals", namespace=namespace, type=list(types) or None,
+                             limit=limit)["crystals"])
+
+    def memory_update(self, crystal_id: str, text: str | None = None, scope: str | None = None) -> Json:
+        """A new version of a memory (new text and/or scope); the old one is closed."""
+        return dict(self.request("PATCH", f"/v1/crystals/{crystal_id}",
+                                 json=_present({"text": text, "scope": scope})))
+
+    def memory_delete(self, crystal_id: str) -> Json:
+        return dict(self.request("DELETE", f"/v1/crystals/{crystal_id}"))
+
+    def memory_history(self, crystal_id: str) -> Json:
+        """Every version of a memory and every transition."""
+        return dict(self.get(f"/v1/crystals/{crystal_id}/history"))
+
+    def memory_status(self) -> Json:
+        return dict(self.get("/v1/memory/status"))
+
+    def memory_consolidate(self, purge: bool = False) -> Json:
+        return dict(self.post("/v1/memory/consolidate", {"purge": purge}))
+
+    # --- working memory (seed 001) ------------------------------------------------------------
+    def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
+                    scope: str | None = None) -> Json:
+        """A scratch note (durable at once) that also becomes a searchable crystal."""
+        return dict(self.post("/v1/memory/notes", _present({
+            "text": text, "type": semantic_type, "scope": scope, "namespace": namespace,
+            "importance": importance})))
+
+    def memory_dream(self, namespace: str) -> Json:
+        return dict(self.post("/v1/memory/dream", {"namespace": namespace}))
+
+    def memory_context(self, window_tokens: int, namespace: str) -> Json:
+        """MEMORY.md and the pending notes (``context``), sized for a model's context window."""
+        return dict(self.get("/v1/memory/context", window=window_tokens, namespace=namespace))
+
+    def crystallize_skill(self, crystal_id: str, text: str | None = None, category: str | None = None,
+                          tags: Sequence[str] = ()) -> Json:
+        """An emerging skill (a task pattern) as a skill crystal."""
+        return dict(self.post(f"/v1/skills/{crystal_id}/crystallize",
+                              {"text": text, "category": category, "tags": list(tags)}))
+
+    # --- memory that learns (seed 003/004) ----------------------------------------------------
+    def memory_feedback(self, crystal_id: str, verdict: str) -> Json:
+        return dict(self.post("/v1/memory/feedback", {"id": crystal_id, "verdict": verdict}))
+
+    def session_end(self) -> Json:
+        return dict(self.post("/v1/memory/session/end", {}))
+
+    def testament_export(self) -> Json:
+        """A signed testament of this node's knowledge, its bytes base64 in ``testament_b64``."""
+        return dict(self.post("/v1/memory/testament/export", {}))
+
+    def testament_import(self, testament_b64: str) -> Json:
+        return dict(self.post("/v1/memory/testament/import", {"testament_b64": testament_b64}))
+
+    def budget_context(self, query: str, budget_tokens: int, working_memory: str | None = None) -> Json:
+        """Typed memory blocks for ``query`` within ``budget_tokens``."""
+        return dict(self.post("/v1/memory/context/budget", {
+            "query": query, "budget_tokens": budget_tokens, "working_memory": working_memory}))
+
+    # --- skills and market --------------------------------------------------------------------
+    def add_skill(self, text: str, *, scope: str, category: str | None = None, tags: Sequence[str] = (),
+                  namespace: str | None = None) -> Json:
+        """Store a skill (plain text or a SKILL.md bundle) as a skill crystal."""
+        return dict(self.post("/v1/crystals", {"text": text, "type": "skill", "scope": scope,
+                                               "category": category, "tags": list(tags),
+                                               "namespace": namespace}))
+
+    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None) -> Json:
+        return dict(self.post(f"/v1/skills/{crystal_id}/executions", {"success": success, "reward": reward}))
+
+    def new_skill_version(self, crystal_id: str, text: str) -> Json:
+        return dict(self.post(f"/v1/skills/{crystal_id}/versions", {"text": text}))
+
+    def publish_skill(self, crystal_id: str, name: str | None = None, summary: str | None = None) -> Json:
+        return dict(self.post(f"/v1/skills/{crystal_id}/publish", {"name": name, "summary": summary}))
+
+    def withdraw_listing(self, listing_id: str) -> Json:
+        return dict(self.post(f"/v1/listings/{listing_id}/withdraw", {}))
+
+    def reprice_listing(self, listing_id: str, price_micro_usdc: int | None = None) -> Json:
+        """Re-announce at a fixed price, or (None) at a fresh quote."""
+        return dict(self.post(f"/v1/listings/{listing_id}/reprice", {"price_micro_usdc": price_micro_usdc}))
+
+    def refresh_listings(self) -> Json:
+        return dict(self.post("/v1/listings/refresh", {}))
+
+    def endorse_listing(self, listing_id: str) -> Json:
+        return dict(self.post(f"/v1/listings/{listing_id}/endorse", {}))
+
+    def listings(self, category: str | None = None, max_price_micro_usdc: int | None = None,
+                 tags: Sequence[str] = ()) -> list[Json]:
+        return list(self.get("/v1/listings", category=category, max_price=max_price_micro_usdc,
+                             tag=list(tags) or None)["listings"])
+
+    def search_listings(self, query: str, k: int = 10, category: str | None = None,
+                        max_price_micro_usdc: int | None = None, tags: Sequence[str] = ()) -> list[Json]:
+        return list(self.get("/v1/listings/search", q=query, k=k, category=category,
+                             max_price=max_price_micro_usdc, tag=list(tags) or None)["listings"])
+
+    def market_stats(self) -> Json:
+        return dict(self.get("/v1/market/stats"))
+
+    def market_sync(self) -> Json:
+        return dict(self.get("/v1/market/sync"))
+
+    def buy(self, listing_id: str, max_price_micro_usdc: int | None = None, again: bool = False) -> Json:
+        return dict(self.post("/v1/purchases", {"listing_id": listing_id,
+                                                "max_price_micro_usdc": max_price_micro_usdc,
+                                                "again": again}))
+
+    def redeliver(self, listing_id: str) -> Json:
+        return dict(self.post("/v1/purchases/redeliver", {"listing_id": listing_id}))
+
+    def purchases(self, limit: int) -> list[Json]:
+        return list(self.get("/v1/purchases", limit=limit)["purchases"])
+
+    def sales(self, limit: int) -> list[Json]:
+        return list(self.get("/v1/sales", limit=limit)["sales"])
+
+    def wallet(self) -> Json:
+        """Address, balances and today's spending against the cap."""
+        return dict(self.get("/v1/wallet"))
+
+    # --- bounties -----------------------------------------------------------------------------
+    def post_bounty(self, text: str, reward_micro_usdc: int, ttl_s: int | None = None) -> Json:
+        return dict(self.post("/v1/bounties", {"text": text, "reward_micro_usdc": reward_micro_usdc,
+                                               "ttl_s": ttl_s}))
+
+    def bounties(self, only_open: bool = False) -> list[Json]:
+        return list(self.get("/v1/bounties", open="true" if only_open else None)["bounties"])
+
+    def bounty(self, bounty_id: str) -> Json:
+        return dict(self.get(f"/v1/bounties/{bounty_id}"))
+
+    def fulfil_bounty(self, bounty_id: str, listing_id: str | None = None) -> Json:
+        return dict(self.post(f"/v1/bounties/{bounty_id}/fulfil", {"listing_id": listing_id}))
+
+    # --- trust --------------------------------------------------------------------------------
+    def trust_rows(self) -> list[Json]:
+        """Every peer this node has evidence about: local, global, level, last reason."""
+        return list(self.get("/v1/trust")["peers"])
+
+    # --- weather ------------------------------------------------------------------------------
+    def weather(self) -> Json:
+        return dict(self.get("/v1/weather"))
+
+    def broadcast_weather(self, level: float, duration_s: int, reason: str) -> Json:
+        return dict(self.post("/v1/weather/broadcast", {"level": level, "duration_s": duration_s,
+                                                        "reason": reason}))
 
 
 def api_base_url(config: NodeConfig) -> str | None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -17,6 +19,10 @@ from rich.table import Table
 
 from node.api import ApiClient, running_node
 from node.config import NodeConfig, crystalmesh_home, load_config
+
+if TYPE_CHECKING:
+    from node.cli.local import LocalNode
+    from node.memory import Memory
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,16 +56,46 @@ class CliContext:
     def config(self) -> NodeConfig:
         return load_config(self.resolve_data_dir())
 
-    def api(self, required: bool = True) -> ApiClient | None:
+    def running(self) -> ApiClient | None:
         """Client for the node running on this data dir (None if it is not running)."""
+        return running_node(self.config())
+
+    def api(self) -> ApiClient:
+        """Client for the node running on this data dir; without one, the command stops here."""
         config = self.config()
         client = running_node(config)
-        if client is None and required:
+        if client is None:
             raise CliError(
                 f"no node is running on {config.data_dir}; start it with `crystalmesh run` "
                 f"(or `crystalmesh devnet up`)"
             )
         return client
+
+    def client(self) -> ApiClient | LocalNode:
+        """The running node's client, or (none running) the data dir's memory opened here on
+        first use and closed when the command ends: for the commands that work without a node."""
+        client = self.running()
+        if client is not None:
+            return client
+        from node.cli.local import LocalNode
+
+        local = LocalNode(self.memory)
+        click.get_current_context().call_on_close(local.close)
+        return local
+
+    def memory(self) -> Memory:
+        """The data dir's memory, opened by this process (the caller closes it)."""
+        from node.crystals import stderr_progress
+        from node.memory import Memory
+
+        return Memory(self.initialised(), progress=None if self.as_json else stderr_progress("indexing"))
+
+    def initialised(self) -> NodeConfig:
+        """The config of a data dir ``crystalmesh init`` has made (else the command stops here)."""
+        config = self.config()
+        if not config.config_path.exists():
+            raise CliError(f"{config.data_dir} is not initialised; run `crystalmesh init` first")
+        return config
 
     # --- output -------------------------------------------------------------------------------
     def emit(self, data: Any, human: Callable[[Any], None] | None = None) -> None:
@@ -131,5 +167,41 @@ def common_options(function: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def when(ms: int | None, style: str = "%Y-%m-%d %H:%M") -> str:
+    """A millisecond timestamp as UTC text ("-" when unset)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime(style) if ms else "-"
+
+
+def shorten(text: str, width: int = 70) -> str:
+    """``text`` on one line of at most ``width`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def stderr(message: str) -> None:
     sys.stderr.write(message + "\n")
+
+
+# --- amounts and durations as a user types and reads them ------------------------------------
+def usdc(micro: int | None) -> str:
+    if micro is None:
+        return "-"
+    return f"{micro / 1_000_000:.6f} USDC"
+
+
+def parse_duration(text: str) -> int:
+    """'90', '90s', '5m', '2h' -> seconds."""
+    match = re.fullmatch(r"\s*(\d+)\s*([smh]?)\s*", text)
+    if not match:
+        raise click.BadParameter(f"{text!r} is not a duration like 90s, 5m or 1h")
+    value, unit = int(match.group(1)), match.group(2) or "s"
+    return value * {"s": 1, "m": 60, "h": 3600}[unit]
+
+
+def parse_usdc(text: str) -> int:
+    """'0.05' (USDC) -> 50000 micro-USDC, exactly (no float rounding)."""
+    match = re.fullmatch(r"\s*(\d+)(?:\.(\d{1,6}))?\s*", text)
+    if not match:
+        raise click.BadParameter(f"{text!r} is not a USDC amount like 0.05 (at most 6 decimals)")
+    whole, fraction = match.group(1), (match.group(2) or "").ljust(6, "0")
+    return int(whole) * 1_000_000 + int(fraction)

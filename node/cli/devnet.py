@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from node.cli.context import CliContext, CliError, common_options, stderr, table
-from node.cli.network import describe_weather, usdc
+from node.cli.context import CliContext, CliError, common_options, stderr, table, usdc
+from node.cli.weather import describe_weather
 
 
 @click.group()

@@ -1,127 +1,42 @@
-"""The ``crystalmesh`` command."""
+"""The ``crystalmesh`` command: the root group (``node.cli.node``) with every command group added.
+
+One file per group, each command registered on its group in that file
+(``@memory.command(...)``); this module only assembles the groups and turns
+what a command raises into one line and an exit code.
+"""
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import traceback
-from pathlib import Path
 
 import click
 
-from node.cli.context import CliContext, CliError, common_options
+from node.cli.bounty import bounty
+from node.cli.context import CliError
+from node.cli.devnet import devnet
+from node.cli.market import market
+from node.cli.mcp import mcp
+from node.cli.memory import memory
+from node.cli.models import models
+from node.cli.node import cli
+from node.cli.skill import skill
+from node.cli.trust import trust
+from node.cli.wallet import wallet
+from node.cli.weather import weather
 from node.errors import CrystalmeshError
 
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None,
-              help="Node data dir (default ~/.crystalmesh/default, or $CRYSTALMESH_DATA_DIR).")
-@click.option("--node", "node_name", default=None,
-              help="Address a devnet node by name (most recent devnet, or --dir).")
-@click.option("--dir", "devnet_dir", type=click.Path(path_type=Path), default=None,
-              help="Devnet dir used with --node.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
-@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
-@click.version_option(package_name="crystalmesh")
-@click.pass_context
-def cli(
-    ctx: click.Context,
-    data_dir: Path | None,
-    node_name: str | None,
-    devnet_dir: Path | None,
-    as_json: bool,
-    debug: bool,
-) -> None:
-    """crystalmesh: a peer-to-peer node for AI-agent memory and a USDC skill marketplace."""
-    ctx.obj = CliContext(data_dir, node_name, devnet_dir, as_json, debug)
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
-
-
-@cli.command()
-@click.option("--name", default=None, help="Node name (default: the data dir's name).")
-@click.option("--embedder", type=click.Choice(["minilm", "mpnet", "hashing"]), default=None,
-              help="Embedding model (minilm, the semantic default; mpnet, opt-in after "
-              "scripts/setup --mpnet; hashing only for tests).")
-@click.option("--listen", default=None, help="libp2p listen multiaddr.")
-@click.option("--api-port", type=int, default=None, help="Local API port (0: any free port).")
-@click.option("--bootstrap", multiple=True, help="Bootstrap peer multiaddr (repeatable).")
-@click.option("--management-key", multiple=True, help="Management Ed25519 key, hex (repeatable).")
-@common_options
-def init(
-    ctx: CliContext,
-    name: str | None,
-    embedder: str | None,
-    listen: str | None,
-    api_port: int | None,
-    bootstrap: tuple[str, ...],
-    management_key: tuple[str, ...],
-) -> None:
-    """Create a node's data dir: node.toml, identity key, wallet key, API token."""
-    from node.init import init_node
-
-    summary = init_node(
-        ctx.resolve_data_dir(),
-        name=name,
-        embedder=embedder,
-        listen=listen,
-        api_port=api_port,
-        bootstrap=list(bootstrap) or None,
-        management_keys=list(management_key) or None,
-    )
-    ctx.emit(
-        summary,
-        lambda s: click.echo(
-            f"{'initialised' if s['created'] else 'already initialised'}: {s['data_dir']}\n"
-            f"  peer id      {s['peer_id']}\n  public key   {s['public_key']}\n"
-            f"  wallet       {s['wallet_address']}\n  embedder     {s['embedder']}"
-        ),
-    )
-
-
-def _register_commands() -> None:
-    from node.cli import (
-        agent,
-        devnet,
-        liveness,
-        memory,
-        memory_reembed,
-        models,
-        network,
-        operate,
-        trade,
-    )
-    from node.cli import memory_versions as _memory_versions  # noqa: F401 - memory list|update|…
-    from node.cli import skill_files as _skill_files  # noqa: F401 - skill add|install
-
-    cli.add_command(devnet.devnet)
-    memory.memory.add_command(memory_reembed.reembed)
-    cli.add_command(memory.memory)
-    cli.add_command(models.models)
-    for command in (network.COMMANDS + trade.COMMANDS + operate.COMMANDS + agent.COMMANDS
-                    + liveness.COMMANDS):
-        cli.add_command(command)
-    from node.cli import working_memory  # working memory (seed 001)
-
-    for command in working_memory.MEMORY_COMMANDS:
-        memory.memory.add_command(command)
-    for command in working_memory.SKILL_COMMANDS:
-        network.skill.add_command(command)
-
-
-def _register_learning_commands() -> None:
-    """Seed 003/004 (feedback, session end, testament, budget). Runs last: it extends the
-    working-memory ``memory context`` with --query/--budget-tokens when that is registered."""
-    from node.cli import memory, memory_learning
-
-    memory_learning.register(memory.memory)
-
-
-_register_commands()
-_register_learning_commands()
+cli.add_command(bounty)
+cli.add_command(devnet)
+cli.add_command(market)
+cli.add_command(mcp)
+cli.add_command(memory)
+cli.add_command(models)
+cli.add_command(skill)
+cli.add_command(trust)
+cli.add_command(wallet)
+cli.add_command(weather)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,50 +1,31 @@
 """``crystalmesh memory ...``: the node's local memory.
 
-When a node is running on the data dir the commands go through its API (it
-owns the index); otherwise they open the store directly.
+Through the running node's API when there is one (it owns the index), else
+``ctx.client()`` opens the store here (``node.cli.local``): one call either
+way. Bulk ``import`` and ``reembed`` run with the node stopped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import base64
+from contextlib import closing
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
-from node.cli.context import CliContext, CliError, common_options, stderr, table
+from node.cli.context import CliContext, CliError, common_options, shorten, stderr, table, when
 from node.crystals import AccessScope, SemanticType
+from node.memory import DEFAULT_IMPORTANCE, DEFAULT_NAMESPACE, DEFAULT_WINDOW_TOKENS, EMBEDDER_NAMES
 
 TYPES = [t.value for t in SemanticType]
 SCOPES = [s.value for s in AccessScope]
-
-
-@contextmanager
-def open_memory(ctx: CliContext) -> Iterator[Any]:
-    from node.crystals import stderr_progress
-    from node.memory import Memory
-
-    config = ctx.config()
-    if not config.config_path.exists():
-        raise CliError(f"{config.data_dir} is not initialised; run `crystalmesh init` first")
-    memory = Memory(config, progress=None if ctx.as_json else stderr_progress("indexing"))
-    try:
-        yield memory
-    finally:
-        memory.close()
-
-
-def _when(ms: int | None) -> str:
-    if not ms:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M")
-
-
-def _short(text: str, width: int = 70) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+NAMESPACE_HELP = "Namespace (default: default), e.g. user:jonas, agent:planner, session:42."
+working_namespace = click.option(
+    "--namespace", default=DEFAULT_NAMESPACE, show_default=True,
+    help="Working-memory namespace (<data dir>/memory/<namespace>/).")
 
 
 @click.group()
@@ -52,6 +33,7 @@ def memory() -> None:
     """Add, search and maintain this node's knowledge crystals."""
 
 
+# --- memories as versioned records in namespaces --------------------------------------------------
 @memory.command("add")
 @click.argument("text")
 @click.option("--type", "semantic_type", type=click.Choice(TYPES), default="general",
@@ -64,37 +46,17 @@ def memory() -> None:
 @click.option("--tag", "tags", multiple=True, help="Skill tag (repeatable).")
 @click.option("--namespace", default=None, help="Namespace (default: default), e.g. user:jonas.")
 @common_options
-def add(
-    ctx: CliContext,
-    text: str,
-    semantic_type: str,
-    scope: str | None,
-    path: str | None,
-    ttl_s: int | None,
-    category: str | None,
-    tags: tuple[str, ...],
-    namespace: str | None,
-) -> None:
+def add(ctx: CliContext, text: str, semantic_type: str, scope: str | None, path: str | None,
+        ttl_s: int | None, category: str | None, tags: tuple[str, ...], namespace: str | None) -> None:
     """Store TEXT as a memory in a namespace. Identical text already in that namespace is
-    reported (outcome "exists", with any requested field that differs), not stored twice."""
-    body = {
-        "text": text,
-        "type": semantic_type,
-        "scope": scope,
-        "path": path,
-        "ttl_ms": ttl_s * 1000 if ttl_s else None,
-        "category": category,
-        "tags": list(tags),
-        "namespace": namespace,
-    }
-    client = ctx.api(required=False)
-    if client is not None:
-        crystal = client.post("/v1/crystals", {k: v for k, v in body.items() if v is not None})
-    else:
-        from node.memory import add_with_outcome
+    reported (outcome "exists", with any requested field that differs), not stored twice.
 
-        with open_memory(ctx) as mem:
-            crystal = add_with_outcome(mem, body).to_dict()
+    \f
+    Example: ``crystalmesh memory add "jonas prefers short answers" --type preference --namespace user:jonas``
+    """
+    crystal = ctx.client().memory_add(text, semantic_type=semantic_type, scope=scope, path=path,
+                                      ttl_ms=ttl_s * 1000 if ttl_s else None, category=category,
+                                      tags=tags, namespace=namespace)
 
     def render(c: dict[str, Any]) -> None:
         click.echo(f"{c['id']}  {c['semanticType']}  namespace={c.get('namespace')}  "
@@ -119,53 +81,16 @@ def add(
 @click.option("--as-of", "as_of", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), default=None,
               help="Search the versions valid at this UTC time instead of now.")
 @common_options
-def search(
-    ctx: CliContext,
-    query: str,
-    k: int,
-    types: tuple[str, ...],
-    lifecycles: tuple[str, ...],
-    scopes: tuple[str, ...],
-    namespace: str | None,
-    all_namespaces: bool,
-    as_of: datetime | None,
-) -> None:
+def search(ctx: CliContext, query: str, k: int, types: tuple[str, ...], lifecycles: tuple[str, ...],
+           scopes: tuple[str, ...], namespace: str | None, all_namespaces: bool, as_of: datetime | None) -> None:
     """Hybrid (dense + BM25) search over the current memories of one namespace."""
     as_of_ms = None if as_of is None else int(as_of.replace(tzinfo=UTC).timestamp() * 1000)
-    body: dict[str, Any] = {"query": query, "k": k, "types": list(types),
-                            "lifecycles": list(lifecycles), "scopes": list(scopes), "as_of_ms": as_of_ms}
-    body |= {"all_namespaces": True} if all_namespaces else {"namespace": namespace or "default"}
-    client = ctx.api(required=False)
-    if client is not None:
-        hits = client.post("/v1/crystals/search", body)["hits"]
-    else:
-        from node.memory import SearchRequest, validate_namespace
-
-        spaces = () if all_namespaces else (validate_namespace(namespace),)
-        with open_memory(ctx) as mem:
-            hits = [
-                hit.to_dict()
-                for hit in mem.search(
-                    SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes),
-                                  namespaces=spaces, as_of_ms=as_of_ms)
-                )
-            ]
-
-    def render(items: list[dict[str, Any]]) -> None:
-        if not items:
-            click.echo("no matches")
-            return
-        table(
-            None,
-            ["#", "score", "id", "type", "lifecycle", "text"],
-            [
-                [i + 1, f"{h['score']:.4f}", h["id"][:8], h["crystal"]["semanticType"],
-                 h["crystal"]["lifecycle"], _short(h["crystal"]["text"])]
-                for i, h in enumerate(items)
-            ],
-        )
-
-    ctx.emit(hits, render)
+    hits = ctx.client().memory_search(query, k, types=types, lifecycles=lifecycles, scopes=scopes,
+                                      namespace=namespace, all_namespaces=all_namespaces, as_of_ms=as_of_ms)
+    ctx.emit(hits, lambda items: table(
+        None, ["#", "score", "id", "type", "lifecycle", "text"],
+        [[i + 1, f"{h['score']:.4f}", h["id"][:8], h["crystal"]["semanticType"], h["crystal"]["lifecycle"],
+          shorten(h["crystal"]["text"])] for i, h in enumerate(items)]) if items else click.echo("no matches"))
 
 
 @memory.command("show")
@@ -173,15 +98,6 @@ def search(
 @common_options
 def show(ctx: CliContext, crystal_id: str) -> None:
     """Show one crystal with its governance, provenance and audit trail."""
-    client = ctx.api(required=False)
-    if client is not None:
-        data = client.get(f"/v1/crystals/{crystal_id}")
-    else:
-        with open_memory(ctx) as mem:
-            crystal = mem.get(crystal_id)
-            data = crystal.to_dict() | {"audit": mem.store.audit_log(crystal.id, 20),
-                                        "knowledge": mem.learning.describe(crystal)}
-
     def render(c: dict[str, Any]) -> None:
         governance = c["governance"]
         click.echo(f"id           {c['id']}")
@@ -189,12 +105,12 @@ def show(ctx: CliContext, crystal_id: str) -> None:
         click.echo(f"scope        {governance['accessScope']}   sensitivity {governance['sensitivity']}"
                    f"   lifespan {governance['lifespanPolicy']}")
         click.echo(f"importance   {c['importanceScore']:.4f}   accesses {c['accessCount']}"
-                   f"   last access {_when(c['lastAccessedAt'])}")
-        click.echo(f"created      {_when(c['createdAt'])}   hash {c['hash'][:16]}…")
+                   f"   last access {when(c['lastAccessedAt'])}")
+        click.echo(f"created      {when(c['createdAt'])}   hash {c['hash'][:16]}…")
         click.echo(f"memory       {c.get('memoryId')}  v{c.get('version')}  namespace {c.get('namespace')}"
-                   + (f"   superseded by {c['supersededBy']} at {_when(c.get('validTo'))}"
+                   + (f"   superseded by {c['supersededBy']} at {when(c.get('validTo'))}"
                       if c.get("supersededBy") else "")
-                   + (f"   expires {_when(c['expiresAt'])}" if c.get("expiresAt") else ""))
+                   + (f"   expires {when(c['expiresAt'])}" if c.get("expiresAt") else ""))
         if c.get("stableSkillId") or c["semanticType"] in ("skill", "task_pattern"):
             click.echo(f"skill        stable id {c['stableSkillId']}  v{c['skillVersion']}"
                        f"  executions {c['executions']}  successes {c['successes']}")
@@ -210,44 +126,81 @@ def show(ctx: CliContext, crystal_id: str) -> None:
         if c.get("audit"):
             click.echo("")
             table("audit", ["when", "action", "from", "to"],
-                  [[_when(a["at_ms"]), a["action"], a["from_state"], a["to_state"]] for a in c["audit"]])
+                  [[when(a["at_ms"]), a["action"], a["from_state"], a["to_state"]] for a in c["audit"]])
 
-    ctx.emit(data, render)
+    ctx.emit(ctx.client().memory_get(crystal_id), render)
 
 
+@memory.command("list")
+@click.option("--namespace", default=None, help=NAMESPACE_HELP)
+@click.option("--type", "types", multiple=True, type=click.Choice(TYPES), help="Filter by type.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@common_options
+def list_memories(ctx: CliContext, namespace: str | None, types: tuple[str, ...], limit: int) -> None:
+    """The newest current memories of a namespace (no deleted, expired or superseded ones)."""
+    ctx.emit(ctx.client().memory_list(namespace, types, limit), lambda rows: table(
+        None, ["id", "v", "type", "namespace", "created", "text"],
+        [[c["id"][:8], c.get("version", 1), c["semanticType"], c.get("namespace"), when(c["createdAt"]),
+          shorten(c["text"], 60)] for c in rows]) if rows else click.echo("no memories"))
+
+
+@memory.command("update")
+@click.argument("crystal_id")
+@click.argument("text", required=False)
+@click.option("--scope", type=click.Choice(SCOPES), default=None, help="New access scope.")
+@common_options
+def update(ctx: CliContext, crystal_id: str, text: str | None, scope: str | None) -> None:
+    """Write a new version of a memory (new TEXT and/or --scope); the old version is closed,
+    not deleted, and stays in `memory history`."""
+    if text is None and scope is None:
+        raise CliError("give the new TEXT, --scope, or both")
+    ctx.emit(ctx.client().memory_update(crystal_id, text, scope), lambda c: click.echo(
+        f"{c['id']}  version {c.get('version')} of {c.get('memoryId')} (replaces {c.get('previousId')})"))
+
+
+@memory.command("delete")
+@click.argument("crystal_id")
+@common_options
+def delete(ctx: CliContext, crystal_id: str) -> None:
+    """Forget a memory, every version of it: gone from search, show and list at once, physically
+    removed by the next consolidation; the deletion stays in `memory history`."""
+    ctx.emit(ctx.client().memory_delete(crystal_id),
+             lambda d: click.echo(f"deleted {d['memory_id']} ({d['versions']} version(s))"))
+
+
+@memory.command("history")
+@click.argument("crystal_id")
+@common_options
+def history(ctx: CliContext, crystal_id: str) -> None:
+    """Every version of a memory and every transition (created, updated, deleted, lifecycle)."""
+    def render(d: dict[str, Any]) -> None:
+        click.echo(f"memory {d['memory_id']}  namespace {d['namespace']}"
+                   + ("  (deleted)" if d.get("deleted") else ""))
+        table("versions", ["v", "id", "valid from", "valid to", "scope", "text"],
+              [[c.get("version"), c["id"][:8], when(c.get("validFrom")), when(c.get("validTo")),
+                c["governance"]["accessScope"], shorten(c["text"], 50)] for c in d["versions"]])
+        table("transitions", ["when", "id", "action", "from", "to"],
+              [[when(t["at_ms"]), (t.get("crystal_id") or "-")[:8], t["action"], t.get("from_state"),
+                t.get("to_state")] for t in d["transitions"]])
+
+    ctx.emit(ctx.client().memory_history(crystal_id), render)
+
+
+# --- maintenance -------------------------------------------------------------------------------
 @memory.command("consolidate")
 @click.option("--purge", is_flag=True, help="Also delete expired and archived crystals.")
 @common_options
 def consolidate(ctx: CliContext, purge: bool) -> None:
     """Run one consolidation cycle now (decay, expiry, merges; seed 000)."""
-    client = ctx.api(required=False)
-    if client is not None:
-        report = client.post("/v1/memory/consolidate", {"purge": purge})
-    else:
-        from dataclasses import asdict
-
-        with open_memory(ctx) as mem:
-            report = asdict(mem.consolidate(purge=purge))
-    ctx.emit(
-        report,
-        lambda r: click.echo(
-            f"scored {r['scored']}, expired {r['expired']} (ttl {r['ttl_expired']}), "
-            f"merged {r['merged']}, purged {r['purged']}"
-        ),
-    )
+    ctx.emit(ctx.client().memory_consolidate(purge), lambda r: click.echo(
+        f"scored {r['scored']}, expired {r['expired']} (ttl {r['ttl_expired']}), "
+        f"merged {r['merged']}, purged {r['purged']}"))
 
 
 @memory.command("status")
 @common_options
 def status(ctx: CliContext) -> None:
     """Counts by lifecycle and type, index state, hormones."""
-    client = ctx.api(required=False)
-    if client is not None:
-        data = client.get("/v1/memory/status")
-    else:
-        with open_memory(ctx) as mem:
-            data = mem.status()
-
     def render(s: dict[str, Any]) -> None:
         click.echo(f"crystals     {s['total']}   ({s['db_path']})")
         click.echo(f"embedder     {s['embedder']} ({s['dim']}-d)   index vectors {s['index']['vectors']}")
@@ -261,14 +214,14 @@ def status(ctx: CliContext) -> None:
         h = s["hormones"]
         click.echo(f"hormones     dopamine {h.get('dopamine', 0):.3f}  cortisol {h.get('cortisol', 0):.3f}"
                    f"  oxytocin {h.get('oxytocin', 0):.3f}")
-        click.echo(f"consolidated {_when(s.get('last_consolidation_ms'))}")
+        click.echo(f"consolidated {when(s.get('last_consolidation_ms'))}")
         tiers = s.get("tiers") or {}
         if tiers:
             click.echo(f"tiers        policy {tiers['policy']}: "
                        + ", ".join(f"{k} {v}" for k, v in tiers["tiers"].items())
-                       + f"   session end {_when(tiers.get('last_session_end_ms'))}")
+                       + f"   session end {when(tiers.get('last_session_end_ms'))}")
 
-    ctx.emit(data, render)
+    ctx.emit(ctx.client().memory_status(), render)
 
 
 @memory.command("import")
@@ -279,46 +232,164 @@ def status(ctx: CliContext) -> None:
 @common_options
 def import_lines(ctx: CliContext, file: Any, semantic_type: str, testament: Path | None) -> None:
     """Add every non-empty line of FILE as a crystal (or a signed --testament FILE)."""
-    from node.crystals import SemanticType as ST
+    from node.cli.local import add_lines
+    from node.memory import TestamentRefused, read_testament_file
 
-    if testament is not None:
-        return _import_testament(ctx, testament)
+    if testament is not None:  # verified whole before anything is written (docs/memory.md)
+        try:
+            data = read_testament_file(testament)
+            result = ctx.client().testament_import(base64.b64encode(data).decode("ascii"))
+        except TestamentRefused as error:
+            raise CliError(str(error)) from error
+        return ctx.emit(result, lambda r: click.echo(
+            f"imported {r['imported']} of {r['entries']} entries signed by {r['signer']}"
+            f" ({r['already_known']} already known)"))
     if file is None:
         raise CliError("memory import needs FILE (or --testament FILE)")
-
-    if ctx.api(required=False) is not None:
+    if ctx.running() is not None:
         raise CliError("a node is running on this data dir; stop it before a bulk import")
     lines = [line.strip() for line in file if line.strip()]
-    with open_memory(ctx) as mem:
-        created = 0
-        batch = 256
-        for start in range(0, len(lines), batch):
-            chunk = lines[start : start + batch]
-            crystals = [mem.prepare(text, semantic_type=ST(semantic_type)) for text in chunk]
-            created += sum(1 for r in mem.add_crystals(crystals) if r.created)
-            if not ctx.as_json:
-                stderr(f"imported {min(start + batch, len(lines))}/{len(lines)}")
+    with closing(ctx.memory()) as mem:
+        created = add_lines(mem, lines, semantic_type,
+                            None if ctx.as_json else lambda done, total: stderr(f"imported {done}/{total}"))
     ctx.emit({"lines": len(lines), "created": created},
              lambda r: click.echo(f"{r['created']} new crystals from {r['lines']} lines"))
 
 
-def _import_testament(ctx: CliContext, path: Path) -> None:
-    """``memory import --testament FILE``: verified whole before anything is written (docs/memory.md)."""
-    import base64
+@memory.command("export")
+@click.option("--testament", "testament", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Write a signed testament (at most 2,048 entries) to this file.")
+@common_options
+def export(ctx: CliContext, testament: Path) -> None:
+    """Export this node's distilled knowledge as a signed testament for a successor."""
+    from node.memory import write_private
 
-    from node.memory import TestamentRefused, import_testament, read_testament_file
+    answer = ctx.client().testament_export()
+    write_private(testament, base64.b64decode(answer.pop("testament_b64")))
+    ctx.emit(answer | {"path": str(testament)}, lambda r: click.echo(
+        f"{r['entries']} entries ({', '.join(f'{k} {v}' for k, v in sorted(r['kinds'].items())) or 'none'}), "
+        f"{r['bytes']} bytes, signed by {r['signer']} -> {r['path']}"))
 
-    try:
-        data = read_testament_file(path)
-        client = ctx.api(required=False)
-        if client is not None:
-            result = client.post("/v1/memory/testament/import",
-                                 {"testament_b64": base64.b64encode(data).decode("ascii")})
+
+@memory.command("reembed")
+@click.option("--embedder", "key", required=True, type=click.Choice(EMBEDDER_NAMES), help="Target embedder.")
+@common_options
+def reembed(ctx: CliContext, key: str) -> None:
+    """Re-embed every crystal with another embedder and rebuild the index (stop the node first).
+
+    The new vectors (and their second opinion's, see memory.second_opinion) are
+    computed aside and committed in one transaction; an interrupted run leaves the
+    data dir on its old embedder. To the store's own embedder, it writes the
+    vectors a store made by an older version lacks.
+    """
+    from node.memory import reembed as run_reembed
+
+    config = ctx.initialised()
+    if ctx.running() is not None:
+        raise CliError(f"a node is running on {config.data_dir}; stop it before re-embedding")
+    report = run_reembed(config, key, progress=lambda done, total: stderr(f"reembedding {done}/{total}"))
+    ctx.emit(asdict(report), lambda data: click.echo(
+        f"re-embedded {data['crystals']} crystals: {data['old_embedder']} -> "
+        f"{data['new_embedder']} ({data['dim']}-d) in {data['total_s']:.1f} s"
+        + (f"; second opinion: {data['second_opinion']}" if data["second_opinion"] else "")))
+
+
+# --- memory that learns (seed 003/004) -----------------------------------------------------------
+@memory.command("feedback")
+@click.argument("crystal_id")
+@click.argument("verdict", type=click.Choice(["useful", "wrong"]))
+@common_options
+def feedback(ctx: CliContext, crystal_id: str, verdict: str) -> None:
+    """Mark a retrieved crystal useful (confidence up) or wrong (confidence halved)."""
+    ctx.emit(ctx.client().memory_feedback(crystal_id, verdict), lambda r: click.echo(
+        f"{r['id']}  {r['verdict']}: confidence {r['confidence_before']:.3f} -> {r['confidence']:.3f}"))
+
+
+@memory.group("session")
+def session() -> None:
+    """Session boundaries (seed 004 energy tiers)."""
+
+
+@session.command("end")
+@common_options
+def session_end(ctx: CliContext) -> None:
+    """Mark a session boundary: working memories promote at energy 1.5 instead of 2.0."""
+    def render(r: dict[str, Any]) -> None:
+        tiers = r.get("tiers")
+        if tiers is None:
+            click.echo(f"session boundary recorded (policy {r['policy']}: tiers do not move)")
         else:
-            with open_memory(ctx) as mem:
-                result = import_testament(mem, mem.learning, data)
-    except TestamentRefused as error:
-        raise CliError(str(error)) from error
-    ctx.emit(result, lambda r: click.echo(
-        f"imported {r['imported']} of {r['entries']} entries signed by {r['signer']}"
-        f" ({r['already_known']} already known)"))
+            click.echo(f"session boundary: {len(tiers['promoted'])} promoted, {len(tiers['expired'])} expired")
+
+    ctx.emit(ctx.client().session_end(), render)
+
+
+# --- working memory (seed 001) -------------------------------------------------------------------
+@memory.command("note")
+@click.argument("text")
+@click.option("--importance", type=click.FloatRange(0.0, 1.0), default=DEFAULT_IMPORTANCE,
+              show_default=True, help="How much this matters, 0-1.")
+@working_namespace
+@common_options
+def note(ctx: CliContext, text: str, importance: float, namespace: str) -> None:
+    """Write TEXT to the scratch buffer (durable at once) and make it searchable."""
+    def render(r: dict[str, Any]) -> None:
+        if r["crystal"] == "exists":
+            click.echo(f"already remembered as {r['crystal_id']}: nothing written")
+        else:
+            click.echo(f"noted {r['id']} at {r['at']} (importance {r['importance']}); crystal "
+                       f"{r['crystal']}" + (f" {r['crystal_id']}" if r.get("crystal_id") else ""))
+
+    ctx.emit(ctx.client().memory_note(text, importance, namespace), render)
+
+
+@memory.command("dream")
+@working_namespace
+@common_options
+def dream(ctx: CliContext, namespace: str) -> None:
+    """Run one dream now: rewrite MEMORY.md from the old state, the scratch and new crystals."""
+    def render(r: dict[str, Any]) -> None:
+        if r["status"] == "written":
+            click.echo(f"MEMORY.md written ({r['state_chars']} chars, {r['synthesiser']}): "
+                       f"{r['consumed_notes']} scratch notes consumed, {r['new_crystals']} new crystals, "
+                       f"{len(r['pointers'])} crystal pointers")
+            if r.get("reason"):
+                click.echo(f"note: {r['reason']}")
+        else:
+            click.echo(f"{r['status']}: {r['reason']}")
+
+    ctx.emit(ctx.client().memory_dream(namespace), render)
+
+
+def _render_budgeted(result: dict[str, Any]) -> None:
+    click.echo(result["text"])
+    click.echo(f"\n-- {result['used_tokens']}/{result['budget_tokens']} tokens", err=True)
+    if result["evicted"]:
+        table("evicted", ["id", "kind", "reason", "tokens"],
+              [[e["id"][:8], e["kind"], e["reason"], e["tokens"]] for e in result["evicted"]])
+
+
+@memory.command("context")
+@click.option("--query", default=None, help="Assemble typed blocks for this query (needs --budget-tokens).")
+@click.option("--budget-tokens", "budget_tokens", type=click.IntRange(0, 1_000_000), default=None,
+              help="Token budget: warnings, facts, episodes, skills and working memory within it.")
+@click.option("--window", "window_tokens", type=click.IntRange(1, 10_000_000),
+              default=DEFAULT_WINDOW_TOKENS, show_default=True,
+              help="The model's context window in tokens (sizes the working memory).")
+@working_namespace
+@common_options
+def context(ctx: CliContext, query: str | None, budget_tokens: int | None, window_tokens: int,
+            namespace: str) -> None:
+    """Print MEMORY.md and the pending scratch notes, sized for a system prompt.
+
+    \f
+    Example (seed 003's typed blocks): ``crystalmesh memory context --query "deploy" --budget-tokens 2000``
+    """
+    if query is None and budget_tokens is None:
+        result = ctx.client().memory_context(window_tokens, namespace)
+        return ctx.emit(result, lambda r: click.echo(r["context"], nl=False))
+    if query is None or budget_tokens is None:
+        raise CliError("the budgeted context needs both --query and --budget-tokens")
+    client = ctx.client()
+    working = str(client.memory_context(window_tokens, namespace).get("context") or "")
+    ctx.emit(client.budget_context(query, budget_tokens, working), _render_budgeted)

@@ -15,11 +15,15 @@ from node.cli.context import CliContext, common_options
 @common_options
 def mcp(ctx: CliContext, transport: str, port: int) -> None:
     """Run an MCP server (tools: memory_*, market_search, skill_*, weather_status, wallet_balance)
-    that talks to the node running on this data dir through its local API."""
+    that talks to the node running on this data dir through its local API.
+
+    \f
+    Example (an MCP host's config): ``{"command": "crystalmesh", "args": ["--node", "node-1", "mcp"]}``
+    """
     from node.agent import build_server
 
     def connect() -> ApiClient:
-        client = ctx.api(required=False)
+        client = ctx.running()
         if client is None:
             raise ApiError(
                 f"no crystalmesh node is running on {ctx.resolve_data_dir()}; "
@@ -32,6 +36,3 @@ def mcp(ctx: CliContext, transport: str, port: int) -> None:
         server.run("stdio")
     else:
         server.run("streamable-http", host="127.0.0.1", port=port)
-
-
-COMMANDS = [mcp]

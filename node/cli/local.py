@@ -1,0 +1,191 @@
+"""The node's memory with no node running: the typed client's methods, answered from the data dir.
+
+A running node owns its database and index, so the CLI speaks to it through
+:class:`node.api.client.ApiClient`. When none runs, the commands that work
+offline (memory, working memory, learning, skill records) get a ``LocalNode``
+from ``CliContext.client()`` instead: the same method names, arguments and
+JSON, answered by opening the data dir's ``Memory`` in this process (once, on
+the first call; the CLI closes it when the command ends). Every other method
+is missing on purpose: those commands need the node (``CliContext.api()``).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from node.memory import Memory, WorkingMemory
+
+Json = dict[str, Any]
+
+
+def add_lines(memory: Memory, lines: Sequence[str], semantic_type: str,
+              progress: Callable[[int, int], None] | None = None, batch: int = 256) -> int:
+    """``memory import FILE``: each line a crystal, ``batch`` at a time; how many were new."""
+    from node.crystals import SemanticType
+
+    created = 0
+    for start in range(0, len(lines), batch):
+        crystals = [memory.prepare(text, semantic_type=SemanticType(semantic_type))
+                    for text in lines[start : start + batch]]
+        created += sum(1 for result in memory.add_crystals(crystals) if result.created)
+        if progress is not None:
+            progress(min(start + batch, len(lines)), len(lines))
+    return created
+
+
+class LocalNode:
+    """``ApiClient``'s memory methods over the data dir (see the module docstring).
+
+    ``open_memory`` opens the data dir's memory (``CliContext.memory``), called when a
+    method first needs it.
+    """
+
+    def __init__(self, open_memory: Callable[[], Memory]) -> None:
+        self._open_memory = open_memory
+        self._opened: Memory | None = None
+
+    def close(self) -> None:
+        if self._opened is not None:
+            self._opened.close()
+            self._opened = None
+
+    def _memory(self) -> Memory:
+        if self._opened is None:
+            self._opened = self._open_memory()
+        return self._opened
+
+    def _working(self, namespace: str) -> WorkingMemory:
+        from node.market import niche_source
+        from node.memory import working_memory_for
+
+        memory = self._memory()
+        return working_memory_for(memory.config, memory, namespace, niche_source(memory))
+
+    # --- memory -------------------------------------------------------------------------------
+    def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
+                   path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
+                   tags: Sequence[str] | None = None, namespace: str | None = None) -> Json:
+        from node.memory import add_with_outcome
+
+        body = {"text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
+                "category": category, "tags": None if tags is None else list(tags), "namespace": namespace}
+        return add_with_outcome(self._memory(), body).to_dict()
+
+    def memory_get(self, crystal_id: str) -> Json:
+        memory = self._memory()
+        crystal = memory.get(crystal_id)
+        return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, 20),
+                                    "knowledge": memory.learning.describe(crystal)}
+
+    def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
+                      lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
+                      namespace: str | None = None, all_namespaces: bool = False,
+                      as_of_ms: int | None = None) -> list[Json]:
+        from node.memory import SearchRequest, validate_namespace
+
+        spaces = () if all_namespaces else (validate_namespace(namespace),)
+        memory = self._memory()
+        request = SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes),
+                                namespaces=spaces, as_of_ms=as_of_ms)
+        return [hit.to_dict() for hit in memory.search(request)]
+
+    def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),
+                    limit: int = 50) -> list[Json]:
+        from node.memory import list_memories
+
+        return [crystal.to_dict() for crystal in list_memories(self._memory(), namespace, tuple(types), limit)]
+
+    def memory_update(self, crystal_id: str, text: str | None = None, scope: str | None = None) -> Json:
+        from node.memory import update_from_request
+
+        body = {key: value for key, value in (("text", text), ("scope", scope)) if value is not None}
+        return update_from_request(self._memory(), crystal_id, body)
+
+    def memory_delete(self, crystal_id: str) -> Json:
+        from node.memory import delete
+
+        return delete(self._memory(), crystal_id)
+
+    def memory_history(self, crystal_id: str) -> Json:
+        from node.memory import history
+
+        return history(self._memory(), crystal_id)
+
+    def memory_status(self) -> Json:
+        return self._memory().status()
+
+    def memory_consolidate(self, purge: bool = False) -> Json:
+        return asdict(self._memory().consolidate(purge=purge))
+
+    # --- working memory (seed 001) ------------------------------------------------------------
+    def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
+                    scope: str | None = None) -> Json:
+        from node.crystals import AccessScope, SemanticType
+        from node.memory import NoteKind
+
+        kind = None if semantic_type is None and scope is None else NoteKind(
+            SemanticType(semantic_type or SemanticType.GENERAL), AccessScope(scope) if scope else None)
+        return self._working(namespace).note(text, importance, kind).to_dict()
+
+    def memory_dream(self, namespace: str) -> Json:
+        return self._working(namespace).dream().to_dict()
+
+    def memory_context(self, window_tokens: int, namespace: str) -> Json:
+        return {"namespace": namespace, "window": window_tokens,
+                "context": self._working(namespace).context(window_tokens)}
+
+    def crystallize_skill(self, crystal_id: str, text: str | None = None, category: str | None = None,
+                          tags: Sequence[str] = ()) -> Json:
+        from node.memory import MemoryBackend
+
+        return MemoryBackend(self._memory()).crystallize(crystal_id, text, category, tuple(tags)).to_dict()
+
+    # --- memory that learns (seed 003/004) ----------------------------------------------------
+    def memory_feedback(self, crystal_id: str, verdict: str) -> Json:
+        return self._memory().learning.feedback(crystal_id, verdict)
+
+    def session_end(self) -> Json:
+        from node.memory import end_session
+
+        memory = self._memory()
+        return end_session(memory, memory.learning)
+
+    def testament_export(self) -> Json:
+        from node.keys import load_identity
+        from node.memory import export_testament
+
+        memory = self._memory()
+        result = export_testament(memory, memory.learning, load_identity(memory.config), None)
+        data: bytes = result.pop("data")
+        return result | {"testament_b64": base64.b64encode(data).decode("ascii")}
+
+    def testament_import(self, testament_b64: str) -> Json:
+        from node.memory import import_testament
+
+        memory = self._memory()
+        return import_testament(memory, memory.learning, base64.b64decode(testament_b64, validate=True))
+
+    def budget_context(self, query: str, budget_tokens: int, working_memory: str | None = None) -> Json:
+        from node.memory import budget_context
+
+        memory = self._memory()
+        return budget_context(memory, memory.learning, query, budget_tokens, working_memory).to_dict()
+
+    # --- skills -------------------------------------------------------------------------------
+    def add_skill(self, text: str, *, scope: str, category: str | None = None, tags: Sequence[str] = (),
+                  namespace: str | None = None) -> Json:
+        from node.memory import add_from_request
+
+        body = {"text": text, "type": "skill", "scope": scope, "category": category, "tags": list(tags),
+                "namespace": namespace}
+        return add_from_request(self._memory(), body).to_dict()
+
+    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None) -> Json:
+        return self._memory().record_execution(crystal_id, success, reward).to_dict()
+
+    def new_skill_version(self, crystal_id: str, text: str) -> Json:
+        return self._memory().new_skill_version(crystal_id, text).to_dict()

@@ -1,0 +1,211 @@
+"""``crystalmesh skill ...``: a skill's life: record runs, version, publish, sell, buy, install."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from node.cli.context import CliContext, CliError, common_options, parse_usdc, usdc
+from protocol.skill_bundle import MAX_BUNDLE_BYTES, MAX_RESOURCES, SKILL_MD, SkillBundle, build
+
+
+@click.group()
+def skill() -> None:
+    """Record skill executions, version skills, publish and buy them."""
+
+
+# --- a skill in this node's memory (these work without a running node too) -----------------------
+@skill.command("record-execution")
+@click.argument("crystal_id")
+@click.option("--success/--failure", required=True, help="Outcome of the run.")
+@click.option("--reward", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Reward score 0..1 (default 1 on success, 0 on failure).")
+@common_options
+def record_execution(ctx: CliContext, crystal_id: str, success: bool, reward: float | None) -> None:
+    """Record one execution outcome of a skill (feeds quality gates and price)."""
+    data = ctx.client().record_execution(crystal_id, success, reward)
+    ctx.emit(data, lambda c: click.echo(
+        f"{c['id'][:8]}: {c['successes']}/{c['executions']} successful, reward sum {c['rewardSum']:.2f}"))
+
+
+@skill.command("new-version")
+@click.argument("crystal_id")
+@click.argument("text")
+@common_options
+def new_version(ctx: CliContext, crystal_id: str, text: str) -> None:
+    """Create the next version of a skill; the old one is deprecated."""
+    data = ctx.client().new_skill_version(crystal_id, text)
+    ctx.emit(data, lambda c: click.echo(f"{c['id']}  v{c['skillVersion']} of {c['stableSkillId']}"))
+
+
+@skill.command("crystallize")
+@click.argument("crystal_id")
+@click.option("--text", default=None, help="The skill's text (default: 'Skill: ' + the pattern's).")
+@click.option("--category", default=None, help="Skill category.")
+@click.option("--tag", "tags", multiple=True, help="Skill tag (repeatable).")
+@common_options
+def crystallize(ctx: CliContext, crystal_id: str, text: str | None, category: str | None,
+                tags: tuple[str, ...]) -> None:
+    """Turn an emerging skill (an id from MEMORY.md's Emerging Skills) into a skill crystal."""
+    result = ctx.client().crystallize_skill(crystal_id, text, category, tags)
+    ctx.emit(result, lambda c: click.echo(
+        f"{c['id']}  skill  executions {c['executions']}  successes {c['successes']}  "
+        f"(record executions, then `crystalmesh skill publish {c['id'][:8]}`)"))
+
+
+def read_skill_folder(folder: Path) -> SkillBundle:
+    """A local skill folder (SKILL.md + small text files) as a validated bundle."""
+    skill_md = folder / SKILL_MD if folder.is_dir() else folder
+    if not skill_md.is_file():
+        raise CliError(f"{skill_md} is not a file; give a skill folder with a SKILL.md or the file")
+    resources: dict[str, str] = {}
+    if folder.is_dir():
+        for root, dirs, files in os.walk(folder, followlinks=False):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in sorted(files):
+                path = Path(root) / name
+                relative = path.relative_to(folder).as_posix()
+                if relative == SKILL_MD or name.startswith(".") or path.is_symlink():
+                    continue
+                if len(resources) >= MAX_RESOURCES or path.stat().st_size > MAX_BUNDLE_BYTES:
+                    raise CliError(f"{folder} holds too many or too large files for a skill bundle")
+                try:
+                    resources[relative] = path.read_text(encoding="utf-8")
+                except UnicodeDecodeError as error:
+                    raise CliError(f"{relative} is not UTF-8 text (bundles hold text files only)") from error
+    if skill_md.stat().st_size > MAX_BUNDLE_BYTES:
+        raise CliError(f"{skill_md} is larger than {MAX_BUNDLE_BYTES} bytes")
+    return build(skill_md.read_text(encoding="utf-8"), resources)
+
+
+@skill.command("add")
+@click.argument("folder", type=click.Path(exists=True, path_type=Path))
+@click.option("--scope", type=click.Choice(["private", "shared", "public"]), default="public",
+              show_default=True, help="Access scope (public or shared to sell it).")
+@click.option("--category", default=None, help="Market category.")
+@click.option("--tag", "tags", multiple=True, help="Market tag (repeatable).")
+@click.option("--namespace", default=None, help="Namespace of the skill memory (default: default).")
+@common_options
+def add(ctx: CliContext, folder: Path, scope: str, category: str | None, tags: tuple[str, ...],
+        namespace: str | None) -> None:
+    """Store an Agent Skills folder (FOLDER/SKILL.md + small text files) as a skill crystal.
+
+    \f
+    Example: ``crystalmesh skill add ./skills/pg-replica-recovery --category ops --tag postgres``
+    """
+    bundle = read_skill_folder(folder)
+    crystal = ctx.client().add_skill(bundle.encode(), scope=scope, category=category, tags=tags,
+                                     namespace=namespace)
+    crystal = crystal | {"skill_name": bundle.name, "resources": [path for path, _ in bundle.resources]}
+    ctx.emit(crystal, lambda c: click.echo(
+        f"{c['id']}  skill {c['skill_name']} ({len(c['resources'])} resource file(s)), "
+        f"content hash {c['hash'][:16]}…"))
+
+
+# --- the market (these need the running node) -----------------------------------------------------
+@skill.command("publish")
+@click.argument("crystal_id")
+@click.option("--name", default=None, help="Listing name (default: the skill's first few words).")
+@click.option("--summary", default=None,
+              help="What buyers read before paying, up to 1024 characters (default: category and "
+                   "tags). The skill itself goes only to paying buyers.")
+@common_options
+def publish(ctx: CliContext, crystal_id: str, name: str | None, summary: str | None) -> None:
+    """Announce a skill on the network (quality gates apply; priced automatically).
+
+    \f
+    Example: ``crystalmesh skill publish 3f2a9c1e --name "pg replica recovery"``
+    """
+    data = ctx.api().publish_skill(crystal_id, name, summary)
+    ctx.emit(data, lambda d: click.echo(
+        f"listed {d['listing_id']} at {usdc(d['price_micro_usdc'])} (v{d['skill_version']})"))
+
+
+@skill.command("unpublish")
+@click.argument("listing_id")
+@common_options
+def unpublish(ctx: CliContext, listing_id: str) -> None:
+    """Withdraw a listing of this node: every node drops it (signed listing_withdrawal)."""
+    ctx.emit(ctx.api().withdraw_listing(listing_id), lambda d: click.echo(
+        f"withdrew {d['listing_id'][:16]} (skill {d['stable_skill_id'][:12]} v{d['skill_version']})"))
+
+
+@skill.command("reprice")
+@click.argument("listing_id")
+@click.option("--price", default=None,
+              help="Fixed price in USDC (kept on refreshes); without it, a fresh quote.")
+@common_options
+def reprice(ctx: CliContext, listing_id: str, price: str | None) -> None:
+    """Re-announce a listing at a new price; its listing id and execution stats stay."""
+    data = ctx.api().reprice_listing(listing_id, parse_usdc(price) if price else None)
+    ctx.emit(data, lambda d: click.echo(
+        f"re-announced {d['listing_id'][:16]} at {usdc(d['price_micro_usdc'])}"
+        f" (bounty matches {d['bounty_matches']})"))
+
+
+@skill.command("endorse")
+@click.argument("listing_id")
+@common_options
+def endorse(ctx: CliContext, listing_id: str) -> None:
+    """Management nodes: vouch for a listing; every node records it as endorsed."""
+    ctx.emit(ctx.api().endorse_listing(listing_id), lambda d: click.echo(
+        f"endorsed {d['listing_id'][:16]} as {d['endorsed_by'][:16]}…"))
+
+
+@skill.command("buy")
+@click.argument("listing_id")
+@click.option("--max-price", default=None, help="Refuse if the price is above this (USDC, e.g. 0.05).")
+@click.option("--again", is_flag=True, help="Buy a listing this node already owns once more.")
+@common_options
+def buy(ctx: CliContext, listing_id: str, max_price: str | None, again: bool) -> None:
+    """Buy a listed skill: pay in USDC, verify the delivery, ingest it.
+
+    Running it again after an interrupted purchase never pays twice: it resends the
+    authorization already signed, or collects a payment that already settled.
+
+    \f
+    Example: ``crystalmesh skill buy 9c41d0e2a7b35f18 --max-price 0.05``
+    """
+    data = ctx.api().buy(listing_id, parse_usdc(max_price) if max_price else None, again)
+    ctx.emit(data, lambda d: click.echo(
+        f"bought {d['listing_id'][:16]} for {usdc(d['price_micro_usdc'])}\n"
+        f"  tx       {d['tx_hash']}\n"
+        + (f"  crystal  {d['crystal_id']}" if d.get("crystal_id") else
+           f"  not stored in memory ({d.get('not_ingested_because', 'ingestion gate')}); "
+           "the skill text is in the purchase (--json)")))
+
+
+@skill.command("redeliver")
+@click.argument("listing_id")
+@common_options
+def redeliver(ctx: CliContext, listing_id: str) -> None:
+    """Ask the seller again for a skill paid for but not received."""
+    ctx.emit(ctx.api().redeliver(listing_id), lambda d: click.echo(
+        f"received {d['listing_id'][:16]} as crystal {d['crystal_id']}"))
+
+
+@skill.command("install")
+@click.argument("skill_ref", metavar="LISTING_OR_CRYSTAL")
+@click.option("--to", "to_dir", type=click.Path(path_type=Path), required=True,
+              help="Skills folder of the agent (the skill goes to DIR/<name>/SKILL.md).")
+@click.option("--force", is_flag=True, help="Replace an installed skill of the same name.")
+@click.option("--keep-allowed-tools", is_flag=True,
+              help="Keep the seller's allowed-tools (tool pre-approval); dropped by default.")
+@common_options
+def install(ctx: CliContext, skill_ref: str, to_dir: Path, force: bool, keep_allowed_tools: bool) -> None:
+    """Install a bought (or own) skill as DIR/<name>/SKILL.md with a provenance line
+    (seller, payment tx, content hash); a plain-text skill gets a SKILL.md made for it."""
+    from node.agent import install as write_skill
+    from node.agent import source_from_node
+
+    client = ctx.api()
+    try:
+        result = write_skill(source_from_node(client, skill_ref), to_dir.expanduser(), force=force,
+                             keep_allowed_tools=keep_allowed_tools)
+    finally:
+        client.close()
+    ctx.emit(result, lambda r: click.echo(
+        f"installed {r['name']} at {r['path']}\n  seller   {r['seller']}\n  tx       {r['tx_hash']}\n"
+        f"  sha256   {r['content_hash']}"))
