@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from node.errors import CrystalmeshError
+from protocol.topics import DEFAULT_NETWORK, InvalidNetwork, network_kind
 
 
 def crystalmesh_home() -> Path:
@@ -28,6 +29,17 @@ def crystalmesh_home() -> Path:
 
 BASE_SEPOLIA_CHAIN_ID = 84532
 BASE_SEPOLIA_USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+BASE_MAINNET_CHAIN_ID = 8453
+BASE_MAINNET_USDC = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+
+# What ``chain.chain_id`` / ``chain.token_address`` default to on each kind of network
+# (``net.network``). A devnet runs a local chain with Base Sepolia's id; ``devnet up``
+# writes the address of the token it deployed.
+CHAIN_DEFAULTS: dict[str, tuple[int, str]] = {
+    "devnet": (BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC),
+    "testnet": (BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC),
+    "mainnet": (BASE_MAINNET_CHAIN_ID, BASE_MAINNET_USDC),
+}
 
 
 class ConfigError(CrystalmeshError, ValueError):
@@ -36,6 +48,10 @@ class ConfigError(CrystalmeshError, ValueError):
 
 @dataclass
 class NetConfig:
+    # devnet (default), testnet, mainnet, or devnet-<name> / testnet-<name>: part of every
+    # topic and protocol id, so nodes of two networks never exchange a message; the chain
+    # id and token address default from it (CHAIN_DEFAULTS).
+    network: str = DEFAULT_NETWORK
     listen: str = "/ip4/127.0.0.1/tcp/0"
     bootstrap: list[str] = field(default_factory=list)
     # Ed25519 public keys (hex) whose weather alerts are obeyed and who are pre-trusted.
@@ -269,6 +285,7 @@ def load_config(
     config = NodeConfig()
     if data_dir is not None:
         config.data_dir = Path(data_dir).expanduser()
+    sources: list[dict[str, Any]] = []
     if config.config_path.exists():
         try:
             values = tomllib.loads(config.config_path.read_text())
@@ -276,10 +293,42 @@ def load_config(
             raise ConfigError(f"{config.config_path}: {exc}") from exc
         values.pop("data_dir", None)
         _apply(config, values, str(config.config_path))
-    _apply(config, _env_overrides(dict(environ if environ is not None else os.environ)), "env")
+        sources.append(values)
+    env = _env_overrides(dict(environ if environ is not None else os.environ))
+    _apply(config, env, "env")
+    sources.append(env)
     if overrides:
         _apply(config, overrides, "override")
+        sources.append(overrides)
+    _apply_network(config, sources)
     return config
+
+
+def _set_in(sources: list[dict[str, Any]], section: str, key: str) -> bool:
+    return any(isinstance(source.get(section), dict) and key in source[section] for source in sources)
+
+
+def _apply_network(config: NodeConfig, sources: list[dict[str, Any]]) -> None:
+    """Check ``net.network``; fill the chain id and token address it implies unless set.
+
+    A chain id that contradicts the network is refused: test money never goes to
+    Base mainnet and a mainnet node never settles on a test chain.
+    """
+    try:
+        kind = network_kind(config.net.network)
+    except InvalidNetwork as exc:
+        raise ConfigError(f"net.network: {exc}") from exc
+    chain_id, token_address = CHAIN_DEFAULTS[kind]
+    if not _set_in(sources, "chain", "chain_id"):
+        config.chain.chain_id = chain_id
+    if not _set_in(sources, "chain", "token_address"):
+        config.chain.token_address = token_address
+    on_mainnet_chain = config.chain.chain_id == BASE_MAINNET_CHAIN_ID
+    if (kind == "mainnet") != on_mainnet_chain:
+        raise ConfigError(
+            f"net.network = {config.net.network!r} with chain.chain_id = {config.chain.chain_id}: "
+            f"mainnet settles on Base ({BASE_MAINNET_CHAIN_ID}) and only mainnet does"
+        )
 
 
 def _toml_value(value: Any) -> str:

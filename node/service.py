@@ -255,6 +255,7 @@ class NodeService:
             "name": self.config.name,
             "peer_id": self.identity.peer_id,
             "public_key": self.identity.public_key.hex(),
+            "network": self.config.net.network,
             "management": self.is_management,
             "listen_addrs": self.net.listen_addrs(),
             "api_port": self.api_port,

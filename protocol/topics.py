@@ -1,10 +1,25 @@
-"""Gossipsub topics and the request/response protocol id, with what may travel on each.
+"""Gossipsub topics and request/response protocol ids, with what may travel on each.
 
-Names carry a protocol version (``/crystalmesh/1/...``): an incompatible change
-gets new topics, so old and new nodes never feed each other undecodable bytes.
+Every id names the network first, then a version::
+
+    /crystalmesh/<network>/1/skills        gossip topics (skills, weather, trust, bounties)
+    /crystalmesh/<network>/purchase/1      request/response protocols
+    /crystalmesh/<network>/listings-sync/1
+    /crystalmesh/<network>/kad/1.0.0       the Kademlia DHT (never the public /ipfs/kad/1.0.0)
+
+The network (``devnet``, ``testnet``, ``mainnet``, or ``devnet-<name>`` /
+``testnet-<name>``) keeps two networks apart: a node of another network never
+shares a topic, a protocol or a routing table with ours, so their messages
+never meet. The version keeps incompatible releases apart the same way.
+
+The constants below are the default network's (``devnet``), and the node
+names topics by them internally; ``on_network(identifier, network)`` gives the
+same id on another network, used where bytes meet the wire (``node.net``).
 """
 
 from __future__ import annotations
+
+import re
 
 from protocol.messages import (
     Bounty,
@@ -26,6 +41,8 @@ from protocol.messages import (
 
 __all__ = [
     "BOUNTIES",
+    "DEFAULT_NETWORK",
+    "DHT_PROTOCOL",
     "GOSSIP_TOPICS",
     "LISTINGS_SYNC_PROTOCOL",
     "PURCHASE_EXCHANGES",
@@ -36,14 +53,67 @@ __all__ = [
     "TOPIC_KINDS",
     "TRUST",
     "WEATHER",
+    "InvalidNetwork",
+    "check_network",
+    "network_kind",
+    "network_of",
+    "on_network",
 ]
 
-SKILLS = "/crystalmesh/1/skills"
-WEATHER = "/crystalmesh/1/weather"
-TRUST = "/crystalmesh/1/trust"
-BOUNTIES = "/crystalmesh/1/bounties"
-PURCHASE_PROTOCOL = "/crystalmesh/purchase/1"
-LISTINGS_SYNC_PROTOCOL = "/crystalmesh/listings-sync/1"
+DEFAULT_NETWORK = "devnet"
+NETWORK_KINDS = ("devnet", "testnet", "mainnet")
+# devnet | testnet | mainnet, or a named devnet / testnet: lowercase, digits, inner hyphens.
+_NETWORK = re.compile(r"(?:mainnet|(?:devnet|testnet)(?:-[a-z0-9](?:[a-z0-9-]{0,22}[a-z0-9])?)?)")
+_PREFIX = "/crystalmesh/"
+
+
+class InvalidNetwork(ValueError):
+    """A network id that is not ``devnet``, ``testnet``, ``mainnet`` or ``devnet-``/``testnet-<name>``."""
+
+
+def check_network(network: str) -> str:
+    """``network`` if it is a valid network id, else ``InvalidNetwork``."""
+    if not isinstance(network, str) or not _NETWORK.fullmatch(network):
+        raise InvalidNetwork(
+            f"network {network!r}: expected devnet, testnet, mainnet, devnet-<name> or "
+            "testnet-<name> (lowercase letters, digits and inner hyphens, name up to 24)"
+        )
+    return network
+
+
+def network_kind(network: str) -> str:
+    """``devnet``, ``testnet`` or ``mainnet``: what a (possibly named) network is."""
+    return check_network(network).split("-", 1)[0]
+
+
+def _on(network: str, rest: str) -> str:
+    return f"{_PREFIX}{network}/{rest}"
+
+
+def on_network(identifier: str, network: str) -> str:
+    """A default-network topic or protocol id (the constants here) as named on ``network``."""
+    default = _on(DEFAULT_NETWORK, "")
+    if not identifier.startswith(default):
+        raise ValueError(f"{identifier!r} is not a crystalmesh id of the default network")
+    return _on(check_network(network), identifier[len(default):])
+
+
+def network_of(identifier: str) -> str | None:
+    """The network named by a crystalmesh topic or protocol id, or None for anything else."""
+    if not identifier.startswith(_PREFIX):
+        return None
+    network = identifier[len(_PREFIX):].split("/", 1)[0]
+    return network if _NETWORK.fullmatch(network) else None
+
+
+SKILLS = _on(DEFAULT_NETWORK, "1/skills")
+WEATHER = _on(DEFAULT_NETWORK, "1/weather")
+TRUST = _on(DEFAULT_NETWORK, "1/trust")
+BOUNTIES = _on(DEFAULT_NETWORK, "1/bounties")
+PURCHASE_PROTOCOL = _on(DEFAULT_NETWORK, "purchase/1")
+LISTINGS_SYNC_PROTOCOL = _on(DEFAULT_NETWORK, "listings-sync/1")
+DHT_PROTOCOL = _on(DEFAULT_NETWORK, "kad/1.0.0")
+"""Kademlia (libp2p kad-dht wire format) under our own id: nothing joins the public IPFS DHT."""
 
 GOSSIP_TOPICS = (SKILLS, WEATHER, TRUST, BOUNTIES)
 

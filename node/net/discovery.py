@@ -1,7 +1,8 @@
 """Discovery beyond the bootstrap list: py-libp2p's Kademlia DHT, used for peer routing only.
 
 A node that knows one peer finds the rest: every node runs a KadDHT server
-(``/ipfs/kad/1.0.0`` FIND_NODE), and a discovery round looks up a random key
+(FIND_NODE under our own protocol id, ``/crystalmesh/<network>/kad/1.0.0``,
+never the public IPFS DHT's ``/ipfs/kad/1.0.0``: see ``node.net.dht``), and a discovery round looks up a random key
 (a "random walk"; its own id on the first round, as Kademlia's bootstrap does)
 starting from the peers it is connected to. Each answer names peers closer to
 the key, with their addresses (signed peer records when the peer sent one).
@@ -29,12 +30,12 @@ from typing import Any
 
 import trio
 from libp2p.abc import IHost
-from libp2p.kad_dht.kad_dht import DHTMode, KadDHT
 from libp2p.peer.id import ID
-from libp2p.peer.peerinfo import PeerInfo
-from libp2p.records.validator import NamespacedValidator
 from libp2p.tools.anyio_service import background_trio_service
 
+from protocol.topics import DHT_PROTOCOL
+
+from .dht import build_dht
 from .peers import PeerManager
 
 logger = logging.getLogger(__name__)
@@ -64,19 +65,6 @@ def next_delay_s(config: DiscoveryConfig, previous_s: float, found_new: bool, co
     return min(config.interval_s, previous_s * 2)
 
 
-def _drop_provider(key: bytes, provider: PeerInfo) -> None:
-    """ADD_PROVIDER from a peer: not stored (this DHT only routes peers)."""
-
-
-def build_dht(host: IHost) -> KadDHT:
-    """A KadDHT server that answers FIND_NODE and PING and stores nothing for others."""
-    refuse_all = NamespacedValidator({}, strict_validation=True)
-    dht = KadDHT(host, DHTMode.SERVER, enable_random_walk=False, validator=refuse_all,
-                 validator_changed=True, strict_validation=True)
-    dht.provider_store.add_provider = _drop_provider  # type: ignore[method-assign]
-    return dht
-
-
 def dialable_addr(host: IHost, peer: ID) -> str | None:
     """A ``/…/tcp/…/p2p/<id>`` address of ``peer`` from the peerstore, or None."""
     try:
@@ -93,11 +81,13 @@ def dialable_addr(host: IHost, peer: ID) -> str | None:
 class Discovery:
     """Random-walk peer discovery over the Kademlia DHT (see module docstring)."""
 
-    def __init__(self, host: IHost, peers: PeerManager, config: DiscoveryConfig | None = None) -> None:
+    def __init__(self, host: IHost, peers: PeerManager, config: DiscoveryConfig | None = None,
+                 protocol_id: str = DHT_PROTOCOL) -> None:
         self.host = host
         self.peers = peers
         self.config = config or DiscoveryConfig()
-        self.dht = build_dht(host)
+        self.protocol_id = protocol_id
+        self.dht = build_dht(host, protocol_id)
         self.discovered: set[ID] = set()
         self.rounds = 0
         self._wake = trio.Event()

@@ -11,6 +11,10 @@ The validator is synchronous and must return a bool; it stores the opened
 envelope so the drain loop does not decode or verify twice. Validators also
 run on our own publishes: ``publish`` reports such a rejection to its caller
 as ``InvalidEnvelope`` and it is not counted against any peer.
+
+Callers name topics by the default network's ids (``protocol.topics.SKILLS``
+...); on the wire each is the same topic on this node's network
+(``wire_topic``), so a node of another network never shares a topic with us.
 """
 
 from __future__ import annotations
@@ -29,7 +33,15 @@ from libp2p.pubsub.pubsub import Pubsub
 
 from protocol.envelope import Envelope, InvalidEnvelope, open_envelope, seal
 from protocol.identity import Identity, peer_id_from_public_key
-from protocol.topics import BOUNTIES, SKILLS, TOPIC_KINDS, TRUST, WEATHER
+from protocol.topics import (
+    BOUNTIES,
+    DEFAULT_NETWORK,
+    SKILLS,
+    TOPIC_KINDS,
+    TRUST,
+    WEATHER,
+    on_network,
+)
 
 from .validation import (
     IGNORE_REASONS,
@@ -83,13 +95,16 @@ class Gossip:
         deliver_own: bool = False,
         inbox_size: int = 4096,
         on_rejected: RejectionSink | None = None,
+        network: str = DEFAULT_NETWORK,
     ) -> None:
         self.identity = identity
+        self.network = network
         self.pubsub = pubsub
         self.validator = validator
         self.rejections = rejections
         self.sequence = sequence or SequenceSource(validator.now_ms)
         self.topics = tuple(topics)
+        self._wire = {topic: on_network(topic, network) for topic in self.topics}
         self.deliver_own = deliver_own
         self._on_rejected = on_rejected
         self._handlers: dict[str, list[EnvelopeHandler]] = {}
@@ -105,7 +120,17 @@ class Gossip:
         self.ignored: dict[str, int] = {}
         self._subscribed = trio.Event()
         for topic in self.topics:
-            pubsub.set_topic_validator(topic, self._validator_for(topic), False)
+            pubsub.set_topic_validator(self._wire[topic], self._validator_for(topic), False)
+
+    def wire_topic(self, topic: str) -> str:
+        """The pubsub topic that carries ``topic`` on this node's network."""
+        wire = self._wire.get(topic)
+        if wire is None:
+            try:
+                wire = on_network(topic, self.network)
+            except ValueError:
+                wire = topic  # not a crystalmesh topic: no validator of ours runs on it
+        return wire
 
     # ----------------------------------------------------------------- handlers
     def on(self, topic: str, handler: EnvelopeHandler) -> None:
@@ -137,7 +162,7 @@ class Gossip:
         """Gossip already sealed envelope bytes (tests, relays); validated like any message."""
         await self._subscribed.wait()
         self._own_rejection = None
-        await self.pubsub.publish(topic, data)
+        await self.pubsub.publish(self.wire_topic(topic), data)
         rejection, self._own_rejection = self._own_rejection, None
         if rejection is not None:
             raise rejection
@@ -207,7 +232,7 @@ class Gossip:
         """Subscribe to every topic and run the drain and dispatch loops until cancelled."""
         async with trio.open_nursery() as nursery:
             for topic in self.topics:
-                subscription = await self.pubsub.subscribe(topic)
+                subscription = await self.pubsub.subscribe(self._wire[topic])
                 nursery.start_soon(self._drain, topic, subscription)
             nursery.start_soon(self._dispatch)
             self._subscribed.set()

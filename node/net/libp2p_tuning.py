@@ -31,6 +31,11 @@ All are applied by ``apply()`` (idempotent), called when a host is built.
    (logged, and the forwarder is charged an invalid message); a peer's read
    loop that raises ends only that peer's stream. Our own publishes still
    raise to their caller.
+
+Not here, on purpose: the Kademlia protocol id. The library's
+``/ipfs/kad/1.0.0`` is a module constant, but patching it would put every DHT
+of the process on one network; ``node.net.dht`` gives each DHT a view of its
+host that speaks ``/crystalmesh/<network>/kad/1.0.0`` instead.
 """
 
 from __future__ import annotations

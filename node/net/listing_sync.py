@@ -1,4 +1,4 @@
-"""Listings sync (``/crystalmesh/listings-sync/1``): late joiners catch up with the market.
+"""Listings sync (``/crystalmesh/<network>/listings-sync/1``): late joiners catch up with the market.
 
 Gossip only reaches nodes online when a message is published. On every new
 connection (and again every ``resync_s``) a node asks the peer for the
@@ -94,7 +94,8 @@ class ListingSync:
                  validator: MessageValidator, on_entry: EntryHandler,
                  penalize: Callable[[Rejection], None],
                  is_banned: Callable[[ID], bool] = lambda peer: False,
-                 limits: SyncLimits | None = None, clock_window_ms: int = 120_000) -> None:
+                 limits: SyncLimits | None = None, clock_window_ms: int = 120_000,
+                 protocol_id: str = LISTINGS_SYNC_PROTOCOL) -> None:
         self.identity = identity
         self.next_seq = next_seq
         self.validator = validator
@@ -104,7 +105,7 @@ class ListingSync:
         self.limits = limits or SyncLimits()
         self.transport = PurchaseTransport(
             host, identity, next_seq, handler_timeout_s=self.limits.request_timeout_s,
-            is_banned=is_banned, protocol_id=LISTINGS_SYNC_PROTOCOL, max_streams_per_peer=2,
+            is_banned=is_banned, protocol_id=protocol_id, max_streams_per_peer=2,
             clock_window_ms=clock_window_ms, now_ms=validator.now_ms, exchanges=SYNC_EXCHANGES,
         )
         self._source: SyncSource | None = None

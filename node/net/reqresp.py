@@ -4,10 +4,11 @@ Built on py-libp2p's ``RequestResponse`` helper (0.8.1), which owns framing,
 size limits and timeouts, and — unlike a raw stream handler — catches every
 exception so a bad request can never take the node down.
 
-Wire format on ``/crystalmesh/purchase/1`` (for docs/protocol.md):
+Wire format on ``/crystalmesh/<network>/purchase/1`` (for docs/protocol.md):
 
 1. The client opens a new yamux stream on the Noise-secured connection and
-   negotiates ``/crystalmesh/purchase/1`` with multistream-select 1.0.
+   negotiates ``/crystalmesh/<network>/purchase/1`` with multistream-select 1.0
+   (a node of another network does not speak it: the exchange ends there).
 2. It writes one frame: ``uvarint(len(payload)) || payload`` where payload is
    a sealed envelope (canonical CBOR, ``protocol.envelope``), at most
    ``MAX_MESSAGE_BYTES`` (256 KiB). Unsigned LEB128 varint, as in go-msgio.

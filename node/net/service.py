@@ -29,7 +29,16 @@ from libp2p.tools.anyio_service import background_trio_service
 from node.config import NetConfig
 from protocol.envelope import Envelope
 from protocol.identity import Identity, peer_id_from_public_key
-from protocol.topics import BOUNTIES, SKILLS, TRUST, WEATHER
+from protocol.topics import (
+    BOUNTIES,
+    DHT_PROTOCOL,
+    LISTINGS_SYNC_PROTOCOL,
+    PURCHASE_PROTOCOL,
+    SKILLS,
+    TRUST,
+    WEATHER,
+    on_network,
+)
 
 from .discovery import Discovery, DiscoveryConfig
 from .gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
@@ -71,6 +80,7 @@ class NetService:
     ) -> None:
         self.config = config
         self.identity = identity
+        self.network = config.network
         self.gossip_config = gossip_config or GossipConfig(heartbeat_s=config.heartbeat_s)
         parts = build_host(identity.seed, config.listen)
         self.host = parts.host
@@ -95,7 +105,6 @@ class NetService:
         )
         self.router = build_router(self.gossip_config, self._app_score)
         self.pubsub = build_pubsub(self.host, self.router, self.gossip_config)
-        self.pubsub.allowed_topics = frozenset(TOPICS)
         self.sequence = SequenceSource(now_ms)
         self.gossip = Gossip(
             identity,
@@ -105,7 +114,10 @@ class NetService:
             sequence=self.sequence,
             deliver_own=deliver_own,
             on_rejected=self._on_rejected,
+            network=self.network,
         )
+        # Subscriptions to any other topic (another network's) are not even tracked.
+        self.pubsub.allowed_topics = frozenset(self.gossip.wire_topic(topic) for topic in TOPICS)
         self.peer_manager = PeerManager(
             self.host,
             list(config.bootstrap),
@@ -113,7 +125,11 @@ class NetService:
             max_backoff_s=config.reconnect_max_backoff_s,
         )
         discovery = discovery_config or DiscoveryConfig(enabled=config.discovery)
-        self.discovery = Discovery(self.host, self.peer_manager, discovery) if discovery.enabled else None
+        self.discovery = (
+            Discovery(self.host, self.peer_manager, discovery,
+                      protocol_id=on_network(DHT_PROTOCOL, self.network))
+            if discovery.enabled else None
+        )
         self.purchases = PurchaseTransport(
             self.host,
             identity,
@@ -122,6 +138,7 @@ class NetService:
             is_banned=lambda peer: peer in self.peer_manager.banned,
             clock_window_ms=int(config.clock_window_s * 1000),
             now_ms=now_ms,
+            protocol_id=on_network(PURCHASE_PROTOCOL, self.network),
         )
         self.sync = ListingSync(
             self.host,
@@ -133,6 +150,7 @@ class NetService:
             is_banned=lambda peer: peer in self.peer_manager.banned,
             limits=sync_limits,
             clock_window_ms=int(config.clock_window_s * 1000),
+            protocol_id=on_network(LISTINGS_SYNC_PROTOCOL, self.network),
         )
         self._sync_source: SyncSource | None = None
         self._started = trio.Event()
@@ -160,7 +178,7 @@ class NetService:
         self.gossip.on(BOUNTIES, handler)
 
     def serve_listings_sync(self, source: SyncSource) -> None:
-        """Answer ``/crystalmesh/listings-sync/1`` from ``source`` and sync with new peers."""
+        """Answer ``/crystalmesh/<network>/listings-sync/1`` from ``source``; sync with new peers."""
         self._sync_source = source
         self.sync.serve(source)
 
@@ -186,7 +204,7 @@ class NetService:
     def sync_status(self) -> dict[str, Any]:
         """Listings sync: recent sessions per peer, pages served."""
         return {
-            "protocol": "/crystalmesh/listings-sync/1",
+            "protocol": str(self.sync.transport.protocol_id),
             "served_pages": self.sync.served_pages,
             "cursors": dict(self.sync.cursors),
             "sessions": [dataclasses.asdict(report) for report in self.sync.reports[-16:]],
@@ -250,10 +268,10 @@ class NetService:
         return [str(peer) for peer in self.host.get_connected_peers()]
 
     def mesh_peers(self, topic: str) -> list[str]:
-        return [str(peer) for peer in self.router.mesh.get(topic, ())]
+        return [str(peer) for peer in self.router.mesh.get(self.gossip.wire_topic(topic), ())]
 
     def topic_peers(self, topic: str) -> list[str]:
-        return [str(peer) for peer in self.pubsub.peer_topics.get(topic, ())]
+        return [str(peer) for peer in self.pubsub.peer_topics.get(self.gossip.wire_topic(topic), ())]
 
     # ------------------------------------------------------------------ purchase
     def serve_purchases(self, handler: RequestHandler) -> None:

@@ -13,6 +13,7 @@ from libp2p.kad_dht.kad_dht import DHTMode, KadDHT
 from libp2p.tools.anyio_service import background_trio_service
 
 from node.config import NetConfig
+from node.net.dht import DhtHost
 from node.net.discovery import DiscoveryConfig
 from node.net.gossip_config import GossipConfig
 from node.net.service import NetService
@@ -87,8 +88,8 @@ async def test_dht_stores_nothing_for_peers(nursery: trio.Nursery) -> None:
     dht = server.discovery.dht
     target = server.host.get_id()
 
-    # The attacker runs py-libp2p's stock DHT (stores anything) on its host.
-    attacker = KadDHT(client.host, DHTMode.SERVER)
+    # The attacker runs py-libp2p's stock DHT (stores anything) on its host, under our id.
+    attacker = KadDHT(DhtHost(client.host), DHTMode.SERVER)  # type: ignore[arg-type]
     async with background_trio_service(attacker):
         await attacker.add_peer(target, skip_server_mode_check=True)
         for index in range(10):

@@ -10,7 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from node.config import (
+    BASE_MAINNET_CHAIN_ID,
+    BASE_MAINNET_USDC,
     BASE_SEPOLIA_CHAIN_ID,
+    BASE_SEPOLIA_USDC,
     ConfigError,
     NodeConfig,
     dump_config,
@@ -169,3 +172,39 @@ def test_dump_load_round_trip_property(
     config.memory.decay_rate = decay_rate
     (tmp_path / "node.toml").write_text(dump_config(config))
     assert asdict(load_config(tmp_path, environ={})) == asdict(config)
+
+
+def test_network_defaults_to_devnet_and_sets_the_chain_where_unset(tmp_path: Path) -> None:
+    # A node.toml written before net.network existed keeps working as a devnet.
+    (tmp_path / "node.toml").write_text('[net]\nlisten = "/ip4/127.0.0.1/tcp/4001"\n'
+                                        '[chain]\ntoken_address = "0x' + "22" * 20 + '"\n')
+    config = load_config(tmp_path, environ={})
+    assert config.net.network == "devnet"
+    assert config.chain.chain_id == BASE_SEPOLIA_CHAIN_ID
+    assert config.chain.token_address == "0x" + "22" * 20  # set: kept
+
+    mainnet = load_config(tmp_path / "m", environ={"CRYSTALMESH_NET_NETWORK": "mainnet"})
+    assert (mainnet.chain.chain_id, mainnet.chain.token_address) == (
+        BASE_MAINNET_CHAIN_ID, BASE_MAINNET_USDC)
+    testnet = load_config(tmp_path / "t", overrides={"net": {"network": "testnet-lab"}}, environ={})
+    assert (testnet.chain.chain_id, testnet.chain.token_address) == (
+        BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC)
+    # Saved and read back, the derived values stay what the network implies.
+    save_config(mainnet)
+    assert load_config(mainnet.data_dir, environ={}).chain.chain_id == BASE_MAINNET_CHAIN_ID
+
+
+@pytest.mark.parametrize("network", ["", "Mainnet", "prod", "testnet-", "devnet_x", "testnet-" + "a" * 25,
+                                     "mainnet-x", "../devnet", "devnet/1"])
+def test_a_malformed_network_is_refused(tmp_path: Path, network: str) -> None:
+    with pytest.raises(ConfigError, match=r"net\.network"):
+        load_config(tmp_path, overrides={"net": {"network": network}}, environ={})
+
+
+def test_a_chain_that_contradicts_the_network_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="mainnet"):
+        load_config(tmp_path, overrides={"net": {"network": "testnet"}, "chain": {"chain_id": 8453}},
+                    environ={})
+    with pytest.raises(ConfigError, match="mainnet"):
+        load_config(tmp_path, overrides={"net": {"network": "mainnet"}, "chain": {"chain_id": 84532}},
+                    environ={})
