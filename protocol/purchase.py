@@ -12,6 +12,10 @@ Each exchange is one request and one response, every one a signed envelope:
     Receipt                  ->              (buyer's verdict after checking)
                              <-  Receipt (echo, acknowledges) | ErrorReply
 
+Any request may instead be answered ``Busy`` (the server is at a stream limit):
+it is sent before the request is read, so no handler saw the request, and the
+client sends the same bytes again after ``retry_after_ms``.
+
 ``request_id`` (16 random bytes, lowercase hex; :func:`new_request_id`) ties
 the messages of one purchase together.
 """
@@ -43,8 +47,10 @@ from protocol.schema import (
 
 __all__ = [
     "ERROR_CODES",
+    "MAX_RETRY_AFTER_MS",
     "MAX_SKILL_PAYLOAD_BYTES",
     "PURCHASE_MESSAGES",
+    "Busy",
     "Delivery",
     "DeliveryRequest",
     "ErrorReply",
@@ -271,6 +277,20 @@ class ErrorReply(Message):
     message: str
 
 
+MAX_RETRY_AFTER_MS = 60_000
+
+
+@dataclass(frozen=True)
+class Busy(Message):
+    """The server is at a limit and did not read the request: send it again after
+    ``retry_after_ms``. A live, loaded peer says this instead of resetting the stream,
+    so a client can tell busy from gone (any request/response protocol may answer it)."""
+
+    KIND: ClassVar[str] = "busy"
+    FIELDS: ClassVar[Schema] = {"retry_after_ms": Int(1, MAX_RETRY_AFTER_MS)}
+    retry_after_ms: int
+
+
 PURCHASE_MESSAGES: tuple[type[Message], ...] = (
     PurchaseRequest,
     PaymentRequirements,
@@ -279,4 +299,5 @@ PURCHASE_MESSAGES: tuple[type[Message], ...] = (
     DeliveryRequest,
     Receipt,
     ErrorReply,
+    Busy,
 )

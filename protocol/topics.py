@@ -23,6 +23,7 @@ import re
 
 from protocol.messages import (
     Bounty,
+    Busy,
     Delivery,
     DeliveryRequest,
     ErrorReply,
@@ -117,16 +118,19 @@ DHT_PROTOCOL = _on(DEFAULT_NETWORK, "kad/1.0.0")
 
 GOSSIP_TOPICS = (SKILLS, WEATHER, TRUST, BOUNTIES)
 
+# Any request may be answered Busy (the server is at a stream limit; see protocol.purchase).
+_REFUSALS = frozenset({ErrorReply.KIND, Busy.KIND})
+
 PURCHASE_EXCHANGES: dict[str, frozenset[str]] = {
-    PurchaseRequest.KIND: frozenset({PaymentRequirements.KIND, ErrorReply.KIND}),
-    PaymentAuthorization.KIND: frozenset({Delivery.KIND, ErrorReply.KIND}),
-    DeliveryRequest.KIND: frozenset({Delivery.KIND, ErrorReply.KIND}),
-    Receipt.KIND: frozenset({Receipt.KIND, ErrorReply.KIND}),
+    PurchaseRequest.KIND: frozenset({PaymentRequirements.KIND}) | _REFUSALS,
+    PaymentAuthorization.KIND: frozenset({Delivery.KIND}) | _REFUSALS,
+    DeliveryRequest.KIND: frozenset({Delivery.KIND}) | _REFUSALS,
+    Receipt.KIND: frozenset({Receipt.KIND}) | _REFUSALS,
 }
 """Request kind (buyer -> seller) -> the response kinds a seller may answer with."""
 
 SYNC_EXCHANGES: dict[str, frozenset[str]] = {
-    ListingsSyncRequest.KIND: frozenset({ListingsSyncPage.KIND, ErrorReply.KIND}),
+    ListingsSyncRequest.KIND: frozenset({ListingsSyncPage.KIND}) | _REFUSALS,
 }
 """Request kind -> response kinds on the listings sync protocol."""
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from node.face import face
 
 if TYPE_CHECKING:
+    from node.net.reqresp import PeerBusy as PeerBusy
+    from node.net.reqresp import PeerUnreachable as PeerUnreachable
     from node.net.reqresp import ReqRespError as ReqRespError
     from node.net.service import NetService as NetService
     from node.net.validation import Rejection as Rejection

@@ -26,15 +26,23 @@ replayed through another connection; ``issued_at_ms`` must be within the clock
 window and (sender, seq) new, as for gossip (``stale`` / ``replayed``).
 
 Inbound limits (issue 11, row 5): at most ``max_streams_per_peer`` open
-streams per peer and ``max_concurrent_inbound`` in all (a stream over either
-limit is reset at once), and the request frame must arrive within
-``read_timeout_s``: an idle stream holds its slot for seconds, not for the
-whole handler timeout.
+streams per peer and ``max_concurrent_inbound`` in all, and the request frame
+must arrive within ``read_timeout_s``: an idle stream holds its slot for
+seconds, not for the whole handler timeout.
+
+Busy, not gone (issue 26): a stream over either limit is answered at once with
+a sealed ``Busy{retry_after_ms}`` and closed, without reading the request, so
+no handler ever saw it. The client sends the same bytes again after the
+retry-after (with jitter) until its own deadline: a loaded seller is slower,
+never "unreachable". Before, such a stream was reset and a buyer with five
+purchases in flight to one seller saw a live seller as gone. The busy answers
+themselves are bounded (``max_busy_inflight``); beyond that a stream is reset.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -65,7 +73,7 @@ from protocol.envelope import (
     seal,
 )
 from protocol.identity import Identity, peer_id_from_public_key
-from protocol.messages import ErrorReply
+from protocol.messages import Busy, ErrorReply
 from protocol.purchase import ERROR_BAD_REQUEST, ERROR_INTERNAL, ERROR_RATE_LIMITED
 from protocol.topics import PURCHASE_EXCHANGES, PURCHASE_PROTOCOL
 
@@ -78,6 +86,11 @@ RequestHandler = Callable[[str, Envelope], Awaitable[bytes]]
 
 # ErrorReply needs a request id; this one answers requests we could not even read.
 NO_REQUEST_ID = "0" * 32
+# A purchase handler holds its stream for a settlement (a second or so on a real chain):
+# a busy client asks again after about this long, spread by jitter so a burst does not
+# come back in lockstep.
+BUSY_RETRY_AFTER_MS = 250
+BUSY_JITTER = 0.5
 
 
 class ReqRespError(Exception):
@@ -94,6 +107,10 @@ class RequestTimeout(ReqRespError):
 
 class RequestFailed(ReqRespError):
     """The exchange broke: stream reset, protocol unsupported, or a frame over the size limit."""
+
+
+class PeerBusy(RequestTimeout):
+    """The peer answered busy until the timeout ran out: it is alive, only loaded."""
 
 
 class PurchaseTransport:
@@ -114,6 +131,8 @@ class PurchaseTransport:
         clock_window_ms: int = MAX_CLOCK_SKEW_MS,
         now_ms: Callable[[], int] | None = None,
         exchanges: Mapping[str, frozenset[str]] = PURCHASE_EXCHANGES,
+        busy_retry_after_ms: int = BUSY_RETRY_AFTER_MS,
+        max_busy_inflight: int | None = None,
     ) -> None:
         self.host = host
         self.exchanges = exchanges
@@ -133,7 +152,12 @@ class PurchaseTransport:
         self._codec = BytesCodec()
         self._handler: RequestHandler | None = None
         self._open_streams: dict[ID, int] = {}
-        self.refused_streams = 0
+        self.busy_retry_after_ms = busy_retry_after_ms
+        self.max_busy_inflight = max_busy_inflight or max_concurrent_inbound
+        self._busy_inflight = 0
+        self.refused_streams = 0  # streams not served: answered busy or reset
+        self.busy_replies = 0  # of which answered busy
+        self.busy_retries = 0  # client side: requests sent again after a busy answer
 
     def _config(self, timeout_s: float) -> RequestResponseConfig:
         return RequestResponseConfig(
@@ -168,8 +192,7 @@ class PurchaseTransport:
         if (open_now >= self.max_streams_per_peer
                 or sum(self._open_streams.values()) >= self.max_concurrent_inbound):
             self.refused_streams += 1
-            logger.info("purchase stream refused peer=%s open=%d", peer_id, open_now)
-            await _reset(stream)
+            await self._answer_busy(stream, peer_id, open_now)
             return
         self._open_streams[peer_id] = open_now + 1
         try:
@@ -189,6 +212,28 @@ class PurchaseTransport:
                 self._open_streams[peer_id] = left
             else:
                 self._open_streams.pop(peer_id, None)
+
+    async def _answer_busy(self, stream: INetStream, peer_id: ID, open_now: int) -> None:
+        """Say busy (the request stays unread) and close; reset if even that is over its bound."""
+        if self._busy_inflight >= self.max_busy_inflight:
+            logger.info("stream reset, busy answers at their bound peer=%s", peer_id)
+            await _reset(stream)
+            return
+        self._busy_inflight += 1
+        try:
+            busy = Busy(retry_after_ms=self.busy_retry_after_ms)
+            reply = seal(self.identity, Busy.KIND, busy, self.next_seq(), _now_ms())
+            framing = VarIntLengthMsgReadWriter(stream, max_msg_size=self.max_message_bytes)
+            with trio.fail_after(self.read_timeout_s):
+                await framing.write_msg(reply)
+            await stream.close()
+            self.busy_replies += 1
+            logger.debug("stream answered busy peer=%s open=%d", peer_id, open_now)
+        except Exception as error:
+            logger.debug("busy answer dropped peer=%s: %r", peer_id, error)
+            await _reset(stream)
+        finally:
+            self._busy_inflight -= 1
 
     async def _on_request(self, data: bytes, peer_id: ID) -> bytes:
         peer = str(peer_id)
@@ -234,15 +279,40 @@ class PurchaseTransport:
 
         ``peer`` is a peer id (must be connected or have known addresses) or
         a full ``/ip4/…/tcp/…/p2p/<id>`` multiaddr (dialled if needed).
-        ``timeout_s`` covers dialling, the request and the response.
+        ``timeout_s`` covers dialling, the request and the response, and every
+        retry after a ``Busy`` answer (raises ``PeerBusy`` if the peer stays busy).
         """
+        raw, _ = await self._exchange(peer, data, timeout_s)
+        return raw
+
+    async def _exchange(self, peer: str, data: bytes, timeout_s: float) -> tuple[bytes, Envelope | None]:
+        """The response bytes and, if they opened as a valid envelope, the envelope."""
         if len(data) > self.max_message_bytes:
             raise RequestFailed(f"request of {len(data)} bytes exceeds {self.max_message_bytes}")
         deadline = trio.current_time() + timeout_s
         peer_id = await self._reach(peer, timeout_s)
-        remaining = deadline - trio.current_time()
-        if remaining <= 0:
-            raise RequestTimeout(f"no time left after dialling {peer_id}")
+        while True:
+            remaining = deadline - trio.current_time()
+            if remaining <= 0:
+                raise RequestTimeout(f"no time left after dialling {peer_id}")
+            raw = await self._send(peer_id, data, remaining, timeout_s)
+            try:
+                envelope: Envelope | None = open_envelope(raw, self.max_message_bytes)
+            except InvalidEnvelope:
+                envelope = None
+            if envelope is None or envelope.kind != Busy.KIND or (
+                    peer_id_from_public_key(envelope.sender) != str(peer_id)):
+                return raw, envelope
+            busy = envelope.message()
+            assert isinstance(busy, Busy)
+            # Busy was said before the request was read: the same bytes are not a replay.
+            wait_s = busy.retry_after_ms / 1000 * (1 + random.uniform(0, BUSY_JITTER))
+            if trio.current_time() + wait_s >= deadline:
+                raise PeerBusy(f"{peer_id} stayed busy for {timeout_s} s")
+            self.busy_retries += 1
+            await trio.sleep(wait_s)
+
+    async def _send(self, peer_id: ID, data: bytes, remaining: float, timeout_s: float) -> bytes:
         try:
             return await self._rr.send_request(
                 peer_id, [self.protocol_id], data, self._codec, self._config(remaining)
@@ -261,11 +331,12 @@ class PurchaseTransport:
     async def request_envelope(self, peer: str, data: bytes, timeout_s: float = 30.0) -> Envelope:
         """``request`` and open the response; checks it is signed by the peer we asked."""
         peer_id = _peer_id_of(peer)
-        raw = await self.request(peer, data, timeout_s)
-        try:
-            envelope = open_envelope(raw, self.max_message_bytes)
-        except InvalidEnvelope as error:
-            raise RequestFailed(f"invalid response from {peer_id}: {error}") from error
+        raw, envelope = await self._exchange(peer, data, timeout_s)
+        if envelope is None:
+            try:
+                envelope = open_envelope(raw, self.max_message_bytes)
+            except InvalidEnvelope as error:
+                raise RequestFailed(f"invalid response from {peer_id}: {error}") from error
         if peer_id_from_public_key(envelope.sender) != str(peer_id):
             raise RequestFailed(f"response from {peer_id} is signed by another key")
         return envelope

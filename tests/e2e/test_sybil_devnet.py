@@ -64,7 +64,8 @@ def _buy(devnet: Devnet, buyer: str, listing_id: str) -> dict[str, Any] | str:
                                           {"listing_id": listing_id, "again": True})
         except ApiError as error:
             outcome = f"{error.code}: {error}"
-            if error.code not in ("timeout", "seller_unreachable", "purchase_failed", ""):
+            if error.code not in ("timeout", "seller_unreachable", "seller_busy",
+                                  "seller_exchange_failed", "purchase_failed", ""):
                 return outcome
     return outcome
 

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from node.net.host import peer_info_from_addr
-from node.net.reqresp import PeerUnreachable, RequestFailed, RequestTimeout
+from node.net.reqresp import PeerBusy, PeerUnreachable, RequestFailed, RequestTimeout
 from node.net.service import NetService
 from protocol.envelope import Envelope, open_envelope, seal
 from protocol.messages import (
@@ -181,3 +181,41 @@ async def test_stale_and_replayed_requests_are_refused(nursery: trio.Nursery) ->
     replay = open_envelope(await buyer.request(seller.peer_id, fresh, 30))
     assert replay.message().code == "bad_request" and "replayed" in replay.message().message  # type: ignore[attr-defined]
     assert len(handled) == 1
+
+
+async def test_a_seller_at_its_stream_limit_answers_busy_and_the_request_goes_through(
+        nursery: trio.Nursery) -> None:
+    """Issue 26 delivery 6: over the per-peer limit a stream is answered Busy (the request
+    unread), and the client sends it again until a slot frees: slower, never unreachable.
+    A peer that stays busy past the timeout is ``PeerBusy``, a timeout, not ``PeerUnreachable``."""
+    seller, buyer = await two_nodes(nursery)
+    seller.purchases.max_streams_per_peer = 2
+    seller.purchases.busy_retry_after_ms = 50
+    release = trio.Event()
+    handled: list[str] = []
+
+    async def held(peer_id: str, envelope: Envelope) -> bytes:
+        await release.wait()
+        handled.append(envelope.body["request_id"])
+        return seller.purchases.error_reply("not_for_sale", "", envelope.body["request_id"])
+
+    seller.serve_purchases(held)
+    await buyer.host.connect(peer_info_from_addr(seller.listen_addrs()[0]))
+    replies: list[str] = []
+
+    async def ask(request_id: str) -> None:
+        reply = open_envelope(await buyer.request(seller.peer_id, purchase_request(buyer, request_id), 60))
+        replies.append(reply.message().request_id)  # type: ignore[attr-defined]
+
+    ids = [new_request_id() for _ in range(5)]
+    async with trio.open_nursery() as burst:
+        for request_id in ids:
+            burst.start_soon(ask, request_id)
+        await wait_until_async(lambda: seller.purchases.busy_replies >= 3, 30, "streams over the limit told busy")
+        await wait_until_async(lambda: buyer.purchases.busy_retries >= 3, 30, "the client asking again")
+        with pytest.raises(PeerBusy):
+            await buyer.request(seller.peer_id, purchase_request(buyer, new_request_id()), 0.5)
+        release.set()
+    assert sorted(replies) == sorted(ids)
+    # Each request reached the handler exactly once, busy answers and retries notwithstanding.
+    assert sorted(handled) == sorted(ids)

@@ -81,6 +81,14 @@ class Market:
         self.running["seller"] = await self.nursery.start(_run, self.seller)
         await _connect(self.seller, self.buyer)
 
+    async def add_buyer(self, tmp_path: Path, name: str) -> NodeService:
+        """Another funded buyer, connected to the seller (for bursts from several buyers)."""
+        buyer = _node(tmp_path, name, self.chain)
+        await trio.to_thread.run_sync(_fund, self.chain, buyer.wallet_address, BUYER_USDC)
+        self.running[name] = await self.nursery.start(_run, buyer)
+        await _connect(self.seller, buyer)
+        return buyer
+
     async def usdc(self, node: NodeService) -> int:
         return await trio.to_thread.run_sync(self.chain.client().usdc_balance, node.wallet_address)
 
@@ -135,6 +143,11 @@ def _node(tmp_path: Path, name: str, chain: EmbeddedChain) -> NodeService:
     return NodeService(config, chain_client=chain.client())
 
 
+def _fund(chain: EmbeddedChain, address: str, usdc_micro: int) -> None:
+    fund(chain.w3, [address], usdc_micro=usdc_micro, eth_wei=to_wei(1, "ether"),
+         deployer_key=chain.deployer.key.to_0x_hex(), token_address=chain.token_address)
+
+
 async def _connect(seller: NodeService, buyer: NodeService) -> None:
     buyer.net.connect(seller.net.listen_addrs()[0])
 
@@ -149,10 +162,8 @@ async def start_market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nurse
     seller, buyer = _node(tmp_path, "seller", chain), _node(tmp_path, "buyer", chain)
 
     def fund_wallets() -> None:
-        fund(chain.w3, [seller.wallet_address], usdc_micro=0, eth_wei=to_wei(1, "ether"),
-             deployer_key=chain.deployer.key.to_0x_hex(), token_address=chain.token_address)
-        fund(chain.w3, [buyer.wallet_address], usdc_micro=BUYER_USDC, eth_wei=to_wei(1, "ether"),
-             deployer_key=chain.deployer.key.to_0x_hex(), token_address=chain.token_address)
+        _fund(chain, seller.wallet_address, 0)
+        _fund(chain, buyer.wallet_address, BUYER_USDC)
 
     await trio.to_thread.run_sync(fund_wallets)
     running = {"seller": await nursery.start(_run, seller), "buyer": await nursery.start(_run, buyer)}

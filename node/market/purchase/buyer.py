@@ -30,7 +30,7 @@ from node.market.purchase.skill_import import imported_skill
 from node.market.purchase.terms import check_caps, check_requirements
 from node.market.purchase.wire import authorization_from_json, authorization_json, payment_message
 from node.memory import AsyncMemory
-from node.net import ReqRespError
+from node.net import PeerBusy, PeerUnreachable, ReqRespError
 from node.trust import GateDecision, TrustLevel
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity, peer_id_from_public_key
@@ -95,8 +95,14 @@ class Buyer:
     async def _exchange(self, peer: str, message: Message, expect: type[M], timeout_s: float) -> M:
         try:
             envelope = await self.request(peer, self._seal(message), timeout_s)
-        except ReqRespError as error:
+        except PeerUnreachable as error:
             raise PurchaseError(f"seller unreachable: {error}", "seller_unreachable") from error
+        except PeerBusy as error:
+            raise PurchaseError(f"seller busy: {error}", "seller_busy") from error
+        except ReqRespError as error:
+            # Up and connected, but this exchange broke (reset, timeout): not "gone".
+            raise PurchaseError(f"exchange with the seller failed: {error}",
+                                "seller_exchange_failed") from error
         reply = envelope.message()
         if isinstance(reply, ErrorReply):
             raise PurchaseRefused(f"seller refused: {reply.code}: {reply.message}", reply.code)
