@@ -23,6 +23,7 @@ from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 
 from .host import peer_info_from_addr
+from .reachability import connection_kind
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ class PeerStatus:
     score: float
     banned: bool = False
     kept: bool = False
+    # Connected through a relay only (no direct connection yet: see node.net.reachability).
+    relayed: bool = False
 
 
 @dataclass
@@ -217,6 +220,7 @@ class PeerManager:
                     score=self.score_of(str(peer)),
                     banned=peer in self.banned,
                     kept=peer in self._kept,
+                    relayed=connection_kind(self.host, peer) == "relayed",
                 )
             )
         return statuses
