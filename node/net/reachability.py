@@ -39,7 +39,7 @@ from libp2p.tools.anyio_service import background_trio_service
 from node import metrics
 from node.config import ConfigError, NetConfig
 
-from .autonat import PRIVATE, PUBLIC, UNKNOWN, AutoNat
+from .autonat import PRIVATE, PUBLIC, AutoNat
 from .relay import RelayLimits, RelayProtocol
 from .relay_client import RelayClient, dial_relayed, is_circuit
 
@@ -145,7 +145,6 @@ class Reachability:
         self.upgraded = 0
         self._nursery: trio.Nursery | None = None
         host.get_network().register_notifee(_UpgradeWatcher(self))
-        self._report(UNKNOWN)
 
     # ------------------------------------------------------------------ addresses
     def extra_addrs(self) -> list[multiaddr.Multiaddr]:
@@ -159,14 +158,9 @@ class Reachability:
             nursery.start_soon(push)  # identify push: peers learn our circuit addresses
 
     def _on_status(self, status: str) -> None:
-        self._report(status)
         if self.config.relay_service == "auto":
             self.protocol.serve(status == PUBLIC)
         self.client.wake()
-
-    def _report(self, status: str) -> None:
-        for state in (PUBLIC, PRIVATE, UNKNOWN):
-            metrics.REACHABILITY.labels(state=state).set(1.0 if state == status else 0.0)
 
     # ------------------------------------------------------------------ status
     @property
@@ -174,7 +168,6 @@ class Reachability:
         return self.autonat.reachability
 
     def describe(self) -> dict[str, Any]:
-        metrics.RELAY_RESERVATIONS.labels(role="served").set(self.protocol.reservations())
         return {
             "status": self.status,
             "relay_service": self.config.relay_service,

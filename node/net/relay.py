@@ -241,7 +241,6 @@ class RelayProtocol(CircuitV2Protocol):
         self.circuits += 1
         self._circuits_from[source] = self._circuits_from.get(source, 0) + 1
         self._circuits_to[target] = self._circuits_to.get(target, 0) + 1
-        metrics.RELAY_CIRCUITS.inc()
         target_stream: INetStream | None = None
         try:
             try:
@@ -273,7 +272,6 @@ class RelayProtocol(CircuitV2Protocol):
             self.circuits -= 1
             _decrement(self._circuits_from, source)
             _decrement(self._circuits_to, target)
-            metrics.RELAY_CIRCUITS.dec()
 
     async def _pump(self, a: INetStream, b: INetStream) -> None:
         """Copy both ways until either side ends, the deadline, or the byte budget."""

@@ -130,7 +130,6 @@ class RelayClient:
                 logger.debug("relay reservation round failed: %r", error)
                 changed = False
             if changed:
-                metrics.RELAY_RESERVATIONS.labels(role="held").set(len(self.reservations))
                 self.on_change()
             with trio.move_on_after(poll_s):
                 await self._wake.wait()
