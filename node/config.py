@@ -72,6 +72,26 @@ class NetConfig:
     origin_trust_reports_burst: int = 120
     origin_bounties_per_min: float = 5.0
     origin_bounties_burst: int = 10
+    # Reachability (node/net/reach/reachability.py; docs/operations.md, "Reachability and relays").
+    # Offer circuit relay v2 to private peers: "auto" (while AutoNAT says we are public),
+    # "on" or "off". A private node holds reservations on ``relay_reservations`` relays.
+    relay_service: str = "auto"
+    relay_reservations: int = 2
+    # What one relay gives (node/net/reach/relay.py): reservations in all and per IP address,
+    # circuits in all and per peer, each circuit's lifetime and bytes, hop requests per
+    # peer and minute (a peer looping on RESERVE or CONNECT is refused beyond it).
+    relay_max_reservations: int = 128
+    relay_max_reservations_per_ip: int = 8
+    relay_reservation_ttl_s: int = 900
+    relay_max_circuits: int = 64
+    relay_max_circuits_per_peer: int = 8
+    relay_circuit_duration_s: int = 300
+    relay_circuit_bytes: int = 8 * 1024 * 1024
+    relay_hop_per_minute: float = 30.0
+    # Upgrade relayed connections to direct ones (DCUtR hole punching, reverse dials).
+    hole_punching: bool = True
+    # AutoNAT servers that must agree before the status flips (fewer if fewer are connected).
+    autonat_confirmations: int = 2
 
 
 @dataclass

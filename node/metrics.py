@@ -33,6 +33,40 @@ PEERS = Gauge(
     ("state",), registry=REGISTRY,
 )
 
+# --- reachability (node/net/reach/reachability.py) -------------------------------------------------
+REACHABILITY = Gauge(
+    "crystalmesh_reachability",
+    "1 for this node's AutoNAT verdict (public, private, unknown), 0 for the others.",
+    ("state",), registry=REGISTRY,
+)
+RELAY_RESERVATIONS = Gauge(
+    "crystalmesh_relay_reservations",
+    "Relay reservations: held by this node on relays (held), or served to peers (served).",
+    ("role",), registry=REGISTRY,
+)
+RELAY_CIRCUITS = Gauge(
+    "crystalmesh_relay_circuits", "Circuits this node relays right now.", registry=REGISTRY,
+)
+RELAY_BYTES = Counter(
+    "crystalmesh_relay_bytes", "Bytes this node relayed for others (both directions).",
+    registry=REGISTRY,
+)
+RELAY_REFUSED = Counter(
+    "crystalmesh_relay_refused",
+    "Hop requests refused or circuits cut by this node's relay limits, by reason.",
+    ("reason",), registry=REGISTRY,
+)
+RELAYED_DIALS = Counter(
+    "crystalmesh_relayed_dials",
+    "Connections this node opened through a relay, by outcome (ok, failed).",
+    ("outcome",), registry=REGISTRY,
+)
+HOLE_PUNCHES = Counter(
+    "crystalmesh_hole_punches",
+    "Relayed connections upgraded to direct ones (DCUtR or a reverse dial), by outcome.",
+    ("outcome",), registry=REGISTRY,
+)
+
 # --- market and chain -----------------------------------------------------------------------
 PURCHASES = Counter(
     "crystalmesh_purchases",

@@ -262,6 +262,7 @@ class NodeService:
             "x402_url": self.x402_url,
             "uptime_s": (now_ms() - self.started_at_ms) // 1000,
             "connected_peers": len([p for p in self.peers() if p["connected"]]),
+            "reachability": self.net.reachability_status(),
             "listings_known": listings,
             "crystals": stats["total"],
             "wallet_address": self.wallet_address,

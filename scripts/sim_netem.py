@@ -235,6 +235,13 @@ class Sim:
             return False, (time.monotonic() - started) * 1000, error.response.text[:160]
 
 
+def reach(node: Node) -> dict[str, Any]:
+    """The node's reachability status (a node without it, from before issue 26: unknown)."""
+    found: dict[str, Any] = node.api("GET", "/v1/status").get("reachability") or {
+        "status": "unknown", "reservations": [], "relay": {}}
+    return found
+
+
 def measure(sim: Sim) -> dict[str, Any]:
     args = sim.args
     nodes = sim.nodes
@@ -258,28 +265,73 @@ def measure(sim: Sim) -> dict[str, Any]:
                    if lid in published and listings.get(name, {}).get("listing_id") != lid]
     missing = len(ids) * (len(nodes) - 1) - len(propagation)
 
+    print("reachability: waiting for AutoNAT verdicts and relay reservations", file=sys.stderr)
+    nat_nodes = [s for s in sellers if s.nat]
+    if "reachability" in nodes[0].api("GET", "/v1/status"):
+        wait("NATed nodes private with a relay reservation", lambda: all(
+            reach(node)["status"] == "private" and reach(node)["reservations"]
+            for node in nat_nodes), 120, 2)
+    reachability = {node.name: reach(node)["status"] for node in nodes}
+
     print("buying: public and NATed sellers, and NATed buyers from NATed sellers", file=sys.stderr)
-    buyers = [node for node in public[2:] if node.name not in listings][: args.buyers]
     public_listings = [listings[s.name] for s in sellers if not s.nat]
     nat_listings = [listings[s.name] for s in sellers if s.nat]
-    nat_nodes = [s for s in sellers if s.nat]
-    plan = [(buyer, public_listings[i % len(public_listings)], "public_seller")
-            for i, buyer in enumerate(buyers)]
-    plan += [(buyer, nat_listings[i % len(nat_listings)], "nat_seller") for i, buyer in enumerate(buyers)
-             if nat_listings]
-    # NAT to NAT: neither side can dial the other (no relay, no hole punching).
-    plan += [(buyer, listings[nat_nodes[(i + 1) % len(nat_nodes)].name], "nat_to_nat")
-             for i, buyer in enumerate(nat_nodes) if len(nat_nodes) > 1]
+    public_buyers = [node for node in public[1:]]
+    per_kind = args.purchases
+
+    def pairs(buyers: list[Node], offered: list[dict[str, Any]]) -> list[tuple[Node, dict[str, Any]]]:
+        """``per_kind`` (buyer, listing) pairs, round robin, never a seller's own listing."""
+        found = [(buyer, listing) for listing in offered for buyer in buyers
+                 if listing["listing_id"] != listings.get(buyer.name, {}).get("listing_id")]
+        ordered: list[tuple[Node, dict[str, Any]]] = []
+        by_buyer = {buyer.name: [pair for pair in found if pair[0] is buyer] for buyer in buyers}
+        while len(ordered) < per_kind and any(by_buyer.values()):
+            for name in list(by_buyer):
+                if by_buyer[name] and len(ordered) < per_kind:
+                    ordered.append(by_buyer[name].pop(0))
+        return ordered
+
+    plan = [(b, lst, "public_seller") for b, lst in pairs(public_buyers, public_listings)]
+    plan += [(b, lst, "nat_seller") for b, lst in pairs(public_buyers, nat_listings)]
+    # NAT to NAT: neither side can dial the other; a relay carries the first connection.
+    plan += [(b, lst, "nat_to_nat") for b, lst in pairs(nat_nodes, nat_listings)]
     before = {s.name: sim.usdc(s.info["wallet_address"]) for s in sellers}
-    with ThreadPoolExecutor(len(buyers) + len(nat_nodes) or 1) as pool:
-        outcomes = list(pool.map(lambda item: (*sim.buy(item[0], item[1]), item[2], item[1]), plan))
+    outcomes: list[tuple[bool, float, str, str, dict[str, Any], Node]] = []
+    # Waves in which each buyer buys once, so a purchase never waits for its buyer's previous one.
+    waves: list[list[tuple[Node, dict[str, Any], str]]] = []
+    for item in plan:
+        wave = next((w for w in waves if all(other[0] is not item[0] for other in w)), None)
+        if wave is None:
+            waves.append([item])
+        else:
+            wave.append(item)
+    for wave in waves:
+        with ThreadPoolExecutor(len(wave)) as pool:
+            outcomes += list(pool.map(lambda item: (*sim.buy(item[0], item[1]), item[2], item[1],
+                                                    item[0]), wave))
     paid = {s.name: 0 for s in sellers}
-    for ok, _, _, _, listing in outcomes:
+    for ok, _, _, _, listing, _ in outcomes:
         if ok:
             seller = next(s for s in sellers if listings[s.name] is listing)
             paid[seller.name] += int(listing["price_micro_usdc"])
     after = {s.name: sim.usdc(s.info["wallet_address"]) for s in sellers}
     exact = all(after[name] - before[name] == paid[name] for name in paid)
+
+    # DCUtR: which NAT purchases' buyer-seller connections are direct once the upgrade had time.
+    seller_of = {listings[s.name]["listing_id"]: s for s in sellers}
+    nat_rows = [row for row in outcomes if row[3] in ("nat_seller", "nat_to_nat") and row[0]]
+
+    def direct(row: tuple[Any, ...]) -> bool:
+        seller = seller_of[row[4]["listing_id"]]
+        found = [p for p in row[5].api("GET", "/v1/peers")["peers"]
+                 if p["peer_id"] == seller.info["peer_id"]]
+        return bool(found) and found[0]["connected"] and not found[0].get("relayed", False)
+
+    wait("NAT purchases on direct connections", lambda: all(direct(row) for row in nat_rows),
+         args.dcutr_wait_s, 2)
+    direct_share = (sum(direct(row) for row in nat_rows) / len(nat_rows)) if nat_rows else None
+    relay_bytes = sum(int((reach(node).get("relay") or {}).get("relayed_bytes") or 0)
+                      for node in nodes)
 
     def summary(kind: str) -> dict[str, Any]:
         rows = [row for row in outcomes if row[3] == kind]
@@ -306,6 +358,12 @@ def measure(sim: Sim) -> dict[str, Any]:
         "purchases_public_seller": summary("public_seller"),
         "purchases_nat_seller": summary("nat_seller"), "purchases_nat_to_nat": summary("nat_to_nat"),
         "balances_exact": exact,
+        "reachability": {state: sum(1 for v in reachability.values() if v == state)
+                         for state in ("public", "private", "unknown")},
+        "nat_nodes_private": all(reachability[n.name] == "private" for n in nat_nodes),
+        "direct_after_dcutr": None if direct_share is None else round(direct_share, 3),
+        "direct_after_dcutr_waited_s": args.dcutr_wait_s,
+        "relay_bytes": relay_bytes,
         "weather_lock_ms": quantiles(lock) | {"missing": unlocked},
         "late_joiner": {"listings_seen": len(caught), "of": len(ids),
                         "catch_up_ms": None if catch_up is None else round(catch_up),
@@ -318,7 +376,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=25)
     parser.add_argument("--nat", type=int, default=3)
     parser.add_argument("--listings", type=int, default=4, help="listings from public sellers")
-    parser.add_argument("--buyers", type=int, default=6)
+    parser.add_argument("--purchases", type=int, default=6, help="purchases of each kind")
+    parser.add_argument("--dcutr-wait-s", type=float, default=30.0,
+                        help="how long NAT purchases' connections may take to become direct")
     parser.add_argument("--delay-ms", type=float, default=40.0)
     parser.add_argument("--jitter-ms", type=float, default=10.0)
     parser.add_argument("--loss", type=float, default=0.01)
@@ -336,11 +396,15 @@ def main() -> None:
                         kernel_netem=kernel_has_netem(f"{prefix}-probe"))
     root = Path(tempfile.mkdtemp(prefix="sim-netem-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    started = time.monotonic()
     try:
         topology.open()
         sim = Sim(args, topology, root)
         sim.build()
         result = measure(sim)
+        # This script, plus every process it started (anvil, the nodes, the switch if any).
+        result["processes"] = 1 + len(topology.processes)
+        result["run_duration_s"] = round(time.monotonic() - started, 1)
     finally:
         topology.close()
         if not args.keep:

@@ -22,7 +22,10 @@ from node.metrics import (
     LISTINGS_KNOWN,
     NODE_INFO,
     PEERS,
+    REACHABILITY,
     REGISTRY,
+    RELAY_CIRCUITS,
+    RELAY_RESERVATIONS,
     UPTIME,
     WEATHER_ACTIVE,
     WEATHER_LEVEL,
@@ -43,6 +46,13 @@ def node_collector(node: NodeApi) -> Callable[[], Awaitable[None]]:
         PEERS.labels(state="known").set(len(peers))
         PEERS.labels(state="banned").set(sum(1 for p in peers if p.get("banned")))
         LISTINGS_KNOWN.set(status.get("listings_known") or 0)
+        reach = status.get("reachability") or {}
+        for state in ("public", "private", "unknown"):
+            REACHABILITY.labels(state=state).set(1.0 if reach.get("status", "unknown") == state else 0.0)
+        relay = reach.get("relay") or {}
+        RELAY_RESERVATIONS.labels(role="held").set(len(reach.get("reservations") or ()))
+        RELAY_RESERVATIONS.labels(role="served").set(relay.get("reservations") or 0)
+        RELAY_CIRCUITS.set(relay.get("circuits") or 0)
         CRYSTALS.clear()
         for lifecycle, count in (memory_stats.get("by_lifecycle") or {}).items():
             CRYSTALS.labels(lifecycle=lifecycle).set(count)

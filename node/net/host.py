@@ -16,6 +16,7 @@ Why the options below are not py-libp2p's defaults (0.8.1):
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import multiaddr
@@ -79,9 +80,12 @@ def connection_config(dial_timeout_s: float = 10.0) -> ConnectionConfig:
     return ConnectionConfig(max_connections_per_peer=1, dial_timeout=dial_timeout_s)
 
 
-def build_host(seed: bytes, listen: str) -> HostParts:
+def build_host(seed: bytes, listen: str,
+               extra_addrs: Callable[[], list[multiaddr.Multiaddr]] | None = None) -> HostParts:
     """Build a host for ``seed`` that will listen on ``listen`` (``/tcp/0`` allowed).
 
+    ``extra_addrs()`` are advertised after the listen addresses (identify, peer
+    records): the ``/p2p-circuit`` addresses of ``node.net.reach.reachability``.
     The host is not listening yet: run it with ``host.run(parts.listen_addrs)``
     *after* the pubsub services have started (see ``node.net.service``).
     """
@@ -97,7 +101,27 @@ def build_host(seed: bytes, listen: str) -> HostParts:
         enable_mDNS=False,
         enable_upnp=False,
     )
+    if extra_addrs is not None:
+        _advertise_extra(host, extra_addrs)
     return HostParts(host=host, key_pair=key_pair, listen_addrs=(listen_addr,))
+
+
+def _advertise_extra(host: IHost, extra_addrs: Callable[[], list[multiaddr.Multiaddr]]) -> None:
+    """Append ``extra_addrs()`` (each + ``/p2p/<us>``) to what ``host.get_addrs()`` returns.
+
+    Not through new_host's ``addrs_factory``: ``BasicHost.get_addrs`` strips an
+    address at its *first* ``/p2p/`` component, which turns
+    ``<relay addr>/p2p/<relay>/p2p-circuit`` into the relay's own address under
+    our peer id. Identify, identify push and the signed peer record all read
+    ``get_addrs``, so wrapping it on this host object reaches all of them.
+    """
+    own = host.get_addrs
+    suffix = multiaddr.Multiaddr(f"/p2p/{host.get_id()}")
+
+    def get_addrs() -> list[multiaddr.Multiaddr]:
+        return [*own(), *(addr.encapsulate(suffix) for addr in extra_addrs())]
+
+    host.get_addrs = get_addrs  # type: ignore[method-assign]
 
 
 def listen_addrs(host: IHost) -> list[str]:

@@ -46,7 +46,7 @@ from protocol.purchase import ERROR_RATE_LIMITED
 from protocol.topics import LISTINGS_SYNC_PROTOCOL, SYNC_EXCHANGES, SYNCABLE_KINDS
 
 from .ratelimit import TokenBuckets
-from .reqresp import PurchaseTransport, ReqRespError, RequestTimeout
+from .reqresp import Connect, PurchaseTransport, ReqRespError, RequestTimeout
 from .validation import IGNORE_REASONS, RATE_LIMITED, MessageValidator, Rejection
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,8 @@ class ListingSync:
                  penalize: Callable[[Rejection], None],
                  is_banned: Callable[[ID], bool] = lambda peer: False,
                  limits: SyncLimits | None = None, clock_window_ms: int = 120_000,
-                 protocol_id: str = LISTINGS_SYNC_PROTOCOL) -> None:
+                 protocol_id: str = LISTINGS_SYNC_PROTOCOL,
+                 connect: Connect | None = None) -> None:
         self.identity = identity
         self.next_seq = next_seq
         self.validator = validator
@@ -107,6 +108,7 @@ class ListingSync:
             host, identity, next_seq, handler_timeout_s=self.limits.request_timeout_s,
             is_banned=is_banned, protocol_id=protocol_id, max_streams_per_peer=2,
             clock_window_ms=clock_window_ms, now_ms=validator.now_ms, exchanges=SYNC_EXCHANGES,
+            connect=connect,
         )
         self._source: SyncSource | None = None
         self._serve_buckets = TokenBuckets(self.limits.serve_per_minute, self.limits.serve_burst)

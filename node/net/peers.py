@@ -22,6 +22,8 @@ from libp2p.abc import IHost, INetConn, INetStream, INetwork, INotifee
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 
+from node.net.reach import connection_kind
+
 from .host import peer_info_from_addr
 
 logger = logging.getLogger(__name__)
@@ -35,6 +37,8 @@ class PeerStatus:
     score: float
     banned: bool = False
     kept: bool = False
+    # Connected through a relay only (no direct connection yet: see node.net.reach.reachability).
+    relayed: bool = False
 
 
 @dataclass
@@ -217,6 +221,7 @@ class PeerManager:
                     score=self.score_of(str(peer)),
                     banned=peer in self.banned,
                     kept=peer in self._kept,
+                    relayed=connection_kind(self.host, peer) == "relayed",
                 )
             )
         return statuses

@@ -61,6 +61,7 @@ from libp2p.request_response import (
     RequestResponseError,
     RequestTimeoutError,
 )
+from multiaddr import Multiaddr
 
 from protocol.codec import MAX_MESSAGE_BYTES
 from protocol.envelope import (
@@ -83,6 +84,7 @@ from .validation import ReplayGuard
 logger = logging.getLogger(__name__)
 
 RequestHandler = Callable[[str, Envelope], Awaitable[bytes]]
+Connect = Callable[[ID, list[Multiaddr]], Awaitable[None]]
 
 # ErrorReply needs a request id; this one answers requests we could not even read.
 NO_REQUEST_ID = "0" * 32
@@ -133,8 +135,12 @@ class PurchaseTransport:
         exchanges: Mapping[str, frozenset[str]] = PURCHASE_EXCHANGES,
         busy_retry_after_ms: int = BUSY_RETRY_AFTER_MS,
         max_busy_inflight: int | None = None,
+        connect: Connect | None = None,
     ) -> None:
         self.host = host
+        # How a peer we are not connected to is reached: direct, else through a relay
+        # (``Reachability.connect``); a direct dial of the known addresses by default.
+        self.connect = connect or self._dial_direct
         self.exchanges = exchanges
         self.identity = identity
         self.next_seq = next_seq
@@ -348,27 +354,21 @@ class PurchaseTransport:
         if self.host.get_network().connections.get(peer_id):
             return peer_id
         try:
-            if peer.startswith("/"):
-                info = peer_info_from_addr(peer)
-            else:
-                addrs = self.host.get_peerstore().addrs(peer_id)
-                if not addrs:
-                    raise PeerUnreachable(f"no known address for {peer_id}")
-                info = PeerInfo(peer_id, addrs)
-            # A request is an explicit user action: dial even if an earlier attempt
-            # failed (py-libp2p's negative cache would refuse for a while).
-            unblock = getattr(self.host.get_network(), "unblock_peer", None)
-            if unblock is not None:
-                unblock(peer_id)
+            addrs = list(peer_info_from_addr(peer).addrs) if peer.startswith("/") else []
             with trio.fail_after(timeout_s):
-                await self.host.connect(info)
-        except PeerUnreachable:
-            raise
+                await self.connect(peer_id, addrs)
         except trio.TooSlowError as error:
             raise PeerUnreachable(f"dialling {peer_id} took over {timeout_s} s") from error
         except Exception as error:
             raise PeerUnreachable(f"cannot connect to {peer_id}: {error}") from error
         return peer_id
+
+
+    async def _dial_direct(self, peer_id: ID, addrs: list[Multiaddr]) -> None:
+        known = addrs or list(self.host.get_peerstore().addrs(peer_id))
+        if not known:
+            raise PeerUnreachable(f"no known address for {peer_id}")
+        await self.host.connect(PeerInfo(peer_id, known))
 
 
 async def _reset(stream: INetStream) -> None:

@@ -5,7 +5,8 @@
     net.on_weather(handle_weather)
     net.on_trust_report(handle_trust_report)
     net.serve_purchases(handle_purchase)      # async (peer_id, Envelope) -> bytes
-    (peers beyond ``bootstrap`` are found by ``discovery``: Kademlia random walks)
+    (peers beyond ``bootstrap`` are found by ``discovery``: Kademlia random walks;
+    behind NAT, ``reachability`` holds relay reservations and dials through relays)
     await nursery.start(net.run)              # listening and subscribed once started
     await net.publish(topics.SKILLS, listing)
 
@@ -22,11 +23,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import multiaddr
 import trio
 from libp2p.peer.id import ID
 from libp2p.tools.anyio_service import background_trio_service
 
 from node.config import NetConfig
+from node.net.reach import Reachability, ReachabilityConfig
 from protocol.envelope import Envelope
 from protocol.identity import Identity, peer_id_from_public_key
 from protocol.topics import (
@@ -82,7 +85,8 @@ class NetService:
         self.identity = identity
         self.network = config.network
         self.gossip_config = gossip_config or GossipConfig(heartbeat_s=config.heartbeat_s)
-        parts = build_host(identity.seed, config.listen)
+        self.reachability: Reachability | None = None
+        parts = build_host(identity.seed, config.listen, extra_addrs=self._extra_addrs)
         self.host = parts.host
         self._listen = parts.listen_addrs
         self.host.get_network().auto_connector.maybe_connect = _no_auto_connect  # type: ignore[attr-defined,method-assign]
@@ -130,6 +134,12 @@ class NetService:
                       protocol_id=on_network(DHT_PROTOCOL, self.network))
             if discovery.enabled else None
         )
+        self.reachability = Reachability(
+            self.host, ReachabilityConfig.from_config(config),
+            is_banned=lambda peer: peer in self.peer_manager.banned,
+        )
+        if self.discovery is not None:
+            self.reachability.find_peer = self.discovery.dht.find_peer
         self.purchases = PurchaseTransport(
             self.host,
             identity,
@@ -139,6 +149,7 @@ class NetService:
             clock_window_ms=int(config.clock_window_s * 1000),
             now_ms=now_ms,
             protocol_id=on_network(PURCHASE_PROTOCOL, self.network),
+            connect=self.reachability.connect,
         )
         self.sync = ListingSync(
             self.host,
@@ -151,6 +162,7 @@ class NetService:
             limits=sync_limits,
             clock_window_ms=int(config.clock_window_s * 1000),
             protocol_id=on_network(LISTINGS_SYNC_PROTOCOL, self.network),
+            connect=self.reachability.connect,
         )
         self._sync_source: SyncSource | None = None
         self._started = trio.Event()
@@ -161,8 +173,19 @@ class NetService:
         return str(self.host.get_id())
 
     def listen_addrs(self) -> list[str]:
-        """Actual addresses, each ending in ``/p2p/<peer id>`` (valid once ``run`` started)."""
+        """Actual addresses, each ending in ``/p2p/<peer id>`` (valid once ``run`` started).
+
+        A private node's ``/p2p-circuit`` addresses (through its relays) come last.
+        """
         return listen_addrs(self.host)
+
+    def _extra_addrs(self) -> list[multiaddr.Multiaddr]:
+        return self.reachability.extra_addrs() if self.reachability is not None else []
+
+    def reachability_status(self) -> dict[str, Any]:
+        """AutoNAT verdict, relay service and reservations (``status`` JSON, metrics, dashboard)."""
+        assert self.reachability is not None
+        return self.reachability.describe()
 
     # ------------------------------------------------------------------ gossip
     def on_listing(self, handler: EnvelopeHandler) -> None:
@@ -285,6 +308,8 @@ class NetService:
         async with background_trio_service(self.pubsub), background_trio_service(self.router):
             await self.pubsub.wait_until_ready()
             async with self.host.run(self._listen), trio.open_nursery() as nursery:
+                assert self.reachability is not None
+                await nursery.start(self.reachability.run)
                 await nursery.start(self.gossip.run)
                 await nursery.start(self.peer_manager.run)
                 if self.discovery is not None:

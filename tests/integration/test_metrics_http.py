@@ -29,7 +29,9 @@ class FakeNode:
 
     async def status(self) -> dict[str, Any]:
         return {"name": "node-x", "peer_id": "12D3KooWtest", "uptime_s": 42, "listings_known": 5,
-                "weather": {"active": True, "level": 0.8, "remaining_ms": 90_500}}
+                "weather": {"active": True, "level": 0.8, "remaining_ms": 90_500},
+                "reachability": {"status": "private", "reservations": ["r1", "r2"],
+                                 "relay": {"serving": False, "reservations": 0, "circuits": 0}}}
 
     def peers(self) -> list[dict[str, Any]]:
         return [{"peer_id": "a", "connected": True, "banned": False},
@@ -126,6 +128,9 @@ async def test_metrics_is_public_and_prometheus_text(app: Served) -> None:
     assert "crystalmesh_weather_level 0.8" in text
     assert "crystalmesh_weather_remaining_seconds 90.5" in text
     assert "crystalmesh_listings_known 5.0" in text
+    assert 'crystalmesh_reachability{state="private"} 1.0' in text
+    assert 'crystalmesh_reachability{state="public"} 0.0' in text
+    assert 'crystalmesh_relay_reservations{role="held"} 2.0' in text
 
 
 async def test_dashboard_without_token_shows_login(app: Served) -> None:

@@ -157,9 +157,18 @@ function renderIdentity() {
     ["API port", status.api_port],
     ["uptime", duration((status.uptime_s || 0) * 1000)],
     ["peers", `${status.connected_peers} connected`],
+    ["reachability", reachabilityText(status.reachability)],
     ["listings known", status.listings_known],
     ["crystals", status.crystals],
   ]));
+}
+
+function reachabilityText(reach) {
+  if (!reach) return "unknown";
+  const parts = [reach.status];
+  if (reach.relay && reach.relay.serving) parts.push(`relaying (${reach.relay.reservations} reservations, ${reach.relay.circuits} circuits)`);
+  if ((reach.reservations || []).length) parts.push(`reachable through ${reach.reservations.length} relays`);
+  return parts.join(", ");
 }
 
 function renderWallet() {
