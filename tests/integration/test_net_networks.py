@@ -28,7 +28,8 @@ from protocol.envelope import Envelope, seal
 from protocol.identity import Identity
 from protocol.messages import PurchaseRequest
 from protocol.topics import DHT_PROTOCOL, SKILLS, on_network
-from tests.net_testing import Inbox, make_listing, wait_until
+from tests.support.net import Inbox, make_listing
+from tests.support.wait import wait_until_async as wait_until
 
 TESTNET = "testnet-isolation"
 

@@ -20,7 +20,8 @@ from node.net.reach.relay import HOP_PROTOCOL_ID
 from node.net.service import NetService
 from protocol.envelope import Envelope, open_envelope, seal
 from protocol.messages import ErrorReply, PurchaseRequest, new_request_id
-from tests.net_testing import make_net, wait_until
+from tests.support.net import make_net
+from tests.support.wait import wait_until_async as wait_until
 
 
 def now_ms() -> int:
