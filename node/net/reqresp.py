@@ -297,11 +297,19 @@ class PurchaseTransport:
             raise RequestFailed(f"request of {len(data)} bytes exceeds {self.max_message_bytes}")
         deadline = trio.current_time() + timeout_s
         peer_id = await self._reach(peer, timeout_s)
+        was_busy = False
         while True:
             remaining = deadline - trio.current_time()
             if remaining <= 0:
+                if was_busy:
+                    raise PeerBusy(f"{peer_id} stayed busy for {timeout_s} s")
                 raise RequestTimeout(f"no time left after dialling {peer_id}")
-            raw = await self._send(peer_id, data, remaining, timeout_s)
+            try:
+                raw = await self._send(peer_id, data, remaining, timeout_s)
+            except RequestTimeout as error:
+                if was_busy:  # it answered busy and then ran out our clock: alive, only loaded
+                    raise PeerBusy(f"{peer_id} stayed busy for {timeout_s} s") from error
+                raise
             try:
                 envelope: Envelope | None = open_envelope(raw, self.max_message_bytes)
             except InvalidEnvelope:
@@ -316,6 +324,7 @@ class PurchaseTransport:
             if trio.current_time() + wait_s >= deadline:
                 raise PeerBusy(f"{peer_id} stayed busy for {timeout_s} s")
             self.busy_retries += 1
+            was_busy = True
             await trio.sleep(wait_s)
 
     async def _send(self, peer_id: ID, data: bytes, remaining: float, timeout_s: float) -> bytes:

@@ -214,7 +214,7 @@ async def test_a_seller_at_its_stream_limit_answers_busy_and_the_request_goes_th
         await wait_until_async(lambda: seller.purchases.busy_replies >= 3, 30, "streams over the limit told busy")
         await wait_until_async(lambda: buyer.purchases.busy_retries >= 3, 30, "the client asking again")
         with pytest.raises(PeerBusy):
-            await buyer.request(seller.peer_id, purchase_request(buyer, new_request_id()), 0.5)
+            await buyer.request(seller.peer_id, purchase_request(buyer, new_request_id()), 3)
         release.set()
     assert sorted(replies) == sorted(ids)
     # Each request reached the handler exactly once, busy answers and retries notwithstanding.
