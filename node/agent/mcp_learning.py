@@ -1,7 +1,7 @@
 """MCP tools of memory that learns (seed 003/004): feedback, session end, context under a budget.
 
-Registered by :func:`node.agent.mcp_server.build_server`; each is one call to
-the local API (docs/memory.md).
+Registered by :func:`node.agent.mcp_server.build_server`; each is one call of
+the node's typed client (docs/memory.md).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-Call = Callable[..., Awaitable[Any]]
+from node.api import ApiClient
+
+Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
 
 
 def register_learning_tools(server: MCPServer[Any], call: Call) -> None:
@@ -23,14 +25,14 @@ def register_learning_tools(server: MCPServer[Any], call: Call) -> None:
     ) -> dict[str, Any]:
         """Tell the memory whether a retrieved memory was useful (its confidence rises) or wrong
         (its confidence is halved; facts that keep being wrong are forgotten)."""
-        result: dict[str, Any] = await call("POST", "/v1/memory/feedback", {"id": id, "verdict": verdict})
+        result: dict[str, Any] = await call(lambda client: client.memory_feedback(id, verdict))
         return result
 
     @server.tool()
     async def memory_session_end() -> dict[str, Any]:
         """Mark the end of a working session: under the energy policy, memories used in this
         session are promoted more easily (seed 004)."""
-        result: dict[str, Any] = await call("POST", "/v1/memory/session/end", {})
+        result: dict[str, Any] = await call(lambda client: client.session_end())
         return result
 
     @server.tool()
@@ -41,7 +43,5 @@ def register_learning_tools(server: MCPServer[Any], call: Call) -> None:
         """Assemble what to read before the next step within a token budget: warnings, facts,
         episodes, skills (and working memory), the most valuable at the start and end, with a
         report of what was left out and why."""
-        result: dict[str, Any] = await call(
-            "POST", "/v1/memory/context/budget", {"query": query, "budget_tokens": budget_tokens}
-        )
+        result: dict[str, Any] = await call(lambda client: client.budget_context(query, budget_tokens))
         return result

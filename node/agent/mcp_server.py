@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -30,6 +30,7 @@ from node.errors import CrystalmeshError
 from protocol.schema import InvalidMessage
 
 MICRO_PER_USDC = 1_000_000
+T = TypeVar("T")
 
 INSTRUCTIONS = """\
 Long-term memory and a skill marketplace for this agent, served by a local crystalmesh node.
@@ -66,13 +67,13 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
     """The MCP server; ``connect`` returns a client for the running node (raises ApiError)."""
     server: MCPServer[Any] = MCPServer(name="crystalmesh", instructions=INSTRUCTIONS)
 
-    async def call(method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
-        def blocking() -> Any:
+    async def call(operation: Callable[[ApiClient], T]) -> T:
+        """``operation`` on a fresh client of the node, off the event loop; node errors as tool errors."""
+
+        def blocking() -> T:
             client = connect()
             try:
-                if method == "GET":
-                    return client.get(path, **(params or {}))
-                return client.request(method, path, json=body, params=params)
+                return operation(client)
             finally:
                 client.close()
 
@@ -93,10 +94,9 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
     ) -> dict[str, Any]:
         """Search the agent's long-term memory (hybrid: meaning + exact words) in one namespace.
         Returns the best matching current memories with id, text, type, namespace and score."""
-        result = await call("POST", "/v1/crystals/search", {
-            "query": query, "k": k, "types": types or [], "namespace": namespace,
-            "all_namespaces": all_namespaces})
-        return {"hits": [_hit(hit) for hit in result.get("hits", [])]}
+        hits = await call(lambda client: client.memory_search(
+            query, k, types=types or [], namespace=namespace, all_namespaces=all_namespaces))
+        return {"hits": [_hit(hit) for hit in hits]}
 
     @server.tool()
     async def memory_add(
@@ -119,7 +119,8 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
             body["ttl_ms"] = ttl_seconds * 1000
         if as_working_note(body):  # seed 001's working_memory_note (docs/memory.md)
             return await add_working_note(call, body, importance)
-        crystal = await call("POST", "/v1/crystals", body)
+        crystal = await call(lambda client: client.memory_add(
+            text, semantic_type=type, scope=scope, ttl_ms=body.get("ttl_ms"), namespace=namespace))
         return {"id": crystal["id"], "outcome": crystal.get("outcome", "created"),
                 "namespace": crystal.get("namespace"), "type": crystal.get("semanticType"),
                 "scope": _scope(crystal)} | ({"differs": crystal["differs"]} if crystal.get("differs") else {})
@@ -127,7 +128,8 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
     @server.tool()
     async def memory_get(id: MemoryId) -> dict[str, Any]:
         """Read one memory (any version) with its audit trail."""
-        crystal = await call("GET", f"/v1/crystals/{_path_segment(id)}")
+        segment = _path_segment(id)
+        crystal = await call(lambda client: client.memory_get(segment))
         return _memory(crystal) | {"lifecycle": crystal.get("lifecycle"), "audit": crystal.get("audit", [])}
 
     @server.tool()
@@ -137,11 +139,8 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         limit: Annotated[int, Field(ge=1, le=200)] = 50,
     ) -> dict[str, Any]:
         """The newest current memories of a namespace (deleted, expired and superseded ones are not listed)."""
-        params: dict[str, Any] = {"namespace": namespace, "limit": limit}
-        if types:
-            params["type"] = types
-        result = await call("GET", "/v1/crystals", params=params)
-        return {"memories": [_memory(crystal) for crystal in result.get("crystals", [])]}
+        crystals = await call(lambda client: client.memory_list(namespace, types or (), limit))
+        return {"memories": [_memory(crystal) for crystal in crystals]}
 
     @server.tool()
     async def memory_update(
@@ -151,23 +150,25 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
     ) -> dict[str, Any]:
         """Change a memory: writes a new version (new id) and closes the old one, which stays
         readable through memory_history. Give the new text, a new scope, or both."""
-        body = {key: value for key, value in (("text", text), ("scope", scope)) if value is not None}
-        if not body:
+        if text is None and scope is None:
             raise ToolError("memory_update needs text or scope")
-        crystal = await call("PATCH", f"/v1/crystals/{_path_segment(id)}", body)
+        segment = _path_segment(id)
+        crystal = await call(lambda client: client.memory_update(segment, text, scope))
         return _memory(crystal) | {"previous_id": crystal.get("previousId")}
 
     @server.tool()
     async def memory_delete(id: MemoryId) -> dict[str, Any]:
         """Forget a memory (every version): it disappears from search, get and lists at once and is
         physically removed by the next consolidation; the deletion stays in memory_history."""
-        return dict(await call("DELETE", f"/v1/crystals/{_path_segment(id)}"))
+        segment = _path_segment(id)
+        return await call(lambda client: client.memory_delete(segment))
 
     @server.tool()
     async def memory_history(id: MemoryId) -> dict[str, Any]:
         """Every version of a memory (oldest first, with valid_from/valid_to) and every transition
         (created, updated, deleted, lifecycle changes), for any version's id."""
-        result = await call("GET", f"/v1/crystals/{_path_segment(id)}/history")
+        segment = _path_segment(id)
+        result = await call(lambda client: client.memory_history(segment))
         return {"memory_id": result.get("memory_id"), "namespace": result.get("namespace"),
                 "deleted": result.get("deleted", False),
                 "versions": [_memory(crystal) for crystal in result.get("versions", [])],
@@ -180,11 +181,9 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         max_price_usdc: Annotated[float | None, Field(ge=0, description="Only skills at or below this price.")] = None,
     ) -> dict[str, Any]:
         """Search skills other nodes sell, by meaning. Prices are in USDC (and micro-USDC)."""
-        params: dict[str, Any] = {"q": query, "k": k}
-        if max_price_usdc is not None:
-            params["max_price"] = usdc_to_micro(max_price_usdc)
-        result = await call("GET", "/v1/listings/search", params=params)
-        return {"listings": [_listing(listing) for listing in result.get("listings", [])]}
+        max_price = None if max_price_usdc is None else usdc_to_micro(max_price_usdc)
+        listings = await call(lambda client: client.search_listings(query, k, max_price_micro_usdc=max_price))
+        return {"listings": [_listing(listing) for listing in listings]}
 
     @server.tool()
     async def skill_buy(
@@ -193,8 +192,8 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
     ) -> dict[str, Any]:
         """Buy a skill with USDC and store it in memory. Pays at most max_price_usdc and never
         beyond the node's spend caps. Returns the price actually paid and the stored skill's id."""
-        result = await call("POST", "/v1/purchases", {"listing_id": listing_id,
-                                                      "max_price_micro_usdc": usdc_to_micro(max_price_usdc)})
+        max_price = usdc_to_micro(max_price_usdc)
+        result = await call(lambda client: client.buy(listing_id, max_price))
         paid = result.get("price_micro_usdc")
         return result | ({"price_usdc": paid / MICRO_PER_USDC} if isinstance(paid, int) else {})
 
@@ -204,7 +203,8 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
     ) -> dict[str, Any]:
         """List one of the agent's proven skills on the market (needs >= 3 recorded executions
         and >= 60 % success). The price comes from the node's pricing engine."""
-        return dict(await call("POST", f"/v1/skills/{_path_segment(crystal_id)}/publish", {}))
+        segment = _path_segment(crystal_id)
+        return await call(lambda client: client.publish_skill(segment))
 
     @server.tool()
     async def skill_install(
@@ -234,12 +234,12 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
     async def weather_status() -> dict[str, Any]:
         """The network's 'cortisol weather': whether a management alert currently restricts which
         peers' skills are accepted."""
-        return dict(await call("GET", "/v1/weather"))
+        return await call(lambda client: client.weather())
 
     @server.tool()
     async def wallet_balance() -> dict[str, Any]:
         """The node's wallet address and USDC balance, and today's spending against its cap."""
-        return dict(await call("GET", "/v1/wallet"))
+        return await call(lambda client: client.wallet())
 
     register_working_tools(server, call)  # working memory (seed 001): memory_context, memory_dream
     return server

@@ -1,7 +1,7 @@
 """MCP tools of working memory (seed 001): the prompt context and an on-demand dream.
 
 Notes go through ``memory_add`` (the seed's ``working_memory_note``: one tool,
-registered in :mod:`node.agent.mcp_server`). Each tool is one call to the local API.
+registered in :mod:`node.agent.mcp_server`). Each tool is one call of the node's typed client.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-Call = Callable[..., Awaitable[Any]]
+from node.api import ApiClient
+
+Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
 Importance = Annotated[float, Field(ge=0.0, le=1.0, description="How much it matters, 0-1.")]
 MAX_NOTE_CHARS = 4000  # node.memory.working.scratch.MAX_NOTE_CHARS
 Namespace = Annotated[str, Field(min_length=1, max_length=100,
@@ -27,8 +29,9 @@ def as_working_note(body: dict[str, Any]) -> bool:
 
 
 async def add_working_note(call: Call, body: dict[str, Any], importance: float) -> dict[str, Any]:
-    """``POST /v1/memory/notes``: durable in the scratch at once, and a searchable crystal."""
-    note = await call("POST", "/v1/memory/notes", body | {"importance": importance})
+    """The seed's ``working_memory_note``: durable in the scratch at once, and a searchable crystal."""
+    note = await call(lambda client: client.memory_note(
+        body["text"], importance, body["namespace"], body.get("type"), body.get("scope")))
     outcome = {"indexed": "created", "exists": "exists"}.get(note.get("crystal"), "pending")
     return {"id": note.get("crystal_id"), "outcome": outcome, "namespace": note.get("namespace"),
             "type": body.get("type"), "scope": body.get("scope"), "note_id": note.get("id"),
@@ -46,8 +49,7 @@ def register_working_tools(server: MCPServer[Any], call: Call) -> None:
         """The agent's working memory for its system prompt: MEMORY.md (who the user is, what is
         going on, pointers to search for older topics) and the notes not yet consolidated,
         sized for the context window. Read it at the start of a session."""
-        result: dict[str, Any] = await call("GET", "/v1/memory/context",
-                                            params={"window": window_tokens, "namespace": namespace})
+        result: dict[str, Any] = await call(lambda client: client.memory_context(window_tokens, namespace))
         return result
 
     @server.tool()
@@ -55,5 +57,5 @@ def register_working_tools(server: MCPServer[Any], call: Call) -> None:
         """Consolidate now: rewrite MEMORY.md from the old state, the pending notes and new
         memories (normally automatic every two hours). Returns whether it was written or
         refused, and the crystal pointers it made."""
-        result: dict[str, Any] = await call("POST", "/v1/memory/dream", {"namespace": namespace})
+        result: dict[str, Any] = await call(lambda client: client.memory_dream(namespace))
         return result

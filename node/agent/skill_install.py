@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from node.api import ApiError
+from node.api import ApiClient, ApiError
 from node.errors import CrystalmeshError
 from protocol.skill_bundle import (
     NAME,
@@ -188,25 +188,25 @@ def _from_crystal(crystal: dict[str, Any], name_hint: str | None = None) -> Skil
     )
 
 
-def source_from_node(client: Any, ref: str) -> SkillSource:
+def source_from_node(client: ApiClient, ref: str) -> SkillSource:
     """Find ``ref`` (a skill crystal id, or a listing this node bought) through the local API."""
     if not ref or "/" in ref or "?" in ref or "#" in ref or ref in (".", ".."):
         raise SkillInstallError(f"not a crystal or listing id: {ref!r}")
     try:
-        return _from_crystal(client.get(f"/v1/crystals/{ref}"))
+        return _from_crystal(client.memory_get(ref))
     except ApiError as error:
         if error.status != 404:
             raise
-    purchases = client.get("/v1/purchases", limit=1000).get("purchases", [])
+    purchases = client.purchases(1000)
     mine = [p for p in purchases if isinstance(p, dict) and p.get("listing_id") == ref
             and p.get("state") in ("completed", "delivered_not_ingested")]
     if not mine:
         raise SkillInstallError(f"{ref} is neither a skill crystal nor a listing this node bought")
     purchase = mine[0]
     if purchase.get("crystal_id"):
-        crystal = client.get(f"/v1/crystals/{purchase['crystal_id']}")
+        crystal = client.memory_get(purchase["crystal_id"])
         return _from_crystal(crystal, name_hint=purchase.get("name"))
-    delivered = client.post("/v1/purchases/redeliver", {"listing_id": ref})
+    delivered = client.redeliver(ref)
     payload = delivered.get("payload")
     if not isinstance(payload, str):
         raise SkillInstallError(f"the skill bought as {ref[:16]} is not held by this node")

@@ -186,8 +186,8 @@ class ApiClient:
 
     def budget_context(self, query: str, budget_tokens: int, working_memory: str | None = None) -> Json:
         """Typed memory blocks for ``query`` within ``budget_tokens``."""
-        return dict(self.post("/v1/memory/context/budget", {
-            "query": query, "budget_tokens": budget_tokens, "working_memory": working_memory}))
+        return dict(self.post("/v1/memory/context/budget", _present({
+            "query": query, "budget_tokens": budget_tokens, "working_memory": working_memory})))
 
     # --- skills and market --------------------------------------------------------------------
     def add_skill(self, text: str, *, scope: str, category: str | None = None, tags: Sequence[str] = (),

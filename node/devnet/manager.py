@@ -230,7 +230,7 @@ def _wait_ready(state: DevnetState, timeout_s: float, progress: Progress) -> Non
             if client is None:
                 continue
             try:
-                status = client.get("/v1/status")
+                status = client.status()
             except ApiError:
                 continue
             finally:
@@ -299,7 +299,7 @@ def status(directory: Path | None = None) -> dict[str, Any]:
             client = running_node(load_config(Path(entry.data_dir)), timeout_s=5.0)
             if client is not None:
                 try:
-                    info = client.get("/v1/status")
+                    info = client.status()
                     row.update(
                         connected_peers=info["connected_peers"],
                         listings_known=info["listings_known"],
