@@ -23,9 +23,10 @@ SCRIPTS = REPO / "scripts"
 LEFT_OUT = {
     # Needs root, network namespaces (CAP_SYS_ADMIN) and iproute2/ethtool, which
     # scripts/setup does not install; without them it prints {"skipped": ...} and
-    # exits 0, so a smoke here would pass on a machine where nothing ran. Even its
-    # --smoke is a chain and seven node processes behind emulated links with a late
-    # joiner (~90 s here), beyond the whole smoke budget. Run it by hand: sudo ... --smoke.
+    # exits 0, so a smoke here would pass on a machine where nothing ran. Its --smoke
+    # (a chain and six node processes behind emulated links, then a late joiner) also
+    # costs ~30 s of CPU, half the budget of all the others. Run it by hand:
+    # sudo .venv/bin/python scripts/sim_netem.py --smoke
     "sim_netem.py": "root + network namespaces, not provisioned by scripts/setup",
 }
 BENCHMARKS = sorted(path.name for pattern in ("bench_*.py", "sim_*.py")
