@@ -35,6 +35,7 @@ from libp2p.tools.anyio_service import background_trio_service
 
 from protocol.topics import DHT_PROTOCOL
 
+from . import failures
 from .dht import build_dht
 from .peers import PeerManager
 
@@ -116,7 +117,8 @@ class Discovery:
                 try:
                     found = await self.round()
                 except Exception as error:  # a lookup failing must not end discovery
-                    logger.warning("discovery round failed error=%s", error)
+                    failures.count(failures.DHT_LOOKUP)
+                    logger.debug("discovery round failed error=%r", error)
                 self.peers.wake()  # a round may have brought addresses of lost peers
                 delay_s = next_delay_s(self.config, delay_s, bool(found),
                                        len(self.host.get_connected_peers()))

@@ -34,6 +34,7 @@ from libp2p.abc import IHost, INetConn, INetStream, INetwork, INotifee
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 
+from . import failures
 from .host import peer_info_from_addr
 
 logger = logging.getLogger(__name__)
@@ -283,7 +284,8 @@ class PeerManager:
             delay = entry.backoff_s * random.uniform(0.9, 1.1)
             entry.next_attempt = trio.current_time() + delay
             entry.backoff_s = min(entry.backoff_s * 2, self.max_backoff_s)
-            logger.info(
+            failures.count(failures.DIAL)
+            logger.debug(
                 "dial failed peer=%s failures=%d retry_in_s=%.1f error=%s",
                 peer,
                 entry.failures,

@@ -69,6 +69,7 @@ from protocol.messages import ErrorReply
 from protocol.purchase import ERROR_BAD_REQUEST, ERROR_INTERNAL, ERROR_RATE_LIMITED
 from protocol.topics import PURCHASE_EXCHANGES, PURCHASE_PROTOCOL
 
+from . import failures
 from .host import peer_info_from_addr
 from .validation import ReplayGuard
 
@@ -168,7 +169,9 @@ class PurchaseTransport:
         if (open_now >= self.max_streams_per_peer
                 or sum(self._open_streams.values()) >= self.max_concurrent_inbound):
             self.refused_streams += 1
-            logger.info("purchase stream refused peer=%s open=%d", peer_id, open_now)
+            failures.count(failures.STREAM_REFUSED)
+            logger.debug("stream refused protocol=%s peer=%s open=%d", self.protocol_id, peer_id,
+                         open_now)
             await _reset(stream)
             return
         self._open_streams[peer_id] = open_now + 1
@@ -181,7 +184,8 @@ class PurchaseTransport:
                 await framing.write_msg(response)
             await stream.close()
         except Exception as error:  # idle, oversize, reset: the stream goes, the node stays
-            logger.info("purchase stream dropped peer=%s: %r", peer_id, error)
+            failures.count(failures.STREAM_RESET)
+            logger.debug("stream dropped protocol=%s peer=%s: %r", self.protocol_id, peer_id, error)
             await _reset(stream)
         finally:
             left = self._open_streams.get(peer_id, 1) - 1
