@@ -235,6 +235,11 @@ class NodeConfig:
         return self.data_dir / "api.port"
 
     @property
+    def peers_path(self) -> Path:
+        """The last good peers (node/net/saved_peers.py), dialled on start."""
+        return self.data_dir / "peers.json"
+
+    @property
     def pid_path(self) -> Path:
         return self.data_dir / "node.pid"
 

@@ -28,6 +28,12 @@ GOSSIP_LATENCY = Histogram(
     ("topic",), registry=REGISTRY,
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
 )
+NETWORK_FAILURES = Counter(
+    "crystalmesh_network_failures",
+    "Routine network failures, by kind (dial, dht_stream, dht_query, dht_lookup, stream_open, "
+    "stream_reset, stream_refused, connection): logged at debug only (node/net/failures.py).",
+    ("kind",), registry=REGISTRY,
+)
 PEERS = Gauge(
     "crystalmesh_peers", "Peers by state (connected, known, banned), read at scrape time.",
     ("state",), registry=REGISTRY,

@@ -69,7 +69,7 @@ class NodeService:
         self.memory: AsyncMemory
         self.listings: ListingBook
         self.reputation: ReputationSource = FlatReputation(1.0)
-        self.net = NetService(config.net, self.identity)
+        self.net = NetService(config.net, self.identity, peers_path=config.peers_path)
         self.started_at_ms = now_ms()
         self.api_port = 0
         self.x402_url: str | None = None

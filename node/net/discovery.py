@@ -35,6 +35,7 @@ from libp2p.tools.anyio_service import background_trio_service
 
 from protocol.topics import DHT_PROTOCOL
 
+from . import failures
 from .dht import build_dht
 from .peers import PeerManager
 
@@ -96,6 +97,16 @@ class Discovery:
         """Run a round now (e.g. after a connection dropped)."""
         self._wake.set()
 
+    async def locate(self, peer: ID) -> None:
+        """Look ``peer`` up by its id, for its current addresses (e.g. after a restart on a new port).
+
+        The FIND_NODE answers of peers connected to it carry its addresses (and
+        its signed peer record when they hold one); the library adds them to the
+        peerstore, where the peer manager's next attempt finds them.
+        """
+        with trio.move_on_after(self.config.lookup_timeout_s):
+            await self.dht.peer_routing.find_closest_peers_network(peer.to_bytes())
+
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with background_trio_service(self.dht):
             task_status.started()
@@ -106,7 +117,9 @@ class Discovery:
                 try:
                     found = await self.round()
                 except Exception as error:  # a lookup failing must not end discovery
-                    logger.warning("discovery round failed error=%s", error)
+                    failures.count(failures.DHT_LOOKUP)
+                    logger.debug("discovery round failed error=%r", error)
+                self.peers.wake()  # a round may have brought addresses of lost peers
                 delay_s = next_delay_s(self.config, delay_s, bool(found),
                                        len(self.host.get_connected_peers()))
                 with trio.move_on_after(delay_s):

@@ -32,6 +32,10 @@ All are applied by ``apply()`` (idempotent), called when a host is built.
    loop that raises ends only that peer's stream. Our own publishes still
    raise to their caller.
 
+5. Routine failures the library logs at WARNING/ERROR (a DHT stream read
+   failing, a dial to a dead address, a stream reset) are counted and lowered
+   to DEBUG by ``node.net.failures.install()``.
+
 Not here, on purpose: the Kademlia protocol id. The library's
 ``/ipfs/kad/1.0.0`` is a module constant, but patching it would put every DHT
 of the process on one network; ``node.net.dht`` gives each DHT a view of its
@@ -50,6 +54,7 @@ import libp2p.pubsub.gossipsub as gossipsub_module
 import libp2p.pubsub.pubsub as pubsub_module
 from libp2p.pubsub import utils as pubsub_utils
 
+from . import failures
 from .validation import IgnoredMessage
 
 _RECORD_CACHE_SIZE = 4096
@@ -151,6 +156,7 @@ def apply() -> None:
     if _applied:
         return
     _applied = True
+    failures.install()
     os.environ.setdefault("PY_YAMUX_RELEASE_ON_READ", "0")
     cached = _cached_record_check(pubsub_utils.maybe_consume_signed_record)
     pubsub_module.maybe_consume_signed_record = cached  # type: ignore[attr-defined]

@@ -6,13 +6,25 @@
 - Banned peers are disconnected, blacklisted in pubsub, never redialled, and
   disconnected again if they dial us (py-libp2p has no connection gater for
   peer ids, so a network notifee does it).
+
+Churn (a kept peer restarts on a new port). py-libp2p 0.8.1 dials a peer on
+one TCP address, the first its peerstore lists, which is the oldest one; and
+after a dial fails it refuses to dial the peer at all for 60 s (a negative
+cache). Both would keep a restarted peer unreachable. So each attempt here
+dials the peer's known addresses one by one, freshest first and those that
+already failed last (``_addresses``), lifting the negative cache first (our
+backoff is the rate limit). Fresh addresses come from identify and signed
+peer records when any peer talks to us about it, and from a DHT lookup of the
+peer's id (``locate``, run for every kept peer that cannot be reached, every
+``relocate_interval_s``); an address not tried yet is dialled at once rather
+than after the backoff.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +36,17 @@ from libp2p.peer.peerinfo import PeerInfo
 
 from node.net.reach import connection_kind
 
+from . import failures
 from .host import peer_info_from_addr
 
 logger = logging.getLogger(__name__)
+
+# Addresses tried per attempt, and the least time between attempts on one peer
+# when fresh addresses appear (a DHT peer feeding addresses cannot make us spin).
+MAX_DIAL_ADDRS = 4
+MIN_ATTEMPT_GAP_S = 1.0
+ADDR_TTL_S = 600
+Locate = Callable[[ID], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -49,6 +69,9 @@ class _Kept:
     failures: int = 0
     last_error: str = ""
     addrs: list[str] = field(default_factory=list)
+    # Addresses (without /p2p/) that failed since the last successful dial.
+    tried: set[str] = field(default_factory=set)
+    last_attempt: float = float("-inf")
 
 
 class _Watcher(INotifee):
@@ -88,8 +111,12 @@ class PeerManager:
         max_backoff_s: float = 30.0,
         initial_backoff_s: float = 1.0,
         dial_timeout_s: float = 10.0,
+        relocate_interval_s: float = 5.0,
     ) -> None:
         self.host = host
+        self.relocate_interval_s = relocate_interval_s
+        # ``await locate(peer)``: look the peer up by id (the DHT), filling the peerstore.
+        self.locate: Locate | None = None
         self.score_of = score_of
         self.max_backoff_s = max_backoff_s
         self.initial_backoff_s = initial_backoff_s
@@ -147,8 +174,33 @@ class PeerManager:
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._disconnect_loop)
+            nursery.start_soon(self._relocate_loop)
             task_status.started()
             await self._reconnect_loop(nursery)
+
+    def unreachable(self) -> list[ID]:
+        """Kept peers we are not connected to and failed to dial at least once."""
+        return [peer for peer, entry in self._kept.items()
+                if entry.failures and peer not in self.banned and not self.is_connected(peer)]
+
+    async def _relocate_loop(self) -> None:
+        while True:
+            await trio.sleep(self.relocate_interval_s)
+            locate = self.locate
+            lost = self.unreachable()
+            if locate is None or not lost:
+                continue
+            async with trio.open_nursery() as nursery:
+                for peer in lost[:8]:
+                    nursery.start_soon(self._locate_one, locate, peer)
+            self.wake()
+
+    @staticmethod
+    async def _locate_one(locate: Locate, peer: ID) -> None:
+        try:
+            await locate(peer)
+        except Exception as error:
+            logger.debug("lookup of peer=%s failed error=%r", peer, error)
 
     async def _disconnect_loop(self) -> None:
         async for peer in self._disconnect_receive:
@@ -166,7 +218,8 @@ class PeerManager:
             for peer, entry in self._kept.items():
                 if peer in self.banned or peer in dialling or self.is_connected(peer):
                     continue
-                if entry.next_attempt <= now:
+                if entry.next_attempt <= now or (
+                        now - entry.last_attempt >= MIN_ATTEMPT_GAP_S and self._fresh(peer, entry)):
                     dialling.add(peer)
                     nursery.start_soon(self._dial, peer, entry, dialling)
                 else:
@@ -174,17 +227,69 @@ class PeerManager:
             with trio.move_on_at(next_due):
                 await self._wake.wait()
 
-    async def _dial(self, peer: ID, entry: _Kept, dialling: set[ID]) -> None:
+    def peerstore_addrs(self, peer: ID) -> list[str]:
+        """What the peerstore knows of ``peer``'s addresses (identify, DHT, our dials)."""
         try:
-            with trio.fail_after(self.dial_timeout_s):
-                await self.host.connect(entry.info)
+            return [str(addr) for addr in self.host.get_peerstore().addrs(peer)]
+        except Exception:
+            return []
+
+    def _addresses(self, peer: ID, entry: _Kept) -> list[str]:
+        """Addresses to try, freshest first (peerstore newest first, then kept), failed ones last."""
+        known: list[str] = []
+        for addr in [*reversed(self.peerstore_addrs(peer)), *reversed(entry.addrs)]:
+            text = addr.split("/p2p/", 1)[0] if "p2p-circuit" not in addr else ""
+            if text and text not in known:
+                known.append(text)
+        fresh = [addr for addr in known if addr not in entry.tried]
+        return (fresh + [addr for addr in known if addr in entry.tried])[:MAX_DIAL_ADDRS]
+
+    def _fresh(self, peer: ID, entry: _Kept) -> bool:
+        """The peerstore learned an address of ``peer`` that we have not tried since it failed."""
+        return bool(entry.failures) and any(
+            addr.split("/p2p/", 1)[0] not in entry.tried
+            for addr in self.peerstore_addrs(peer) if "p2p-circuit" not in addr)
+
+    async def _connect(self, peer: ID, entry: _Kept) -> None:
+        """Dial ``peer`` on each of its addresses in turn until one connects."""
+        network = self.host.get_network()
+        peerstore = self.host.get_peerstore()
+        error: Exception = ConnectionError(f"no known address for {peer}")
+        for text in self._addresses(peer, entry):
+            address = multiaddr.Multiaddr(text)
+            # Our backoff is the rate limit; the library's 60 s negative cache would
+            # refuse a restarted peer we just learned the new address of.
+            unblock = getattr(network, "unblock_peer", None)
+            if unblock is not None:
+                unblock(peer)
+            # The library dials the first TCP address its peerstore lists: make it this one.
+            others = [multiaddr.Multiaddr(a) for a in self.peerstore_addrs(peer)
+                      if a.split("/p2p/", 1)[0] != text]
+            peerstore.clear_addrs(peer)
+            peerstore.add_addrs(peer, [address, *others], ADDR_TTL_S)
+            try:
+                with trio.fail_after(self.dial_timeout_s):
+                    await self.host.connect(PeerInfo(peer, [address]))
+            except Exception as failure:
+                entry.tried.add(text)
+                error = failure
+                continue
+            entry.tried.clear()
+            return
+        raise error
+
+    async def _dial(self, peer: ID, entry: _Kept, dialling: set[ID]) -> None:
+        entry.last_attempt = trio.current_time()
+        try:
+            await self._connect(peer, entry)
         except Exception as error:  # any dial failure means: try again later
             entry.failures += 1
             entry.last_error = f"{type(error).__name__}: {error}"
             delay = entry.backoff_s * random.uniform(0.9, 1.1)
             entry.next_attempt = trio.current_time() + delay
             entry.backoff_s = min(entry.backoff_s * 2, self.max_backoff_s)
-            logger.info(
+            failures.count(failures.DIAL)
+            logger.debug(
                 "dial failed peer=%s failures=%d retry_in_s=%.1f error=%s",
                 peer,
                 entry.failures,

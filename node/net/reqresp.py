@@ -78,6 +78,7 @@ from protocol.messages import Busy, ErrorReply
 from protocol.purchase import ERROR_BAD_REQUEST, ERROR_INTERNAL, ERROR_RATE_LIMITED
 from protocol.topics import PURCHASE_EXCHANGES, PURCHASE_PROTOCOL
 
+from . import failures
 from .host import peer_info_from_addr
 from .validation import ReplayGuard
 
@@ -210,7 +211,8 @@ class PurchaseTransport:
                 await framing.write_msg(response)
             await stream.close()
         except Exception as error:  # idle, oversize, reset: the stream goes, the node stays
-            logger.info("purchase stream dropped peer=%s: %r", peer_id, error)
+            failures.count(failures.STREAM_RESET)
+            logger.debug("stream dropped protocol=%s peer=%s: %r", self.protocol_id, peer_id, error)
             await _reset(stream)
         finally:
             left = self._open_streams.get(peer_id, 1) - 1
@@ -222,7 +224,8 @@ class PurchaseTransport:
     async def _answer_busy(self, stream: INetStream, peer_id: ID, open_now: int) -> None:
         """Say busy (the request stays unread) and close; reset if even that is over its bound."""
         if self._busy_inflight >= self.max_busy_inflight:
-            logger.info("stream reset, busy answers at their bound peer=%s", peer_id)
+            failures.count(failures.STREAM_REFUSED)
+            logger.debug("stream reset, busy answers at their bound peer=%s", peer_id)
             await _reset(stream)
             return
         self._busy_inflight += 1

@@ -10,6 +10,9 @@
     await nursery.start(net.run)              # listening and subscribed once started
     await net.publish(topics.SKILLS, listing)
 
+With ``peers_path`` the node keeps its last good peers there
+(``saved_peers``) and dials them on start, next to ``bootstrap``.
+
 Start order matters in py-libp2p 0.8.1: the Pubsub and GossipSub services
 must be running before ``host.run`` (bootstrap dials as soon as the host
 listens, and an inbound pubsub stream before the services start crashes
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import multiaddr
@@ -43,6 +48,8 @@ from protocol.topics import (
     on_network,
 )
 
+from . import saved_peers
+from .dht import speaks
 from .discovery import Discovery, DiscoveryConfig
 from .gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
 from .gossip_config import GossipConfig, build_pubsub, build_router
@@ -80,6 +87,8 @@ class NetService:
         deliver_own: bool = False,
         discovery_config: DiscoveryConfig | None = None,
         sync_limits: SyncLimits | None = None,
+        peers_path: Path | None = None,
+        save_peers_s: float = 5.0,
     ) -> None:
         self.config = config
         self.identity = identity
@@ -140,6 +149,21 @@ class NetService:
         )
         if self.discovery is not None:
             self.reachability.find_peer = self.discovery.dht.find_peer
+        if self.discovery is not None:
+            self.peer_manager.locate = self.discovery.locate
+        self.peers_path = peers_path
+        self.save_peers_s = save_peers_s
+        self.saved: list[saved_peers.SavedPeer] = []
+        self._saved_key: frozenset[tuple[str, tuple[str, ...]]] = frozenset()
+        self._saved_at = 0.0
+        if peers_path is not None:
+            self.saved = saved_peers.read(peers_path, self.network, str(self.host.get_id()))
+            self._saved_key = frozenset((p.peer_id, p.addrs) for p in self.saved)
+            for peer in self.saved:
+                for addr in peer.dial_addrs():
+                    self.peer_manager.keep(addr)
+            if self.saved:
+                logger.info("dialling saved peers count=%d", len(self.saved))
         self.purchases = PurchaseTransport(
             self.host,
             identity,
@@ -290,6 +314,48 @@ class NetService:
     def connected_peers(self) -> list[str]:
         return [str(peer) for peer in self.host.get_connected_peers()]
 
+    def good_peers(self) -> list[saved_peers.SavedPeer]:
+        """Connected peers that identify says speak our network, with their storable addresses."""
+        now_ms = time.time_ns() // 1_000_000
+        ours = (self.purchases.protocol_id, self.sync.transport.protocol_id,
+                self.discovery.protocol_id if self.discovery is not None else "")
+        good = []
+        for peer in self.host.get_connected_peers():
+            if peer in self.peer_manager.banned or not any(
+                    protocol and speaks(self.host, peer, protocol) for protocol in ours):
+                continue
+            addrs: list[str] = []
+            for addr in self.peer_manager.peerstore_addrs(peer):
+                text = saved_peers.storable_addr(addr)
+                if text is not None and text not in addrs:
+                    addrs.append(text)
+            if addrs:
+                good.append(saved_peers.SavedPeer(str(peer), tuple(addrs[:saved_peers.MAX_ADDRS]),
+                                                  now_ms))
+        return good
+
+    async def save_peers(self) -> bool:
+        """Write the last good peers if they changed; True when the file was written."""
+        if self.peers_path is None:
+            return False
+        merged = saved_peers.merge(self.saved, self.good_peers(), time.time_ns() // 1_000_000)
+        key = frozenset((p.peer_id, p.addrs) for p in merged)
+        # Unchanged peers are written again hourly, so their seen_ms stays current.
+        if key == self._saved_key and trio.current_time() - self._saved_at < 3600:
+            return False
+        path, network = self.peers_path, self.network
+        await trio.to_thread.run_sync(lambda: saved_peers.write(path, merged, network))
+        self.saved, self._saved_key, self._saved_at = merged, key, trio.current_time()
+        return True
+
+    async def _save_peers_loop(self) -> None:
+        while True:
+            await trio.sleep(self.save_peers_s)
+            try:
+                await self.save_peers()
+            except Exception as error:  # a full disk must not stop the network
+                logger.warning("saving peers failed path=%s error=%r", self.peers_path, error)
+
     def mesh_peers(self, topic: str) -> list[str]:
         return [str(peer) for peer in self.router.mesh.get(self.gossip.wire_topic(topic), ())]
 
@@ -316,6 +382,8 @@ class NetService:
                     await nursery.start(self.discovery.run)
                 if self._sync_source is not None:
                     await nursery.start(self.sync.run, self.connected_peers)
+                if self.peers_path is not None:
+                    nursery.start_soon(self._save_peers_loop)
                 logger.info("net started peer=%s addrs=%s", self.peer_id, self.listen_addrs())
                 self._started.set()
                 task_status.started()
