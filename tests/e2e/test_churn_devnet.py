@@ -11,7 +11,8 @@ import pytest
 
 from node.chain.localchain import free_port
 from node.net import saved_peers
-from tests.e2e.devnet import Devnet, wait_for
+from tests.support.devnet import Devnet
+from tests.support.wait import wait_until as wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -16,7 +16,7 @@ from node.net.discovery import DiscoveryConfig
 from node.net.gossip_config import GossipConfig
 from node.net.service import NetService
 from protocol.identity import Identity
-from tests.net_testing import wait_until
+from tests.support.wait import wait_until_async as wait_until
 
 FAST = DiscoveryConfig(target_peers=4, max_kept=8, interval_s=2.0, fast_interval_s=0.5,
                        lookup_timeout_s=10.0)

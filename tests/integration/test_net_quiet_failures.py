@@ -17,7 +17,8 @@ from node.config import NodeConfig
 from node.logs import setup_logging
 from node.net import failures
 from protocol.topics import DHT_PROTOCOL
-from tests.net_testing import make_net, wait_until
+from tests.support.net import make_net
+from tests.support.wait import wait_until_async as wait_until
 
 
 def counted(kind: str) -> float:
