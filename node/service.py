@@ -47,6 +47,7 @@ from node.supervisor import supervise
 from node.trust.gate import GateDecision
 from node.trust.service import TrustService, trust_rows_for_api
 from node.weather import WeatherDesk
+from protocol.envelope import Envelope
 from protocol.messages import TrustReport
 from protocol.topics import TRUST
 
@@ -150,6 +151,7 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
         self.weather_desk = WeatherDesk(self.config, self.identity, self.memory,
                                         self.net.gossip.publish, self.is_management)
         self.net.on_listing(self.publisher.on_listing)
+        self.buyer.on_fresh_listing = self._take_fresh_listing
         self.publisher.origin_level = lambda key: self.memory.run(self.trust.level, key)
         self.market_liveness = MarketLiveness(self.publisher, self.buy)
         self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)
@@ -164,6 +166,7 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                self.buyer.spawn = nursery.start_soon
                 await nursery.start(self.net.run)
                 # Subsystems a bug or a hostile input could crash are restarted, not fatal.
                 await nursery.start(functools.partial(
@@ -339,6 +342,12 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
         metrics.PURCHASES.labels(outcome="ok").inc()
         metrics.MARKET_MICRO_USDC.labels(direction="spent").inc(result["price_micro_usdc"])
         return result
+
+    async def _take_fresh_listing(self, envelope: Envelope) -> None:
+        """The listing a seller answered TermsChanged with: checked as a synced listing
+        (raises InvalidEnvelope), then stored as gossip's would be."""
+        self.net.validator.check_synced(envelope.to_bytes())
+        await self.publisher.on_listing(envelope)
 
     async def redeliver(self, listing_id: str) -> dict[str, Any]:
         return await self.buyer.redeliver(listing_id)

@@ -16,11 +16,13 @@ from protocol.messages import (
     ListingsSyncPage,
     ListingsSyncRequest,
     ListingWithdrawal,
+    PaidPurchaseRequest,
     PaymentAuthorization,
     PaymentRequirements,
     PurchaseRequest,
     Receipt,
     SkillListing,
+    TermsChanged,
     TrustReport,
     WeatherAlert,
 )
@@ -52,6 +54,7 @@ GOSSIP_TOPICS = (SKILLS, WEATHER, TRUST, BOUNTIES)
 _REFUSALS = frozenset({ErrorReply.KIND, Busy.KIND})
 
 PURCHASE_EXCHANGES: dict[str, frozenset[str]] = {
+    PaidPurchaseRequest.KIND: frozenset({Delivery.KIND, TermsChanged.KIND}) | _REFUSALS,
     PurchaseRequest.KIND: frozenset({PaymentRequirements.KIND}) | _REFUSALS,
     PaymentAuthorization.KIND: frozenset({Delivery.KIND}) | _REFUSALS,
     DeliveryRequest.KIND: frozenset({Delivery.KIND}) | _REFUSALS,
