@@ -47,7 +47,6 @@ from node.supervisor import supervise
 from node.trust.gate import GateDecision
 from node.trust.service import TrustService, trust_rows_for_api
 from node.weather import WeatherDesk
-from protocol.envelope import Envelope
 from protocol.messages import TrustReport
 from protocol.topics import TRUST
 
@@ -148,10 +147,12 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
             self.net.gossip.publish, lambda: self.reputation, self.wallet_address,
             self.is_management,
         )
+        self.publisher.next_seq = self.net.sequence.next
         self.weather_desk = WeatherDesk(self.config, self.identity, self.memory,
                                         self.net.gossip.publish, self.is_management)
         self.net.on_listing(self.publisher.on_listing)
-        self.buyer.on_fresh_listing = self._take_fresh_listing
+        self.buyer.on_fresh_listing = functools.partial(self.publisher.take_synced,
+                                                        self.net.validator.check_synced)
         self.publisher.origin_level = lambda key: self.memory.run(self.trust.level, key)
         self.market_liveness = MarketLiveness(self.publisher, self.buy)
         self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)
@@ -342,12 +343,6 @@ class NodeService(MemoryRecordsApi, MarketRecordsApi, LearningServiceMixin,
         metrics.PURCHASES.labels(outcome="ok").inc()
         metrics.MARKET_MICRO_USDC.labels(direction="spent").inc(result["price_micro_usdc"])
         return result
-
-    async def _take_fresh_listing(self, envelope: Envelope) -> None:
-        """The listing a seller answered TermsChanged with: checked as a synced listing
-        (raises InvalidEnvelope), then stored as gossip's would be."""
-        self.net.validator.check_synced(envelope.to_bytes())
-        await self.publisher.on_listing(envelope)
 
     async def redeliver(self, listing_id: str) -> dict[str, Any]:
         return await self.buyer.redeliver(listing_id)

@@ -18,6 +18,7 @@ from protocol.identity import Identity, verify
 from protocol.liveness import (
     LIVENESS_MESSAGES,
     Bounty,
+    ListingBatch,
     ListingsSyncPage,
     ListingsSyncRequest,
     ListingWithdrawal,
@@ -83,6 +84,7 @@ __all__ = [
     "Endorsement",
     "ErrorReply",
     "InvalidMessage",
+    "ListingBatch",
     "ListingEndorsement",
     "ListingWithdrawal",
     "ListingsSyncPage",

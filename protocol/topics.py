@@ -12,6 +12,7 @@ from protocol.messages import (
     Delivery,
     DeliveryRequest,
     ErrorReply,
+    ListingBatch,
     ListingEndorsement,
     ListingsSyncPage,
     ListingsSyncRequest,
@@ -28,6 +29,7 @@ from protocol.messages import (
 )
 
 __all__ = [
+    "BATCHABLE_KINDS",
     "BOUNTIES",
     "GOSSIP_TOPICS",
     "LISTINGS_SYNC_PROTOCOL",
@@ -67,6 +69,9 @@ SYNC_EXCHANGES: dict[str, frozenset[str]] = {
 }
 """Request kind -> response kinds on the listings sync protocol."""
 
+BATCHABLE_KINDS = frozenset({SkillListing.KIND, ListingWithdrawal.KIND})
+"""Kinds a ``listing_batch`` may carry (the sender's own announcements)."""
+
 SYNCABLE_KINDS: dict[str, str] = {
     SkillListing.KIND: SKILLS,
     ListingWithdrawal.KIND: SKILLS,
@@ -75,7 +80,8 @@ SYNCABLE_KINDS: dict[str, str] = {
 """Kinds a sync page may carry -> the topic whose rules validate them."""
 
 TOPIC_KINDS: dict[str, frozenset[str]] = {
-    SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND, ListingWithdrawal.KIND}),
+    SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND, ListingWithdrawal.KIND,
+                       ListingBatch.KIND}),
     BOUNTIES: frozenset({Bounty.KIND}),
     WEATHER: frozenset({WeatherAlert.KIND}),
     TRUST: frozenset({TrustReport.KIND}),

@@ -207,6 +207,28 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         return dict(await call("POST", f"/v1/skills/{_path_segment(crystal_id)}/publish", {}))
 
     @server.tool()
+    async def skill_publish_catalogue(
+        crystal_ids: Annotated[list[str] | None, Field(
+            description="Ids of skill memories to list; omit to list every listable skill "
+                        "this node never listed.")] = None,
+    ) -> dict[str, Any]:
+        """List many of the agent's proven skills at once (a catalogue), carried in signed
+        batches so the network's rate limit is no obstacle. Returns the listings made and the
+        skills that could not be listed, with the reason."""
+        published: list[Any] = []
+        failed: list[Any] = []
+        pending = list(crystal_ids or [])
+        while True:
+            body: dict[str, Any] = ({"crystal_ids": pending[:128]} if crystal_ids is not None
+                                    else {"all": True})
+            result = await call("POST", "/v1/skills/publish", body | {"limit": 128})
+            published += result["published"]
+            failed += result["failed"]
+            pending = pending[128:]
+            if not result["published"] or result["remaining"] == 0:
+                return {"published": published, "failed": failed}
+
+    @server.tool()
     async def skill_install(
         skill: Annotated[str, Field(min_length=1, max_length=128,
                                     description="listing_id of a bought skill, or a skill memory's id.")],

@@ -11,6 +11,9 @@ import click
 
 from node.cli.context import CliContext, CliError, common_options, table
 
+# Listings per `skill publish` API call (a few signed batches): the unit of progress.
+CATALOGUE_CHUNK = 128
+
 
 def usdc(micro: int | None) -> str:
     if micro is None:
@@ -177,19 +180,51 @@ def new_version(ctx: CliContext, crystal_id: str, text: str) -> None:
 
 
 @skill.command("publish")
-@click.argument("crystal_id")
+@click.argument("crystal_ids", nargs=-1)
+@click.option("--all", "everything", is_flag=True,
+              help="Every listable skill of this node that was never listed.")
 @click.option("--name", default=None, help="Listing name (default: the skill's first few words).")
 @click.option("--summary", default=None,
               help="What buyers read before paying, up to 1024 characters (default: category and "
                    "tags). The skill itself goes only to paying buyers.")
 @common_options
-def publish(ctx: CliContext, crystal_id: str, name: str | None, summary: str | None) -> None:
-    """Announce a skill on the network (quality gates apply; priced automatically)."""
+def publish(ctx: CliContext, crystal_ids: tuple[str, ...], everything: bool, name: str | None,
+            summary: str | None) -> None:
+    """Announce skills on the network (quality gates apply; priced automatically).
+
+    One id: that skill (with --name/--summary). Several ids, or --all: a catalogue, carried in
+    signed batches (about 80 listings each), with progress, e.g. `crystalmesh skill publish --all`.
+    """
     client = ctx.api()
     assert client is not None
-    data = client.post(f"/v1/skills/{crystal_id}/publish", {"name": name, "summary": summary})
-    ctx.emit(data, lambda d: click.echo(
-        f"listed {d['listing_id']} at {usdc(d['price_micro_usdc'])} (v{d['skill_version']})"))
+    if len(crystal_ids) == 1 and not everything:
+        data = client.post(f"/v1/skills/{crystal_ids[0]}/publish", {"name": name, "summary": summary})
+        ctx.emit(data, lambda d: click.echo(
+            f"listed {d['listing_id']} at {usdc(d['price_micro_usdc'])} (v{d['skill_version']})"))
+        return
+    if bool(crystal_ids) == everything or name is not None or summary is not None:
+        raise CliError("give one crystal id (with --name/--summary), several ids, or --all")
+    published: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    pending = list(crystal_ids)
+    while True:
+        body: dict[str, Any] = ({"all": True} if everything
+                                else {"crystal_ids": pending[:CATALOGUE_CHUNK]})
+        data = client.post("/v1/skills/publish", body | {"limit": CATALOGUE_CHUNK})
+        published += data["published"]
+        failed += data["failed"]
+        pending = pending[CATALOGUE_CHUNK:]
+        if not ctx.as_json:
+            click.echo(f"published {len(published)} (failed {len(failed)}, "
+                       f"{data['remaining']} to go)", err=True)
+        if not data["published"] or data["remaining"] == 0:
+            break
+    def human(data: dict[str, Any]) -> None:
+        for item in data["failed"]:
+            click.echo(f"not listed {item['crystal_id']}: {item['error']}")
+        click.echo(f"listed {len(data['published'])} skills")
+
+    ctx.emit({"published": published, "failed": failed}, human)
 
 
 # --- market ---------------------------------------------------------------------------------

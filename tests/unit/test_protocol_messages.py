@@ -17,6 +17,7 @@ from protocol.messages import (
     DeliveryRequest,
     ErrorReply,
     InvalidMessage,
+    ListingBatch,
     ListingEndorsement,
     ListingsSyncPage,
     ListingsSyncRequest,
@@ -135,6 +136,7 @@ def sample_messages() -> list[Message]:
                None),
         ListingsSyncRequest(0, 128),
         ListingsSyncPage((b"\xa0", b"\xa1"), 7, True),
+        ListingBatch((b"\xa0", b"\xa1")),
     ]
 
 
