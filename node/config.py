@@ -62,7 +62,7 @@ class NetConfig:
     reconnect_max_backoff_s: float = 30.0
     # Find peers beyond ``bootstrap`` (Kademlia DHT random walks, node/net/discovery.py).
     discovery: bool = True
-    # Gossip accepted per origin key and topic (node/net/validation.py): a token bucket refilled
+    # Gossip accepted per origin key and topic (node/net/rules/validation.py): a token bucket refilled
     # at ``*_per_min`` and holding ``*_burst``. A seller announcing its catalogue fits the burst,
     # a flood from one key does not (issue 11); listings sync has its own, larger limits.
     origin_listings_per_min: float = 10.0

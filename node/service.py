@@ -148,9 +148,12 @@ class NodeService:
             self.net.gossip.publish, lambda: self.reputation, self.wallet_address,
             self.is_management,
         )
+        self.publisher.next_seq = self.net.sequence.next
         self.weather = WeatherDesk(self.config, self.identity, self.memory,
                                    self.net.gossip.publish, self.is_management)
         self.net.on_listing(self.publisher.on_listing)
+        self.buyer.on_fresh_listing = functools.partial(self.publisher.take_synced,
+                                                        self.net.validator.check_synced)
         self.publisher.origin_level = lambda key: self.memory.run(self.trust.level, key)
         self.market_liveness = MarketLiveness(self.publisher, self._buy)
         self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)
@@ -168,6 +171,7 @@ class NodeService:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                self.buyer.spawn = nursery.start_soon
                 await nursery.start(self.net.run)
                 # Subsystems a bug or a hostile input could crash are restarted, not fatal.
                 await nursery.start(functools.partial(

@@ -4,6 +4,12 @@
   market. Bound to the seller like a listing id, so nobody else can withdraw it.
 - :class:`Bounty` (bounties topic): "need: a skill that ..." with a reward in
   integer micro-USDC; re-announced with ``fulfilled_by`` set once bought.
+- :class:`ListingBatch` (skills topic): a seller's catalogue in few signed
+  messages: up to 128 of its own listing (or withdrawal) envelopes and 60 000
+  bytes in each (:data:`MAX_BATCH_BYTES`), every entry signed
+  on its own, so receivers store and re-serve them exactly as if each had been
+  gossiped alone. One message against the origin's rate limit; its entries
+  count against the origin's catalogue budget (``node.net.rules.validation``).
 - :class:`ListingsSyncRequest` / :class:`ListingsSyncPage`
   (``/crystalmesh/listings-sync/1``): a node asks a peer for the market
   state it lacks, page by page after a since-cursor; every entry is a complete
@@ -36,6 +42,8 @@ from protocol.schema import (
 
 __all__ = [
     "LIVENESS_MESSAGES",
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_ITEMS",
     "MAX_BOUNTY_LIFETIME_MS",
     "MAX_BOUNTY_TEXT_CHARS",
     "MAX_SYNC_ENTRY_BYTES",
@@ -43,6 +51,7 @@ __all__ = [
     "MAX_SYNC_PAGE_ITEMS",
     "WITHDRAWAL_LIFETIME_MS",
     "Bounty",
+    "ListingBatch",
     "ListingWithdrawal",
     "ListingsSyncPage",
     "ListingsSyncRequest",
@@ -54,6 +63,12 @@ MAX_SYNC_ENTRY_BYTES = 32 * 1024
 """One envelope in a sync page: a listing at its field bounds stays well below this."""
 MAX_SYNC_PAGE_BYTES = 200_000
 """Sum of the entries of one page, so the page envelope stays under MAX_MESSAGE_BYTES."""
+MAX_BATCH_ITEMS = 128
+"""At most this many listings in one ``listing_batch``."""
+MAX_BATCH_BYTES = 60_000
+"""Sum of the entries of one batch. A gossip RPC must fit one yamux frame (64 KiB): py-libp2p
+0.8.1 writes a larger one frame by frame without holding the stream, so two writers on one
+pubsub stream interleave their frames and the receiver drops the stream as malformed."""
 MAX_BOUNTY_TEXT_CHARS = 1024
 MAX_BOUNTY_LIFETIME_MS = MAX_LISTING_LIFETIME_MS
 WITHDRAWAL_LIFETIME_MS = MAX_LISTING_LIFETIME_MS
@@ -163,7 +178,27 @@ class ListingsSyncPage(Message):
             raise InvalidMessage(f"entries: {total} bytes > {MAX_SYNC_PAGE_BYTES}")
 
 
+@dataclass(frozen=True)
+class ListingBatch(Message):
+    """Many announcements of one seller in one gossip message: each entry a complete signed
+    ``skill_listing`` or ``listing_withdrawal`` envelope *by the batch's own sender*."""
+
+    KIND: ClassVar[str] = "listing_batch"
+    FIELDS: ClassVar[Schema] = {
+        "entries": ListOf(Blob(MAX_SYNC_ENTRY_BYTES), MAX_BATCH_ITEMS),
+    }
+    entries: tuple[bytes, ...]
+
+    def check(self) -> None:
+        if not self.entries:
+            raise InvalidMessage("entries: a batch carries at least one listing")
+        total = sum(len(entry) for entry in self.entries)
+        if total > MAX_BATCH_BYTES:
+            raise InvalidMessage(f"entries: {total} bytes > {MAX_BATCH_BYTES}")
+
+
 LIVENESS_MESSAGES: tuple[type[Message], ...] = (
+    ListingBatch,
     ListingWithdrawal,
     Bounty,
     ListingsSyncRequest,

@@ -1,8 +1,25 @@
 """Messages of the ``/crystalmesh/purchase/1`` request/response protocol (x402-like).
 
-Each exchange is one request and one response, every one a signed envelope:
+Each exchange is one request and one response, every one a signed envelope.
+A purchase takes **one round trip** to the seller (x402 ``exact``: the terms
+are public, the payment travels with the request):
 
     buyer                                   seller
+    PaidPurchaseRequest      ->              (verifies against its current
+                                              listing, settles on chain)
+                             <-  Delivery | TermsChanged | ErrorReply
+
+The buyer derives the terms from the signed listing it holds (price, pay-to,
+token, chain id; a validity window of at most :data:`PAYMENT_WINDOW_S` and a
+nonce it picks). ``TermsChanged`` (the seller re-priced) carries the seller's
+current signed listing and means the authorization was not and will not be
+settled; the buyer may sign the fresh terms **with the same nonce** and ask
+once more: two authorizations sharing an EIP-3009 nonce can never both settle.
+
+The multi-step exchange of version 1 stays, for peers that speak only it (an
+older seller answers a ``PaidPurchaseRequest`` with ``ErrorReply(bad_request,
+"unknown_kind")`` before reading it; the buyer then falls back):
+
     PurchaseRequest          ->
                              <-  PaymentRequirements | ErrorReply
     PaymentAuthorization     ->              (seller settles on chain)
@@ -33,6 +50,7 @@ from protocol.schema import (
     REQUEST_ID,
     SHA256_HEX,
     TX_HASH,
+    Blob,
     Bool,
     Bytes,
     Int,
@@ -47,22 +65,34 @@ from protocol.schema import (
 
 __all__ = [
     "ERROR_CODES",
+    "MAX_LISTING_ENVELOPE_BYTES",
     "MAX_RETRY_AFTER_MS",
     "MAX_SKILL_PAYLOAD_BYTES",
+    "PAYMENT_WINDOW_S",
     "PURCHASE_MESSAGES",
     "Busy",
     "Delivery",
     "DeliveryRequest",
     "ErrorReply",
+    "PaidPurchaseRequest",
     "PaymentAuthorization",
     "PaymentRequirements",
     "PurchaseRequest",
     "Receipt",
+    "TermsChanged",
     "TokenDomain",
     "TransferAuthorization",
     "content_hash",
     "new_request_id",
 ]
+
+PAYMENT_WINDOW_S = 300
+"""Longest validity (``validBefore`` − now) a seller accepts on an authorization (it
+adds 60 s of clock slack): an authorization that is refused or lost stops being
+settleable within minutes."""
+
+MAX_LISTING_ENVELOPE_BYTES = 32 * 1024
+"""Largest signed listing a ``TermsChanged`` carries (as a listings sync entry)."""
 
 MAX_SKILL_PAYLOAD_BYTES = 192 * 1024
 """Largest skill text (UTF-8), so a Delivery envelope stays under MAX_MESSAGE_BYTES."""
@@ -204,6 +234,48 @@ class PaymentAuthorization(Message):
 
 
 @dataclass(frozen=True)
+class PaidPurchaseRequest(Message):
+    """Buy ``listing_id`` in one round trip: the request carries the buyer's signed
+    EIP-3009 authorization, made out to the terms of the signed listing it holds
+    (``value`` = price, ``to`` = pay-to, under the listing's chain id and token).
+
+    The seller answers ``Delivery`` (settled), ``TermsChanged`` (its listing says
+    otherwise now; nothing settled) or ``ErrorReply``."""
+
+    KIND: ClassVar[str] = "paid_purchase_request"
+    FIELDS: ClassVar[Schema] = {
+        "request_id": REQUEST_ID,
+        "listing_id": SHA256_HEX,
+        "authorization": RecordField(TransferAuthorization),
+        "signature": _EIP3009_SIGNATURE,
+    }
+    request_id: str
+    listing_id: str
+    authorization: TransferAuthorization
+    signature: bytes
+
+
+@dataclass(frozen=True)
+class TermsChanged(Message):
+    """The seller refuses a ``PaidPurchaseRequest`` whose authorization does not pay
+    what its listing asks now, and never settles it. ``listing`` is the seller's
+    current signed ``skill_listing`` envelope: the fresh terms, checkable by the buyer
+    (signed by the seller's key) and storable as if it had been gossiped."""
+
+    KIND: ClassVar[str] = "terms_changed"
+    FIELDS: ClassVar[Schema] = {
+        "request_id": REQUEST_ID,
+        "listing_id": SHA256_HEX,
+        "listing": Blob(MAX_LISTING_ENVELOPE_BYTES),
+        "message": Text(280, min_chars=0),
+    }
+    request_id: str
+    listing_id: str
+    listing: bytes
+    message: str
+
+
+@dataclass(frozen=True)
 class Delivery(Message):
     """The skill text, after settlement. ``content_hash`` must be the payload's hash."""
 
@@ -295,6 +367,8 @@ PURCHASE_MESSAGES: tuple[type[Message], ...] = (
     PurchaseRequest,
     PaymentRequirements,
     PaymentAuthorization,
+    PaidPurchaseRequest,
+    TermsChanged,
     Delivery,
     DeliveryRequest,
     Receipt,

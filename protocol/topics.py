@@ -27,20 +27,24 @@ from protocol.messages import (
     Delivery,
     DeliveryRequest,
     ErrorReply,
+    ListingBatch,
     ListingEndorsement,
     ListingsSyncPage,
     ListingsSyncRequest,
     ListingWithdrawal,
+    PaidPurchaseRequest,
     PaymentAuthorization,
     PaymentRequirements,
     PurchaseRequest,
     Receipt,
     SkillListing,
+    TermsChanged,
     TrustReport,
     WeatherAlert,
 )
 
 __all__ = [
+    "BATCHABLE_KINDS",
     "BOUNTIES",
     "DEFAULT_NETWORK",
     "DHT_PROTOCOL",
@@ -122,6 +126,7 @@ GOSSIP_TOPICS = (SKILLS, WEATHER, TRUST, BOUNTIES)
 _REFUSALS = frozenset({ErrorReply.KIND, Busy.KIND})
 
 PURCHASE_EXCHANGES: dict[str, frozenset[str]] = {
+    PaidPurchaseRequest.KIND: frozenset({Delivery.KIND, TermsChanged.KIND}) | _REFUSALS,
     PurchaseRequest.KIND: frozenset({PaymentRequirements.KIND}) | _REFUSALS,
     PaymentAuthorization.KIND: frozenset({Delivery.KIND}) | _REFUSALS,
     DeliveryRequest.KIND: frozenset({Delivery.KIND}) | _REFUSALS,
@@ -134,6 +139,9 @@ SYNC_EXCHANGES: dict[str, frozenset[str]] = {
 }
 """Request kind -> response kinds on the listings sync protocol."""
 
+BATCHABLE_KINDS = frozenset({SkillListing.KIND, ListingWithdrawal.KIND})
+"""Kinds a ``listing_batch`` may carry (the sender's own announcements)."""
+
 SYNCABLE_KINDS: dict[str, str] = {
     SkillListing.KIND: SKILLS,
     ListingWithdrawal.KIND: SKILLS,
@@ -142,7 +150,8 @@ SYNCABLE_KINDS: dict[str, str] = {
 """Kinds a sync page may carry -> the topic whose rules validate them."""
 
 TOPIC_KINDS: dict[str, frozenset[str]] = {
-    SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND, ListingWithdrawal.KIND}),
+    SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND, ListingWithdrawal.KIND,
+                       ListingBatch.KIND}),
     BOUNTIES: frozenset({Bounty.KIND}),
     WEATHER: frozenset({WeatherAlert.KIND}),
     TRUST: frozenset({TrustReport.KIND}),

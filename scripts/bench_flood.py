@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _bench import add_smoke_flag, percentile, print_result, smoke
 
+from node.net.rules.validation import DEFAULT_RATE_LIMITS
 from node.net.service import NetService
-from node.net.validation import DEFAULT_RATE_LIMITS
 from protocol.envelope import seal
 from protocol.topics import GOSSIP_TOPICS, SKILLS
 from tests.support.net import Inbox, make_listing, make_net

@@ -41,7 +41,7 @@ os.environ.setdefault("CRYSTALMESH_MARKET_MAX_PER_DAY_MICRO_USDC", str(10**12))
 from node.api.client import ApiClient, running_node
 from node.config import load_config
 from node.devnet import manager
-from node.net.validation import DEFAULT_RATE_LIMITS
+from node.net.rules.validation import DEFAULT_RATE_LIMITS
 from protocol.topics import SKILLS
 
 

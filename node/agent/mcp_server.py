@@ -207,6 +207,18 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         return await call(lambda client: client.publish_skill(segment))
 
     @server.tool()
+    async def skill_publish_catalogue(
+        crystal_ids: Annotated[list[str] | None, Field(
+            description="Ids of skill memories to list; omit to list every listable skill "
+                        "this node never listed.")] = None,
+    ) -> dict[str, Any]:
+        """List many of the agent's proven skills at once (a catalogue), carried in signed
+        batches so the network's rate limit is no obstacle. Returns the listings made and the
+        skills that could not be listed, with the reason."""
+        ids = [_path_segment(crystal_id) for crystal_id in crystal_ids] if crystal_ids is not None else None
+        return await call(lambda client: client.publish_catalogue(ids))
+
+    @server.tool()
     async def skill_install(
         skill: Annotated[str, Field(min_length=1, max_length=128,
                                     description="listing_id of a bought skill, or a skill memory's id.")],

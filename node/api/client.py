@@ -14,7 +14,7 @@ under the same names from the data dir itself.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -23,6 +23,8 @@ from node.config import NodeConfig
 from node.keyfiles import read_secret
 
 Json = dict[str, Any]
+# Skills per ``POST /v1/skills/publish`` call (a few signed batches): the unit of progress.
+CATALOGUE_CHUNK = 128
 
 
 class ApiError(RuntimeError):
@@ -205,6 +207,25 @@ class ApiClient:
 
     def publish_skill(self, crystal_id: str, name: str | None = None, summary: str | None = None) -> Json:
         return dict(self.post(f"/v1/skills/{crystal_id}/publish", {"name": name, "summary": summary}))
+
+    def publish_catalogue(self, crystal_ids: list[str] | None,
+                          progress: Callable[[int, int, int], None] | None = None) -> Json:
+        """Publish several skills (``crystal_ids``), or every listable one never listed (None),
+        in calls of ``CATALOGUE_CHUNK``; ``progress(published, failed, remaining)`` after each."""
+        published: list[Json] = []
+        failed: list[Json] = []
+        pending = list(crystal_ids or [])
+        while True:
+            body: Json = {"all": True} if crystal_ids is None else {"crystal_ids": pending[:CATALOGUE_CHUNK]}
+            data = self.post("/v1/skills/publish", body | {"limit": CATALOGUE_CHUNK})
+            published += data["published"]
+            failed += data["failed"]
+            pending = pending[CATALOGUE_CHUNK:]
+            if progress is not None:
+                progress(len(published), len(failed), data["remaining"])
+            if not data["published"] or data["remaining"] == 0 or (crystal_ids is not None and not pending):
+                break
+        return {"published": published, "failed": failed}
 
     def withdraw_listing(self, listing_id: str) -> Json:
         return dict(self.post(f"/v1/listings/{listing_id}/withdraw", {}))

@@ -1,4 +1,4 @@
-"""Routes of the living market: re-price, withdraw, bounties, listings sync status.
+"""Routes of the living market: publish a catalogue, re-price, withdraw, bounties, sync status.
 
 Same rules as ``node.api.routes``: bearer token, pydantic bodies, errors by type.
 """
@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from node.api.auth import require_auth
 from node.api.interface import LivenessApi
 from node.api.models import Body, Id, MicroUsdc
+from node.errors import NodeError
 
 Json = dict[str, Any]
 
@@ -21,6 +22,16 @@ class RepriceIn(Body):
     """``POST /v1/listings/{listing_id}/reprice``: a fixed price, or null for a fresh quote."""
 
     price_micro_usdc: MicroUsdc | None = None
+
+
+class PublishManyIn(Body):
+    """``POST /v1/skills/publish``: several skills at once (``crystal_ids``), or with
+    ``all`` every listable skill never listed; at most ``limit`` per call (carried in signed
+    batches of up to 60 kB), ``remaining`` in the answer says how many are left."""
+
+    crystal_ids: Annotated[list[Id], Field(max_length=1024)] | None = None
+    all: bool = False
+    limit: Annotated[int, Field(strict=True, ge=1, le=1024)] = 128
 
 
 class BountyIn(Body):
@@ -45,6 +56,12 @@ class BountiesQuery(BaseModel):
 
 def market_liveness_router(market: LivenessApi) -> APIRouter:
     router = APIRouter(prefix="/v1", dependencies=[Depends(require_auth)])
+
+    @router.post("/skills/publish", tags=["skills"])
+    async def publish_many(body: PublishManyIn) -> Json:
+        if (body.crystal_ids is None) == (not body.all):
+            raise NodeError("give crystal_ids or all=true, not both")
+        return await market.publish_skills(body.crystal_ids, body.limit)
 
     @router.post("/listings/{listing_id}/reprice", tags=["market"])
     async def reprice(listing_id: str, body: RepriceIn | None = None) -> Json:

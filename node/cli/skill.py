@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -106,21 +107,44 @@ def add(ctx: CliContext, folder: Path, scope: str, category: str | None, tags: t
 
 # --- the market (these need the running node) -----------------------------------------------------
 @skill.command("publish")
-@click.argument("crystal_id")
+@click.argument("crystal_ids", nargs=-1)
+@click.option("--all", "everything", is_flag=True,
+              help="Every listable skill of this node that was never listed.")
 @click.option("--name", default=None, help="Listing name (default: the skill's first few words).")
 @click.option("--summary", default=None,
               help="What buyers read before paying, up to 1024 characters (default: category and "
                    "tags). The skill itself goes only to paying buyers.")
 @common_options
-def publish(ctx: CliContext, crystal_id: str, name: str | None, summary: str | None) -> None:
-    """Announce a skill on the network (quality gates apply; priced automatically).
+def publish(ctx: CliContext, crystal_ids: tuple[str, ...], everything: bool, name: str | None,
+            summary: str | None) -> None:
+    """Announce skills on the network (quality gates apply; priced automatically).
+
+    One id: that skill (with --name/--summary). Several ids, or --all: a catalogue, carried in
+    signed batches (about 80 listings each), with progress, e.g. `crystalmesh skill publish --all`.
 
     \f
     Example: ``crystalmesh skill publish 3f2a9c1e --name "pg replica recovery"``
     """
-    data = ctx.api().publish_skill(crystal_id, name, summary)
-    ctx.emit(data, lambda d: click.echo(
-        f"listed {d['listing_id']} at {usdc(d['price_micro_usdc'])} (v{d['skill_version']})"))
+    if len(crystal_ids) == 1 and not everything:
+        data = ctx.api().publish_skill(crystal_ids[0], name, summary)
+        ctx.emit(data, lambda d: click.echo(
+            f"listed {d['listing_id']} at {usdc(d['price_micro_usdc'])} (v{d['skill_version']})"))
+        return
+    if bool(crystal_ids) == everything or name is not None or summary is not None:
+        raise CliError("give one crystal id (with --name/--summary), several ids, or --all")
+
+    def progress(published: int, failed: int, remaining: int) -> None:
+        if not ctx.as_json:
+            click.echo(f"published {published} (failed {failed}, {remaining} to go)", err=True)
+
+    data = ctx.api().publish_catalogue(list(crystal_ids) if crystal_ids else None, progress)
+
+    def human(data: dict[str, Any]) -> None:
+        for item in data["failed"]:
+            click.echo(f"not listed {item['crystal_id']}: {item['error']}")
+        click.echo(f"listed {len(data['published'])} skills")
+
+    ctx.emit(data, human)
 
 
 @skill.command("unpublish")

@@ -178,6 +178,17 @@ class MarketLedger:
                 (state, tx_hash, crystal_id, auth_nonce, reason, payload, now_ms(), request_id),
             )
 
+    def reauthorize_purchase(self, request_id: str, price_micro_usdc: int, pay_to: str,
+                             authorization_json: str, valid_before_s: int) -> None:
+        """The seller's terms changed before anything settled: the purchase now stands on a
+        new authorization *with the same nonce* (so at most one of the two can ever settle)."""
+        with self.db.transaction() as conn:
+            conn.execute(
+                "UPDATE purchases SET price_micro_usdc=?, pay_to=?, authorization_json=?, "
+                "valid_before_s=?, state='authorized', updated_at_ms=? WHERE request_id=?",
+                (price_micro_usdc, pay_to, authorization_json, valid_before_s, now_ms(), request_id),
+            )
+
     def get_purchase(self, request_id: str) -> Purchase | None:
         row = self.db.execute(
             "SELECT * FROM purchases WHERE request_id=?", (request_id,)

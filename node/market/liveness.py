@@ -7,6 +7,7 @@ answer ``/crystalmesh/listings-sync/1`` and ``on_bounty`` for the bounties topic
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from node.market.bounty_desk import BountyDesk, BuySkill
@@ -48,6 +49,13 @@ class MarketLiveness:
 
     async def withdraw(self, listing_id: str) -> dict[str, Any]:
         return await self.catalogue.withdraw(listing_id)
+
+    async def publish_skills(self, crystal_ids: Sequence[str] | None,
+                             limit: int) -> dict[str, Any]:
+        """``crystal_ids``, or (None) every listable skill never listed, ``limit`` at a time."""
+        wanted = list(crystal_ids) if crystal_ids is not None else await self.catalogue.unlisted()
+        result = await self.catalogue.publish(wanted[:limit])
+        return result | {"remaining": max(0, len(wanted) - limit)}
 
     async def refresh(self) -> dict[str, Any]:
         return {"refreshed": await self.catalogue.refresh_due()}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from node.net.reqresp import PeerBusy as PeerBusy
     from node.net.reqresp import PeerUnreachable as PeerUnreachable
     from node.net.reqresp import ReqRespError as ReqRespError
+    from node.net.rules.validation import Rejection as Rejection
     from node.net.service import NetService as NetService
-    from node.net.validation import Rejection as Rejection
 
 __getattr__ = face(__name__)

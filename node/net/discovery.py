@@ -33,11 +33,10 @@ from libp2p.abc import IHost
 from libp2p.peer.id import ID
 from libp2p.tools.anyio_service import background_trio_service
 
+from node.net import failures
+from node.net.dht import build_dht
+from node.net.peers import PeerManager
 from protocol.topics import DHT_PROTOCOL
-
-from . import failures
-from .dht import build_dht
-from .peers import PeerManager
 
 logger = logging.getLogger(__name__)
 

@@ -31,6 +31,14 @@ from libp2p.peer.id import ID
 from libp2p.pubsub.pb import rpc_pb2
 from libp2p.pubsub.pubsub import Pubsub
 
+from node.net.rules import (
+    IGNORE_REASONS,
+    RATE_LIMITED,
+    IgnoredMessage,
+    MessageValidator,
+    Rejection,
+    RejectionCounter,
+)
 from protocol.envelope import Envelope, InvalidEnvelope, open_envelope, seal
 from protocol.identity import Identity, peer_id_from_public_key
 from protocol.topics import (
@@ -41,15 +49,6 @@ from protocol.topics import (
     TRUST,
     WEATHER,
     on_network,
-)
-
-from .validation import (
-    IGNORE_REASONS,
-    RATE_LIMITED,
-    IgnoredMessage,
-    MessageValidator,
-    Rejection,
-    RejectionCounter,
 )
 
 logger = logging.getLogger(__name__)

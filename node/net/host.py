@@ -34,7 +34,7 @@ from libp2p.security.noise.transport import Transport as NoiseTransport
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
 from libp2p.stream_muxer.yamux.yamux import Yamux
 
-from . import libp2p_tuning
+from node.net import libp2p_tuning
 
 logger = logging.getLogger(__name__)
 

@@ -54,8 +54,8 @@ import libp2p.pubsub.gossipsub as gossipsub_module
 import libp2p.pubsub.pubsub as pubsub_module
 from libp2p.pubsub import utils as pubsub_utils
 
-from . import failures
-from .validation import IgnoredMessage
+from node.net import failures
+from node.net.rules import IgnoredMessage
 
 _RECORD_CACHE_SIZE = 4096
 _applied = False
@@ -124,7 +124,7 @@ def _contained_push_msg(original: Callable[..., Any]) -> Callable[..., Any]:
         try:
             await original(self, msg_forwarder, msg)
         except IgnoredMessage:
-            return  # dropped without penalty (see node.net.validation)
+            return  # dropped without penalty (see node.net.rules.validation)
         except Exception as exc:
             logger.warning("dropped a malformed pubsub message from %s: %r", msg_forwarder, exc)
             _charge_forwarder(self, msg_forwarder, msg)

@@ -38,16 +38,14 @@ import trio
 from libp2p.abc import IHost
 from libp2p.peer.id import ID
 
+from node.net.reqresp import Connect, PurchaseTransport, ReqRespError, RequestTimeout
+from node.net.rules import IGNORE_REASONS, RATE_LIMITED, MessageValidator, Rejection, TokenBuckets
 from protocol.envelope import Envelope, InvalidEnvelope, seal
 from protocol.identity import Identity, peer_id_from_public_key
 from protocol.liveness import MAX_SYNC_PAGE_BYTES, MAX_SYNC_PAGE_ITEMS
 from protocol.messages import ErrorReply, ListingsSyncPage, ListingsSyncRequest
 from protocol.purchase import ERROR_RATE_LIMITED
 from protocol.topics import LISTINGS_SYNC_PROTOCOL, SYNC_EXCHANGES, SYNCABLE_KINDS
-
-from .ratelimit import TokenBuckets
-from .reqresp import Connect, PurchaseTransport, ReqRespError, RequestTimeout
-from .validation import IGNORE_REASONS, RATE_LIMITED, MessageValidator, Rejection
 
 logger = logging.getLogger(__name__)
 

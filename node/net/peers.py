@@ -34,10 +34,9 @@ from libp2p.abc import IHost, INetConn, INetStream, INetwork, INotifee
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 
+from node.net import failures
+from node.net.host import peer_info_from_addr
 from node.net.reach import connection_kind
-
-from . import failures
-from .host import peer_info_from_addr
 
 logger = logging.getLogger(__name__)
 

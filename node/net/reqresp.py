@@ -63,6 +63,9 @@ from libp2p.request_response import (
 )
 from multiaddr import Multiaddr
 
+from node.net import failures
+from node.net.host import peer_info_from_addr
+from node.net.rules import ReplayGuard
 from protocol.codec import MAX_MESSAGE_BYTES
 from protocol.envelope import (
     MAX_CLOCK_SKEW_MS,
@@ -77,10 +80,6 @@ from protocol.identity import Identity, peer_id_from_public_key
 from protocol.messages import Busy, ErrorReply
 from protocol.purchase import ERROR_BAD_REQUEST, ERROR_INTERNAL, ERROR_RATE_LIMITED
 from protocol.topics import PURCHASE_EXCHANGES, PURCHASE_PROTOCOL
-
-from . import failures
-from .host import peer_info_from_addr
-from .validation import ReplayGuard
 
 logger = logging.getLogger(__name__)
 

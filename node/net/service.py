@@ -34,7 +34,26 @@ from libp2p.peer.id import ID
 from libp2p.tools.anyio_service import background_trio_service
 
 from node.config import NetConfig
+from node.net import saved_peers
+from node.net.dht import speaks
+from node.net.discovery import Discovery, DiscoveryConfig
+from node.net.gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
+from node.net.gossip_config import GossipConfig, build_pubsub, build_router
+from node.net.host import build_host, listen_addrs, to_peer_id
+from node.net.listing_sync import SYNC_STALLED, ListingSync, SyncLimits, SyncSource
+from node.net.peers import PeerManager, PeerStatus
 from node.net.reach import Reachability, ReachabilityConfig
+from node.net.reqresp import PurchaseTransport, RequestHandler
+from node.net.rules import (
+    MessageValidator,
+    PeerScores,
+    RejectHook,
+    Rejection,
+    RejectionCounter,
+    ScoringConfig,
+    rate_limits,
+    wall_clock_ms,
+)
 from protocol.envelope import Envelope
 from protocol.identity import Identity, peer_id_from_public_key
 from protocol.topics import (
@@ -46,25 +65,6 @@ from protocol.topics import (
     TRUST,
     WEATHER,
     on_network,
-)
-
-from . import saved_peers
-from .dht import speaks
-from .discovery import Discovery, DiscoveryConfig
-from .gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
-from .gossip_config import GossipConfig, build_pubsub, build_router
-from .host import build_host, listen_addrs, to_peer_id
-from .listing_sync import SYNC_STALLED, ListingSync, SyncLimits, SyncSource
-from .peers import PeerManager, PeerStatus
-from .reqresp import PurchaseTransport, RequestHandler
-from .scoring import PeerScores, ScoringConfig
-from .validation import (
-    MessageValidator,
-    RejectHook,
-    Rejection,
-    RejectionCounter,
-    rate_limits,
-    wall_clock_ms,
 )
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,10 @@
 """Issue 12 rows 3 and 4 on a real devnet (anvil + node processes): the seller is killed
 (os._exit, as kill -9) before and after settling; the buyer's retry of the same command never
-pays twice, the skill is delivered once, and both ledgers agree with the chain."""
+pays twice, the skill is delivered once, and both ledgers agree with the chain.
+
+Issue 26 delivery 2: every purchase here is the one-round-trip exchange (the authorization
+travels with the request), so these are its crash points: seller before settling, seller
+after settling before answering, and the buyer killed after sending."""
 
 from __future__ import annotations
 
@@ -103,6 +107,41 @@ def test_seller_killed_after_settling_is_paid_once_and_delivers_once(devnet: Dev
     assert usdc(devnet, SELLER) == before[SELLER] + price
     assert [p["state"] for p in purchases_of(devnet, listing["listing_id"])] == ["completed"]
     assert [s["state"] for s in sales_of(devnet, listing["listing_id"])] == ["delivered"]
+
+
+def test_buyer_killed_after_sending_pays_once_and_collects_the_skill(devnet: Devnet) -> None:
+    """The buyer dies once its paid request is out and answered: the seller settled and
+    delivered into a dead stream. The restarted buyer's journal says only 'authorized'; the
+    same command finds the settlement on chain and collects the skill, paying nothing more."""
+    listing = publish(devnet, SELLER, "Re-issue an expired TLS certificate with certbot renew")
+    known_everywhere(devnet, listing["listing_id"], (BUYER,))
+    price = listing["price_micro_usdc"]
+    before = {name: usdc(devnet, name) for name in (SELLER, BUYER)}
+    devnet.stop_node(BUYER)
+    devnet.restart_node(BUYER, fault="crash_buyer_after_sending")
+
+    died = devnet.cli("skill", "buy", listing["listing_id"], node=BUYER, check=False)
+    assert died.returncode != 0
+    wait_until(lambda: not pid_alive(devnet.state.node(BUYER).pid), 30,  # type: ignore[union-attr]
+             "faulted buyer gone")
+    # Paid exactly once while the buyer was dead.
+    assert usdc(devnet, BUYER) == before[BUYER] - price
+    assert usdc(devnet, SELLER) == before[SELLER] + price
+
+    devnet.restart_node(BUYER)
+    [journal] = purchases_of(devnet, listing["listing_id"])
+    assert journal["state"] == "authorized" and journal["tx_hash"] is None
+    known_everywhere(devnet, listing["listing_id"], (BUYER,))
+    received = devnet.cli_json("skill", "buy", listing["listing_id"], node=BUYER)
+    assert received["request_id"] == journal["request_id"] and received["crystal_id"]
+    assert usdc(devnet, BUYER) == before[BUYER] - price
+    assert usdc(devnet, SELLER) == before[SELLER] + price
+    assert [(p["state"], p["tx_hash"]) for p in purchases_of(devnet, listing["listing_id"])] == [
+        ("completed", received["tx_hash"])]
+    assert [(s["state"], s["tx_hash"]) for s in sales_of(devnet, listing["listing_id"])] == [
+        ("delivered", received["tx_hash"])]
+    owned = devnet.cli("skill", "buy", listing["listing_id"], node=BUYER, check=False)
+    assert owned.returncode == 1 and "--again" in owned.stderr
 
 
 def test_stalled_chain_rpc_cannot_hold_a_purchase_past_its_timeout(devnet: Devnet) -> None:

@@ -45,6 +45,7 @@ ROUTES = {
     ("get", "/v1/namespaces"),
     ("post", "/v1/listings/{listing_id}/reprice"), ("post", "/v1/listings/{listing_id}/withdraw"),
     ("post", "/v1/listings/refresh"), ("get", "/v1/market/sync"), ("post", "/v1/bounties"),
+    ("post", "/v1/skills/publish"),
     ("get", "/v1/bounties"), ("get", "/v1/bounties/{bounty_id}"),
     ("post", "/v1/bounties/{bounty_id}/fulfil"),
 }
@@ -68,6 +69,7 @@ BODY_MODELS = {
     "/v1/memory/dream": ("DreamIn", {"namespace"}),
     "/v1/skills/{crystal_id}/crystallize": ("CrystallizeIn", {"text", "category", "tags"}),
     "/v1/listings/{listing_id}/reprice": ("RepriceIn", {"price_micro_usdc"}),
+    "/v1/skills/publish": ("PublishManyIn", {"crystal_ids", "all", "limit"}),
     "/v1/bounties": ("BountyIn", {"text", "reward_micro_usdc", "ttl_s"}),
     "/v1/bounties/{bounty_id}/fulfil": ("FulfilIn", {"listing_id"}),
 }

@@ -16,12 +16,19 @@ import trio
 import node.market.purchase.buyer as buyer_module
 from node.market.purchase.buyer import PurchaseRefused
 from node.market.purchase.seller import Refusal
+from protocol.messages import PaidPurchaseRequest
+from protocol.topics import PURCHASE_EXCHANGES
 from tests.support.market import BUYER_USDC, Market
 
 FIRST = ("Rotate a leaked API key: revoke it, issue a new one, roll it out to every service, "
          "then search the logs for use of the old key")
 SECOND = ("Shrink a bloated Docker image: multi-stage build, slim base, drop the build cache "
           "and the package manager's lists")
+
+
+# What a seller of the multi-step version serves: everything but the one-round-trip request.
+STEPS_ONLY = {kind: answers for kind, answers in PURCHASE_EXCHANGES.items()
+              if kind != PaidPurchaseRequest.KIND}
 
 
 @pytest.fixture
@@ -122,13 +129,20 @@ async def test_spend_caps_refuse_before_anything_is_signed(
     assert await market.balances() == (p1, BUYER_USDC - p1)
 
 
+@pytest.mark.parametrize("exchange", ["one-round-trip", "steps"])
 async def test_seller_quoting_other_terms_than_its_listing_is_refused_unpaid(
-        market: Market, signed: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+        market: Market, signed: list[int], monkeypatch: pytest.MonkeyPatch, exchange: str) -> None:
+    """The seller asks for twice the price its signed listing shows. In one round trip it
+    refuses the buyer's authorization with that very listing (nothing to re-sign); a seller
+    that speaks only the multi-step exchange quotes the other price. Either way the buyer
+    stops: its authorization was signed from the listing, refused, and never settled."""
     listing = await market.publish(FIRST)
     await market.known_to_buyer(listing)
     price = listing["price_micro_usdc"]
     seller = market.seller.seller
     listed = seller._sellable
+    if exchange == "steps":
+        monkeypatch.setattr(market.seller.net.purchases, "exchanges", STEPS_ONLY)
 
     # The seller now quotes (and would settle) twice the price its gossiped listing shows.
     async def raised(listing_id: str) -> Any:
@@ -144,7 +158,8 @@ async def test_seller_quoting_other_terms_than_its_listing_is_refused_unpaid(
     with pytest.raises(PurchaseRefused) as refused:
         await market.buyer.market.buy(listing["listing_id"])
     assert refused.value.code == "terms_mismatch"
-    assert f"price {2 * price} != listed {price}" in str(refused.value)
-    assert signed == [] and await market.block() == block
-    assert await market.rows(listing["listing_id"]) == ([], [])
+    assert (f"price {2 * price} != listed {price}" if exchange == "steps"
+            else "refused the very terms its signed listing states") in str(refused.value)
+    assert signed == [price] and await market.block() == block
+    assert await market.rows(listing["listing_id"]) == ([("refused", None, price)], [])
     assert await market.balances() == (0, BUYER_USDC)

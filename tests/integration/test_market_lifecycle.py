@@ -27,7 +27,7 @@ from node.market.selling.publish import Publisher
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import Memory
 from node.net.gossip import SequenceSource
-from node.net.validation import MessageValidator
+from node.net.rules.validation import MessageValidator
 from protocol.envelope import Envelope, InvalidEnvelope, open_envelope, seal, sign_envelope
 from protocol.identity import Identity
 from protocol.liveness import ListingWithdrawal

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from node.net.host import peer_id_from_seed
-from node.net.scoring import ScoringConfig
+from node.net.rules.scoring import ScoringConfig
 from node.net.service import NetService
 from protocol.envelope import InvalidEnvelope, seal
 from protocol.identity import Identity

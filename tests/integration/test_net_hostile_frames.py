@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from libp2p.pubsub.pb import rpc_pb2
 from libp2p.utils import encode_varint_prefixed
 
-from node.net.scoring import ScoringConfig
+from node.net.rules.scoring import ScoringConfig
 from node.net.service import NetService
 from protocol.topics import SKILLS
 from tests.support.net import Inbox, make_listing, start_mesh

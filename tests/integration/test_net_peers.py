@@ -14,7 +14,7 @@ from libp2p.peer.peerinfo import info_from_p2p_addr
 from libp2p.security.insecure.transport import PLAINTEXT_PROTOCOL_ID, InsecureTransport
 
 from node.net.host import connection_config, to_peer_id, yamux_only
-from node.net.scoring import ScoringConfig
+from node.net.rules.scoring import ScoringConfig
 from protocol.envelope import seal
 from protocol.topics import GOSSIP_TOPICS, SKILLS
 from tests.support.net import Inbox, make_listing, make_net, start_mesh

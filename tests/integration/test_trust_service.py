@@ -9,7 +9,7 @@ import trio.testing
 
 from node.config import NodeConfig
 from node.db import Database
-from node.net.validation import Rejection
+from node.net.rules.validation import Rejection
 from node.trust import schema as trust_schema
 from node.trust.ledger import TrustEvent
 from node.trust.levels import TrustLevel

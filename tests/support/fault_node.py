@@ -8,10 +8,15 @@ Faults (paths a well-behaved seller never takes, so the product cannot reach the
   crash_after_settle  the seller dies (exit 17) after settling on chain and recording
                       the sale ``settled``, before the delivery leaves
   tamper_delivery     the seller ships a payload that does not match the listing's hash
+  crash_buyer_after_sending
+                      the buyer dies (exit 17) once the seller has answered its one-round-trip
+                      paid request, before it reads the answer: the seller settled and
+                      delivered into the void, the buyer's journal says only ``authorized``
 
 The product package carries no fault hooks: this launcher monkeypatches
 ``SettlementEngine.accept_payment_async`` (crash_before_settle) or
-``Seller._deliver`` (the point where a settled sale turns into a reply) and then
+``Seller._deliver`` (the point where a settled sale turns into a reply) or
+``PurchaseTransport.request_envelope`` (the buyer's side of one exchange) and then
 hands over to ``node.cli.main``.
 """
 
@@ -25,8 +30,12 @@ from typing import Any
 
 from node.chain.settlement import SettlementEngine
 from node.market.purchase.seller import Seller
+from node.net.reqresp import PurchaseTransport
+from protocol.envelope import Envelope, open_envelope
+from protocol.messages import PaidPurchaseRequest
 
-FAULTS = ("crash_before_settle", "crash_after_settle", "tamper_delivery")
+FAULTS = ("crash_before_settle", "crash_after_settle", "tamper_delivery",
+          "crash_buyer_after_sending")
 log = logging.getLogger(__name__)
 
 
@@ -38,6 +47,19 @@ def inject(fault: str) -> None:
             os._exit(17)
 
         SettlementEngine.accept_payment_async = crash  # type: ignore[method-assign]
+        log.warning("test fault injection active fault=%s", fault)
+        return
+    if fault == "crash_buyer_after_sending":
+        exchange = PurchaseTransport.request_envelope
+
+        async def die_on_answer(self: PurchaseTransport, peer: str, data: bytes,
+                                timeout_s: float = 30.0) -> Envelope:
+            answer = await exchange(self, peer, data, timeout_s)
+            if open_envelope(data).kind == PaidPurchaseRequest.KIND:
+                os._exit(17)
+            return answer
+
+        PurchaseTransport.request_envelope = die_on_answer  # type: ignore[method-assign]
         log.warning("test fault injection active fault=%s", fault)
         return
     original: Callable[..., bytes] = Seller._deliver

@@ -16,7 +16,7 @@ from node.config import NetConfig
 from node.net.gossip import TOPICS
 from node.net.gossip_config import GossipConfig
 from node.net.listing_sync import SyncLimits
-from node.net.scoring import ScoringConfig
+from node.net.rules.scoring import ScoringConfig
 from node.net.service import NetService
 from protocol.envelope import Envelope
 from protocol.identity import Identity

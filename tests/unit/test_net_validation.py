@@ -1,4 +1,4 @@
-"""node.net.validation / scoring / sequence numbers: pure, with an injected clock."""
+"""node.net.rules.validation / scoring / sequence numbers: pure, with an injected clock."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from node.config import ConfigError, NetConfig, load_config
 from node.net.gossip import SequenceSource
-from node.net.scoring import PeerScores, ScoringConfig
-from node.net.validation import (
+from node.net.rules.scoring import PeerScores, ScoringConfig
+from node.net.rules.validation import (
     DEFAULT_RATE_LIMITS,
     MessageValidator,
     Rejection,
@@ -20,6 +20,7 @@ from node.net.validation import (
 from protocol.codec import encode
 from protocol.envelope import InvalidEnvelope, seal
 from protocol.identity import Identity
+from protocol.messages import ListingBatch
 from protocol.topics import BOUNTIES, SKILLS, TRUST, WEATHER
 from tests.support.net import make_listing, make_weather
 
@@ -227,3 +228,35 @@ def test_the_net_service_validates_with_its_configured_limits() -> None:
     assert net.validator.rate_limits[SKILLS].burst == 3
     assert net.validator.rate_limits[SKILLS].rate_per_s == 2.0 / 60
     assert net.validator.rate_limits[TRUST].burst == 120
+
+
+def batch(sender: Identity, entries: list[bytes], seq: int = 1000) -> bytes:
+    return seal(sender, "listing_batch", ListingBatch(entries=tuple(entries)), seq, NOW)
+
+
+def test_a_listing_batch_is_one_message_and_its_entries_spend_the_catalogue_budget() -> None:
+    """Issue 26 delivery 5: 80 listings in one batch pass where 80 single listings would hit
+    the origin's limit (burst 30); the entries draw on the catalogue budget instead."""
+    check = validator(batch_rate_limits={SKILLS: (60.0, 120)})
+    entries = [listing(seq, name=f"n{seq}") for seq in range(1, 81)]
+    envelope = check.check(SKILLS, batch(SELLER, entries), "peer")
+    assert len(envelope.message().entries) == 80  # type: ignore[attr-defined]
+    # 40 left in the catalogue budget: a second batch of 80 is over it, and spends nothing.
+    assert rejected(check, SKILLS, batch(SELLER, entries, seq=1001)) == "rate_limited"
+    assert check.check(SKILLS, batch(SELLER, entries[:40], seq=1002), "peer")
+
+
+def test_a_batch_carries_only_valid_listings_of_its_own_sender() -> None:
+    check = validator()
+    other = Identity.from_seed(b"o" * 32)
+    foreign = seal(other, "skill_listing", make_listing(other, "x", NOW), 1, NOW)
+    assert rejected(check, SKILLS, batch(SELLER, [listing(1), foreign])) == "bad_body"
+    tampered = bytearray(listing(2))
+    tampered[-2] ^= 0xFF
+    assert rejected(check, SKILLS, batch(SELLER, [listing(1), bytes(tampered)])) == "bad_signature"
+    alert = weather(MANAGEMENT)
+    assert rejected(check, SKILLS, batch(MANAGEMENT, [alert])) == "wrong_topic"
+    # Nothing of the rejected batches was spent: a full-budget batch still passes.
+    full = validator(batch_rate_limits={SKILLS: (60.0, 2)})
+    assert rejected(full, SKILLS, batch(SELLER, [listing(1), foreign])) == "bad_body"
+    assert full.check(SKILLS, batch(SELLER, [listing(1), listing(2, name="b")]), "peer")

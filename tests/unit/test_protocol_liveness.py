@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.net.validation import MessageValidator
+from node.net.rules.validation import MessageValidator
 from protocol.envelope import InvalidEnvelope, seal, sign_envelope
 from protocol.identity import Identity
 from protocol.liveness import (

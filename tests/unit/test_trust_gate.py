@@ -9,7 +9,7 @@ import pytest
 
 from node.config import NodeConfig
 from node.db import Database
-from node.net.validation import Rejection
+from node.net.rules.validation import Rejection
 from node.trust.gate import (
     REASON_ADMITTED,
     REASON_BANNED,

@@ -1,120 +1,62 @@
 """Buyer side of ``/crystalmesh/purchase/1``.
 
-``Buyer.buy(listing_id)`` runs the whole exchange: gate and spend caps are
-checked before any money is committed; the purchase is recorded before the
-signed authorization leaves the node; the delivery is accepted only if its
-hash equals the listing's and the chain shows the exact transfer; then the
-skill is ingested as a crystal (origin peer, provenance "imported") through
-the trust gate and a signed receipt goes back to the seller.
+``Buyer.buy(listing_id)`` runs the whole purchase in one round trip to the
+seller: gate and spend caps are checked before any money is committed; the
+EIP-3009 authorization is signed from the terms of the signed listing the
+buyer holds (x402 ``exact``) and recorded before it leaves the node, in the
+request itself; the delivery is accepted only if its hash equals the
+listing's and the chain shows the exact transfer; then the skill is ingested
+as a crystal (origin peer, provenance "imported") through the trust gate and
+a signed receipt goes back to the seller. A re-priced listing costs one more
+round trip (fresh terms, same nonce: never two payments); a seller that only
+speaks the multi-step exchange gets it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import trio
-from eth_account.signers.local import LocalAccount
 
-from node.chain import ChainClient, sign_authorization
-from node.config import NodeConfig
-from node.crystals import Crystal, now_ms
-from node.market.book import ListingBook, StoredListing
-from node.market.ledger import DAY_MS, MarketLedger, Purchase
-from node.market.purchase.errors import DEFINITIVE_REFUSALS, PurchaseError, PurchaseRefused
-from node.market.purchase.payment_proof import settled_tx, transfer_problem
-from node.market.purchase.skill_import import imported_skill
-from node.market.purchase.terms import check_caps, check_requirements
-from node.market.purchase.wire import authorization_from_json, authorization_json, payment_message
-from node.memory import AsyncMemory
-from node.net import PeerBusy, PeerUnreachable, ReqRespError
-from node.trust import GateDecision, TrustLevel
-from protocol.envelope import Envelope, seal
-from protocol.identity import Identity, peer_id_from_public_key
+from node.chain import Authorization, sign_authorization
+from node.crystals import now_ms
+from node.market.book import StoredListing
+from node.market.ledger import DAY_MS, Purchase
+from node.market.purchase.errors import PurchaseError, PurchaseRefused
+from node.market.purchase.receiving import Gate, Receiver, admit_all, expect_reply
+from node.market.purchase.terms import check_caps, check_fresh_terms, check_requirements
+from node.market.purchase.wire import (
+    authorization_from_json,
+    authorization_json,
+    paid_request,
+    payment_message,
+)
+from protocol.envelope import REASON_UNKNOWN_KIND, InvalidEnvelope, open_envelope
+from protocol.identity import peer_id_from_public_key
 from protocol.messages import (
     Delivery,
-    DeliveryRequest,
     ErrorReply,
     Message,
+    PaidPurchaseRequest,
     PaymentRequirements,
     PurchaseRequest,
-    Receipt,
+    SkillListing,
+    TermsChanged,
 )
+from protocol.purchase import ERROR_BAD_REQUEST, PAYMENT_WINDOW_S
 
 __all__ = ["Buyer", "Gate", "PurchaseError", "PurchaseRefused", "admit_all"]
 
 log = logging.getLogger(__name__)
 
-M = TypeVar("M", bound=Message)
-Request = Callable[[str, bytes, float], Awaitable[Envelope]]
-MAX_AUTHORIZATION_VALIDITY_S = 600
 
+class Buyer(Receiver):
+    """The purchase: caps, terms from the listing, one paid request, fresh terms once."""
 
-Gate = Callable[[bytes], Awaitable[GateDecision]]
-
-
-async def admit_all(seller_key: bytes) -> GateDecision:
-    """The gate for a node without a trust layer (tests of the purchase flow alone)."""
-    return GateDecision(True, TrustLevel.PROVISIONAL, "no trust layer configured")
-
-
-class Buyer:
-    def __init__(
-        self,
-        config: NodeConfig,
-        identity: Identity,
-        next_seq: Callable[[], int],
-        request: Request,
-        memory: AsyncMemory,
-        listings: ListingBook,
-        ledger: MarketLedger,
-        wallet: LocalAccount,
-        chain: Callable[[], ChainClient | None],
-        gate: Gate = admit_all,
-        on_outcome: Callable[[bytes, str, str], Awaitable[None]] | None = None,
-    ) -> None:
-        self.config = config
-        self.identity = identity
-        self.next_seq = next_seq
-        self.request = request
-        self.memory = memory
-        self.listings = listings
-        self.ledger = ledger
-        self.wallet = wallet
-        self.chain = chain
-        self.gate = gate
-        self.on_outcome = on_outcome  # (seller key, event, detail) for the trust ledger
-        self._lock = trio.Lock()  # serialises cap checks with the purchase record
-
-    def _seal(self, message: Message) -> bytes:
-        return seal(self.identity, message.KIND, message, self.next_seq(), now_ms())
-
-    async def _exchange(self, peer: str, message: Message, expect: type[M], timeout_s: float) -> M:
-        try:
-            envelope = await self.request(peer, self._seal(message), timeout_s)
-        except PeerUnreachable as error:
-            raise PurchaseError(f"seller unreachable: {error}", "seller_unreachable") from error
-        except PeerBusy as error:
-            raise PurchaseError(f"seller busy: {error}", "seller_busy") from error
-        except ReqRespError as error:
-            # Up and connected, but this exchange broke (reset, timeout): not "gone".
-            raise PurchaseError(f"exchange with the seller failed: {error}",
-                                "seller_exchange_failed") from error
-        reply = envelope.message()
-        if isinstance(reply, ErrorReply):
-            raise PurchaseRefused(f"seller refused: {reply.code}: {reply.message}", reply.code)
-        if not isinstance(reply, expect):
-            raise PurchaseError(f"seller answered {envelope.kind}, expected {expect.KIND}", "protocol")
-        return reply
-
-    async def _outcome(self, seller_key: bytes, event: str, detail: str) -> None:
-        if self.on_outcome:
-            await self.on_outcome(seller_key, event, detail)
-
-    # --- the purchase -------------------------------------------------------------------------
     async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
                   again: bool = False) -> dict[str, Any]:
         """Buy ``listing_id``; the whole purchase honours ``market.purchase_timeout_s``.
@@ -164,151 +106,120 @@ class Buyer:
                 f"ingestion gate refused seller at trust level {decision.level}: {decision.reason}",
                 "gate")
         seller = peer_id_from_public_key(stored.seller_key)
-        timeout = self.config.market.purchase_timeout_s
         request_id = secrets.token_hex(16)
-
-        requirements = await self._exchange(
-            seller,
-            PurchaseRequest(request_id=request_id, listing_id=listing.listing_id,
-                            buyer_address=self.wallet.address),
-            PaymentRequirements,
-            timeout,
-        )
-        check_requirements(stored, requirements)
-        price = requirements.price_micro_usdc
+        price = listing.price_micro_usdc
         async with self._lock:
             await self._check_caps(price, max_price_micro_usdc)
-            valid_before = min(requirements.valid_before_s,
-                               int(time.time()) + MAX_AUTHORIZATION_VALIDITY_S)
-            authorization = sign_authorization(
-                self.wallet,
-                chain_id=listing.chain_id,
-                token_address=listing.token_address,
-                to=requirements.pay_to,
-                value_micro=price,
-                valid_before_s=valid_before,
-            )
+            authorization = self._sign(listing)
             created = now_ms()
             await self.memory.run(self.ledger.record_purchase, Purchase(
                 request_id=request_id, listing_id=listing.listing_id,
                 seller_key=stored.seller_key.hex(), name=listing.name, price_micro_usdc=price,
-                pay_to=requirements.pay_to, auth_nonce="0x" + authorization.nonce.hex(),
+                pay_to=listing.pay_to, auth_nonce="0x" + authorization.nonce.hex(),
                 state="authorized", tx_hash=None, crystal_id=None, reason=None,
                 created_at_ms=created, updated_at_ms=created,
                 authorization_json=authorization_json(authorization),
                 valid_before_s=authorization.valid_before_s,
             ))
-        payment = payment_message(request_id, listing.listing_id, authorization)
+        ceiling = price if max_price_micro_usdc is None else max_price_micro_usdc
+        return await self._pay(seller, request_id, stored, authorization, ceiling,
+                               max_price_micro_usdc)
+
+    def _sign(self, listing: SkillListing, nonce: bytes | None = None) -> Authorization:
+        """The x402 ``exact`` terms, derived from the seller's signed listing: its price to its
+        pay-to, under its chain id and token, valid for ``PAYMENT_WINDOW_S``."""
+        return sign_authorization(
+            self.wallet,
+            chain_id=listing.chain_id,
+            token_address=listing.token_address,
+            to=listing.pay_to,
+            value_micro=listing.price_micro_usdc,
+            valid_before_s=int(time.time()) + PAYMENT_WINDOW_S,
+            nonce=nonce,
+        )
+
+    async def _pay(self, seller: str, request_id: str, stored: StoredListing,
+                   authorization: Authorization, ceiling: int,
+                   max_price: int | None) -> dict[str, Any]:
+        """Send the purchase with its payment: one round trip to the seller.
+
+        The authorization is already in the journal. ``TermsChanged`` (the seller
+        re-priced) is answered once, with fresh terms signed under the *same nonce*
+        if they stay within ``ceiling``; an older seller that does not know the
+        one-round-trip request gets the multi-step exchange with the same authorization.
+        """
+        round_trips = 1
         try:
-            delivery = await self._exchange(seller, payment, Delivery, timeout)
+            reply = await self._ask(seller, paid_request(request_id, stored.listing.listing_id,
+                                                         authorization))
+            if _speaks_only_steps(reply):
+                log.info("seller speaks only the multi-step purchase seller=%s", seller)
+                reply = await self._pay_in_steps(seller, request_id, stored, authorization)
+                round_trips = 3
+            elif isinstance(reply, TermsChanged):
+                stored, authorization = await self._take_fresh_terms(
+                    request_id, stored, authorization, reply, ceiling, max_price)
+                reply = await self._ask(seller, paid_request(
+                    request_id, stored.listing.listing_id, authorization))
+                round_trips = 2
+                if isinstance(reply, TermsChanged):
+                    raise PurchaseRefused("the seller changed its terms again; nothing was paid",
+                                          "terms_changed")
+            delivery = expect_reply(reply, Delivery)
         except PurchaseError as error:
             await self._after_failed_delivery(request_id, stored, authorization.nonce, error)
             raise
-        return await self._accept(request_id, stored, delivery, price)
+        accepted = await self._accept(request_id, stored, delivery, authorization.value_micro)
+        return accepted | {"round_trips": round_trips}
+
+    async def _pay_in_steps(self, seller: str, request_id: str, stored: StoredListing,
+                            authorization: Authorization) -> Message:
+        """Version 1: ask for the terms, check them against the listing, send the payment."""
+        listing = stored.listing
+        requirements = expect_reply(await self._ask(seller, PurchaseRequest(
+            request_id=request_id, listing_id=listing.listing_id,
+            buyer_address=self.wallet.address)), PaymentRequirements)
+        check_requirements(stored, requirements)
+        return await self._ask(seller, payment_message(request_id, listing.listing_id,
+                                                       authorization))
+
+    async def _take_fresh_terms(self, request_id: str, stored: StoredListing,
+                                authorization: Authorization, reply: TermsChanged, ceiling: int,
+                                max_price: int | None) -> tuple[StoredListing, Authorization]:
+        """Sign the seller's current listing in place of the refused authorization, with its
+        nonce: whichever of the two reaches the chain, the other never can."""
+        try:
+            envelope = open_envelope(reply.listing)
+        except InvalidEnvelope as error:
+            raise PurchaseRefused(f"the seller's fresh terms are not a valid listing: {error}",
+                                  "terms_mismatch") from error
+        if self.on_fresh_listing is not None and envelope.sender == stored.seller_key:
+            try:  # whatever we decide, the book learns the seller's current listing now
+                await self.on_fresh_listing(envelope)
+            except InvalidEnvelope as error:
+                raise PurchaseRefused(f"the seller's fresh listing is invalid: {error}",
+                                      "terms_mismatch") from error
+        fresh = check_fresh_terms(stored, envelope.sender, envelope.message(),
+                                  authorization.value_micro, authorization.to, ceiling, now_ms())
+        stored = dataclasses.replace(stored, listing=fresh, envelope=reply.listing,
+                                     issued_at_ms=envelope.issued_at_ms)
+        async with self._lock:
+            # The journal still counts this purchase at the refused price: swap, not add.
+            spent = await self.memory.run(self.ledger.spent_since, now_ms() - DAY_MS)
+            check_caps(self.config.market, fresh.price_micro_usdc, max_price,
+                       spent - authorization.value_micro)
+            fresh_authorization = self._sign(fresh, nonce=authorization.nonce)
+            await self.memory.run(self.ledger.reauthorize_purchase, request_id,
+                                  fresh.price_micro_usdc, fresh.pay_to,
+                                  authorization_json(fresh_authorization),
+                                  fresh_authorization.valid_before_s)
+        log.info("seller re-priced listing=%s price=%d, signing the fresh terms once",
+                 fresh.listing_id[:16], fresh.price_micro_usdc)
+        return stored, fresh_authorization
 
     async def _check_caps(self, price: int, max_price: int | None) -> None:
         spent = await self.memory.run(self.ledger.spent_since, now_ms() - DAY_MS)
         check_caps(self.config.market, price, max_price, spent)
-
-    async def _after_failed_delivery(self, request_id: str, stored: StoredListing, nonce: bytes,
-                                     error: PurchaseError) -> None:
-        """The authorization left the node but no delivery came back: did money move?
-
-        Only the chain knows. Settled: ``paid_undelivered`` (redeliver). A seller that
-        answered with a definitive refusal did not settle: ``refused``. Anything else
-        (unreachable, timeout, a failed or stalled settlement) may still settle until
-        the authorization's ``validBefore``: ``pending``, counted against the daily
-        cap; a retry resends the same authorization instead of signing another. A
-        crash is not a tamper: none of these is held against the seller's trust.
-        """
-        tx_hash = await self._settled_tx(nonce)
-        listing_id = stored.listing.listing_id
-        if tx_hash:
-            await self.memory.run(self.ledger.update_purchase, request_id, "paid_undelivered",
-                                  tx_hash=tx_hash, reason=str(error))
-            error.money_moved = True
-            error.args = (f"{error}. The payment settled in {tx_hash} but nothing was delivered; "
-                          f"retry with `crystalmesh skill redeliver {listing_id}`",)
-            return
-        if isinstance(error, PurchaseRefused) and error.code in DEFINITIVE_REFUSALS:
-            await self.memory.run(self.ledger.update_purchase, request_id, "refused", reason=str(error))
-            return
-        await self.memory.run(self.ledger.update_purchase, request_id, "pending", reason=str(error))
-        error.args = (f"{error}. The signed payment may still settle; `crystalmesh skill buy "
-                      f"{listing_id}` again resends the same authorization (it can never be paid "
-                      "twice) and collects the skill",)
-
-    async def _settled_tx(self, nonce: bytes) -> str | None:
-        return await settled_tx(self.chain(), self.wallet.address, nonce)
-
-    async def _verify_transfer(self, tx_hash: str, pay_to: str, price: int) -> str | None:
-        return await transfer_problem(self.chain(), tx_hash, self.wallet.address, pay_to, price)
-
-    async def _accept(self, request_id: str, stored: StoredListing, delivery: Delivery,
-                      price: int) -> dict[str, Any]:
-        listing = stored.listing
-        seller = peer_id_from_public_key(stored.seller_key)
-        # Delivery.check() already verified sha256(payload) == delivery.content_hash.
-        if delivery.content_hash != listing.content_hash or delivery.listing_id != listing.listing_id:
-            problem = await self._verify_transfer(delivery.tx_hash, listing.pay_to, price)
-            await self.memory.run(self.ledger.update_purchase, request_id, "tampered",
-                                  tx_hash=delivery.tx_hash,
-                                  reason="delivered content does not match the listing's hash")
-            await self._outcome(stored.seller_key, "delivery_tampered", "hash mismatch")
-            await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=False)
-            raise PurchaseError(
-                "delivered skill does not match the listing's content hash; it was NOT ingested"
-                + ("" if problem else f" (payment {delivery.tx_hash} did settle)"),
-                "tampered", money_moved=problem is None)
-        problem = await self._verify_transfer(delivery.tx_hash, listing.pay_to, price)
-        if problem:
-            await self.memory.run(self.ledger.update_purchase, request_id, "failed",
-                                  tx_hash=delivery.tx_hash, reason=problem)
-            await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=False)
-            raise PurchaseError(f"payment not verified on chain: {problem}", "unverified_payment")
-        await self.memory.run(self.ledger.update_purchase, request_id, "paid", tx_hash=delivery.tx_hash)
-        decision = await self.gate(stored.seller_key)
-        if not decision.admitted:
-            # Paid for and delivered: the buyer keeps it. The gate only keeps it out of memory.
-            await self.memory.run(self.ledger.update_purchase, request_id, "delivered_not_ingested",
-                                  reason=f"ingestion gate: {decision.reason}",
-                                  payload=delivery.payload)
-            await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=True)
-            return {"request_id": request_id, "listing_id": listing.listing_id,
-                    "price_micro_usdc": price, "tx_hash": delivery.tx_hash, "crystal_id": None,
-                    "seller_key": stored.seller_key.hex(), "ingested": False,
-                    "not_ingested_because": decision.reason, "payload": delivery.payload}
-        crystal = await self._ingest(stored, delivery)
-        await self.memory.run(self.ledger.update_purchase, request_id, "completed",
-                              crystal_id=crystal.id)
-        await self._outcome(stored.seller_key, "delivered_ok", listing.listing_id)
-        await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=True)
-        return {
-            "request_id": request_id,
-            "listing_id": listing.listing_id,
-            "price_micro_usdc": price,
-            "tx_hash": delivery.tx_hash,
-            "crystal_id": crystal.id,
-            "seller_key": stored.seller_key.hex(),
-            "content_hash": delivery.content_hash,
-            "ingested": True,
-        }
-
-    async def _send_receipt(self, seller: str, request_id: str, listing_id: str, delivery: Delivery,
-                            ok: bool) -> None:
-        receipt = Receipt(request_id=request_id, listing_id=listing_id, tx_hash=delivery.tx_hash,
-                          content_hash=delivery.content_hash, ok=ok)
-        try:
-            await self.request(seller, self._seal(receipt), 5.0)
-        except ReqRespError as error:
-            log.info("receipt not delivered seller=%s error=%s", seller, error)
-
-    async def _ingest(self, stored: StoredListing, delivery: Delivery) -> Crystal:
-        existing = await self.memory.find_by_hash(delivery.content_hash)
-        if existing is not None:
-            return existing
-        return await self.memory.add_prepared(
-            imported_skill(stored, delivery, self.config.net.management_keys))
 
     async def _resume(self, previous: Purchase, stored: StoredListing,
                       again: bool) -> dict[str, Any] | None:
@@ -347,31 +258,10 @@ class Buyer:
         return await self._accept(previous.request_id, stored, delivery,
                                   previous.price_micro_usdc)
 
-    async def redeliver(self, listing_id: str) -> dict[str, Any]:
-        """Ask the seller again for a skill this node paid for but did not receive."""
-        purchase = await self.memory.run(self.ledger.latest_purchase, listing_id)
-        if purchase is None:
-            raise PurchaseRefused(f"no purchase of {listing_id} recorded", "unknown_purchase")
-        if purchase.state == "completed":
-            raise PurchaseRefused(f"already received as crystal {purchase.crystal_id}", "completed")
-        if purchase.state == "delivered_not_ingested" and purchase.payload is not None:
-            return {"request_id": purchase.request_id, "listing_id": purchase.listing_id,
-                    "price_micro_usdc": purchase.price_micro_usdc, "tx_hash": purchase.tx_hash,
-                    "crystal_id": None, "ingested": False, "payload": purchase.payload}
-        stored = await self.memory.run(self.listings.get, purchase.listing_id)
-        if stored is None:
-            raise PurchaseRefused("the listing is no longer known", "unknown_listing")
-        tx_hash = purchase.tx_hash
-        if not tx_hash and purchase.auth_nonce:
-            tx_hash = await self._settled_tx(bytes.fromhex(purchase.auth_nonce[2:]))
-        if not tx_hash:
-            raise PurchaseRefused("the payment never settled on chain: nothing to redeliver",
-                                  "not_paid")
-        delivery = await self._exchange(
-            peer_id_from_public_key(stored.seller_key),
-            DeliveryRequest(request_id=purchase.request_id, listing_id=purchase.listing_id,
-                            tx_hash=tx_hash),
-            Delivery,
-            self.config.market.purchase_timeout_s,
-        )
-        return await self._accept(purchase.request_id, stored, delivery, purchase.price_micro_usdc)
+
+def _speaks_only_steps(reply: Message) -> bool:
+    """An older seller refuses the one-round-trip request before any handler reads it:
+    ``unknown_kind`` (it cannot decode it) or "not a request" (it does not serve it)."""
+    return isinstance(reply, ErrorReply) and reply.code == ERROR_BAD_REQUEST and (
+        reply.message == REASON_UNKNOWN_KIND
+        or reply.message.startswith(f"{PaidPurchaseRequest.KIND!r} is not a request"))

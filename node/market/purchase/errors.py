@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from node.errors import CrystalmeshError
 
-# Seller refusals that prove it did not (and will not) settle the authorization.
+# Seller refusals that prove it did not (and will not) settle the authorization
+# (``terms_changed``: it answered TermsChanged; ``terms_mismatch``: its answer contradicts
+# its own signed listing, so the buyer stopped before paying).
 DEFINITIVE_REFUSALS = frozenset({"payment_invalid", "not_for_sale", "unknown_listing",
-                                 "bad_request", "price_changed"})
+                                 "bad_request", "price_changed", "terms_changed",
+                                 "terms_mismatch"})
 
 
 class PurchaseError(CrystalmeshError, RuntimeError):

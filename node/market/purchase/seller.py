@@ -1,5 +1,10 @@
 """Seller side of ``/crystalmesh/purchase/1``.
 
+    PaidPurchaseRequest   → check the authorization against the listing as it stands now:
+                            it pays the listed price to the listed pay-to → record the sale,
+                            settle on chain, → Delivery (one round trip); it does not →
+                            TermsChanged carrying the current signed listing, nothing recorded,
+                            nothing settled (and the authorization is never settled later)
     PurchaseRequest       → PaymentRequirements (price, pay-to, asset, chain, valid-before)
     PaymentAuthorization  → record the sale, settle on chain, → Delivery (payload, hash, tx)
     DeliveryRequest       → Delivery again for a sale already settled (buyer lost it)
@@ -39,10 +44,12 @@ from protocol.messages import (
     DeliveryRequest,
     ErrorReply,
     Message,
+    PaidPurchaseRequest,
     PaymentAuthorization,
     PaymentRequirements,
     PurchaseRequest,
     Receipt,
+    TermsChanged,
 )
 from protocol.purchase import (
     ERROR_BAD_REQUEST,
@@ -50,13 +57,14 @@ from protocol.purchase import (
     ERROR_PAYMENT_INVALID,
     ERROR_SETTLEMENT_FAILED,
     ERROR_UNKNOWN_LISTING,
+    PAYMENT_WINDOW_S,
     TokenDomain,
     content_hash,
 )
 
 log = logging.getLogger(__name__)
 
-QUOTE_VALID_S = 300
+QUOTE_VALID_S = PAYMENT_WINDOW_S
 # Tolerated difference between the buyer's clock and ours when checking validBefore.
 CLOCK_SLACK_S = 60
 M = TypeVar("M", bound=Message)
@@ -98,6 +106,8 @@ class Seller:
 
     async def handle(self, peer_id: str, envelope: Envelope) -> bytes:
         message = envelope.message()
+        if isinstance(message, PaidPurchaseRequest):
+            return await self._sell_paid(envelope, message)
         if isinstance(message, PurchaseRequest):
             return await self._quote(envelope, message)
         if isinstance(message, PaymentAuthorization):
@@ -149,6 +159,33 @@ class Seller:
             content_hash=listing.content_hash,
             extra=TokenDomain(name=TOKEN_DOMAIN_NAME, version=TOKEN_DOMAIN_VERSION),
         ))
+
+    async def _sell_paid(self, envelope: Envelope, message: PaidPurchaseRequest) -> bytes:
+        """One round trip: the payment came with the request. Terms that are not the
+        listing's as it stands now are refused *before* anything is recorded or claimed,
+        with the current signed listing: this authorization is never settled."""
+        found = await self._sellable(message.listing_id)
+        if isinstance(found, Refusal):
+            return self._error(message.request_id, found.code, found.message)
+        stored, _ = found
+        try:
+            authorization = authorization_of(message)
+        except PaymentRejected as error:
+            return self._error(message.request_id, ERROR_PAYMENT_INVALID, str(error))
+        listing = stored.listing
+        if (authorization.value_micro != listing.price_micro_usdc
+                or authorization.to.lower() != listing.pay_to.lower()):
+            log.info("paid purchase on stale terms listing=%s offered=%d asked=%d",
+                     listing.listing_id[:16], authorization.value_micro, listing.price_micro_usdc)
+            return self._seal(TermsChanged(
+                request_id=message.request_id, listing_id=listing.listing_id,
+                listing=stored.envelope,
+                message=(f"the listing asks {listing.price_micro_usdc} micro-USDC to "
+                         f"{listing.pay_to}; your authorization was not settled"),
+            ))
+        return await self._sell(envelope, PaymentAuthorization(
+            request_id=message.request_id, listing_id=message.listing_id,
+            authorization=message.authorization, signature=message.signature))
 
     async def _sell(self, envelope: Envelope, message: PaymentAuthorization) -> bytes:
         found = await self._sellable(message.listing_id)

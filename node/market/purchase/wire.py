@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from node.chain import Authorization
-from protocol.messages import PaymentAuthorization
+from protocol.messages import PaidPurchaseRequest, PaymentAuthorization
 from protocol.purchase import TransferAuthorization
 
 
@@ -25,7 +25,15 @@ def payment_message(request_id: str, listing_id: str, authorization: Authorizati
     )
 
 
-def authorization_of(message: PaymentAuthorization) -> Authorization:
+def paid_request(request_id: str, listing_id: str,
+                 authorization: Authorization) -> PaidPurchaseRequest:
+    """The one-round-trip request: the purchase and its payment in one message."""
+    payment = payment_message(request_id, listing_id, authorization)
+    return PaidPurchaseRequest(request_id=request_id, listing_id=listing_id,
+                               authorization=payment.authorization, signature=payment.signature)
+
+
+def authorization_of(message: PaymentAuthorization | PaidPurchaseRequest) -> Authorization:
     """Raises ``PaymentRejected("malformed", ...)`` for an unusable authorization."""
     return Authorization.from_wire(message.authorization.to_body() | {"signature": message.signature})
 

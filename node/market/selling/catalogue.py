@@ -12,20 +12,34 @@
   price (kept on later refreshes) or, without a price, a fresh quote.
 - **Withdraw.** ``withdraw(listing_id)`` gossips a signed ``listing_withdrawal``;
   receivers drop the listing and keep the withdrawal so it does not come back.
+- **Publish a catalogue.** ``publish(crystal_ids)`` lists many skills at once
+  (``skill publish --all`` takes ``unlisted()``): one signed ``listing_batch``
+  per 60 kB of listings (about 80), so 200 skills are 3 messages against the
+  origin's rate limit (10/min, burst 30) instead of 200; the entries count against the
+  origin's catalogue budget (burst 512). Why a batch and not a paced queue:
+  paced at 10/min, 200 skills would take 17 minutes to announce; a batch
+  reaches every node in one gossip round, every entry stays a listing signed
+  on its own (stored and re-served by sync as if gossiped alone), and nodes
+  that join later get the catalogue through listings sync.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import trio
 
 from node import metrics
-from node.errors import NodeError
+from node.crystals import KNOWLEDGE_TYPES
+from node.errors import CrystalmeshError, NodeError
 from node.market.book import WITHDRAWN_MARK, StoredListing
-from node.market.selling.publish import Publisher
-from protocol.liveness import ListingWithdrawal
+from node.market.selling.gates import NotListable, check_listable
+from node.market.selling.publish import Draft, Publisher, listing_name_and_summary
+from protocol.envelope import InvalidEnvelope, open_envelope, seal
+from protocol.liveness import MAX_BATCH_BYTES, MAX_BATCH_ITEMS, ListingWithdrawal
+from protocol.messages import ListingBatch, SkillListing
 from protocol.topics import SKILLS
 
 log = logging.getLogger(__name__)
@@ -39,6 +53,71 @@ class Catalogue:
     def __init__(self, publisher: Publisher) -> None:
         self.publisher = publisher
         self.db = publisher.listings.db
+
+    async def publish(self, crystal_ids: Sequence[str]) -> dict[str, Any]:
+        """Publish many skills as a catalogue: each listing signed on its own, carried to the
+        network in as few signed ``listing_batch`` messages as fit (128 listings or 60 kB
+        each), so a catalogue of hundreds stays under the origin's rate limit.
+
+        A skill that may not be listed is reported in ``failed`` and the others go on. If
+        the network refuses a batch (this node's own validator: the catalogue budget), its
+        listings and the rest are reported failed, nothing of them stored."""
+        if self.publisher.next_seq is None:
+            raise NodeError("publishing a catalogue needs the node's sequence source")
+        failed: list[dict[str, str]] = []
+        drafts: list[tuple[str, Draft, bytes]] = []
+        for crystal_id in dict.fromkeys(crystal_ids):
+            try:
+                crystal = await self.publisher.memory.get(crystal_id)
+                name, summary = listing_name_and_summary(crystal, None, None)
+                check_listable(crystal, min_executions=self.publisher.config.market.min_executions,
+                               min_success_rate=self.publisher.config.market.min_success_rate)
+                crystal = await self.publisher.memory.ensure_stable_skill_id(crystal.id)
+                draft = await self.publisher.draft(crystal, name, summary, None)
+            except CrystalmeshError as error:
+                failed.append({"crystal_id": crystal_id, "error": str(error)})
+                continue
+            data = seal(self.publisher.identity, SkillListing.KIND, draft.listing, self.publisher.next_seq(),
+                        draft.issued_at_ms)
+            drafts.append((crystal.id, draft, data))
+        published: list[dict[str, Any]] = []
+        batches = 0
+        for chunk in _chunks(drafts):
+            try:
+                await self.publisher.gossip_publish(SKILLS, ListingBatch(entries=tuple(d for _, _, d in chunk)))
+            except InvalidEnvelope as error:
+                failed.extend({"crystal_id": crystal_id, "error": f"not announced: {error}"}
+                              for crystal_id, _, _ in drafts[len(published):])
+                break
+            batches += 1
+            metrics.GOSSIP_PUBLISHED.labels(topic=SKILLS).inc()
+            for crystal_id, draft, data in chunk:
+                await self.publisher.store_listing(open_envelope(data), own_crystal_id=crystal_id)
+                published.append(draft.result(None))
+        return {"published": published, "failed": failed, "batches": batches}
+
+    async def unlisted(self, limit: int = 1000) -> list[str]:
+        """Ids of this node's current skill and task-pattern crystals, in every namespace,
+        that pass the listing gates and were never listed (a withdrawn skill stays
+        withdrawn): what ``skill publish --all`` publishes."""
+        memory = self.publisher.memory
+        market = self.publisher.config.market
+        types = tuple(kind.value for kind in KNOWLEDGE_TYPES)
+        found: list[str] = []
+        for namespace in await memory.namespaces():
+            for item in await memory.list_memories(namespace["namespace"], types, limit):
+                crystal = await memory.get(item["id"])
+                try:
+                    check_listable(crystal, market.min_executions, market.min_success_rate)
+                except NotListable:
+                    continue
+                if not await memory.run(self._ever_listed, crystal.id):
+                    found.append(crystal.id)
+        return found[:limit]
+
+    def _ever_listed(self, crystal_id: str) -> bool:
+        return self.db.execute("SELECT 1 FROM listings WHERE own_crystal_id=? LIMIT 1",
+                               (crystal_id,)).fetchone() is not None
 
     def _own_current(self) -> list[StoredListing]:
         """Own listings still offered: newest version, not withdrawn (expired ones included)."""
@@ -126,3 +205,17 @@ class Catalogue:
             await self.publisher.memory.run(self.publisher.lifecycle.prune, now)
             await self.publisher.memory.run(self.publisher.bounties.prune, now)
             await trio.sleep(interval_s)
+
+
+def _chunks(drafts: list[tuple[str, Draft, bytes]]) -> list[list[tuple[str, Draft, bytes]]]:
+    """Batches of at most ``MAX_BATCH_ITEMS`` entries and ``MAX_BATCH_BYTES`` bytes."""
+    chunks: list[list[tuple[str, Draft, bytes]]] = []
+    size = 0
+    for item in drafts:
+        if not chunks or len(chunks[-1]) >= MAX_BATCH_ITEMS or \
+                size + len(item[2]) > MAX_BATCH_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(item)
+        size += len(item[2])
+    return chunks

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,9 +25,10 @@ from node.market.ledger import MarketLedger
 from node.market.selling.gates import check_listable
 from node.market.selling.pricing import ReputationSource, quote, scarcity_for
 from node.memory import AsyncMemory
-from protocol.envelope import Envelope
+from protocol.envelope import Envelope, open_envelope
 from protocol.identity import Identity
 from protocol.messages import (
+    ListingBatch,
     ListingEndorsement,
     SkillListing,
     endorsement_valid,
@@ -66,6 +68,8 @@ class Publisher:
         self.wallet_address = wallet_address
         self.is_management = is_management
         self.clock: Callable[[], int] = now_ms
+        # Seals listings carried in a batch (the net's sequence source; set by the service).
+        self.next_seq: Callable[[], int] | None = None
         # The trust gate at intake: the trust level of a listing's or bounty's origin key.
         self.origin_level: Callable[[bytes], Awaitable[str]] | None = None
         self.lifecycle = ListingLifecycle(listings.db, listings)
@@ -91,6 +95,15 @@ class Publisher:
         publishing again, a refresh and a re-price all replace the receivers' state
         (``node.market.book.lifecycle``). ``price_override`` (micro-USDC) skips the quote.
         """
+        draft = await self.draft(crystal, name, summary, price_override)
+        envelope = await self.gossip_publish(SKILLS, draft.listing, issued_at_ms=draft.issued_at_ms)
+        metrics.GOSSIP_PUBLISHED.labels(topic=SKILLS).inc()
+        await self.store_listing(envelope, own_crystal_id=crystal.id)
+        return draft.result(price_override)
+
+    async def draft(self, crystal: Crystal, name: str, summary: str,
+                     price_override: int | None) -> Draft:
+        """The listing of ``crystal`` as it stands now, priced, not yet signed."""
         assert crystal.stable_skill_id is not None
         similar = await self.memory.run(
             self.listings.count_similar, crystal.skill_category or "general", self.identity.public_key
@@ -142,14 +155,7 @@ class Publisher:
             expires_at_ms=issued + market.listing_ttl_s * 1000,
             previous_listing_id=previous,
         )
-        envelope = await self.gossip_publish(SKILLS, listing, issued_at_ms=issued)
-        metrics.GOSSIP_PUBLISHED.labels(topic=SKILLS).inc()
-        await self.store_listing(envelope, own_crystal_id=crystal.id)
-        return {"listing_id": listing.listing_id, "price_micro_usdc": listing.price_micro_usdc,
-                "price": breakdown.to_dict(), "crystal_id": crystal.id,
-                "skill_version": listing.skill_version, "previous_listing_id": previous,
-                "bounty_matches": matches, "expires_at_ms": listing.expires_at_ms,
-                "price_override": price_override is not None}
+        return Draft(listing, issued, breakdown.to_dict(), crystal.id, matches)
 
     async def bounty_matches(self, vector: np.ndarray) -> int:
         """Posters (other than us) of open bounties matching ``vector``: bountyMatches."""
@@ -175,6 +181,13 @@ class Publisher:
         return verdict == ACCEPT
 
     async def on_listing(self, envelope: Envelope) -> None:
+        if envelope.kind == ListingBatch.KIND:
+            # Every entry already passed node.net.rules.validation (the sync rules, same sender).
+            batch = envelope.message()
+            assert isinstance(batch, ListingBatch)
+            for entry in batch.entries:
+                await self.on_listing(open_envelope(entry))
+            return
         if self.clock() - envelope.issued_at_ms <= GOSSIP_WINDOW_MS:  # synced state is older
             metrics.count_accepted(SKILLS, envelope.issued_at_ms)
         if envelope.kind == ListingEndorsement.KIND:
@@ -183,6 +196,11 @@ class Publisher:
         if envelope.sender == self.identity.public_key or not await self.admitted(envelope):
             return
         await self.store_listing(envelope)
+
+    async def take_synced(self, check: Callable[[bytes], Envelope], envelope: Envelope) -> None:
+        """A listing that came outside gossip (the one a seller's ``terms_changed`` carries):
+        ``check`` (the listings sync rules) raises InvalidEnvelope, else it is stored as gossip's."""
+        await self.on_listing(check(envelope.to_bytes()))
 
     async def admitted(self, envelope: Envelope) -> bool:
         """Listings and bounties (gossiped or synced) from a banned origin key are dropped."""
@@ -307,3 +325,23 @@ def listing_name_and_summary(crystal: Crystal, name: str | None,
             raise NodeError(f"refusing to publish: the {what} looks like it contains "
                             f"{', '.join(classes)} (secret/PII classifier)")
     return name, summary
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A listing about to be signed, and what ``publish`` reports about it."""
+
+    listing: SkillListing
+    issued_at_ms: int
+    price: dict[str, Any]
+    crystal_id: str
+    bounty_matches: int
+
+    def result(self, price_override: int | None) -> dict[str, Any]:
+        listing = self.listing
+        return {"listing_id": listing.listing_id, "price_micro_usdc": listing.price_micro_usdc,
+                "price": self.price, "crystal_id": self.crystal_id,
+                "skill_version": listing.skill_version,
+                "previous_listing_id": listing.previous_listing_id,
+                "bounty_matches": self.bounty_matches, "expires_at_ms": listing.expires_at_ms,
+                "price_override": price_override is not None}

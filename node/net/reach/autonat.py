@@ -48,8 +48,8 @@ from libp2p.host.autonat.pb.autonat_pb2 import Message
 from libp2p.peer.id import ID
 from libp2p.utils.varint import encode_varint_prefixed, read_varint_prefixed_bytes_limited
 
-from node.net.ratelimit import TokenBuckets
 from node.net.reach.relay_client import is_circuit
+from node.net.rules import TokenBuckets
 
 logger = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ from libp2p.relay.circuit_v2.utils import read_delimited_msg, write_delimited_ms
 
 from node import metrics
 from node.config import NetConfig
-from node.net.ratelimit import TokenBuckets
+from node.net.rules import TokenBuckets
 
 logger = logging.getLogger(__name__)
 

@@ -22,6 +22,13 @@ this module adds the rules that need network context:
   10 (``net.origin_*`` in node.toml, ``rate_limits(config)``); weather is
   bounded by its strict seq rule.
 
+- a ``listing_batch`` (a seller's catalogue in one message) is one message
+  against that limit, and every entry must pass the listings sync rules
+  (``check_synced``), be signed by the batch's own sender and be a listing or
+  a withdrawal; its entries count against the origin's *catalogue* budget
+  (``batch_rate_limits``: 60 per minute, burst 512). One bad entry rejects the
+  whole batch, and nothing is spent unless all of it is accepted.
+
 A check never half-applies: the replay high-water mark and the rate-limit
 tokens only move when the whole message is accepted, so a rejected message
 cannot burn a sequence number or a token that a later, valid message needs.
@@ -44,6 +51,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from node.config import ConfigError, NetConfig
+from node.net.rules.ratelimit import TokenBuckets
+from node.net.rules.replay import ReplayGuard
 from protocol.codec import MAX_MESSAGE_BYTES
 from protocol.envelope import (
     REASON_BAD_BODY,
@@ -64,15 +73,22 @@ from protocol.envelope import (
 from protocol.liveness import WITHDRAWAL_LIFETIME_MS
 from protocol.messages import (
     Bounty,
+    ListingBatch,
     ListingEndorsement,
     ListingWithdrawal,
     SkillListing,
     WeatherAlert,
     verify_endorsement,
 )
-from protocol.topics import BOUNTIES, SKILLS, SYNCABLE_KINDS, TOPIC_KINDS, TRUST, WEATHER
-
-from .ratelimit import TokenBuckets
+from protocol.topics import (
+    BATCHABLE_KINDS,
+    BOUNTIES,
+    SKILLS,
+    SYNCABLE_KINDS,
+    TOPIC_KINDS,
+    TRUST,
+    WEATHER,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +131,10 @@ DEFAULT_RATE_LIMITS: dict[str, tuple[float, int]] = rate_limits(NetConfig())
 # Envelopes taken in through the listings sync protocol are a seller's whole live
 # catalogue at once, not fresh announcements: a larger burst per origin key.
 DEFAULT_SYNC_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (60.0, 512), BOUNTIES: (20.0, 64)}
+# Entries of listing batches per origin key: a seller announcing its whole catalogue at once
+# (the batch message itself is one of its skills-topic messages). As large as a sync's burst:
+# a catalogue that a late joiner may take in at once may as well be announced at once.
+DEFAULT_BATCH_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (60.0, 512)}
 
 
 class IgnoredMessage(Exception):
@@ -138,61 +158,6 @@ def wall_clock_ms() -> int:
 
 def _reject(reason: str, detail: str, sender: bytes | None = None) -> InvalidEnvelope:
     return InvalidEnvelope(reason, detail, sender)
-
-
-class ReplayGuard:
-    """Per-sender replay filter over envelope sequence numbers.
-
-    Gossip does not preserve order between paths, so a plain "seq must exceed
-    the last one seen" rule would drop honest messages that overtook each
-    other. Each sender keeps a *floor* and the set of the last
-    ``reorder_window`` accepted seqs above it: a seq is new when it is above
-    the floor and not in the set. When the set overflows, its smallest entry
-    becomes the floor, so anything older than the last ``reorder_window``
-    messages of a sender is rejected.
-
-    Memory is bounded: at most ``max_senders`` senders are tracked, least
-    recently heard first out. An evicted sender's old messages are still
-    rejected by the clock window (``issued_at`` older than ``clock_window_s``).
-    """
-
-    def __init__(self, reorder_window: int = 64, max_senders: int = 4096) -> None:
-        self.reorder_window = reorder_window
-        self.max_senders = max_senders
-        self._senders: OrderedDict[bytes, tuple[int, set[int]]] = OrderedDict()
-
-    def is_new(self, sender: bytes, seq: int) -> bool:
-        state = self._senders.get(sender)
-        if state is None:
-            return True
-        floor, recent = state
-        return seq > floor and seq not in recent
-
-    def commit(self, sender: bytes, seq: int) -> None:
-        state = self._senders.get(sender)
-        if state is None:
-            floor, recent = -1, set[int]()
-            if len(self._senders) >= self.max_senders:
-                self._senders.popitem(last=False)
-        else:
-            floor, recent = state
-            self._senders.move_to_end(sender)
-        recent.add(seq)
-        if len(recent) > self.reorder_window:
-            oldest = min(recent)
-            recent.discard(oldest)
-            floor = max(floor, oldest)
-        self._senders[sender] = (floor, recent)
-
-    def high_water(self, sender: bytes) -> int | None:
-        state = self._senders.get(sender)
-        if state is None:
-            return None
-        floor, recent = state
-        return max(recent, default=floor)
-
-    def __len__(self) -> int:
-        return len(self._senders)
 
 
 RejectHook = Callable[["Rejection"], None]
@@ -263,6 +228,7 @@ class MessageValidator:
         replay_guard: ReplayGuard | None = None,
         rate_limits: dict[str, tuple[float, int]] | None = None,
         sync_rate_limits: dict[str, tuple[float, int]] | None = None,
+        batch_rate_limits: dict[str, tuple[float, int]] | None = None,
     ) -> None:
         self.management_keys = frozenset(bytes(key) for key in management_keys)
         self.clock_window_ms = int(clock_window_s * 1000)
@@ -278,6 +244,11 @@ class MessageValidator:
         self.sync_rate_limits = {
             topic: TokenBuckets(per_minute, burst)
             for topic, (per_minute, burst) in sync_limits.items()
+        }
+        batch_limits = DEFAULT_BATCH_RATE_LIMITS if batch_rate_limits is None else batch_rate_limits
+        self.batch_rate_limits = {
+            topic: TokenBuckets(per_minute, burst)
+            for topic, (per_minute, burst) in batch_limits.items()
         }
         # Per management key: only a handful of keys, so this stays tiny.
         self._weather_high_water: dict[bytes, int] = {}
@@ -295,6 +266,9 @@ class MessageValidator:
             self.rate_limits[topic].spend(envelope.sender)
         if topic == WEATHER:
             self._weather_high_water[envelope.sender] = envelope.seq
+        if envelope.kind == ListingBatch.KIND and topic in self.batch_rate_limits:
+            entries = len(envelope.message().entries)  # type: ignore[attr-defined]
+            self.batch_rate_limits[topic].spend(envelope.sender, entries)
         return envelope
 
     def inspect(self, topic: str, data: bytes) -> Envelope:
@@ -322,7 +296,31 @@ class MessageValidator:
         if buckets is not None and envelope.sender not in self.management_keys \
                 and not buckets.allows(envelope.sender):
             raise _reject(RATE_LIMITED, f"origin over its {topic} rate limit", envelope.sender)
+        if envelope.kind == ListingBatch.KIND:
+            self._check_batch(topic, envelope)
         return envelope
+
+    def _check_batch(self, topic: str, envelope: Envelope) -> None:
+        """Every entry as a synced listing of the batch's own sender, and the whole batch
+        within the origin's catalogue budget; spends nothing."""
+        batch = envelope.message()
+        assert isinstance(batch, ListingBatch)
+        for entry in batch.entries:
+            try:
+                inner, _ = self._inspect_synced(entry)
+            except InvalidEnvelope as error:
+                raise _reject(error.reason, f"batch entry: {error}", envelope.sender) from None
+            if inner.sender != envelope.sender:
+                raise _reject(BAD_BODY, "a batch carries only its sender's own listings",
+                              envelope.sender)
+            if inner.kind not in BATCHABLE_KINDS:
+                raise _reject(WRONG_TOPIC, f"kind {inner.kind!r} may not travel in a batch",
+                              envelope.sender)
+        buckets = self.batch_rate_limits.get(topic)
+        if buckets is not None and envelope.sender not in self.management_keys \
+                and not buckets.allows(envelope.sender, len(batch.entries)):
+            raise _reject(RATE_LIMITED, f"origin over its {topic} catalogue budget",
+                          envelope.sender)
 
     def check_synced(self, data: bytes) -> Envelope:
         """Validate one envelope from a listings sync page; raise InvalidEnvelope.
@@ -335,6 +333,16 @@ class MessageValidator:
         ``expires_at_ms``, a withdrawal's issue + 7 days). The (sender, seq)
         replay rule is the listing book's: older states are ignored there.
         """
+        envelope, topic = self._inspect_synced(data)
+        buckets = self.sync_rate_limits.get(topic)
+        if buckets is not None and envelope.sender not in self.management_keys:
+            if not buckets.allows(envelope.sender):
+                raise _reject(RATE_LIMITED, f"origin over its synced {topic} limit", envelope.sender)
+            buckets.spend(envelope.sender)
+        return envelope
+
+    def _inspect_synced(self, data: bytes) -> tuple[Envelope, str]:
+        """``check_synced`` but the per-origin limit: the envelope and its kind's topic."""
         if len(data) > self.max_message_bytes:
             raise _reject(OVERSIZE, f"{len(data)} bytes > {self.max_message_bytes}")
         envelope = open_envelope(data, self.max_message_bytes)
@@ -354,12 +362,7 @@ class MessageValidator:
             raise _reject(EXPIRED, f"expired at {expires}, now {now}", envelope.sender)
         if topic == SKILLS:
             self._check_endorsement(envelope)
-        buckets = self.sync_rate_limits.get(topic)
-        if buckets is not None and envelope.sender not in self.management_keys:
-            if not buckets.allows(envelope.sender):
-                raise _reject(RATE_LIMITED, f"origin over its synced {topic} limit", envelope.sender)
-            buckets.spend(envelope.sender)
-        return envelope
+        return envelope, topic
 
     def _check_endorsement(self, envelope: Envelope) -> None:
         """An endorsement means a configured management key vouched: anything else is forged."""

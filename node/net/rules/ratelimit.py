@@ -36,12 +36,12 @@ class TokenBuckets:
         tokens, at = entry
         return min(self.burst, tokens + (now - at) * self.rate_per_s)
 
-    def allows(self, key: Hashable) -> bool:
-        return self._tokens(key, self.clock()) >= 1.0
+    def allows(self, key: Hashable, count: int = 1) -> bool:
+        return self._tokens(key, self.clock()) >= count
 
-    def spend(self, key: Hashable) -> None:
+    def spend(self, key: Hashable, count: int = 1) -> None:
         now = self.clock()
-        self._buckets[key] = (self._tokens(key, now) - 1.0, now)
+        self._buckets[key] = (self._tokens(key, now) - count, now)
         self._buckets.move_to_end(key)
         while len(self._buckets) > self.max_keys:
             self._buckets.popitem(last=False)
