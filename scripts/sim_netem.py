@@ -106,6 +106,7 @@ class Sim:
         self.args, self.topology, self.root = args, topology, root
         self.nodes: list[Node] = []
         self.chain: dict[str, Any] = {}
+        self.prices: dict[tuple[str, str], int] = {}
         self.chain_exec = ThreadPoolExecutor(1, initializer=enter_namespace,
                                              initargs=(f"{topology.prefix}-chain",))
 
@@ -238,8 +239,10 @@ class Sim:
     def buy(self, buyer: Node, listing: dict[str, Any]) -> tuple[bool, float, str]:
         started = time.monotonic()
         try:
-            buyer.api("POST", "/v1/purchases", {"listing_id": listing["listing_id"],
-                                                "max_price_micro_usdc": 1_000_000})
+            bought = buyer.api("POST", "/v1/purchases", {"listing_id": listing["listing_id"],
+                                                         "max_price_micro_usdc": 1_000_000})
+            # The price actually paid: a listing re-prices as its unique buyers grow.
+            self.prices[(buyer.name, listing["listing_id"])] = int(bought["price_micro_usdc"])
             return True, (time.monotonic() - started) * 1000, ""
         except httpx.HTTPStatusError as error:
             return False, (time.monotonic() - started) * 1000, error.response.text[:160]
@@ -320,10 +323,10 @@ def measure(sim: Sim) -> dict[str, Any]:
             outcomes += list(pool.map(lambda item: (*sim.buy(item[0], item[1]), item[2], item[1],
                                                     item[0]), wave))
     paid = {s.name: 0 for s in sellers}
-    for ok, _, _, _, listing, _ in outcomes:
+    for ok, _, _, _, listing, buyer in outcomes:
         if ok:
             seller = next(s for s in sellers if listings[s.name] is listing)
-            paid[seller.name] += int(listing["price_micro_usdc"])
+            paid[seller.name] += sim.prices[(buyer.name, listing["listing_id"])]
     after = {s.name: sim.usdc(s.info["wallet_address"]) for s in sellers}
     exact = all(after[name] - before[name] == paid[name] for name in paid)
 

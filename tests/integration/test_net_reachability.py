@@ -185,3 +185,32 @@ async def test_relay_refuses_a_looping_peer_and_bounds_reservations(nursery: tri
     assert answers == [StatusCode.OK, StatusCode.RESERVATION_REFUSED]
     assert protocol.refused["reservations_per_ip"] == 1
     assert protocol.reservations() == 2
+
+
+async def test_relay_bounds_circuits_per_peer_and_cuts_them_at_their_deadline(
+        nursery: trio.Nursery) -> None:
+    relay = await start(nursery, make_net(relay_service="on", hole_punching=False,
+                                          relay_max_circuits_per_peer=1,
+                                          relay_circuit_duration_s=2))
+    target = await start(nursery, make_net(bootstrap=[relay.listen_addrs()[0]],
+                                           hole_punching=False, relay_reservations=0))
+    source = await start(nursery, make_net(bootstrap=[relay.listen_addrs()[0]],
+                                           hole_punching=False, relay_reservations=0))
+    await wait_until(lambda: relay.peer_id in target.connected_peers()
+                     and relay.peer_id in source.connected_peers(), 20, "peers up")
+    assert await hop(target, relay, HopMessage(type=HopMessage.RESERVE)) == StatusCode.OK
+    assert relay.reachability is not None
+    protocol = relay.reachability.protocol
+    connect = HopMessage(type=HopMessage.CONNECT,
+                         peer=CircuitPeerId(id=ID.from_base58(target.peer_id).to_bytes()))
+    first = await source.host.new_stream(ID.from_base58(relay.peer_id), [HOP_PROTOCOL_ID])
+    await write_delimited_msg(first, connect)
+    with trio.fail_after(15):
+        assert (await read_delimited_msg(first, HopMessage)).status == StatusCode.OK
+    assert protocol.circuits == 1
+    # A second circuit from the same peer is over its limit while the first one lives.
+    assert await hop(source, relay, connect) == StatusCode.RESOURCE_LIMIT_EXCEEDED
+    assert protocol.refused["circuits"] == 1
+    # The first one is cut at its deadline, idle or not, and its slot freed.
+    await wait_until(lambda: protocol.circuits == 0, 20, "circuit cut at its deadline")
+    assert protocol.refused["circuit_duration"] == 1
