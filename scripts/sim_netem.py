@@ -308,7 +308,9 @@ def measure(sim: Sim) -> dict[str, Any]:
     plan += [(b, lst, "nat_seller") for b, lst in pairs(public_buyers, nat_listings)]
     # NAT to NAT: neither side can dial the other; a relay carries the first connection.
     plan += [(b, lst, "nat_to_nat") for b, lst in pairs(nat_nodes, nat_listings)]
-    before = {s.name: sim.usdc(s.info["wallet_address"]) for s in sellers}
+    # Sellers buy too: every node's balance must move by exactly what it earned minus spent.
+    traders = list({node.name: node for item in plan for node in (item[0], *sellers)}.values())
+    before = {n.name: sim.usdc(n.info["wallet_address"]) for n in traders}
     outcomes: list[tuple[bool, float, str, str, dict[str, Any], Node]] = []
     # Waves in which each buyer buys once, so a purchase never waits for its buyer's previous one.
     waves: list[list[tuple[Node, dict[str, Any], str]]] = []
@@ -322,13 +324,15 @@ def measure(sim: Sim) -> dict[str, Any]:
         with ThreadPoolExecutor(len(wave)) as pool:
             outcomes += list(pool.map(lambda item: (*sim.buy(item[0], item[1]), item[2], item[1],
                                                     item[0]), wave))
-    paid = {s.name: 0 for s in sellers}
+    moved = {n.name: 0 for n in traders}
     for ok, _, _, _, listing, buyer in outcomes:
         if ok:
             seller = next(s for s in sellers if listings[s.name] is listing)
-            paid[seller.name] += sim.prices[(buyer.name, listing["listing_id"])]
-    after = {s.name: sim.usdc(s.info["wallet_address"]) for s in sellers}
-    exact = all(after[name] - before[name] == paid[name] for name in paid)
+            price = sim.prices[(buyer.name, listing["listing_id"])]
+            moved[seller.name] += price
+            moved[buyer.name] -= price
+    after = {n.name: sim.usdc(n.info["wallet_address"]) for n in traders}
+    exact = all(after[name] - before[name] == moved[name] for name in moved)
 
     # DCUtR: which NAT purchases' buyer-seller connections are direct once the upgrade had time.
     seller_of = {listings[s.name]["listing_id"]: s for s in sellers}

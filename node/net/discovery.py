@@ -27,6 +27,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+import multiaddr
 import trio
 from libp2p.abc import IHost
 from libp2p.kad_dht.kad_dht import DHTMode, KadDHT
@@ -121,6 +122,15 @@ class Discovery:
                                        len(self.host.get_connected_peers()))
                 with trio.move_on_after(delay_s):
                     await self._wake.wait()
+
+    async def find_addrs(self, peer: ID) -> list[multiaddr.Multiaddr]:
+        """``peer``'s addresses after asking the network (FIND_NODE answers refresh the
+        peerstore; py-libp2p's ``find_peer`` answers from local tables when it has any)."""
+        for connected in self.host.get_connected_peers():
+            if connected not in self.peers.banned:
+                await self.dht.add_peer(connected)
+        await self.dht.peer_routing.find_closest_peers_network(peer.to_bytes())
+        return list(self.host.get_peerstore().addrs(peer))
 
     async def round(self) -> list[ID]:
         """One random walk; returns the peers newly handed to the peer manager."""

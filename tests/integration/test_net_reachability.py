@@ -72,7 +72,7 @@ async def test_private_seller_is_reached_through_its_relay(nursery: trio.Nursery
     await start(nursery, seller)
     await serve_echo(seller)
     await wait_until(lambda: len(seller.connected_peers()) == 2, 20, "seller connected to relays")
-    await go_private(seller)
+    dead = await go_private(seller)
     status = seller.reachability_status
     await wait_until(lambda: status()["status"] == "private", 20, "seller private")
     await wait_until(lambda: len(status()["reservations"]) == 2, 30, "two reservations")
@@ -87,6 +87,9 @@ async def test_private_seller_is_reached_through_its_relay(nursery: trio.Nursery
     buyer = await start(nursery, make_net(bootstrap=[relays[0].listen_addrs()[0]],
                                           hole_punching=False))
     await wait_until(lambda: relays[0].peer_id in buyer.connected_peers(), 20, "buyer up")
+    # What the buyer knows of the seller predates its relays (a DHT walk found its old
+    # address): the dial looks the seller up again and goes through a relay.
+    buyer.host.get_peerstore().add_addrs(ID.from_base58(seller.peer_id), dead, 3600)
     raw = await buyer.request(seller.peer_id, purchase_request(buyer), timeout_s=30)
     reply = open_envelope(raw).message()
     assert isinstance(reply, ErrorReply) and reply.message == f"echo {buyer.peer_id}"
