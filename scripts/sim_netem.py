@@ -14,7 +14,11 @@ discovery. ``--nat`` nodes sit behind masquerading routers (no inbound).
 Measures: listing propagation to every node (from the nodes' own ``received_at_ms``),
 purchases end to end (public sellers and NATed sellers, balances checked on chain),
 weather lock time to every node (from the nodes' log lines), and a late joiner's
-catch-up. Prints a summary, the last line is JSON. Without root (or iproute2) it
+catch-up. Reachability (issue 26): each node's AutoNAT verdict, ``--purchases`` of
+each kind (public seller, NATed seller, NATed buyer from NATed seller: a relay
+carries the first connection), ``direct_after_dcutr`` (share of NAT purchases whose
+buyer-seller connection is direct within ``--dcutr-wait-s``), ``relay_bytes``, and
+every trader's on-chain USDC delta against the prices paid. Prints a summary, the last line is JSON. Without root (or iproute2) it
 prints why and exits 0 with ``{"skipped": ...}``. Namespaces are removed at exit.
 Nodes use the hashing embedder: this measures the network, not embeddings.
 """
