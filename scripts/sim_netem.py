@@ -14,9 +14,13 @@ discovery. ``--nat`` nodes sit behind masquerading routers (no inbound).
 Measures: listing propagation to every node (from the nodes' own ``received_at_ms``),
 purchases end to end (public sellers and NATed sellers, balances checked on chain),
 weather lock time to every node (from the nodes' log lines), and a late joiner's
-catch-up. Prints a summary, the last line is JSON. Without root (or iproute2) it
-prints why and exits 0 with ``{"skipped": ...}``. ``--smoke``: 6 nodes (1 behind
-NAT), 1 listing, 1 buyer (not run by the suite: it needs root and network
+catch-up. Reachability (issue 26): each node's AutoNAT verdict, ``--purchases`` of
+each kind (public seller, NATed seller, NATed buyer from NATed seller: a relay
+carries the first connection), ``direct_after_dcutr`` (share of NAT purchases whose
+buyer-seller connection is direct within ``--dcutr-wait-s``), ``relay_bytes``, and
+every trader's on-chain USDC delta against the prices paid. Prints a summary, the last line is JSON. Without root (or iproute2) it
+prints why and exits 0 with ``{"skipped": ...}``. ``--smoke``: 6 nodes (2 behind
+NAT), 1 listing, 1 purchase of each kind (not run by the suite: it needs root and network
 namespaces, see tests/integration/test_bench_smoke.py). Namespaces are removed at exit.
 Nodes use the hashing embedder: this measures the network, not embeddings.
 """
@@ -96,6 +100,7 @@ class Sim:
         self.args, self.topology, self.root = args, topology, root
         self.nodes: list[Node] = []
         self.chain: dict[str, Any] = {}
+        self.prices: dict[tuple[str, str], int] = {}
         self.chain_exec = ThreadPoolExecutor(1, initializer=enter_namespace,
                                              initargs=(f"{topology.prefix}-chain",))
 
@@ -228,8 +233,10 @@ class Sim:
     def buy(self, buyer: Node, listing: dict[str, Any]) -> tuple[bool, float, str]:
         started = time.monotonic()
         try:
-            buyer.api("POST", "/v1/purchases", {"listing_id": listing["listing_id"],
-                                                "max_price_micro_usdc": 1_000_000})
+            bought = buyer.api("POST", "/v1/purchases", {"listing_id": listing["listing_id"],
+                                                         "max_price_micro_usdc": 1_000_000})
+            # The price actually paid: a listing re-prices as its unique buyers grow.
+            self.prices[(buyer.name, listing["listing_id"])] = int(bought["price_micro_usdc"])
             return True, (time.monotonic() - started) * 1000, ""
         except httpx.HTTPStatusError as error:
             return False, (time.monotonic() - started) * 1000, error.response.text[:160]
@@ -295,7 +302,9 @@ def measure(sim: Sim) -> dict[str, Any]:
     plan += [(b, lst, "nat_seller") for b, lst in pairs(public_buyers, nat_listings)]
     # NAT to NAT: neither side can dial the other; a relay carries the first connection.
     plan += [(b, lst, "nat_to_nat") for b, lst in pairs(nat_nodes, nat_listings)]
-    before = {s.name: sim.usdc(s.info["wallet_address"]) for s in sellers}
+    # Sellers buy too: every node's balance must move by exactly what it earned minus spent.
+    traders = list({node.name: node for item in plan for node in (item[0], *sellers)}.values())
+    before = {n.name: sim.usdc(n.info["wallet_address"]) for n in traders}
     outcomes: list[tuple[bool, float, str, str, dict[str, Any], Node]] = []
     # Waves in which each buyer buys once, so a purchase never waits for its buyer's previous one.
     waves: list[list[tuple[Node, dict[str, Any], str]]] = []
@@ -309,13 +318,15 @@ def measure(sim: Sim) -> dict[str, Any]:
         with ThreadPoolExecutor(len(wave)) as pool:
             outcomes += list(pool.map(lambda item: (*sim.buy(item[0], item[1]), item[2], item[1],
                                                     item[0]), wave))
-    paid = {s.name: 0 for s in sellers}
-    for ok, _, _, _, listing, _ in outcomes:
+    moved = {n.name: 0 for n in traders}
+    for ok, _, _, _, listing, buyer in outcomes:
         if ok:
             seller = next(s for s in sellers if listings[s.name] is listing)
-            paid[seller.name] += int(listing["price_micro_usdc"])
-    after = {s.name: sim.usdc(s.info["wallet_address"]) for s in sellers}
-    exact = all(after[name] - before[name] == paid[name] for name in paid)
+            price = sim.prices[(buyer.name, listing["listing_id"])]
+            moved[seller.name] += price
+            moved[buyer.name] -= price
+    after = {n.name: sim.usdc(n.info["wallet_address"]) for n in traders}
+    exact = all(after[name] - before[name] == moved[name] for name in moved)
 
     # DCUtR: which NAT purchases' buyer-seller connections are direct once the upgrade had time.
     seller_of = {listings[s.name]["listing_id"]: s for s in sellers}

@@ -2,9 +2,11 @@
 
 ``NetService`` (node.net.service) is the one object the node service runs;
 the modules split by concept: ``host`` (key, transports), ``gossip_config``
-(gossipsub parameters), ``validation`` (message rules), ``scoring`` (peer
-penalties and bans), ``gossip`` (publish / receive), ``peers`` (bootstrap,
-reconnect, ban list), ``reqresp`` (purchase protocol transport).
+(gossipsub parameters), ``gossip`` (publish / receive), ``peers`` (bootstrap,
+reconnect, ban list), ``reqresp`` (purchase protocol transport); two wings:
+``rules`` (validation, per-origin rate limits, replay guards, peer scoring) and
+``reach`` (AutoNAT, the bounded relay, reservations and relayed dialling, DCUtR:
+nodes behind NAT reachable through relays).
 
 Rule: outside this package, import only the names below (``node/face.py``;
 enforced by ``scripts/check_layers.py``).

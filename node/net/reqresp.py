@@ -49,6 +49,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import trio
 from libp2p.abc import IHost, INetStream
 from libp2p.custom_types import TProtocol
+from libp2p.host.exceptions import StreamFailure
 from libp2p.io.msgio import VarIntLengthMsgReadWriter
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
@@ -113,6 +114,14 @@ class RequestFailed(ReqRespError):
 
 class PeerBusy(RequestTimeout):
     """The peer answered busy until the timeout ran out: it is alive, only loaded."""
+
+
+class _NotSent(Exception):
+    """The request's stream never opened (carries the error to raise if it stays so)."""
+
+    def __init__(self, error: ReqRespError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class PurchaseTransport:
@@ -300,6 +309,7 @@ class PurchaseTransport:
         deadline = trio.current_time() + timeout_s
         peer_id = await self._reach(peer, timeout_s)
         was_busy = False
+        redialled = False
         while True:
             remaining = deadline - trio.current_time()
             if remaining <= 0:
@@ -308,6 +318,16 @@ class PurchaseTransport:
                 raise RequestTimeout(f"no time left after dialling {peer_id}")
             try:
                 raw = await self._send(peer_id, data, remaining, timeout_s)
+            except _NotSent as not_sent:
+                # The stream never opened, so nothing was sent: the connection died under
+                # us (two peers dialling each other through relays at once keep one
+                # connection each, and each closes the other's). Reach the peer again, once.
+                if redialled:
+                    raise not_sent.error from not_sent.error.__cause__
+                redialled = True
+                logger.info("stream to %s did not open, redialling once", peer_id)
+                peer_id = await self._reach(peer, max(deadline - trio.current_time(), 0.01))
+                continue
             except RequestTimeout as error:
                 if was_busy:  # it answered busy and then ran out our clock: alive, only loaded
                     raise PeerBusy(f"{peer_id} stayed busy for {timeout_s} s") from error
@@ -341,9 +361,15 @@ class PurchaseTransport:
         except MessageTooLargeError as error:
             raise RequestFailed(f"frame over {self.max_message_bytes} bytes: {error}") from error
         except RequestResponseError as error:
+            mapped: ReqRespError
             if not self.host.get_network().connections.get(peer_id):
-                raise PeerUnreachable(f"{peer_id}: {error}") from error
-            raise RequestFailed(f"{peer_id}: {error}") from error
+                mapped = PeerUnreachable(f"{peer_id}: {error}")
+            else:
+                mapped = RequestFailed(f"{peer_id}: {error}")
+            mapped.__cause__ = error
+            if isinstance(error.__cause__, StreamFailure):
+                raise _NotSent(mapped) from error
+            raise mapped from error
 
     async def request_envelope(self, peer: str, data: bytes, timeout_s: float = 30.0) -> Envelope:
         """``request`` and open the response; checks it is signed by the peer we asked."""

@@ -148,7 +148,7 @@ class NetService:
             is_banned=lambda peer: peer in self.peer_manager.banned,
         )
         if self.discovery is not None:
-            self.reachability.find_peer = self.discovery.dht.find_peer
+            self.reachability.find_addrs = self.discovery.find_addrs
         if self.discovery is not None:
             self.peer_manager.locate = self.discovery.locate
         self.peers_path = peers_path

@@ -219,3 +219,38 @@ async def test_a_seller_at_its_stream_limit_answers_busy_and_the_request_goes_th
     assert sorted(replies) == sorted(ids)
     # Each request reached the handler exactly once, busy answers and retries notwithstanding.
     assert sorted(handled) == sorted(ids)
+
+
+async def test_a_stream_that_never_opened_is_sent_again_once(nursery: trio.Nursery) -> None:
+    """Nothing was sent when the stream did not open (a connection closed under us, as when
+    two peers dial each other through relays at once): the request goes once more."""
+    from libp2p.host.exceptions import StreamFailure
+
+    seller, buyer = await two_nodes(nursery)
+    seen: list[str] = []
+
+    async def handle(peer_id: str, envelope: Envelope) -> bytes:
+        seen.append(peer_id)
+        reply = ErrorReply(request_id=envelope.message().request_id, code="bad_request")
+        return seal(seller.identity, ErrorReply.KIND, reply, seller.sequence.next(), now_ms())
+
+    seller.serve_purchases(handle)
+    await buyer.request(seller.listen_addrs()[0], purchase_request(buyer, "00" * 16))
+    real_new_stream = buyer.host.new_stream
+    fail_next = [1]  # fault injection: the next purchase stream does not open
+
+    async def flaky_new_stream(peer_id, protocols):  # type: ignore[no-untyped-def]
+        if fail_next[0] and "/purchase/" in str(protocols[0]):
+            fail_next[0] -= 1
+            raise StreamFailure("connection closed under us")
+        return await real_new_stream(peer_id, protocols)
+
+    buyer.host.new_stream = flaky_new_stream  # type: ignore[method-assign]
+    raw = await buyer.request(seller.peer_id, purchase_request(buyer, "11" * 16))
+    assert isinstance(open_envelope(raw).message(), ErrorReply)
+    assert len(seen) == 2  # the first request, and the second one exactly once
+
+    fail_next[0] = 2  # twice in a row: the second failure is the answer
+    with pytest.raises((PeerUnreachable, RequestFailed)):
+        await buyer.request(seller.peer_id, purchase_request(buyer, "22" * 16), timeout_s=5)
+    assert len(seen) == 2 and fail_next[0] == 0

@@ -149,6 +149,8 @@ class AutoNat(AutoNATService):
     # ------------------------------------------------------------------ client
     def servers(self) -> list[ID]:
         now = trio.current_time()
+        for peer in [peer for peer, until in self._not_server.items() if until <= now]:
+            del self._not_server[peer]
         out = []
         for peer in self.host.get_connected_peers():
             if self._not_server.get(peer, 0.0) > now:

@@ -14,11 +14,12 @@ One object per node ties four parts together (each in its own module):
   public, a TCP simultaneous open from the listen port when both are behind
   port-preserving NATs. The relayed connection is closed after a grace period.
 
-``connect(peer)`` is how every request/response protocol reaches a peer: the
-known addresses (or a DHT lookup when there are none), direct and relayed
-raced — relayed ones at once when the peer advertises them (it says it is
-private), after ``RELAY_STAGGER_S`` otherwise — and the first connection
-wins.
+``connect(peer)`` is how every request/response protocol reaches a peer:
+the known addresses, direct and relayed raced — relayed ones at once when the
+peer advertises them (it says it is private), after ``RELAY_STAGGER_S``
+otherwise — and, at once when nothing is known or ``RELAY_STAGGER_S`` later,
+a DHT lookup whose new addresses join the race (what we know may predate
+the peer's relays). The first connection wins; the others are cancelled.
 """
 
 from __future__ import annotations
@@ -45,10 +46,11 @@ from node.net.reach.relay_client import RelayClient, dial_relayed, is_circuit
 logger = logging.getLogger(__name__)
 
 RELAY_STAGGER_S = 1.5
+DCUTR_DIAL_TIMEOUT_S = 4
 FIND_PEER_TIMEOUT_S = 10.0
 RELAY_MODES = ("auto", "on", "off")
 
-FindPeer = Callable[[ID], Awaitable[PeerInfo | None]]
+FindAddrs = Callable[[ID], Awaitable[list[multiaddr.Multiaddr]]]
 
 
 class Unreachable(ConnectionError):
@@ -133,13 +135,17 @@ class Reachability:
         self.host = host
         self.config = config or ReachabilityConfig()
         self.is_banned = is_banned
-        self.find_peer: FindPeer | None = None
+        # Fresh addresses of a peer from the network (the DHT), set by NetService.
+        self.find_addrs: FindAddrs | None = None
         self.protocol = RelayProtocol(host, self.config.relay_limits, is_banned)
         self.autonat = AutoNat(host, self.config.autonat_confirmations, addrs=autonat_addrs,
                                on_change=self._on_status)
         self.client = RelayClient(host, self.protocol, self.config.relay_reservations,
                                   is_banned, on_change=self._on_addrs_changed)
-        self.dcutr = DCUtRProtocol(host) if self.config.hole_punching else None
+        # 4 s per dial instead of 10: the first upgrade step dials the peer's advertised
+        # direct addresses, which for a private peer are LAN addresses that never answer.
+        self.dcutr = DCUtRProtocol(host, dial_timeout=DCUTR_DIAL_TIMEOUT_S) \
+            if self.config.hole_punching else None
         self.relayed_peers: set[ID] = set()
         self.upgraded = 0
         self._nursery: trio.Nursery | None = None
@@ -203,49 +209,61 @@ class Reachability:
         """Connect to ``peer`` directly or through a relay (the caller sets the deadline)."""
         if self.host.get_network().connections.get(peer):
             return
-        known = list(addrs or []) + _peerstore_addrs(self.host, peer)
-        if not known and self.find_peer is not None:
-            with trio.move_on_after(FIND_PEER_TIMEOUT_S):
-                try:
-                    found = await self.find_peer(peer)
-                except Exception as error:
-                    logger.debug("DHT lookup of %s failed: %r", peer, error)
-                    found = None
-                if found is not None:
-                    known = list(found.addrs)
-        direct = _unique([a for a in known if not is_circuit(a)])
-        circuits = _unique([_circuit_to(a, peer) for a in known if is_circuit(a)])
-        if not direct and not circuits:
-            raise Unreachable(f"no known address for {peer}")
         # A request is an explicit action: dial even if an earlier attempt failed
         # (py-libp2p's negative cache would refuse for a while).
         unblock = getattr(self.host.get_network(), "unblock_peer", None)
         if unblock is not None:
             unblock(peer)
+        tried: set[str] = set()
         errors: list[str] = []
-        connected = False
+        won = False
 
         async def attempt(dial: Callable[[], Awaitable[Any]], delay_s: float,
                           done: trio.CancelScope) -> None:
-            nonlocal connected
+            nonlocal won
             await trio.sleep(delay_s)
             try:
                 await dial()
             except Exception as error:
                 errors.append(str(error)[:200])
                 return
-            connected = True
+            won = True
             done.cancel()
 
-        stagger = 0.0 if circuits else RELAY_STAGGER_S
-        async with trio.open_nursery() as nursery:
+        def launch(nursery: trio.Nursery, found: list[multiaddr.Multiaddr],
+                   relay_delay_s: float) -> None:
+            fresh = [addr for addr in _unique(found) if str(addr) not in tried]
+            tried.update(str(addr) for addr in fresh)
+            direct = [addr for addr in fresh if not is_circuit(addr)]
+            circuits = [_circuit_to(addr, peer) for addr in fresh if is_circuit(addr)]
             if direct:
-                nursery.start_soon(attempt, lambda: self.host.connect(PeerInfo(peer, direct)),
+                nursery.start_soon(attempt, _bind(self.host.connect, PeerInfo(peer, direct)),
                                    0.0, nursery.cancel_scope)
             for index, circuit in enumerate(circuits[:4]):
                 nursery.start_soon(attempt, _bind(dial_relayed, self.host, circuit),
-                                   stagger + 0.25 * index, nursery.cancel_scope)
-        if not connected and not self.host.get_network().connections.get(peer):
+                                   relay_delay_s + 0.25 * index, nursery.cancel_scope)
+
+        async def look_up(nursery: trio.Nursery, delay_s: float) -> None:
+            """Fresh addresses from the network: ours may predate the peer's relays."""
+            assert self.find_addrs is not None
+            await trio.sleep(delay_s)
+            found: list[multiaddr.Multiaddr] = []
+            with trio.move_on_after(FIND_PEER_TIMEOUT_S):
+                try:
+                    found = await self.find_addrs(peer)
+                except Exception as error:
+                    logger.debug("DHT lookup of %s failed: %r", peer, error)
+            launch(nursery, found, 0.0)
+
+        known = list(addrs or []) + _peerstore_addrs(self.host, peer)
+        has_circuits = any(is_circuit(addr) for addr in known)
+        async with trio.open_nursery() as nursery:
+            launch(nursery, known, 0.0 if has_circuits else RELAY_STAGGER_S)
+            if self.find_addrs is not None:
+                nursery.start_soon(look_up, nursery, RELAY_STAGGER_S if known else 0.0)
+        if not won and not self.host.get_network().connections.get(peer):
+            if not tried:
+                raise Unreachable(f"no known address for {peer}")
             raise Unreachable(f"cannot connect to {peer}: {'; '.join(errors) or 'no route'}")
 
 

@@ -158,6 +158,8 @@ class RelayClient:
 
     def _candidates(self) -> list[ID]:
         now = time.monotonic()
+        for peer in [peer for peer, until in self._not_before.items() if until <= now]:
+            del self._not_before[peer]
         store = self.host.get_peerstore()
         candidates = []
         for peer in self.host.get_connected_peers():
