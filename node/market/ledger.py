@@ -18,11 +18,11 @@ from typing import Any
 from node.crystals import now_ms
 from node.db import Database
 from node.market import schema
+from node.market.states import PURCHASE_PAID_STATES, SALE_SETTLED_STATES, PurchaseState, SaleState
 
-SALE_SETTLED_STATES = ("settled", "delivered")
-PURCHASE_PAID_STATES = ("paid", "completed", "paid_undelivered", "delivered_not_ingested",
-                        "tampered")
 DAY_MS = 86_400_000
+# Purchases whose money is committed: an authorization that left the node can still settle.
+COMMITTED_STATES = (PurchaseState.AUTHORIZED, PurchaseState.PENDING, *PURCHASE_PAID_STATES)
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class MarketLedger:
                 ),
             )
 
-    def update_sale(self, request_id: str, state: str, tx_hash: str | None = None,
+    def update_sale(self, request_id: str, state: SaleState, tx_hash: str | None = None,
                     reason: str | None = None) -> None:
         with self.db.transaction() as conn:
             conn.execute(
@@ -113,14 +113,14 @@ class MarketLedger:
                 (state, tx_hash, reason, now_ms(), request_id),
             )
 
-    def sale_followed_settlement(self, buyer_address: str, auth_nonce: str, state: str,
+    def sale_followed_settlement(self, buyer_address: str, auth_nonce: str, state: SaleState,
                                  tx_hash: str | None) -> None:
         """Bring an 'authorized' sale in line with its settlement's outcome on chain."""
         with self.db.transaction() as conn:
             conn.execute(
                 "UPDATE sales SET state=?, tx_hash=COALESCE(?, tx_hash), updated_at_ms=? "
-                "WHERE lower(buyer_address)=lower(?) AND auth_nonce=? AND state='authorized'",
-                (state, tx_hash, now_ms(), buyer_address, auth_nonce),
+                "WHERE lower(buyer_address)=lower(?) AND auth_nonce=? AND state=?",
+                (state, tx_hash, now_ms(), buyer_address, auth_nonce, SaleState.AUTHORIZED),
             )
 
     def get_sale(self, request_id: str) -> Sale | None:
@@ -130,9 +130,9 @@ class MarketLedger:
     def sale_for_redelivery(self, listing_id: str, buyer_key: str, tx_hash: str) -> Sale | None:
         row = self.db.execute(
             "SELECT * FROM sales WHERE listing_id=? AND buyer_key=? AND "
-            "(tx_hash=? OR state IN ('authorized', 'settled')) "
+            "(tx_hash=? OR state IN (?, ?)) "
             "ORDER BY (tx_hash=?) DESC, created_at_ms DESC LIMIT 1",
-            (listing_id, buyer_key, tx_hash, tx_hash),
+            (listing_id, buyer_key, tx_hash, SaleState.AUTHORIZED, SaleState.SETTLED, tx_hash),
         ).fetchone()
         return None if row is None else _sale(row)
 
@@ -167,7 +167,7 @@ class MarketLedger:
                 ),
             )
 
-    def update_purchase(self, request_id: str, state: str, *, tx_hash: str | None = None,
+    def update_purchase(self, request_id: str, state: PurchaseState, *, tx_hash: str | None = None,
                         crystal_id: str | None = None, reason: str | None = None,
                         auth_nonce: str | None = None, payload: str | None = None) -> None:
         with self.db.transaction() as conn:
@@ -185,8 +185,9 @@ class MarketLedger:
         with self.db.transaction() as conn:
             conn.execute(
                 "UPDATE purchases SET price_micro_usdc=?, pay_to=?, authorization_json=?, "
-                "valid_before_s=?, state='authorized', updated_at_ms=? WHERE request_id=?",
-                (price_micro_usdc, pay_to, authorization_json, valid_before_s, now_ms(), request_id),
+                "valid_before_s=?, state=?, updated_at_ms=? WHERE request_id=?",
+                (price_micro_usdc, pay_to, authorization_json, valid_before_s, PurchaseState.AUTHORIZED,
+                 now_ms(), request_id),
             )
 
     def get_purchase(self, request_id: str) -> Purchase | None:
@@ -217,9 +218,8 @@ class MarketLedger:
         """
         row = self.db.execute(
             "SELECT COALESCE(SUM(price_micro_usdc), 0) FROM purchases WHERE created_at_ms >= ? "
-            "AND state IN ('authorized', 'pending', 'paid', 'completed', 'paid_undelivered', "
-            "'delivered_not_ingested', 'tampered')",
-            (since_ms,),
+            f"AND state IN ({','.join('?' * len(COMMITTED_STATES))})",
+            (since_ms, *COMMITTED_STATES),
         ).fetchone()
         return int(row[0])
 

@@ -37,7 +37,7 @@ async def test_burst_of_100_purchases_from_4_buyers_all_complete(
 
     async def known_to_all() -> bool:
         for buyer in buyers:
-            held = {item["listing_id"] for item in await buyer.list_listings()}
+            held = {item["listing_id"] for item in await buyer.market.list_listings()}
             if not wanted <= held:
                 return False
         return True
@@ -49,7 +49,7 @@ async def test_burst_of_100_purchases_from_4_buyers_all_complete(
     async def buy(buyer: NodeService, listing_id: str, limiter: trio.CapacityLimiter) -> None:
         async with limiter:
             try:
-                results.append(await buyer.buy(listing_id))
+                results.append(await buyer.market.buy(listing_id))
             except Exception as error:  # counted, and shown if the test fails
                 failures.append(f"{buyer.config.name}: {type(error).__name__}: {error}")
 
@@ -66,9 +66,9 @@ async def test_burst_of_100_purchases_from_4_buyers_all_complete(
     catalogue_price = sum(price_of.values())
     for buyer in buyers:
         assert await market.usdc(buyer) == BUYER_USDC - catalogue_price
-        states = [p["state"] for p in await buyer.purchases(200)]
+        states = [p["state"] for p in await buyer.market.purchases(200)]
         assert states == ["completed"] * LISTINGS
     assert await market.usdc(market.seller) == BUYERS * catalogue_price
-    sales = await market.seller.sales(200)
+    sales = await market.seller.market.sales(200)
     assert sorted(s["state"] for s in sales) == ["delivered"] * (BUYERS * LISTINGS)
     assert len({s["tx_hash"] for s in sales}) >= 1

@@ -88,7 +88,7 @@ async def test_a_purchase_is_one_round_trip_to_the_seller(
     price = listing["price_micro_usdc"]
     kinds = requests_seen(market, monkeypatch)
 
-    bought = await market.buyer.buy(listing["listing_id"])
+    bought = await market.buyer.market.buy(listing["listing_id"])
     assert bought["round_trips"] == 1 and bought["crystal_id"]
     # The purchase itself is one request; the receipt follows in the background.
     assert kinds[0] == PaidPurchaseRequest.KIND
@@ -111,7 +111,7 @@ async def test_a_cheaper_price_is_signed_once_more_with_the_same_nonce_and_paid_
     await reprice_unheard(market, monkeypatch, listing["listing_id"], new_price)
     kinds = requests_seen(market, monkeypatch)
 
-    bought = await market.buyer.buy(listing["listing_id"])
+    bought = await market.buyer.market.buy(listing["listing_id"])
     assert bought["round_trips"] == 2 and bought["price_micro_usdc"] == new_price
     await receipt_sent(kinds)
     assert kinds == [PaidPurchaseRequest.KIND, PaidPurchaseRequest.KIND, "receipt"]
@@ -142,14 +142,14 @@ async def test_a_dearer_price_beyond_the_buyers_max_is_refused_unpaid_then_bough
     block = await market.block()
 
     with pytest.raises(PurchaseRefused) as refused:
-        await market.buyer.buy(listing["listing_id"])
+        await market.buyer.market.buy(listing["listing_id"])
     assert refused.value.code == "price_changed" and str(new_price) in str(refused.value)
     assert kinds == [PaidPurchaseRequest.KIND]
     assert await market.block() == block and await market.balances() == (0, BUYER_USDC)
     assert await market.rows(listing["listing_id"]) == ([("refused", None, old_price)], [])
 
     # Within --max-price: the buyer's book already holds the fresh listing, so one round trip.
-    bought = await market.buyer.buy(listing["listing_id"], max_price_micro_usdc=new_price)
+    bought = await market.buyer.market.buy(listing["listing_id"], max_price_micro_usdc=new_price)
     assert bought["round_trips"] == 1 and bought["price_micro_usdc"] == new_price
     assert await market.balances() == (new_price, BUYER_USDC - new_price)
     purchases, sales = await market.rows(listing["listing_id"])
@@ -166,7 +166,7 @@ async def test_a_seller_of_the_multistep_version_is_still_bought_from(
     monkeypatch.setattr(market.seller.net.purchases, "exchanges", STEPS_ONLY)
     kinds = requests_seen(market, monkeypatch)
 
-    bought = await market.buyer.buy(listing["listing_id"])
+    bought = await market.buyer.market.buy(listing["listing_id"])
     assert bought["round_trips"] == 3
     await receipt_sent(kinds)
     # The one-round-trip request was refused before any handler read it; the same signed

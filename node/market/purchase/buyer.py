@@ -35,6 +35,7 @@ from node.market.purchase.wire import (
     paid_request,
     payment_message,
 )
+from node.market.states import PurchaseState
 from protocol.envelope import REASON_UNKNOWN_KIND, InvalidEnvelope, open_envelope
 from protocol.identity import peer_id_from_public_key
 from protocol.messages import (
@@ -69,8 +70,8 @@ class Buyer(Receiver):
         with trio.move_on_after(timeout_s):
             return await self._buy(listing_id, max_price_micro_usdc, again)
         latest = await self.memory.run(self.ledger.latest_purchase, listing_id)
-        if latest is not None and latest.state == "authorized":
-            await self.memory.run(self.ledger.update_purchase, latest.request_id, "pending",
+        if latest is not None and latest.state == PurchaseState.AUTHORIZED:
+            await self.memory.run(self.ledger.update_purchase, latest.request_id, PurchaseState.PENDING,
                                   reason=f"timed out after {timeout_s} s")
         raise PurchaseError(
             f"the purchase timed out after {timeout_s} s (seller or chain not answering). If a "
@@ -116,7 +117,7 @@ class Buyer(Receiver):
                 request_id=request_id, listing_id=listing.listing_id,
                 seller_key=stored.seller_key.hex(), name=listing.name, price_micro_usdc=price,
                 pay_to=listing.pay_to, auth_nonce="0x" + authorization.nonce.hex(),
-                state="authorized", tx_hash=None, crystal_id=None, reason=None,
+                state=PurchaseState.AUTHORIZED, tx_hash=None, crystal_id=None, reason=None,
                 created_at_ms=created, updated_at_ms=created,
                 authorization_json=authorization_json(authorization),
                 valid_before_s=authorization.valid_before_s,
@@ -225,24 +226,24 @@ class Buyer(Receiver):
                       again: bool) -> dict[str, Any] | None:
         """A purchase of this listing exists: finish it rather than pay a second time."""
         listing_id = stored.listing.listing_id
-        if previous.state in ("completed", "delivered_not_ingested") and not again:
+        if previous.state in (PurchaseState.COMPLETED, PurchaseState.DELIVERED_NOT_INGESTED) and not again:
             raise PurchaseRefused(
                 f"this node already bought {listing_id[:16]} (crystal {previous.crystal_id}); "
                 "buy it again with --again", "already_owned")
-        if previous.state == "paid_undelivered":
+        if previous.state == PurchaseState.PAID_UNDELIVERED:
             return await self.redeliver(listing_id)
-        if previous.state not in ("authorized", "pending") or previous.auth_nonce is None:
+        if previous.state not in (PurchaseState.AUTHORIZED, PurchaseState.PENDING) or previous.auth_nonce is None:
             return None
         tx_hash = await self._settled_tx(bytes.fromhex(previous.auth_nonce[2:]))
         if tx_hash:
             await self.memory.run(self.ledger.update_purchase, previous.request_id,
-                                  "paid_undelivered", tx_hash=tx_hash, reason=previous.reason)
+                                  PurchaseState.PAID_UNDELIVERED, tx_hash=tx_hash, reason=previous.reason)
             return await self.redeliver(listing_id)
         live = (previous.authorization_json is not None and previous.valid_before_s is not None
                 and previous.valid_before_s > int(time.time()) + 5)
         if not live:
             # Expired unsettled: it can never settle any more.
-            await self.memory.run(self.ledger.update_purchase, previous.request_id, "failed",
+            await self.memory.run(self.ledger.update_purchase, previous.request_id, PurchaseState.FAILED,
                                   reason="authorization expired unsettled")
             return None
         assert previous.authorization_json is not None

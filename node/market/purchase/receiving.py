@@ -24,6 +24,7 @@ from node.market.ledger import MarketLedger
 from node.market.purchase.errors import DEFINITIVE_REFUSALS, PurchaseError, PurchaseRefused
 from node.market.purchase.payment_proof import settled_tx, transfer_problem
 from node.market.purchase.skill_import import imported_skill
+from node.market.states import PurchaseState
 from node.memory import AsyncMemory
 from node.net import PeerBusy, PeerUnreachable, ReqRespError
 from node.trust import GateDecision, TrustLevel
@@ -116,16 +117,16 @@ class Receiver:
         tx_hash = await self._settled_tx(nonce)
         listing_id = stored.listing.listing_id
         if tx_hash:
-            await self.memory.run(self.ledger.update_purchase, request_id, "paid_undelivered",
+            await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.PAID_UNDELIVERED,
                                   tx_hash=tx_hash, reason=str(error))
             error.money_moved = True
             error.args = (f"{error}. The payment settled in {tx_hash} but nothing was delivered; "
                           f"retry with `crystalmesh skill redeliver {listing_id}`",)
             return
         if isinstance(error, PurchaseRefused) and error.code in DEFINITIVE_REFUSALS:
-            await self.memory.run(self.ledger.update_purchase, request_id, "refused", reason=str(error))
+            await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.REFUSED, reason=str(error))
             return
-        await self.memory.run(self.ledger.update_purchase, request_id, "pending", reason=str(error))
+        await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.PENDING, reason=str(error))
         error.args = (f"{error}. The signed payment may still settle; `crystalmesh skill buy "
                       f"{listing_id}` again resends the same authorization (it can never be paid "
                       "twice) and collects the skill",)
@@ -143,7 +144,7 @@ class Receiver:
         # Delivery.check() already verified sha256(payload) == delivery.content_hash.
         if delivery.content_hash != listing.content_hash or delivery.listing_id != listing.listing_id:
             problem = await self._verify_transfer(delivery.tx_hash, listing.pay_to, price)
-            await self.memory.run(self.ledger.update_purchase, request_id, "tampered",
+            await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.TAMPERED,
                                   tx_hash=delivery.tx_hash,
                                   reason="delivered content does not match the listing's hash")
             await self._outcome(stored.seller_key, "delivery_tampered", "hash mismatch")
@@ -154,15 +155,15 @@ class Receiver:
                 "tampered", money_moved=problem is None)
         problem = await self._verify_transfer(delivery.tx_hash, listing.pay_to, price)
         if problem:
-            await self.memory.run(self.ledger.update_purchase, request_id, "failed",
+            await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.FAILED,
                                   tx_hash=delivery.tx_hash, reason=problem)
             await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=False)
             raise PurchaseError(f"payment not verified on chain: {problem}", "unverified_payment")
-        await self.memory.run(self.ledger.update_purchase, request_id, "paid", tx_hash=delivery.tx_hash)
+        await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.PAID, tx_hash=delivery.tx_hash)
         decision = await self.gate(stored.seller_key)
         if not decision.admitted:
             # Paid for and delivered: the buyer keeps it. The gate only keeps it out of memory.
-            await self.memory.run(self.ledger.update_purchase, request_id, "delivered_not_ingested",
+            await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.DELIVERED_NOT_INGESTED,
                                   reason=f"ingestion gate: {decision.reason}",
                                   payload=delivery.payload)
             await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=True)
@@ -171,7 +172,7 @@ class Receiver:
                     "seller_key": stored.seller_key.hex(), "ingested": False,
                     "not_ingested_because": decision.reason, "payload": delivery.payload}
         crystal = await self._ingest(stored, delivery)
-        await self.memory.run(self.ledger.update_purchase, request_id, "completed",
+        await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.COMPLETED,
                               crystal_id=crystal.id)
         await self._outcome(stored.seller_key, "delivered_ok", listing.listing_id)
         await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=True)
@@ -217,9 +218,9 @@ class Receiver:
         purchase = await self.memory.run(self.ledger.latest_purchase, listing_id)
         if purchase is None:
             raise PurchaseRefused(f"no purchase of {listing_id} recorded", "unknown_purchase")
-        if purchase.state == "completed":
+        if purchase.state == PurchaseState.COMPLETED:
             raise PurchaseRefused(f"already received as crystal {purchase.crystal_id}", "completed")
-        if purchase.state == "delivered_not_ingested" and purchase.payload is not None:
+        if purchase.state == PurchaseState.DELIVERED_NOT_INGESTED and purchase.payload is not None:
             return {"request_id": purchase.request_id, "listing_id": purchase.listing_id,
                     "price_micro_usdc": purchase.price_micro_usdc, "tx_hash": purchase.tx_hash,
                     "crystal_id": None, "ingested": False, "payload": purchase.payload}

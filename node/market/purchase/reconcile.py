@@ -14,6 +14,7 @@ import trio
 from node.chain import SettlementEngine
 from node.db import Database
 from node.market.ledger import MarketLedger
+from node.market.states import SaleState
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,8 @@ async def reconcile_settlements(engine: SettlementEngine, db: Database, ledger: 
             # sale left it 'authorized' although the money arrived.
             for row in rows:
                 nonce = "0x" + row.authorization.nonce.hex()
-                state = "settled" if row.settled else ("failed" if row.state == "failed" else None)
+                state = SaleState.SETTLED if row.settled else (
+                    SaleState.FAILED if row.state == "failed" else None)  # the chain ledger's row state
                 if state is not None:
                     await db.run(ledger.sale_followed_settlement,
                                  row.authorization.from_address, nonce, state, row.tx_hash)

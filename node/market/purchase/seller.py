@@ -36,6 +36,7 @@ from node.crystals import LOCAL_ONLY_SCOPES, CrystalNotFound, Sensitivity, now_m
 from node.market.book import ListingBook, StoredListing
 from node.market.ledger import MarketLedger, Sale
 from node.market.purchase.wire import authorization_of
+from node.market.states import SaleState
 from node.memory import AsyncMemory
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity
@@ -210,7 +211,7 @@ class Seller:
             buyer_address=authorization.from_address,
             price_micro_usdc=stored.listing.price_micro_usdc,
             auth_nonce="0x" + authorization.nonce.hex(),
-            state="authorized",
+            state=SaleState.AUTHORIZED,
             tx_hash=None,
             reason=None,
             created_at_ms=created,
@@ -228,7 +229,7 @@ class Seller:
             ):
                 return self._error(message.request_id, ERROR_BAD_REQUEST,
                                    "request id already used for another purchase")
-            if existing.state in ("settled", "delivered") and existing.tx_hash:
+            if existing.state in (SaleState.SETTLED, SaleState.DELIVERED) and existing.tx_hash:
                 return self._deliver(message.request_id, stored, crystal.text, existing.tx_hash)
         await self.memory.run(self.ledger.record_sale, sale)
         try:
@@ -237,21 +238,21 @@ class Seller:
             )
         except PaymentRejected as error:
             metrics.SETTLEMENTS.labels(outcome="rejected").inc()
-            await self.memory.run(self.ledger.update_sale, sale.request_id, "rejected", None, str(error))
+            await self.memory.run(self.ledger.update_sale, sale.request_id, SaleState.REJECTED, None, str(error))
             return self._error(message.request_id, ERROR_PAYMENT_INVALID, str(error))
         except (ChainUnavailable, ChainError) as error:
             metrics.SETTLEMENTS.labels(outcome="failed").inc()
-            await self.memory.run(self.ledger.update_sale, sale.request_id, "failed", None, str(error))
+            await self.memory.run(self.ledger.update_sale, sale.request_id, SaleState.FAILED, None, str(error))
             return self._error(message.request_id, ERROR_SETTLEMENT_FAILED, str(error))
         metrics.SETTLEMENTS.labels(outcome="ok" if settlement.settled else "failed").inc()
         if not settlement.settled or not settlement.tx_hash:
             reason = settlement.reason or settlement.state
-            await self.memory.run(self.ledger.update_sale, sale.request_id, "failed",
+            await self.memory.run(self.ledger.update_sale, sale.request_id, SaleState.FAILED,
                                   settlement.tx_hash, reason)
             return self._error(message.request_id, ERROR_SETTLEMENT_FAILED, f"not settled: {reason}")
-        await self.memory.run(self.ledger.update_sale, sale.request_id, "settled", settlement.tx_hash)
+        await self.memory.run(self.ledger.update_sale, sale.request_id, SaleState.SETTLED, settlement.tx_hash)
         reply = self._deliver(message.request_id, stored, crystal.text, settlement.tx_hash)
-        await self.memory.run(self.ledger.update_sale, sale.request_id, "delivered")
+        await self.memory.run(self.ledger.update_sale, sale.request_id, SaleState.DELIVERED)
         if self.on_sale:
             await self.on_sale(sale)
         return reply
@@ -272,14 +273,14 @@ class Seller:
         if sale is None:
             return self._error(message.request_id, ERROR_UNKNOWN_LISTING,
                                "no sale of this listing to you is recorded")
-        if sale.state not in ("settled", "delivered") or sale.tx_hash != message.tx_hash:
+        if sale.state not in (SaleState.SETTLED, SaleState.DELIVERED) or sale.tx_hash != message.tx_hash:
             # A crash may have left the sale 'authorized' after the transfer went through:
             # ask the settlement ledger (reconciled against the chain at start-up).
             confirmed = await self._confirmed_tx(sale)
             if confirmed != message.tx_hash:
                 return self._error(message.request_id, ERROR_PAYMENT_INVALID,
                                    "that transaction does not settle a sale to you")
-            await self.memory.run(self.ledger.update_sale, sale.request_id, "settled", confirmed)
+            await self.memory.run(self.ledger.update_sale, sale.request_id, SaleState.SETTLED, confirmed)
         stored = await self.memory.run(self.listings.get, sale.listing_id)
         if stored is None:
             return self._error(message.request_id, ERROR_UNKNOWN_LISTING, "listing unknown")
@@ -287,7 +288,7 @@ class Seller:
             crystal = await self.memory.get_stored(sale.crystal_id)
         except CrystalNotFound:
             return self._error(message.request_id, ERROR_NOT_FOR_SALE, "the skill is gone")
-        await self.memory.run(self.ledger.update_sale, sale.request_id, "delivered")
+        await self.memory.run(self.ledger.update_sale, sale.request_id, SaleState.DELIVERED)
         return self._deliver(message.request_id, stored, crystal.text, message.tx_hash)
 
     async def _confirmed_tx(self, sale: Sale) -> str | None:

@@ -42,6 +42,7 @@ from node.crystals import CrystalNotFound, now_ms
 from node.market.book import StoredListing
 from node.market.ledger import SALE_SETTLED_STATES, Sale
 from node.market.purchase.seller import CLOCK_SLACK_S, QUOTE_VALID_S, Refusal, Seller
+from node.market.states import SaleState
 from protocol.purchase import content_hash
 
 log = logging.getLogger(__name__)
@@ -132,7 +133,7 @@ class X402Seller:
             stable_skill_id=stored.listing.stable_skill_id,
             buyer_key=BUYER_KEY_PREFIX + authorization.from_address,
             buyer_address=authorization.from_address, price_micro_usdc=price,
-            auth_nonce=authorization.key[1], state="authorized", tx_hash=None, reason=None,
+            auth_nonce=authorization.key[1], state=SaleState.AUTHORIZED, tx_hash=None, reason=None,
             created_at_ms=created, updated_at_ms=created,
         )
         await seller.memory.run(seller.ledger.record_sale, sale)
@@ -144,26 +145,26 @@ class X402Seller:
             # the settlement ledger, reconciled against the chain, knows whether it paid.
             confirmed = await seller._confirmed_tx(sale) if error.reason == "replayed" else None
             if confirmed is not None:
-                await seller.memory.run(seller.ledger.update_sale, request_id, "settled", confirmed)
+                await seller.memory.run(seller.ledger.update_sale, request_id, SaleState.SETTLED, confirmed)
                 return await self._deliver(sale, stored, crystal.text, confirmed)
             metrics.SETTLEMENTS.labels(outcome="rejected").inc()
-            await seller.memory.run(seller.ledger.update_sale, request_id, "rejected", None, str(error))
+            await seller.memory.run(seller.ledger.update_sale, request_id, SaleState.REJECTED, None, str(error))
             raise
         except ChainError as error:
             metrics.SETTLEMENTS.labels(outcome="failed").inc()
-            await seller.memory.run(seller.ledger.update_sale, request_id, "failed", None, str(error))
+            await seller.memory.run(seller.ledger.update_sale, request_id, SaleState.FAILED, None, str(error))
             raise
         metrics.SETTLEMENTS.labels(outcome="ok" if settlement.settled else "failed").inc()
         if not settlement.settled or not settlement.tx_hash:
             reason = settlement.reason or settlement.state
-            await seller.memory.run(seller.ledger.update_sale, request_id, "failed",
+            await seller.memory.run(seller.ledger.update_sale, request_id, SaleState.FAILED,
                                     settlement.tx_hash, reason)
             raise ChainError(f"not settled: {reason}")
-        await seller.memory.run(seller.ledger.update_sale, request_id, "settled", settlement.tx_hash)
+        await seller.memory.run(seller.ledger.update_sale, request_id, SaleState.SETTLED, settlement.tx_hash)
         return await self._deliver(sale, stored, crystal.text, settlement.tx_hash)
 
     async def _deliver(self, sale: Sale, stored: StoredListing, payload: str, tx_hash: str) -> Sold:
-        await self.seller.memory.run(self.seller.ledger.update_sale, sale.request_id, "delivered")
+        await self.seller.memory.run(self.seller.ledger.update_sale, sale.request_id, SaleState.DELIVERED)
         log.info("x402 sale listing=%s payer=%s tx=%s", sale.listing_id[:16], sale.buyer_address, tx_hash)
         if self.seller.on_sale:
             await self.seller.on_sale(sale)

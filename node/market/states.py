@@ -1,0 +1,45 @@
+"""The states of a sale (seller side) and of a purchase (buyer side), written once.
+
+Both are stored as their string values in the ``sales`` and ``purchases`` tables
+(``node.market.schema``) and shown as such in the API and the CLI: a ``StrEnum``
+member is its value, so rows written before this module existed read back the same.
+
+Sale: ``authorized`` (recorded before settling) → ``settled`` → ``delivered``, or
+``rejected`` / ``failed``.
+
+Purchase: ``authorized`` (recorded before the authorization leaves the node) →
+``paid`` → ``completed``; ``pending`` (sent, outcome unknown: resumed by ``buy``
+again); ``paid_undelivered`` (money moved, skill not yet received: redeliver);
+``delivered_not_ingested`` (received, refused by the trust gate or not stored);
+or ``refused`` / ``failed`` / ``tampered``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class SaleState(StrEnum):
+    AUTHORIZED = "authorized"
+    SETTLED = "settled"
+    DELIVERED = "delivered"
+    REJECTED = "rejected"
+    FAILED = "failed"
+
+
+class PurchaseState(StrEnum):
+    AUTHORIZED = "authorized"
+    PENDING = "pending"
+    PAID = "paid"
+    COMPLETED = "completed"
+    PAID_UNDELIVERED = "paid_undelivered"
+    DELIVERED_NOT_INGESTED = "delivered_not_ingested"
+    REFUSED = "refused"
+    FAILED = "failed"
+    TAMPERED = "tampered"
+
+
+# Sales whose money has arrived; purchases whose money has left (economics, unique buyers).
+SALE_SETTLED_STATES = (SaleState.SETTLED, SaleState.DELIVERED)
+PURCHASE_PAID_STATES = (PurchaseState.PAID, PurchaseState.COMPLETED, PurchaseState.PAID_UNDELIVERED,
+                        PurchaseState.DELIVERED_NOT_INGESTED, PurchaseState.TAMPERED)
