@@ -13,7 +13,7 @@ values, but its p50 of an even count is not the median.
 
 Every benchmark ends by printing one JSON object as its last stdout line
 (``print_result``), and has a ``--smoke`` flag (``add_smoke_flag``/``smoke``):
-seconds, tiny sizes, the same code path; tests/integration/test_bench_smoke.py
+seconds, tiny sizes, the same code path; tests/integration/node/test_bench_smoke.py
 runs every benchmark that way so none can rot.
 
 Imported as a sibling (``from _bench import ...``): ``python scripts/x.py`` puts

@@ -10,7 +10,7 @@ Shows, on real data dirs and the real code path (``Memory.consolidate``,
 5. a testament carried to a fresh node and ranking there below local knowledge.
 
 Usage: ``python scripts/memory_weeks.py [--embedder hashing|minilm] [--keep DIR]``.
-The last line is a JSON summary; tests/integration/test_memory_weeks.py runs it.
+The last line is a JSON summary; tests/integration/memory/test_memory_weeks.py runs it.
 """
 
 from __future__ import annotations

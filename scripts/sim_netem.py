@@ -21,7 +21,7 @@ buyer-seller connection is direct within ``--dcutr-wait-s``), ``relay_bytes``, a
 every trader's on-chain USDC delta against the prices paid. Prints a summary, the last line is JSON. Without root (or iproute2) it
 prints why and exits 0 with ``{"skipped": ...}``. ``--smoke``: 6 nodes (2 behind
 NAT), 1 listing, 1 purchase of each kind (not run by the suite: it needs root and network
-namespaces, see tests/integration/test_bench_smoke.py). Namespaces are removed at exit.
+namespaces, see tests/integration/node/test_bench_smoke.py). Namespaces are removed at exit.
 Nodes use the hashing embedder: this measures the network, not embeddings.
 """
 

@@ -3,7 +3,7 @@
 The rule: a test module imports the product, ``tests.support`` and
 ``tests.fixtures`` (and gets fixtures from conftest.py), never another test
 module and never ``scripts/``; a script may import ``tests.support``, never a
-test module. tests/unit/test_suite_layout.py enforces it.
+test module. tests/unit/node/test_suite_layout.py enforces it.
 
 - ``wait``: ``wait_until`` / ``wait_until_async``, instead of sleeps
 - ``tools``: a missing tool skips locally and fails under ``CI=true``

@@ -15,7 +15,7 @@ the ``Authorization`` header.
   ignored, missing ones kept in fused order).
 
 The endpoint is a boundary this machine cannot run a model behind: it is
-tested against a local stub server only (tests/integration/test_llm_stage.py),
+tested against a local stub server only (tests/integration/search/test_llm_stage.py),
 never against a real model, and its effect on retrieval quality is unmeasured.
 A failing, slow or garbled endpoint never fails a search: the stage is skipped
 (logged) and the fused ranking returned.

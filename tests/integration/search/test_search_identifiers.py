@@ -10,7 +10,7 @@ import pytest
 
 from node.memory.facade import Memory, SearchRequest
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "retrieval_v2.json"
+DATA = Path(__file__).resolve().parents[2] / "data" / "retrieval_v2.json"
 
 TWINS = [
     "ERR-4091 from the payments gateway means the idempotency key was reused with a different body.",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from node.crystals.governance import sensitive_classes
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "sensitivity_set.jsonl"
+DATA = Path(__file__).resolve().parents[2] / "data" / "sensitivity_set.jsonl"
 
 
 def test_held_out_precision_and_recall() -> None:

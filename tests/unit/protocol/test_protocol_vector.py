@@ -10,7 +10,7 @@ from protocol.envelope import open_envelope, seal
 from protocol.identity import Identity
 from protocol.messages import WeatherAlert
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
 
 SEED = bytes(range(32))
 PUBLIC_KEY = "03a107bff3ce10be1d70dd18e74bc09967e4d6309ba50d5f1ddc8664125531b8"

@@ -3,7 +3,8 @@
 A test module may import ``tests.support`` and ``tests.fixtures``; shared fixtures
 come from conftest.py. Scripts may import ``tests.support`` and nothing else of
 ``tests``. Scripts are run (a subprocess), never imported or loaded from a path
-by a test.
+by a test. Tests are grouped in folders by concept, as the product is: no folder of
+the suite holds more than 15 modules directly (``scripts/check_layers.py``'s rule).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHARED = ("tests.support", "tests.fixtures")
 
 
@@ -61,3 +62,14 @@ def test_scripts_import_only_the_support_layer_of_tests() -> None:
              for line, module in _imports(path)
              if module.startswith("tests") and module != "tests" and not module.startswith("tests.support")]
     assert wrong == []
+
+
+def test_no_folder_of_the_suite_holds_more_than_15_modules() -> None:
+    crowded = {}
+    for folder in [ROOT / "tests", *sorted((ROOT / "tests").rglob("*/"))]:
+        if "data" in folder.relative_to(ROOT).parts or folder.name == "__pycache__":
+            continue
+        modules = [path for path in folder.glob("*.py") if path.name not in ("__init__.py", "conftest.py")]
+        if len(modules) > 15:
+            crowded[str(folder.relative_to(ROOT))] = len(modules)
+    assert crowded == {}

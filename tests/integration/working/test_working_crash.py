@@ -23,7 +23,7 @@ from node.memory.working.backend import MemoryBackend
 from node.memory.working.working import WorkingMemory
 
 CHILD = Path(__file__).with_name("working_crash_child.py")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PRE_NOTES = ["User's name is Douglas", "Deadline for the API migration is March 20th",
              "Never use semicolons in JS"]
 NEW_NOTES = ["The staging cluster is stg-07", "User prefers weekly summaries"]

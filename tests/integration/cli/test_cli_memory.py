@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.cli import Cli
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CRYSTALMESH = Path(sys.executable).parent / "crystalmesh"
 
 

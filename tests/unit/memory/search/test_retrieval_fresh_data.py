@@ -20,7 +20,7 @@ import pytest
 
 from tests.support import retrieval
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 KINDS = {"paraphrase", "identifier", "keyword", "multi-hop", "negation-trap"}
 # set name -> (minimum memories, minimum queries per kind)
 SETS = {

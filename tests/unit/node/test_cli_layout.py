@@ -19,7 +19,7 @@ from node.api.client import ApiClient
 from node.cli.local import LocalNode
 from node.cli.main import cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CLI_DIR = ROOT / "node" / "cli"
 GROUP_FILES = {"node", "memory", "skill", "market", "bounty", "wallet", "weather", "trust", "devnet",
                "models", "mcp"}

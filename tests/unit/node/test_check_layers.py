@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_layers.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "check_layers.py"
 
 
 def _check(root: Path) -> list[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPTS = REPO / "scripts"
 LEFT_OUT = {
     # Needs root, network namespaces (CAP_SYS_ADMIN) and iproute2/ethtool, which
