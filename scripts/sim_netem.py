@@ -59,6 +59,7 @@ class Node:
         self.executor = ThreadPoolExecutor(1, initializer=enter_namespace, initargs=(ns,))
         self.info: dict[str, Any] = {}
         self._client: httpx.Client | None = None
+        self.process: Any = None
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return self.executor.submit(fn, *args).result()
@@ -148,8 +149,34 @@ class Sim:
 
     def spawn(self, node: Node) -> None:
         env = os.environ | {"PYTHONPATH": str(REPO)}
-        self.topology.spawn(node.ns, [sys.executable, "-m", "node.cli.main", "--data-dir",
-                                      str(node.data_dir), "run"], node.data_dir / "node.log", env)
+        node.process = self.topology.spawn(
+            node.ns, [sys.executable, "-m", "node.cli.main", "--data-dir", str(node.data_dir), "run"],
+            node.data_dir / "node.log", env)
+
+    def restart_on_new_port(self, node: Node, port: int) -> None:
+        """kill -9 the node's process and start it again listening on ``port``."""
+        node.process.kill()
+        node.process.wait(timeout=30)
+        config = node.data_dir / "node.toml"
+        config.write_text(config.read_text().replace(f"/tcp/{P2P_PORT}", f"/tcp/{port}"))
+        node._client = None
+        self.spawn(node)
+
+    def catalogue(self, seller: Node, count: int) -> list[str]:
+        """``count`` proven skills on ``seller``, then published at once (``POST /v1/skills/publish``)."""
+        for n in range(count):
+            crystal = seller.api("POST", "/v1/crystals", {
+                "text": SKILL.format(n=f"catalogue-{seller.name}-{n}") + f" (variant {n})",
+                "type": "skill", "scope": "public", "category": "ops"})
+            for _ in range(3):
+                seller.api("POST", f"/v1/skills/{crystal['id']}/executions",
+                           {"success": True, "reward": 0.9})
+        published: list[str] = []
+        while True:
+            answer = seller.api("POST", "/v1/skills/publish", {"all": True, "limit": 128})
+            published += [item["listing_id"] for item in answer["published"]]
+            if not answer["published"] or answer["remaining"] == 0:
+                return published
 
     def usdc(self, address: str) -> int:
         from node.chain.wallet import balances
@@ -361,7 +388,26 @@ def measure(sim: Sim) -> dict[str, Any]:
     caught = sim.listings_everywhere(ids, [late], args.late_timeout_s)[late.name]
     catch_up = (max(caught.values()) - joined) if len(caught) == len(ids) else None
 
+    restart = restart_refound(sim, args.restart_timeout_s)
+
+    catalogue: dict[str, Any] = {"published": 0, "reached_all_nodes_s": None}
+    if args.catalogue:
+        print(f"catalogue: one public node publishes {args.catalogue} skills at once", file=sys.stderr)
+        seller = nodes[2]
+        started_s = time.monotonic()
+        published = sim.catalogue(seller, args.catalogue)
+        publishing_s = time.monotonic() - started_s
+        started_s = time.monotonic()
+        seen = sim.listings_everywhere(published, nodes, 120)
+        everywhere = all(len(found) == len(published) for found in seen.values())
+        catalogue = {"published": len(published),
+                     "publish_s": round(publishing_s, 1),
+                     "reached_all_nodes_s": round(time.monotonic() - started_s, 1) if everywhere else None,
+                     "missing": sum(len(published) - len(found) for found in seen.values())}
+
     return {
+        "restart_refound_s": restart,
+        "catalogue": catalogue,
         "nodes": len(nodes), "nat_nodes": args.nat, "link_model": sim.link_model,
         "delay_ms": args.delay_ms, "jitter_ms": args.jitter_ms, "loss": args.loss,
         "peers_per_node": quantiles([float(v) for v in peers.values()]),
@@ -382,6 +428,27 @@ def measure(sim: Sim) -> dict[str, Any]:
     }
 
 
+def restart_refound(sim: Sim, timeout_s: float) -> float | None:
+    """A public node is killed (-9) and restarted on a new port: seconds until every peer that
+    was connected to it is connected to it again (None: not within ``timeout_s``)."""
+    victim = next(node for node in sim.nodes[2:] if not node.nat)
+    peer_id = victim.info["peer_id"]
+    knew = [node for node in sim.nodes if node is not victim and any(
+        p["peer_id"] == peer_id and p["connected"] for p in node.api("GET", "/v1/peers")["peers"])]
+    print(f"churn: {victim.name} killed and restarted on a new port ({len(knew)} peers knew it)",
+          file=sys.stderr)
+    sim.restart_on_new_port(victim, P2P_PORT + 1)
+    started_s = time.monotonic()
+
+    def refound() -> bool:
+        return all(any(p["peer_id"] == peer_id and p["connected"]
+                       for p in node.api("GET", "/v1/peers")["peers"]) for node in knew)
+
+    if not wait("the restarted node re-found by every peer that knew it", refound, timeout_s, 0.5):
+        return None
+    return round(time.monotonic() - started_s, 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=25)
@@ -394,9 +461,13 @@ def main() -> None:
     parser.add_argument("--jitter-ms", type=float, default=10.0)
     parser.add_argument("--loss", type=float, default=0.01)
     parser.add_argument("--late-timeout-s", type=float, default=60.0)
+    parser.add_argument("--catalogue", type=int, default=200,
+                        help="skills one public node publishes at once (0: skip)")
+    parser.add_argument("--restart-timeout-s", type=float, default=60.0)
     parser.add_argument("--keep", action="store_true", help="keep the data dirs (logs)")
     add_smoke_flag(parser)
-    args = smoke(parser.parse_args(), nodes=6, nat=1, listings=1, buyers=1, late_timeout_s=30.0)
+    args = smoke(parser.parse_args(), nodes=6, nat=2, listings=1, purchases=1, late_timeout_s=30.0,
+                 catalogue=20)
     reason = why_not_available()
     if reason:
         print(f"sim_netem: skipped: {reason}", file=sys.stderr)
