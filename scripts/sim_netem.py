@@ -441,8 +441,10 @@ def restart_refound(sim: Sim, timeout_s: float) -> float | None:
     started_s = time.monotonic()
 
     def refound() -> bool:
-        return all(any(p["peer_id"] == peer_id and p["connected"]
-                       for p in node.api("GET", "/v1/peers")["peers"]) for node in knew)
+        # Asked of the new process (the old one's connections died with it): a connection is
+        # both ends', so its peers list says which of the peers that knew it are back.
+        connected = {p["peer_id"] for p in victim.api("GET", "/v1/peers")["peers"] if p["connected"]}
+        return all(node.info["peer_id"] in connected for node in knew)
 
     if not wait("the restarted node re-found by every peer that knew it", refound, timeout_s, 0.5):
         return None
