@@ -1,5 +1,5 @@
 """Issue 26 delivery 5: a seller publishes a catalogue of 200 skills (real nodes over libp2p,
-``market_nodes.py``). Before, the 31st announcement failed on the seller's own node
+``tests/support/market.py``). Before, the 31st announcement failed on the seller's own node
 (``rate_limited``: listings 10/min, burst 30 per origin). Now ``POST /v1/skills/publish`` (the
 route `skill publish --all` and the MCP tool call) carries them in signed batches of up to 128
 listings, every node online takes all 200, and a node that joins later gets the whole

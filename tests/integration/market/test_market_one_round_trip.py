@@ -1,5 +1,5 @@
 """Issue 26 delivery 2: a purchase in one round trip to the seller (two real nodes over
-libp2p and an eth-tester chain, ``market_nodes.py``).
+libp2p and an eth-tester chain, ``tests/support/market.py``).
 
 The buyer signs its EIP-3009 authorization from the signed listing it holds and sends it with
 the request; the seller checks it against its listing as it stands, settles and delivers. A
