@@ -18,7 +18,10 @@ catch-up. Reachability (issue 26): each node's AutoNAT verdict, ``--purchases`` 
 each kind (public seller, NATed seller, NATed buyer from NATed seller: a relay
 carries the first connection), ``direct_after_dcutr`` (share of NAT purchases whose
 buyer-seller connection is direct within ``--dcutr-wait-s``), ``relay_bytes``, and
-every trader's on-chain USDC delta against the prices paid. Prints a summary, the last line is JSON. Without root (or iproute2) it
+every trader's on-chain USDC delta against the prices paid; a burst (``--burst`` listings
+of one seller bought by ``--burst-buyers`` buyers, ``--burst-at-once`` each at a time),
+churn (``restart_refound_s``: a public node killed -9 and restarted on a new port) and a
+``--catalogue`` published at once. Prints a summary, the last line is JSON. Without root (or iproute2) it
 prints why and exits 0 with ``{"skipped": ...}``. ``--smoke``: 6 nodes (2 behind
 NAT), 1 listing, 1 purchase of each kind (not run by the suite: it needs root and network
 namespaces, see tests/integration/node/test_bench_smoke.py). Namespaces are removed at exit.
@@ -34,6 +37,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -269,6 +273,50 @@ class Sim:
             return False, (time.monotonic() - started) * 1000, error.response.text[:160]
 
 
+def burst(sim: Sim, seller: Node, buyers: list[Node], listings_n: int,
+          at_once_per_buyer: int) -> dict[str, Any]:
+    """Issue 26 item 6 over the simulated network: every buyer buys each of ``listings_n``
+    listings of one seller, ``at_once_per_buyer`` at a time each; every purchase must
+    complete and every balance move by exactly the prices paid."""
+    listings = [sim.publish(seller, 1000 + n) for n in range(listings_n)]
+    ids = [listing["listing_id"] for listing in listings]
+    sim.listings_everywhere(ids, buyers, 120)
+    traders = [seller, *buyers]
+    before = {node.name: sim.usdc(node.info["wallet_address"]) for node in traders}
+
+    def buy_all(buyer: Node) -> list[tuple[bool, float, str, int]]:
+        token = (buyer.data_dir / "api.token").read_text().strip()
+        local = threading.local()
+
+        def one(listing_id: str) -> tuple[bool, float, str, int]:
+            if not hasattr(local, "client"):
+                local.client = httpx.Client(base_url=f"http://127.0.0.1:{API_PORT}", timeout=180,
+                                            headers={"Authorization": f"Bearer {token}"})
+            started = time.monotonic()
+            answer = local.client.post("/v1/purchases", json={
+                "listing_id": listing_id, "max_price_micro_usdc": 1_000_000})
+            spent = (time.monotonic() - started) * 1000
+            if answer.status_code != 200:
+                return False, spent, answer.text[:160], 0
+            return True, spent, "", int(answer.json()["price_micro_usdc"])
+
+        with ThreadPoolExecutor(at_once_per_buyer, initializer=enter_namespace,
+                                initargs=(buyer.ns,)) as pool:
+            return list(pool.map(one, ids))
+
+    with ThreadPoolExecutor(len(buyers)) as pool:
+        results = dict(zip([b.name for b in buyers], pool.map(buy_all, buyers), strict=True))
+    after = {node.name: sim.usdc(node.info["wallet_address"]) for node in traders}
+    paid = {name: sum(row[3] for row in rows) for name, rows in results.items()}
+    exact = (after[seller.name] - before[seller.name] == sum(paid.values()) and all(
+        before[name] - after[name] == paid[name] for name in paid))
+    rows = [row for found in results.values() for row in found]
+    return {"ok": sum(row[0] for row in rows), "total": len(rows),
+            "at_once": at_once_per_buyer * len(buyers),
+            "duration_ms": quantiles([row[1] for row in rows if row[0]]),
+            "errors": sorted({row[2] for row in rows if not row[0]})[:3], "balances_exact": exact}
+
+
 def reach(node: Node) -> dict[str, Any]:
     """The node's reachability status (a node without it, from before issue 26: unknown)."""
     found: dict[str, Any] = node.api("GET", "/v1/status").get("reachability") or {
@@ -377,6 +425,15 @@ def measure(sim: Sim) -> dict[str, Any]:
                 "duration_ms": quantiles([row[1] for row in rows if row[0]]),
                 "errors": sorted({row[2][:120] for row in rows if not row[0]})[:3]}
 
+    # Before the weather drill: its lock-down rightly halts purchases from provisional sellers.
+    burst_result: dict[str, Any] | None = None
+    if args.burst:
+        burst_seller = public[-1]
+        burst_buyers = [node for node in nodes[1:] if node is not burst_seller][: args.burst_buyers]
+        print(f"burst: {len(burst_buyers)} buyers x {args.burst} listings of {burst_seller.name}, "
+              f"{args.burst_at_once} at once each", file=sys.stderr)
+        burst_result = burst(sim, burst_seller, burst_buyers, args.burst, args.burst_at_once)
+
     print("weather: management broadcasts a lock-down", file=sys.stderr)
     lock, unlocked = sim.weather_lock()
 
@@ -389,6 +446,7 @@ def measure(sim: Sim) -> dict[str, Any]:
     catch_up = (max(caught.values()) - joined) if len(caught) == len(ids) else None
 
     restart = restart_refound(sim, args.restart_timeout_s)
+
 
     catalogue: dict[str, Any] = {"published": 0, "reached_all_nodes_s": None}
     if args.catalogue:
@@ -407,6 +465,7 @@ def measure(sim: Sim) -> dict[str, Any]:
 
     return {
         "restart_refound_s": restart,
+        "burst": burst_result,
         "catalogue": catalogue,
         "nodes": len(nodes), "nat_nodes": args.nat, "link_model": sim.link_model,
         "delay_ms": args.delay_ms, "jitter_ms": args.jitter_ms, "loss": args.loss,
@@ -466,10 +525,14 @@ def main() -> None:
     parser.add_argument("--catalogue", type=int, default=200,
                         help="skills one public node publishes at once (0: skip)")
     parser.add_argument("--restart-timeout-s", type=float, default=60.0)
+    parser.add_argument("--burst", type=int, default=25,
+                        help="listings of one seller each burst buyer buys (0: no burst)")
+    parser.add_argument("--burst-buyers", type=int, default=4)
+    parser.add_argument("--burst-at-once", type=int, default=5, help="purchases in flight per buyer")
     parser.add_argument("--keep", action="store_true", help="keep the data dirs (logs)")
     add_smoke_flag(parser)
     args = smoke(parser.parse_args(), nodes=6, nat=2, listings=1, purchases=1, late_timeout_s=30.0,
-                 catalogue=20)
+                 catalogue=20, burst=2, burst_buyers=2, burst_at_once=2)
     reason = why_not_available()
     if reason:
         print(f"sim_netem: skipped: {reason}", file=sys.stderr)
