@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check the import layering of ``protocol/`` and ``node/`` (stdlib ``ast`` only).
+"""Check the import layering of ``protocol/`` and ``node/`` (``ast``: nothing checked is imported).
 
 Fails (exit 1) on:
 
@@ -28,6 +28,8 @@ import ast
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from node.face import exports_of
 
 PACKAGES = ("protocol", "node")
 TOP_LAYERS = ("node.api", "node.cli", "node.service", "node.agent")
@@ -179,25 +181,12 @@ def package_of(name: str) -> str:
     return ".".join(parts[:2]) if parts[0] == "node" and len(parts) > 1 else parts[0]
 
 
-def face_exports(path: Path) -> dict[str, str]:
-    """``{name: module it comes from}`` of a package face (node/face.py's TYPE_CHECKING block)."""
-    exports: dict[str, str] = {}
-    for statement in ast.parse(path.read_text(encoding="utf-8")).body:
-        if (isinstance(statement, ast.If) and isinstance(statement.test, ast.Name)
-                and statement.test.id == "TYPE_CHECKING"):
-            for item in statement.body:
-                if isinstance(item, ast.ImportFrom) and item.module:
-                    for alias in item.names:
-                        exports[alias.asname or alias.name] = item.module
-    return exports
-
-
 def _packages(modules: dict[str, Path]) -> set[str]:
     return {name for name, path in modules.items() if path.name == "__init__.py"}
 
 
 def past_the_face(source: str, node: ast.ImportFrom, module: str, modules: dict[str, Path],
-                  packages: set[str]) -> Iterator[str]:
+                  faces: dict[str, set[str]]) -> Iterator[str]:
     """Why each name of ``from module import ...`` in ``source`` reaches past a face."""
     if not _within(module, "node"):
         return
@@ -206,18 +195,21 @@ def past_the_face(source: str, node: ast.ImportFrom, module: str, modules: dict[
         parts = target.split(".")
         for depth in range(2, len(parts) + 1):
             package = ".".join(parts[:depth])
-            if package not in packages or _within(source, package):
+            if package not in faces or _within(source, package):
                 continue
             # The outermost package that holds the target and not the importer: its face.
             if module != package:
                 yield f"{target} is behind the face of {package}"
-            elif alias.name not in face_exports(modules[package]):
+            elif alias.name not in faces[package]:
                 yield f"{package} does not export {alias.name} (add it to its face)"
             break
 
 
 def face_problems(root: Path, modules: dict[str, Path]) -> Iterator[str]:
     packages = _packages(modules)
+    # What each face exports, read by the same rule the face itself runs on (node/face.py).
+    faces = {package: set(exports_of(modules[package].read_text(encoding="utf-8")))
+             for package in packages}
     for name, path in modules.items():
         if path.name == "__init__.py" or not _within(name, "node"):
             continue
@@ -225,7 +217,7 @@ def face_problems(root: Path, modules: dict[str, Path]) -> Iterator[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 module = _resolve(name, False, node)
-                for why in past_the_face(name, node, module, modules, packages):
+                for why in past_the_face(name, node, module, modules, faces):
                     yield f"past a face: {path.relative_to(root)}:{node.lineno} {why}"
             elif isinstance(node, ast.Import):
                 for alias in node.names:

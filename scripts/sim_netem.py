@@ -37,7 +37,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -286,22 +285,22 @@ def burst(sim: Sim, seller: Node, buyers: list[Node], listings_n: int,
 
     def buy_all(buyer: Node) -> list[tuple[bool, float, str, int]]:
         token = (buyer.data_dir / "api.token").read_text().strip()
-        local = threading.local()
+        # One client (thread-safe, pooled); its connections are opened by the pool's threads,
+        # which are in the buyer's namespace.
+        client = httpx.Client(base_url=f"http://127.0.0.1:{API_PORT}", timeout=180,
+                              headers={"Authorization": f"Bearer {token}"})
 
         def one(listing_id: str) -> tuple[bool, float, str, int]:
-            if not hasattr(local, "client"):
-                local.client = httpx.Client(base_url=f"http://127.0.0.1:{API_PORT}", timeout=180,
-                                            headers={"Authorization": f"Bearer {token}"})
             started = time.monotonic()
-            answer = local.client.post("/v1/purchases", json={
+            answer = client.post("/v1/purchases", json={
                 "listing_id": listing_id, "max_price_micro_usdc": 1_000_000})
             spent = (time.monotonic() - started) * 1000
             if answer.status_code != 200:
                 return False, spent, answer.text[:160], 0
             return True, spent, "", int(answer.json()["price_micro_usdc"])
 
-        with ThreadPoolExecutor(at_once_per_buyer, initializer=enter_namespace,
-                                initargs=(buyer.ns,)) as pool:
+        with client, ThreadPoolExecutor(at_once_per_buyer, initializer=enter_namespace,
+                                        initargs=(buyer.ns,)) as pool:
             return list(pool.map(one, ids))
 
     with ThreadPoolExecutor(len(buyers)) as pool:

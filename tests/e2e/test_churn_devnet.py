@@ -12,7 +12,7 @@ import pytest
 from node.chain.localchain import free_port
 from node.net import saved_peers
 from tests.support.devnet import Devnet
-from tests.support.wait import wait_until as wait_for
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -56,13 +56,13 @@ def test_a_killed_node_restarted_on_a_new_port_is_reconnected_to_every_peer(
     others = [name for name in devnet.names if name != moving]
     moving_id = peer_id(devnet, moving)
     other_ids = {peer_id(devnet, name) for name in others}
-    wait_for(lambda: other_ids <= connected(devnet, moving), 60, "a connected devnet")
-    wait_for(lambda: other_ids <= saved(devnet, moving), 60, "peers saved")
+    wait_until(lambda: other_ids <= connected(devnet, moving), 60, "a connected devnet")
+    wait_until(lambda: other_ids <= saved(devnet, moving), 60, "peers saved")
     old_addrs = devnet.api(moving).get("/v1/status")["listen_addrs"]
 
     started = restart_on_new_port(devnet, moving)
     assert devnet.api(moving).get("/v1/status")["listen_addrs"] != old_addrs
-    wait_for(lambda: all(moving_id in connected(devnet, name) for name in others),
+    wait_until(lambda: all(moving_id in connected(devnet, name) for name in others),
              REFOUND_WITHIN_S, "every peer connected to the restarted node again")
     print(f"re-found by every peer {time.monotonic() - started:.1f} s after the restart")
 
@@ -73,10 +73,10 @@ def test_a_node_restarted_with_no_bootstrap_reconnects_from_its_saved_peers(
     others = [name for name in devnet.names if name != moving]
     moving_id = peer_id(devnet, moving)
     other_ids = {peer_id(devnet, name) for name in others}
-    wait_for(lambda: other_ids <= saved(devnet, moving), 60, "peers saved")
+    wait_until(lambda: other_ids <= saved(devnet, moving), 60, "peers saved")
 
     started = restart_on_new_port(devnet, moving, bootstrap="")
-    wait_for(lambda: other_ids <= connected(devnet, moving), REFOUND_WITHIN_S,
+    wait_until(lambda: other_ids <= connected(devnet, moving), REFOUND_WITHIN_S,
              "reconnected to its saved peers")
     assert all(moving_id in connected(devnet, name) for name in others)
     print(f"reconnected from saved peers {time.monotonic() - started:.1f} s after the restart")

@@ -16,7 +16,7 @@ from node.net.discovery import DiscoveryConfig
 from node.net.gossip_config import GossipConfig
 from node.net.service import NetService
 from protocol.identity import Identity
-from tests.support.wait import wait_until_async as wait_until
+from tests.support.wait import wait_until_async
 
 FAST = DiscoveryConfig(target_peers=4, max_kept=8, interval_s=2.0, fast_interval_s=0.5,
                        lookup_timeout_s=10.0)
@@ -63,10 +63,10 @@ async def test_a_peer_restarted_on_a_new_port_is_found_again_through_the_dht(
     await start(nursery, keeper)
     old_addr = moving.listen_addrs()[0]
     keeper.connect(old_addr)  # the keeper redials it whenever it drops
-    await wait_until(lambda: moving.peer_id in keeper.connected_peers(), 30, "keeper connected")
+    await wait_until_async(lambda: moving.peer_id in keeper.connected_peers(), 30, "keeper connected")
 
     await crash(moving, moving_scope)
-    await wait_until(lambda: moving.host.get_id() in keeper.peer_manager.unreachable(), 30,
+    await wait_until_async(lambda: moving.host.get_id() in keeper.peer_manager.unreachable(), 30,
                      "the keeper failing to redial the old address")
 
     # Same identity, a new port; it knows only the hub, serves the DHT and looks nobody up
@@ -75,7 +75,7 @@ async def test_a_peer_restarted_on_a_new_port_is_found_again_through_the_dht(
     await start(nursery, restarted)
     assert restarted.listen_addrs()[0] != old_addr
     started = trio.current_time()
-    await wait_until(lambda: restarted.peer_id in keeper.connected_peers(), REFOUND_WITHIN_S,
+    await wait_until_async(lambda: restarted.peer_id in keeper.connected_peers(), REFOUND_WITHIN_S,
                      "the keeper to find the restarted peer again")
     print(f"re-found after {trio.current_time() - started:.1f} s")
     assert keeper.peer_id not in [p.peer_id for p in restarted.peers() if p.kept]
@@ -90,9 +90,9 @@ async def test_a_kept_peer_is_redialled_on_a_fresh_address_despite_the_stale_one
     keeper = node(Identity.generate(), [], DiscoveryConfig(enabled=False))
     await start(nursery, keeper)
     keeper.connect(peer.listen_addrs()[0])
-    await wait_until(lambda: peer.peer_id in keeper.connected_peers(), 30, "connected")
+    await wait_until_async(lambda: peer.peer_id in keeper.connected_peers(), 30, "connected")
     await crash(peer, peer_scope)
-    await wait_until(lambda: peer.host.get_id() in keeper.peer_manager.unreachable(), 30,
+    await wait_until_async(lambda: peer.host.get_id() in keeper.peer_manager.unreachable(), 30,
                      "a failed redial")
 
     # It comes back on a new port, knowing nobody; its new address reaches the keeper's
@@ -102,7 +102,7 @@ async def test_a_kept_peer_is_redialled_on_a_fresh_address_despite_the_stale_one
     new_addr = multiaddr.Multiaddr(restarted.listen_addrs()[0].split("/p2p/")[0])
     keeper.host.get_peerstore().add_addrs(restarted.host.get_id(), [new_addr], 600)
     keeper.peer_manager.wake()
-    await wait_until(lambda: restarted.peer_id in keeper.connected_peers(), REFOUND_WITHIN_S,
+    await wait_until_async(lambda: restarted.peer_id in keeper.connected_peers(), REFOUND_WITHIN_S,
                      "the keeper to dial the fresh address")
 
 
@@ -121,11 +121,11 @@ async def test_a_node_restarted_without_bootstrap_dials_its_saved_peers(
     def saved() -> set[str]:
         return {p.peer_id for p in saved_peers.read(peers_path, "devnet", first.peer_id)}
 
-    await wait_until(lambda: wanted <= saved(), 30, "both peers saved")
+    await wait_until_async(lambda: wanted <= saved(), 30, "both peers saved")
     await crash(first, first_scope)
 
     # Neither peer keeps it (one is its bootstrap node, the other keeps nobody).
     again = node(identity, [], peers_path=peers_path)
     await start(nursery, again)
-    await wait_until(lambda: wanted <= set(again.connected_peers()), REFOUND_WITHIN_S,
+    await wait_until_async(lambda: wanted <= set(again.connected_peers()), REFOUND_WITHIN_S,
                      "reconnected from saved peers")

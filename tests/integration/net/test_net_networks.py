@@ -29,7 +29,7 @@ from protocol.identity import Identity
 from protocol.messages import PurchaseRequest
 from protocol.topics import DHT_PROTOCOL, SKILLS, on_network
 from tests.support.net import Inbox, make_listing
-from tests.support.wait import wait_until_async as wait_until
+from tests.support.wait import wait_until_async
 
 TESTNET = "testnet-isolation"
 
@@ -85,9 +85,9 @@ async def test_nodes_of_two_networks_never_exchange_a_message(nursery: trio.Nurs
         inboxes[net.peer_id].attach(net)
 
     # The testnet node is connected to the hub: only the protocols keep them apart.
-    await wait_until(lambda: theirs.peer_id in hub.connected_peers(), 30, "transport connection")
-    await wait_until(lambda: ours.peer_id in hub.mesh_peers(SKILLS), 30, "our mesh")
-    await wait_until(lambda: identified(hub, theirs) and identified(theirs, hub)
+    await wait_until_async(lambda: theirs.peer_id in hub.connected_peers(), 30, "transport connection")
+    await wait_until_async(lambda: ours.peer_id in hub.mesh_peers(SKILLS), 30, "our mesh")
+    await wait_until_async(lambda: identified(hub, theirs) and identified(theirs, hub)
                      and identified(hub, ours), 30, "identify both ways")
     assert on_network(DHT_PROTOCOL, TESTNET) in hub.host.get_peerstore().get_protocols(
         theirs.host.get_id())
@@ -104,11 +104,11 @@ async def test_nodes_of_two_networks_never_exchange_a_message(nursery: trio.Nurs
     listing = make_listing(hub.identity, "devnet-skill", now_ms())
     await hub.publish(SKILLS, listing)
     their_listing = make_listing(theirs.identity, "testnet-skill", now_ms())
-    await wait_until(lambda: theirs.peer_id in their_peer.mesh_peers(SKILLS), 30, "their mesh")
+    await wait_until_async(lambda: theirs.peer_id in their_peer.mesh_peers(SKILLS), 30, "their mesh")
     await theirs.publish(SKILLS, their_listing)
-    await wait_until(lambda: any(e.message() == listing for e in inboxes[ours.peer_id].listings),
+    await wait_until_async(lambda: any(e.message() == listing for e in inboxes[ours.peer_id].listings),
                      30, "the devnet listing at the devnet peer")
-    await wait_until(lambda: any(e.message() == their_listing
+    await wait_until_async(lambda: any(e.message() == their_listing
                                  for e in inboxes[their_peer.peer_id].listings),
                      30, "the testnet listing at the testnet peer")
     assert theirs.peer_id not in hub.mesh_peers(SKILLS) + hub.topic_peers(SKILLS)
@@ -156,7 +156,7 @@ async def test_a_node_speaking_the_ipfs_dht_is_not_added_to_our_routing_table(
     stock = KadDHT(ipfs.host, DHTMode.SERVER)
     await start(nursery, peer, ipfs)
     async with background_trio_service(stock):
-        await wait_until(lambda: identified(ours, ipfs) and identified(ours, peer), 30,
+        await wait_until_async(lambda: identified(ours, ipfs) and identified(ours, peer), 30,
                          "identify")
         assert IPFS_KAD in ours.host.get_peerstore().get_protocols(ipfs.host.get_id())
         assert ours.discovery is not None

@@ -18,7 +18,7 @@ from node.logs import setup_logging
 from node.net import failures
 from protocol.topics import DHT_PROTOCOL
 from tests.support.net import make_net
-from tests.support.wait import wait_until_async as wait_until
+from tests.support.wait import wait_until_async
 
 
 def counted(kind: str) -> float:
@@ -74,7 +74,7 @@ async def hiccups(nursery: trio.Nursery) -> None:
     await nursery.start(ours.run)
     other = make_net(bootstrap=[ours.listen_addrs()[0]], discovery=False)
     await nursery.start(other.run)
-    await wait_until(lambda: ours.peer_id in other.connected_peers(), 30, "connected")
+    await wait_until_async(lambda: ours.peer_id in other.connected_peers(), 30, "connected")
     before = counted(failures.DHT_STREAM)
 
     # Half a message then EOF; a reset mid-length; a length over the 4 MiB limit.
@@ -85,7 +85,7 @@ async def hiccups(nursery: trio.Nursery) -> None:
             await stream.reset()
         else:
             await stream.close()
-    await wait_until(lambda: counted(failures.DHT_STREAM) >= before + 3, 30,
+    await wait_until_async(lambda: counted(failures.DHT_STREAM) >= before + 3, 30,
                      "three DHT stream failures counted")
 
 

@@ -21,7 +21,7 @@ from node.net.service import NetService
 from protocol.envelope import Envelope, open_envelope, seal
 from protocol.messages import ErrorReply, PurchaseRequest, new_request_id
 from tests.support.net import make_net
-from tests.support.wait import wait_until_async as wait_until
+from tests.support.wait import wait_until_async
 
 
 def now_ms() -> int:
@@ -72,22 +72,22 @@ async def test_private_seller_is_reached_through_its_relay(nursery: trio.Nursery
     seller = make_net(bootstrap=[relay.listen_addrs()[0] for relay in relays], hole_punching=False)
     await start(nursery, seller)
     await serve_echo(seller)
-    await wait_until(lambda: len(seller.connected_peers()) == 2, 20, "seller connected to relays")
+    await wait_until_async(lambda: len(seller.connected_peers()) == 2, 20, "seller connected to relays")
     dead = await go_private(seller)
     status = seller.reachability_status
-    await wait_until(lambda: status()["status"] == "private", 20, "seller private")
-    await wait_until(lambda: len(status()["reservations"]) == 2, 30, "two reservations")
+    await wait_until_async(lambda: status()["status"] == "private", 20, "seller private")
+    await wait_until_async(lambda: len(status()["reservations"]) == 2, 30, "two reservations")
     assert sorted(status()["reservations"]) == sorted(relay.peer_id for relay in relays)
     circuits = [addr for addr in seller.listen_addrs() if "/p2p-circuit" in addr]
     assert len(circuits) >= 2 and all(addr.endswith(f"/p2p/{seller.peer_id}") for addr in circuits)
     # Identify push: the relays know the seller's circuit addresses.
-    await wait_until(lambda: any("/p2p-circuit" in str(addr) for addr in relays[0].host
+    await wait_until_async(lambda: any("/p2p-circuit" in str(addr) for addr in relays[0].host
                                  .get_peerstore().addrs(ID.from_base58(seller.peer_id))),
                      20, "relay learns the circuit address")
 
     buyer = await start(nursery, make_net(bootstrap=[relays[0].listen_addrs()[0]],
                                           hole_punching=False))
-    await wait_until(lambda: relays[0].peer_id in buyer.connected_peers(), 20, "buyer up")
+    await wait_until_async(lambda: relays[0].peer_id in buyer.connected_peers(), 20, "buyer up")
     # What the buyer knows of the seller predates its relays (a DHT walk found its old
     # address): the dial looks the seller up again and goes through a relay.
     buyer.host.get_peerstore().add_addrs(ID.from_base58(seller.peer_id), dead, 3600)
@@ -107,13 +107,13 @@ async def test_autonat_public_and_private(nursery: trio.Nursery) -> None:
                                                     hole_punching=False)) for _ in range(2)]
     hidden = await start(nursery, make_net(bootstrap=[net.listen_addrs()[0] for net in nets],
                                            hole_punching=False))
-    await wait_until(lambda: len(hidden.connected_peers()) == 3, 20, "hidden node connected")
+    await wait_until_async(lambda: len(hidden.connected_peers()) == 3, 20, "hidden node connected")
     dead = await go_private(hidden)
     assert hidden.reachability is not None
     hidden.reachability.autonat.addrs = lambda: dead  # it still advertises its old address
-    await wait_until(lambda: all(net.reachability_status()["status"] == "public" for net in nets),
+    await wait_until_async(lambda: all(net.reachability_status()["status"] == "public" for net in nets),
                      30, "reachable nodes public")
-    await wait_until(lambda: hidden.reachability_status()["status"] == "private", 30,
+    await wait_until_async(lambda: hidden.reachability_status()["status"] == "private", 30,
                      "unreachable node private")
     served = sum(net.reachability.autonat.served["dial_error"] for net in nets
                  if net.reachability is not None)
@@ -130,15 +130,15 @@ async def test_relayed_connection_is_upgraded_to_direct(nursery: trio.Nursery) -
     seller = await start(nursery, make_net(bootstrap=[relay.listen_addrs()[0]],
                                            relay_reservations=1))
     await serve_echo(seller)
-    await wait_until(lambda: relay.peer_id in seller.connected_peers(), 20, "seller up")
+    await wait_until_async(lambda: relay.peer_id in seller.connected_peers(), 20, "seller up")
     await go_private(seller)
-    await wait_until(lambda: len(seller.reachability_status()["reservations"]) == 1, 30,
+    await wait_until_async(lambda: len(seller.reachability_status()["reservations"]) == 1, 30,
                      "reservation")
     buyer = await start(nursery, make_net(bootstrap=[relay.listen_addrs()[0]]))
-    await wait_until(lambda: relay.peer_id in buyer.connected_peers(), 20, "buyer up")
+    await wait_until_async(lambda: relay.peer_id in buyer.connected_peers(), 20, "buyer up")
     circuit = next(a for a in seller.listen_addrs() if "/p2p-circuit" in a)
     await buyer.request(circuit, purchase_request(buyer), timeout_s=30)
-    await wait_until(lambda: kind(buyer, seller) == "direct", 40, "direct connection")
+    await wait_until_async(lambda: kind(buyer, seller) == "direct", 40, "direct connection")
     assert buyer.reachability is not None and seller.reachability is not None
     assert buyer.reachability.upgraded + seller.reachability.upgraded >= 1
     await buyer.request(seller.peer_id, purchase_request(buyer), timeout_s=30)
@@ -162,7 +162,7 @@ async def test_relay_refuses_a_looping_peer_and_bounds_reservations(nursery: tri
                                           relay_hop_per_minute=0.001))
     attacker = await start(nursery, make_net(bootstrap=[relay.listen_addrs()[0]],
                                              hole_punching=False, relay_reservations=0))
-    await wait_until(lambda: relay.peer_id in attacker.connected_peers(), 20, "attacker up")
+    await wait_until_async(lambda: relay.peer_id in attacker.connected_peers(), 20, "attacker up")
     victim = ID.from_base58(make_net().peer_id)
     statuses = []
     for index in range(40):  # RESERVE for others' ids, and CONNECT to nobody, in a loop
@@ -186,7 +186,7 @@ async def test_relay_refuses_a_looping_peer_and_bounds_reservations(nursery: tri
                                             hole_punching=False, relay_reservations=0))
               for _ in range(2)]
     for other in others:
-        await wait_until(lambda other=other: relay.peer_id in other.connected_peers(), 20, "up")
+        await wait_until_async(lambda other=other: relay.peer_id in other.connected_peers(), 20, "up")
     answers = [await hop(other, relay, HopMessage(type=HopMessage.RESERVE)) for other in others]
     assert answers == [StatusCode.OK, StatusCode.RESERVATION_REFUSED]
     assert protocol.refused["reservations_per_ip"] == 1
@@ -202,7 +202,7 @@ async def test_relay_bounds_circuits_per_peer_and_cuts_them_at_their_deadline(
                                            hole_punching=False, relay_reservations=0))
     source = await start(nursery, make_net(bootstrap=[relay.listen_addrs()[0]],
                                            hole_punching=False, relay_reservations=0))
-    await wait_until(lambda: relay.peer_id in target.connected_peers()
+    await wait_until_async(lambda: relay.peer_id in target.connected_peers()
                      and relay.peer_id in source.connected_peers(), 20, "peers up")
     assert await hop(target, relay, HopMessage(type=HopMessage.RESERVE)) == StatusCode.OK
     assert relay.reachability is not None
@@ -218,5 +218,5 @@ async def test_relay_bounds_circuits_per_peer_and_cuts_them_at_their_deadline(
     assert await hop(source, relay, connect) == StatusCode.RESOURCE_LIMIT_EXCEEDED
     assert protocol.refused["circuits"] == 1
     # The first one is cut at its deadline, idle or not, and its slot freed.
-    await wait_until(lambda: protocol.circuits == 0, 20, "circuit cut at its deadline")
+    await wait_until_async(lambda: protocol.circuits == 0, 20, "circuit cut at its deadline")
     assert protocol.refused["circuit_duration"] == 1
