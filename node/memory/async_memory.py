@@ -147,15 +147,6 @@ class AsyncMemory:
         metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
         return report
 
-    async def consolidate_periodically(self, interval_s: float) -> None:
-        """Run a consolidation cycle every ``interval_s``; a failed cycle is logged, not fatal."""
-        while True:
-            await trio.sleep(interval_s)
-            try:
-                await self.consolidate()
-            except Exception:
-                log.exception("consolidation failed")
-
     async def save_periodically(self, interval_s: float) -> None:
         while True:
             await trio.sleep(interval_s)
