@@ -8,7 +8,6 @@ worker thread so it does not hold the writer.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -23,8 +22,6 @@ from node.memory.dynamics import HormonalStateManager
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.requests import add_from_request
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
-
-log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
