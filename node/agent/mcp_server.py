@@ -45,7 +45,7 @@ node's own daily spend cap; skill_install writes a bought skill as <dir>/<name>/
 
 MemoryType = Literal[
     "general", "fact", "preference", "episode", "insight", "relationship", "goal",
-    "skill", "task_pattern", "warning",
+    "skill", "task_pattern", "warning", "directive",
 ]
 Scope = Literal["private", "confidential", "shared", "public"]
 Namespace = Annotated[str, Field(
@@ -101,7 +101,9 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
     @server.tool()
     async def memory_add(
         text: Annotated[str, Field(min_length=1, max_length=65536, description="The memory, one self-contained statement.")],
-        type: Annotated[MemoryType, Field(description="Kind of memory.")] = "general",
+        type: Annotated[MemoryType, Field(description=(
+            'Kind of memory. "directive": an instruction or preference the user stated '
+            "(it never fades and outranks inferred memories that contradict it)."))] = "general",
         scope: Annotated[Scope | None, Field(description="Who may see it; secrets are always kept confidential.")] = None,
         namespace: Namespace = "default",
         ttl_seconds: Annotated[int | None, Field(ge=1, le=315_360_000, description="Forget it after this many seconds.")] = None,
@@ -279,7 +281,10 @@ def _memory(crystal: dict[str, Any]) -> dict[str, Any]:
 def _hit(hit: dict[str, Any]) -> dict[str, Any]:
     crystal = hit.get("crystal", hit)
     return {"id": crystal.get("id"), "text": crystal.get("text"), "type": crystal.get("semanticType"),
-            "namespace": crystal.get("namespace"), "score": hit.get("score")}
+            "namespace": crystal.get("namespace"), "score": hit.get("score"),
+            # What the user told (directive) outranks what was inferred; bought is marked with its seller.
+            "layer": crystal.get("epistemicLayer"), "provenance": crystal.get("provenance"),
+            "seller": crystal.get("seller")}
 
 
 def _listing(listing: dict[str, Any]) -> dict[str, Any]:

@@ -89,7 +89,9 @@ def search(ctx: CliContext, query: str, k: int, types: tuple[str, ...], lifecycl
                                       namespace=namespace, all_namespaces=all_namespaces, as_of_ms=as_of_ms)
     ctx.emit(hits, lambda items: table(
         None, ["#", "score", "id", "type", "lifecycle", "text"],
-        [[i + 1, f"{h['score']:.4f}", h["id"][:8], h["crystal"]["semanticType"], h["crystal"]["lifecycle"],
+        [[i + 1, f"{h['score']:.4f}", h["id"][:8],
+          h["crystal"]["semanticType"] + (" (bought)" if h["crystal"].get("provenance") == "bought" else ""),
+          h["crystal"]["lifecycle"],
           shorten(h["crystal"]["text"])] for i, h in enumerate(items)]) if items else click.echo("no matches"))
 
 
@@ -329,10 +331,15 @@ def session_end(ctx: CliContext) -> None:
 @click.argument("text")
 @click.option("--importance", type=click.FloatRange(0.0, 1.0), default=DEFAULT_IMPORTANCE,
               show_default=True, help="How much this matters, 0-1.")
+@click.option("--directive", is_flag=True,
+              help="The user stated it as an instruction: it never fades (docs/memory.md).")
 @working_namespace
 @common_options
-def note(ctx: CliContext, text: str, importance: float, namespace: str) -> None:
-    """Write TEXT to the scratch buffer (durable at once) and make it searchable."""
+def note(ctx: CliContext, text: str, importance: float, directive: bool, namespace: str) -> None:
+    """Write TEXT to the scratch buffer (durable at once) and make it searchable.
+
+    Example: ``crystalmesh memory note "the user never wants semicolons" --directive``
+    """
     def render(r: dict[str, Any]) -> None:
         if r["crystal"] == "exists":
             click.echo(f"already remembered as {r['crystal_id']}: nothing written")
@@ -340,7 +347,8 @@ def note(ctx: CliContext, text: str, importance: float, namespace: str) -> None:
             click.echo(f"noted {r['id']} at {r['at']} (importance {r['importance']}); crystal "
                        f"{r['crystal']}" + (f" {r['crystal_id']}" if r.get("crystal_id") else ""))
 
-    ctx.emit(ctx.client().memory_note(text, importance, namespace), render)
+    ctx.emit(ctx.client().memory_note(text, importance, namespace, "directive" if directive else None),
+             render)
 
 
 @memory.command("dream")

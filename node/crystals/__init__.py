@@ -14,6 +14,10 @@ from node.face import face
 if TYPE_CHECKING:
     from node.crystals import governance as governance
     from node.crystals import provenance as provenance
+    from node.crystals.epistemic import Acquisition as Acquisition
+    from node.crystals.epistemic import EpistemicLayer as EpistemicLayer
+    from node.crystals.epistemic import epistemic_layer as epistemic_layer
+    from node.crystals.epistemic import precedence as precedence
     from node.crystals.governance import ttl_elapsed as ttl_elapsed
     from node.crystals.index import IndexParams as IndexParams
     from node.crystals.index import ProgressCallback as ProgressCallback

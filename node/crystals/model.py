@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from node.crystals.epistemic import Acquisition, acquisition, epistemic_layer, seller_of
+
 
 class SemanticType(StrEnum):
     FACT = "fact"
@@ -26,6 +28,9 @@ class SemanticType(StrEnum):
     GOAL = "goal"
     GENERAL = "general"
     WARNING = "warning"  # anti-knowledge (seed 003): never pruned, confidence floor 0.3
+    # What the user stated as an instruction or preference (seed 000's "directive" epistemic
+    # layer, node.crystals.epistemic): importance floor, never decays away, wins conflicts.
+    DIRECTIVE = "directive"
 
 
 # Knowledge crystals are procedural and may be listed on the marketplace;
@@ -266,6 +271,16 @@ class Crystal:
                 and (expires is None or expires > at_ms))
 
     @property
+    def acquisition(self) -> Acquisition:
+        """Own, inherited or bought (:mod:`node.crystals.epistemic`)."""
+        return acquisition(self.origin.value, self.governance.provenance_chain)
+
+    @property
+    def seller(self) -> str | None:
+        """The seller's key (hex) of a bought crystal, else None."""
+        return seller_of(self.origin.value, self.governance.provenance_chain, self.governance.peer_origin)
+
+    @property
     def is_knowledge(self) -> bool:
         return self.semantic_type in KNOWLEDGE_TYPES
 
@@ -314,6 +329,10 @@ class Crystal:
             "supersededBy": self.superseded_by,
             "deletedAt": self.deleted_at_ms,
             "expiresAt": self.expires_at_ms,
+            # Derived, read-only: the seed's layer and where the node got the crystal.
+            "epistemicLayer": epistemic_layer(self.semantic_type.value).value,
+            "provenance": self.acquisition.value,
+            "seller": self.seller,
         }
         if include_embedding:
             out["embedding"] = self.embedding
@@ -366,3 +385,4 @@ class Crystal:
             superseded_by=data.get("supersededBy"),
             deleted_at_ms=data.get("deletedAt"),
         )
+

@@ -19,6 +19,7 @@ from node.config import NodeConfig
 from node.crystals import (
     LOCAL_ONLY_SCOPES,
     AccessScope,
+    Acquisition,
     Crystal,
     CrystalNotFound,
     CrystalStore,
@@ -224,7 +225,11 @@ class Memory:
         for crystal, vector, split in zip(crystals, vectors, windows or [None] * len(crystals), strict=True):
             set_vectors(crystal, vector, split)
         self.second_opinions(crystals)
-        results = self.store.add_many(crystals)
+        with self.db.transaction():
+            results = self.store.add_many(crystals)
+            # Bought knowledge enters at the market's confidence, atomically with the crystal.
+            self.learning.admit_bought([c for c, r in zip(crystals, results, strict=True)
+                                        if r.created and c.acquisition is Acquisition.BOUGHT])
         new = [(r.rowid, i) for i, r in enumerate(results) if r.created]
         if new:
             self.index.add(
@@ -232,7 +237,8 @@ class Memory:
                 np.vstack([vectors[i] for _, i in new]),
             )
             for crystal, result in zip(crystals, results, strict=True):
-                if result.created:
+                # A seller's words never move this node's hormones (no cortisol by keyword).
+                if result.created and crystal.acquisition is not Acquisition.BOUGHT:
                     self.hormones.observe(crystal.text)
             if self.index.dirty >= INDEX_SAVE_EVERY:
                 self.index.save()

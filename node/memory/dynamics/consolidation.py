@@ -5,10 +5,11 @@ plan (score updates, lifecycle transitions, merges, audit log) in one SQLite
 transaction. Running the planner twice on the same snapshot gives the same plan.
 
 Phases, as in the seed:
-1. recompute every crystal's importance from scratch;
-2. crystals below ``forget_threshold`` expire (skills, frozen crystals and the
-   ``permanent`` / ``ttl`` lifespan policies never decay-expire; TTL crystals
-   expire when their TTL runs out, see ``governance.lifespan_expired``);
+1. recompute every crystal's importance from scratch (a directive's never below
+   its floor, ``importance.DIRECTIVE_IMPORTANCE_FLOOR``);
+2. crystals below ``forget_threshold`` expire (skills, warnings, directives, frozen
+   crystals and the ``permanent`` / ``ttl`` lifespan policies never decay-expire;
+   TTL crystals expire when their TTL runs out, see ``governance.lifespan_expired``);
 3. crystals above ``promote_threshold`` are promoted (generated → activated) and
    become merge candidates: two candidates with the same path and cosine
    similarity ≥ the (hormonally modulated) merge threshold merge — the more
@@ -29,7 +30,7 @@ from numpy.typing import NDArray
 from node.config import MemoryConfig
 from node.crystals import Lifecycle, LifespanPolicy, SemanticType, ttl_elapsed
 from node.memory.dynamics.hormones import ConsolidationModulation
-from node.memory.dynamics.importance import importance
+from node.memory.dynamics.importance import importance, importance_floor
 
 SCORE_TOLERANCE = 1e-12
 """Scores that moved less than this are not rewritten."""
@@ -97,19 +98,20 @@ class ConsolidationPlan:
 
 
 def _decay_immune(crystal: ConsolidationInput) -> bool:
-    # Warnings (anti-knowledge, seed 003) are never pruned.
+    # Warnings (anti-knowledge, seed 003) are never pruned; directives (what the user said) neither.
     return (
-        crystal.semantic_type in (SemanticType.SKILL, SemanticType.WARNING)
+        crystal.semantic_type in (SemanticType.SKILL, SemanticType.WARNING, SemanticType.DIRECTIVE)
         or crystal.lifecycle == Lifecycle.FROZEN
         or crystal.lifespan_policy in (LifespanPolicy.PERMANENT, LifespanPolicy.TTL)
     )
 
 
 def _mergeable(crystal: ConsolidationInput) -> bool:
-    # Skills are versioned, not merged; frozen crystals are immutable; a warning is never archived.
+    # Skills are versioned, not merged; frozen crystals are immutable; a warning is never archived;
+    # a directive is never merged away (into a note, or an inferred fact that happens to be close).
     return (
         crystal.lifecycle in LIVE
-        and crystal.semantic_type not in (SemanticType.SKILL, SemanticType.WARNING)
+        and crystal.semantic_type not in (SemanticType.SKILL, SemanticType.WARNING, SemanticType.DIRECTIVE)
         and crystal.path is not None
         and crystal.embedding is not None
     )
@@ -198,14 +200,14 @@ def plan_consolidation(
 
     for crystal in ordered:
         reference_ms = crystal.last_accessed_at_ms or crystal.created_at_ms
-        score = importance(
+        score = max(importance_floor(crystal.semantic_type), importance(
             crystal.access_count,
             now_ms - reference_ms,
             crystal.emotional_valence,
             decay_rate=settings.decay_rate,
             emotion_decay_resistance=settings.emotion_decay_resistance,
             decay_resistance=decay_resistance,
-        )
+        ))
         scores[crystal.id] = score
         if abs(score - crystal.importance) > SCORE_TOLERANCE:
             plan.score_updates.append(ScoreUpdate(crystal.id, score))

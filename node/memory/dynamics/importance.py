@@ -10,12 +10,21 @@ from __future__ import annotations
 import math
 
 from node.config import MemoryConfig
+from node.crystals import SemanticType
 
 BASE_STRENGTH = 1.0
 """S(t): fixed at 1.0 in the seed so that semantic relevance never inflates importance."""
 
 FREQUENCY_RATE = 0.1
 """The 0.1 in f(n) = 1 − e^(−0.1·(n + 1))."""
+
+DIRECTIVE_IMPORTANCE_FLOOR = 0.5
+"""Importance a directive never falls below (ours: the seed names no floor).
+
+Above every never-retrieved crystal (f(0) ≈ 0.095) and the forget threshold (0.02),
+so a directive nobody asks about is still there a year later; about the importance
+of a crystal retrieved six times just now (f(6) ≈ 0.50); below the promote
+threshold (0.7), so the floor alone never makes it a merge candidate."""
 
 
 def frequency_factor(access_count: int) -> float:
@@ -75,3 +84,8 @@ def importance(
     )
     elapsed_ms = max(0.0, float(delta_t_ms))
     return BASE_STRENGTH * frequency_factor(access_count) * math.exp(-rate * elapsed_ms)
+
+
+def importance_floor(semantic_type: SemanticType | str) -> float:
+    """The least importance a crystal of ``semantic_type`` may have: a directive's floor, else 0."""
+    return DIRECTIVE_IMPORTANCE_FLOOR if str(semantic_type) == SemanticType.DIRECTIVE.value else 0.0

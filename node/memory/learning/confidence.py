@@ -7,7 +7,7 @@ consolidation cycle twice never decays a fact twice.
 
 Facts start at :data:`FACT_BIRTH_CONFIDENCE`; warnings (anti-knowledge) never go
 below :data:`WARNING_FLOOR`; inherited entries are discounted by
-:data:`GENERATION_DECAY` per generation.
+:data:`GENERATION_DECAY` per generation; bought ones enter at :data:`BOUGHT_CONFIDENCE`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ WARNING_FLOOR = 0.3
 
 GENERATION_DECAY = 0.85
 """Seed 003: "The generational decay factor (0.85x per generation)"."""
+
+BOUGHT_CONFIDENCE = 0.2
+"""Seed 003's knowledge weighting table: "Lethe / Marketplace 0.2 — Unknown provenance,
+buyer-beware". A bought skill enters at this and keeps it (no demurrage: no episode of
+this node ever supported it) until this node's own feedback moves it."""
 
 SELF_LEARNED_CONFIDENCE = 1.0
 """Confidence of a crystal that never went through consolidation or feedback (as produced)."""

@@ -29,6 +29,7 @@ class Provenance(StrEnum):
     LOCAL = "local"  # rated or flagged on this node
     CONSOLIDATED = "consolidated"  # a fact folded from this node's episodes
     IMPORTED = "imported"  # inherited through a testament
+    BOUGHT = "bought"  # delivered by a seller on the market (signer: the seller's key)
 
 
 @dataclass(frozen=True)

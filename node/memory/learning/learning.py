@@ -105,6 +105,8 @@ class Learning:
     def _confidence(self, row: KnowledgeRow | None, at_ms: int, warning: bool) -> float:
         if row is None:
             return conf.SELF_LEARNED_CONFIDENCE
+        if row.provenance is Provenance.BOUGHT:
+            return conf.clamp(row.confidence)  # no demurrage (conf.BOUGHT_CONFIDENCE)
         return conf.current_confidence(
             row.confidence, at_ms - row.reference_ms, self.tau_ms, row.episode_count, warning=warning
         )
@@ -261,6 +263,18 @@ class Learning:
         stored = store_with_rows(self.memory, crystal, vectors, knowledge_rows)
         return stored
 
+    # --- bought knowledge -------------------------------------------------------------------------
+    def admit_bought(self, crystals: Sequence[Crystal]) -> None:
+        """Give each newly stored bought crystal its knowledge row: the market's confidence
+        (:data:`conf.BOUGHT_CONFIDENCE`), provenance ``bought``, the seller as signer. Runs inside
+        the caller's transaction, so a bought crystal is never stored at full confidence."""
+        for crystal in crystals:
+            at = crystal.created_at_ms
+            self.knowledge.set_confidence(
+                KnowledgeRow(crystal.id, conf.BOUGHT_CONFIDENCE, at, 1, 0, Provenance.BOUGHT,
+                             crystal.seller, crystal.namespace),
+                "bought", at, {"seller": crystal.seller})
+
     # --- eviction ---------------------------------------------------------------------------------
     def evict_unconfident(self, at_ms: int) -> list[str]:
         """Expire (audited) every live non-warning crystal whose confidence fell below the minimum."""
@@ -268,8 +282,9 @@ class Learning:
         transitions: list[tuple[str, str, str, str]] = []
         for crystal_id, row in sorted(rows.items()):
             crystal = self.memory.store.get(crystal_id)
-            if crystal.lifecycle in DEAD or crystal.lifecycle is Lifecycle.FROZEN:
-                continue
+            if (crystal.lifecycle in DEAD or crystal.lifecycle is Lifecycle.FROZEN
+                    or crystal.semantic_type is SemanticType.DIRECTIVE):
+                continue  # a directive goes when the user changes or deletes it, not by doubt
             value = self.confidence(crystal, row, at_ms)
             if conf.evictable(value, self.settings.min_confidence, warning=is_warning(crystal)):
                 transitions.append((crystal_id, crystal.lifecycle.value, Lifecycle.EXPIRED.value,

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LAST_SESSION_END_META = "last_session_end_ms"
-NEVER_EXPIRE_TYPES = frozenset({SemanticType.SKILL.value, SemanticType.WARNING.value})
+NEVER_EXPIRE_TYPES = frozenset({SemanticType.SKILL.value, SemanticType.WARNING.value,
+                                SemanticType.DIRECTIVE.value})
 
 
 @dataclass

@@ -23,12 +23,14 @@ from node.crystals import (
     StoreError,
     VectorIndex,
     now_ms,
+    precedence,
 )
 from node.crystals import governance as gov
 from node.memory.dynamics import HormonalStateManager
 from node.memory.embedding import Embedder
 from node.memory.search.candidates import Rows, Visibility, lexical_candidates, sparse
 from node.memory.search.compound import coverage_order, merge_dense, split_clauses
+from node.memory.search.conflicts import settle_conflicts
 from node.memory.search.fusion import code_tokens, fts_query, fuse, lexical_evidence
 from node.memory.search.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
 from node.memory.search.negation import negated_share, split_negation
@@ -211,6 +213,9 @@ def search(
             text=lambda item: item.row.text,
             rank_first=lambda item: exact(item.row.text),
         )
+    # Two hits that contradict each other: the higher epistemic layer first (directive > world
+    # fact > experience; node.memory.search.conflicts). Relevant warnings still go first, below.
+    ranked = settle_conflicts(ranked, k, lambda item: precedence(item.row.semantic_type), lambda item: item.row.text)
     ranked = surface_warnings(ranked, len(ranked), lambda item: item.warning, lambda item: item.score)
     hits = _whole(store, ranked, k, visibility)
     if request.record_access:
