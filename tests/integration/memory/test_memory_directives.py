@@ -156,7 +156,8 @@ def test_bought_knowledge_enters_at_the_market_confidence_and_ranks_below_own(me
     row = memory.learning.knowledge.get(stored.id)
     assert row is not None and row.provenance is Provenance.BOUGHT and row.signer == SELLER.public_key.hex()
     # No demurrage: a month later it is still at the market's confidence.
-    assert memory.learning.confidences([stored], T0_MS + 30 * DAY_MS)[stored.id] == BOUGHT_CONFIDENCE
+    month_later = stored.created_at_ms + 30 * DAY_MS
+    assert memory.learning.confidences([stored], month_later)[stored.id] == BOUGHT_CONFIDENCE
     # The same text, the node's own, in another namespace: equally relevant.
     own = memory.add(OWN, semantic_type=SemanticType.SKILL, namespace="agent:ops")
     hits = memory.search(SearchRequest("parse nginx access logs count 5xx lines", k=2, namespaces=(),

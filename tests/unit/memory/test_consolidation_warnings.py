@@ -42,3 +42,34 @@ def test_energy_policy_skips_the_importance_forget_threshold() -> None:
     old = [crystal("fact", age_ms=YEAR_MS)]
     assert plan_consolidation(old, NOW, FAST).transitions
     assert plan_consolidation(old, NOW, FAST, forget=False).transitions == []
+
+
+# --- directives (issue 28): what the user said keeps a floor and is never forgotten or merged ---
+
+
+def test_a_directive_keeps_its_importance_floor_and_is_never_forgotten() -> None:
+    # A forget threshold above the floor: only decay-immunity keeps the directive.
+    strict = MemoryConfig(decay_rate=1e-9, forget_threshold=0.6)
+    plan = plan_consolidation(
+        [
+            crystal("note", age_ms=YEAR_MS, semantic_type=SemanticType.GENERAL, importance=0.75),
+            crystal("said", age_ms=YEAR_MS, semantic_type=SemanticType.DIRECTIVE, importance=0.75),
+        ],
+        NOW,
+        strict,
+    )
+    assert {t.crystal_id: t.reason for t in plan.transitions} == {
+        "note": TransitionReason.BELOW_FORGET_THRESHOLD}
+    scores = {u.crystal_id: u.importance for u in plan.score_updates}
+    assert scores["said"] == 0.5 and scores["note"] < 1e-6
+
+
+def test_a_directive_is_never_merged_into_a_close_note() -> None:
+    same = [1.0, 0.0, 0.0]
+    pair = [crystal("a", access_count=30, semantic_type=SemanticType.GENERAL, embedding=same),
+            crystal("b", access_count=30, semantic_type=SemanticType.GENERAL, embedding=same)]
+    assert len(plan_consolidation(pair, NOW).merges) == 1  # two plain notes this close do merge
+    pair[1] = crystal("b", access_count=30, semantic_type=SemanticType.DIRECTIVE, embedding=same)
+    plan = plan_consolidation(pair, NOW)
+    assert plan.merges == []
+    assert all(t.to_lifecycle is not Lifecycle.ARCHIVED for t in plan.transitions)
