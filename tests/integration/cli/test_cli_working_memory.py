@@ -57,3 +57,13 @@ def test_crystallize_from_the_cli(cli: Cli) -> None:
     assert skill["semanticType"] == "skill" and skill["executions"] == 3
     assert skill["skillCategory"] == "ops" and skill["skillTags"] == ["tls"]
     assert skill["text"] == "Skill: Rotate the staging TLS certificates with certbot"
+
+
+def test_a_directive_note_is_a_directive_in_search(cli: Cli) -> None:
+    noted = cli.json("memory", "note", "the user never wants semicolons", "--directive")
+    plain = cli.json("memory", "note", "the user asked about semicolons in the linter config")
+    hits = {hit["id"]: hit["crystal"] for hit in cli.json("memory", "search", "semicolons")}
+    assert hits[noted["crystal_id"]]["semanticType"] == "directive"
+    assert hits[noted["crystal_id"]]["epistemicLayer"] == "directive"
+    assert hits[plain["crystal_id"]]["epistemicLayer"] == "world_fact"
+    assert hits[plain["crystal_id"]]["provenance"] == "own" and hits[plain["crystal_id"]]["seller"] is None
