@@ -35,9 +35,10 @@ T = TypeVar("T")
 INSTRUCTIONS = """\
 Long-term memory and a skill marketplace for this agent, served by a local crystalmesh node.
 Search memory before answering questions about past work; add what is worth remembering
-(decisions, facts about the user, outcomes of tasks); when a fact changes, memory_update it
-(the old version stays in memory_history) rather than adding a contradiction; memory_delete
-what is wrong or asked to be forgotten. Memories live in namespaces (default "default"; e.g.
+(decisions, facts about the user, outcomes of tasks); store an instruction or preference the
+user states as type "directive" (it never fades and wins over what you inferred); when a fact
+changes, memory_update it (the old version stays in memory_history) rather than adding a
+contradiction; memory_delete what is wrong or asked to be forgotten. Memories live in namespaces (default "default"; e.g.
 "user:<name>", "agent:<role>", "session:<id>"): pass the same namespace to add, search and list
 to keep users, agents and sessions apart. Skills bought on the market cost real USDC: check
 the price with market_search first; skill_buy never pays more than max_price_usdc and the

@@ -35,14 +35,28 @@ MIN_SHARED = 2
 MIN_OVERLAP = 0.75
 """Share of the shorter memory's content terms the other must hold to be "about the same thing"."""
 
-_NEGATION = re.compile(
-    r"\b(?:not|no|never|none|nobody|nothing|without|neither|nor)\b|\b\w+n['’]t\b", re.IGNORECASE)
+MAX_CLAIM_CHARS = 1_000
+"""Only a memory's opening is read for a conflict: what a directive says fits, and a long
+crystal cannot make every search pay for reading all of it."""
+
+# "n't" alone: what is left of "doesn't" ("does") is a stopword, and a leading \w+ would make
+# the search backtrack at every position.
+_NEGATION = re.compile(r"\b(?:not|no|never|none|nobody|nothing|without|neither|nor)\b|n['’]t\b",
+                       re.IGNORECASE)
+
+
+def _negates(text: str) -> bool:
+    return _NEGATION.search(text[:MAX_CLAIM_CHARS]) is not None
+
+
+def _terms(text: str) -> frozenset[str]:
+    """A memory's content terms, negation words left out."""
+    return frozenset(terms(_NEGATION.sub(" ", text[:MAX_CLAIM_CHARS])))
 
 
 def _claim(text: str) -> tuple[frozenset[str], bool]:
-    """A memory's content terms (negation words left out) and whether it negates."""
-    affirmed = _NEGATION.sub(" ", text)
-    return frozenset(terms(affirmed)), affirmed != text
+    """A memory's content terms and whether it negates."""
+    return _terms(text), _negates(text)
 
 
 def conflicts(first: str, second: str) -> bool:
@@ -66,34 +80,38 @@ def settle_conflicts(ranked: Sequence[H], k: int, precedence: Callable[[H], int]
     A hit that conflicts with one ranked above it and has a higher precedence moves to
     just before that one; nothing else moves. The depth ``2k`` lets a directive just
     below the cut win over a contradicting experience inside it. Costs nothing when the
-    candidates are all of one layer.
+    candidates are all of one layer; otherwise each hit's polarity is read once, and its
+    terms only if it differs in polarity from a hit of another layer.
     """
     depth = min(len(ranked), 2 * max(k, 1))
-    pool = list(ranked[:depth])
-    if len({precedence(hit) for hit in pool}) < 2:
+    pool = [(precedence(hit), hit) for hit in ranked[:depth]]
+    if len({rank for rank, _ in pool}) < 2:
         return list(ranked)
-    claims: dict[int, tuple[frozenset[str], bool]] = {}
+    negates: dict[int, bool] = {}
+    words: dict[int, frozenset[str]] = {}
 
-    def claim(hit: H) -> tuple[frozenset[str], bool]:
-        key = id(hit)
-        if key not in claims:
-            claims[key] = _claim(text(hit))
-        return claims[key]
+    def contradict(low: H, high: H) -> bool:
+        for hit in (low, high):
+            if id(hit) not in negates:
+                negates[id(hit)] = _negates(text(hit))
+        if negates[id(low)] == negates[id(high)]:
+            return False
+        for hit in (low, high):
+            if id(hit) not in words:
+                words[id(hit)] = _terms(text(hit))
+        return _claims_conflict((words[id(low)], negates[id(low)]), (words[id(high)], negates[id(high)]))
 
-    # Each move puts a strictly higher layer ahead of a lower one it contradicts; with
-    # a handful of layers the loop ends long before this bound.
-    for _ in range(depth * len({precedence(hit) for hit in pool})):
-        moved = False
-        for i in range(min(k, len(pool))):
-            low = pool[i]
-            for j in range(i + 1, len(pool)):
-                high = pool[j]
-                if precedence(high) > precedence(low) and _claims_conflict(claim(low), claim(high)):
-                    pool.insert(i, pool.pop(j))
-                    moved = True
-                    break
-            if moved:
+    # A move puts a higher layer just before a lower one it contradicts; the hits above that
+    # position were already compared with it, so the scan goes on from there. Each hit can
+    # pass each lower-layer hit at most once, so the loop ends.
+    i = 0
+    while i < min(k, len(pool)):
+        low_rank, low = pool[i]
+        for j in range(i + 1, len(pool)):
+            high_rank, high = pool[j]
+            if high_rank > low_rank and contradict(low, high):
+                pool.insert(i, pool.pop(j))
                 break
-        if not moved:
-            break
-    return pool + list(ranked[depth:])
+        else:
+            i += 1
+    return [hit for _, hit in pool] + list(ranked[depth:])

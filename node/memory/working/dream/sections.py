@@ -119,7 +119,7 @@ def phenotype(crystals: Sequence[CrystalView], mood: str) -> list[str]:
 def bond(views: Sequence[CrystalView], old: Sequence[str], levels: HormoneLevels,
          weight: float) -> tuple[list[str], set[str]]:
     """The user as the agent knows them: preferences, relationships, social moments."""
-    candidates = [v for v in views if v.semantic_type in ("preference", "relationship")
+    candidates = [v for v in views if v.semantic_type in ("preference", "relationship", "directive")
                   or v.oxytocin >= TAG_LEVEL or _BOND_WORDS.search(v.text)]
     candidates.sort(key=lambda v: (-(v.importance * (1 + v.oxytocin)), -v.created_at_ms, v.id))
     fresh = [f"- {shorten(v.text)}" for v in candidates]
