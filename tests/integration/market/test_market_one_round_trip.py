@@ -18,6 +18,7 @@ import node.market.purchase.buyer as buyer_module
 from node.chain.authorization import Authorization
 from node.crystals.model import now_ms
 from node.market.purchase.buyer import PurchaseRefused
+from node.memory import SearchRequest
 from protocol.envelope import Envelope, open_envelope, seal
 from protocol.messages import PaidPurchaseRequest
 from protocol.topics import PURCHASE_EXCHANGES
@@ -100,6 +101,11 @@ async def test_a_purchase_is_one_round_trip_to_the_seller(
     assert await market.balances() == (price, BUYER_USDC - price)
     assert await market.rows(listing["listing_id"]) == (
         [("completed", bought["tx_hash"], price)], [("delivered", bought["tx_hash"], price)])
+    # Bought knowledge is marked with its seller and held at the market's confidence (issue 28).
+    [hit] = await market.buyer.memory.search(SearchRequest("roll back a bad helm release", k=1))
+    assert hit.crystal.id == bought["crystal_id"]
+    marks = hit.to_dict()["crystal"]
+    assert (marks["provenance"], marks["seller"]) == ("bought", market.seller.identity.public_key.hex())
 
 
 async def test_a_cheaper_price_is_signed_once_more_with_the_same_nonce_and_paid_once(
