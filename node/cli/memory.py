@@ -118,6 +118,8 @@ def show(ctx: CliContext, crystal_id: str) -> None:
                        f"  executions {c['executions']}  successes {c['successes']}")
         if governance.get("peerOrigin"):
             click.echo(f"peer origin  {governance['peerOrigin']}")
+        if c.get("provenance") == "bought":
+            click.echo(f"bought from  {c['seller']}   (held at the market's confidence until your feedback)")
         knowledge = c.get("knowledge") or {}
         if knowledge:
             click.echo(f"confidence   {knowledge['confidence']:.3f}"

@@ -158,6 +158,10 @@ def test_bought_knowledge_enters_at_the_market_confidence_and_ranks_below_own(me
     # No demurrage: a month later it is still at the market's confidence.
     month_later = stored.created_at_ms + 30 * DAY_MS
     assert memory.learning.confidences([stored], month_later)[stored.id] == BOUGHT_CONFIDENCE
+    # Only this node's own feedback moves it: 0.2 + 20 % of the doubt, kept as bought.
+    rated = memory.learning.feedback(stored.id, "useful", at_ms=month_later)
+    assert rated["confidence"] == pytest.approx(0.36)
+    assert memory.learning.confidences([stored], month_later + 30 * DAY_MS)[stored.id] == pytest.approx(0.36)
     # The same text, the node's own, in another namespace: equally relevant.
     own = memory.add(OWN, semantic_type=SemanticType.SKILL, namespace="agent:ops")
     hits = memory.search(SearchRequest("parse nginx access logs count 5xx lines", k=2, namespaces=(),
