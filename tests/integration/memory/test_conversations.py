@@ -1,0 +1,123 @@
+"""Conversations ingested into a real store and index (node.memory.conversations): one memory per turn,
+traced back to its file, neighbours, idempotent, and a refused file leaves nothing behind."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import pytest
+
+from node.crystals import LifespanPolicy, Origin
+from node.memory import ConversationRefused, SearchRequest, ingest_conversation, neighbours, update_from_request
+from node.memory.facade import Memory
+from node.memory.search import MemoryInputError
+from tests.support.conversations import jsonl_bytes, locomo_bytes
+
+HOSTILE = [
+    b'[{"speaker": "a", "text": "fine"}, {"speaker": "b", "text": "x\\ud800"}]',
+    b'[{"speaker": "a", "text": "fine"}, {"speaker": "b", "text": "caf\xe9"}]',
+    b'[{"speaker": "a", "text": "fine"}, {"speaker": "b", "text": "x\\u0007"}]',
+    b'[{"speaker": "a", "text": "fine"}, {"text": "no speaker"}]',
+    b'[{"speaker": "a", "text": "fine"}, ' + b"[" * 5000 + b"]" * 5000 + b"]",
+    b'[{"speaker": "a", "text": "fine"}]' + b" " * (8 * 1024 * 1024),
+]
+
+
+def state(memory: Memory) -> tuple[int, int, int]:
+    """Crystals, turn rows and indexed vectors: what a refused ingest must leave as it was."""
+    turns = memory.db.one("SELECT COUNT(*) FROM conversation_turns")
+    return memory.store.stats()["total"], int(turns[0]) if turns else 0, memory.index.count
+
+
+def search(memory: Memory, query: str, k: int = 3) -> list[dict[str, Any]]:
+    return [hit.to_dict() for hit in memory.search(SearchRequest(query, k=k, record_access=False))]
+
+
+def test_round_trip_each_turn_a_traceable_memory(memory: Memory) -> None:
+    report = ingest_conversation(memory, locomo_bytes())
+    assert (report["turns"], report["added"], report["sessions"]) == (7, 7, 2)
+    assert state(memory) == (7, 7, 7)
+
+    hit = search(memory, "charity race for mental health")[0]
+    assert hit["source_id"] == "D1:2"
+    assert hit["turn"]["speaker"] == "Melanie" and hit["turn"]["session"] == "1"
+    assert hit["turn"]["session_date"] == "1:56 pm on 8 May, 2023"
+    text = hit["crystal"]["text"]
+    assert text == ("(1:56 pm on 8 May, 2023) Melanie: I ran a charity race for mental health last Saturday, "
+                    "it was so rewarding. [last Saturday = 6 May 2023]")
+    # valid_from: the session's time plus one second per turn, so the order survives
+    assert hit["crystal"]["validFrom"] == 1683554160000 + 1000
+    crystal = memory.get(hit["id"])
+    assert crystal.origin is Origin.SESSION and crystal.governance.lifespan_policy is LifespanPolicy.PERMANENT
+
+    photo = search(memory, "lake sunrise painting")[0]
+    assert photo["source_id"] == "D1:4" and photo["crystal"]["text"].endswith(
+        "Look at what I painted! [shares a painting of a lake sunrise]")
+
+    around = neighbours(memory, hit["id"], window=1)
+    assert [t["source_id"] for t in around["turns"]] == ["D1:1", "D1:2", "D1:3"]
+    assert [t["hit"] for t in around["turns"]] == [False, True, False]
+    assert [t["source_id"] for t in neighbours(memory, hit["id"], window=20)["turns"]] == [
+        "D1:1", "D1:2", "D1:3", "D1:4", "D1:5"]  # never past the session
+
+
+def test_re_ingesting_the_same_file_adds_nothing(memory: Memory) -> None:
+    ingest_conversation(memory, locomo_bytes())
+    before = state(memory)
+    again = ingest_conversation(memory, locomo_bytes())
+    assert (again["added"], again["already_stored"], again["new_crystals"]) == (0, 7, 0)
+    assert state(memory) == before
+    other = ingest_conversation(memory, locomo_bytes(), namespace="user:caroline")  # another namespace is another place
+    assert other["added"] == 7 and state(memory)[0] == 14
+
+
+def test_jsonl_turns_and_their_relative_dates(memory: Memory) -> None:
+    assert ingest_conversation(memory, jsonl_bytes())["added"] == 3
+    hit = search(memory, "deploy failed rollback")[0]
+    assert hit["source_id"] == "standup-14:1"
+    assert hit["crystal"]["text"].endswith("[two days ago = 12 March 2024]")
+    assert search(memory, "shipping")[0]["crystal"]["text"].endswith("[next week = week of 25 March 2024]")
+
+
+def test_a_later_version_of_a_turn_keeps_its_origin(memory: Memory) -> None:
+    ingest_conversation(memory, locomo_bytes())
+    hit = search(memory, "adoption agencies")[0]
+    update_from_request(memory, hit["id"], {"text": "Caroline is researching adoption agencies (corrected)"})
+    again = search(memory, "adoption agencies corrected")[0]
+    assert again["id"] != hit["id"] and again["source_id"] == "D2:2"
+
+
+def test_neighbours_of_what_is_not_a_turn_is_refused(memory: Memory) -> None:
+    plain = memory.add("a plain note, not said in any conversation")
+    with pytest.raises(MemoryInputError, match="not a conversation turn"):
+        neighbours(memory, plain.id)
+    assert search(memory, "plain note")[0]["source_id"] is None
+
+
+@pytest.mark.parametrize("data", HOSTILE, ids=["surrogate", "utf8", "control", "shape", "deep", "huge"])
+def test_a_hostile_file_stores_nothing(memory: Memory, data: bytes) -> None:
+    ingest_conversation(memory, jsonl_bytes())
+    before = state(memory)
+    with pytest.raises(ConversationRefused):
+        ingest_conversation(memory, data)
+    assert state(memory) == before
+
+
+def test_a_failure_while_writing_leaves_nothing_half_stored(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The crystals and their turn rows share one transaction, and nothing is indexed before it commits."""
+    original = memory.store.add_many
+    calls: list[int] = []
+
+    def add_then_fail(crystals: Any) -> Any:
+        results = original(crystals)
+        calls.append(len(results))
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(memory.store, "add_many", add_then_fail)
+    with pytest.raises(sqlite3.OperationalError):
+        ingest_conversation(memory, locomo_bytes())
+    assert calls == [7]
+    assert state(memory) == (0, 0, 0)
+    monkeypatch.undo()
+    assert ingest_conversation(memory, locomo_bytes())["added"] == 7  # and it can be done again
