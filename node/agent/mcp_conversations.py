@@ -21,17 +21,20 @@ from node.api import ApiClient
 
 Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
 
+Namespace = Annotated[str, Field(
+    min_length=1, max_length=100, pattern=r"^[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9._@-]{1,64})?$",
+    description='Whose memory: "default", "user:<name>", "agent:<role>", "session:<id>", ...')]
 # The API takes bodies up to 1 MiB; base64 makes 4 bytes of 3.
 MAX_SENT_BYTES = 750 * 1024
 
 
-def register_conversation_tools(server: MCPServer[Any], call: Call, namespace_type: Any) -> None:
+def register_conversation_tools(server: MCPServer[Any], call: Call) -> None:
     @server.tool()
     async def memory_ingest_conversation(
         path: Annotated[str, Field(min_length=1, description=(
             "Absolute path of a conversation file: a JSON list of turns {speaker, text, time, session, id}, "
             "JSONL (one turn a line) or a LoCoMo file."))],
-        namespace: namespace_type = "default",
+        namespace: Namespace = "default",
     ) -> dict[str, Any]:
         """Remember a whole conversation: each turn becomes a memory with its speaker, session, time
         and its id in the file (returned as source_id by memory_search). Relative dates ("last

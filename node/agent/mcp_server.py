@@ -84,7 +84,7 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
             raise ToolError(str(exc)) from exc
 
     register_learning_tools(server, call)
-    register_conversation_tools(server, call, Namespace)
+    register_conversation_tools(server, call)
 
     @server.tool()
     async def memory_search(

@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from node.crystals import LifespanPolicy, Origin
-from node.memory import ConversationRefused, SearchRequest, ingest_conversation, neighbours, update_from_request
+from node.memory import (
+    ConversationRefused,
+    SearchRequest,
+    ingest_conversation,
+    neighbours,
+    update_from_request,
+)
 from node.memory.facade import Memory
 from node.memory.search import MemoryInputError
 from tests.support.conversations import jsonl_bytes, locomo_bytes
