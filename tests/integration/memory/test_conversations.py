@@ -68,10 +68,16 @@ def test_round_trip_each_turn_a_traceable_memory(memory: Memory) -> None:
         "D1:1", "D1:2", "D1:3", "D1:4", "D1:5"]  # never past the session
 
 
-def test_re_ingesting_the_same_file_adds_nothing(memory: Memory) -> None:
+def test_re_ingesting_the_same_file_adds_nothing(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     ingest_conversation(memory, locomo_bytes())
     before = state(memory)
-    again = ingest_conversation(memory, locomo_bytes())
+
+    def embed_again(texts: Any) -> Any:
+        raise AssertionError(f"re-ingesting embedded {len(texts)} turns again")
+
+    with monkeypatch.context() as patched:  # the stored turns are known before any work is done
+        patched.setattr(memory, "embed_windows", embed_again)
+        again = ingest_conversation(memory, locomo_bytes())
     assert (again["added"], again["already_stored"], again["new_crystals"]) == (0, 7, 0)
     assert state(memory) == before
     other = ingest_conversation(memory, locomo_bytes(), namespace="user:caroline")  # another namespace is another place
