@@ -64,6 +64,8 @@ def test_round_trip_each_turn_a_traceable_memory(memory: Memory) -> None:
     around = neighbours(memory, hit["id"], window=1)
     assert [t["source_id"] for t in around["turns"]] == ["D1:1", "D1:2", "D1:3"]
     assert [t["hit"] for t in around["turns"]] == [False, True, False]
+    assert [t["source_id"] for t in neighbours(memory, photo["id"], window=1)["turns"]] == ["D1:3", "D1:4", "D1:5"]
+    assert [t["source_id"] for t in neighbours(memory, photo["id"], window=0)["turns"]] == ["D1:4"]
     assert [t["source_id"] for t in neighbours(memory, hit["id"], window=20)["turns"]] == [
         "D1:1", "D1:2", "D1:3", "D1:4", "D1:5"]  # never past the session
 
