@@ -5,7 +5,7 @@ transcript), so :func:`read_conversation` refuses it with one clear
 :class:`ConversationRefused` unless every part is sound:
 
 * size at most ``MAX_CONVERSATION_BYTES`` and at most ``MAX_TURNS`` turns;
-* strict UTF-8 (a BOM is allowed); no control characters but tab and newline in
+* strict UTF-8 (a BOM is allowed); no control characters but tab, newline and CR in
   any text; no lone surrogates (``"\\ud800"`` escapes decode to one);
 * nesting at most ``MAX_JSON_DEPTH``, proved by a linear scan *before* ``json.loads``
   recurses: py_ecc raises the recursion limit, so a deep document would
@@ -40,7 +40,7 @@ MAX_TURNS = 20_000
 MAX_JSON_DEPTH = 16
 MAX_TURN_CHARS = 16_384  # a spoken turn; the stored memory adds its date, speaker and caption
 MAX_LABEL_CHARS = 200  # speaker, session, ids, dates
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # every C0 control but tab and newline, and DEL
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # every C0 control but tab, newline and CR, and DEL
 _SESSION_KEY = re.compile(r"session_(\d{1,6})")
 
 
@@ -117,7 +117,7 @@ def _clean(value: str, where: str) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
         raise ConversationRefused(f"{where} is not valid text (a lone UTF-16 surrogate)") from error
-    control = _CONTROL.search(value.replace("\r\n", "\n"))
+    control = _CONTROL.search(value)
     if control is not None:
         raise ConversationRefused(f"{where} holds a control character (U+{ord(control.group()):04X})")
     return value
