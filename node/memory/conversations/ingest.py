@@ -3,8 +3,8 @@
 Runs on the database's thread with a :class:`node.memory.facade.Memory`. Each
 turn becomes one crystal whose text is ``"(<session date>) <speaker>: <text>"``
 (`` [shares <caption>]`` for a shared photo, then each resolved relative date as
-``[last Saturday = 6 May 2023]``), ``valid_from`` the session's time plus one
-second per turn (so the order survives), a ``permanent`` lifespan (a transcript
+``[last Saturday = 6 May 2023]``), ``valid_from`` the turn's own time or else the
+session's time plus one second per turn (so the order survives), a ``permanent`` lifespan (a transcript
 is a record: it does not decay away) and a row in ``conversation_turns``.
 
 Order of work: the whole file is judged first (:func:`read_conversation`), the
@@ -48,7 +48,8 @@ class Memory(Protocol):
                      beside: Beside | None = None) -> list[Any]: ...
     def get(self, crystal_id: str) -> Crystal: ...
 
-EMBED_BATCH = 1024  # texts per embedder call: the embedder sorts each call by length, so padding stays small
+
+EMBED_BATCH = 256  # texts per embedder call (and per progress line); each call is sorted by length
 MAX_WINDOW = 20  # turns either side of a hit
 TURN_STEP_MS = 1000  # valid_from of turn i of a session: the session's time + i seconds
 _COLUMNS = ("conversation, source_id, crystal_id, speaker, session, session_index, turn_index, "
@@ -69,7 +70,10 @@ def turn_text(turn: Turn) -> str:
 
 
 def _valid_from(turn: Turn) -> int | None:
-    return None if turn.at is None else int(turn.at.timestamp() * 1000) + turn.turn_index * TURN_STEP_MS
+    if turn.at is None:
+        return None
+    at_ms = int(turn.at.timestamp() * 1000)
+    return at_ms if turn.own_time else at_ms + turn.turn_index * TURN_STEP_MS
 
 
 @dataclass

@@ -65,6 +65,7 @@ class Turn:
     session_date: str | None  # as the file writes it (LoCoMo) or written from the turn's time
     at: datetime | None  # the session's (or the turn's own) time
     caption: str | None = None  # a shared photo's caption (LoCoMo's blip_caption)
+    own_time: bool = False  # ``at`` is this turn's own time, not its session's
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ def _decode(data: bytes) -> Any:
 
 
 def _turn(raw: Any, where: str, session: str, session_index: int, turn_index: int,
-          session_date: str | None, at: datetime | None, default_id: str) -> Turn:
+          session_date: str | None, at: datetime | None, default_id: str, own_time: bool = False) -> Turn:
     if not isinstance(raw, dict):
         raise ConversationRefused(f"{where} must be an object with speaker and text")
     speaker = _label(raw.get("speaker"), f"{where}.speaker")
@@ -175,7 +176,7 @@ def _turn(raw: Any, where: str, session: str, session_index: int, turn_index: in
     ids = [raw[key] for key in ("dia_id", "source_id", "id") if raw.get(key) is not None]
     source_id = _label(ids[0], f"{where}.id") if ids else default_id
     return Turn(str(source_id), str(speaker), text or "", session, session_index, turn_index,
-                session_date, at, caption or None)
+                session_date, at, caption or None, own_time)
 
 
 def _session_time(value: Any, where: str) -> tuple[str | None, datetime | None]:
@@ -227,7 +228,7 @@ def _plain(rows: list[Any]) -> list[Turn]:
         if written is not None and at is not None:
             written = stamp_text(at, with_time="T" in written or ":" in written)
         turns.append(_turn(raw, where, session, session_index, turn_index, written, at,
-                           f"{session}:{turn_index + 1}"))
+                           f"{session}:{turn_index + 1}", own_time=at is not None))
     return turns
 
 

@@ -90,6 +90,7 @@ def test_jsonl_turns_and_their_relative_dates(memory: Memory) -> None:
     assert ingest_conversation(memory, jsonl_bytes())["added"] == 3
     hit = search(memory, "deploy failed rollback")[0]
     assert hit["source_id"] == "standup-14:1"
+    assert hit["crystal"]["validFrom"] == 1710406800000  # the turn's own time, 2024-03-14T09:00:00Z
     assert hit["crystal"]["text"].endswith("[two days ago = 12 March 2024]")
     assert search(memory, "shipping")[0]["crystal"]["text"].endswith("[next week = week of 25 March 2024]")
 
