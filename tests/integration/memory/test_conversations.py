@@ -136,3 +136,14 @@ def test_a_failure_while_writing_leaves_nothing_half_stored(memory: Memory, monk
     assert state(memory) == (0, 0, 0)
     monkeypatch.undo()
     assert ingest_conversation(memory, locomo_bytes())["added"] == 7  # and it can be done again
+
+
+def test_as_of_a_date_finds_what_had_been_said_by_then(memory: Memory) -> None:
+    """``validFrom`` is the session's time, so the temporal stage (search ``as_of``) sees the conversation's time."""
+    ingest_conversation(memory, locomo_bytes())
+    between = 1684540800000  # 20 May 2023: after session 1 (8 May), before session 2 (25 May)
+    then = memory.search(SearchRequest("pottery classes adoption agencies charity race", k=10,
+                                       record_access=False, as_of_ms=between))
+    assert {hit.turn["session"] for hit in then if hit.turn} == {"1"}
+    now = memory.search(SearchRequest("pottery classes adoption agencies charity race", k=10, record_access=False))
+    assert {hit.turn["session"] for hit in now if hit.turn} == {"1", "2"}
