@@ -12,6 +12,7 @@ from node.crystals import LifespanPolicy, Origin
 from node.memory import (
     ConversationRefused,
     SearchRequest,
+    delete,
     ingest_conversation,
     neighbours,
     update_from_request,
@@ -147,3 +148,13 @@ def test_as_of_a_date_finds_what_had_been_said_by_then(memory: Memory) -> None:
     assert {hit.turn["session"] for hit in then if hit.turn} == {"1"}
     now = memory.search(SearchRequest("pottery classes adoption agencies charity race", k=10, record_access=False))
     assert {hit.turn["session"] for hit in now if hit.turn} == {"1", "2"}
+
+
+def test_a_forgotten_turn_leaves_its_session_and_its_row(memory: Memory) -> None:
+    ingest_conversation(memory, locomo_bytes())
+    hit = search(memory, "charity race")[0]
+    middle = search(memory, "LGBTQ support group")[0]
+    delete(memory, middle["id"])
+    assert [t["source_id"] for t in neighbours(memory, hit["id"], window=1)["turns"]] == ["D1:1", "D1:2"]
+    memory.consolidate()  # purges the tombstone; its turn row goes with it
+    assert state(memory) == (6, 6, memory.index.count)
