@@ -43,6 +43,7 @@ class Memory(Protocol):
 
     def prepare(self, text: str, **kwargs: Any) -> Crystal: ...
     def embed_windows(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray | None]]: ...
+    def second_opinions(self, crystals: Sequence[Crystal]) -> None: ...
     def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None,
                      windows: Sequence[np.ndarray | None] | None = None,
                      beside: Beside | None = None) -> list[Any]: ...
@@ -109,11 +110,13 @@ def plan_ingest(memory: Memory, data: bytes, namespace: str | None = None,
 
 
 def embed_plan(memory: Memory, plan: Plan, progress: Progress | None = None) -> Plan:
-    """The vectors of the plan's crystals, in batches (no database: off the single writer)."""
+    """The vectors of the plan's crystals (and their second opinion's), in batches: no database,
+    so ``AsyncMemory`` runs this off the single writer."""
     vectors: list[np.ndarray] = []
     for start in range(0, len(plan.crystals), EMBED_BATCH):
-        texts = [crystal.text for crystal in plan.crystals[start:start + EMBED_BATCH]]
-        batch_vectors, batch_windows = memory.embed_windows(texts)
+        batch = plan.crystals[start:start + EMBED_BATCH]
+        batch_vectors, batch_windows = memory.embed_windows([crystal.text for crystal in batch])
+        memory.second_opinions(batch)  # here too, not under the writer (add_crystals skips what has one)
         vectors.extend(batch_vectors)
         plan.windows.extend(batch_windows)
         if progress is not None:
