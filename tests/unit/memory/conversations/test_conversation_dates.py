@@ -31,7 +31,8 @@ def test_resolved_against_the_session_date(text: str, notes: list[str]) -> None:
     assert [resolved.note() for resolved in resolve_relative(text, MONDAY)] == notes
 
 
-@pytest.mark.parametrize("text", ["recently I started", "a few weeks ago", "on Friday we", "someday", "lastly, todays"])
+@pytest.mark.parametrize("text", ["recently I started", "a few weeks ago", "on Friday we", "someday", "lastly, todays",
+                                  "feels like just yesterday I put this dress on", "it seems like yesterday"])
 def test_vague_phrases_are_left_alone(text: str) -> None:
     assert resolve_relative(text, MONDAY) == []
 
