@@ -9,7 +9,8 @@ so a lexical or dense search for "May 2023" and a reader of the hit both see it.
 Only phrases with one reading are resolved: "last Saturday" (the Saturday
 before the session date, a week back if the session is on a Saturday), "next
 month", "three days ago", "yesterday". Vague ones ("recently", "a few weeks
-ago", "on Friday") are left alone: a wrong date is worse than none.
+ago", "on Friday") and figures of speech ("feels like yesterday") are left
+alone: a wrong date is worse than none.
 """
 
 from __future__ import annotations
