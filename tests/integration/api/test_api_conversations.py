@@ -77,6 +77,12 @@ async def test_a_hostile_conversation_is_a_400_and_stores_nothing(node: NodeServ
     assert await total(node) == 0
 
 
+async def test_a_conversation_over_the_body_limit_is_a_413(node: NodeService) -> None:
+    turns = b"\n".join(b'{"speaker": "a", "text": "%d"}' % number for number in range(40_000))
+    response = await call(node, "POST", "/v1/memory/conversations", {"content_b64": encoded(turns)})
+    assert response.status_code == 413 and await total(node) == 0
+
+
 async def test_mcp_tools_ingest_and_trace(node: NodeService, tmp_path: Path) -> None:
     """The MCP server (anyio, as in ``crystalmesh mcp``) reads the file and calls the real node's API."""
     from mcp.server.mcpserver.exceptions import ToolError
