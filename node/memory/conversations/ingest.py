@@ -25,7 +25,12 @@ import numpy as np
 
 from node.crystals import Crystal, LifespanPolicy, Origin, SemanticType, Source, now_ms
 from node.memory.conversations.dates import resolve_relative
-from node.memory.conversations.parse import Conversation, Turn, read_conversation
+from node.memory.conversations.parse import (
+    Conversation,
+    ConversationRefused,
+    Turn,
+    read_conversation,
+)
 from node.memory.namespaces import validate_namespace
 
 if TYPE_CHECKING:
@@ -52,6 +57,8 @@ class Memory(Protocol):
 
 EMBED_BATCH = 256  # texts per embedder call (and per progress line); each call is sorted by length
 MAX_WINDOW = 20  # turns either side of a hit
+# Skills and task patterns can be sold and warnings rank first: a transcript's turns are none of these.
+NOT_TURNS = frozenset({SemanticType.SKILL, SemanticType.TASK_PATTERN, SemanticType.WARNING})
 TURN_STEP_MS = 1000  # valid_from of turn i of a session: the session's time + i seconds
 _COLUMNS = ("conversation, source_id, crystal_id, speaker, session, session_index, turn_index, "
             "session_date, at_ms")
@@ -97,6 +104,8 @@ def plan_ingest(memory: Memory, data: bytes, namespace: str | None = None,
     started = time.perf_counter()
     space = validate_namespace(namespace)
     kind = SemanticType(semantic_type)
+    if kind in NOT_TURNS:
+        raise ConversationRefused(f"a turn is what someone said, not a {kind.value}: choose another type")
     conversation = read_conversation(data)
     known = {row[0] for row in memory.db.all(
         "SELECT source_id FROM conversation_turns WHERE namespace=? AND conversation=?",

@@ -158,3 +158,11 @@ def test_a_forgotten_turn_leaves_its_session_and_its_row(memory: Memory) -> None
     assert [t["source_id"] for t in neighbours(memory, hit["id"], window=1)["turns"]] == ["D1:1", "D1:2"]
     memory.consolidate()  # purges the tombstone; its turn row goes with it
     assert state(memory) == (6, 6, memory.index.count)
+
+
+@pytest.mark.parametrize("kind", ["skill", "task_pattern", "warning"])
+def test_turns_are_not_skills_nor_warnings(memory: Memory, kind: str) -> None:
+    with pytest.raises(ConversationRefused, match="not a"):
+        ingest_conversation(memory, jsonl_bytes(), semantic_type=kind)
+    assert state(memory) == (0, 0, 0)
+    assert ingest_conversation(memory, jsonl_bytes(), semantic_type="episode")["added"] == 3
