@@ -46,6 +46,9 @@ _PHRASE = re.compile(
     re.IGNORECASE,
 )
 
+# "feels like (just) yesterday" is a figure of speech, not a date.
+_FIGURATIVE = re.compile(r"\blike (?:just |only )?$", re.IGNORECASE)
+
 
 @dataclass(frozen=True)
 class Resolved:
@@ -172,7 +175,7 @@ def resolve_relative(text: str, anchor: date) -> list[Resolved]:
     seen: set[str] = set()
     for match in _PHRASE.finditer(text):
         phrase = " ".join(match.group(0).split())
-        if phrase.lower() in seen:
+        if phrase.lower() in seen or _FIGURATIVE.search(text, 0, match.start()):
             continue
         value = _one(match, anchor)
         if value is None:
