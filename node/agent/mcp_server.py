@@ -17,6 +17,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from node.agent.mcp_conversations import register_conversation_tools
 from node.agent.mcp_learning import register_learning_tools
 from node.agent.mcp_working import (
     Importance,
@@ -84,6 +85,7 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
             raise ToolError(str(exc)) from exc
 
     register_learning_tools(server, call)
+    register_conversation_tools(server, call)
 
     @server.tool()
     async def memory_search(
@@ -281,11 +283,14 @@ def _memory(crystal: dict[str, Any]) -> dict[str, Any]:
 
 def _hit(hit: dict[str, Any]) -> dict[str, Any]:
     crystal = hit.get("crystal", hit)
+    turn = hit.get("turn") or {}  # a conversation turn: where it was said
     return {"id": crystal.get("id"), "text": crystal.get("text"), "type": crystal.get("semanticType"),
             "namespace": crystal.get("namespace"), "score": hit.get("score"),
             # What the user told (directive) outranks what was inferred; bought is marked with its seller.
             "layer": crystal.get("epistemicLayer"), "provenance": crystal.get("provenance"),
-            "seller": crystal.get("seller")}
+            "seller": crystal.get("seller")} | (
+        {"source_id": hit.get("source_id"), "speaker": turn.get("speaker"), "session": turn.get("session"),
+         "session_date": turn.get("session_date")} if turn else {})
 
 
 def _listing(listing: dict[str, Any]) -> dict[str, Any]:

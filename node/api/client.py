@@ -151,6 +151,18 @@ class ApiClient:
     def memory_consolidate(self, purge: bool = False) -> Json:
         return dict(self.post("/v1/memory/consolidate", {"purge": purge}))
 
+    def memory_ingest_conversation(self, content_b64: str, *, namespace: str | None = None,
+                                   semantic_type: str | None = None,
+                                   progress: Callable[[int, int], None] | None = None) -> Json:
+        """Store a conversation file's new turns (the file base64); what was added. One request:
+        the node reports no ``progress``."""
+        return dict(self.post("/v1/memory/conversations", _present({
+            "content_b64": content_b64, "namespace": namespace, "type": semantic_type})))
+
+    def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
+        """The turns of a session within ``window`` turns of a conversation turn's memory."""
+        return dict(self.get(f"/v1/crystals/{crystal_id}/neighbours", window=window))
+
     # --- working memory (seed 001) ------------------------------------------------------------
     def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
                     scope: str | None = None) -> Json:

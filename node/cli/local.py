@@ -121,6 +121,19 @@ class LocalNode:
     def memory_consolidate(self, purge: bool = False) -> Json:
         return asdict(self._memory().consolidate(purge=purge))
 
+    def memory_ingest_conversation(self, content_b64: str, *, namespace: str | None = None,
+                                   semantic_type: str | None = None,
+                                   progress: Callable[[int, int], None] | None = None) -> Json:
+        from node.memory import ingest_conversation
+
+        return ingest_conversation(self._memory(), base64.b64decode(content_b64, validate=True), namespace,
+                                   semantic_type or "general", progress)
+
+    def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
+        from node.memory import neighbours
+
+        return neighbours(self._memory(), crystal_id, window)
+
     # --- working memory (seed 001) ------------------------------------------------------------
     def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
                     scope: str | None = None) -> Json:

@@ -87,12 +87,14 @@ def search(ctx: CliContext, query: str, k: int, types: tuple[str, ...], lifecycl
     as_of_ms = None if as_of is None else int(as_of.replace(tzinfo=UTC).timestamp() * 1000)
     hits = ctx.client().memory_search(query, k, types=types, lifecycles=lifecycles, scopes=scopes,
                                       namespace=namespace, all_namespaces=all_namespaces, as_of_ms=as_of_ms)
+    traced = any(h.get("source_id") for h in hits)  # conversation turns: their id in the transcript
     ctx.emit(hits, lambda items: table(
-        None, ["#", "score", "id", "type", "lifecycle", "text"],
+        None, ["#", "score", "id", "type", "lifecycle", *(["source"] if traced else []), "text"],
         [[i + 1, f"{h['score']:.4f}", h["id"][:8],
           h["crystal"]["semanticType"] + (" (bought)" if h["crystal"].get("provenance") == "bought" else ""),
           h["crystal"]["lifecycle"],
-          shorten(h["crystal"]["text"])] for i, h in enumerate(items)]) if items else click.echo("no matches"))
+          *([h.get("source_id") or ""] if traced else []), shorten(h["crystal"]["text"])]
+         for i, h in enumerate(items)]) if items else click.echo("no matches"))
 
 
 @memory.command("show")
@@ -403,3 +405,53 @@ def context(ctx: CliContext, query: str | None, budget_tokens: int | None, windo
     client = ctx.client()
     working = str(client.memory_context(window_tokens, namespace).get("context") or "")
     ctx.emit(client.budget_context(query, budget_tokens, working), _render_budgeted)
+
+
+# --- conversations (docs/memory.md, "Conversations") ---------------------------------------------
+@memory.command("ingest")
+@click.option("--conversation", "path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A conversation file: JSON or JSONL turns (speaker, text, time, session, id) or LoCoMo's shape.")
+@click.option("--namespace", default=None, help=NAMESPACE_HELP)
+@click.option("--type", "semantic_type", type=click.Choice(TYPES), default="general", show_default=True,
+              help="Semantic type of the turns' memories.")
+@common_options
+def ingest(ctx: CliContext, path: Path, namespace: str | None, semantic_type: str) -> None:
+    """Store each turn of a conversation as a memory with its speaker, session, time and file id.
+
+    The whole file is checked first (shape, size, nesting, text); a refused file stores
+    nothing, and ingesting the same file again adds nothing.
+
+    \f
+    Example: ``crystalmesh memory ingest --conversation chat.jsonl --namespace user:jonas``
+    """
+    from node.api import ApiError
+    from node.memory import MAX_CONVERSATION_BYTES
+
+    with path.open("rb") as file:
+        data = file.read(MAX_CONVERSATION_BYTES + 1)  # a bigger file is refused without reading it all
+    client = ctx.client()
+    progress = None if ctx.as_json else lambda done, total: stderr(f"embedded {done}/{total} turns")
+    try:
+        result = client.memory_ingest_conversation(base64.b64encode(data).decode("ascii"), namespace=namespace,
+                                                   semantic_type=semantic_type, progress=progress)
+    except ApiError as error:
+        if error.status == 413:
+            raise CliError(f"{path} is too big to send to the running node; stop it and ingest again "
+                           "(the file is then read here)") from error
+        raise
+    ctx.emit(result, lambda r: click.echo(
+        f"{r['added']} turns added, {r['already_stored']} already stored, of {r['turns']} "
+        f"({r['sessions']} sessions; {', '.join(r['speakers'])}) in {r['total_s']:.1f} s"
+        + (f" ({r['turns_per_s']:.0f} turns/s)" if r.get("turns_per_s") else "")))
+
+
+@memory.command("neighbours")
+@click.argument("crystal_id")
+@click.option("--window", type=click.IntRange(0, 20), default=2, show_default=True,
+              help="Turns either side of the hit.")
+@common_options
+def neighbours(ctx: CliContext, crystal_id: str, window: int) -> None:
+    """The turns of the same session around a conversation turn (an id from `memory search`)."""
+    ctx.emit(ctx.client().memory_neighbours(crystal_id, window), lambda r: table(
+        f"session {r['session']} of {r['conversation'][:24]}", ["", "source", "id", "text"],
+        [[">" if t["hit"] else "", t["source_id"], t["id"][:8], shorten(t["text"], 90)] for t in r["turns"]]))

@@ -17,6 +17,10 @@ from node.face import face
 
 if TYPE_CHECKING:
     from node.memory.async_memory import AsyncMemory as AsyncMemory
+    from node.memory.conversations import MAX_CONVERSATION_BYTES as MAX_CONVERSATION_BYTES
+    from node.memory.conversations import ConversationRefused as ConversationRefused
+    from node.memory.conversations import ingest_conversation as ingest_conversation
+    from node.memory.conversations import neighbours as neighbours
     from node.memory.embedding.embedder import EMBEDDER_NAMES as EMBEDDER_NAMES
     from node.memory.embedding.embedder import build_default_model as build_default_model
     from node.memory.facade import ConsolidationReport as ConsolidationReport

@@ -18,6 +18,7 @@ from node import metrics
 from node.crystals import Crystal, CrystalNotFound
 from node.db import Database
 from node.memory import versions
+from node.memory.conversations import attach_turns, embed_plan, neighbours, plan_ingest, store_plan
 from node.memory.dynamics import HormonalStateManager
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.requests import add_from_request
@@ -102,7 +103,21 @@ class AsyncMemory:
                     result = await self.run(step.call)
         except StopIteration as done:
             hits: list[SearchHit] = done.value
-            return hits
+        await self.run(attach_turns, self._memory, hits)
+        return hits
+
+    # --- conversations (node.memory.conversations) ---------------------------------------------
+    async def ingest_conversation(self, data: bytes, namespace: str | None = None,
+                                  semantic_type: str = "general") -> dict[str, Any]:
+        """Store a conversation file's new turns: judged and planned, then embedded off the
+        writer, then written in one transaction (nothing is stored if the file is refused)."""
+        plan = await self.run(plan_ingest, self._memory, data, namespace, semantic_type)
+        plan = await trio.to_thread.run_sync(embed_plan, self._memory, plan)
+        return await self.run(store_plan, self._memory, plan)
+
+    async def neighbours(self, crystal_id: str, window: int = 2) -> dict[str, Any]:
+        """The turns of a session around a conversation turn's memory."""
+        return await self.run(neighbours, self._memory, crystal_id, window)
 
     async def get(self, crystal_id: str) -> Crystal:
         """A crystal as the local agent may see it (governance applied)."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -39,6 +40,9 @@ from node.crystals import (
 )
 from node.crystals import governance as gov
 from node.db import Database
+from node.memory.conversations import CONCEPT as TURNS_CONCEPT
+from node.memory.conversations import MIGRATIONS as TURNS_MIGRATIONS
+from node.memory.conversations import attach_turns
 from node.memory.dynamics import (
     ConsolidationInput,
     HormonalStateManager,
@@ -108,6 +112,7 @@ class Memory:
         self.db = Database(config.db_path)
         try:
             self.store = CrystalStore(self.db)
+            self.db.migrate(TURNS_CONCEPT, TURNS_MIGRATIONS)  # where ingested turns came from
             # node.toml's embedder, unless a re-embed committed and died before rewriting it.
             self.embedder = embedder or get_embedder(configured_embedder_key(config, self.db))
             self.store.bind_embedder(self.embedder.name, self.embedder.dim)
@@ -217,19 +222,23 @@ class Memory:
         return embed_windows(self.embedder, list(texts))
 
     def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None,
-                     windows: Sequence[np.ndarray | None] | None = None) -> list[Any]:
+                     windows: Sequence[np.ndarray | None] | None = None,
+                     beside: Callable[[sqlite3.Connection, list[Any]], None] | None = None) -> list[Any]:
         """Store crystals (one transaction) and index the new ones (``vectors``, ``windows``: as
-        :meth:`embed_windows` gives them, computed here if not given)."""
+        :meth:`embed_windows` gives them, computed here if not given). ``beside`` writes rows that
+        belong with them (given the add results) in the same transaction, before anything is indexed."""
         if vectors is None:
             vectors, windows = self.embed_windows([c.text for c in crystals])
         for crystal, vector, split in zip(crystals, vectors, windows or [None] * len(crystals), strict=True):
             set_vectors(crystal, vector, split)
         self.second_opinions(crystals)
-        with self.db.transaction():
+        with self.db.transaction() as conn:
             results = self.store.add_many(crystals)
             # Bought knowledge enters at the market's confidence, atomically with the crystal.
             self.learning.admit_bought([c for c, r in zip(crystals, results, strict=True)
                                         if r.created and c.acquisition is Acquisition.BOUGHT])
+            if beside is not None:
+                beside(conn, results)
         new = [(r.rowid, i) for i, r in enumerate(results) if r.created]
         if new:
             self.index.add(
@@ -252,11 +261,14 @@ class Memory:
     # --- retrieval ----------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> list[SearchHit]:
         if self.llm is None:
-            return search(
+            hits = search(
                 self.store, self.index, self.embed, self.hormones, request, self.learning.confidences_by_id,
                 second=self.second,
             )
-        return run_steps(llm_search_steps(self, self.llm, request))
+        else:
+            hits = run_steps(llm_search_steps(self, self.llm, request))
+        attach_turns(self, hits)  # a turn's hit names its transcript (source_id, speaker, ...)
+        return hits
 
     def search_candidates(self, request: SearchRequest, expansion: str | None) -> list[SearchHit]:
         """The fused hits the LLM stage works on (no access recorded)."""

@@ -62,6 +62,8 @@ class SearchHit:
     score: float
     dense: float | None = None
     lexical: float | None = None
+    # Where a conversation turn came from (node.memory.conversations.attach_turns): source_id, speaker, ...
+    turn: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,7 +72,8 @@ class SearchHit:
             "dense": self.dense,
             "lexical": self.lexical,
             "crystal": self.crystal.to_dict(),
-        }
+            "source_id": self.turn["source_id"] if self.turn else None,
+        } | ({"turn": self.turn} if self.turn else {})
 
 
 @dataclass

@@ -5,6 +5,7 @@ when refused, writes nothing (issue 12 deliver 1)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from node.config import load_config
 from node.init import init_node
 from node.service import NodeService
+from tests.support.conversations import jsonl_bytes
 
 ROUTES = {
     ("get", "/v1/status"), ("get", "/v1/peers"), ("get", "/v1/rejections"),
@@ -48,6 +50,8 @@ ROUTES = {
     ("post", "/v1/skills/publish"),
     ("get", "/v1/bounties"), ("get", "/v1/bounties/{bounty_id}"),
     ("post", "/v1/bounties/{bounty_id}/fulfil"),
+    # conversations (docs/memory.md)
+    ("post", "/v1/memory/conversations"), ("get", "/v1/crystals/{crystal_id}/neighbours"),
 }
 BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
@@ -72,6 +76,7 @@ BODY_MODELS = {
     "/v1/skills/publish": ("PublishManyIn", {"crystal_ids", "all", "limit"}),
     "/v1/bounties": ("BountyIn", {"text", "reward_micro_usdc", "ttl_s"}),
     "/v1/bounties/{bounty_id}/fulfil": ("FulfilIn", {"listing_id"}),
+    "/v1/memory/conversations": ("ConversationIn", {"content_b64", "namespace", "type"}),
 }
 QUERY_PARAMS = {
     "/v1/listings": {"category", "max_price", "tag"},
@@ -82,6 +87,7 @@ QUERY_PARAMS = {
     "/dashboard/login": {"code"},
     "/v1/memory/context": {"window", "namespace"},
     ("/v1/bounties", "get"): {"open"},
+    "/v1/crystals/{crystal_id}/neighbours": {"window"},
 }
 
 
@@ -160,6 +166,8 @@ TEMPLATES: dict[str, dict[str, Any]] = {
                          "type": "preference", "scope": "private"},
     "/v1/memory/dream": {"namespace": "default"},
     "/v1/skills/{id}/crystallize": {"text": "Skill: compress logs", "category": "ops", "tags": ["a"]},
+    "/v1/memory/conversations": {"content_b64": base64.b64encode(jsonl_bytes()).decode(), "namespace": "default",
+                                 "type": "general"},
 }
 
 
@@ -197,9 +205,10 @@ POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
          "/v1/skills/{id}/executions", "/v1/skills/{id}/versions", "/v1/skills/{id}/publish",
          "/v1/listings/{id}/endorse", "/v1/purchases", "/v1/purchases/redeliver",
          "/v1/weather/broadcast", "/v1/dashboard/login-link", "/dashboard/login",
-         "/dashboard/logout", "/v1/memory/notes", "/v1/memory/dream", "/v1/skills/{id}/crystallize"]
+         "/dashboard/logout", "/v1/memory/notes", "/v1/memory/dream", "/v1/skills/{id}/crystallize",
+         "/v1/memory/conversations"]
 GETS = ["/v1/listings", "/v1/listings/search", "/v1/purchases", "/v1/sales", "/dashboard/login",
-        "/v1/crystals/{id}", "/v1/memory/context"]
+        "/v1/crystals/{id}", "/v1/memory/context", "/v1/crystals/{id}/neighbours"]
 ROUTES_FUZZED = [("POST", path) for path in POSTS] + [("GET", path) for path in GETS]
 CASES = st.sampled_from(ROUTES_FUZZED).flatmap(lambda route: st.tuples(
     st.just(route), st.one_of(BODIES, near_valid(route[1]), near_valid(route[1])), CONTENT_TYPES,
