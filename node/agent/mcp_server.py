@@ -18,6 +18,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from node.agent.mcp_learning import register_learning_tools
+from node.agent.mcp_market import MICRO_PER_USDC, register_market_tools, usdc_to_micro
+from node.agent.mcp_resources import AgentMcpServer, register_resources
 from node.agent.mcp_working import (
     Importance,
     add_working_note,
@@ -29,7 +31,6 @@ from node.api import ApiClient, ApiError
 from node.errors import CrystalmeshError
 from protocol.schema import InvalidMessage
 
-MICRO_PER_USDC = 1_000_000
 T = TypeVar("T")
 
 INSTRUCTIONS = """\
@@ -41,7 +42,14 @@ what is wrong or asked to be forgotten. Memories live in namespaces (default "de
 "user:<name>", "agent:<role>", "session:<id>"): pass the same namespace to add, search and list
 to keep users, agents and sessions apart. Skills bought on the market cost real USDC: check
 the price with market_search first; skill_buy never pays more than max_price_usdc and the
-node's own daily spend cap; skill_install writes a bought skill as <dir>/<name>/SKILL.md."""
+node's own daily spend cap; skill_install writes a bought skill as <dir>/<name>/SKILL.md.
+The skill loop: skill_crystallize an emerging skill from MEMORY.md, skill_record_execution
+after each run of your own skill (3 runs with >= 60 % success make it listable), skill_publish,
+listing_reprice or listing_unpublish it; bounty_post what you cannot find. After running a
+skill you bought, skill_report_outcome (a bad one lowers the seller's trust). Resources:
+crystalmesh://working/default/MEMORY.md and .../notes.md, and every skill as
+skill://<name>/SKILL.md (bought ones under skill://bought/), listed with digests by
+skills/list and skill://index.json."""
 
 MemoryType = Literal[
     "general", "fact", "preference", "episode", "insight", "relationship", "goal",
@@ -55,18 +63,8 @@ MemoryId = Annotated[str, Field(min_length=1, max_length=64,
                                 description="A memory id from memory_search, memory_add or memory_list.")]
 
 
-def usdc_to_micro(amount_usdc: float) -> int:
-    """Dollars as an agent writes them (0.05) to integer micro-USDC, refusing sub-micro amounts."""
-    micro = round(amount_usdc * MICRO_PER_USDC)
-    if micro < 0 or abs(micro - amount_usdc * MICRO_PER_USDC) > 1e-6 * MICRO_PER_USDC:
-        raise ToolError(f"max_price_usdc must be a non-negative amount with at most 6 decimals, got {amount_usdc}")
-    return micro
-
-
 def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
     """The MCP server; ``connect`` returns a client for the running node (raises ApiError)."""
-    server: MCPServer[Any] = MCPServer(name="crystalmesh", instructions=INSTRUCTIONS)
-
     async def call(operation: Callable[[ApiClient], T]) -> T:
         """``operation`` on a fresh client of the node, off the event loop; node errors as tool errors."""
 
@@ -82,7 +80,10 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         except ApiError as exc:
             raise ToolError(str(exc)) from exc
 
+    server = AgentMcpServer(call, name="crystalmesh", instructions=INSTRUCTIONS)
     register_learning_tools(server, call)
+    register_market_tools(server, call)  # the skill loop: record, crystallize, bounties, reprice, report
+    register_resources(server, call)  # MEMORY.md, pending notes, skill:// files (SEP-2640)
 
     @server.tool()
     async def memory_search(

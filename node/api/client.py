@@ -166,6 +166,10 @@ class ApiClient:
         """MEMORY.md and the pending notes (``context``), sized for a model's context window."""
         return dict(self.get("/v1/memory/context", window=window_tokens, namespace=namespace))
 
+    def working_state(self, namespace: str = "default") -> Json:
+        """MEMORY.md (``memory_md``) and the pending scratch notes (``notes``), each as stored."""
+        return dict(self.get("/v1/memory/working", namespace=namespace))
+
     def crystallize_skill(self, crystal_id: str, text: str | None = None, category: str | None = None,
                           tags: Sequence[str] = ()) -> Json:
         """An emerging skill (a task pattern) as a skill crystal."""
@@ -199,8 +203,11 @@ class ApiClient:
                                                "category": category, "tags": list(tags),
                                                "namespace": namespace}))
 
-    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None) -> Json:
-        return dict(self.post(f"/v1/skills/{crystal_id}/executions", {"success": success, "reward": reward}))
+    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None,
+                         note: str | None = None) -> Json:
+        """One run of a skill; on a bought skill (peer origin) it is also trust evidence about the seller."""
+        return dict(self.post(f"/v1/skills/{crystal_id}/executions",
+                              _present({"success": success, "reward": reward, "note": note})))
 
     def new_skill_version(self, crystal_id: str, text: str) -> Json:
         return dict(self.post(f"/v1/skills/{crystal_id}/versions", {"text": text}))

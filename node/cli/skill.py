@@ -23,10 +23,12 @@ def skill() -> None:
 @click.option("--success/--failure", required=True, help="Outcome of the run.")
 @click.option("--reward", type=click.FloatRange(0.0, 1.0), default=None,
               help="Reward score 0..1 (default 1 on success, 0 on failure).")
+@click.option("--note", default=None, help="What happened (kept in the skill's audit trail, <= 1024 chars).")
 @common_options
-def record_execution(ctx: CliContext, crystal_id: str, success: bool, reward: float | None) -> None:
+def record_execution(ctx: CliContext, crystal_id: str, success: bool, reward: float | None,
+                     note: str | None) -> None:
     """Record one execution outcome of a skill (feeds quality gates and price)."""
-    data = ctx.client().record_execution(crystal_id, success, reward)
+    data = ctx.client().record_execution(crystal_id, success, reward, note)
     ctx.emit(data, lambda c: click.echo(
         f"{c['id'][:8]}: {c['successes']}/{c['executions']} successful, reward sum {c['rewardSum']:.2f}"))
 
