@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 from mcp import Client
-from mcp_types import Request, RequestParams
+from mcp_types import Request, RequestParams, TextResourceContents
 from pydantic import TypeAdapter
 
 from node.agent import build_server
@@ -57,8 +57,9 @@ async def skills_list(client: Client) -> list[dict[str, Any]]:
 
 
 async def read(client: Client, uri: str) -> str:
-    contents = (await client.read_resource(uri)).contents
-    return str(getattr(contents[0], "text"))
+    content = (await client.read_resource(uri)).contents[0]
+    assert isinstance(content, TextResourceContents)
+    return content.text
 
 
 async def test_an_mcp_agent_sells_a_skill_it_learned_and_a_buyer_reports_it_bad(market: Market) -> None:
