@@ -102,6 +102,7 @@ __all__ = [
     "TrustEntry",
     "TrustReport",
     "WeatherAlert",
+    "WeatherLift",
     "content_hash",
     "endorse",
     "endorsement_valid",
@@ -286,6 +287,30 @@ class WeatherAlert(Message):
             raise InvalidMessage("issued_at_ms differs from the envelope's")
 
 
+@dataclass(frozen=True)
+class WeatherLift(Message):
+    """A management node ends its own alerts early: every alert its key issued at or before
+    ``issued_at_ms`` stops counting.
+
+    Same rules as an alert (management key, clock window, and a ``seq`` above every weather
+    message already accepted from that key), so a captured lift can neither be replayed nor
+    end an alert issued after it: the lift names a signed moment, not an alert.
+    ``issued_at_ms`` must equal the envelope's.
+    """
+
+    KIND: ClassVar[str] = "weather_lift"
+    FIELDS: ClassVar[Schema] = {
+        "issued_at_ms": TIMESTAMP,
+        "reason": Text(280, min_chars=0),
+    }
+    issued_at_ms: int
+    reason: str
+
+    def check_envelope(self, sender: bytes, issued_at_ms: int) -> None:
+        if self.issued_at_ms != issued_at_ms:
+            raise InvalidMessage("issued_at_ms differs from the envelope's")
+
+
 class TrustEntry(NamedTuple):
     """One cell of a local-trust row; on the wire ``[peer, weight_ppm]``."""
 
@@ -322,6 +347,7 @@ _ALL_MESSAGES: tuple[type[Message], ...] = (
     SkillListing,
     ListingEndorsement,
     WeatherAlert,
+    WeatherLift,
     TrustReport,
     *PURCHASE_MESSAGES,
     *LIVENESS_MESSAGES,

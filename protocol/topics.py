@@ -41,6 +41,7 @@ from protocol.messages import (
     TermsChanged,
     TrustReport,
     WeatherAlert,
+    WeatherLift,
 )
 
 __all__ = [
@@ -153,7 +154,7 @@ TOPIC_KINDS: dict[str, frozenset[str]] = {
     SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND, ListingWithdrawal.KIND,
                        ListingBatch.KIND}),
     BOUNTIES: frozenset({Bounty.KIND}),
-    WEATHER: frozenset({WeatherAlert.KIND}),
+    WEATHER: frozenset({WeatherAlert.KIND, WeatherLift.KIND}),
     TRUST: frozenset({TrustReport.KIND}),
     PURCHASE_PROTOCOL: frozenset(PURCHASE_EXCHANGES).union(*PURCHASE_EXCHANGES.values()),
     LISTINGS_SYNC_PROTOCOL: frozenset(SYNC_EXCHANGES).union(*SYNC_EXCHANGES.values()),

@@ -308,6 +308,26 @@ class ApiClient:
         return dict(self.post("/v1/weather/broadcast", {"level": level, "duration_s": duration_s,
                                                         "reason": reason}))
 
+    # --- the operator's undo (each act in the audit log) --------------------------------------
+    def lift_weather(self, reason: str = "") -> Json:
+        """Management nodes: sign and gossip the early end of this node's alerts."""
+        return dict(self.post("/v1/weather/lift", {"reason": reason}))
+
+    def trust_ban(self, peer: str, reason: str = "") -> Json:
+        """Ban a peer (peer id or hex key) by hand, until ``trust_unban``."""
+        return dict(self.post("/v1/trust/ban", {"peer": peer, "reason": reason}))
+
+    def trust_unban(self, peer: str, reason: str = "") -> Json:
+        return dict(self.post("/v1/trust/unban", {"peer": peer, "reason": reason}))
+
+    def revoke_endorsement(self, listing_id: str, reason: str = "") -> Json:
+        """Management nodes: withdraw this node's endorsement of a listing, on every node."""
+        return dict(self.post(f"/v1/listings/{listing_id}/endorse/revoke", {"reason": reason}))
+
+    def audit(self, limit: int = 100) -> list[Json]:
+        """The newest operator acts (oldest first)."""
+        return list(self.get("/v1/audit", limit=limit)["entries"])
+
 
 def api_base_url(config: NodeConfig) -> str | None:
     try:

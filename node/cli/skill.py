@@ -173,9 +173,16 @@ def reprice(ctx: CliContext, listing_id: str, price: str | None) -> None:
 
 @skill.command("endorse")
 @click.argument("listing_id")
+@click.option("--revoke", is_flag=True, help="Withdraw this node's endorsement instead (audited).")
+@click.option("--reason", default="", help="Why the endorsement is revoked (kept in the audit log).")
 @common_options
-def endorse(ctx: CliContext, listing_id: str) -> None:
-    """Management nodes: vouch for a listing; every node records it as endorsed."""
+def endorse(ctx: CliContext, listing_id: str, revoke: bool, reason: str) -> None:
+    """Management nodes: vouch for a listing; every node records it as endorsed.
+    With --revoke, every node drops this node's endorsement of it again."""
+    if revoke:
+        ctx.emit(ctx.api().revoke_endorsement(listing_id, reason), lambda d: click.echo(
+            f"revoked the endorsement of {d['listing_id'][:16]}"))
+        return
     ctx.emit(ctx.api().endorse_listing(listing_id), lambda d: click.echo(
         f"endorsed {d['listing_id'][:16]} as {d['endorsed_by'][:16]}…"))
 

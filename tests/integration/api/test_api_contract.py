@@ -48,6 +48,11 @@ ROUTES = {
     ("post", "/v1/skills/publish"),
     ("get", "/v1/bounties"), ("get", "/v1/bounties/{bounty_id}"),
     ("post", "/v1/bounties/{bounty_id}/fulfil"),
+    # MCP resources (issue 29): MEMORY.md and the pending notes as stored
+    ("get", "/v1/memory/working"),
+    # the operator's undo, each act audited (issue 29)
+    ("post", "/v1/weather/lift"), ("post", "/v1/trust/ban"), ("post", "/v1/trust/unban"),
+    ("post", "/v1/listings/{listing_id}/endorse/revoke"), ("get", "/v1/audit"),
 }
 BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
@@ -58,7 +63,7 @@ BODY_MODELS = {
     "/v1/memory/feedback": ("FeedbackIn", {"id", "verdict"}),
     "/v1/memory/testament/import": ("TestamentIn", {"testament_b64"}),
     "/v1/memory/context/budget": ("BudgetContextIn", {"query", "budget_tokens", "working_memory"}),
-    "/v1/skills/{crystal_id}/executions": ("ExecutionIn", {"success", "reward"}),
+    "/v1/skills/{crystal_id}/executions": ("ExecutionIn", {"success", "reward", "note"}),
     "/v1/skills/{crystal_id}/versions": ("VersionIn", {"text"}),
     "/v1/skills/{crystal_id}/publish": ("PublishIn", {"name", "summary"}),
     "/v1/purchases": ("PurchaseIn", {"listing_id", "max_price_micro_usdc", "again"}),
@@ -72,6 +77,9 @@ BODY_MODELS = {
     "/v1/skills/publish": ("PublishManyIn", {"crystal_ids", "all", "limit"}),
     "/v1/bounties": ("BountyIn", {"text", "reward_micro_usdc", "ttl_s"}),
     "/v1/bounties/{bounty_id}/fulfil": ("FulfilIn", {"listing_id"}),
+    "/v1/weather/lift": ("ReasonIn", {"reason"}),
+    "/v1/trust/ban": ("PeerIn", {"peer", "reason"}),
+    "/v1/trust/unban": ("PeerIn", {"peer", "reason"}),
 }
 QUERY_PARAMS = {
     "/v1/listings": {"category", "max_price", "tag"},
@@ -82,6 +90,8 @@ QUERY_PARAMS = {
     "/dashboard/login": {"code"},
     "/v1/memory/context": {"window", "namespace"},
     ("/v1/bounties", "get"): {"open"},
+    "/v1/memory/working": {"namespace"},
+    "/v1/audit": {"limit"},
 }
 
 
@@ -160,6 +170,9 @@ TEMPLATES: dict[str, dict[str, Any]] = {
                          "type": "preference", "scope": "private"},
     "/v1/memory/dream": {"namespace": "default"},
     "/v1/skills/{id}/crystallize": {"text": "Skill: compress logs", "category": "ops", "tags": ["a"]},
+    "/v1/trust/ban": {"peer": "ab" * 32, "reason": "test"},
+    "/v1/trust/unban": {"peer": "ab" * 32, "reason": "test"},
+    "/v1/weather/lift": {"reason": "test"},
 }
 
 
@@ -197,7 +210,8 @@ POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
          "/v1/skills/{id}/executions", "/v1/skills/{id}/versions", "/v1/skills/{id}/publish",
          "/v1/listings/{id}/endorse", "/v1/purchases", "/v1/purchases/redeliver",
          "/v1/weather/broadcast", "/v1/dashboard/login-link", "/dashboard/login",
-         "/dashboard/logout", "/v1/memory/notes", "/v1/memory/dream", "/v1/skills/{id}/crystallize"]
+         "/dashboard/logout", "/v1/memory/notes", "/v1/memory/dream", "/v1/skills/{id}/crystallize",
+         "/v1/trust/ban", "/v1/trust/unban", "/v1/weather/lift", "/v1/listings/{id}/endorse/revoke"]
 GETS = ["/v1/listings", "/v1/listings/search", "/v1/purchases", "/v1/sales", "/dashboard/login",
         "/v1/crystals/{id}", "/v1/memory/context"]
 ROUTES_FUZZED = [("POST", path) for path in POSTS] + [("GET", path) for path in GETS]
@@ -211,7 +225,7 @@ async def snapshot(http: httpx.AsyncClient, skill_id: str) -> list[Any]:
     status = (await http.get("/v1/memory/status")).json()
     parts: list[Any] = [{key: status[key] for key in ("total", "by_lifecycle", "by_type", "by_scope")}]
     for path in (f"/v1/crystals/{skill_id}", "/v1/purchases", "/v1/sales", "/v1/skills/own",
-                 "/v1/listings", "/v1/weather", "/v1/memory/context"):
+                 "/v1/listings", "/v1/weather", "/v1/memory/context", "/v1/trust", "/v1/audit"):
         response = await http.get(path)
         assert response.status_code == 200, path
         parts.append(response.json())
