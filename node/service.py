@@ -154,7 +154,8 @@ class NodeService:
         self.weather = WeatherDesk(self.config, self.identity, self.memory,
                                    self.net.gossip.publish, self.is_management)
         self.operator = OperatorDesk(AuditLog(self.config.audit_path), self.trust, memory.db.run,
-                                     self.net.ban, self.net.unban, self.weather)
+                                     self.net.ban, self.net.unban, self.weather,
+                                     self.publisher.revoke_endorsement)
         self.net.on_listing(self.publisher.on_listing)
         self.buyer.on_fresh_listing = functools.partial(self.publisher.take_synced,
                                                         self.net.validator.check_synced)

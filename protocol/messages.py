@@ -82,6 +82,7 @@ __all__ = [
     "Delivery",
     "DeliveryRequest",
     "Endorsement",
+    "EndorsementRevocation",
     "ErrorReply",
     "InvalidMessage",
     "ListingBatch",
@@ -252,6 +253,21 @@ class ListingEndorsement(Message):
     signature: bytes
 
 
+@dataclass(frozen=True)
+class EndorsementRevocation(Message):
+    """A management node withdraws its endorsement of a listing, gossiped on the skills topic.
+
+    The envelope must be signed by a configured management key; receivers drop that key's
+    endorsement of the listing and keep refusing it (from a replayed ``listing_endorsement``
+    or the seller's embedded copy) unless the key endorses again in a newer message: for
+    each (listing, key), the act with the latest envelope ``issued_at_ms`` stands.
+    """
+
+    KIND: ClassVar[str] = "endorsement_revocation"
+    FIELDS: ClassVar[Schema] = {"listing_id": SHA256_HEX}
+    listing_id: str
+
+
 def endorsement_valid(listing: SkillListing, management_key: bytes, signature: bytes) -> bool:
     """True if ``signature`` is ``management_key``'s endorsement of ``listing``."""
     unendorsed = dataclasses.replace(listing, endorsement=None)
@@ -346,6 +362,7 @@ class TrustReport(Message):
 _ALL_MESSAGES: tuple[type[Message], ...] = (
     SkillListing,
     ListingEndorsement,
+    EndorsementRevocation,
     WeatherAlert,
     WeatherLift,
     TrustReport,

@@ -26,6 +26,7 @@ from protocol.messages import (
     Busy,
     Delivery,
     DeliveryRequest,
+    EndorsementRevocation,
     ErrorReply,
     ListingBatch,
     ListingEndorsement,
@@ -152,7 +153,7 @@ SYNCABLE_KINDS: dict[str, str] = {
 
 TOPIC_KINDS: dict[str, frozenset[str]] = {
     SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND, ListingWithdrawal.KIND,
-                       ListingBatch.KIND}),
+                       ListingBatch.KIND, EndorsementRevocation.KIND}),
     BOUNTIES: frozenset({Bounty.KIND}),
     WEATHER: frozenset({WeatherAlert.KIND, WeatherLift.KIND}),
     TRUST: frozenset({TrustReport.KIND}),

@@ -74,6 +74,7 @@ from protocol.envelope import (
 from protocol.liveness import WITHDRAWAL_LIFETIME_MS
 from protocol.messages import (
     Bounty,
+    EndorsementRevocation,
     ListingBatch,
     ListingEndorsement,
     ListingWithdrawal,
@@ -369,9 +370,10 @@ class MessageValidator:
     def _check_endorsement(self, envelope: Envelope) -> None:
         """An endorsement means a configured management key vouched: anything else is forged."""
         message = envelope.message()
-        if isinstance(message, ListingEndorsement):
+        if isinstance(message, ListingEndorsement | EndorsementRevocation):
             if envelope.sender not in self.management_keys:
-                raise _reject(NOT_MANAGEMENT, "endorsements come from management keys", envelope.sender)
+                raise _reject(NOT_MANAGEMENT, "endorsements and their revocations come from "
+                              "management keys", envelope.sender)
         elif isinstance(message, SkillListing) and message.endorsement is not None:
             key = message.endorsement.management_key
             if key not in self.management_keys or not verify_endorsement(message):
