@@ -10,7 +10,7 @@ connected to the honest nodes like any peer; it captured a genuine lift off the 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,3 +207,43 @@ async def test_ban_and_unban_by_hand_need_the_token_and_are_audited(
     entries = await trio.to_thread.run_sync(cli.json, "audit")
     assert [(e["action"], e["target"], e["detail"]["reason"]) for e in entries] == [
         ("trust_ban", target, "sold a stealer"), ("trust_unban", target, "mistake")]
+
+
+async def test_an_endorsement_revoked_from_the_cli_is_dropped_by_every_node(
+        mesh: Mesh, capsys: pytest.CaptureFixture[str]) -> None:
+    management, follower = mesh.management, mesh.follower
+    crystal = await management.memory.add_from_request(
+        {"text": "rotate the ingress TLS certificates with the ACME client", "type": "skill",
+         "scope": "public", "category": "ops"})
+    for _ in range(3):
+        await management.market.record_execution(crystal.id, True, 1.0)
+    listing = await management.market.publish_skill(crystal.id)
+    listing_id = listing["listing_id"]
+
+    async def endorsed_on_follower() -> str | None:
+        stored = await follower.memory.run(follower.listings.get, listing_id)
+        return None if stored is None else stored.endorsed_by
+
+    await wait_until_async(lambda: follower.memory.run(follower.listings.get, listing_id), WAIT_S,
+                           "the listing on the follower")
+    await management.market.endorse_listing(listing_id)
+    key = management.identity.public_key.hex()
+    await wait_until_async(lambda: _equals(endorsed_on_follower, key), WAIT_S, "the endorsement")
+
+    follower_cli = Cli(capsys, follower.config.data_dir)
+    line = await trio.to_thread.run_sync(follower_cli.fails, "skill", "endorse", listing_id, "--revoke")
+    assert "management" in line
+
+    cli = Cli(capsys, management.config.data_dir)
+    revoked = await trio.to_thread.run_sync(cli.json, "skill", "endorse", listing_id, "--revoke",
+                                            "--reason", "the seller changed hands")
+    assert revoked["revoked_by"] == key and revoked["audit"]["action"] == "endorsement_revoke"
+    await wait_until_async(lambda: _equals(endorsed_on_follower, None), WAIT_S,
+                           "the revocation on the follower")
+    entries = await trio.to_thread.run_sync(cli.json, "audit")
+    assert [(e["action"], e["target"], e["detail"]["reason"]) for e in entries] == [
+        ("endorsement_revoke", listing_id, "the seller changed hands")]
+
+
+async def _equals(read: Callable[[], Awaitable[object]], expected: object) -> bool:
+    return await read() == expected
