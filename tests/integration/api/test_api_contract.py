@@ -225,10 +225,13 @@ async def snapshot(http: httpx.AsyncClient, skill_id: str) -> list[Any]:
     status = (await http.get("/v1/memory/status")).json()
     parts: list[Any] = [{key: status[key] for key in ("total", "by_lifecycle", "by_type", "by_scope")}]
     for path in (f"/v1/crystals/{skill_id}", "/v1/purchases", "/v1/sales", "/v1/skills/own",
-                 "/v1/listings", "/v1/weather", "/v1/memory/context", "/v1/trust", "/v1/audit"):
+                 "/v1/listings", "/v1/weather", "/v1/memory/context", "/v1/audit"):
         response = await http.get(path)
         assert response.status_code == 200, path
         parts.append(response.json())
+    # What a ban or unban writes (the trust tick recomputes scores on its own schedule).
+    trust = (await http.get("/v1/trust")).json()["peers"]
+    parts.append(sorted((row["peer_key"], row["last_reason"], row["offences"]) for row in trust))
     return parts
 
 
