@@ -99,3 +99,38 @@ async def test_the_typescript_sdk_client_lists_reads_and_calls(node: NodeService
     assert publish["isError"] and "Traceback" not in json.dumps(publish)
     stored = await node.memory.get(crystal.id)
     assert stored.execution.executions == 1
+
+
+async def test_working_memory_resources_through_the_python_sdk_client(node: NodeService) -> None:
+    """MEMORY.md and the pending notes as resources (the official Python SDK's Client, in process)."""
+    from mcp import Client
+    from mcp_types import TextResourceContents
+
+    from node.agent import build_server
+    from node.api import ApiClient
+
+    server = build_server(lambda: ApiClient(f"http://127.0.0.1:{node.api_port}", node.api_token))
+
+    async def read(client: Client, uri: str) -> str:
+        content = (await client.read_resource(uri)).contents[0]
+        assert isinstance(content, TextResourceContents)
+        return content.text
+
+    async with Client(server) as client:
+        empty = await read(client, "crystalmesh://working/default/notes.md")
+        assert "No pending notes" in empty
+        added = await client.call_tool("memory_add", {"text": "Jonas prefers tabs over spaces",
+                                                      "type": "preference", "importance": 0.9})
+        assert not added.is_error
+        await client.call_tool("memory_add", {"text": "The planner owns the release calendar",
+                                              "namespace": "agent:planner"})
+        notes = await read(client, "crystalmesh://working/default/notes.md")
+        assert "- [0.90] Jonas prefers tabs over spaces" in notes
+        planner = await read(client, "crystalmesh://working/agent:planner/notes.md")
+        assert "release calendar" in planner and "tabs" not in planner
+        dreamt = await client.call_tool("memory_dream", {})
+        assert not dreamt.is_error
+        memory_md = await read(client, "crystalmesh://working/default/MEMORY.md")
+        assert memory_md == (await node.working.state("default"))["memory_md"] and memory_md
+        with pytest.raises(Exception, match="namespace"):
+            await client.read_resource("crystalmesh://working/Not..A-Namespace/notes.md")
