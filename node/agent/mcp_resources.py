@@ -39,6 +39,8 @@ from pydantic import AnyUrl
 
 from node.agent.skill_install import bundle_for, installed_skill_md, source_from_crystal
 from node.api import ApiClient
+from node.errors import CrystalmeshError
+from protocol.schema import InvalidMessage
 from protocol.skill_bundle import SKILL_MD, split_front_matter
 
 Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
@@ -95,8 +97,8 @@ def serve_skill(crystal: dict[str, Any], taken: set[str]) -> ServedSkill | None:
         skill_md = installed_skill_md(bundle, source, keep_allowed_tools=not bought) if bought \
             else bundle.skill_md
         front = yaml.safe_load(split_front_matter(skill_md)[0])
-    except Exception:  # a stranger's text: one bad skill must not hide the others
-        return None
+    except (CrystalmeshError, InvalidMessage, yaml.YAMLError, KeyError, TypeError, ValueError):
+        return None  # a stranger's text: one skill that cannot be served must not hide the others
     if not isinstance(front, dict):
         return None
     prefix = "bought/" if bought else ""
