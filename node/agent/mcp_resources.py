@@ -41,7 +41,7 @@ from node.agent.skill_install import bundle_for, installed_skill_md, source_from
 from node.api import ApiClient
 from node.errors import CrystalmeshError
 from protocol.schema import InvalidMessage
-from protocol.skill_bundle import SKILL_MD, split_front_matter
+from protocol.skill_bundle import SKILL_MD, parse_front_matter, split_front_matter
 
 Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
 SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
@@ -96,7 +96,7 @@ def serve_skill(crystal: dict[str, Any], taken: set[str]) -> ServedSkill | None:
         bought = source.seller != "local"
         skill_md = installed_skill_md(bundle, source, keep_allowed_tools=not bought) if bought \
             else bundle.skill_md
-        front = yaml.safe_load(split_front_matter(skill_md)[0])
+        front = parse_front_matter(split_front_matter(skill_md)[0])  # no anchors, aliases, tags
     except (CrystalmeshError, InvalidMessage, yaml.YAMLError, KeyError, TypeError, ValueError):
         return None  # a stranger's text: one skill that cannot be served must not hide the others
     if not isinstance(front, dict):
