@@ -156,7 +156,8 @@ def register_market_tools(server: MCPServer[Any], call: Call) -> None:
     ) -> dict[str, Any]:
         """Close one of your bounties by buying a matching skill. COSTS USDC: pays the listing's
         price (never more than the bounty's reward, never beyond the node's spend caps) on
-        chain, then stores the skill. Call it when bounty_list shows a match you want."""
+        chain, stores the skill, and gossips one signed message that closes the bounty. Call
+        it when bounty_list shows a match you want."""
         segment = path_segment(bounty_id)
         result: dict[str, Any] = await call(lambda client: client.fulfil_bounty(segment, listing_id))
         purchase = result.get("purchase")

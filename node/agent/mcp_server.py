@@ -191,8 +191,9 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         listing_id: Annotated[str, Field(min_length=1, description="listing_id from market_search.")],
         max_price_usdc: Annotated[float, Field(ge=0, description="Refuse to pay more than this (USDC).")],
     ) -> dict[str, Any]:
-        """Buy a skill with USDC and store it in memory. Pays at most max_price_usdc and never
-        beyond the node's spend caps. Returns the price actually paid and the stored skill's id."""
+        """Buy a skill with USDC and store it in memory. COSTS USDC: pays the listing's price on
+        chain, at most max_price_usdc and never beyond the node's spend caps. Returns the price
+        actually paid and the stored skill's id. After running it, call skill_report_outcome."""
         max_price = usdc_to_micro(max_price_usdc)
         result = await call(lambda client: client.buy(listing_id, max_price))
         paid = result.get("price_micro_usdc")
@@ -203,7 +204,8 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         crystal_id: Annotated[str, Field(min_length=1, description="Id of a skill memory with a track record.")],
     ) -> dict[str, Any]:
         """List one of the agent's proven skills on the market (needs >= 3 recorded executions
-        and >= 60 % success). The price comes from the node's pricing engine."""
+        and >= 60 % success, see skill_record_execution). Costs no USDC: one signed gossip
+        message. The price comes from the node's pricing engine (change it: listing_reprice)."""
         segment = _path_segment(crystal_id)
         return await call(lambda client: client.publish_skill(segment))
 
