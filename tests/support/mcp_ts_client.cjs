@@ -20,7 +20,8 @@ async function main() {
   });
   const client = new Client({ name: "crystalmesh-suite-ts", version: "1.0.0" });
   await client.connect(transport);
-  const out = { server: client.getServerVersion(), calls: [], reads: {} };
+  const out = { server: client.getServerVersion(), capabilities: client.getServerCapabilities(),
+                calls: [], reads: {} };
   out.tools = (await client.listTools()).tools.map((tool) => ({
     name: tool.name, description: tool.description, required: tool.inputSchema.required || [],
   }));

@@ -73,6 +73,7 @@ async def test_the_typescript_sdk_client_lists_reads_and_calls(node: NodeService
     ])
 
     assert seen["server"]["name"] == "crystalmesh"
+    assert "resources" in seen["capabilities"], seen["capabilities"]
     tools = {tool["name"]: tool for tool in seen["tools"]}
     assert {"skill_record_execution", "skill_crystallize", "bounty_post", "bounty_list", "bounty_fulfil",
             "listing_reprice", "listing_unpublish", "skill_report_outcome", "memory_search",
