@@ -65,6 +65,9 @@ async def read(client: Client, uri: str) -> str:
 async def test_an_mcp_agent_sells_a_skill_it_learned_and_a_buyer_reports_it_bad(market: Market) -> None:
     seller, buyer = market.seller, market.buyer
     async with agent(seller) as selling:
+        capabilities = selling.session.server_capabilities
+        assert capabilities is not None and capabilities.extensions is not None
+        assert "io.modelcontextprotocol/skills" in capabilities.extensions  # SEP-2640, declared
         tools = {tool.name: tool for tool in (await selling.list_tools()).tools}
         for name in ("skill_record_execution", "skill_crystallize", "bounty_post", "bounty_list",
                      "bounty_fulfil", "listing_reprice", "listing_unpublish", "skill_report_outcome"):
