@@ -247,6 +247,11 @@ class NodeConfig:
     def log_path(self) -> Path:
         return self.data_dir / "node.log"
 
+    @property
+    def audit_path(self) -> Path:
+        """The operator's append-only audit log (node/audit.py)."""
+        return self.data_dir / "audit.jsonl"
+
 
 def _coerce(value: Any, annotation: Any, where: str) -> Any:
     kind = annotation if isinstance(annotation, type) else None

@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from node import metrics
+from node.audit import AuditLog
 from node.chain import ChainClient, SettlementEngine
 from node.config import NodeConfig
 from node.crystals import CrystalNotFound, Lifecycle, now_ms
@@ -40,6 +41,7 @@ from node.market import (
 )
 from node.memory import AsyncMemory, LearningService, Memory, SearchRequest, WorkingMemoryService
 from node.net import NetService
+from node.operator import OperatorDesk
 from node.supervisor import supervise
 from node.trust import GateDecision, TrustService
 from node.weather import WeatherDesk
@@ -56,7 +58,7 @@ INDEX_SAVE_INTERVAL_S = 30.0
 class NodeService:
     """Wires one node and runs it; the API reaches each concept through its face
     (``node.api.interface.NodeApi``): ``memory``, ``working``, ``learning``, ``market``,
-    ``trust``, ``weather``."""
+    ``trust``, ``weather``, and ``operator`` (the audited undo)."""
 
     def __init__(self, config: NodeConfig, memory: Memory | None = None,
                  chain_client: ChainClient | None = None) -> None:
@@ -151,6 +153,9 @@ class NodeService:
         self.publisher.next_seq = self.net.sequence.next
         self.weather = WeatherDesk(self.config, self.identity, self.memory,
                                    self.net.gossip.publish, self.is_management)
+        self.operator = OperatorDesk(AuditLog(self.config.audit_path), self.trust, memory.db.run,
+                                     self.net.ban, self.net.unban, self.weather,
+                                     self.publisher.revoke_endorsement)
         self.net.on_listing(self.publisher.on_listing)
         self.buyer.on_fresh_listing = functools.partial(self.publisher.take_synced,
                                                         self.net.validator.check_synced)

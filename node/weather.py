@@ -2,7 +2,9 @@
 
 A management node signs an alert (level, absolute expiry, reason); every node
 raises its effective cortisol to the alert's level until the signed expiry
-and, while it lasts, halts ingestion from anyone below "trusted".
+and, while it lasts, halts ingestion from anyone below "trusted". The same node
+may sign a lift: every node ends that key's alerts issued up to the lift's
+moment (``protocol.messages.WeatherLift``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from node.errors import NodeError, NotManagementNode
 from node.memory import AsyncMemory
 from protocol.envelope import Envelope
 from protocol.identity import Identity
-from protocol.messages import WeatherAlert
+from protocol.messages import WeatherAlert, WeatherLift
 from protocol.schema import PPM
 from protocol.topics import WEATHER
 
@@ -42,11 +44,15 @@ class WeatherDesk:
 
     async def on_weather(self, envelope: Envelope) -> None:
         alert = envelope.message()
-        assert isinstance(alert, WeatherAlert)
         if envelope.sender != self.identity.public_key:
             metrics.count_accepted(WEATHER, envelope.issued_at_ms)
+        if isinstance(alert, WeatherLift):
+            await self._on_lift(envelope.sender.hex(), alert)
+            return
+        assert isinstance(alert, WeatherAlert)
         applied = self.memory.hormones.apply_network_cortisol_spike(
-            alert.cortisol_level_ppm / PPM, alert.expires_at_ms, alert.reason
+            alert.cortisol_level_ppm / PPM, alert.expires_at_ms, alert.reason,
+            alert.issued_at_ms, envelope.sender.hex()
         )
         log.warning(
             "weather alert level=%.2f expires_at_ms=%d reason=%s applied=%s",
@@ -57,12 +63,33 @@ class WeatherDesk:
         )
         await self.memory.save_hormones()
 
-    async def broadcast(self, level: float, duration_s: int, reason: str) -> dict[str, Any]:
+    async def _on_lift(self, sender: str, lift: WeatherLift) -> None:
+        ended = self.memory.hormones.lift_network_cortisol(sender, lift.issued_at_ms)
+        log.warning("weather lift sender=%s issued_at_ms=%d reason=%s ended=%d",
+                    sender[:16], lift.issued_at_ms, lift.reason, ended)
+        await self.memory.save_hormones()
+
+    def _require_management(self) -> None:
         if not self.is_management:
             raise NotManagementNode(
                 "this node is not a management node: its public key "
                 f"{self.identity.public_key.hex()} is not in [net] management_keys"
             )
+
+    async def lift(self, reason: str) -> dict[str, Any]:
+        """Sign and gossip an early end of this node's alerts (management nodes only)."""
+        self._require_management()
+        before = self.status()
+        issued = now_ms()
+        lift = WeatherLift(issued_at_ms=issued, reason=reason[:280])
+        envelope = await self.gossip_publish(WEATHER, lift, issued_at_ms=issued)
+        metrics.GOSSIP_PUBLISHED.labels(topic=WEATHER).inc()
+        await self.on_weather(envelope)
+        return {"issued_at_ms": issued, "reason": lift.reason, "seq": envelope.seq,
+                "was_active": bool(before.get("active")), "weather": self.status()}
+
+    async def broadcast(self, level: float, duration_s: int, reason: str) -> dict[str, Any]:
+        self._require_management()
         if not 0.0 <= level <= 1.0:
             raise NodeError("level must be between 0 and 1")
         if not 0 < duration_s <= self.config.net.max_weather_duration_s:

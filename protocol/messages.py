@@ -82,6 +82,7 @@ __all__ = [
     "Delivery",
     "DeliveryRequest",
     "Endorsement",
+    "EndorsementRevocation",
     "ErrorReply",
     "InvalidMessage",
     "ListingBatch",
@@ -102,6 +103,7 @@ __all__ = [
     "TrustEntry",
     "TrustReport",
     "WeatherAlert",
+    "WeatherLift",
     "content_hash",
     "endorse",
     "endorsement_valid",
@@ -251,6 +253,21 @@ class ListingEndorsement(Message):
     signature: bytes
 
 
+@dataclass(frozen=True)
+class EndorsementRevocation(Message):
+    """A management node withdraws its endorsement of a listing, gossiped on the skills topic.
+
+    The envelope must be signed by a configured management key; receivers drop that key's
+    endorsement of the listing and keep refusing it (from a replayed ``listing_endorsement``
+    or the seller's embedded copy) unless the key endorses again in a newer message: for
+    each (listing, key), the act with the latest envelope ``issued_at_ms`` stands.
+    """
+
+    KIND: ClassVar[str] = "endorsement_revocation"
+    FIELDS: ClassVar[Schema] = {"listing_id": SHA256_HEX}
+    listing_id: str
+
+
 def endorsement_valid(listing: SkillListing, management_key: bytes, signature: bytes) -> bool:
     """True if ``signature`` is ``management_key``'s endorsement of ``listing``."""
     unendorsed = dataclasses.replace(listing, endorsement=None)
@@ -280,6 +297,30 @@ class WeatherAlert(Message):
     def check(self) -> None:
         if self.expires_at_ms <= self.issued_at_ms:
             raise InvalidMessage("expires_at_ms must be > issued_at_ms")
+
+    def check_envelope(self, sender: bytes, issued_at_ms: int) -> None:
+        if self.issued_at_ms != issued_at_ms:
+            raise InvalidMessage("issued_at_ms differs from the envelope's")
+
+
+@dataclass(frozen=True)
+class WeatherLift(Message):
+    """A management node ends its own alerts early: every alert its key issued at or before
+    ``issued_at_ms`` stops counting.
+
+    Same rules as an alert (management key, clock window, and a ``seq`` above every weather
+    message already accepted from that key), so a captured lift can neither be replayed nor
+    end an alert issued after it: the lift names a signed moment, not an alert.
+    ``issued_at_ms`` must equal the envelope's.
+    """
+
+    KIND: ClassVar[str] = "weather_lift"
+    FIELDS: ClassVar[Schema] = {
+        "issued_at_ms": TIMESTAMP,
+        "reason": Text(280, min_chars=0),
+    }
+    issued_at_ms: int
+    reason: str
 
     def check_envelope(self, sender: bytes, issued_at_ms: int) -> None:
         if self.issued_at_ms != issued_at_ms:
@@ -321,7 +362,9 @@ class TrustReport(Message):
 _ALL_MESSAGES: tuple[type[Message], ...] = (
     SkillListing,
     ListingEndorsement,
+    EndorsementRevocation,
     WeatherAlert,
+    WeatherLift,
     TrustReport,
     *PURCHASE_MESSAGES,
     *LIVENESS_MESSAGES,

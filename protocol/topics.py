@@ -26,6 +26,7 @@ from protocol.messages import (
     Busy,
     Delivery,
     DeliveryRequest,
+    EndorsementRevocation,
     ErrorReply,
     ListingBatch,
     ListingEndorsement,
@@ -41,6 +42,7 @@ from protocol.messages import (
     TermsChanged,
     TrustReport,
     WeatherAlert,
+    WeatherLift,
 )
 
 __all__ = [
@@ -151,9 +153,9 @@ SYNCABLE_KINDS: dict[str, str] = {
 
 TOPIC_KINDS: dict[str, frozenset[str]] = {
     SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND, ListingWithdrawal.KIND,
-                       ListingBatch.KIND}),
+                       ListingBatch.KIND, EndorsementRevocation.KIND}),
     BOUNTIES: frozenset({Bounty.KIND}),
-    WEATHER: frozenset({WeatherAlert.KIND}),
+    WEATHER: frozenset({WeatherAlert.KIND, WeatherLift.KIND}),
     TRUST: frozenset({TrustReport.KIND}),
     PURCHASE_PROTOCOL: frozenset(PURCHASE_EXCHANGES).union(*PURCHASE_EXCHANGES.values()),
     LISTINGS_SYNC_PROTOCOL: frozenset(SYNC_EXCHANGES).union(*SYNC_EXCHANGES.values()),

@@ -19,6 +19,8 @@ from pydantic import Field
 
 from node.agent.mcp_conversations import register_conversation_tools
 from node.agent.mcp_learning import register_learning_tools
+from node.agent.mcp_market import MICRO_PER_USDC, register_market_tools, usdc_to_micro
+from node.agent.mcp_resources import AgentMcpServer, register_resources
 from node.agent.mcp_working import (
     Importance,
     add_working_note,
@@ -30,7 +32,6 @@ from node.api import ApiClient, ApiError
 from node.errors import CrystalmeshError
 from protocol.schema import InvalidMessage
 
-MICRO_PER_USDC = 1_000_000
 T = TypeVar("T")
 
 INSTRUCTIONS = """\
@@ -43,7 +44,14 @@ contradiction; memory_delete what is wrong or asked to be forgotten. Memories li
 "user:<name>", "agent:<role>", "session:<id>"): pass the same namespace to add, search and list
 to keep users, agents and sessions apart. Skills bought on the market cost real USDC: check
 the price with market_search first; skill_buy never pays more than max_price_usdc and the
-node's own daily spend cap; skill_install writes a bought skill as <dir>/<name>/SKILL.md."""
+node's own daily spend cap; skill_install writes a bought skill as <dir>/<name>/SKILL.md.
+The skill loop: skill_crystallize an emerging skill from MEMORY.md, skill_record_execution
+after each run of your own skill (3 runs with >= 60 % success make it listable), skill_publish,
+listing_reprice or listing_unpublish it; bounty_post what you cannot find. After running a
+skill you bought, skill_report_outcome (a bad one lowers the seller's trust). Resources:
+crystalmesh://working/default/MEMORY.md and .../notes.md, and every skill as
+skill://<name>/SKILL.md (bought ones under skill://bought/), listed with digests by
+skills/list and skill://index.json."""
 
 MemoryType = Literal[
     "general", "fact", "preference", "episode", "insight", "relationship", "goal",
@@ -57,18 +65,8 @@ MemoryId = Annotated[str, Field(min_length=1, max_length=64,
                                 description="A memory id from memory_search, memory_add or memory_list.")]
 
 
-def usdc_to_micro(amount_usdc: float) -> int:
-    """Dollars as an agent writes them (0.05) to integer micro-USDC, refusing sub-micro amounts."""
-    micro = round(amount_usdc * MICRO_PER_USDC)
-    if micro < 0 or abs(micro - amount_usdc * MICRO_PER_USDC) > 1e-6 * MICRO_PER_USDC:
-        raise ToolError(f"max_price_usdc must be a non-negative amount with at most 6 decimals, got {amount_usdc}")
-    return micro
-
-
 def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
     """The MCP server; ``connect`` returns a client for the running node (raises ApiError)."""
-    server: MCPServer[Any] = MCPServer(name="crystalmesh", instructions=INSTRUCTIONS)
-
     async def call(operation: Callable[[ApiClient], T]) -> T:
         """``operation`` on a fresh client of the node, off the event loop; node errors as tool errors."""
 
@@ -84,8 +82,11 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         except ApiError as exc:
             raise ToolError(str(exc)) from exc
 
+    server = AgentMcpServer(call, name="crystalmesh", instructions=INSTRUCTIONS)
     register_learning_tools(server, call)
     register_conversation_tools(server, call)
+    register_market_tools(server, call)  # the skill loop: record, crystallize, bounties, reprice, report
+    register_resources(server, call)  # MEMORY.md, pending notes, skill:// files (SEP-2640)
 
     @server.tool()
     async def memory_search(
@@ -195,8 +196,9 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         listing_id: Annotated[str, Field(min_length=1, description="listing_id from market_search.")],
         max_price_usdc: Annotated[float, Field(ge=0, description="Refuse to pay more than this (USDC).")],
     ) -> dict[str, Any]:
-        """Buy a skill with USDC and store it in memory. Pays at most max_price_usdc and never
-        beyond the node's spend caps. Returns the price actually paid and the stored skill's id."""
+        """Buy a skill with USDC and store it in memory. COSTS USDC: pays the listing's price on
+        chain, at most max_price_usdc and never beyond the node's spend caps. Returns the price
+        actually paid and the stored skill's id. After running it, call skill_report_outcome."""
         max_price = usdc_to_micro(max_price_usdc)
         result = await call(lambda client: client.buy(listing_id, max_price))
         paid = result.get("price_micro_usdc")
@@ -207,7 +209,8 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         crystal_id: Annotated[str, Field(min_length=1, description="Id of a skill memory with a track record.")],
     ) -> dict[str, Any]:
         """List one of the agent's proven skills on the market (needs >= 3 recorded executions
-        and >= 60 % success). The price comes from the node's pricing engine."""
+        and >= 60 % success, see skill_record_execution). Costs no USDC: one signed gossip
+        message. The price comes from the node's pricing engine (change it: listing_reprice)."""
         segment = _path_segment(crystal_id)
         return await call(lambda client: client.publish_skill(segment))
 

@@ -188,6 +188,11 @@ def _from_crystal(crystal: dict[str, Any], name_hint: str | None = None) -> Skil
     )
 
 
+def source_from_crystal(crystal: dict[str, Any]) -> SkillSource:
+    """A skill memory (as the API returns it) as an installable source with its provenance."""
+    return _from_crystal(crystal)
+
+
 def source_from_node(client: ApiClient, ref: str) -> SkillSource:
     """Find ``ref`` (a skill crystal id, or a listing this node bought) through the local API."""
     if not ref or "/" in ref or "?" in ref or "#" in ref or ref in (".", ".."):

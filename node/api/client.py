@@ -178,6 +178,10 @@ class ApiClient:
         """MEMORY.md and the pending notes (``context``), sized for a model's context window."""
         return dict(self.get("/v1/memory/context", window=window_tokens, namespace=namespace))
 
+    def working_state(self, namespace: str = "default") -> Json:
+        """MEMORY.md (``memory_md``) and the pending scratch notes (``notes``), each as stored."""
+        return dict(self.get("/v1/memory/working", namespace=namespace))
+
     def crystallize_skill(self, crystal_id: str, text: str | None = None, category: str | None = None,
                           tags: Sequence[str] = ()) -> Json:
         """An emerging skill (a task pattern) as a skill crystal."""
@@ -211,8 +215,11 @@ class ApiClient:
                                                "category": category, "tags": list(tags),
                                                "namespace": namespace}))
 
-    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None) -> Json:
-        return dict(self.post(f"/v1/skills/{crystal_id}/executions", {"success": success, "reward": reward}))
+    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None,
+                         note: str | None = None) -> Json:
+        """One run of a skill; on a bought skill (peer origin) it is also trust evidence about the seller."""
+        return dict(self.post(f"/v1/skills/{crystal_id}/executions",
+                              _present({"success": success, "reward": reward, "note": note})))
 
     def new_skill_version(self, crystal_id: str, text: str) -> Json:
         return dict(self.post(f"/v1/skills/{crystal_id}/versions", {"text": text}))
@@ -312,6 +319,26 @@ class ApiClient:
     def broadcast_weather(self, level: float, duration_s: int, reason: str) -> Json:
         return dict(self.post("/v1/weather/broadcast", {"level": level, "duration_s": duration_s,
                                                         "reason": reason}))
+
+    # --- the operator's undo (each act in the audit log) --------------------------------------
+    def lift_weather(self, reason: str = "") -> Json:
+        """Management nodes: sign and gossip the early end of this node's alerts."""
+        return dict(self.post("/v1/weather/lift", {"reason": reason}))
+
+    def trust_ban(self, peer: str, reason: str = "") -> Json:
+        """Ban a peer (peer id or hex key) by hand, until ``trust_unban``."""
+        return dict(self.post("/v1/trust/ban", {"peer": peer, "reason": reason}))
+
+    def trust_unban(self, peer: str, reason: str = "") -> Json:
+        return dict(self.post("/v1/trust/unban", {"peer": peer, "reason": reason}))
+
+    def revoke_endorsement(self, listing_id: str, reason: str = "") -> Json:
+        """Management nodes: withdraw this node's endorsement of a listing, on every node."""
+        return dict(self.post(f"/v1/listings/{listing_id}/endorse/revoke", {"reason": reason}))
+
+    def audit(self, limit: int = 100) -> list[Json]:
+        """The newest operator acts (oldest first)."""
+        return list(self.get("/v1/audit", limit=limit)["entries"])
 
 
 def api_base_url(config: NodeConfig) -> str | None:

@@ -67,6 +67,7 @@ class ExecutionIn(Body):
 
     success: Annotated[bool, Field(strict=True)]
     reward: Annotated[float, Field(strict=True, ge=0.0, le=1.0)] | None = None
+    note: Annotated[str, Field(max_length=1024)] | None = None
 
 
 class VersionIn(Body):

@@ -38,6 +38,7 @@ from node.api.models import (
     VersionIn,
     WeatherIn,
 )
+from node.api.operator_routes import operator_router
 from node.api.working_routes import working_memory_router
 from node.memory import SearchRequest
 
@@ -94,7 +95,7 @@ def node_router(node: NodeApi) -> APIRouter:
     # --- skills & market --------------------------------------------------------------------
     @router.post("/skills/{crystal_id}/executions", tags=["skills"])
     async def record_execution(crystal_id: str, body: ExecutionIn) -> Json:
-        crystal = await node.market.record_execution(crystal_id, body.success, body.reward)
+        crystal = await node.market.record_execution(crystal_id, body.success, body.reward, body.note)
         return crystal.to_dict()
 
     @router.post("/skills/{crystal_id}/versions", tags=["skills"])
@@ -179,6 +180,9 @@ def build_fastapi(node: NodeApi | None, auth: ApiAuth) -> FastAPI:
         market = getattr(node, "market", None)  # test doubles may leave it out
         if market is not None:
             app.include_router(market_liveness_router(market.liveness))
+        operator = getattr(node, "operator", None)  # the operator's undo (test doubles may leave it out)
+        if operator is not None:
+            app.include_router(operator_router(operator))
     app.include_router(dashboard_router())
     app.include_router(metrics_router(node))
     return app

@@ -40,6 +40,13 @@ class ContextQuery(BaseModel):
     namespace: Namespace = "default"
 
 
+class StateQuery(BaseModel):
+    """``GET /v1/memory/working``: MEMORY.md and the pending notes, each as stored."""
+
+    model_config = ConfigDict(extra="forbid")
+    namespace: Namespace = "default"
+
+
 class CrystallizeIn(Body):
     """``POST /v1/skills/{id}/crystallize``: an emerging skill into a skill crystal."""
 
@@ -64,6 +71,10 @@ def working_memory_router(node: NodeApi) -> APIRouter:
     @router.get("/memory/context")
     async def context(query: Annotated[ContextQuery, Query()]) -> Json:
         return await node.working.context(query.window, query.namespace)
+
+    @router.get("/memory/working")
+    async def state(query: Annotated[StateQuery, Query()]) -> Json:
+        return await node.working.state(query.namespace)
 
     @router.post("/skills/{crystal_id}/crystallize", tags=["skills"])
     async def crystallize(crystal_id: str, body: CrystallizeIn | None = None) -> Json:

@@ -197,8 +197,9 @@ class LocalNode:
                 "namespace": namespace}
         return add_from_request(self._memory(), body).to_dict()
 
-    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None) -> Json:
-        return self._memory().record_execution(crystal_id, success, reward).to_dict()
+    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None,
+                         note: str | None = None) -> Json:
+        return self._memory().record_execution(crystal_id, success, reward, note).to_dict()
 
     def new_skill_version(self, crystal_id: str, text: str) -> Json:
         return self._memory().new_skill_version(crystal_id, text).to_dict()

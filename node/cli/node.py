@@ -169,3 +169,15 @@ def sales(ctx: CliContext, limit: int) -> None:
         [[when(r["created_at_ms"], "%m-%d %H:%M:%S"), r["listing_id"][:12], r["buyer_key"][:10],
           usdc(r["price_micro_usdc"]), r["state"], (r["tx_hash"] or "-")[:12]] for r in rows])
         if rows else click.echo("no sales"))
+
+
+@cli.command()
+@click.option("--limit", type=int, default=50, show_default=True)
+@common_options
+def audit(ctx: CliContext, limit: int) -> None:
+    """The operator's acts (weather lifts, bans and unbans, revoked endorsements), oldest first."""
+    ctx.emit(ctx.api().audit(limit), lambda rows: table(
+        None, ["when", "action", "target", "detail"],
+        [[when(r["at_ms"], "%m-%d %H:%M:%S"), r["action"], str(r["target"])[:24],
+          " ".join(f"{k}={v}" for k, v in sorted(r.get("detail", {}).items()))[:80]] for r in rows])
+        if rows else click.echo("no operator acts yet"))

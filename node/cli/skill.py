@@ -23,10 +23,12 @@ def skill() -> None:
 @click.option("--success/--failure", required=True, help="Outcome of the run.")
 @click.option("--reward", type=click.FloatRange(0.0, 1.0), default=None,
               help="Reward score 0..1 (default 1 on success, 0 on failure).")
+@click.option("--note", default=None, help="What happened (kept in the skill's audit trail, <= 1024 chars).")
 @common_options
-def record_execution(ctx: CliContext, crystal_id: str, success: bool, reward: float | None) -> None:
+def record_execution(ctx: CliContext, crystal_id: str, success: bool, reward: float | None,
+                     note: str | None) -> None:
     """Record one execution outcome of a skill (feeds quality gates and price)."""
-    data = ctx.client().record_execution(crystal_id, success, reward)
+    data = ctx.client().record_execution(crystal_id, success, reward, note)
     ctx.emit(data, lambda c: click.echo(
         f"{c['id'][:8]}: {c['successes']}/{c['executions']} successful, reward sum {c['rewardSum']:.2f}"))
 
@@ -171,9 +173,16 @@ def reprice(ctx: CliContext, listing_id: str, price: str | None) -> None:
 
 @skill.command("endorse")
 @click.argument("listing_id")
+@click.option("--revoke", is_flag=True, help="Withdraw this node's endorsement instead (audited).")
+@click.option("--reason", default="", help="Why the endorsement is revoked (kept in the audit log).")
 @common_options
-def endorse(ctx: CliContext, listing_id: str) -> None:
-    """Management nodes: vouch for a listing; every node records it as endorsed."""
+def endorse(ctx: CliContext, listing_id: str, revoke: bool, reason: str) -> None:
+    """Management nodes: vouch for a listing; every node records it as endorsed.
+    With --revoke, every node drops this node's endorsement of it again."""
+    if revoke:
+        ctx.emit(ctx.api().revoke_endorsement(listing_id, reason), lambda d: click.echo(
+            f"revoked the endorsement of {d['listing_id'][:16]}"))
+        return
     ctx.emit(ctx.api().endorse_listing(listing_id), lambda d: click.echo(
         f"endorsed {d['listing_id'][:16]} as {d['endorsed_by'][:16]}…"))
 

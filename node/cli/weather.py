@@ -12,7 +12,7 @@ from node.cli.context import CliContext, common_options, parse_duration
 
 @click.group()
 def weather() -> None:
-    """Network cortisol weather: status, and broadcast on a management node."""
+    """Network cortisol weather: status, and broadcast or lift on a management node."""
 
 
 def describe_weather(weather: dict[str, Any]) -> str:
@@ -38,6 +38,20 @@ def weather_broadcast(ctx: CliContext, level: float, duration: str, reason: str)
     ctx.emit(data, lambda d: click.echo(
         f"broadcast cortisol {d['level']:.2f} until "
         f"{datetime.fromtimestamp(d['expires_at_ms'] / 1000, UTC):%H:%M:%S} UTC"))
+
+
+@weather.command("lift")
+@click.option("--reason", default="", help="Why (gossiped with the lift, <= 280 chars).")
+@common_options
+def weather_lift(ctx: CliContext, reason: str) -> None:
+    """End this management node's alerts early, on every node (a signed weather_lift).
+
+    \f
+    Example: ``crystalmesh --node management weather lift --reason "false alarm"``
+    """
+    data = ctx.api().lift_weather(reason)
+    ctx.emit(data, lambda d: click.echo(
+        f"lifted (seq {d['seq']}); weather here now: {describe_weather(d['weather'])}"))
 
 
 @weather.command("status")

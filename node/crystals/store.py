@@ -201,9 +201,13 @@ class CrystalStore(CrystalReads, CrystalVersions):
             self._audit(conn, crystal_id, "transition", row[0], lifecycle.value, {"reason": reason})
 
     def record_execution(
-        self, crystal_id: str, success: bool, reward: float, at_ms: int | None = None
+        self, crystal_id: str, success: bool, reward: float, at_ms: int | None = None,
+        note: str | None = None,
     ) -> Crystal:
-        """Add one skill execution outcome; steeringReward accumulates in [-1, 1]."""
+        """Add one skill execution outcome; steeringReward accumulates in [-1, 1].
+
+        ``note`` (what happened, in the agent's words) is kept in the execution's audit row.
+        """
         if not 0.0 <= reward <= 1.0:
             raise StoreError(f"reward must be between 0 and 1, got {reward}")
         at = at_ms or now_ms()
@@ -224,9 +228,10 @@ class CrystalStore(CrystalReads, CrystalVersions):
                 "steering_reward = MAX(-1.0, MIN(1.0, steering_reward + ? * 0.1)) WHERE id=?",
                 (int(success), reward if success else 0.0, signed, crystal_id),
             )
-            self._audit(
-                conn, crystal_id, "execution", None, None, {"success": success, "reward": reward}, at
-            )
+            detail: dict[str, Any] = {"success": success, "reward": reward}
+            if note:
+                detail["note"] = note
+            self._audit(conn, crystal_id, "execution", None, None, detail, at)
         return self.get(crystal_id)
 
     def update_fields(self, crystal_id: str, action: str, **columns: Any) -> None:

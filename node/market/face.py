@@ -47,8 +47,9 @@ class Market:
         self._engine = engine
 
     # --- skills -------------------------------------------------------------------------------
-    async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
-        crystal = await self.memory.record_execution(crystal_id, success, reward)
+    async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
+                               note: str | None = None) -> Crystal:
+        crystal = await self.memory.record_execution(crystal_id, success, reward, note)
         seller = crystal.governance.peer_origin
         if seller:
             # A skill bought from a peer: its outcome is evidence about that peer.

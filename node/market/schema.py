@@ -133,4 +133,19 @@ MIGRATIONS.append([
     """,
 ])
 
+MIGRATIONS.append([
+    # 5: the newest endorse/revoke act per (listing, management key), so a revoked
+    # endorsement stays revoked: an older endorsement (replayed, or embedded in the seller's
+    # re-announcement) cannot bring it back; a newer explicit endorsement can.
+    """
+    CREATE TABLE endorsement_states (
+        listing_id TEXT NOT NULL,
+        management_key TEXT NOT NULL,
+        revoked INTEGER NOT NULL,
+        at_ms INTEGER NOT NULL,
+        PRIMARY KEY (listing_id, management_key)
+    )
+    """,
+])
+
 SCHEMA_VERSION = len(MIGRATIONS)

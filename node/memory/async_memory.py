@@ -164,8 +164,9 @@ class AsyncMemory:
             await trio.sleep(interval_s)
             await self.save_state()
 
-    async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
-        return await self.run(self._memory.record_execution, crystal_id, success, reward)
+    async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
+                               note: str | None = None) -> Crystal:
+        return await self.run(self._memory.record_execution, crystal_id, success, reward, note)
 
     async def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
         return await self.run(self._memory.new_skill_version, crystal_id, text)

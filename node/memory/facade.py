@@ -357,9 +357,10 @@ class Memory:
             self.index.save()
         return len(removed)
 
-    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None) -> Crystal:
+    def record_execution(self, crystal_id: str, success: bool, reward: float | None = None,
+                         note: str | None = None) -> Crystal:
         return self.store.record_execution(
-            crystal_id, success, reward if reward is not None else (1.0 if success else 0.0)
+            crystal_id, success, reward if reward is not None else (1.0 if success else 0.0), note=note
         )
 
     def ensure_stable_skill_id(self, crystal_id: str) -> Crystal:

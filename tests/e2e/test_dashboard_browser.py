@@ -184,6 +184,30 @@ def test_dashboard_shows_the_devnet_and_buys_a_listing(
 
         first = wait_until(what="a countdown", condition=lambda: re.fullmatch(r"\d+m \d\ds", remaining()) and remaining())
         wait_until(what="the countdown to tick", condition=lambda: remaining() != first, timeout_s=30)
+        # The operator's undo from the Operator card: ban node-1 by hand, then unban it; both
+        # land in the audit table (and the node's audit log).
+        seller = client(devnet, "node-1")
+        try:
+            seller_peer = seller.status()["peer_id"]
+        finally:
+            seller.close()
+        ban_form = browser.find_element(By.ID, "ban-form")
+        ban_form.find_element(By.NAME, "peer").send_keys(seller_peer)
+        ban_form.find_element(By.NAME, "reason").send_keys("dashboard test ban")
+        audit = browser.find_element(By.CSS_SELECTOR, '[data-testid="audit-table"]')
+        browser.find_element(By.CSS_SELECTOR, '[data-testid="ban-button"]').click()
+        wait_until(what="the ban in the audit table", condition=lambda: "trust_ban" in audit.text,
+                   timeout_s=30)
+        browser.find_element(By.CSS_SELECTOR, '[data-testid="unban-button"]').click()
+        wait_until(what="the unban in the audit table", condition=lambda: "trust_unban" in audit.text,
+                   timeout_s=30)
+        buyer = client(devnet, "node-2")
+        try:
+            assert [entry["action"] for entry in buyer.audit()] == ["trust_ban", "trust_unban"]
+            row = next(r for r in buyer.trust_rows() if r["peer_id"] == seller_peer)
+            assert row["level"] != "banned"
+        finally:
+            buyer.close()
         # Every SEVERE entry counts, "Failed to load resource" too: it is a 404 from a route.
         errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         assert not errors, json.dumps(errors, indent=2)

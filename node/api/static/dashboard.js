@@ -11,7 +11,7 @@ const TRUST_LEVELS = ["verified", "trusted", "provisional", "untrusted", "banned
 
 const state = {
   status: null, peers: [], trust: null, listings: [], ownSkills: null, wallet: null,
-  memory: null, market: null, purchases: null, sales: null,
+  memory: null, market: null, purchases: null, sales: null, audit: null,
   weatherDeadline: null, lastOk: 0, confirming: new Map(), buying: new Set(),
   rendered: new Map(),
 };
@@ -532,6 +532,56 @@ function renderHistory() {
   replace("history", rows.length ? rows : [empty(6, "no purchases or sales yet")]);
 }
 
+// --- the operator's undo (every act lands in the node's audit log) ---------------------------
+async function operatorAct(path, body, label) {
+  const box = $("operator-result");
+  box.setAttribute("data-state", "pending");
+  box.className = "result pending";
+  box.replaceChildren(el("strong", { text: `${label}…` }));
+  const result = await api(path, {
+    method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
+  });
+  const kind = result.ok ? "ok" : "error";
+  box.setAttribute("data-state", kind);
+  box.className = `result ${kind}`;
+  box.replaceChildren(el("strong", { text: result.ok ? `${label}: done` : `${label} failed: ${result.error}` }));
+  pollFast();
+  pollSlow();
+}
+
+function renderAudit() {
+  const entries = [...(state.audit || [])].reverse();
+  if (!changed("audit", entries)) return;
+  const rows = entries.map((entry) => el("tr", { "data-testid": "audit-row" },
+    el("td", { text: when(entry.at_ms) }),
+    el("td", {}, pill(entry.action, "muted")),
+    el("td", { title: entry.target }, el("code", { text: short(String(entry.target || ""), 10, 6) })),
+    el("td", { text: Object.entries(entry.detail || {}).map(([k, v]) => `${k}=${v}`).join(" ") })));
+  replace("audit", rows.length ? rows : [empty(4, "no operator acts yet")]);
+}
+
+function formValue(form, name) { return (form.elements[name] && form.elements[name].value || "").trim(); }
+
+function wireOperatorForms() {
+  $("lift-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    operatorAct("/v1/weather/lift", { reason: formValue(event.target, "reason") }, "Weather lift");
+  });
+  $("ban-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const action = (event.submitter && event.submitter.dataset.action) || "ban";
+    operatorAct(`/v1/trust/${action}`, { peer: formValue(event.target, "peer"),
+                                         reason: formValue(event.target, "reason") },
+                action === "ban" ? "Ban" : "Unban");
+  });
+  $("revoke-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const listing = encodeURIComponent(formValue(event.target, "listing"));
+    operatorAct(`/v1/listings/${listing}/endorse/revoke`, { reason: formValue(event.target, "reason") },
+                "Endorsement revocation");
+  });
+}
+
 // --- polling ---------------------------------------------------------------------------------
 async function pollFast() {
   const [status, peers, memory] = await Promise.all([
@@ -554,10 +604,11 @@ async function pollFast() {
 }
 
 async function pollSlow() {
-  const [listings, trust, wallet, market, purchases, sales, own] = await Promise.all([
+  const [listings, trust, wallet, market, purchases, sales, own, audit] = await Promise.all([
     api("/v1/listings"), api("/v1/trust"), api("/v1/wallet"), api("/v1/market/stats"),
-    api("/v1/purchases"), api("/v1/sales"), api("/v1/skills/own"),
+    api("/v1/purchases"), api("/v1/sales"), api("/v1/skills/own"), api("/v1/audit?limit=20"),
   ]);
+  if (audit.ok) state.audit = audit.data.entries || [];
   if (listings.ok) state.listings = listings.data.listings || [];
   if (trust.ok) state.trust = new Map((trust.data.peers || []).map((p) => [p.peer_id, p]));
   else if (trust.missing) state.trust = null;
@@ -572,6 +623,7 @@ async function pollSlow() {
   renderOwnSkills();
   renderMarket();
   renderHistory();
+  renderAudit();
 }
 
 function loop(poll, intervalMs) {
@@ -585,6 +637,7 @@ function loop(poll, intervalMs) {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  wireOperatorForms();
   loop(pollFast, FAST_POLL_MS);
   loop(pollSlow, SLOW_POLL_MS);
   setInterval(tickWeather, 500);

@@ -33,7 +33,7 @@ import numpy as np
 
 from node.crystals import now_ms as wall_now_ms
 from node.db import Database
-from node.market.book.listings import ListingBook
+from node.market.book.listings import ListingBook, endorser
 from protocol.envelope import Envelope
 from protocol.liveness import (
     MAX_SYNC_ENTRY_BYTES,
@@ -215,8 +215,9 @@ def _refresh(conn: sqlite3.Connection, envelope: Envelope, listing: SkillListing
         "received_at_ms": now, "envelope": raw, "superseded_by": None,
         "tags_json": json.dumps(list(listing.tags)),
     }
-    if listing.endorsement is not None:  # else keep an endorsement recorded earlier
-        values["endorsed_by"] = listing.endorsement.management_key.hex()
+    endorsed = endorser(conn, listing)
+    if endorsed is not None:  # else keep an endorsement recorded earlier (or none, if revoked)
+        values["endorsed_by"] = endorsed
     if embedding is not None:
         values["embedding"] = np.asarray(embedding, np.float32).tobytes()
     if own_crystal_id is not None:

@@ -149,7 +149,7 @@ class ListingBook:
                     listing.unique_buyers,
                     listing.expires_at_ms,
                     listing.previous_listing_id,
-                    listing.endorsement.management_key.hex() if listing.endorsement else None,
+                    endorser(conn, listing),
                     envelope.issued_at_ms,
                     received_at_ms or now_ms(),
                     newer["listing_id"] if newer else None,
@@ -175,14 +175,27 @@ class ListingBook:
         ).fetchall()
         return [_from_row(row) for row in rows]
 
-    def record_endorsement(self, listing_id: str, management_key: bytes) -> bool:
-        """Mark a listing as endorsed by ``management_key`` (already verified by the caller)."""
+    def record_endorsement(self, listing_id: str, management_key: bytes, at_ms: int = 0) -> bool:
+        """Mark a listing as endorsed by ``management_key`` (already verified by the caller),
+        unless that key revoked it at or after ``at_ms`` (the endorsement's issue time)."""
         with self.db.transaction() as conn:
+            if not _newer_act(conn, listing_id, management_key.hex(), at_ms, revoked=False):
+                return False
             cursor = conn.execute(
                 "UPDATE listings SET endorsed_by=? WHERE listing_id=?",
                 (management_key.hex(), listing_id),
             )
             return cursor.rowcount > 0
+
+    def revoke_endorsement(self, listing_id: str, management_key: bytes, at_ms: int) -> bool:
+        """``management_key`` withdrew its endorsement at ``at_ms``: drop it, and refuse it
+        later from anything older (a replayed endorsement, the seller's embedded copy)."""
+        with self.db.transaction() as conn:
+            if not _newer_act(conn, listing_id, management_key.hex(), at_ms, revoked=True):
+                return False
+            conn.execute("UPDATE listings SET endorsed_by=NULL WHERE listing_id=? AND endorsed_by=?",
+                         (listing_id, management_key.hex()))
+            return True
 
     def get(self, listing_id: str) -> StoredListing | None:
         row = self.db.execute(
@@ -266,3 +279,26 @@ class ListingBook:
                 (now_ms(),),
             ).fetchone()[0]
         )
+
+
+def _newer_act(conn: sqlite3.Connection, listing_id: str, key: str, at_ms: int, revoked: bool) -> bool:
+    """Record an endorse (``revoked`` False) or revoke act if newer than the last one; True if it was."""
+    row = conn.execute("SELECT at_ms FROM endorsement_states WHERE listing_id=? AND management_key=?",
+                       (listing_id, key)).fetchone()
+    if row is not None and row[0] >= at_ms:
+        return False
+    conn.execute("INSERT INTO endorsement_states(listing_id, management_key, revoked, at_ms) "
+                 "VALUES (?,?,?,?) ON CONFLICT(listing_id, management_key) DO UPDATE SET "
+                 "revoked=excluded.revoked, at_ms=excluded.at_ms",
+                 (listing_id, key, int(revoked), at_ms))
+    return True
+
+
+def endorser(conn: sqlite3.Connection, listing: SkillListing) -> str | None:
+    """The key of the endorsement a listing carries, unless that key revoked it."""
+    if listing.endorsement is None:
+        return None
+    key = listing.endorsement.management_key.hex()
+    row = conn.execute("SELECT revoked FROM endorsement_states WHERE listing_id=? AND management_key=?",
+                       (listing.listing_id, key)).fetchone()
+    return None if row is not None and row[0] else key

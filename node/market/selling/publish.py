@@ -28,6 +28,7 @@ from node.memory import AsyncMemory
 from protocol.envelope import Envelope, open_envelope
 from protocol.identity import Identity
 from protocol.messages import (
+    EndorsementRevocation,
     ListingBatch,
     ListingEndorsement,
     SkillListing,
@@ -193,6 +194,9 @@ class Publisher:
         if envelope.kind == ListingEndorsement.KIND:
             await self._apply_endorsement(envelope)
             return
+        if envelope.kind == EndorsementRevocation.KIND:
+            await self._apply_revocation(envelope)
+            return
         if envelope.sender == self.identity.public_key or not await self.admitted(envelope):
             return
         await self.store_listing(envelope)
@@ -220,7 +224,35 @@ class Publisher:
                      stored is not None)
             return False
         return await self.memory.run(self.listings.record_endorsement, endorsement.listing_id,
-                                     envelope.sender)
+                                     envelope.sender, envelope.issued_at_ms)
+
+    async def _apply_revocation(self, envelope: Envelope) -> bool:
+        """Drop a management key's endorsement (validation checked the key); newest act wins."""
+        revocation = envelope.message()
+        assert isinstance(revocation, EndorsementRevocation)
+        revoked = await self.memory.run(self.listings.revoke_endorsement, revocation.listing_id,
+                                        envelope.sender, envelope.issued_at_ms)
+        log.info("endorsement revoked listing=%s by=%s applied=%s", revocation.listing_id[:16],
+                 envelope.sender.hex()[:16], revoked)
+        return bool(revoked)
+
+    async def revoke_endorsement(self, listing_id: str) -> dict[str, Any]:
+        """Management nodes: withdraw this node's endorsement of a listing, on every node."""
+        if not self.is_management:
+            raise NotManagementNode(
+                "only a management node can revoke an endorsement: its public key "
+                f"{self.identity.public_key.hex()} is not in [net] management_keys"
+            )
+        stored = await self.memory.run(self.listings.get, listing_id)
+        if stored is None:
+            raise NodeError(f"unknown listing {listing_id}")
+        if stored.endorsed_by != self.identity.public_key.hex():
+            raise NodeError(f"this node has not endorsed listing {stored.listing.listing_id[:16]}")
+        message = EndorsementRevocation(listing_id=stored.listing.listing_id)
+        envelope = await self.gossip_publish(SKILLS, message)
+        metrics.GOSSIP_PUBLISHED.labels(topic=SKILLS).inc()
+        await self._apply_revocation(envelope)
+        return {"listing_id": message.listing_id, "revoked_by": self.identity.public_key.hex()}
 
     async def endorse_listing(self, listing_id: str) -> dict[str, Any]:
         """Management nodes: vouch for a listing network-wide (gossiped; stored by every node)."""

@@ -143,18 +143,26 @@ class RetrievalModulation:
 
 @dataclass(frozen=True)
 class CortisolOverride:
-    """One network weather alert, active until its signed absolute expiry."""
+    """One network weather alert, active until its signed absolute expiry (or its signer's lift).
+
+    ``sender`` (the management key, hex) and ``issued_at_ms`` say which lifts end it; an
+    override saved before lifts existed has neither and runs to its expiry.
+    """
 
     level: float
     expires_at_ms: int
     reason: str
+    issued_at_ms: int = 0
+    sender: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"level": self.level, "expiresAtMs": self.expires_at_ms, "reason": self.reason}
+        return {"level": self.level, "expiresAtMs": self.expires_at_ms, "reason": self.reason,
+                "issuedAtMs": self.issued_at_ms, "sender": self.sender}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CortisolOverride:
-        return cls(float(data["level"]), int(data["expiresAtMs"]), str(data.get("reason", "")))
+        return cls(float(data["level"]), int(data["expiresAtMs"]), str(data.get("reason", "")),
+                   int(data.get("issuedAtMs", 0)), str(data.get("sender", "")))
 
 
 @dataclass
@@ -216,7 +224,8 @@ class HormonalStateManager:
         return events
 
     # --- network weather -------------------------------------------------------------------
-    def apply_network_cortisol_spike(self, level: float, expires_at_ms: int, reason: str) -> bool:
+    def apply_network_cortisol_spike(self, level: float, expires_at_ms: int, reason: str,
+                                     issued_at_ms: int = 0, sender: str = "") -> bool:
         """Record a verified weather alert until its signed absolute expiry.
 
         Seed: ``applyNetworkCortisolSpike(level, durationMs, reason)`` sets an override;
@@ -227,8 +236,18 @@ class HormonalStateManager:
         current = self._advance()
         if expires_at_ms <= current:
             return False
-        self.overrides.append(CortisolOverride(_clamp01(level), int(expires_at_ms), reason))
+        self.overrides.append(CortisolOverride(_clamp01(level), int(expires_at_ms), reason,
+                                               int(issued_at_ms), sender))
         return True
+
+    def lift_network_cortisol(self, sender: str, issued_at_ms: int) -> int:
+        """End early every alert ``sender`` issued at or before ``issued_at_ms`` (a verified
+        lift); alerts of other keys, and ones issued after the lift, stay. Returns how many ended."""
+        self._advance()
+        kept = [o for o in self.overrides if not (o.sender == sender and o.issued_at_ms <= issued_at_ms)]
+        ended = len(self.overrides) - len(kept)
+        self.overrides = kept
+        return ended
 
     def _strongest_override(self) -> CortisolOverride | None:
         self._advance()

@@ -72,6 +72,18 @@ class WorkingMemoryService:
         text = await trio.to_thread.run_sync(working.context, window_tokens)
         return {"namespace": working.namespace, "window": window_tokens, "context": text}
 
+    async def state(self, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+        """MEMORY.md as written and the notes not yet folded into it (what MCP serves as resources)."""
+        working = self.working_memory(namespace)
+
+        def read() -> tuple[str, list[Any]]:
+            working.activate()
+            return working.read_state(), working.pending_notes()
+
+        memory_md, notes = await trio.to_thread.run_sync(read)
+        return {"namespace": working.namespace, "memory_md": memory_md,
+                "notes": [note.to_dict() for note in notes]}
+
     async def crystallize_skill(self, crystal_id: str, text: str | None, category: str | None,
                                 tags: Sequence[str]) -> dict[str, Any]:
         backend = self.working_memory().backend

@@ -14,7 +14,8 @@ this module adds the rules that need network context:
   the reorder window: they are independent, and gossip reorders them);
 - weather must be signed by a management key (``not_management``), last at
   most ``max_weather_duration_s`` (``expiry_too_long``) and not be over
-  already (``expired``).
+  already (``expired``); a ``weather_lift`` (the same key ending its alerts
+  early) obeys the same key, clock and seq rules.
 
 - at most ``rate_limits[topic]`` accepted messages per origin key
   (``rate_limited``): by default listings 10 per minute with a burst of 30,
@@ -73,11 +74,13 @@ from protocol.envelope import (
 from protocol.liveness import WITHDRAWAL_LIFETIME_MS
 from protocol.messages import (
     Bounty,
+    EndorsementRevocation,
     ListingBatch,
     ListingEndorsement,
     ListingWithdrawal,
     SkillListing,
     WeatherAlert,
+    WeatherLift,
     verify_endorsement,
 )
 from protocol.topics import (
@@ -367,9 +370,10 @@ class MessageValidator:
     def _check_endorsement(self, envelope: Envelope) -> None:
         """An endorsement means a configured management key vouched: anything else is forged."""
         message = envelope.message()
-        if isinstance(message, ListingEndorsement):
+        if isinstance(message, ListingEndorsement | EndorsementRevocation):
             if envelope.sender not in self.management_keys:
-                raise _reject(NOT_MANAGEMENT, "endorsements come from management keys", envelope.sender)
+                raise _reject(NOT_MANAGEMENT, "endorsements and their revocations come from "
+                              "management keys", envelope.sender)
         elif isinstance(message, SkillListing) and message.endorsement is not None:
             key = message.endorsement.management_key
             if key not in self.management_keys or not verify_endorsement(message):
@@ -382,8 +386,11 @@ class MessageValidator:
                 NOT_MANAGEMENT, "weather must be signed by a management key", envelope.sender
             )
         alert = envelope.message()
+        if isinstance(alert, WeatherLift):
+            return  # no lifetime of its own; the seq high-water mark below makes it replay-proof
         if not isinstance(alert, WeatherAlert):
-            raise _reject(WRONG_TOPIC, "weather topic carries only weather alerts", envelope.sender)
+            raise _reject(WRONG_TOPIC, "weather topic carries only weather alerts and lifts",
+                          envelope.sender)
         # WeatherAlert.check_envelope already ties alert.issued_at_ms to the envelope's.
         duration_ms = alert.expires_at_ms - envelope.issued_at_ms
         if duration_ms <= 0:

@@ -52,6 +52,11 @@ ROUTES = {
     ("post", "/v1/bounties/{bounty_id}/fulfil"),
     # conversations (docs/memory.md)
     ("post", "/v1/memory/conversations"), ("get", "/v1/crystals/{crystal_id}/neighbours"),
+    # MCP resources (issue 29): MEMORY.md and the pending notes as stored
+    ("get", "/v1/memory/working"),
+    # the operator's undo, each act audited (issue 29)
+    ("post", "/v1/weather/lift"), ("post", "/v1/trust/ban"), ("post", "/v1/trust/unban"),
+    ("post", "/v1/listings/{listing_id}/endorse/revoke"), ("get", "/v1/audit"),
 }
 BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
@@ -62,7 +67,7 @@ BODY_MODELS = {
     "/v1/memory/feedback": ("FeedbackIn", {"id", "verdict"}),
     "/v1/memory/testament/import": ("TestamentIn", {"testament_b64"}),
     "/v1/memory/context/budget": ("BudgetContextIn", {"query", "budget_tokens", "working_memory"}),
-    "/v1/skills/{crystal_id}/executions": ("ExecutionIn", {"success", "reward"}),
+    "/v1/skills/{crystal_id}/executions": ("ExecutionIn", {"success", "reward", "note"}),
     "/v1/skills/{crystal_id}/versions": ("VersionIn", {"text"}),
     "/v1/skills/{crystal_id}/publish": ("PublishIn", {"name", "summary"}),
     "/v1/purchases": ("PurchaseIn", {"listing_id", "max_price_micro_usdc", "again"}),
@@ -77,6 +82,9 @@ BODY_MODELS = {
     "/v1/bounties": ("BountyIn", {"text", "reward_micro_usdc", "ttl_s"}),
     "/v1/bounties/{bounty_id}/fulfil": ("FulfilIn", {"listing_id"}),
     "/v1/memory/conversations": ("ConversationIn", {"content_b64", "namespace", "type"}),
+    "/v1/weather/lift": ("ReasonIn", {"reason"}),
+    "/v1/trust/ban": ("PeerIn", {"peer", "reason"}),
+    "/v1/trust/unban": ("PeerIn", {"peer", "reason"}),
 }
 QUERY_PARAMS = {
     "/v1/listings": {"category", "max_price", "tag"},
@@ -88,6 +96,8 @@ QUERY_PARAMS = {
     "/v1/memory/context": {"window", "namespace"},
     ("/v1/bounties", "get"): {"open"},
     "/v1/crystals/{crystal_id}/neighbours": {"window"},
+    "/v1/memory/working": {"namespace"},
+    "/v1/audit": {"limit"},
 }
 
 
@@ -168,6 +178,9 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "/v1/skills/{id}/crystallize": {"text": "Skill: compress logs", "category": "ops", "tags": ["a"]},
     "/v1/memory/conversations": {"content_b64": base64.b64encode(jsonl_bytes()).decode(), "namespace": "default",
                                  "type": "general"},
+    "/v1/trust/ban": {"peer": "ab" * 32, "reason": "test"},
+    "/v1/trust/unban": {"peer": "ab" * 32, "reason": "test"},
+    "/v1/weather/lift": {"reason": "test"},
 }
 
 
@@ -206,7 +219,8 @@ POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
          "/v1/listings/{id}/endorse", "/v1/purchases", "/v1/purchases/redeliver",
          "/v1/weather/broadcast", "/v1/dashboard/login-link", "/dashboard/login",
          "/dashboard/logout", "/v1/memory/notes", "/v1/memory/dream", "/v1/skills/{id}/crystallize",
-         "/v1/memory/conversations"]
+         "/v1/memory/conversations",
+         "/v1/trust/ban", "/v1/trust/unban", "/v1/weather/lift", "/v1/listings/{id}/endorse/revoke"]
 GETS = ["/v1/listings", "/v1/listings/search", "/v1/purchases", "/v1/sales", "/dashboard/login",
         "/v1/crystals/{id}", "/v1/memory/context", "/v1/crystals/{id}/neighbours"]
 ROUTES_FUZZED = [("POST", path) for path in POSTS] + [("GET", path) for path in GETS]
@@ -220,10 +234,13 @@ async def snapshot(http: httpx.AsyncClient, skill_id: str) -> list[Any]:
     status = (await http.get("/v1/memory/status")).json()
     parts: list[Any] = [{key: status[key] for key in ("total", "by_lifecycle", "by_type", "by_scope")}]
     for path in (f"/v1/crystals/{skill_id}", "/v1/purchases", "/v1/sales", "/v1/skills/own",
-                 "/v1/listings", "/v1/weather", "/v1/memory/context"):
+                 "/v1/listings", "/v1/weather", "/v1/memory/context", "/v1/audit"):
         response = await http.get(path)
         assert response.status_code == 200, path
         parts.append(response.json())
+    # What a ban or unban writes (the trust tick recomputes scores on its own schedule).
+    trust = (await http.get("/v1/trust")).json()["peers"]
+    parts.append(sorted((row["peer_key"], row["last_reason"], row["offences"]) for row in trust))
     return parts
 
 

@@ -195,3 +195,19 @@ def test_observe_spikes_detected_events() -> None:
     manager = HormonalStateManager(now_ms=Clock())
     assert manager.observe("tests failed") == [HormonalEvent.ERROR]
     assert manager.state().cortisol == pytest.approx(0.32)  # 0.02 + 0.3
+
+
+def test_a_lift_ends_only_its_signers_alerts_issued_up_to_it() -> None:
+    clock = Clock(10 * MINUTE)
+    manager = HormonalStateManager(now_ms=clock)
+    manager.apply_network_cortisol_spike(0.9, 60 * MINUTE, "mine, early", 1 * MINUTE, "aa")
+    manager.apply_network_cortisol_spike(0.8, 60 * MINUTE, "other key", 2 * MINUTE, "bb")
+    manager.apply_network_cortisol_spike(0.7, 60 * MINUTE, "mine, after the lift", 6 * MINUTE, "aa")
+    assert manager.lift_network_cortisol("aa", 5 * MINUTE) == 1
+    assert sorted(o.reason for o in manager.overrides) == ["mine, after the lift", "other key"]
+    assert manager.weather()["level"] == 0.8
+    restored = HormonalStateManager.from_dict(manager.to_dict(), now_ms=clock)
+    assert restored.lift_network_cortisol("bb", 9 * MINUTE) == 1  # the signer survives a restart
+    assert restored.lift_network_cortisol("aa", 9 * MINUTE) == 1
+    assert restored.weather()["active"] is False
+    assert restored.lift_network_cortisol("aa", 9 * MINUTE) == 0

@@ -20,7 +20,7 @@ from node.net.rules.validation import (
 from protocol.codec import encode
 from protocol.envelope import InvalidEnvelope, seal
 from protocol.identity import Identity
-from protocol.messages import ListingBatch
+from protocol.messages import ListingBatch, WeatherLift
 from protocol.topics import BOUNTIES, SKILLS, TRUST, WEATHER
 from tests.support.net import make_listing, make_weather
 
@@ -260,3 +260,23 @@ def test_a_batch_carries_only_valid_listings_of_its_own_sender() -> None:
     full = validator(batch_rate_limits={SKILLS: (60.0, 2)})
     assert rejected(full, SKILLS, batch(SELLER, [listing(1), foreign])) == "bad_body"
     assert full.check(SKILLS, batch(SELLER, [listing(1), listing(2, name="b")]), "peer")
+
+
+def lift(identity: Identity = MANAGEMENT, seq: int = 1, issued: int = NOW) -> bytes:
+    return seal(identity, "weather_lift", WeatherLift(issued_at_ms=issued, reason="false alarm"), seq, issued)
+
+
+def test_weather_lift_rules() -> None:
+    """A lift obeys an alert's rules: a management key, the clock window, and a seq above
+    every weather message already accepted from that key (a captured lift cannot be replayed
+    over a newer alert)."""
+    check = validator()
+    assert rejected(check, WEATHER, lift(SELLER)) == "not_management"
+    assert rejected(check, WEATHER, lift(issued=NOW - 121_000)) == "stale"
+    check.check(WEATHER, weather(seq=5))
+    assert rejected(check, WEATHER, lift(seq=4)) == "replayed"
+    check.check(WEATHER, lift(seq=6))
+    assert rejected(check, WEATHER, lift(seq=6)) == "replayed"
+    assert rejected(check, SKILLS, lift(seq=7)) == "wrong_topic"
+    check.check(WEATHER, weather(seq=7))
+    assert rejected(check, WEATHER, lift(seq=6)) == "replayed"
