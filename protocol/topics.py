@@ -38,6 +38,7 @@ from protocol.messages import (
     PurchaseRequest,
     Receipt,
     SkillListing,
+    SkillWarning,
     TermsChanged,
     TrustReport,
     WeatherAlert,
@@ -151,7 +152,7 @@ SYNCABLE_KINDS: dict[str, str] = {
 
 TOPIC_KINDS: dict[str, frozenset[str]] = {
     SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND, ListingWithdrawal.KIND,
-                       ListingBatch.KIND}),
+                       ListingBatch.KIND, SkillWarning.KIND}),
     BOUNTIES: frozenset({Bounty.KIND}),
     WEATHER: frozenset({WeatherAlert.KIND}),
     TRUST: frozenset({TrustReport.KIND}),

@@ -191,7 +191,9 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         max_price_usdc: Annotated[float, Field(ge=0, description="Refuse to pay more than this (USDC).")],
     ) -> dict[str, Any]:
         """Buy a skill with USDC and store it in memory. Pays at most max_price_usdc and never
-        beyond the node's spend caps. Returns the price actually paid and the stored skill's id."""
+        beyond the node's spend caps. Returns the price actually paid and the stored skill's id.
+        Every bought skill is scanned first: "quarantined": true means it was NOT stored (its
+        "scan" findings say why; only the operator can release it) and the seller was charged."""
         max_price = usdc_to_micro(max_price_usdc)
         result = await call(lambda client: client.buy(listing_id, max_price))
         paid = result.get("price_micro_usdc")

@@ -38,6 +38,7 @@ from node.api.models import (
     VersionIn,
     WeatherIn,
 )
+from node.api.safety_routes import safety_router
 from node.api.working_routes import working_memory_router
 from node.memory import SearchRequest
 
@@ -179,6 +180,7 @@ def build_fastapi(node: NodeApi | None, auth: ApiAuth) -> FastAPI:
         market = getattr(node, "market", None)  # test doubles may leave it out
         if market is not None:
             app.include_router(market_liveness_router(market.liveness))
+            app.include_router(safety_router(market))
     app.include_router(dashboard_router())
     app.include_router(metrics_router(node))
     return app

@@ -20,12 +20,14 @@ from node.market.book import ListingBook
 from node.market.ledger import MarketLedger
 from node.market.liveness import MarketLiveness
 from node.market.purchase import Buyer, PurchaseRefused
+from node.market.scan import scan_text
 from node.market.selling import Publisher
 from node.memory import AsyncMemory
 
 if TYPE_CHECKING:
     from node.chain import SettlementEngine
     from node.config import ChainConfig
+    from node.market.warnings import WarningDesk
 
 RecordTrust = Callable[[bytes, str, str], Awaitable[None]]
 
@@ -45,6 +47,7 @@ class Market:
         self._wallet_address = wallet_address
         self._chain = chain
         self._engine = engine
+        self.warnings: WarningDesk | None = None  # set by the service once gossip is wired
 
     # --- skills -------------------------------------------------------------------------------
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None) -> Crystal:
@@ -122,3 +125,18 @@ class Market:
         except Exception as error:
             info["error"] = str(error)
         return info
+
+    # --- skills an agent can trust (node.market.scan, node.market.warnings) -------------------
+    async def scan(self, text: str) -> dict[str, Any]:
+        return (await trio.to_thread.run_sync(scan_text, text)).to_dict()
+
+    async def release(self, listing_id: str) -> dict[str, Any]:
+        return await self.buyer.release(listing_id)
+
+    async def warn(self, target: str, reason: str) -> dict[str, Any]:
+        if self.warnings is None:
+            raise PurchaseRefused("skill warnings need the running node", "no_network")
+        return await self.warnings.warn(target, reason)
+
+    async def skill_warnings(self) -> list[dict[str, Any]]:
+        return [] if self.warnings is None else await self.memory.run(self.warnings.warned)

@@ -116,6 +116,11 @@ class ListingBook:
                 "SELECT 1 FROM listings WHERE listing_id=?", (listing.listing_id,)
             ).fetchone():
                 return False
+            if conn.execute(  # a warned listing or content never comes back (node.market.warnings)
+                "SELECT 1 FROM skill_warnings WHERE target IN (?, ?)",
+                (listing.listing_id, listing.content_hash),
+            ).fetchone():
+                return False
             newer = conn.execute(
                 "SELECT listing_id FROM listings WHERE seller_key=? AND stable_skill_id=? "
                 "AND skill_version>? ORDER BY skill_version DESC LIMIT 1",

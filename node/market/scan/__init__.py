@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from node.market.scan.findings import ScanReport as ScanReport
     from node.market.scan.findings import Severity as Severity
     from node.market.scan.findings import Verdict as Verdict
-    from node.market.scan.scanner import refused as refused
+    from node.market.scan.scanner import scan_refused as scan_refused
     from node.market.scan.scanner import scan_text as scan_text
 
 __getattr__ = face(__name__)

@@ -35,12 +35,11 @@ BLOB = re.compile(r"[A-Za-z0-9+/_-]{40,4000}={0,2}")
 HEX_BLOB = re.compile(r"[0-9a-fA-F]{64,4000}")
 FENCE = re.compile(r"^\s{0,3}(?:`{3}|~{3})")
 WORD = re.compile(r"[a-z]{4,30}")
-STOPWORDS = frozenset("""with from that this into when then your their them they have will what which
-each only more most over than also make uses using used about after before under files file""".split())
+STOPWORDS = frozenset(["with", "from", "that", "this", "into", "when", "then", "your", "their", "them", "they", "have", "will", "what", "which", "each", "only", "more", "most", "over", "than", "also", "make", "uses", "using", "used", "about", "after", "before", "under", "files", "file"])
 PRINTABLE_RATIO = 0.9
 
 
-def refused(reason: str) -> ScanReport:
+def scan_refused(reason: str) -> ScanReport:
     """The report for a text the scanner will not read (too large, malformed): quarantine."""
     return ScanReport.of([Finding("unscannable", Severity.HIGH, 0, escape(reason))])
 
@@ -290,22 +289,22 @@ def _scan_file(text: str, file: str | None, description: str | None) -> list[Fin
 def scan_text(text: str) -> ScanReport:
     """Scan a skill (a bundle's canonical text, a SKILL.md, or plain text); never raises."""
     if not isinstance(text, str):
-        return refused("not text")
+        return scan_refused("not text")
     if len(text) > MAX_SCAN_CHARS:
-        return refused(f"{len(text)} characters > {MAX_SCAN_CHARS}")
+        return scan_refused(f"{len(text)} characters > {MAX_SCAN_CHARS}")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if "\x00" in text:
-        return refused("contains NUL characters")
+        return scan_refused("contains NUL characters")
     try:
         if looks_like_bundle(text):
             try:
                 bundle = decode(text) if MARK in text else build(text)
             except InvalidSkillBundle as error:
-                return refused(f"malformed skill: {error}")
+                return scan_refused(f"malformed skill: {error}")
             findings = _scan_file(bundle.skill_md, None, bundle.description)
             for path, content in bundle.resources:
                 findings += _scan_file(content, path, bundle.description)
             return ScanReport.of(findings)
         return ScanReport.of(_scan_file(text, None, None))
     except RecursionError:
-        return refused("nested too deep")
+        return scan_refused("nested too deep")

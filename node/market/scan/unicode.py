@@ -108,7 +108,7 @@ def inspect(line: str) -> list[UnicodeHit]:
             continue
         if code in VS_BASIC or code in VS_SUPPLEMENT:
             data, after = _decode_selectors(line, index)
-            legit = after - index == 1 and code in (0xFE0E, 0xFE0F) or (
+            legit = (after - index == 1 and code in (0xFE0E, 0xFE0F)) or (
                 after - index == 1 and code in VS_BASIC and previous and not previous.isascii())
             if not legit:
                 hidden = data.decode("utf-8", "replace") if after - index > 1 else ""
@@ -132,7 +132,7 @@ def inspect(line: str) -> list[UnicodeHit]:
 
 def mixed_script_words(line: str) -> list[tuple[int, str]]:
     """(column, word) for each word that mixes Latin letters with Cyrillic or Greek ones."""
-    found = []
+    found: list[tuple[int, str]] = []
     if line.isascii():
         return found
     start = -1

@@ -31,6 +31,7 @@ from protocol.messages import (
     ListingBatch,
     ListingEndorsement,
     SkillListing,
+    SkillWarning,
     endorsement_valid,
     listing_id_for,
     listing_signing_bytes,
@@ -72,6 +73,7 @@ class Publisher:
         self.next_seq: Callable[[], int] | None = None
         # The trust gate at intake: the trust level of a listing's or bounty's origin key.
         self.origin_level: Callable[[bytes], Awaitable[str]] | None = None
+        self.on_warning: Callable[[Envelope], Awaitable[None]] | None = None
         self.lifecycle = ListingLifecycle(listings.db, listings)
         self.bounties = BountyBoard(listings.db)
 
@@ -192,6 +194,10 @@ class Publisher:
             metrics.count_accepted(SKILLS, envelope.issued_at_ms)
         if envelope.kind == ListingEndorsement.KIND:
             await self._apply_endorsement(envelope)
+            return
+        if envelope.kind == SkillWarning.KIND:
+            if self.on_warning is not None:  # node.market.warnings, wired by the service
+                await self.on_warning(envelope)
             return
         if envelope.sender == self.identity.public_key or not await self.admitted(envelope):
             return
