@@ -87,7 +87,9 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
         severity = rule.severity
         homoglyph_only = folded is not raw and rule.pattern.search(raw) is None
         in_quotes = rule in rules.INJECTION and rules.quoted(folded, match.start(), match.end())
-        if rule.softens and not hidden and not homoglyph_only and (caution or in_quotes):
+        # The words of the match itself ("do not tell the user") are no warning about it.
+        warned = caution and rules.cautionary(folded[:match.start()] + " " + folded[match.end():])
+        if rule.softens and not hidden and not homoglyph_only and (warned or in_quotes):
             severity = rules.soften(severity)
         if rule is rules.PERSISTENCE and severity == Severity.MEDIUM:
             doc.persistence.append((number, _excerpt(folded, match.start(), match.end())))
