@@ -125,13 +125,13 @@ def install(source: SkillSource, to_dir: Path, force: bool = False,
     The skill is scanned first (``node.market.scan``): a ``quarantine`` verdict refuses the
     install, and nothing is written, unless the operator passes ``accept_scan_risk``.
     """
+    bundle = bundle_for(source)
     report = scan_text(source.text)
     if report.verdict == "quarantine" and not accept_scan_risk:
         raise SkillInstallError(
             f"the skill scan quarantined this skill ({report.summary()}); nothing was installed. "
             "Read the findings (`crystalmesh skill scan ... --json`); install anyway with "
             "--accept-scan-risk")
-    bundle = bundle_for(source)
     if not NAME.fullmatch(bundle.name):
         raise SkillInstallError(f"skill name {bundle.name[:80]!r} cannot be a folder name")
     to_dir = Path(to_dir)
