@@ -239,7 +239,10 @@ def install(ctx: CliContext, skill_ref: str, to_dir: Path, force: bool, keep_all
 
 
 # --- skills an agent can trust: scan, release, warn --------------------------------------------
-QUARANTINE_EXIT_CODE = 3
+class Quarantined(click.ClickException):
+    """The scan's verdict is quarantine: the report was printed; exit code 3 for scripts."""
+
+    exit_code = 3
 
 
 def _scan_source(ctx: CliContext, ref: str) -> str | dict[str, Any]:
@@ -294,7 +297,7 @@ def scan(ctx: CliContext, ref: str) -> None:
 
     ctx.emit(report, human)
     if report["verdict"] == "quarantine":
-        raise SystemExit(QUARANTINE_EXIT_CODE)
+        raise Quarantined("the skill scan quarantines this skill (findings above)")
 
 
 @skill.command("release")
