@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
@@ -66,6 +66,8 @@ class WarningDesk:
         self.publish = publish
         # target -> {sender: received_at_ms} of warnings below quorum (bounded, oldest out)
         self._votes: OrderedDict[str, dict[bytes, int]] = OrderedDict()
+        # accepted / ignored_untrusted / quorum_vote: what gossip brought and what came of it
+        self.counts: Counter[str] = Counter()
 
     async def on_warning(self, envelope: Envelope) -> None:
         """A validated warning from gossip: accept it, count it towards a quorum, or note it."""
@@ -73,14 +75,17 @@ class WarningDesk:
         assert isinstance(warning, SkillWarning)
         sender = envelope.sender
         if sender in self.management or sender == self.own_key:
+            self.counts["accepted"] += 1
             await self.accept(warning, [sender])
             return
         level = await self.level(sender)
         if not level.at_least(TrustLevel.TRUSTED):
+            self.counts["ignored_untrusted"] += 1
             log.info("skill warning ignored sender=%s level=%s targets=%s",
                      sender.hex()[:16], level, warning.targets)
             return
         now = now_ms()
+        self.counts["quorum_vote"] += 1
         for target in warning.targets:
             votes = self._votes.setdefault(target, {})
             self._votes.move_to_end(target)
@@ -91,6 +96,7 @@ class WarningDesk:
                 self._votes.popitem(last=False)
             if len(votes) >= QUORUM:
                 del self._votes[target]
+                self.counts["accepted"] += 1
                 await self.accept(warning, sorted(votes))
                 return
 
@@ -155,8 +161,12 @@ class WarningDesk:
                     "VALUES (?,?,?,?) ON CONFLICT(target) DO NOTHING",
                     (target, warning.reason, json.dumps([key.hex() for key in senders]), now_ms()))
             rows = conn.execute(
-                f"SELECT listing_id, content_hash FROM listings WHERE listing_id IN ({marks}) "
-                f"OR content_hash IN ({marks})", (*targets, *targets)).fetchall()
+                f"SELECT listing_id, content_hash, seller_key, stable_skill_id FROM listings "
+                f"WHERE listing_id IN ({marks}) OR content_hash IN ({marks})",
+                (*targets, *targets)).fetchall()
+            for row in rows:  # nor served to peers through the listings sync (key: lifecycle.state_of)
+                conn.execute("DELETE FROM market_feed WHERE feed_key=?",
+                             (f"skill:{row['seller_key']}:{row['stable_skill_id']}",))
             listing_ids = sorted({row["listing_id"] for row in rows} | ({warning.listing_id}
                                  if warning.listing_id else set()))
             hashes = sorted({row["content_hash"] for row in rows} | ({warning.content_hash}
