@@ -20,7 +20,6 @@ from node.net.rules.scoring import ScoringConfig
 from node.net.service import NetService
 from node.trust import TrustLevel
 from protocol.envelope import open_envelope, seal
-from protocol.identity import Identity
 from protocol.messages import SkillWarning
 from protocol.topics import GOSSIP_TOPICS, SKILLS
 from tests.support.market import WAIT_S, Market, start_market
