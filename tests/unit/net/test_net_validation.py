@@ -20,7 +20,7 @@ from node.net.rules.validation import (
 from protocol.codec import encode
 from protocol.envelope import InvalidEnvelope, seal
 from protocol.identity import Identity
-from protocol.messages import ListingBatch
+from protocol.messages import InvalidMessage, ListingBatch
 from protocol.topics import BOUNTIES, SKILLS, TRUST, WEATHER
 from tests.support.net import make_listing, make_weather
 
@@ -291,7 +291,7 @@ def test_a_skill_warning_is_signed_fresh_new_and_well_formed() -> None:
     assert rejected(check, SKILLS, skill_warning(SELLER, 2, issued=NOW - 600_000)) == "stale"
     # A body that names nothing, or dates itself apart from its envelope, is never sealed.
     for bad in ({"body_issued": NOW - 1}, {"listing_id": None}):
-        with pytest.raises(InvalidEnvelope, match="bad_body"):
+        with pytest.raises((InvalidEnvelope, InvalidMessage)):
             skill_warning(SELLER, 3, **bad)  # type: ignore[arg-type]
     assert rejected(check, WEATHER, skill_warning(SELLER, 5)) == "wrong_topic"
     forged = bytearray(skill_warning(SELLER, 6))
