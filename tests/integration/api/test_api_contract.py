@@ -48,6 +48,9 @@ ROUTES = {
     ("post", "/v1/skills/publish"),
     ("get", "/v1/bounties"), ("get", "/v1/bounties/{bounty_id}"),
     ("post", "/v1/bounties/{bounty_id}/fulfil"),
+    # skills an agent can trust (issue 29)
+    ("post", "/v1/skills/scan"), ("post", "/v1/purchases/release"),
+    ("post", "/v1/skills/warnings"), ("get", "/v1/skills/warnings"),
 }
 BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
