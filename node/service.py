@@ -278,6 +278,7 @@ class NodeService:
             "crystals": stats["total"],
             "wallet_address": self.wallet_address,
             "weather": self.weather.status(),
+            "skill_safety": await self.market.safety_status(),
         }
 
     def peers(self) -> list[dict[str, Any]]:

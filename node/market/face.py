@@ -140,3 +140,11 @@ class Market:
 
     async def skill_warnings(self) -> list[dict[str, Any]]:
         return [] if self.warnings is None else await self.memory.run(self.warnings.warned)
+
+    async def safety_status(self) -> dict[str, Any]:
+        """What the agent should know at a glance: purchases kept aside, warnings accepted."""
+        counts = await self.memory.run(self.ledger.purchase_counts)
+        warnings = self.warnings.counts if self.warnings is not None else {}
+        return {"quarantined_purchases": counts.get("quarantined", 0),
+                "warnings_accepted": warnings.get("accepted", 0),
+                "warnings_ignored_untrusted": warnings.get("ignored_untrusted", 0)}

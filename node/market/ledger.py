@@ -222,6 +222,11 @@ class MarketLedger:
         ).fetchall()
         return [_purchase(row) for row in rows]
 
+    def purchase_counts(self) -> dict[str, int]:
+        """Purchases per state."""
+        return {str(state): int(count) for state, count in self.db.execute(
+            "SELECT state, COUNT(*) FROM purchases GROUP BY state").fetchall()}
+
     def spent_since(self, since_ms: int) -> int:
         """Money committed by this node since ``since_ms``: authorized and paid purchases.
 

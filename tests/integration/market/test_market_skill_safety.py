@@ -48,6 +48,7 @@ async def test_a_poisoned_skill_is_quarantined_charged_and_released_explicitly(m
     row = next(r for r in market.buyer.trust.show() if r["peer_key"] == seller_key)
     assert row["last_reason"].startswith("skill_quarantined") and row["local_raw"] == -4.0
     assert not (await market.buyer._gate(market.seller.identity.public_key)).admitted
+    assert (await market.buyer.status())["skill_safety"]["quarantined_purchases"] == 1
 
     async with market.http(market.buyer) as http:
         listed = (await http.get("/v1/purchases")).json()["purchases"]
