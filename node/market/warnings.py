@@ -155,11 +155,15 @@ class WarningDesk:
         targets = warning.targets
         marks = ",".join("?" * len(targets))
         with db.transaction() as conn:
+            new = 0
             for target in targets:
-                conn.execute(
+                new += conn.execute(
                     "INSERT INTO skill_warnings(target, reason, senders_json, accepted_at_ms) "
                     "VALUES (?,?,?,?) ON CONFLICT(target) DO NOTHING",
-                    (target, warning.reason, json.dumps([key.hex() for key in senders]), now_ms()))
+                    (target, warning.reason, json.dumps([key.hex() for key in senders]), now_ms()),
+                ).rowcount
+            if not new:  # known already: what was released after it stays released
+                return {"listing_ids": [], "hashes": [], "crystal_ids": [], "dropped": 0}
             rows = conn.execute(
                 f"SELECT listing_id, content_hash, seller_key, stable_skill_id FROM listings "
                 f"WHERE listing_id IN ({marks}) OR content_hash IN ({marks})",

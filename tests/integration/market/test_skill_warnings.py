@@ -96,6 +96,10 @@ async def test_a_management_warning_pulls_the_listing_from_every_node_and_quaran
 
     released = await market.buyer.market.release(listing_id)
     assert (await market.buyer.memory.get(released["crystal_id"])).text == SUBTLE
+    # The operator's release stands: the same warning again quarantines nothing, charges nobody.
+    again = await market.buyer.warnings.accept(warning(listing_id, "again", now_ms()),
+                                               [manager.identity.public_key])
+    assert again["quarantined"] == [] and (await market.buyer.market.purchases(10))[0]["state"] == "completed"
 
 
 async def _attacker(nursery: trio.Nursery, market: Market) -> NetService:
