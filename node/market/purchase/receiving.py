@@ -2,9 +2,10 @@
 
 A :class:`Receiver` sends one request and reads the answer (busy, unreachable and a broken
 exchange told apart), accepts a delivery only if its hash is the listing's and the chain
-shows the exact transfer, ingests it through the trust gate and sends the receipt; after a
-failed exchange it asks the chain whether money moved, and it fetches a paid skill again
-(``redeliver``). :class:`node.market.purchase.buyer.Buyer` builds the purchase on it.
+shows the exact transfer, scans it (``node.market.scan``: a ``quarantine`` verdict keeps it
+aside, out of memory, and charges the seller, until the operator releases it), ingests it
+through the trust gate and sends the receipt; after a failed exchange it asks the chain
+whether money moved, and it fetches a paid skill again (``redeliver``). :class:`node.market.purchase.buyer.Buyer` builds the purchase on it.
 """
 
 from __future__ import annotations
@@ -260,7 +261,6 @@ class Receiver:
         )
         return await self._accept(purchase.request_id, stored, delivery, purchase.price_micro_usdc)
 
-
     async def release(self, listing_id: str) -> dict[str, Any]:
         """Take a quarantined skill into memory after all: the operator's explicit decision."""
         purchase = await self.memory.run(self.ledger.latest_purchase, listing_id)
@@ -268,8 +268,7 @@ class Receiver:
             raise PurchaseRefused(f"no quarantined purchase of {listing_id}", "not_quarantined")
         stored = await self.memory.run(self.listings.get, purchase.listing_id)
         crystal = await self.memory.add_prepared(released_skill(
-            purchase.payload, purchase.seller_key, purchase.listing_id, purchase.tx_hash, stored,
-            self.config.net.management_keys))
+            purchase.payload, purchase.seller_key, purchase.listing_id, purchase.tx_hash, stored))
         await self.memory.run(self.ledger.update_purchase, purchase.request_id, PurchaseState.COMPLETED,
                               crystal_id=crystal.id, reason=f"released from quarantine ({purchase.reason})"[:500])
         log.warning("quarantined skill released listing=%s crystal=%s", listing_id[:16], crystal.id)

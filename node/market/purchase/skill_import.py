@@ -70,7 +70,7 @@ def imported_skill(stored: StoredListing, delivery: Delivery,
 
 
 def released_skill(payload: str, seller_hex: str, listing_id: str, tx_hash: str | None,
-                   stored: StoredListing | None, management_keys: Collection[str]) -> Crystal:
+                   stored: StoredListing | None) -> Crystal:
     """The crystal for a quarantined skill the operator released (its listing may be gone:
     a network warning drops it from the book); never verified, whatever endorsed it."""
     crystal = Crystal(
