@@ -228,7 +228,8 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         force: Annotated[bool, Field(description="Replace an installed skill of the same name.")] = False,
     ) -> dict[str, Any]:
         """Install a skill as an Agent Skill: writes <to_dir>/<name>/SKILL.md (with a provenance
-        line naming seller, payment tx and content hash) and its resource files."""
+        line naming seller, payment tx and content hash) and its resource files. A skill the scan
+        quarantines is refused: only the node's operator can release or accept it."""
         if not Path(to_dir).is_absolute():
             raise ToolError("to_dir must be an absolute path")
 
