@@ -35,6 +35,7 @@ from node.market import (
     ReputationSource,
     Sale,
     Seller,
+    WarningDesk,
     niche_data,
     reconcile_settlements,
     serve_seller,
@@ -165,6 +166,12 @@ class NodeService:
         self.market = Market(self.memory, self.listings, self.ledger, self.publisher, self.buyer,
                              self.market_liveness, self._record_trust, self.wallet_address,
                              self.config.chain, lambda: self.engine)
+        self.warnings = WarningDesk(
+            self.memory, self.listings, self.ledger, self.config.net.management_keys,
+            self.identity.public_key, lambda key: self.memory.run(self.trust.level, key),
+            self._record_trust, self.net.gossip.publish)
+        self.publisher.on_warning = self.warnings.on_warning
+        self.market.warnings = self.warnings
         self.net.on_weather(self.weather.on_weather)
         self.net.on_trust_report(self.trust.on_trust_report)
         self.net.on_reject(self.trust.on_rejection)
@@ -276,6 +283,7 @@ class NodeService:
             "crystals": stats["total"],
             "wallet_address": self.wallet_address,
             "weather": self.weather.status(),
+            "skill_safety": await self.market.safety_status(),
         }
 
     def peers(self) -> list[dict[str, Any]]:

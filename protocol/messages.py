@@ -66,6 +66,7 @@ from protocol.schema import (
     Tuple,
     sha256_hex,
 )
+from protocol.skill_warning import SkillWarning
 
 __all__ = [
     "ENDORSEMENT_DOMAIN",
@@ -97,6 +98,7 @@ __all__ = [
     "PurchaseRequest",
     "Receipt",
     "SkillListing",
+    "SkillWarning",
     "TermsChanged",
     "TokenDomain",
     "TransferAuthorization",
@@ -368,6 +370,7 @@ _ALL_MESSAGES: tuple[type[Message], ...] = (
     TrustReport,
     *PURCHASE_MESSAGES,
     *LIVENESS_MESSAGES,
+    SkillWarning,
 )
 MESSAGE_TYPES: dict[tuple[str, int], type[Message]] = {
     (message_type.KIND, message_type.VERSION): message_type for message_type in _ALL_MESSAGES

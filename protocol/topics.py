@@ -39,6 +39,7 @@ from protocol.messages import (
     PurchaseRequest,
     Receipt,
     SkillListing,
+    SkillWarning,
     TermsChanged,
     TrustReport,
     WeatherAlert,
@@ -153,7 +154,8 @@ SYNCABLE_KINDS: dict[str, str] = {
 
 TOPIC_KINDS: dict[str, frozenset[str]] = {
     SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND, ListingWithdrawal.KIND,
-                       ListingBatch.KIND, EndorsementRevocation.KIND}),
+                       ListingBatch.KIND, EndorsementRevocation.KIND,
+                       SkillWarning.KIND}),
     BOUNTIES: frozenset({Bounty.KIND}),
     WEATHER: frozenset({WeatherAlert.KIND, WeatherLift.KIND}),
     TRUST: frozenset({TrustReport.KIND}),

@@ -198,7 +198,9 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
     ) -> dict[str, Any]:
         """Buy a skill with USDC and store it in memory. COSTS USDC: pays the listing's price on
         chain, at most max_price_usdc and never beyond the node's spend caps. Returns the price
-        actually paid and the stored skill's id. After running it, call skill_report_outcome."""
+        actually paid and the stored skill's id. After running it, call skill_report_outcome.
+        Every bought skill is scanned first: "quarantined": true means it was NOT stored (its
+        "scan" findings say why; only the operator can release it) and the seller was charged."""
         max_price = usdc_to_micro(max_price_usdc)
         result = await call(lambda client: client.buy(listing_id, max_price))
         paid = result.get("price_micro_usdc")
@@ -234,7 +236,8 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         force: Annotated[bool, Field(description="Replace an installed skill of the same name.")] = False,
     ) -> dict[str, Any]:
         """Install a skill as an Agent Skill: writes <to_dir>/<name>/SKILL.md (with a provenance
-        line naming seller, payment tx and content hash) and its resource files."""
+        line naming seller, payment tx and content hash) and its resource files. A skill the scan
+        quarantines is refused: only the node's operator can release or accept it."""
         if not Path(to_dir).is_absolute():
             raise ToolError("to_dir must be an absolute path")
 

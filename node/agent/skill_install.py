@@ -30,6 +30,7 @@ import yaml
 
 from node.api import ApiClient, ApiError
 from node.errors import CrystalmeshError
+from node.market import scan_text
 from protocol.skill_bundle import (
     NAME,
     SKILL_MD,
@@ -118,9 +119,19 @@ def _write_new(path: Path, content: str) -> None:
 
 
 def install(source: SkillSource, to_dir: Path, force: bool = False,
-            keep_allowed_tools: bool = False) -> dict[str, Any]:
-    """Write ``to_dir/<name>/SKILL.md`` (+ resources); returns what was written."""
+            keep_allowed_tools: bool = False, accept_scan_risk: bool = False) -> dict[str, Any]:
+    """Write ``to_dir/<name>/SKILL.md`` (+ resources); returns what was written.
+
+    The skill is scanned first (``node.market.scan``): a ``quarantine`` verdict refuses the
+    install, and nothing is written, unless the operator passes ``accept_scan_risk``.
+    """
     bundle = bundle_for(source)
+    report = scan_text(source.text)
+    if report.verdict == "quarantine" and not accept_scan_risk:
+        raise SkillInstallError(
+            f"the skill scan quarantined this skill ({report.summary()}); nothing was installed. "
+            "Read the findings (`crystalmesh skill scan ... --json`); install anyway with "
+            "--accept-scan-risk")
     if not NAME.fullmatch(bundle.name):
         raise SkillInstallError(f"skill name {bundle.name[:80]!r} cannot be a folder name")
     to_dir = Path(to_dir)
@@ -162,7 +173,8 @@ def install(source: SkillSource, to_dir: Path, force: bool = False,
             "resources": [path for path, _ in bundle.resources], "seller": source.seller,
             "tx_hash": source.tx_hash, "content_hash": source.content_hash,
             "listing_id": source.listing_id, "bundle": decode_or_none(source.text) is not None,
-            "allowed_tools_dropped": ALLOWED_TOOLS in bundle.front_matter and not keep_allowed_tools}
+            "allowed_tools_dropped": ALLOWED_TOOLS in bundle.front_matter and not keep_allowed_tools,
+            "scan": report.to_dict()}
 
 
 def _imported_from(crystal: dict[str, Any]) -> dict[str, Any]:
@@ -205,6 +217,9 @@ def source_from_node(client: ApiClient, ref: str) -> SkillSource:
     purchases = client.purchases(1000)
     mine = [p for p in purchases if isinstance(p, dict) and p.get("listing_id") == ref
             and p.get("state") in ("completed", "delivered_not_ingested")]
+    if not mine and any(isinstance(p, dict) and p.get("listing_id") == ref
+                        and p.get("state") == "quarantined" for p in purchases):
+        raise SkillInstallError(f"{ref} is quarantined; `crystalmesh skill release {ref}` first")
     if not mine:
         raise SkillInstallError(f"{ref} is neither a skill crystal nor a listing this node bought")
     purchase = mine[0]

@@ -283,6 +283,18 @@ class ApiClient:
     def redeliver(self, listing_id: str) -> Json:
         return dict(self.post("/v1/purchases/redeliver", {"listing_id": listing_id}))
 
+    def scan_skill(self, text: str) -> Json:
+        return dict(self.post("/v1/skills/scan", {"text": text}))
+
+    def release(self, listing_id: str) -> Json:
+        return dict(self.post("/v1/purchases/release", {"listing_id": listing_id}))
+
+    def warn_skill(self, target: str, reason: str) -> Json:
+        return dict(self.post("/v1/skills/warnings", {"target": target, "reason": reason}))
+
+    def skill_warnings(self) -> list[Json]:
+        return list(self.get("/v1/skills/warnings")["warnings"])
+
     def purchases(self, limit: int) -> list[Json]:
         return list(self.get("/v1/purchases", limit=limit)["purchases"])
 

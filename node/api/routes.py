@@ -39,6 +39,7 @@ from node.api.models import (
     WeatherIn,
 )
 from node.api.operator_routes import operator_router
+from node.api.safety_routes import safety_router
 from node.api.working_routes import working_memory_router
 from node.memory import SearchRequest
 
@@ -180,6 +181,7 @@ def build_fastapi(node: NodeApi | None, auth: ApiAuth) -> FastAPI:
         market = getattr(node, "market", None)  # test doubles may leave it out
         if market is not None:
             app.include_router(market_liveness_router(market.liveness))
+            app.include_router(safety_router(market))
         operator = getattr(node, "operator", None)  # the operator's undo (test doubles may leave it out)
         if operator is not None:
             app.include_router(operator_router(operator))

@@ -226,8 +226,11 @@ def redeliver(ctx: CliContext, listing_id: str) -> None:
 @click.option("--force", is_flag=True, help="Replace an installed skill of the same name.")
 @click.option("--keep-allowed-tools", is_flag=True,
               help="Keep the seller's allowed-tools (tool pre-approval); dropped by default.")
+@click.option("--accept-scan-risk", is_flag=True,
+              help="Install even if the skill scan quarantines it (read its findings first).")
 @common_options
-def install(ctx: CliContext, skill_ref: str, to_dir: Path, force: bool, keep_allowed_tools: bool) -> None:
+def install(ctx: CliContext, skill_ref: str, to_dir: Path, force: bool, keep_allowed_tools: bool,
+            accept_scan_risk: bool) -> None:
     """Install a bought (or own) skill as DIR/<name>/SKILL.md with a provenance line
     (seller, payment tx, content hash); a plain-text skill gets a SKILL.md made for it."""
     from node.agent import install as write_skill
@@ -236,9 +239,98 @@ def install(ctx: CliContext, skill_ref: str, to_dir: Path, force: bool, keep_all
     client = ctx.api()
     try:
         result = write_skill(source_from_node(client, skill_ref), to_dir.expanduser(), force=force,
-                             keep_allowed_tools=keep_allowed_tools)
+                             keep_allowed_tools=keep_allowed_tools, accept_scan_risk=accept_scan_risk)
     finally:
         client.close()
     ctx.emit(result, lambda r: click.echo(
         f"installed {r['name']} at {r['path']}\n  seller   {r['seller']}\n  tx       {r['tx_hash']}\n"
         f"  sha256   {r['content_hash']}"))
+
+
+# --- skills an agent can trust: scan, release, warn --------------------------------------------
+class Quarantined(click.ClickException):
+    """The scan's verdict is quarantine: the report was printed; exit code 3 for scripts."""
+
+    exit_code = 3
+
+
+def _scan_source(ctx: CliContext, ref: str) -> str | dict[str, Any]:
+    """The text to scan: a local skill folder or file, else a skill this node holds; or the
+    refusal report of a local skill too large or malformed to read."""
+    path = Path(ref).expanduser()
+    if path.exists():
+        try:
+            if path.is_dir():
+                return read_skill_folder(path).encode()
+            if path.stat().st_size > MAX_BUNDLE_BYTES * 2:
+                return _refused(f"{path} is larger than {MAX_BUNDLE_BYTES * 2} bytes")
+            return path.read_text(encoding="utf-8")
+        except (CliError, ValueError, OSError) as error:
+            return _refused(str(error))
+    from node.agent import source_from_node
+
+    client = ctx.api()
+    try:
+        return source_from_node(client, ref).text
+    finally:
+        client.close()
+
+
+def _refused(reason: str) -> dict[str, Any]:
+    from node.market import scan_refused
+
+    return scan_refused(reason).to_dict()
+
+
+@skill.command("scan")
+@click.argument("ref", metavar="PATH_OR_LISTING")
+@common_options
+def scan(ctx: CliContext, ref: str) -> None:
+    """Scan a skill before it reaches an agent: a local folder or SKILL.md, or a skill this
+    node bought (listing id) or holds (crystal id). Exit code 3 when it would be quarantined.
+
+    \f
+    Example: ``crystalmesh skill scan ./skills/pg-replica-recovery --json``
+    """
+    from node.market import scan_text
+
+    source = _scan_source(ctx, ref)
+    report = source if isinstance(source, dict) else scan_text(source).to_dict()
+
+    def human(data: dict[str, Any]) -> None:
+        click.echo(f"{data['verdict']} (score {data['score']})")
+        for finding in data["findings"]:
+            where = f"{finding['file']}:" if finding.get("file") else ""
+            click.echo(f"  {finding['severity']:6} {where}{finding['line']:<4} {finding['rule']}: "
+                       f"{finding['excerpt']}")
+
+    ctx.emit(report, human)
+    if report["verdict"] == "quarantine":
+        raise Quarantined("the skill scan quarantines this skill (findings above)")
+
+
+@skill.command("release")
+@click.argument("listing_id")
+@common_options
+def release(ctx: CliContext, listing_id: str) -> None:
+    """Take a quarantined purchase into memory after all (read its findings first)."""
+    ctx.emit(ctx.api().release(listing_id), lambda d: click.echo(
+        f"released {d['listing_id'][:16]} as crystal {d['crystal_id']} (was: {d['was']})"))
+
+
+@skill.command("warn")
+@click.argument("target", metavar="LISTING_OR_HASH")
+@click.option("--reason", required=True, help="Why it is poison (up to 280 characters).")
+@common_options
+def warn(ctx: CliContext, target: str, reason: str) -> None:
+    """Warn the network that a listing (or a skill's sha256 content hash) is poison.
+
+    A management node's warning pulls the listing from every node at once; a trusted peer's
+    counts towards a quorum of three (docs/protocol.md, "Skill warnings").
+
+    \f
+    Example: ``crystalmesh skill warn 9c41d0e2a7b35f18 --reason "exfiltrates ~/.ssh"``
+    """
+    ctx.emit(ctx.api().warn_skill(target, reason), lambda d: click.echo(
+        f"warned about {', '.join(t[:16] for t in d['targets'])}: dropped {d['dropped_listings']} "
+        f"listing(s), quarantined {len(d['quarantined'])} purchase(s)"))

@@ -25,10 +25,14 @@ if TYPE_CHECKING:
     from node.market.purchase.reconcile import reconcile_settlements as reconcile_settlements
     from node.market.purchase.seller import Seller as Seller
     from node.market.purchase.x402_seller import serve_seller as serve_seller
+    from node.market.scan import ScanReport as ScanReport
+    from node.market.scan import scan_refused as scan_refused
+    from node.market.scan import scan_text as scan_text
     from node.market.selling.niche import niche_data as niche_data
     from node.market.selling.niche import niche_source as niche_source
     from node.market.selling.pricing import FlatReputation as FlatReputation
     from node.market.selling.pricing import ReputationSource as ReputationSource
     from node.market.selling.publish import Publisher as Publisher
+    from node.market.warnings import WarningDesk as WarningDesk
 
 __getattr__ = face(__name__)

@@ -20,12 +20,14 @@ from node.market.book import ListingBook
 from node.market.ledger import MarketLedger
 from node.market.liveness import MarketLiveness
 from node.market.purchase import Buyer, PurchaseRefused
+from node.market.scan import scan_text
 from node.market.selling import Publisher
 from node.memory import AsyncMemory
 
 if TYPE_CHECKING:
     from node.chain import SettlementEngine
     from node.config import ChainConfig
+    from node.market.warnings import WarningDesk
 
 RecordTrust = Callable[[bytes, str, str], Awaitable[None]]
 
@@ -45,6 +47,7 @@ class Market:
         self._wallet_address = wallet_address
         self._chain = chain
         self._engine = engine
+        self.warnings: WarningDesk | None = None  # set by the service once gossip is wired
 
     # --- skills -------------------------------------------------------------------------------
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
@@ -123,3 +126,26 @@ class Market:
         except Exception as error:
             info["error"] = str(error)
         return info
+
+    # --- skills an agent can trust (node.market.scan, node.market.warnings) -------------------
+    async def scan(self, text: str) -> dict[str, Any]:
+        return (await trio.to_thread.run_sync(scan_text, text)).to_dict()
+
+    async def release(self, listing_id: str) -> dict[str, Any]:
+        return await self.buyer.release(listing_id)
+
+    async def warn(self, target: str, reason: str) -> dict[str, Any]:
+        if self.warnings is None:
+            raise PurchaseRefused("skill warnings need the running node", "no_network")
+        return await self.warnings.warn(target, reason)
+
+    async def skill_warnings(self) -> list[dict[str, Any]]:
+        return [] if self.warnings is None else await self.memory.run(self.warnings.warned)
+
+    async def safety_status(self) -> dict[str, Any]:
+        """What the agent should know at a glance: purchases kept aside, warnings accepted."""
+        counts = await self.memory.run(self.ledger.purchase_counts)
+        warnings = self.warnings.counts if self.warnings is not None else {}
+        return {"quarantined_purchases": counts.get("quarantined", 0),
+                "warnings_accepted": warnings.get("accepted", 0),
+                "warnings_ignored_untrusted": warnings.get("ignored_untrusted", 0)}

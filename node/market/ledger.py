@@ -209,6 +209,24 @@ class MarketLedger:
         ).fetchall()
         return [_purchase(row) for row in rows]
 
+    def held_purchases(self, listing_ids: list[str], crystal_ids: list[str]) -> list[Purchase]:
+        """Purchases whose skill this node holds (in memory or kept aside), by listing or crystal."""
+        if not listing_ids and not crystal_ids:
+            return []
+        held = (PurchaseState.COMPLETED, PurchaseState.DELIVERED_NOT_INGESTED)
+        rows = self.db.execute(
+            f"SELECT * FROM purchases WHERE state IN (?, ?) AND (listing_id IN "
+            f"({','.join('?' * len(listing_ids)) or 'NULL'}) OR crystal_id IN "
+            f"({','.join('?' * len(crystal_ids)) or 'NULL'}))",
+            (*held, *listing_ids, *crystal_ids),
+        ).fetchall()
+        return [_purchase(row) for row in rows]
+
+    def purchase_counts(self) -> dict[str, int]:
+        """Purchases per state."""
+        return {str(state): int(count) for state, count in self.db.execute(
+            "SELECT state, COUNT(*) FROM purchases GROUP BY state").fetchall()}
+
     def spent_since(self, since_ms: int) -> int:
         """Money committed by this node since ``since_ms``: authorized and paid purchases.
 

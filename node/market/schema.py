@@ -148,4 +148,17 @@ MIGRATIONS.append([
     """,
 ])
 
+MIGRATIONS.append([
+    # 6: skill warnings this node accepted (node.market.warnings): a warned listing id or
+    # content hash never enters the book again, whichever way it arrives.
+    """
+    CREATE TABLE skill_warnings (
+        target TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        senders_json TEXT NOT NULL,
+        accepted_at_ms INTEGER NOT NULL
+    )
+    """,
+])
+
 SCHEMA_VERSION = len(MIGRATIONS)

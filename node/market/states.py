@@ -11,6 +11,8 @@ Purchase: ``authorized`` (recorded before the authorization leaves the node) →
 ``paid`` → ``completed``; ``pending`` (sent, outcome unknown: resumed by ``buy``
 again); ``paid_undelivered`` (money moved, skill not yet received: redeliver);
 ``delivered_not_ingested`` (received, refused by the trust gate or not stored);
+``quarantined`` (received, and the scanner or a network warning found it poisoned: kept
+aside, out of memory and out of search, until the operator releases it);
 or ``refused`` / ``failed`` / ``tampered``.
 """
 
@@ -37,9 +39,11 @@ class PurchaseState(StrEnum):
     REFUSED = "refused"
     FAILED = "failed"
     TAMPERED = "tampered"
+    QUARANTINED = "quarantined"
 
 
 # Sales whose money has arrived; purchases whose money has left (economics, unique buyers).
 SALE_SETTLED_STATES = (SaleState.SETTLED, SaleState.DELIVERED)
 PURCHASE_PAID_STATES = (PurchaseState.PAID, PurchaseState.COMPLETED, PurchaseState.PAID_UNDELIVERED,
-                        PurchaseState.DELIVERED_NOT_INGESTED, PurchaseState.TAMPERED)
+                        PurchaseState.DELIVERED_NOT_INGESTED, PurchaseState.TAMPERED,
+                        PurchaseState.QUARANTINED)

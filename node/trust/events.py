@@ -20,6 +20,7 @@ class TrustEvent(StrEnum):
     EXECUTION_SUCCESS = "execution_success"
     EXECUTION_FAILURE = "execution_failure"
     INVALID_MESSAGE = "invalid_message"
+    SKILL_QUARANTINED = "skill_quarantined"
 
     @property
     def satisfactory(self) -> bool:
@@ -94,6 +95,9 @@ class EventWeights:
     delivery_failed: float = 1.0
     execution_failure: float = 2.0
     delivery_tampered: float = 10.0
+    # A delivered skill the scanner (or a network warning) found poisoned: worse than one
+    # failed run (2) since it would have gone into the agent's context unread.
+    skill_quarantined: float = 5.0
     invalid_message: Mapping[str, float] = field(
         default_factory=lambda: dict(DEFAULT_INVALID_MESSAGE_WEIGHTS)
     )

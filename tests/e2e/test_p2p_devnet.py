@@ -140,6 +140,39 @@ async def _attack(management: Any, addrs: list[str], counted: Callable[[str], bo
         nursery.cancel_scope.cancel()
 
 
+def _publish(devnet: Devnet, seller: str, text: str) -> str:
+    crystal = devnet.cli_json("memory", "add", "--type", "skill", "--scope", "public", "--category",
+                              "ops", "--tag", "deploy", text, node=seller)
+    for _ in range(3):
+        devnet.cli("skill", "record-execution", crystal["id"], "--success", "--reward", "0.8",
+                   node=seller)
+    return str(devnet.cli_json("skill", "publish", crystal["id"], node=seller)["listing_id"])
+
+
+def _holders(devnet: Devnet, listing_id: str) -> set[str]:
+    return {name for name in devnet.names
+            if listing_id in {item["listing_id"] for item in devnet.api(name).get("/v1/listings")["listings"]}}
+
+
+def test_a_management_warning_pulls_a_listing_from_every_node(devnet: Devnet) -> None:
+    """Issue 29: ``crystalmesh skill warn`` on the management node; an edge node's own warning
+    (a provisional peer to the others) changes nothing but its own book."""
+    poisoned = _publish(devnet, "node-2", "Ship deploys faster: skip the canary stage, promote at once")
+    other = _publish(devnet, "node-4", "Roll back a bad deploy: redeploy the previous image tag")
+    wait_until(lambda: _holders(devnet, poisoned) == set(devnet.names)
+               and _holders(devnet, other) == set(devnet.names), 60, "both listings on every node")
+
+    warned = devnet.cli_json("skill", "warn", poisoned, "--reason", "skips canaries", node="management")
+    assert warned["dropped_listings"] == 1
+    wait_until(lambda: not _holders(devnet, poisoned), 60, "the warned listing gone from every node")
+
+    devnet.cli_json("skill", "warn", other, "--reason", "a grudge", node="node-1")
+    edges = [name for name in devnet.names if name not in ("management", "node-1")]
+    wait_until(lambda: all(devnet.api(name).get("/v1/status")["skill_safety"]["warnings_ignored_untrusted"]
+                           >= 1 for name in edges), 60, "node-1's warning read and ignored")
+    assert _holders(devnet, other) == set(devnet.names) - {"node-1"}
+
+
 def _now_ms() -> int:
     import time
 

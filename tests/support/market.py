@@ -22,6 +22,7 @@ from node.chain.localchain import fund
 from node.config import load_config
 from node.crystals.model import now_ms
 from node.init import init_node
+from node.keys import load_identity
 from node.service import NodeService
 from protocol.envelope import Envelope, open_envelope, seal
 from protocol.messages import Message
@@ -61,6 +62,8 @@ class Market:
     buyer: NodeService
     nursery: trio.Nursery
     running: dict[str, Running]
+    # A management node (``start_market(..., with_manager=True)``): its key is configured on all.
+    manager: NodeService | None = None
 
     async def restart_seller(self) -> None:
         """Stop the seller's node (every task, its database closed) and start a new
@@ -136,10 +139,13 @@ class Market:
                                  headers={"authorization": f"Bearer {node.api_token}"})
 
 
-def _node(tmp_path: Path, name: str, chain: EmbeddedChain) -> NodeService:
+def _node(tmp_path: Path, name: str, chain: EmbeddedChain,
+          management_keys: tuple[str, ...] = ()) -> NodeService:
     init_node(tmp_path / name, name=name, embedder="hashing")
-    config = load_config(tmp_path / name, environ={},
-                         overrides={"market": {"purchase_timeout_s": PURCHASE_TIMEOUT_S}})
+    overrides: dict[str, Any] = {"market": {"purchase_timeout_s": PURCHASE_TIMEOUT_S}}
+    if management_keys:
+        overrides["net"] = {"management_keys": list(management_keys)}
+    config = load_config(tmp_path / name, environ={}, overrides=overrides)
     return NodeService(config, chain_client=chain.client())
 
 
@@ -158,8 +164,13 @@ async def _connect(seller: NodeService, buyer: NodeService) -> None:
     await wait_until_async(meshed, WAIT_S, "seller and buyer in each other's skills mesh")
 
 
-async def start_market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nursery) -> Market:
-    seller, buyer = _node(tmp_path, "seller", chain), _node(tmp_path, "buyer", chain)
+async def start_market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nursery,
+                       with_manager: bool = False) -> Market:
+    keys: tuple[str, ...] = ()
+    if with_manager:  # its identity first, so every node starts with its key configured
+        init_node(tmp_path / "manager", name="manager", embedder="hashing")
+        keys = (load_identity(load_config(tmp_path / "manager", environ={})).public_key.hex(),)
+    seller, buyer = _node(tmp_path, "seller", chain, keys), _node(tmp_path, "buyer", chain, keys)
 
     def fund_wallets() -> None:
         _fund(chain, seller.wallet_address, 0)
@@ -169,5 +180,10 @@ async def start_market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nurse
     running = {"seller": await nursery.start(_run, seller), "buyer": await nursery.start(_run, buyer)}
     await _connect(seller, buyer)
     market = Market(chain, seller, buyer, nursery, running)
+    if with_manager:
+        market.manager = _node(tmp_path, "manager", chain, keys)
+        running["manager"] = await nursery.start(_run, market.manager)
+        await _connect(seller, market.manager)
+        await _connect(buyer, market.manager)
     assert await market.balances() == (0, BUYER_USDC)
     return market

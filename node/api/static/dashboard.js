@@ -527,7 +527,7 @@ function renderHistory() {
     el("td", {}, pill(item.kind, item.kind === "sold" ? "good" : "accent")),
     el("td", { text: item.skill || short(item.listing_id) }),
     el("td", { class: "num", text: formatUsdc(item.price_micro_usdc) }),
-    el("td", { title: item.reason || null }, pill(item.state || "–", /fail|reject|revert|tamper/.test(item.state || "") ? "bad" : "muted")),
+    el("td", { title: item.reason || null }, pill(item.state || "–", /fail|reject|revert|tamper|quarantin/.test(item.state || "") ? "bad" : "muted")),
     el("td", { title: item.tx_hash || null }, el("code", { text: item.tx_hash ? short(item.tx_hash, 8, 4) : "–" }))));
   replace("history", rows.length ? rows : [empty(6, "no purchases or sales yet")]);
 }

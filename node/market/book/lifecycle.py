@@ -54,6 +54,7 @@ ACCEPT = "accept"
 IGNORE_SUPERSEDED = "superseded"
 IGNORE_WITHDRAWN = "withdrawn"
 IGNORE_EXPIRED = "expired"
+IGNORE_WARNED = "warned"  # a skill warning this node accepted names it (node.market.warnings)
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,8 @@ class ListingLifecycle:
                 if conn.execute("SELECT 1 FROM listings WHERE listing_id=?",
                                 (message.listing_id,)).fetchone():
                     _refresh(conn, envelope, message, raw, embedding, now, own_crystal_id)
+                elif self.book.warned(conn, message):
+                    return IGNORE_WARNED  # not in the book, not in the feed served to others
                 else:
                     self.book.upsert(envelope, raw, embedding, own_crystal_id, now)
                 # A relisting brings back nothing older than itself.

@@ -116,6 +116,8 @@ class ListingBook:
                 "SELECT 1 FROM listings WHERE listing_id=?", (listing.listing_id,)
             ).fetchone():
                 return False
+            if self.warned(conn, listing):
+                return False
             newer = conn.execute(
                 "SELECT listing_id FROM listings WHERE seller_key=? AND stable_skill_id=? "
                 "AND skill_version>? ORDER BY skill_version DESC LIMIT 1",
@@ -165,6 +167,15 @@ class ListingBook:
                     (listing.listing_id, seller, listing.stable_skill_id, listing.skill_version),
                 )
         return True
+
+    @staticmethod
+    def warned(conn: sqlite3.Connection, listing: SkillListing) -> bool:
+        """True if an accepted skill warning names the listing or its content: it never comes
+        back into the book, whichever way it arrives (``node.market.warnings``)."""
+        return conn.execute(
+            "SELECT 1 FROM skill_warnings WHERE target IN (?, ?)",
+            (listing.listing_id, listing.content_hash),
+        ).fetchone() is not None
 
     def own(self, now: int | None = None) -> list[StoredListing]:
         """This node's own live listings (newest version of each skill)."""

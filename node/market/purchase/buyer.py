@@ -230,6 +230,10 @@ class Buyer(Receiver):
             raise PurchaseRefused(
                 f"this node already bought {listing_id[:16]} (crystal {previous.crystal_id}); "
                 "buy it again with --again", "already_owned")
+        if previous.state == PurchaseState.QUARANTINED and not again:
+            raise PurchaseRefused(
+                f"this node already bought {listing_id[:16]} and quarantined it ({previous.reason}); "
+                f"`crystalmesh skill release {listing_id}` takes it in", "quarantined")
         if previous.state == PurchaseState.PAID_UNDELIVERED:
             return await self.redeliver(listing_id)
         if previous.state not in (PurchaseState.AUTHORIZED, PurchaseState.PENDING) or previous.auth_nonce is None:

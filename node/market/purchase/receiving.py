@@ -2,9 +2,10 @@
 
 A :class:`Receiver` sends one request and reads the answer (busy, unreachable and a broken
 exchange told apart), accepts a delivery only if its hash is the listing's and the chain
-shows the exact transfer, ingests it through the trust gate and sends the receipt; after a
-failed exchange it asks the chain whether money moved, and it fetches a paid skill again
-(``redeliver``). :class:`node.market.purchase.buyer.Buyer` builds the purchase on it.
+shows the exact transfer, scans it (``node.market.scan``: a ``quarantine`` verdict keeps it
+aside, out of memory, and charges the seller, until the operator releases it), ingests it
+through the trust gate and sends the receipt; after a failed exchange it asks the chain
+whether money moved, and it fetches a paid skill again (``redeliver``). :class:`node.market.purchase.buyer.Buyer` builds the purchase on it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from node.market.book import ListingBook, StoredListing
 from node.market.ledger import MarketLedger
 from node.market.purchase.errors import DEFINITIVE_REFUSALS, PurchaseError, PurchaseRefused
 from node.market.purchase.payment_proof import settled_tx, transfer_problem
-from node.market.purchase.skill_import import imported_skill
+from node.market.purchase.skill_import import imported_skill, released_skill
+from node.market.scan import Verdict, scan_text
 from node.market.states import PurchaseState
 from node.memory import AsyncMemory
 from node.net import PeerBusy, PeerUnreachable, ReqRespError
@@ -160,6 +162,20 @@ class Receiver:
             await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=False)
             raise PurchaseError(f"payment not verified on chain: {problem}", "unverified_payment")
         await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.PAID, tx_hash=delivery.tx_hash)
+        report = await trio.to_thread.run_sync(scan_text, delivery.payload)
+        scanned = {"scan": report.to_dict()}
+        if report.verdict == Verdict.QUARANTINE:
+            # Paid for and delivered intact, but poisoned: kept aside, out of memory, until released.
+            await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.QUARANTINED,
+                                  reason=f"scan: {report.summary()}"[:500], payload=delivery.payload)
+            await self._outcome(stored.seller_key, "skill_quarantined", report.summary()[:200])
+            await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=True)
+            log.warning("bought skill quarantined listing=%s %s", listing.listing_id[:16], report.summary())
+            return {"request_id": request_id, "listing_id": listing.listing_id,
+                    "price_micro_usdc": price, "tx_hash": delivery.tx_hash, "crystal_id": None,
+                    "seller_key": stored.seller_key.hex(), "content_hash": delivery.content_hash,
+                    "ingested": False, "quarantined": True,
+                    "not_ingested_because": f"quarantined by the skill scan: {report.summary()}"} | scanned
         decision = await self.gate(stored.seller_key)
         if not decision.admitted:
             # Paid for and delivered: the buyer keeps it. The gate only keeps it out of memory.
@@ -170,7 +186,7 @@ class Receiver:
             return {"request_id": request_id, "listing_id": listing.listing_id,
                     "price_micro_usdc": price, "tx_hash": delivery.tx_hash, "crystal_id": None,
                     "seller_key": stored.seller_key.hex(), "ingested": False,
-                    "not_ingested_because": decision.reason, "payload": delivery.payload}
+                    "not_ingested_because": decision.reason, "payload": delivery.payload} | scanned
         crystal = await self._ingest(stored, delivery)
         await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.COMPLETED,
                               crystal_id=crystal.id)
@@ -185,7 +201,7 @@ class Receiver:
             "seller_key": stored.seller_key.hex(),
             "content_hash": delivery.content_hash,
             "ingested": True,
-        }
+        } | scanned
 
     async def _send_receipt(self, seller: str, request_id: str, listing_id: str, delivery: Delivery,
                             ok: bool) -> None:
@@ -220,6 +236,9 @@ class Receiver:
             raise PurchaseRefused(f"no purchase of {listing_id} recorded", "unknown_purchase")
         if purchase.state == PurchaseState.COMPLETED:
             raise PurchaseRefused(f"already received as crystal {purchase.crystal_id}", "completed")
+        if purchase.state == PurchaseState.QUARANTINED:
+            raise PurchaseRefused(f"received and quarantined ({purchase.reason}); "
+                                  f"`crystalmesh skill release {listing_id}` takes it in", "quarantined")
         if purchase.state == PurchaseState.DELIVERED_NOT_INGESTED and purchase.payload is not None:
             return {"request_id": purchase.request_id, "listing_id": purchase.listing_id,
                     "price_micro_usdc": purchase.price_micro_usdc, "tx_hash": purchase.tx_hash,
@@ -241,6 +260,20 @@ class Receiver:
             self.config.market.purchase_timeout_s,
         )
         return await self._accept(purchase.request_id, stored, delivery, purchase.price_micro_usdc)
+
+    async def release(self, listing_id: str) -> dict[str, Any]:
+        """Take a quarantined skill into memory after all: the operator's explicit decision."""
+        purchase = await self.memory.run(self.ledger.latest_purchase, listing_id)
+        if purchase is None or purchase.state != PurchaseState.QUARANTINED or purchase.payload is None:
+            raise PurchaseRefused(f"no quarantined purchase of {listing_id}", "not_quarantined")
+        stored = await self.memory.run(self.listings.get, purchase.listing_id)
+        crystal = await self.memory.add_prepared(released_skill(
+            purchase.payload, purchase.seller_key, purchase.listing_id, purchase.tx_hash, stored))
+        await self.memory.run(self.ledger.update_purchase, purchase.request_id, PurchaseState.COMPLETED,
+                              crystal_id=crystal.id, reason=f"released from quarantine ({purchase.reason})"[:500])
+        log.warning("quarantined skill released listing=%s crystal=%s", listing_id[:16], crystal.id)
+        return {"listing_id": purchase.listing_id, "crystal_id": crystal.id, "released": True,
+                "was": purchase.reason}
 
 
 def expect_reply(reply: Message, expect: type[M]) -> M:

@@ -67,3 +67,32 @@ def imported_skill(stored: StoredListing, delivery: Delivery,
         metadata={"listing_id": listing.listing_id, "tx_hash": delivery.tx_hash},
     ))
     return crystal
+
+
+def released_skill(payload: str, seller_hex: str, listing_id: str, tx_hash: str | None,
+                   stored: StoredListing | None) -> Crystal:
+    """The crystal for a quarantined skill the operator released (its listing may be gone:
+    a network warning drops it from the book); never verified, whatever endorsed it."""
+    crystal = Crystal(
+        text=payload,
+        source=Source.SKILLS,
+        semantic_type=SemanticType.SKILL,
+        origin=Origin.PEER,
+        lifecycle=Lifecycle.FROZEN,
+        governance=Governance(
+            access_scope=AccessScope.PRIVATE,
+            lifespan_policy=LifespanPolicy.PERMANENT,
+            provenance_chain=[provenance.peer_actor(seller_hex)],
+            peer_origin=seller_hex,
+        ),
+        stable_skill_id=stored.listing.stable_skill_id if stored else None,
+        skill_version=stored.listing.skill_version if stored else 1,
+        skill_tags=list(stored.listing.tags) if stored else [],
+        skill_category=stored.listing.category if stored else None,
+        is_verified=False,
+    )
+    crystal.provenance_dag.append(provenance.imported_node(
+        crystal.id, seller_hex, now_ms(),
+        metadata={"listing_id": listing_id, "tx_hash": tx_hash, "released_from_quarantine": True},
+    ))
+    return crystal

@@ -32,6 +32,7 @@ from protocol.messages import (
     ListingBatch,
     ListingEndorsement,
     SkillListing,
+    SkillWarning,
     endorsement_valid,
     listing_id_for,
     listing_signing_bytes,
@@ -73,6 +74,7 @@ class Publisher:
         self.next_seq: Callable[[], int] | None = None
         # The trust gate at intake: the trust level of a listing's or bounty's origin key.
         self.origin_level: Callable[[bytes], Awaitable[str]] | None = None
+        self.on_warning: Callable[[Envelope], Awaitable[None]] | None = None
         self.lifecycle = ListingLifecycle(listings.db, listings)
         self.bounties = BountyBoard(listings.db)
 
@@ -196,6 +198,10 @@ class Publisher:
             return
         if envelope.kind == EndorsementRevocation.KIND:
             await self._apply_revocation(envelope)
+            return
+        if envelope.kind == SkillWarning.KIND:
+            if self.on_warning is not None:  # node.market.warnings, wired by the service
+                await self.on_warning(envelope)
             return
         if envelope.sender == self.identity.public_key or not await self.admitted(envelope):
             return

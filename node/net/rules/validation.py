@@ -23,6 +23,11 @@ this module adds the rules that need network context:
   10 (``net.origin_*`` in node.toml, ``rate_limits(config)``); weather is
   bounded by its strict seq rule.
 
+- a ``skill_warning`` (skills topic) is also held to its own, tighter budget per origin
+  key (``WARNING_RATE_LIMIT``: 6 per minute, burst 6; management keys exempt). Who may
+  warn, and the quorum, are the warning desk's rule (``node.market.warnings``), not the
+  validator's: trust is a local opinion, so a relay never pays for forwarding a warning.
+
 - a ``listing_batch`` (a seller's catalogue in one message) is one message
   against that limit, and every entry must pass the listings sync rules
   (``check_synced``), be signed by the batch's own sender and be a listing or
@@ -79,6 +84,7 @@ from protocol.messages import (
     ListingEndorsement,
     ListingWithdrawal,
     SkillListing,
+    SkillWarning,
     WeatherAlert,
     WeatherLift,
     verify_endorsement,
@@ -138,6 +144,9 @@ DEFAULT_SYNC_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (60.0, 512), B
 # (the batch message itself is one of its skills-topic messages). As large as a sync's burst:
 # a catalogue that a late joiner may take in at once may as well be announced at once.
 DEFAULT_BATCH_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (60.0, 512)}
+# Skill warnings per origin key: a node finds poison rarely; a flood of warnings is an attack
+# on attention (each one makes every receiver look the target up).
+WARNING_RATE_LIMIT: tuple[float, int] = (6.0, 6)
 
 
 class IgnoredMessage(Exception):
@@ -232,6 +241,7 @@ class MessageValidator:
         rate_limits: dict[str, tuple[float, int]] | None = None,
         sync_rate_limits: dict[str, tuple[float, int]] | None = None,
         batch_rate_limits: dict[str, tuple[float, int]] | None = None,
+        warning_rate_limit: tuple[float, int] = WARNING_RATE_LIMIT,
     ) -> None:
         self.management_keys = frozenset(bytes(key) for key in management_keys)
         self.clock_window_ms = int(clock_window_s * 1000)
@@ -253,6 +263,7 @@ class MessageValidator:
             topic: TokenBuckets(per_minute, burst)
             for topic, (per_minute, burst) in batch_limits.items()
         }
+        self.warning_rate_limit = TokenBuckets(*warning_rate_limit)
         # Per management key: only a handful of keys, so this stays tiny.
         self._weather_high_water: dict[bytes, int] = {}
 
@@ -269,6 +280,8 @@ class MessageValidator:
             self.rate_limits[topic].spend(envelope.sender)
         if topic == WEATHER:
             self._weather_high_water[envelope.sender] = envelope.seq
+        if envelope.kind == SkillWarning.KIND:
+            self.warning_rate_limit.spend(envelope.sender)
         if envelope.kind == ListingBatch.KIND and topic in self.batch_rate_limits:
             entries = len(envelope.message().entries)  # type: ignore[attr-defined]
             self.batch_rate_limits[topic].spend(envelope.sender, entries)
@@ -299,6 +312,9 @@ class MessageValidator:
         if buckets is not None and envelope.sender not in self.management_keys \
                 and not buckets.allows(envelope.sender):
             raise _reject(RATE_LIMITED, f"origin over its {topic} rate limit", envelope.sender)
+        if envelope.kind == SkillWarning.KIND and envelope.sender not in self.management_keys \
+                and not self.warning_rate_limit.allows(envelope.sender):
+            raise _reject(RATE_LIMITED, "origin over its skill warning rate limit", envelope.sender)
         if envelope.kind == ListingBatch.KIND:
             self._check_batch(topic, envelope)
         return envelope

@@ -57,6 +57,9 @@ ROUTES = {
     # the operator's undo, each act audited (issue 29)
     ("post", "/v1/weather/lift"), ("post", "/v1/trust/ban"), ("post", "/v1/trust/unban"),
     ("post", "/v1/listings/{listing_id}/endorse/revoke"), ("get", "/v1/audit"),
+    # skills an agent can trust (issue 29)
+    ("post", "/v1/skills/scan"), ("post", "/v1/purchases/release"),
+    ("post", "/v1/skills/warnings"), ("get", "/v1/skills/warnings"),
 }
 BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",

@@ -20,7 +20,7 @@ from node.net.rules.validation import (
 from protocol.codec import encode
 from protocol.envelope import InvalidEnvelope, seal
 from protocol.identity import Identity
-from protocol.messages import ListingBatch, WeatherLift
+from protocol.messages import InvalidMessage, ListingBatch, WeatherLift
 from protocol.topics import BOUNTIES, SKILLS, TRUST, WEATHER
 from tests.support.net import make_listing, make_weather
 
@@ -280,3 +280,40 @@ def test_weather_lift_rules() -> None:
     assert rejected(check, SKILLS, lift(seq=7)) == "wrong_topic"
     check.check(WEATHER, weather(seq=7))
     assert rejected(check, WEATHER, lift(seq=6)) == "replayed"
+
+
+def skill_warning(identity: Identity, seq: int, issued: int = NOW, body_issued: int | None = None,
+                  listing_id: str | None = "ab" * 32) -> bytes:
+    from protocol.messages import SkillWarning
+
+    message = SkillWarning(listing_id=listing_id, content_hash=None, reason="poison",
+                           issued_at_ms=issued if body_issued is None else body_issued)
+    return seal(identity, SkillWarning.KIND, message, seq, issued)
+
+
+def test_skill_warnings_have_a_budget_per_origin_management_keys_exempt() -> None:
+    check = validator()
+    for seq in range(1, 7):
+        check.check(SKILLS, skill_warning(SELLER, seq), "peer")
+    # The 7th within the minute is over the origin's warning budget (6, burst 6), and a
+    # rejection spends nothing: the same seq is still new once the budget refills.
+    assert rejected(check, SKILLS, skill_warning(SELLER, 7)) == "rate_limited"
+    for seq in range(1, 20):
+        check.check(SKILLS, skill_warning(MANAGEMENT, seq), "peer")
+    # Listings of the same origin keep their own budget.
+    check.check(SKILLS, listing(8), "peer")
+
+
+def test_a_skill_warning_is_signed_fresh_new_and_well_formed() -> None:
+    check = validator()
+    check.check(SKILLS, skill_warning(SELLER, 1), "peer")
+    assert rejected(check, SKILLS, skill_warning(SELLER, 1)) == "replayed"
+    assert rejected(check, SKILLS, skill_warning(SELLER, 2, issued=NOW - 600_000)) == "stale"
+    # A body that names nothing, or dates itself apart from its envelope, is never sealed.
+    for bad in ({"body_issued": NOW - 1}, {"listing_id": None}):
+        with pytest.raises((InvalidEnvelope, InvalidMessage)):
+            skill_warning(SELLER, 3, **bad)  # type: ignore[arg-type]
+    assert rejected(check, WEATHER, skill_warning(SELLER, 5)) == "wrong_topic"
+    forged = bytearray(skill_warning(SELLER, 6))
+    forged[-5] ^= 0xFF
+    assert rejected(check, SKILLS, bytes(forged)) == "bad_signature"

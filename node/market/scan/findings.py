@@ -1,0 +1,105 @@
+"""Findings, their severities, and the verdict they add up to.
+
+A finding names its rule, a severity, the 1-based line it was found on and a short,
+escaped excerpt (invisible characters shown as ``\\uXXXX``, so an excerpt can never
+smuggle what it reports). The verdict weighs severities, each rule counted once at
+its highest severity (a rule that fires on ten lines is one behaviour, not ten):
+
+    score = sum(max weight of each rule),  weights: high 10, medium 4, low 1
+    quarantine  if any finding is high, or score >= QUARANTINE_SCORE (three medium rules)
+    warn        if score >= WARN_SCORE (one medium rule)
+    ok          otherwise
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Severity(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class Verdict(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    QUARANTINE = "quarantine"
+
+
+WEIGHTS = {Severity.LOW: 1, Severity.MEDIUM: 4, Severity.HIGH: 10}
+WARN_SCORE = 4
+QUARANTINE_SCORE = 12
+MAX_EXCERPT_CHARS = 120
+MAX_FINDINGS = 200
+
+
+def escape(text: str, limit: int = MAX_EXCERPT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, every non-printable character as ``\\uXXXX``."""
+    out = []
+    for char in text[:limit]:
+        if char.isprintable() and not (0x2000 <= ord(char) <= 0x206F) and ord(char) < 0xE0000 \
+                and not 0xFE00 <= ord(char) <= 0xFE0F:
+            out.append(char)
+        elif ord(char) > 0xFFFF:
+            out.append(f"\\U{ord(char):08x}")
+        else:
+            out.append(f"\\u{ord(char):04x}")
+    return "".join(out) + ("…" if len(text) > limit else "")
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: Severity
+    line: int
+    excerpt: str
+    file: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"rule": self.rule, "severity": str(self.severity),
+                                "line": self.line, "excerpt": self.excerpt}
+        if self.file is not None:
+            data["file"] = self.file
+        return data
+
+
+def score_of(findings: list[Finding]) -> int:
+    worst: dict[str, int] = {}
+    for finding in findings:
+        worst[finding.rule] = max(worst.get(finding.rule, 0), WEIGHTS[finding.severity])
+    return sum(worst.values())
+
+
+def verdict_for(findings: list[Finding]) -> Verdict:
+    if any(finding.severity == Severity.HIGH for finding in findings):
+        return Verdict.QUARANTINE
+    score = score_of(findings)
+    if score >= QUARANTINE_SCORE:
+        return Verdict.QUARANTINE
+    return Verdict.WARN if score >= WARN_SCORE else Verdict.OK
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    verdict: Verdict
+    findings: list[Finding] = field(default_factory=list)
+    score: int = 0
+
+    @classmethod
+    def of(cls, findings: list[Finding]) -> ScanReport:
+        order = {Severity.HIGH: 0, Severity.MEDIUM: 1, Severity.LOW: 2}
+        kept = sorted(findings, key=lambda f: (order[f.severity], f.file or "", f.line))[:MAX_FINDINGS]
+        return cls(verdict_for(findings), kept, score_of(findings))
+
+    def summary(self) -> str:
+        """One line for a person: the verdict and the worst rules."""
+        rules = sorted({f.rule for f in self.findings if f.severity != Severity.LOW})
+        return f"{self.verdict}" + (f": {', '.join(rules)}" if rules else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": str(self.verdict), "score": self.score,
+                "findings": [finding.to_dict() for finding in self.findings]}

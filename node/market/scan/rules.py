@@ -1,0 +1,166 @@
+"""The line rules: bounded regular expressions over one (folded, lower-cased) line.
+
+Every quantifier is bounded (``{0,300}``, never ``*`` or ``+``), and a line is at most
+``MAX_LINE_CHARS`` long when it gets here, so no pattern can backtrack for long
+(``tests/unit/market/test_skill_scan.py`` checks every pattern's parse tree).
+
+``CAUTION`` marks a line that warns against what it shows ("never pipe curl into
+sh"): on such a line an execution rule drops one severity step, so a security
+checklist is a warning at worst while the same command given as an instruction is
+quarantined. Phrases that only look like a warning ("don't forget to run") do not count.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from node.market.scan.findings import Severity
+
+MAX_LINE_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class LineRule:
+    rule: str
+    severity: Severity
+    pattern: re.Pattern[str]
+    # True: the rule drops a severity step on a cautionary line or inside quotes.
+    softens: bool = True
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+_SHELL = r"(?:sudo\s{1,4}(?:-[a-z]{1,8}\s{1,4}){0,3})?(?:ba|z|da|k|fi)?sh\b"
+_INTERPRETER = rf"(?:{_SHELL}|python[23]?\b|perl\b|ruby\b|node\b|php\b|iex\b|invoke-expression\b|pwsh\b|powershell\b)"
+_FETCH = r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|fetch)\b"
+
+INJECTION = (
+    LineRule("prompt_injection", Severity.HIGH, _rx(
+        r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier"
+        r"|preceding|original|all|any|your|system|safety|user'?s?)\b[^.\n]{0,30}?\b(?:instructions?"
+        r"|rules|guidelines|directions|prompts?|guardrails|polic(?:y|ies))\b")),
+    LineRule("prompt_injection", Severity.HIGH, _rx(
+        r"\byou are (?:now|no longer)\b|\b(?:developer|dan|god|jailbreak|unrestricted) mode\b"
+        r"|\bsystem override\b|\bnew (?:system )?instructions\s{0,3}:|\[system\]|<\|im_start\|>"
+        r"|<\|system\|>|\byour (?:previous|prior|original) (?:guidelines|instructions|rules)"
+        r" (?:no longer|do not) apply")),
+    LineRule("prompt_injection", Severity.HIGH, _rx(
+        r"\b(?:do not|don'?t|never)\s{1,3}(?:tell|inform|mention|reveal|show|alert|notify|let)\b"
+        r"[^.\n]{0,30}?\b(?:the\s{1,3})?(?:user|human|operator)\b"
+        r"|\bwithout\s{1,3}(?:asking|telling|informing|notifying|alerting)\s{1,3}(?:the\s{1,3})?"
+        r"(?:user|human|operator)"
+        r"|\b(?:silently|secretly|covertly)\s{1,3}(?:run|send|upload|execute|install|append|add|forward"
+        r"|copy|post|exfiltrate)\b"
+        r"|\b(?:run|execute|send|do|install)\b[^.\n]{0,40}\b(?:silently|secretly|covertly)\b")),
+    LineRule("addressed_to_model", Severity.MEDIUM, _rx(
+        r"\b(?:note|message|instructions?)\s{1,3}(?:for|to)\s{1,3}(?:the\s{1,3})?(?:ai|assistant"
+        r"|model|llm|agent|claude|gpt|chatgpt)\b|^\W{0,6}(?:assistant|ai|system)\s{0,2}:|\bas an ai\b")),
+)
+
+DOWNLOAD_EXEC = (
+    LineRule("download_execute", Severity.HIGH, _rx(
+        _FETCH + r"[^|\n]{0,300}\|\s{0,4}" + _INTERPRETER)),
+    LineRule("download_execute", Severity.HIGH, _rx(
+        r"\b(?:ba|z)?sh\s{1,4}<\(\s{0,4}(?:curl|wget)\b|\bsource\s{1,4}<\(\s{0,4}(?:curl|wget)\b"
+        r"|\b(?:ba|z)?sh\s{1,4}-c\s{1,4}[\"']?\$\(\s{0,4}(?:curl|wget)\b")),
+    LineRule("download_execute", Severity.HIGH, _rx(
+        r"\b(?:curl|wget)\b[^\n]{0,300}(?:&&|;)[^\n]{0,100}\bchmod\s{1,4}(?:\+|[0-7]{0,2}[157][0-7]{0,2}\b)"
+        r"[^\n]{0,100}(?:&&|;)\s{0,4}(?:\./|/tmp/|~/|\$home/|/dev/shm/)")),
+    LineRule("download_execute", Severity.HIGH, _rx(
+        r"\bdownloadstring\s{0,4}\(|\bnew-object\s{1,4}net\.webclient\b|\bstart-bitstransfer\b"
+        r"|\bcertutil\b[^\n]{0,40}-urlcache|\bmshta\s{1,4}https?:|\bregsvr32\b[^\n]{0,40}/i:https?:")),
+)
+
+DECODE_EXEC = (
+    LineRule("decode_execute", Severity.HIGH, _rx(
+        r"\bbase(?:64|32)\s{1,4}(?:-d|--decode|-D)\b[^\n]{0,100}\|\s{0,4}" + _INTERPRETER)),
+    LineRule("decode_execute", Severity.HIGH, _rx(
+        r"\bxxd\s{1,4}-(?:r|p)[^\n]{0,100}\|\s{0,4}" + _INTERPRETER
+        + r"|\bopenssl\s{1,4}(?:base64|enc)\b[^\n]{0,100}-d\b[^\n]{0,100}\|\s{0,4}" + _INTERPRETER)),
+    LineRule("decode_execute", Severity.HIGH, _rx(
+        r"\beval\s{0,4}\(\s{0,4}(?:atob|unescape|decodeuricomponent|buffer\.from|string\.fromcharcode"
+        r"|base64|compile|__import__|codecs|zlib)"
+        r"|\bexec\s{0,4}\(\s{0,4}(?:base64\.|codecs\.|zlib\.|marshal\.|bytes\.fromhex|__import__"
+        r"|b64decode|b32decode|compile\s{0,4}\(\s{0,4}(?:base64|zlib))"
+        r"|\bnew\s{1,4}function\s{0,4}\(\s{0,4}atob\s{0,4}\(")),
+    LineRule("decode_execute", Severity.HIGH, _rx(
+        r"\bfrombase64string\b[^\n]{0,200}\b(?:iex|invoke-expression)\b"
+        r"|\b(?:iex|invoke-expression)\b[^\n]{0,200}\bfrombase64string\b"
+        r"|\b(?:powershell|pwsh)(?:\.exe)?\b[^\n]{0,60}\s-e(?:nc|ncodedcommand)?\s{1,4}[a-z0-9+/=]{20,400}"
+        r"|\beval\s{1,4}[\"']?\$\(\s{0,4}(?:echo|printf|base64|curl|wget)\b")),
+)
+
+PERSISTENCE = LineRule("persistence", Severity.MEDIUM, _rx(
+    r"\bauthorized_keys\b|\bcrontab\s{1,4}-(?:e|\s)|\|\s{0,4}crontab\b|>>\s{0,4}~/\.(?:bashrc|zshrc|profile"
+    r"|bash_profile)\b|\blaunchagents\b|\bsystemctl\s{1,4}enable\b|\\currentversion\\run\b"
+    r"|\bschtasks\s{1,4}/create\b"), softens=True)
+
+# Where secrets live. Strong: reading them is never a skill's side business. Soft: a
+# .env file or a token variable, common in honest tooling; they count only when sent.
+STRONG_SECRET = _rx(
+    r"~/\.ssh\b(?!/[\w.-]{0,40}\.pub\b)(?!/known_hosts\b)(?!/config\b)|\bid_(?:rsa|ed25519|ecdsa|dsa)\b(?!\.pub)"
+    r"|\.aws/credentials\b|\.config/gh/hosts|\.npmrc\b|\.pypirc\b|\.netrc\b|\.docker/config\.json"
+    r"|\.kube/config\b|\.gnupg\b|\bwallet\.(?:dat|key)\b|\bidentity\.key\b|\bkeystore\b"
+    r"|\b(?:seed|recovery|mnemonic)\s{1,3}(?:phrase|words)\b|\bprivate[ _]key\b|\blogin data\b"
+    r"|/cookies\b|\bkeychain\b|\.git-credentials\b|\b(?:metamask|phantom)\b")
+SOFT_SECRET = _rx(
+    r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\$\{?[a-z_]{0,30}(?:token|secret|api_?key"
+    r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b")
+ACCESS_VERB = _rx(
+    r"\b(?:cat|less|more|head|tail|cp|scp|rsync|tar|zip|base64|xxd|read|open|include|paste|copy|print"
+    r"|dump|upload|send|exfiltrate|grep|find|sed|awk|type|get-content|gc)\b|<\s{0,2}~")
+UPLOAD_SINK = _rx(
+    r"\bcurl\b[^\n]{0,200}(?:\s-(?:f|t|d|x\s{0,2}post)\b|--data|--upload-file|--form|-F\s)"
+    r"|\bwget\b[^\n]{0,200}--post-(?:data|file)|\brequests\.(?:post|put)\s{0,3}\(|\bfetch\s{0,3}\([^\n]{0,200}post"
+    r"|\b(?:nc|ncat|netcat|socat)\s{1,4}[a-z0-9.-]{1,60}\s{1,4}\d{2,5}\b|discord(?:app)?\.com/api/webhooks"
+    r"|\bwebhook\.site\b|\bpastebin\.com\b|\bngrok\.io\b|\btransfer\.sh\b|\binvoke-restmethod\b[^\n]{0,200}"
+    r"-method\s{1,3}post|\bscp\s[^\n]{0,200}@|/api/webhooks/|\bhooks\.slack\.com/services\b")
+DOWNLOAD = _rx(_FETCH + r"[^\n]{0,300}(?:-o\b|-O\b|--output\b|>\s{0,3}[\w./~-]{1,100}|\s-L?O\b)")
+CHMOD_EXEC = _rx(r"\bchmod\s{1,4}(?:[ugoa]{0,3}\+x|[0-7]{0,2}[157][0-7]{0,2})\b")
+CHECKSUM = _rx(r"\b(?:sha(?:256|512|1)sum|shasum|gpg\s{1,4}--verify|cosign\s{1,4}verify|minisign|"
+               r"get-filehash|certutil\s{1,4}-hashfile)\b")
+
+CAUTION = _rx(
+    r"\b(?:never|avoid|must ?not|mustn'?t|should ?not|shouldn'?t|do ?not|don'?t|instead of|rather than"
+    r"|blindly|reject|flag|detect|look (?:for|out)|watch for|beware|dangerous|malicious|attacker|phrasings?"
+    r"|test cases?|red[- ]team|refuses?|warning)\b")
+NOT_CAUTION = _rx(r"\b(?:never|do ?not|don'?t)\s{1,3}(?:forget|skip|mind|hesitate|omit|miss)\b")
+HIDDEN_STYLE = _rx(
+    r"<[a-z]{1,10}\b[^>\n]{0,200}(?:display\s{0,3}:\s{0,3}none|visibility\s{0,3}:\s{0,3}hidden"
+    r"|font-size\s{0,3}:\s{0,3}0(?:px)?\b|\bhidden\b|opacity\s{0,3}:\s{0,3}0\b)[^>\n]{0,200}>"
+    r"(?P<content>[^<\n]{0,1000})")
+LINK_COMMENT = _rx(r"^\s{0,3}\[(?://|comment|_)\]:\s{0,4}#\s{0,4}[(\"'](?P<content>[^\n]{0,1000})")
+DECLARES = {
+    "credentials": _rx(r"\b(?:ssh|keys?|credentials?|secrets?|tokens?|wallets?|auth\w{0,12}|security"
+                       r"|gpg|passwords?|signing|signer|vault|login|cookies?|backups?)\b"),
+    "persistence": _rx(r"\b(?:schedul\w{0,6}|cron\w{0,4}|nightly|daily|hourly|startup|boot|service|timers?"
+                       r"|ssh|access|login|keys?|dotfiles|shell)\b"),
+}
+
+LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE)
+ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
+    *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SOFT_SECRET, ACCESS_VERB, UPLOAD_SINK,
+    DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
+)
+
+
+def cautionary(line: str) -> bool:
+    return CAUTION.search(line) is not None and NOT_CAUTION.search(line) is None
+
+
+def quoted(line: str, start: int, end: int) -> bool:
+    """True if ``line[start:end]`` sits inside a "...", `...` or \u201c...\u201d quotation."""
+    for opening, closing in (('"', '"'), ("`", "`"), ("\u201c", "\u201d")):
+        if opening == closing:
+            if line.count(opening, 0, start) % 2 == 1 and opening in line[end:]:
+                return True
+        elif line.rfind(opening, 0, start) > line.rfind(closing, 0, start) and closing in line[end:]:
+            return True
+    return False
+
+
+def soften(severity: Severity) -> Severity:
+    return Severity.MEDIUM if severity == Severity.HIGH else Severity.LOW

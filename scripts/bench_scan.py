@@ -1,0 +1,100 @@
+#!/usr/bin/env python
+"""The skill scanner on its corpus: detection and false-quarantine rates, per part.
+
+``tests/data/skill_scan/`` holds SKILL.md files written for this benchmark, modelled on
+published attack write-ups (prompt injection, ASCII smuggling with Unicode tags,
+variation-selector smuggling, Trojan Source bidi, homoglyphs, curl|sh installers,
+base64-to-shell droppers, credential stealers posting to webhooks, persistence through
+authorized_keys and cron) and benign skills, several of which *talk about* those
+patterns (a security checklist, a prompt-injection detector, a red-team plan, install
+skills that download with curl and verify a checksum). Two parts: ``tune`` (the rules
+were developed against it) and ``holdout`` (written first, before the scanner, and
+not looked at while tuning). For each part:
+
+- detection: malicious files whose verdict is ``quarantine``;
+- flagged: malicious files whose verdict is at least ``warn``;
+- false quarantine: benign files quarantined; false warn: benign files warned;
+- scan time per file (p50, max, ms) and, once, the time of a set of adversarial inputs
+  (the size cap, a long line of one repeated token, many comment openers...).
+
+    .venv/bin/python scripts/bench_scan.py [--parts tune holdout] [--smoke]
+
+``--smoke``: the first 3 files of each folder of the tune part, one adversarial input.
+The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from _bench import add_smoke_flag, print_result, quantiles, smoke
+
+from node.market import scan_text
+
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "skill_scan"
+SCAN_LIMIT = 128 * 1024
+ADVERSARIAL = {
+    "repeated_fetch": "curl " * (SCAN_LIMIT // 5),
+    "pipe_far_away": ("curl x" + " " * 290 + "|") * (SCAN_LIMIT // 300),
+    "comment_openers": "<!--" * (SCAN_LIMIT // 4),
+    "zero_width_flood": "\u200b" * SCAN_LIMIT,
+    "tag_flood": chr(0xE0041) * (SCAN_LIMIT // 2),
+    "quote_flood": '"' * SCAN_LIMIT,
+    "mixed_script_words": "аbc " * (SCAN_LIMIT // 4),
+}
+
+
+def run_part(part: str, limit: int | None) -> dict[str, object]:
+    result: dict[str, object] = {}
+    times_ms: list[float] = []
+    for label in ("malicious", "benign"):
+        files = sorted((CORPUS / part / label).glob("*.md"))[:limit]
+        verdicts = {}
+        for path in files:
+            text = path.read_text(encoding="utf-8")
+            started = time.perf_counter()
+            verdicts[path.name] = str(scan_text(text).verdict)
+            times_ms.append((time.perf_counter() - started) * 1000)
+        quarantined = [name for name, verdict in verdicts.items() if verdict == "quarantine"]
+        warned = [name for name, verdict in verdicts.items() if verdict == "warn"]
+        ok = [name for name, verdict in verdicts.items() if verdict == "ok"]
+        if label == "malicious":
+            result |= {"malicious": len(files),
+                       "detection_rate": round(len(quarantined) / max(1, len(files)), 3),
+                       "flagged_rate": round((len(quarantined) + len(warned)) / max(1, len(files)), 3),
+                       "missed": sorted(warned + ok)}
+        else:
+            result |= {"benign": len(files),
+                       "false_quarantine_rate": round(len(quarantined) / max(1, len(files)), 3),
+                       "false_warn_rate": round(len(warned) / max(1, len(files)), 3),
+                       "false_quarantined": sorted(quarantined), "warned_benign": sorted(warned)}
+    result["scan_ms"] = quantiles(times_ms, (50,), digits=2)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="+", default=["tune", "holdout"])
+    parser.add_argument("--limit", type=int, default=None, help="files per folder (default: all)")
+    parser.add_argument("--adversarial", type=int, default=len(ADVERSARIAL))
+    add_smoke_flag(parser)
+    arguments = smoke(parser.parse_args(), parts=["tune"], limit=3, adversarial=1)
+    result: dict[str, object] = {part: run_part(part, arguments.limit) for part in arguments.parts}
+    adversarial = {}
+    for name, text in list(ADVERSARIAL.items())[:arguments.adversarial]:
+        started = time.perf_counter()
+        verdict = scan_text(text).verdict
+        adversarial[name] = {"verdict": str(verdict), "ms": round((time.perf_counter() - started) * 1000)}
+    result["adversarial"] = adversarial
+    for part in arguments.parts:
+        summary = result[part]
+        assert isinstance(summary, dict)
+        print(f"{part}: detection {summary['detection_rate']:.0%} of {summary['malicious']} malicious, "
+              f"false quarantine {summary['false_quarantine_rate']:.0%} of {summary['benign']} benign")
+    print_result(result)
+
+
+if __name__ == "__main__":
+    main()
