@@ -250,7 +250,7 @@ def _cached_local_record(
 ) -> Callable[[Any], tuple[bytes, bool]]:
     issued: weakref.WeakKeyDictionary[Any, tuple[float, bytes]] = weakref.WeakKeyDictionary()
 
-    def env_to_send_in_RPC(host: Any) -> tuple[bytes, bool]:  # noqa: N802  (library name)
+    def env_to_send_in_RPC(host: Any) -> tuple[bytes, bool]:
         now = time.monotonic()
         cached = issued.get(host)
         if cached is not None and now - cached[0] < _RECORD_TTL_S:
