@@ -291,8 +291,8 @@ def apply() -> None:
     )
     pubsub_module.Pubsub._is_subscribed_to_msg = _is_wanted  # type: ignore[method-assign]
     cached_record = _cached_local_record(pubsub_module.env_to_send_in_RPC)
-    pubsub_module.env_to_send_in_RPC = cached_record  # type: ignore[attr-defined]
-    gossipsub_module.env_to_send_in_RPC = cached_record  # type: ignore[attr-defined]
+    pubsub_module.env_to_send_in_RPC = cached_record  # type: ignore[assignment]
+    gossipsub_module.env_to_send_in_RPC = cached_record  # type: ignore[assignment]
     yamux_module.YamuxStream._auto_tune_and_send_window_update = (  # type: ignore[method-assign]
         _window_update
     )
