@@ -245,15 +245,18 @@ def _is_wanted(self: Any, msg: Any) -> bool:
     return not self._is_msg_seen(msg)
 
 
-def _cached_local_record(
+def cached_local_record(
     original: Callable[[Any], tuple[bytes, bool]],
+    ttl_s: float = _RECORD_TTL_S,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Callable[[Any], tuple[bytes, bool]]:
+    """``env_to_send_in_RPC`` answering from a per-host cache for ``ttl_s`` (module doc, 8.)."""
     issued: weakref.WeakKeyDictionary[Any, tuple[float, bytes]] = weakref.WeakKeyDictionary()
 
     def env_to_send_in_RPC(host: Any) -> tuple[bytes, bool]:
-        now = time.monotonic()
+        now = clock()
         cached = issued.get(host)
-        if cached is not None and now - cached[0] < _RECORD_TTL_S:
+        if cached is not None and now - cached[0] < ttl_s:
             return cached[1], False
         record, created = original(host)
         issued[host] = (now, record)
@@ -290,7 +293,7 @@ def apply() -> None:
         _buffered_read_loop(pubsub_module.Pubsub.continuously_read_stream)
     )
     pubsub_module.Pubsub._is_subscribed_to_msg = _is_wanted  # type: ignore[method-assign]
-    cached_record = _cached_local_record(pubsub_module.env_to_send_in_RPC)
+    cached_record = cached_local_record(pubsub_module.env_to_send_in_RPC)
     pubsub_module.env_to_send_in_RPC = cached_record  # type: ignore[assignment]
     gossipsub_module.env_to_send_in_RPC = cached_record  # type: ignore[assignment]
     yamux_module.YamuxStream._auto_tune_and_send_window_update = (  # type: ignore[method-assign]
