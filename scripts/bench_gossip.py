@@ -23,6 +23,9 @@ handler, i.e. after validation and dispatch. Per step:
 Before the first step every node idles for ``--idle`` seconds and
 ``idle_cpu_ms_per_s_per_node`` is what a node spends with no listings at all
 (heartbeats, discovery, the harness): the fixed cost inside every step's figure.
+``cpu_ms_per_msg_per_node_less_idle`` takes that rate times the step's duration
+out: the marginal cost of a message, the figure to compare at low rates (at
+5 listings/s the idle cost alone is several ms per message).
 
 The last line is one JSON object: ``max_rate_no_loss``, the p50 / p99 /
 delivered / ``cpu_ms_per_msg_per_node`` of that rate, ``by_rate`` (the same
@@ -138,8 +141,9 @@ def idle_cpu_ms_per_s(nodes: list[Node], seconds: float) -> float:
 
 
 def run_step(
-    nodes: list[Node], phase: int, rate: float, count: int, drain_s: float
+    nodes: list[Node], phase: int, rate: float, count: int, drain_s: float, idle_ms_per_s: float
 ) -> dict[str, Any]:
+    started = time.monotonic()
     before = collect(nodes, phase, full=False)
     cpu_before = sum(report["cpu_s"] for report in before)
     publisher = nodes[0]
@@ -154,6 +158,7 @@ def run_step(
             break
         time.sleep(0.1)
     cpu_s = sum(report["cpu_s"] for report in reports) - cpu_before
+    step_s = time.monotonic() - started
     reports = collect(nodes, phase)
     per_message: dict[int, list[int]] = {}
     for report in reports[1:]:
@@ -176,6 +181,9 @@ def run_step(
         "sellers": published["sellers"],
         "cpu_ms_per_msg": round(cpu_s * 1000 / count, 2),
         "cpu_ms_per_msg_per_node": round(cpu_s * 1000 / count / len(nodes), 3),
+        "cpu_ms_per_msg_per_node_less_idle": round(
+            (cpu_s * 1000 / len(nodes) - idle_ms_per_s * step_s) / count, 3),
+        "step_s": round(step_s, 2),
         "cpu_util": round(cpu_s / max(count / rate, 1e-9), 2),
         "inbox_dropped": sum(report["dropped"] for report in reports),
     }
@@ -212,7 +220,7 @@ def main() -> None:
     parser.add_argument(
         "--stop-after-loss", type=int, default=1, help="steps with loss before stopping"
     )
-    parser.add_argument("--idle", type=float, default=3.0,
+    parser.add_argument("--idle", type=float, default=5.0,
                         help="seconds of no traffic measured before the first step")
     parser.add_argument("--profile", default="", help="directory for one cProfile file per node")
     add_smoke_flag(parser)
@@ -239,7 +247,7 @@ def main() -> None:
         results = []
         lossy_steps = 0
         for phase, rate in enumerate(steps):
-            row = run_step(nodes, phase, rate, arguments.count, arguments.drain)
+            row = run_step(nodes, phase, rate, arguments.count, arguments.drain, idle)
             results.append(row)
             print(json.dumps(row), flush=True)
             if row["delivered_fraction"] < 1.0:
@@ -266,7 +274,8 @@ def main() -> None:
         "by_rate": {
             f"{row['rate']:g}": {
                 key: row[key]
-                for key in ("delivered_fraction", "p50_ms", "p99_ms", "cpu_ms_per_msg_per_node")
+                for key in ("delivered_fraction", "p50_ms", "p99_ms", "cpu_ms_per_msg_per_node",
+                            "cpu_ms_per_msg_per_node_less_idle")
             }
             for row in results
         },
