@@ -6,15 +6,17 @@ All are applied by ``apply()`` (idempotent), called when a host is built.
 1. Yamux window updates. py-libp2p defaults ``PY_YAMUX_RELEASE_ON_READ=1``:
    a WINDOW_UPDATE frame goes back to the sender after *every* read, i.e. one
    extra encrypted frame per gossip message per hop. ``0`` restores go-yamux
-   behaviour (update once half the 256 KiB window is consumed). Only a
-   default: an explicit environment value wins. That was not enough in 0.8.1:
+   behaviour (update once half the 256 KiB window is consumed). That was not
+   enough in 0.8.1:
    its "partial slack" branch still credits every read that leaves less than
    half a window unconsumed, i.e. every read of a gossip stream (14 % of a
    receiving node's CPU in the issue-27 profile, plus the frames' decryption at
    the other end). ``_window_update`` is go-yamux's ``sendWindowUpdate``: no
    frame until half the window (``target_recv_window // 2``) is consumed, then
    one update for all of it (with 0.8.1's auto-tuning epoch), and no lock
-   taken or environment read on the reads that send nothing.
+   taken or environment read on the reads that send nothing. The replacement
+   reads no ``PY_YAMUX_*`` variable; the default is still set for code that
+   reads it elsewhere in the library.
 
 2. Signed peer records. Every pubsub RPC carries the sender's signed peer
    record and the receiver verifies it (protobuf parse + Ed25519 verify +
