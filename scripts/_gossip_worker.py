@@ -5,15 +5,17 @@ Talks JSON lines: commands on stdin, events on stdout. Not a user tool.
     -> {"cmd": "status"}                         <- {"event": "status", "mesh": n, "peers": n}
     -> {"cmd": "publish", "phase": k, "rate": r, "count": m}
                                                  <- {"event": "published", "phase": k, ...}
-    -> {"cmd": "report", "phase": k}             <- {"event": "report", "phase": k,
+    -> {"cmd": "report", "phase": k, "full": b}  <- {"event": "report", "phase": k, "count": n,
                                                      "received": [[index, latency_us], ...],
                                                      "cpu_s": ..., "dropped": ...}
+                                                     ("received" only when full is true)
     -> {"cmd": "quit"}
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import dataclasses
 import json
 import logging
@@ -123,15 +125,17 @@ class Worker:
                 emit({"event": "published", "phase": command["phase"], **result})
             elif name == "report":
                 phase = command["phase"]
-                emit(
-                    {
-                        "event": "report",
-                        "phase": phase,
-                        "received": self.received.get(phase, []),
-                        "cpu_s": cpu_seconds(),
-                        "dropped": self.net.gossip.dropped,
-                    }
-                )
+                received = self.received.get(phase, [])
+                report = {
+                    "event": "report",
+                    "phase": phase,
+                    "count": len(received),
+                    "cpu_s": cpu_seconds(),
+                    "dropped": self.net.gossip.dropped,
+                }
+                if command.get("full", True):
+                    report["received"] = received
+                emit(report)
             elif name == "quit":
                 return
 
@@ -154,5 +158,16 @@ async def main(arguments: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", default="")
+    parser.add_argument("--profile", default="", help="write a cProfile of the whole run here")
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
-    trio.run(main, parser.parse_args())
+    arguments = parser.parse_args()
+    if arguments.profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            trio.run(main, arguments)
+        finally:
+            profiler.disable()
+            profiler.dump_stats(arguments.profile)
+    else:
+        trio.run(main, arguments)

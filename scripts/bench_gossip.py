@@ -14,11 +14,24 @@ handler, i.e. after validation and dispatch. Per step:
 
 - p50 / p99 of the publish → *all*-received latency (max over receivers, per message),
 - delivered fraction = receptions / ((N - 1) × count),
-- CPU ms per message = CPU of all node processes during the step / count,
+- CPU ms per message = CPU of all node processes during the step / count, and
+  ``cpu_ms_per_msg_per_node`` = that / N (user + system time from getrusage in
+  each worker, so it counts what the machine spent, not wall time, and holds on
+  a machine shared with other jobs),
 - ratios against the first (lowest) step of the same run.
 
-The last line is one JSON object (nodes, p50_ms, p99_ms, delivered_fraction at
-the highest loss-free rate, max_rate_no_loss, per-step results).
+Before the first step every node idles for ``--idle`` seconds and
+``idle_cpu_ms_per_s_per_node`` is what a node spends with no listings at all
+(heartbeats, discovery, the harness): the fixed cost inside every step's figure.
+``cpu_ms_per_msg_per_node_less_idle`` takes that rate times the step's duration
+out: the marginal cost of a message, the figure to compare at low rates (at
+5 listings/s the idle cost alone is several ms per message).
+
+The last line is one JSON object: ``max_rate_no_loss``, the p50 / p99 /
+delivered / ``cpu_ms_per_msg_per_node`` of that rate, ``by_rate`` (the same
+figures for every step) and the steps. ``--profile DIR`` writes one cProfile
+file per worker (``DIR/node-<i>.pstats``; cProfile slows the workers, so
+figures of a profiled run are not figures of record).
 ``--smoke``: 3 nodes, one step of 40 listings (two seller keys) at 40/s.
 """
 
@@ -41,10 +54,11 @@ DEFAULT_STEPS = (10, 20, 35, 50, 75, 100, 150, 200)
 
 
 class Node:
-    def __init__(self, index: int, bootstrap: list[str]) -> None:
+    def __init__(self, index: int, bootstrap: list[str], profile_dir: str = "") -> None:
         self.index = index
+        profile = ["--profile", str(Path(profile_dir) / f"node-{index}.pstats")] if profile_dir else []
         self.process = subprocess.Popen(
-            [sys.executable, str(WORKER), "--bootstrap", ",".join(bootstrap)],
+            [sys.executable, str(WORKER), "--bootstrap", ",".join(bootstrap), *profile],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -84,12 +98,12 @@ class Node:
             self.process.wait()
 
 
-def start_nodes(count: int, seed: int) -> list[Node]:
+def start_nodes(count: int, seed: int, profile_dir: str = "") -> list[Node]:
     rng = random.Random(seed)
     nodes: list[Node] = []
     for index in range(count):
         earlier = rng.sample(nodes, min(4, len(nodes)))
-        node = Node(index, [peer.addr for peer in earlier])
+        node = Node(index, [peer.addr for peer in earlier], profile_dir)
         nodes.append(node)
         node.addr = node.expect("ready")["addr"]
     return nodes
@@ -109,16 +123,28 @@ def wait_for_mesh(nodes: list[Node], timeout_s: float = 60.0) -> None:
     raise TimeoutError(f"mesh did not form: sizes {sizes}")
 
 
-def collect(nodes: list[Node], phase: int) -> list[dict[str, Any]]:
+def collect(nodes: list[Node], phase: int, full: bool = True) -> list[dict[str, Any]]:
+    """Every node's report; ``full=False`` counts receptions without listing them
+    (the drain loop polls every 0.1 s, and the workers' CPU is what is measured)."""
     for node in nodes:
-        node.send({"cmd": "report", "phase": phase})
+        node.send({"cmd": "report", "phase": phase, "full": full})
     return [node.expect("report") for node in nodes]
 
 
+def idle_cpu_ms_per_s(nodes: list[Node], seconds: float) -> float:
+    """CPU all nodes spend per second with no listings, per node."""
+    before = sum(report["cpu_s"] for report in collect(nodes, -1, full=False))
+    started = time.monotonic()
+    time.sleep(seconds)
+    after = sum(report["cpu_s"] for report in collect(nodes, -1, full=False))
+    return (after - before) * 1000 / (time.monotonic() - started) / len(nodes)
+
+
 def run_step(
-    nodes: list[Node], phase: int, rate: float, count: int, drain_s: float
+    nodes: list[Node], phase: int, rate: float, count: int, drain_s: float, idle_ms_per_s: float
 ) -> dict[str, Any]:
-    before = collect(nodes, phase)
+    started = time.monotonic()
+    before = collect(nodes, phase, full=False)
     cpu_before = sum(report["cpu_s"] for report in before)
     publisher = nodes[0]
     publisher.send({"cmd": "publish", "phase": phase, "rate": rate, "count": count})
@@ -126,12 +152,14 @@ def run_step(
     expected = (len(nodes) - 1) * count
     deadline = time.monotonic() + drain_s
     while True:
-        reports = collect(nodes, phase)
-        received = sum(len(report["received"]) for report in reports[1:])
+        reports = collect(nodes, phase, full=False)
+        received = sum(report["count"] for report in reports[1:])
         if received >= expected or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     cpu_s = sum(report["cpu_s"] for report in reports) - cpu_before
+    step_s = time.monotonic() - started
+    reports = collect(nodes, phase)
     per_message: dict[int, list[int]] = {}
     for report in reports[1:]:
         for index, latency_us in report["received"]:
@@ -152,6 +180,10 @@ def run_step(
         "p50_each_ms": round(percentile(each, 50), 2),
         "sellers": published["sellers"],
         "cpu_ms_per_msg": round(cpu_s * 1000 / count, 2),
+        "cpu_ms_per_msg_per_node": round(cpu_s * 1000 / count / len(nodes), 3),
+        "cpu_ms_per_msg_per_node_less_idle": round(
+            (cpu_s * 1000 / len(nodes) - idle_ms_per_s * step_s) / count, 3),
+        "step_s": round(step_s, 2),
         "cpu_util": round(cpu_s / max(count / rate, 1e-9), 2),
         "inbox_dropped": sum(report["dropped"] for report in reports),
     }
@@ -161,7 +193,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
     baseline = results[0]
     header = (
         f"{'rate':>6} {'achieved':>8} {'deliv':>7} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'cpu ms/msg':>10} {'cores':>6} {'p50 x':>6} {'p99 x':>6} {'cpu x':>6}"
+        f"{'cpu ms/msg':>10} {'/node':>6} {'cores':>6} {'p50 x':>6} {'p99 x':>6} {'cpu x':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -169,7 +201,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
         print(
             f"{row['rate']:>6} {row['achieved_rate']:>8} {row['delivered_fraction']:>7.3f} "
             f"{row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} {row['cpu_ms_per_msg']:>10.2f} "
-            f"{row['cpu_util']:>6.2f} "
+            f"{row['cpu_ms_per_msg_per_node']:>6.2f} {row['cpu_util']:>6.2f} "
             f"{row['p50_ms'] / baseline['p50_ms']:>6.2f} {row['p99_ms'] / baseline['p99_ms']:>6.2f} "
             f"{row['cpu_ms_per_msg'] / baseline['cpu_ms_per_msg']:>6.2f}"
         )
@@ -188,8 +220,11 @@ def main() -> None:
     parser.add_argument(
         "--stop-after-loss", type=int, default=1, help="steps with loss before stopping"
     )
+    parser.add_argument("--idle", type=float, default=5.0,
+                        help="seconds of no traffic measured before the first step")
+    parser.add_argument("--profile", default="", help="directory for one cProfile file per node")
     add_smoke_flag(parser)
-    arguments = smoke(parser.parse_args(), nodes=3, rates="40", count=40, drain=5.0)
+    arguments = smoke(parser.parse_args(), nodes=3, rates="40", count=40, drain=5.0, idle=1.0)
 
     if arguments.rates:
         steps = [float(rate) for rate in arguments.rates.split(",")]
@@ -197,7 +232,9 @@ def main() -> None:
         steps = [float(rate) for rate in DEFAULT_STEPS if rate < arguments.rate] + [arguments.rate]
 
     started = time.monotonic()
-    nodes = start_nodes(arguments.nodes, arguments.seed)
+    if arguments.profile:
+        Path(arguments.profile).mkdir(parents=True, exist_ok=True)
+    nodes = start_nodes(arguments.nodes, arguments.seed, arguments.profile)
     try:
         wait_for_mesh(nodes)
         print(
@@ -205,10 +242,12 @@ def main() -> None:
             f"{arguments.count} listings per step",
             flush=True,
         )
+        idle = idle_cpu_ms_per_s(nodes, arguments.idle)
+        print(f"idle: {idle:.1f} ms CPU per second per node", flush=True)
         results = []
         lossy_steps = 0
         for phase, rate in enumerate(steps):
-            row = run_step(nodes, phase, rate, arguments.count, arguments.drain)
+            row = run_step(nodes, phase, rate, arguments.count, arguments.drain, idle)
             results.append(row)
             print(json.dumps(row), flush=True)
             if row["delivered_fraction"] < 1.0:
@@ -230,6 +269,16 @@ def main() -> None:
         "p99_ms": best["p99_ms"],
         "delivered_fraction": best["delivered_fraction"],
         "cpu_ms_per_msg": best["cpu_ms_per_msg"],
+        "cpu_ms_per_msg_per_node": best["cpu_ms_per_msg_per_node"],
+        "idle_cpu_ms_per_s_per_node": round(idle, 2),
+        "by_rate": {
+            f"{row['rate']:g}": {
+                key: row[key]
+                for key in ("delivered_fraction", "p50_ms", "p99_ms", "cpu_ms_per_msg_per_node",
+                            "cpu_ms_per_msg_per_node_less_idle")
+            }
+            for row in results
+        },
         "baseline_rate": results[0]["rate"],
         "baseline_p50_ms": results[0]["p50_ms"],
         "baseline_p99_ms": results[0]["p99_ms"],

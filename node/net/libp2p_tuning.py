@@ -1,13 +1,22 @@
-"""Process-wide py-libp2p 0.8.1 tweaks: two cut per-message CPU without changing
-semantics, one fixes a race that could kill the node.
+"""Process-wide py-libp2p 0.8.1 tweaks: some cut per-message CPU without changing
+the wire or its semantics, others contain what could kill the node.
 
 All are applied by ``apply()`` (idempotent), called when a host is built.
 
 1. Yamux window updates. py-libp2p defaults ``PY_YAMUX_RELEASE_ON_READ=1``:
    a WINDOW_UPDATE frame goes back to the sender after *every* read, i.e. one
    extra encrypted frame per gossip message per hop. ``0`` restores go-yamux
-   behaviour (update once half the 256 KiB window is consumed). Only a
-   default: an explicit environment value wins.
+   behaviour (update once half the 256 KiB window is consumed). That was not
+   enough in 0.8.1:
+   its "partial slack" branch still credits every read that leaves less than
+   half a window unconsumed, i.e. every read of a gossip stream (14 % of a
+   receiving node's CPU in the issue-27 profile, plus the frames' decryption at
+   the other end). ``_window_update`` is go-yamux's ``sendWindowUpdate``: no
+   frame until half the window (``target_recv_window // 2``) is consumed, then
+   one update for all of it (with 0.8.1's auto-tuning epoch), and no lock
+   taken or environment read on the reads that send nothing. The replacement
+   reads no ``PY_YAMUX_*`` variable; the default is still set for code that
+   reads it elsewhere in the library.
 
 2. Signed peer records. Every pubsub RPC carries the sender's signed peer
    record and the receiver verifies it (protobuf parse + Ed25519 verify +
@@ -36,6 +45,33 @@ All are applied by ``apply()`` (idempotent), called when a host is built.
    failing, a dial to a dead address, a stream reset) are counted and lowered
    to DEBUG by ``node.net.failures.install()``.
 
+6. Buffered pubsub reads. The pubsub read loop reads each RPC's varint length
+   a byte at a time and then its body, each read going through ``NetStream``'s
+   state lock, the yamux buffer and (before 1.) a window update: three or more
+   reads per gossip message. ``_BufferedStream`` hands the loop bytes from a
+   buffer it refills with one read of whatever yamux holds (up to 64 KiB), so
+   a message costs one stream read, and several RPCs that arrived together
+   cost one. Frame limits are untouched: the loop still checks the length
+   prefix against ``max_inbound_rpc_size`` before reading the body.
+
+7. Duplicates stop at the read loop. With mesh degree D a node receives each
+   message from up to D - 1 mesh peers, and the library spawned a service task
+   per copy (``TrioManager.run_task``: task bookkeeping, a nursery child, then
+   two blacklist look-ups) before ``push_msg`` found it in the seen cache. The
+   read loop's only filter before that spawn, ``_is_subscribed_to_msg``, now
+   also drops a message whose id (``sha256(data)``, gossip_config) is already
+   in the seen cache: a duplicate costs its frame, its decryption, its protobuf
+   parse and one hash, and nothing after. Behaviour is unchanged: ``push_msg``
+   returned on the same check, and only messages that passed validation are in
+   the seen cache (an invalid one is still validated, and charged, each time).
+
+8. Our signed peer record. Every outgoing pubsub RPC (each gossip message to
+   each mesh peer) carries it, and ``env_to_send_in_RPC`` rebuilds the set of
+   our addresses (multiaddr objects, our relay addresses) to compare it with
+   the cached record's before serialising the record again. The answer is kept
+   per host for ``_RECORD_TTL_S`` (1 s): an address change reaches peers at
+   most a second later, well within what identify push already takes.
+
 Not here, on purpose: the Kademlia protocol id. The library's
 ``/ipfs/kad/1.0.0`` is a module constant, but patching it would put every DHT
 of the process on one network; ``node.net.dht`` gives each DHT a view of its
@@ -46,18 +82,23 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import libp2p.pubsub.gossipsub as gossipsub_module
 import libp2p.pubsub.pubsub as pubsub_module
+import libp2p.stream_muxer.yamux.yamux as yamux_module
 from libp2p.pubsub import utils as pubsub_utils
 
 from node.net import failures
 from node.net.rules import IgnoredMessage
 
 _RECORD_CACHE_SIZE = 4096
+_READ_CHUNK_BYTES = 64 * 1024
+_RECORD_TTL_S = 1.0
 _applied = False
 logger = logging.getLogger(__name__)
 
@@ -151,6 +192,88 @@ def _contained_read_loop(original: Callable[..., Any]) -> Callable[..., Any]:
     return continuously_read_stream
 
 
+async def _window_update(self: Any, *, bytes_read: int = 0) -> None:
+    """``YamuxStream._auto_tune_and_send_window_update``, go-yamux style (module doc, 1.)."""
+    buffered = len(self.conn.stream_buffers.get(self.stream_id, b""))
+    consumed = self.target_recv_window - (self.recv_window + buffered)
+    if consumed <= 0 or consumed < self.target_recv_window // 2:
+        return
+    async with self.window_lock:
+        buffered = len(self.conn.stream_buffers.get(self.stream_id, b""))
+        increment = self._grow_to_delta(buffered)
+        if increment > 0:
+            increment += self._apply_autotune_epoch(buffered)
+        self._pending_recv_release = 0
+    if increment > 0:
+        await self.send_window_update(increment, skip_lock=True)
+
+
+class _BufferedStream:
+    """A pubsub stream whose reads are served from one buffer (module doc, 6.).
+
+    ``read(n)`` returns exactly ``n`` bytes unless the stream ends first (then what
+    there is; the library's ``read_exactly`` turns a short read into its error).
+    Everything else is the wrapped stream's.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._buffer = bytearray()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def read(self, n: int | None = None) -> bytes:
+        if n is None or n < 0:
+            if not self._buffer:
+                return bytes(await self._stream.read(_READ_CHUNK_BYTES))
+            data = bytes(self._buffer)
+            self._buffer.clear()
+            return data
+        while len(self._buffer) < n:
+            chunk = await self._stream.read(max(n - len(self._buffer), _READ_CHUNK_BYTES))
+            if not chunk:
+                break
+            self._buffer += chunk
+        data = bytes(self._buffer[:n])
+        del self._buffer[:n]
+        return data
+
+
+def _is_wanted(self: Any, msg: Any) -> bool:
+    """``Pubsub._is_subscribed_to_msg`` that also drops duplicates (module doc, 7.)."""
+    if not any(topic in self.topic_ids for topic in msg.topicIDs):
+        return False
+    return not self._is_msg_seen(msg)
+
+
+def cached_local_record(
+    original: Callable[[Any], tuple[bytes, bool]],
+    ttl_s: float = _RECORD_TTL_S,
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[Any], tuple[bytes, bool]]:
+    """``env_to_send_in_RPC`` answering from a per-host cache for ``ttl_s`` (module doc, 8.)."""
+    issued: weakref.WeakKeyDictionary[Any, tuple[float, bytes]] = weakref.WeakKeyDictionary()
+
+    def env_to_send_in_RPC(host: Any) -> tuple[bytes, bool]:
+        now = clock()
+        cached = issued.get(host)
+        if cached is not None and now - cached[0] < ttl_s:
+            return cached[1], False
+        record, created = original(host)
+        issued[host] = (now, record)
+        return record, created
+
+    return env_to_send_in_RPC
+
+
+def _buffered_read_loop(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def continuously_read_stream(self: Any, stream: Any) -> None:
+        await original(self, _BufferedStream(stream))
+
+    return continuously_read_stream
+
+
 def apply() -> None:
     global _applied
     if _applied:
@@ -169,5 +292,12 @@ def apply() -> None:
         pubsub_module.Pubsub.push_msg
     )
     pubsub_module.Pubsub.continuously_read_stream = _contained_read_loop(  # type: ignore[method-assign]
-        pubsub_module.Pubsub.continuously_read_stream
+        _buffered_read_loop(pubsub_module.Pubsub.continuously_read_stream)
+    )
+    pubsub_module.Pubsub._is_subscribed_to_msg = _is_wanted  # type: ignore[method-assign]
+    cached_record = cached_local_record(pubsub_module.env_to_send_in_RPC)
+    pubsub_module.env_to_send_in_RPC = cached_record  # type: ignore[assignment]
+    gossipsub_module.env_to_send_in_RPC = cached_record  # type: ignore[assignment]
+    yamux_module.YamuxStream._auto_tune_and_send_window_update = (  # type: ignore[method-assign]
+        _window_update
     )
