@@ -33,6 +33,7 @@ from node.memory.search.fusion import code_tokens, fts_query, fuse, lexical_evid
 from node.memory.search.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
 from node.memory.search.negation import negated_share, split_negation
 from node.memory.search.ranking import confidence_weight, surface_warnings
+from node.memory.search.relevance import relevance
 from node.memory.search.second_opinion import opinion_of
 from node.memory.search.temporal import valid_at
 from node.memory.search.windows import best_window_dense
@@ -60,11 +61,13 @@ class SearchHit:
     score: float
     dense: float | None = None
     lexical: float | None = None
+    relevance: float = 0.0  # calibrated probability that the hit is relevant (node.memory.search.relevance)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.crystal.id,
             "score": round(self.score, 6),
+            "relevance": round(self.relevance, 4),
             "dense": self.dense,
             "lexical": self.lexical,
             "crystal": self.crystal.to_dict(),
@@ -82,6 +85,7 @@ class SearchRequest:
     record_access: bool = True
     namespaces: tuple[str, ...] = ("default",)  # empty: every namespace
     as_of_ms: int | None = None  # None: what is valid now; else the versions valid then (seed 004)
+    min_relevance: float = 0.0  # hits whose calibrated relevance is below it are left out
 
 
 def search(
@@ -109,6 +113,8 @@ def search(
     query = request.query.strip()
     if not query:
         raise MemoryInputError("empty search query")
+    if not 0.0 <= request.min_relevance <= 1.0:  # also refuses NaN
+        raise MemoryInputError(f"min_relevance must be within 0..1, not {request.min_relevance}")
     k = max(1, min(request.k, 200))
     lifecycles = request.lifecycles or tuple(
         lc.value for lc in Lifecycle if lc not in (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
@@ -213,6 +219,13 @@ def search(
         )
     ranked = surface_warnings(ranked, len(ranked), lambda item: item.warning, lambda item: item.score)
     hits = _whole(store, ranked, k, visibility)
+    evidence = lexical_evidence(confidence_of_bm25)
+    dense_floor = min((score for _, score in dense), default=0.0)
+    lexical_best = max((-score for _, score in lexical), default=0.0)
+    for rank, hit in enumerate(hits):
+        lexical_share = -hit.lexical / lexical_best if hit.lexical is not None and lexical_best > 0 else 0.0
+        hit.relevance = relevance(dense_floor if hit.dense is None else hit.dense, lexical_share * evidence, rank)
+    hits = [hit for hit in hits if hit.relevance >= request.min_relevance]
     if request.record_access:
         record_hits(store, hits, now)
     return hits
