@@ -86,6 +86,11 @@ async def test_agent_uses_memory_and_buys_within_its_cap(devnet: Devnet, tmp_pat
                            type="fact")
         hits = (await call(session, "memory_search", query="where does staging run"))["hits"]
         assert hits and hits[0]["id"] == added["id"]
+        assert 0.0 <= hits[0]["relevance"] <= 1.0
+        above = (await call(session, "memory_search", query="where does staging run",
+                            min_relevance=hits[0]["relevance"]))["hits"]
+        assert above and above[0]["id"] == added["id"]
+        assert all(hit["relevance"] >= hits[0]["relevance"] for hit in above)
         detail = await call(session, "memory_get", id=added["id"])
         assert detail["text"].startswith("The staging cluster") and detail["type"] == "fact"
 

@@ -220,11 +220,15 @@ def search(
     ranked = surface_warnings(ranked, len(ranked), lambda item: item.warning, lambda item: item.score)
     hits = _whole(store, ranked, k, visibility)
     evidence = lexical_evidence(confidence_of_bm25)
-    dense_floor = min((score for _, score in dense), default=0.0)
+    dense_scores = np.fromiter((score for _, score in dense), dtype=np.float64)
+    dense_floor = float(dense_scores.min()) if dense_scores.size else 0.0
+    dense_mean = float(dense_scores.mean()) if dense_scores.size else 0.0
+    dense_spread = max(float(dense_scores.std()) if dense_scores.size else 0.0, 1e-9)
     lexical_best = max((-score for _, score in lexical), default=0.0)
     for rank, hit in enumerate(hits):
         lexical_share = -hit.lexical / lexical_best if hit.lexical is not None and lexical_best > 0 else 0.0
-        hit.relevance = relevance(dense_floor if hit.dense is None else hit.dense, lexical_share * evidence, rank)
+        dense_z = ((dense_floor if hit.dense is None else hit.dense) - dense_mean) / dense_spread
+        hit.relevance = relevance(dense_z, lexical_share * evidence, rank)
     hits = [hit for hit in hits if hit.relevance >= request.min_relevance]
     if request.record_access:
         record_hits(store, hits, now)
