@@ -220,10 +220,10 @@ def search(
     ranked = surface_warnings(ranked, len(ranked), lambda item: item.warning, lambda item: item.score)
     hits = _whole(store, ranked, k, visibility)
     evidence = lexical_evidence(confidence_of_bm25)
-    dense_scores = np.fromiter((score for _, score in dense), dtype=np.float64)
-    dense_floor = float(dense_scores.min()) if dense_scores.size else 0.0
-    dense_mean = float(dense_scores.mean()) if dense_scores.size else 0.0
-    dense_spread = max(float(dense_scores.std()) if dense_scores.size else 0.0, 1e-9)
+    dense_scores = [score for _, score in dense] or [0.0]
+    dense_floor = min(dense_scores)
+    dense_mean = sum(dense_scores) / len(dense_scores)
+    dense_spread = max(math.sqrt(sum((score - dense_mean) ** 2 for score in dense_scores) / len(dense_scores)), 1e-9)
     lexical_best = max((-score for _, score in lexical), default=0.0)
     for rank, hit in enumerate(hits):
         lexical_share = -hit.lexical / lexical_best if hit.lexical is not None and lexical_best > 0 else 0.0
