@@ -67,7 +67,7 @@ class SearchHit:
         return {
             "id": self.crystal.id,
             "score": round(self.score, 6),
-            "relevance": round(self.relevance, 4),
+            "relevance": self.relevance,  # not rounded: a caller may pass it back as min_relevance
             "dense": self.dense,
             "lexical": self.lexical,
             "crystal": self.crystal.to_dict(),
