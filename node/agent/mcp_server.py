@@ -95,11 +95,16 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         types: Annotated[list[MemoryType] | None, Field(description="Only these memory types.")] = None,
         namespace: Namespace = "default",
         all_namespaces: Annotated[bool, Field(description="Search every namespace, not just `namespace`.")] = False,
+        min_relevance: Annotated[float, Field(ge=0.0, le=1.0, description=(
+            "Leave out hits whose relevance (a calibrated probability that the hit is relevant) is below "
+            "this; no hit left means memory holds nothing relevant."))] = 0.0,
     ) -> dict[str, Any]:
         """Search the agent's long-term memory (hybrid: meaning + exact words) in one namespace.
-        Returns the best matching current memories with id, text, type, namespace and score."""
+        Returns the best matching current memories with id, text, type, namespace, score and
+        relevance (0-1, calibrated)."""
         hits = await call(lambda client: client.memory_search(
-            query, k, types=types or [], namespace=namespace, all_namespaces=all_namespaces))
+            query, k, types=types or [], namespace=namespace, all_namespaces=all_namespaces,
+            min_relevance=min_relevance))
         return {"hits": [_hit(hit) for hit in hits]}
 
     @server.tool()
@@ -291,7 +296,7 @@ def _hit(hit: dict[str, Any]) -> dict[str, Any]:
     crystal = hit.get("crystal", hit)
     turn = hit.get("turn") or {}  # a conversation turn: where it was said
     return {"id": crystal.get("id"), "text": crystal.get("text"), "type": crystal.get("semanticType"),
-            "namespace": crystal.get("namespace"), "score": hit.get("score"),
+            "namespace": crystal.get("namespace"), "score": hit.get("score"), "relevance": hit.get("relevance"),
             # What the user told (directive) outranks what was inferred; bought is marked with its seller.
             "layer": crystal.get("epistemicLayer"), "provenance": crystal.get("provenance"),
             "seller": crystal.get("seller")} | (

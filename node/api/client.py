@@ -120,10 +120,11 @@ class ApiClient:
     def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
                       lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
                       namespace: str | None = None, all_namespaces: bool = False,
-                      as_of_ms: int | None = None) -> list[Json]:
+                      as_of_ms: int | None = None, min_relevance: float = 0.0) -> list[Json]:
         """Hybrid search of one namespace (default "default"), or of all; the hits, best first."""
         body: Json = {"query": query, "k": k, "types": list(types), "lifecycles": list(lifecycles),
                       "scopes": list(scopes), "as_of_ms": as_of_ms}
+        body |= {"min_relevance": min_relevance} if min_relevance else {}
         body |= {"all_namespaces": True} if all_namespaces else {"namespace": namespace or "default"}
         return list(self.post("/v1/crystals/search", body)["hits"])
 

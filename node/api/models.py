@@ -54,6 +54,7 @@ class SearchIn(Body):
     namespace: Annotated[str, Field(max_length=100, pattern=NAMESPACE_PATTERN)] = "default"
     all_namespaces: Annotated[bool, Field(strict=True)] = False
     as_of_ms: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1)] | None = None  # versions valid then
+    min_relevance: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.0  # hits below it are left out
 
 
 class ConsolidateIn(Body):

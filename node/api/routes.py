@@ -80,6 +80,7 @@ def node_router(node: NodeApi) -> APIRouter:
             scopes=tuple(s.value for s in body.scopes),
             namespaces=() if body.all_namespaces else (body.namespace,),
             as_of_ms=body.as_of_ms,
+            min_relevance=body.min_relevance,
         ))
         return {"hits": [hit.to_dict() for hit in hits]}
 

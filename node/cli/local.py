@@ -84,13 +84,13 @@ class LocalNode:
     def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
                       lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
                       namespace: str | None = None, all_namespaces: bool = False,
-                      as_of_ms: int | None = None) -> list[Json]:
+                      as_of_ms: int | None = None, min_relevance: float = 0.0) -> list[Json]:
         from node.memory import SearchRequest, validate_namespace
 
         spaces = () if all_namespaces else (validate_namespace(namespace),)
         memory = self._memory()
         request = SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes),
-                                namespaces=spaces, as_of_ms=as_of_ms)
+                                namespaces=spaces, as_of_ms=as_of_ms, min_relevance=min_relevance)
         return [hit.to_dict() for hit in memory.search(request)]
 
     def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),

@@ -80,17 +80,24 @@ def add(ctx: CliContext, text: str, semantic_type: str, scope: str | None, path:
 @click.option("--all-namespaces", is_flag=True, help="Search every namespace.")
 @click.option("--as-of", "as_of", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), default=None,
               help="Search the versions valid at this UTC time instead of now.")
+@click.option("--min-relevance", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
+              help="Leave out hits whose calibrated relevance (probability of being relevant) is below this.")
 @common_options
 def search(ctx: CliContext, query: str, k: int, types: tuple[str, ...], lifecycles: tuple[str, ...],
-           scopes: tuple[str, ...], namespace: str | None, all_namespaces: bool, as_of: datetime | None) -> None:
-    """Hybrid (dense + BM25) search over the current memories of one namespace."""
+           scopes: tuple[str, ...], namespace: str | None, all_namespaces: bool, as_of: datetime | None,
+           min_relevance: float) -> None:
+    """Hybrid (dense + BM25) search over the current memories of one namespace.
+
+    Example: crystalmesh memory search "deploy checklist" --min-relevance 0.3
+    """
     as_of_ms = None if as_of is None else int(as_of.replace(tzinfo=UTC).timestamp() * 1000)
     hits = ctx.client().memory_search(query, k, types=types, lifecycles=lifecycles, scopes=scopes,
-                                      namespace=namespace, all_namespaces=all_namespaces, as_of_ms=as_of_ms)
+                                      namespace=namespace, all_namespaces=all_namespaces, as_of_ms=as_of_ms,
+                                      min_relevance=min_relevance)
     traced = any(h.get("source_id") for h in hits)  # conversation turns: their id in the transcript
     ctx.emit(hits, lambda items: table(
-        None, ["#", "score", "id", "type", "lifecycle", *(["source"] if traced else []), "text"],
-        [[i + 1, f"{h['score']:.4f}", h["id"][:8],
+        None, ["#", "score", "rel", "id", "type", "lifecycle", *(["source"] if traced else []), "text"],
+        [[i + 1, f"{h['score']:.4f}", f"{h['relevance']:.2f}", h["id"][:8],
           h["crystal"]["semanticType"] + (" (bought)" if h["crystal"].get("provenance") == "bought" else ""),
           h["crystal"]["lifecycle"],
           *([h.get("source_id") or ""] if traced else []), shorten(h["crystal"]["text"])]

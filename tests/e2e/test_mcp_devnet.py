@@ -86,6 +86,13 @@ async def test_agent_uses_memory_and_buys_within_its_cap(devnet: Devnet, tmp_pat
                            type="fact")
         hits = (await call(session, "memory_search", query="where does staging run"))["hits"]
         assert hits and hits[0]["id"] == added["id"]
+        await call(session, "memory_add", text="The coffee machine on floor 3 is broken", type="fact")
+        both = (await call(session, "memory_search", query="where does staging run"))["hits"]
+        assert len(both) == 2 and both[0]["id"] == added["id"]
+        assert 0.0 <= both[1]["relevance"] < both[0]["relevance"] <= 1.0
+        above = (await call(session, "memory_search", query="where does staging run",
+                            min_relevance=both[0]["relevance"]))["hits"]
+        assert [hit["id"] for hit in above] == [added["id"]]
         detail = await call(session, "memory_get", id=added["id"])
         assert detail["text"].startswith("The staging cluster") and detail["type"] == "fact"
 

@@ -19,7 +19,8 @@ words, while for identifier queries (``ERR-4412``, ``JIRA-2231``,
   ``a`` in [0, 1] is the lists' agreement (:func:`agreement`): how close in
   meaning BM25's best hit is to the dense list's best, so that a reworded
   question whose few words an unrelated memory happens to share is not pulled
-  towards it; and ``s`` in [0, 1] is the rarity of the rarest
+  towards it, unless BM25's list is the more peaked of the two (:func:`peakedness`,
+  :func:`lexical_trust`): the dense list then says too little to overrule it; and ``s`` in [0, 1] is the rarity of the rarest
   code-like token in the query (see :func:`code_tokens`;
   rarity from ``doc_freq`` as ``clip(-log10(df) / rarity_decades, 0, 1)``, so
   an identifier in ≤ 1 % of memories counts fully and one that no memory
@@ -72,6 +73,8 @@ class FusionParams:
     ``agreement_low``/``agreement_high`` 0.2/0.4: the ramp of :func:`agreement`
     (on the tune plateau 0.2–0.5), and with it ``confidence_weight`` 0.7
     (docs/retrieval-tuning.md, "Agreement of the two lists").
+    ``peaked_span`` 1.0: the width of the ramp of :func:`lexical_trust` in units of
+    peakedness (docs/retrieval-tuning.md, "LoCoMo: which list to believe").
     """
 
     base_lexical_weight: float = 0.0
@@ -84,6 +87,7 @@ class FusionParams:
     confidence_floor: float = 0.2
     agreement_low: float = 0.2
     agreement_high: float = 0.4
+    peaked_span: float = 1.0
 
 
 DEFAULT_PARAMS = FusionParams()
@@ -232,6 +236,38 @@ def _agreement(scores: Mapping[str, float], best: float, lowest: float, top: str
     return min(1.0, max(0.0, (ratio - params.agreement_low) / span))
 
 
+def peakedness(scores: Sequence[float]) -> float:
+    """How far a list's best score stands out from the list: ``(best − mean) / std``, 0 for fewer than 3.
+
+    A per-query calibration of a retriever by its own score distribution: a list whose best
+    hit is many deviations above the rest has found something; a flat list has not (all of
+    a conversation's turns are about equally close in meaning to a question about it).
+    """
+    count = len(scores)
+    if count < 3:
+        return 0.0
+    # Plain Python: for the ~50 scores of a candidate list it is faster than a numpy round trip.
+    mean = sum(scores) / count
+    spread = math.sqrt(sum((score - mean) ** 2 for score in scores) / count)
+    return (max(scores) - mean) / spread if spread > 0.0 else 0.0
+
+
+def lexical_trust(dense_scores: Sequence[float], lexical_scores: Sequence[float],
+                  params: FusionParams = DEFAULT_PARAMS) -> float:
+    """How far BM25's list is the more peaked of the two, in [0, 1]: 0.5 when both are equally
+    peaked, ramping over ``params.peaked_span`` units of :func:`peakedness` either way.
+
+    :func:`fuse` lets the lists' :func:`agreement` veto BM25's weight only as far as this is
+    below 1: a dense list flatter than BM25's is no judge of BM25's best hit.
+    """
+    if not dense_scores or not lexical_scores:
+        return 0.0
+    difference = peakedness(lexical_scores) - peakedness(dense_scores)
+    if params.peaked_span <= 0.0:
+        return 1.0 if difference > 0.0 else 0.0
+    return min(1.0, max(0.0, difference / params.peaked_span + 0.5))
+
+
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
     """Reciprocal Rank Fusion (seed 002): ``Σ 1 / (k + rank)`` with ranks starting at 1."""
     scores: dict[str, float] = {}
@@ -261,7 +297,7 @@ def fuse(
     matching a raw query token (e.g. ``count(MATCH fts_query(token)) /
     total``); without it every identifier-like token counts as rare.
     ``lexical_confidence`` in [0, 1]: see :func:`lexical_weight`; it counts
-    only as far as the two lists agree (:func:`agreement`).
+    only as far as the two lists agree (:func:`agreement`) or BM25's list is the more peaked (:func:`lexical_trust`).
     Fused scores are comparable within one call only.
     """
     if k <= 0:
@@ -272,9 +308,10 @@ def fuse(
     dense_best = max(dense_scores.values(), default=0.0)
     dense_floor = min(dense_scores.values(), default=0.0)
     top = lexical[0][0] if lexical else None
-    confidence = lexical_confidence * _agreement(dense_scores, dense_best, dense_floor, top, params)
-    weight = lexical_weight(query, doc_freq, params, confidence) if lexical else 0.0
     lexical_scores = {doc_id: -score for doc_id, score in lexical}
+    trust = lexical_trust(list(dense_scores.values()), list(lexical_scores.values()), params)
+    confidence = lexical_confidence * max(trust, _agreement(dense_scores, dense_best, dense_floor, top, params))
+    weight = lexical_weight(query, doc_freq, params, confidence) if lexical else 0.0
     lexical_best = max(lexical_scores.values(), default=0.0)
     rank_scores = rrf([[doc_id for doc_id, _ in dense], [doc_id for doc_id, _ in lexical]], params.rrf_k)
     rank_best = max(rank_scores.values(), default=0.0)

@@ -35,6 +35,7 @@ from node.memory.search.fusion import code_tokens, fts_query, fuse, lexical_evid
 from node.memory.search.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
 from node.memory.search.negation import negated_share, split_negation
 from node.memory.search.ranking import confidence_weight, surface_warnings
+from node.memory.search.relevance import relevance
 from node.memory.search.second_opinion import opinion_of
 from node.memory.search.temporal import valid_at
 from node.memory.search.windows import best_window_dense
@@ -64,11 +65,13 @@ class SearchHit:
     lexical: float | None = None
     # Where a conversation turn came from (node.memory.conversations.attach_turns): source_id, speaker, ...
     turn: dict[str, Any] | None = None
+    relevance: float = 0.0  # calibrated probability that the hit is relevant (node.memory.search.relevance)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.crystal.id,
             "score": round(self.score, 6),
+            "relevance": self.relevance,  # not rounded: a caller may pass it back as min_relevance
             "dense": self.dense,
             "lexical": self.lexical,
             "crystal": self.crystal.to_dict(),
@@ -87,6 +90,7 @@ class SearchRequest:
     record_access: bool = True
     namespaces: tuple[str, ...] = ("default",)  # empty: every namespace
     as_of_ms: int | None = None  # None: what is valid now; else the versions valid then (seed 004)
+    min_relevance: float = 0.0  # hits whose calibrated relevance is below it are left out
 
 
 def search(
@@ -114,6 +118,8 @@ def search(
     query = request.query.strip()
     if not query:
         raise MemoryInputError("empty search query")
+    if not 0.0 <= request.min_relevance <= 1.0:  # also refuses NaN
+        raise MemoryInputError(f"min_relevance must be within 0..1, not {request.min_relevance}")
     k = max(1, min(request.k, 200))
     lifecycles = request.lifecycles or tuple(
         lc.value for lc in Lifecycle if lc not in (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
@@ -221,6 +227,17 @@ def search(
     ranked = settle_conflicts(ranked, k, lambda item: precedence(item.row.semantic_type), lambda item: item.row.text)
     ranked = surface_warnings(ranked, len(ranked), lambda item: item.warning, lambda item: item.score)
     hits = _whole(store, ranked, k, visibility)
+    evidence = lexical_evidence(confidence_of_bm25)
+    dense_scores = [score for _, score in dense] or [0.0]
+    dense_floor = min(dense_scores)
+    dense_mean = sum(dense_scores) / len(dense_scores)
+    dense_spread = max(math.sqrt(sum((score - dense_mean) ** 2 for score in dense_scores) / len(dense_scores)), 1e-9)
+    lexical_best = max((-score for _, score in lexical), default=0.0)
+    for rank, hit in enumerate(hits):
+        lexical_share = -hit.lexical / lexical_best if hit.lexical is not None and lexical_best > 0 else 0.0
+        dense_z = ((dense_floor if hit.dense is None else hit.dense) - dense_mean) / dense_spread
+        hit.relevance = relevance(dense_z, lexical_share * evidence, rank)
+    hits = [hit for hit in hits if hit.relevance >= request.min_relevance]
     if request.record_access:
         record_hits(store, hits, now)
     return hits

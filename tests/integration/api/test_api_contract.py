@@ -65,7 +65,7 @@ BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
                                    "namespace"}),
     "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes", "as_of_ms", "namespace",
-                                         "all_namespaces"}),
+                                         "all_namespaces", "min_relevance"}),
     "/v1/memory/consolidate": ("ConsolidateIn", {"purge"}),
     "/v1/memory/feedback": ("FeedbackIn", {"id", "verdict"}),
     "/v1/memory/testament/import": ("TestamentIn", {"testament_b64"}),

@@ -106,6 +106,7 @@ async def test_a_claimed_huge_body_is_refused_at_once(node: NodeService) -> None
     ("/v1/crystals", {"text": "\ud800 lone surrogate"}, "surrogate"),
     ("/v1/crystals/search", {"query": "x", "k": "ten"}, "k"),
     ("/v1/crystals/search", {"query": "x", "k": "10"}, "k"),
+    ("/v1/crystals/search", {"query": "x", "min_relevance": 1.5}, "min_relevance"),
     ("/v1/purchases", {"listing_id": "abc", "max_price_micro_usdc": 1.5}, "max_price_micro_usdc"),
     ("/v1/purchases", {"listing_id": "abc", "max_price_micro_usdc": True}, "max_price_micro_usdc"),
     ("/v1/crystals", {"text": "x", "owner": "someone"}, "owner"),

@@ -36,6 +36,11 @@ def test_add_search_show_round_trip(initialised: Cli) -> None:
     assert [hit["id"] for hit in hits] == [added["id"]]
     assert hits[0]["crystal"]["text"] == "the release checklist lives in docs/release.md"
 
+    assert 0.0 <= hits[0]["relevance"] <= 1.0
+    assert initialised.json("memory", "search", "release checklist", "--min-relevance", "1") == []
+    code, _, err = initialised.run("memory", "search", "release checklist", "--min-relevance", "2")
+    assert code != 0 and "--min-relevance" in err and "Traceback" not in err
+
     shown = initialised.json("memory", "show", added["id"][:8])
     assert shown["id"] == added["id"]
     assert shown["accessCount"] == 1  # the search above touched it

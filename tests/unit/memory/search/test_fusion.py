@@ -18,7 +18,9 @@ from node.memory.search.fusion import (
     identifier_tokens,
     is_identifier,
     lexical_evidence,
+    lexical_trust,
     lexical_weight,
+    peakedness,
     rarity,
     rrf,
 )
@@ -262,3 +264,41 @@ def test_fts_query_never_raises_on_user_text(text: str) -> None:
 @given(st.text())
 def test_fts_query_never_raises_on_any_text(text: str) -> None:
     _match(_fts(), text)
+
+
+def test_peakedness_is_how_far_the_best_score_stands_out() -> None:
+    assert peakedness([1.0, 0.0, 0.0, 0.0]) == pytest.approx(3 ** 0.5)
+    assert peakedness([0.5, 0.5, 0.5]) == 0.0  # a flat list has found nothing
+    assert peakedness([0.9, 0.1]) == 0.0  # too short to say
+
+
+def test_lexical_trust_ramps_with_how_much_more_peaked_bm25_is() -> None:
+    flat = [0.52, 0.50, 0.49, 0.50, 0.51, 0.48]
+    peaked = [9.0, 1.0, 1.1, 0.9, 1.0, 1.2]
+    assert lexical_trust(flat, peaked) == 1.0
+    assert lexical_trust(peaked, flat) == 0.0
+    assert lexical_trust(peaked, peaked) == 0.5
+    assert lexical_trust([], peaked) == 0.0
+
+
+def test_a_flat_dense_list_does_not_veto_a_peaked_bm25_list() -> None:
+    """A conversation: every turn about as close in meaning to the question (a flat dense list),
+    one turn naming its words (a peaked BM25 list) that the dense list ranks low. The agreement
+    alone would give BM25 no weight; BM25's list being the more peaked, it keeps it."""
+    dense = [(f"turn{number}", 0.60 - 0.002 * number) for number in range(40)]
+    lexical = [("turn35", -12.0)] + [(f"turn{number}", -2.0 - 0.01 * number) for number in range(5)]
+    assert agreement(dense, lexical) == 0.0
+    fused = fuse("when did Melanie sign up for a pottery class", dense, lexical, k=3, lexical_confidence=0.8)
+    assert fused[0][0] == "turn35"
+    hard_cut = fuse("when did Melanie sign up for a pottery class", dense, lexical, k=3, lexical_confidence=0.8,
+                    params=FusionParams(peaked_span=0.0))
+    assert hard_cut[0][0] == "turn35"
+
+
+def test_a_peaked_dense_list_still_vetoes_a_disagreeing_bm25_hit() -> None:
+    # A reworded question: dense has found its memory; BM25's best shares an incidental word.
+    dense = [("answer", 0.80)] + [(f"other{number}", 0.30 - 0.001 * number) for number in range(30)]
+    lexical = [("incidental", -6.0), ("other1", -5.5), ("other2", -5.2), ("other3", -5.0)]
+    assert lexical_trust([score for _, score in dense], [-score for _, score in lexical]) == 0.0
+    fused = fuse("the place I sleep in the old capital", dense, lexical, k=3, lexical_confidence=0.5)
+    assert fused[0][0] == "answer"
