@@ -271,7 +271,13 @@ class NodeService:
             "crystals": stats["total"],
             "wallet_address": self.wallet_address,
             "weather": self.weather.status(),
+            "stores": self.store_health(),
         }
+
+    def store_health(self) -> dict[str, str]:
+        """Each database file: ``ok``, or ``damaged: …`` once damage was met (writes stopped)."""
+        guards = [self.memory.db.guard] + ([self.engine.ledger.guard] if self.engine else [])
+        return {guard.path.name: guard.status() for guard in guards}
 
     def peers(self) -> list[dict[str, Any]]:
         return [

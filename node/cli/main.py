@@ -21,6 +21,7 @@ from node.cli.mcp import mcp
 from node.cli.memory import memory
 from node.cli.models import models
 from node.cli.node import cli
+from node.cli.ops import doctor
 from node.cli.skill import skill
 from node.cli.trust import trust
 from node.cli.wallet import wallet
@@ -29,6 +30,7 @@ from node.errors import CrystalmeshError
 
 cli.add_command(bounty)
 cli.add_command(devnet)
+cli.add_command(doctor)
 cli.add_command(market)
 cli.add_command(mcp)
 cli.add_command(memory)

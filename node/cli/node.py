@@ -124,6 +124,9 @@ def status(ctx: CliContext) -> None:
         click.echo(f"crystals     {s['crystals']}")
         click.echo(f"wallet       {s['wallet_address']}")
         click.echo(f"weather      {describe_weather(s['weather'])}")
+        damaged = {name: health for name, health in s.get("stores", {}).items() if health != "ok"}
+        click.echo("stores       " + ("ok" if not damaged else "; ".join(
+            f"{name} {health} (writes stopped; see `crystalmesh doctor`)" for name, health in damaged.items())))
 
     ctx.emit(ctx.api().status(), render)
 
