@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING
 from node.face import face
 
 if TYPE_CHECKING:
+    from node.ops.archive import BackupRefused as BackupRefused
+    from node.ops.backup import BackupFailed as BackupFailed
+    from node.ops.backup import restore_backup as restore_backup
+    from node.ops.backup import take_backup as take_backup
     from node.ops.doctor import FAIL as FAIL
     from node.ops.doctor import OK as OK
     from node.ops.doctor import WARN as WARN

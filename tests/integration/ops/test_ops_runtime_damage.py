@@ -84,7 +84,7 @@ def test_damaged_ledger_is_refused_and_salvaged_from_both_ends(tmp_path: Path) -
     cells = cells_on(path, middle)
     smash(path, middle)
 
-    with pytest.raises(StoreDamaged, match="settlements.db is damaged"):
+    with pytest.raises(StoreDamaged, match=r"settlements\.db is damaged"):
         SettlementLedger(path)
     tables = {t.table: t for t in salvage(path, tmp_path / "salvaged.db")}
     assert tables["settlements"].after == 600 - cells  # both sides of the damaged page kept
