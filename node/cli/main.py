@@ -21,22 +21,18 @@ from node.cli.mcp import mcp
 from node.cli.memory import memory
 from node.cli.models import models
 from node.cli.node import cli
-from node.cli.ops import backup, doctor, restore
 from node.cli.skill import skill
 from node.cli.trust import trust
 from node.cli.wallet import wallet
 from node.cli.weather import weather
 from node.errors import CrystalmeshError
 
-cli.add_command(backup)
 cli.add_command(bounty)
 cli.add_command(devnet)
-cli.add_command(doctor)
 cli.add_command(market)
 cli.add_command(mcp)
 cli.add_command(memory)
 cli.add_command(models)
-cli.add_command(restore)
 cli.add_command(skill)
 cli.add_command(trust)
 cli.add_command(wallet)

@@ -4,7 +4,6 @@ row by row (a WITHOUT ROWID table, read from both ends)."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 
@@ -36,7 +35,7 @@ def cells_on(path: Path, page: int) -> int:
 def smash(path: Path, page: int) -> None:
     with open(path, "r+b") as handle:
         handle.seek((page - 1) * 4096)
-        handle.write(os.urandom(4096))
+        handle.write(b"\xa5" * 4096)  # not a page type: read as damage, never as rows
 
 
 def test_damage_met_at_run_time_stops_writes(tmp_path: Path) -> None:
