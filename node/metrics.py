@@ -146,6 +146,11 @@ STORE_DAMAGED = Gauge(
     "1 once a database file of this node was found damaged at run time (its writes are stopped).",
     ("store",), registry=REGISTRY,
 )
+LAST_BACKUP = Gauge(
+    "crystalmesh_last_backup_timestamp_seconds",
+    "Unix time of this node's last scheduled backup written (node/ops/schedule.py).",
+    registry=REGISTRY,
+)
 
 
 def count_accepted(topic: str, issued_at_ms: int) -> None:

@@ -40,6 +40,7 @@ from node.market import (
 )
 from node.memory import AsyncMemory, LearningService, Memory, SearchRequest, WorkingMemoryService
 from node.net import NetService
+from node.ops import passphrase_for, run_scheduled_backups
 from node.supervisor import supervise
 from node.trust import GateDecision, TrustService
 from node.weather import WeatherDesk
@@ -112,6 +113,8 @@ class NodeService:
         # the C stack holds: deep input would crash the process instead of raising.
         if sys.getrecursionlimit() > SAFE_RECURSION_LIMIT:
             sys.setrecursionlimit(SAFE_RECURSION_LIMIT)
+        # A schedule without its passphrase stops the start, not the first backup hours later.
+        backup_passphrase = passphrase_for(self.config) if self.config.backup.every_hours > 0 else b""
         memory = self._memory
         if memory is None:
             memory = await trio.to_thread.run_sync(Memory, self.config)
@@ -197,6 +200,10 @@ class NodeService:
                 nursery.start_soon(functools.partial(
                     supervise, "dream", self.working.dream_periodically, self.config.memory.dream_interval_s,
                     on_crash=_count_crash))
+                if self.config.backup.every_hours > 0:
+                    nursery.start_soon(functools.partial(
+                        supervise, "backup", run_scheduled_backups, self.config, backup_passphrase,
+                        self.identity.peer_id, on_crash=_count_crash))
                 nursery.start_soon(self._watch_signals, nursery.cancel_scope)
                 self._write_runtime_files()
                 self.ready.set()

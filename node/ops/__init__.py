@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from node.ops.salvage import SalvageFailed as SalvageFailed
     from node.ops.salvage import TableSalvage as TableSalvage
     from node.ops.salvage import salvage as salvage
+    from node.ops.schedule import passphrase_for as passphrase_for
+    from node.ops.schedule import prune as prune
+    from node.ops.schedule import run_scheduled_backups as run_scheduled_backups
+    from node.ops.schedule import scheduled_backups as scheduled_backups
     from node.ops.wal import WalReport as WalReport
     from node.ops.wal import read_wal as read_wal
 
