@@ -141,6 +141,10 @@ class StoreGuard:
             metrics.STORE_DAMAGED.labels(store=self.path.name).set(1)
         return self.damage
 
+    def said(self, error: sqlite3.DatabaseError) -> BaseException:
+        """What to raise for ``error``: :class:`StoreDamaged` if it is damage, else itself."""
+        return self.mark(str(error)) if is_corruption(error) else error
+
     @contextmanager
     def reading(self) -> Iterator[None]:
         try:
@@ -160,6 +164,44 @@ class StoreGuard:
     def status(self) -> str:
         """``ok``, or ``damaged: <what SQLite said>``."""
         return "ok" if self.damage is None else f"damaged: {self.damage.detail}"
+
+
+class _GuardedCursor(sqlite3.Cursor):
+    """A cursor whose rows, fetched later by the caller, still pass through its store's guard
+    (``try``, not a context manager, per row: free unless SQLite raises)."""
+
+    guard: StoreGuard
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _GuardedCursor:
+        try:
+            super().execute(sql, parameters)
+        except sqlite3.DatabaseError as exc:
+            raise self.guard.said(exc) from exc
+        return self
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self.guard.said(exc) from exc
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        try:
+            return super().fetchmany(self.arraysize if size is None else size)
+        except sqlite3.DatabaseError as exc:
+            raise self.guard.said(exc) from exc
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self.guard.said(exc) from exc
+
+    def __next__(self) -> Any:
+        try:
+            return super().__next__()
+        except sqlite3.DatabaseError as exc:
+            raise self.guard.said(exc) from exc
 
 
 def check_on_open(conn: sqlite3.Connection, path: Path) -> None:
@@ -232,9 +274,11 @@ class Database:
         return self._conn.in_transaction
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        """One statement outside an explicit transaction (reads, mostly)."""
-        with self.guard.reading():
-            return self._conn.execute(sql, params)
+        """One statement outside an explicit transaction (reads, mostly); the rows the caller
+        fetches from the cursor later pass through the store's guard too."""
+        cursor = self._conn.cursor(_GuardedCursor)
+        cursor.guard = self.guard
+        return cursor.execute(sql, params)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         with self.guard.reading():

@@ -21,6 +21,7 @@ from node import metrics
 from node.chain import ChainClient, SettlementEngine
 from node.config import NodeConfig
 from node.crystals import CrystalNotFound, Lifecycle, now_ms
+from node.db import StoreDamaged
 from node.errors import NodeError
 from node.keys import load_identity, load_or_create_api_token
 from node.market import (
@@ -260,8 +261,11 @@ class NodeService:
 
     # --- status -------------------------------------------------------------------------------
     async def status(self) -> dict[str, Any]:
-        listings = await self.memory.run(self.listings.count)
-        stats = await self.memory.stats()
+        try:
+            listings: int | None = await self.memory.run(self.listings.count)
+            stats = await self.memory.stats()
+        except StoreDamaged:  # status still answers, and says which store (``stores``)
+            listings, stats = None, {"total": None}
         return {
             "name": self.config.name,
             "peer_id": self.identity.peer_id,

@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from node.ops.doctor import Finding as Finding
     from node.ops.doctor import examine as examine
     from node.ops.doctor import repair as repair
-    from node.ops.salvage import SalvageFailed as SalvageFailed
-    from node.ops.salvage import TableSalvage as TableSalvage
-    from node.ops.salvage import salvage as salvage
+    from node.ops.recovery import SalvageFailed as SalvageFailed
+    from node.ops.recovery import TableSalvage as TableSalvage
+    from node.ops.recovery import salvage as salvage
     from node.ops.schedule import passphrase_for as passphrase_for
     from node.ops.schedule import prune as prune
     from node.ops.schedule import run_scheduled_backups as run_scheduled_backups

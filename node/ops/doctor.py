@@ -6,7 +6,7 @@ them). Each finding has a verdict: ``ok``; ``warn`` (the node copes on its own:
 an index it will rebuild, a torn log tail SQLite drops); ``fail`` (the node
 refuses to start, or should: a damaged database, a key others can read).
 
-``repair`` salvages each failing database (node.ops.salvage) into a new file,
+``repair`` salvages each failing database (node.ops.recovery) into a new file,
 keeps the damaged one beside it as ``<name>.damaged-<UTC time>`` and has the
 HNSW index rebuilt from the salvaged store.
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 from node.config import ConfigError, NodeConfig, load_config
 from node.db import StoreDamaged, integrity_problems
-from node.ops.salvage import TableSalvage, salvage
+from node.ops.recovery import TableSalvage, salvage
 from node.ops.wal import read_wal
 
 OK, WARN, FAIL = "ok", "warn", "fail"
