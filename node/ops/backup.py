@@ -40,6 +40,7 @@ from node.ops.archive import BackupRefused, EncryptingWriter, decrypt
 from node.ops.doctor import STORE_FILES
 
 FORMAT = 1
+STAGING_PREFIX = ".crystalmesh-backup-"
 MANIFEST = "manifest.json"
 # Files of a data dir a backup carries as they are (besides the database snapshots).
 PLAIN_FILES = ("node.toml", "identity.key", "wallet.key", "api.token", "peers.json")
@@ -106,7 +107,8 @@ def take_backup(data_dir: Path, out: Path, passphrase: bytes, progress: Progress
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     files: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix=".crystalmesh-backup-", dir=out.parent) as staging_name:
+    _remove_stale_staging(out.parent)
+    with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=out.parent) as staging_name:
         staging = Path(staging_name)
         temporary = staging / "archive"
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -137,6 +139,20 @@ def take_backup(data_dir: Path, out: Path, passphrase: bytes, progress: Progress
         _fsync_dir(out.parent)
     progress(f"written {out} ({out.stat().st_size} bytes, {time.monotonic() - started:.1f} s)")
     return {"file": str(out), "bytes": out.stat().st_size, "files": files, "peer_id": peer_id}
+
+
+def _remove_stale_staging(directory: Path) -> None:
+    """Remove what a backup killed mid-way left beside its file (its process is gone)."""
+    for path in directory.glob(f"{STAGING_PREFIX}*-*"):
+        match = re.fullmatch(re.escape(STAGING_PREFIX) + r"(\d+)-.*", path.name)
+        if match is None or not path.is_dir() or path.is_symlink():
+            continue
+        try:
+            os.kill(int(match.group(1)), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except (PermissionError, OverflowError):
+            continue  # alive under another user, or not a pid: not ours to remove
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -88,6 +88,10 @@ def _store(path: Path, *, full: bool) -> list[Finding]:
     if wal.exists():
         report = read_wal(wal)
         findings.append(Finding(wal.name, WARN if report.torn else OK, report.describe()))
+    journal = path.with_name(path.name + "-journal")
+    if journal.exists() and journal.stat().st_size > 0:
+        findings.append(Finding(journal.name, WARN, f"{journal.stat().st_size} bytes: a rollback journal of "
+                                "an interrupted transaction, rolled back when the database is next opened"))
     if not path.exists():
         if path.name == "crystals.db":
             findings.append(Finding(path.name, WARN, "absent: made empty on the next start"))

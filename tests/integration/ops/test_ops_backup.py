@@ -179,3 +179,5 @@ def test_kill_during_backup_leaves_the_previous_backup_and_the_node(node: Cli, t
     assert code == 0, err
     assert sqlite3.connect(db).execute("PRAGMA quick_check").fetchone()[0] == "ok"
     assert node.json("memory", "status")["total"] == 13
+    backup(node, archive)  # the next backup clears what the killed one left beside the file
+    assert leftovers(tmp_path) == []
