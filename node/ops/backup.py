@@ -83,7 +83,7 @@ def _members(data_dir: Path) -> list[str]:
 
 def _snapshot(source: Path, target: Path) -> int:
     """SQLite's online backup of ``source`` into ``target``; returns its pages."""
-    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    src = sqlite3.connect(source.absolute().as_uri() + "?mode=ro", uri=True)
     dst = sqlite3.connect(target)
     try:
         src.backup(dst)  # all pages in one step: one consistent snapshot, however busy the writer

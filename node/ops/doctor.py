@@ -109,7 +109,7 @@ def check_store(path: Path, *, full: bool = False) -> Finding:
     if header and len(header) < 100:
         return Finding(path.name, FAIL, StoreDamaged(path, "truncated inside its header").args[0])
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
     except sqlite3.Error as exc:
         return Finding(path.name, FAIL, f"{path}: cannot open ({exc})")
     try:

@@ -68,7 +68,7 @@ def salvage(damaged: Path, out: Path) -> list[TableSalvage]:
     work = out.with_name(out.name + ".source")
     try:
         _padded_copy(damaged, work)
-        source = sqlite3.connect(f"file:{work}?mode=ro", uri=True)
+        source = sqlite3.connect(work.absolute().as_uri() + "?mode=ro", uri=True)
         try:
             try:
                 schema = source.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
