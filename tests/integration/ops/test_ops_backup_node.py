@@ -27,7 +27,15 @@ from tests.support.wait import wait_until_async
 PASSPHRASE = b"a long passphrase for the test backup"
 SKILL = ("Rotate a leaked API key: revoke it, issue a new one, roll it out to every service, "
          "then search the logs for use of the old key")
-QUERIES = ("leaked API key", "load note 3 about the cache", "roll it out to every service")
+# Memories each with its own answer, and a query for each. (The writer's notes differ only
+# by a number: their order is a tie broken by scores that move with time and the in-memory
+# hormonal state, which a backup carries only as last saved.)
+DISTINCT = {
+    "VPN certificate expires renew": "The VPN certificate expires on the first of March; renew it a week before",
+    "Postgres replica lag alerts": "Postgres replica lag alerts fire above thirty seconds of delay",
+    "release train leaves every Tuesday": "The release train leaves every Tuesday at noon, frozen the evening before",
+    "rotate a leaked API key": SKILL,
+}
 
 
 def rows(db: Path, table: str, order: str) -> list[tuple[Any, ...]]:
@@ -67,6 +75,9 @@ def same_identity(node: NodeService, data_dir: Path) -> None:
 @pytest.mark.trio
 async def test_backup_under_load_restores_the_same_node(
         market: Market, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for text in DISTINCT.values():
+        if text != SKILL:
+            await market.seller.memory.add(text)
     listing = await market.publish(SKILL)
     await market.known_to_buyer(listing)
     bought = await market.buyer.market.buy(listing["listing_id"])
@@ -111,8 +122,13 @@ async def test_backup_under_load_restores_the_same_node(
         await trio.to_thread.run_sync(restore_backup, idle, target, PASSPHRASE)
         same_identity(node, target)
         assert ledgers(target) == ledgers(node.config.data_dir)
-        for query in QUERIES:
-            assert await trio.to_thread.run_sync(restored_search, target, query) == await live_search(node, query)
+        for query in DISTINCT:
+            restored, live = await trio.to_thread.run_sync(restored_search, target, query), await live_search(node, query)
+            assert restored[:1] == live[:1], (query, restored, live)
+            if node is seller:
+                assert (await node.memory.get(live[0])).text == DISTINCT[query]
+            else:
+                assert restored == live  # the buyer holds a few crystals, each its own answer
     assert [row for row in ledgers(tmp_path / "restored-buyer")["purchases"] if bought["tx_hash"] in row]
 
     # doctor on the running seller: its files, and what the node says (API) about itself.
