@@ -194,6 +194,17 @@ class TrustConfig:
 
 
 @dataclass
+class BackupConfig:
+    """Scheduled backups (node/ops/schedule.py; docs/operations.md, "Backup and restore")."""
+
+    every_hours: float = 0.0  # 0: off
+    keep: int = 7  # the newest backups kept in ``directory``; older ones are deleted
+    directory: str = ""  # empty: <data dir>/../<name>-backups (off the data dir's disk is better)
+    # The environment variable holding the passphrase (not CRYSTALMESH_*: those are settings).
+    passphrase_env: str = "CM_BACKUP_PASSPHRASE"
+
+
+@dataclass
 class NodeConfig:
     name: str = "default"
     data_dir: Path = field(default_factory=lambda: crystalmesh_home() / "default")
@@ -204,6 +215,7 @@ class NodeConfig:
     chain: ChainConfig = field(default_factory=ChainConfig)
     market: MarketConfig = field(default_factory=MarketConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
+    backup: BackupConfig = field(default_factory=BackupConfig)
 
     # --- well-known files in the data dir -------------------------------------------------
     @property
@@ -251,6 +263,13 @@ class NodeConfig:
     def audit_path(self) -> Path:
         """The operator's append-only audit log (node/audit.py)."""
         return self.data_dir / "audit.jsonl"
+
+    @property
+    def backup_dir(self) -> Path:
+        """Where scheduled backups go (``backup.directory``, else beside the data dir)."""
+        if self.backup.directory:
+            return Path(self.backup.directory).expanduser()
+        return self.data_dir.parent / f"{self.data_dir.name}-backups"
 
 
 def _coerce(value: Any, annotation: Any, where: str) -> Any:

@@ -20,6 +20,15 @@ The chain's settlement ledger (``node/chain/ledger.py``) keeps its own file on
 purpose: it needs ``synchronous=FULL`` (money moved on chain), it is written by
 the settlement engine's threads while they wait on the chain, which must not
 hold up this single writer, and it belongs to the wallet, not to this memory.
+
+Damage is found and said (issue 30): every file store is checked on open with
+``PRAGMA quick_check`` (it reads every page once but skips the index-vs-table
+cross checks, the costly part of ``integrity_check``), and a damaged file is
+refused with :class:`StoreDamaged`, one line naming the file and the way out.
+A corruption error met later (SQLite's ``SQLITE_CORRUPT`` / ``SQLITE_NOTADB``)
+is turned into the same error by :class:`StoreGuard`, logged and counted, and
+from then on the store refuses every write: writing on a damaged b-tree can
+spread the damage, and the user who is told can still restore or repair.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import trio
 
+from node import metrics
 from node.errors import CrystalmeshError
 
 log = logging.getLogger(__name__)
@@ -66,13 +76,150 @@ class SchemaError(CrystalmeshError, RuntimeError):
     code = "schema"
 
 
+# SQLite's primary result codes that mean "the file is damaged" (extended codes such as
+# SQLITE_CORRUPT_VTAB keep them in their low byte).
+SQLITE_CORRUPT = 11
+SQLITE_NOTADB = 26
+
+
+class StoreDamaged(CrystalmeshError, RuntimeError):
+    """A database file is damaged: refused on open, and refuses writes once damage is seen."""
+
+    http_status = 503
+    code = "store_damaged"
+
+    def __init__(self, path: Path, detail: str, *, writes_stopped: bool = False) -> None:
+        self.path = Path(path)
+        self.detail = detail
+        stopped = ": writes to it are stopped" if writes_stopped else ""
+        super().__init__(
+            f"{self.path} is damaged ({detail}){stopped}; restore a backup "
+            f"(`crystalmesh restore FILE --data-dir NEW_DIR`) or salvage it "
+            f"(`crystalmesh doctor --repair --data-dir {self.path.parent}`)"
+        )
+
+
+def is_corruption(error: BaseException) -> bool:
+    """Whether a sqlite3 error says the file itself is damaged (not a busy or full disk)."""
+    if not isinstance(error, sqlite3.DatabaseError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB)
+    text = str(error).lower()
+    return "malformed" in text or "not a database" in text or "corrupt" in text
+
+
+def integrity_problems(conn: sqlite3.Connection, *, full: bool = False, limit: int = 10) -> list[str]:
+    """What ``quick_check`` (or ``integrity_check`` with ``full``) finds; [] for a sound file."""
+    pragma = "integrity_check" if full else "quick_check"
+    try:
+        rows = [str(row[0]) for row in conn.execute(f"PRAGMA {pragma}({int(limit)})")]
+    except sqlite3.DatabaseError as exc:
+        if not is_corruption(exc):
+            raise
+        return [str(exc)]
+    return [] if rows == ["ok"] else rows
+
+
+class StoreGuard:
+    """Says damage once, then stops writes: wrap every statement of one store in it.
+
+    ``reading()`` turns a corruption error into :class:`StoreDamaged` (logged and
+    counted in ``crystalmesh_store_damaged``); ``writing()`` also refuses to start
+    once the store is known to be damaged.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.damage: StoreDamaged | None = None
+
+    def mark(self, detail: str) -> StoreDamaged:
+        if self.damage is None:
+            self.damage = StoreDamaged(self.path, detail)
+            log.error("store damaged path=%s detail=%s; writes stopped", self.path, detail)
+            metrics.STORE_DAMAGED.labels(store=self.path.name).set(1)
+        return self.damage
+
+    def said(self, error: sqlite3.DatabaseError) -> BaseException:
+        """What to raise for ``error``: :class:`StoreDamaged` if it is damage, else itself."""
+        return self.mark(str(error)) if is_corruption(error) else error
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                raise
+            raise self.mark(str(exc)) from exc
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        if self.damage is not None:
+            raise StoreDamaged(self.path, self.damage.detail, writes_stopped=True)
+        with self.reading():
+            yield
+
+    def status(self) -> str:
+        """``ok``, or ``damaged: <what SQLite said>``."""
+        return "ok" if self.damage is None else f"damaged: {self.damage.detail}"
+
+
+class _GuardedCursor(sqlite3.Cursor):
+    """A cursor whose rows, fetched later by the caller, still pass through its store's guard
+    (``try``, not a context manager, per row: free unless SQLite raises)."""
+
+    guard: StoreGuard
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _GuardedCursor:
+        try:
+            super().execute(sql, parameters)
+        except sqlite3.DatabaseError as exc:
+            raise self.guard.said(exc) from exc
+        return self
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self.guard.said(exc) from exc
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        try:
+            return super().fetchmany(self.arraysize if size is None else size)
+        except sqlite3.DatabaseError as exc:
+            raise self.guard.said(exc) from exc
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self.guard.said(exc) from exc
+
+    def __next__(self) -> Any:
+        try:
+            return super().__next__()
+        except sqlite3.DatabaseError as exc:
+            raise self.guard.said(exc) from exc
+
+
+def check_on_open(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a damaged file before anything is written to it (``quick_check``)."""
+    problems = integrity_problems(conn, limit=3)
+    if problems:
+        raise StoreDamaged(path, "; ".join(problems))
+
+
 class Database:
     """One SQLite connection and its schema. Not thread-safe: one owner thread at a time."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        if str(path) != ":memory:":
+        in_memory = str(path) == ":memory:"
+        if not in_memory:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.guard = StoreGuard(self.path)
         # isolation_level=None: we issue BEGIN/COMMIT ourselves so DDL and DML are
         # both transactional; check_same_thread=False because trio's worker threads
         # change, while the CapacityLimiter(1) in run() keeps access serial.
@@ -80,11 +227,14 @@ class Database:
         self._conn.row_factory = sqlite3.Row
         self._limiter: trio.CapacityLimiter | None = None
         try:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-            self._conn.execute("PRAGMA busy_timeout=5000")
-            self._bootstrap()
+            if not in_memory:
+                check_on_open(self._conn, self.path)
+            with self.guard.reading():
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute("PRAGMA foreign_keys=ON")
+                self._conn.execute("PRAGMA busy_timeout=5000")
+                self._bootstrap()
         except BaseException:
             self._conn.close()  # a refused schema must not leak the connection
             raise
@@ -109,28 +259,40 @@ class Database:
         if self._conn.in_transaction:
             yield self._conn  # nested use joins the outer transaction
             return
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+        with self.guard.writing():
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
     @property
     def in_transaction(self) -> bool:
         return self._conn.in_transaction
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        """One statement outside an explicit transaction (reads, mostly)."""
-        return self._conn.execute(sql, params)
+        """One statement outside an explicit transaction (reads, mostly); the rows the caller
+        fetches from the cursor later pass through the store's guard too."""
+        cursor = self._conn.cursor(_GuardedCursor)
+        cursor.guard = self.guard
+        return cursor.execute(sql, params)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self._conn.execute(sql, params).fetchone()
+        with self.guard.reading():
+            row: sqlite3.Row | None = self._conn.execute(sql, params).fetchone()
         return row
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        return self._conn.execute(sql, params).fetchall()
+        with self.guard.reading():
+            return self._conn.execute(sql, params).fetchall()
+
+    @property
+    def damage(self) -> StoreDamaged | None:
+        """The damage met at run time, if any (the store then refuses writes)."""
+        return self.guard.damage
 
     # --- meta (small key/value settings shared by the concepts) --------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -224,4 +386,7 @@ class Database:
             log.info("converted single schema version=%d to per-concept %s", legacy, versions)
 
 
-__all__ = ["LEGACY_MIGRATIONS", "Database", "Migration", "SchemaError"]
+__all__ = [
+    "LEGACY_MIGRATIONS", "Database", "Migration", "SchemaError", "StoreDamaged", "StoreGuard",
+    "check_on_open", "integrity_problems", "is_corruption",
+]

@@ -140,6 +140,18 @@ NODE_INFO = Gauge(
 )
 UPTIME = Gauge("crystalmesh_uptime_seconds", "Seconds since this node started.", registry=REGISTRY)
 
+# --- stores (node/db.py, issue 30) -------------------------------------------------------------
+STORE_DAMAGED = Gauge(
+    "crystalmesh_store_damaged",
+    "1 once a database file of this node was found damaged at run time (its writes are stopped).",
+    ("store",), registry=REGISTRY,
+)
+LAST_BACKUP = Gauge(
+    "crystalmesh_last_backup_timestamp_seconds",
+    "Unix time of this node's last scheduled backup written (node/ops/schedule.py).",
+    registry=REGISTRY,
+)
+
 
 def count_accepted(topic: str, issued_at_ms: int) -> None:
     """One gossip message accepted on ``topic``, and how long it travelled."""

@@ -22,6 +22,7 @@ from node.audit import AuditLog
 from node.chain import ChainClient, SettlementEngine
 from node.config import NodeConfig
 from node.crystals import CrystalNotFound, Lifecycle, now_ms
+from node.db import StoreDamaged
 from node.errors import NodeError
 from node.keys import load_identity, load_or_create_api_token
 from node.market import (
@@ -43,6 +44,7 @@ from node.market import (
 from node.memory import AsyncMemory, LearningService, Memory, SearchRequest, WorkingMemoryService
 from node.net import NetService
 from node.operator import OperatorDesk
+from node.ops import passphrase_for, run_scheduled_backups
 from node.supervisor import supervise
 from node.trust import GateDecision, TrustService
 from node.weather import WeatherDesk
@@ -115,6 +117,8 @@ class NodeService:
         # the C stack holds: deep input would crash the process instead of raising.
         if sys.getrecursionlimit() > SAFE_RECURSION_LIMIT:
             sys.setrecursionlimit(SAFE_RECURSION_LIMIT)
+        # A schedule without its passphrase stops the start, not the first backup hours later.
+        backup_passphrase = passphrase_for(self.config) if self.config.backup.every_hours > 0 else b""
         memory = self._memory
         if memory is None:
             memory = await trio.to_thread.run_sync(Memory, self.config)
@@ -209,6 +213,10 @@ class NodeService:
                 nursery.start_soon(functools.partial(
                     supervise, "dream", self.working.dream_periodically, self.config.memory.dream_interval_s,
                     on_crash=_count_crash))
+                if self.config.backup.every_hours > 0:
+                    nursery.start_soon(functools.partial(
+                        supervise, "backup", run_scheduled_backups, self.config, backup_passphrase,
+                        self.identity.peer_id, on_crash=_count_crash))
                 nursery.start_soon(self._watch_signals, nursery.cancel_scope)
                 self._write_runtime_files()
                 self.ready.set()
@@ -265,8 +273,11 @@ class NodeService:
 
     # --- status -------------------------------------------------------------------------------
     async def status(self) -> dict[str, Any]:
-        listings = await self.memory.run(self.listings.count)
-        stats = await self.memory.stats()
+        try:
+            listings: int | None = await self.memory.run(self.listings.count)
+            stats = await self.memory.stats()
+        except StoreDamaged:  # status still answers, and says which store (``stores``)
+            listings, stats = None, {"total": None}
         return {
             "name": self.config.name,
             "peer_id": self.identity.peer_id,
@@ -284,7 +295,13 @@ class NodeService:
             "wallet_address": self.wallet_address,
             "weather": self.weather.status(),
             "skill_safety": await self.market.safety_status(),
+            "stores": self.store_health(),
         }
+
+    def store_health(self) -> dict[str, str]:
+        """Each database file: ``ok``, or ``damaged: …`` once damage was met (writes stopped)."""
+        guards = [self.memory.db.guard] + ([self.engine.ledger.guard] if self.engine else [])
+        return {guard.path.name: guard.status() for guard in guards}
 
     def peers(self) -> list[dict[str, Any]]:
         return [

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from node.chain.authorization import Authorization
+from node.db import StoreGuard, check_on_open
 
 PENDING = "pending"
 SUBMITTED = "submitted"
@@ -80,11 +81,19 @@ class SettlementLedger:
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self.guard = StoreGuard(self.path)  # damage is said, then writes stop (node/db.py)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
+        try:
+            if str(path) != ":memory:":
+                check_on_open(self._db, self.path)
+            with self.guard.reading():
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._db.execute("PRAGMA busy_timeout=5000")
+                self._db.executescript(_SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         with self._lock:
@@ -92,12 +101,13 @@ class SettlementLedger:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, self.guard.writing():
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
 
@@ -167,7 +177,7 @@ class SettlementLedger:
 
     # --- reads ------------------------------------------------------------------------
     def get(self, key: Key) -> Settlement | None:
-        with self._lock:
+        with self._lock, self.guard.reading():
             row = self._db.execute(f"SELECT {_COLUMNS} FROM settlements WHERE authorizer = ? AND nonce = ?",
                                    key).fetchone()
         return _settlement(row) if row else None
@@ -177,7 +187,7 @@ class SettlementLedger:
 
     def open_settlements(self) -> list[Settlement]:
         """Rows a crash or an outage may have left unfinished (pending or submitted)."""
-        with self._lock:
+        with self._lock, self.guard.reading():
             rows = self._db.execute(
                 f"SELECT {_COLUMNS} FROM settlements WHERE state IN ('pending', 'submitted')"
                 " ORDER BY created_at_s"
@@ -185,7 +195,7 @@ class SettlementLedger:
         return [_settlement(row) for row in rows]
 
     def count(self, state: str | None = None) -> int:
-        with self._lock:
+        with self._lock, self.guard.reading():
             if state is None:
                 return int(self._db.execute("SELECT COUNT(*) FROM settlements").fetchone()[0])
             return int(
@@ -194,7 +204,7 @@ class SettlementLedger:
 
     def confirmed_total_micro(self, payee: str | None = None) -> int:
         query = "SELECT COALESCE(SUM(value_micro), 0) FROM settlements WHERE state = 'confirmed'"
-        with self._lock:
+        with self._lock, self.guard.reading():
             if payee is None:
                 return int(self._db.execute(query).fetchone()[0])
             return int(self._db.execute(query + " AND payee = ?", (payee,)).fetchone()[0])

@@ -1,5 +1,6 @@
 """``crystalmesh`` itself: the root group (which node a command addresses) and the node's own
-commands: ``init``, ``run``, ``status``, ``peers``, ``dashboard``, ``purchases``, ``sales``.
+commands: ``init``, ``run``, ``status``, ``peers``, ``dashboard``, ``purchases``, ``sales``,
+``doctor``, ``backup``, ``restore`` (what these three ask and print: ``node.cli.ops``).
 
 Every other command lives in its group's file (``memory``, ``skill``, ``market``, ...);
 ``node.cli.main`` adds those groups to this root and runs it.
@@ -14,6 +15,7 @@ from typing import Any
 import click
 
 from node.cli.context import CliContext, CliError, common_options, table, usdc, when
+from node.cli.ops import live_findings, passphrase, progress, render_doctor
 from node.cli.weather import describe_weather
 
 
@@ -124,6 +126,9 @@ def status(ctx: CliContext) -> None:
         click.echo(f"crystals     {s['crystals']}")
         click.echo(f"wallet       {s['wallet_address']}")
         click.echo(f"weather      {describe_weather(s['weather'])}")
+        damaged = {name: health for name, health in s.get("stores", {}).items() if health != "ok"}
+        click.echo("stores       " + ("ok" if not damaged else "; ".join(
+            f"{name} {health} (writes stopped; see `crystalmesh doctor`)" for name, health in damaged.items())))
 
     ctx.emit(ctx.api().status(), render)
 
@@ -181,3 +186,96 @@ def audit(ctx: CliContext, limit: int) -> None:
         [[when(r["at_ms"], "%m-%d %H:%M:%S"), r["action"], str(r["target"])[:24],
           " ".join(f"{k}={v}" for k, v in sorted(r.get("detail", {}).items()))[:80]] for r in rows])
         if rows else click.echo("no operator acts yet"))
+
+
+@cli.command()
+@click.option("--full", is_flag=True, help="integrity_check instead of quick_check (reads every index too).")
+@click.option("--repair", is_flag=True,
+              help="Salvage each damaged database into a new file (the node must be stopped).")
+@common_options
+def doctor(ctx: CliContext, full: bool, repair: bool) -> None:
+    """Check a data dir: databases, write-ahead logs, index, keys and their modes, node.toml,
+    working memory; and, if the node runs, its chain, peers and reachability.
+
+    Exit code 1 (and one ``error:`` line after the report) when a line fails. With ``--repair`` (node stopped) each damaged database is
+    salvaged, the damaged file kept beside it, the index rebuilt, and the rows before and
+    after are shown per table.
+
+    \f
+    Example: ``crystalmesh --data-dir ~/.crystalmesh/alice doctor --json``
+    """
+    from node.ops import FAIL, examine
+    from node.ops import repair as repair_findings
+
+    data_dir = ctx.resolve_data_dir()
+    if not data_dir.is_dir():
+        raise CliError(f"{data_dir} is not a directory")
+    findings = [finding.to_dict() for finding in examine(data_dir, full=full)]
+    client = ctx.running() if (data_dir / "node.toml").exists() else None
+    if repair:
+        if client is not None:
+            raise CliError(f"a node is running on {data_dir}; stop it before `doctor --repair`")
+        repaired = repair_findings(ctx.config(), examine(data_dir, full=full))
+        findings = [f.to_dict() for f in examine(data_dir, full=full)] + [
+            {**f.to_dict(), "check": f"repaired {f.check}"} for f in repaired]
+    elif client is not None:
+        findings += live_findings(client)
+    ctx.emit({"data_dir": str(data_dir), "findings": findings,
+              "verdict": "fail" if any(f["verdict"] == FAIL for f in findings) else "ok"}, render_doctor)
+    failed = [f["check"] for f in findings if f["verdict"] == FAIL]
+    if failed:
+        raise CliError(f"{len(failed)} check(s) failed: {', '.join(failed)}"
+                       + ("" if repair else "; see above (`doctor --repair` salvages a damaged database)"))
+
+
+@cli.command()
+@click.option("--to", "to", required=True, type=click.Path(dir_okay=False), help="The backup file to write.")
+@click.option("--passphrase-env", default=None, metavar="VAR",
+              help="Read the passphrase from this environment variable (default: ask on the terminal).")
+@common_options
+def backup(ctx: CliContext, to: str, passphrase_env: str | None) -> None:
+    """Back up this node, running or not, into one encrypted file: every database (SQLite's
+    online backup), the keys, node.toml and working memory.
+
+    The file is written beside its final name and renamed over it when complete: a kill
+    leaves the previous backup as it was.
+
+    \f
+    Example: ``CM_PASS=... crystalmesh backup --to ~/alice.cmbackup --passphrase-env CM_PASS``
+    """
+    from pathlib import Path
+
+    from node.keys import load_identity
+    from node.ops import take_backup
+
+    config = ctx.initialised()
+    secret = passphrase(passphrase_env, confirm=True)
+    peer_id = load_identity(config).peer_id
+    say = progress("backup", ctx)
+    ctx.emit(take_backup(config.data_dir, Path(to), secret, say, peer_id=peer_id),
+             lambda s: click.echo(f"backed up {len(s['files'])} files of {s['peer_id']} to {s['file']}"))
+
+
+@cli.command()
+@click.argument("archive", type=click.Path(dir_okay=False))
+@click.option("--passphrase-env", default=None, metavar="VAR",
+              help="Read the passphrase from this environment variable (default: ask on the terminal).")
+@common_options
+def restore(ctx: CliContext, archive: str, passphrase_env: str | None) -> None:
+    """Restore a backup into a new data dir (``--data-dir D``, absent or empty): the same
+    peer id, wallet, memories and ledger. A tampered, truncated or wrongly-unlocked file is
+    refused and nothing is written.
+
+    \f
+    Example: ``crystalmesh restore ~/alice.cmbackup --data-dir ~/.crystalmesh/alice``
+    """
+    from pathlib import Path
+
+    from node.ops import restore_backup
+
+    target = ctx.resolve_data_dir()
+    secret = passphrase(passphrase_env, confirm=False)
+    say = progress("restore", ctx)
+    ctx.emit(restore_backup(Path(archive), target, secret, say),
+             lambda s: click.echo(f"restored {s['peer_id']} into {s['data_dir']} "
+                                  f"({len(s['files'])} files; the index is rebuilt on first start)"))

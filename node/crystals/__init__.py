@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from node.crystals.index import IndexParams as IndexParams
     from node.crystals.index import ProgressCallback as ProgressCallback
     from node.crystals.index import VectorIndex as VectorIndex
+    from node.crystals.index import file_sha256 as file_sha256
     from node.crystals.index import stderr_progress as stderr_progress
     from node.crystals.model import KNOWLEDGE_TYPES as KNOWLEDGE_TYPES
     from node.crystals.model import LOCAL_ONLY_SCOPES as LOCAL_ONLY_SCOPES

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from node.memory.working.build import working_memory_for as working_memory_for
     from node.memory.working.dream.inputs import NicheData as NicheData
     from node.memory.working.scratch import DEFAULT_IMPORTANCE as DEFAULT_IMPORTANCE
+    from node.memory.working.scratch import parse_scratch as parse_scratch
     from node.memory.working.service import WorkingMemoryService as WorkingMemoryService
     from node.memory.working.state import DEFAULT_WINDOW_TOKENS as DEFAULT_WINDOW_TOKENS
     from node.memory.working.working import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE

@@ -148,9 +148,10 @@ class Memory:
     def close(self) -> None:
         if self.llm is not None:
             self.llm.close()
-        if self.index.dirty:
-            self.index.save()
-        self.save_hormones()
+        if self.db.damage is None:  # a damaged store takes no more writes, nor an index saved from it
+            if self.index.dirty:
+                self.index.save()
+            self.save_hormones()
         self.db.close()
 
     def save_hormones(self) -> None:

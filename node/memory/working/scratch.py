@@ -158,6 +158,9 @@ def parse(data: bytes) -> ScratchContents:
     return contents
 
 
+parse_scratch = parse  # its name outside working memory (``crystalmesh doctor``)
+
+
 def utc_now_iso(at_ms: int | None = None) -> str:
     moment = datetime.now(UTC) if at_ms is None else datetime.fromtimestamp(at_ms / 1000, UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
