@@ -199,10 +199,7 @@ def propagate(mesh: list[list[int]], online: np.ndarray, source: int, p: Params,
             if seen[node] or not online[node]:
                 continue
             seen[node] = True
-            if shared is not None:
-                finish = shared.run(now, cost)
-            else:
-                finish = now + cost + wait_s[node]
+            finish = shared.run(now, cost) if shared is not None else now + cost + wait_s[node]
             counter += 1
             heapq.heappush(events, (finish, counter, done_kind, node, sender))
         elif kind == done_kind:
