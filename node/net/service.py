@@ -164,6 +164,7 @@ class NetService:
         self.providers = (ProviderRecords(self.discovery.dht)
                           if self.discovery is not None else None)
         self._advertised: set[bytes] = set()
+        self.last_network_search: dict[str, Any] | None = None
         self._background: trio.Nursery | None = None
         self.peers_path = peers_path
         self.save_peers_s = save_peers_s
@@ -322,6 +323,7 @@ class NetService:
                     nursery.start_soon(sync, info)
         report["timed_out"] = scope.cancelled_caught
         report["elapsed_ms"] = round((trio.current_time() - started) * 1000)
+        self.last_network_search = report
         logger.info("network search terms=%s providers=%d synced=%d accepted=%d timed_out=%s",
                     wanted, report["providers"], report["synced"], report["accepted"],
                     report["timed_out"])
@@ -349,6 +351,7 @@ class NetService:
             "served_pages": self.sync.served_pages,
             "cursors": dict(self.sync.cursors),
             "sessions": [dataclasses.asdict(report) for report in self.sync.reports[-16:]],
+            "last_network_search": self.last_network_search,
         }
 
     def _penalize(self, rejection: Rejection) -> None:
