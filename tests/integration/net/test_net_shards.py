@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 
 import trio
+from libp2p.kad_dht.pb.kademlia_pb2 import Message
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
+from libp2p.utils.varint import encode_varint_prefixed, read_varint_prefixed_bytes
 from multiaddr import Multiaddr
 
 from node.net.listing_sync import SyncSource
@@ -167,3 +170,40 @@ async def test_provider_records_a_peer_can_leave_are_bounded(nursery: trio.Nurse
     # A lookup answers at most ``count`` providers and never names us.
     found = await hub.providers.find(provider_key(f"other-{limits.max_keys + 99}"), count=3)
     assert 1 <= len(found) <= 3 and all(str(p.peer_id) != hub.peer_id for p in found)
+
+
+async def test_a_hostile_providers_answer_is_bounded_and_never_stored(
+    nursery: trio.Nursery,
+) -> None:
+    """A peer answers every GET_PROVIDERS with 300 made-up providers: the lookup keeps a
+    few, stores none (later lookups are not poisoned), and the search ends in time."""
+    attacker = await start(nursery, ("*",), [])
+    buyer = await start(nursery, ("other",), [attacker], scoring=NO_BANS)
+    assert attacker.discovery is not None and buyer.providers is not None
+    protocol = attacker.discovery.dht.host.protocol_id  # type: ignore[attr-defined]
+    made_up = [Identity.generate().peer_id for _ in range(300)]
+
+    async def answer(stream: Any) -> None:
+        request = Message()
+        request.ParseFromString(await read_varint_prefixed_bytes(stream))
+        reply = Message(type=Message.MessageType.GET_PROVIDERS, key=request.key)
+        for peer_id in made_up:
+            provider = reply.providerPeers.add()
+            provider.id = ID.from_base58(peer_id).to_bytes()
+            provider.addrs.append(Multiaddr("/ip4/127.0.0.1/tcp/1").to_bytes())
+        await stream.write(encode_varint_prefixed(reply.SerializeToString()))
+        await stream.close()
+
+    attacker.host.set_stream_handler(protocol, answer)
+    await wait_until_async(lambda: buyer.discovery is not None
+                           and buyer.discovery.dht.routing_table.size() >= 1, 30,
+                           "the attacker in the buyer's routing table")
+    key = provider_key("tools")
+
+    found = await buyer.providers.find(key, count=5)
+
+    assert len(found) == 5 and all(str(p.peer_id) in made_up for p in found)
+    assert buyer.discovery.dht.provider_store.get_providers(key) == []  # type: ignore[union-attr]
+    report = await buyer.ask_network(["tools"], timeout_s=10, max_sellers=5)
+    assert report["providers"] == 5 and report["accepted"] == 0, report
+    assert attacker.peer_id in buyer.connected_peers()  # nothing the answer did cut us off
