@@ -62,6 +62,13 @@ class NetConfig:
     reconnect_max_backoff_s: float = 30.0
     # Find peers beyond ``bootstrap`` (Kademlia DHT random walks, node/net/discovery.py).
     discovery: bool = True
+    # Listing shards (node/net/shards.py): 0 keeps every listing on the one /1/skills topic
+    # (every node receives every listing: fine for a devnet); S (a power of two, the same on
+    # every node of the network) puts each listing on the shard topic of its category, and a
+    # node follows only the shards of market.interests and of what it sells.
+    listing_shards: int = 0
+    # With shards on, also publish on /1/skills, for old nodes of the network that read only it.
+    listing_legacy_publish: bool = False
     # Gossip accepted per origin key and topic (node/net/rules/validation.py): a token bucket refilled
     # at ``*_per_min`` and holding ``*_burst``. A seller announcing its catalogue fits the burst,
     # a flood from one key does not (issue 11); listings sync has its own, larger limits.
@@ -178,6 +185,13 @@ class MarketConfig:
     # Cosine similarity at which a listing answers a bounty (bountyMatches in the price).
     bounty_match_threshold: float = 0.5
     bounty_ttl_s: int = 3 * 86_400
+    # Categories whose listing shards this node follows ("*": all); only with net.listing_shards.
+    interests: list[str] = field(default_factory=lambda: ["*"])
+    # With shards on, a search that finds fewer than this many listings in the local book asks
+    # the network (DHT provider records of the query's terms, then listings sync from them).
+    network_search_min_results: int = 3
+    network_search_timeout_s: float = 5.0
+    network_search_sellers: int = 5
 
 
 @dataclass

@@ -74,7 +74,8 @@ class NodeService:
         self.memory: AsyncMemory
         self.listings: ListingBook
         self.reputation: ReputationSource = FlatReputation(1.0)
-        self.net = NetService(config.net, self.identity, peers_path=config.peers_path)
+        self.net = NetService(config.net, self.identity, peers_path=config.peers_path,
+                              interests=config.market.interests)
         self.started_at_ms = now_ms()
         self.api_port = 0
         self.x402_url: str | None = None
@@ -152,9 +153,11 @@ class NodeService:
         self.buyer.on_outcome = self._record_trust
         self.publisher = Publisher(
             self.config, self.identity, self.memory, self.listings, self.ledger,
-            self.net.gossip.publish, lambda: self.reputation, self.wallet_address,
+            self.net.publish, lambda: self.reputation, self.wallet_address,
             self.is_management,
         )
+        if self.net.shards is not None:  # this node sees only its shards: a thin book asks the net
+            self.publisher.ask_network = self.net.ask_network
         self.publisher.next_seq = self.net.sequence.next
         self.weather = WeatherDesk(self.config, self.identity, self.memory,
                                    self.net.gossip.publish, self.is_management)

@@ -19,6 +19,7 @@ same id on another network, used where bytes meet the wire (``node.net``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from protocol.messages import (
@@ -53,6 +54,7 @@ __all__ = [
     "DHT_PROTOCOL",
     "GOSSIP_TOPICS",
     "LISTINGS_SYNC_PROTOCOL",
+    "LISTING_SHARDS_MAX",
     "PURCHASE_EXCHANGES",
     "PURCHASE_PROTOCOL",
     "SKILLS",
@@ -63,9 +65,15 @@ __all__ = [
     "WEATHER",
     "InvalidNetwork",
     "check_network",
+    "check_shards",
+    "listing_shard",
+    "listings_topic",
     "network_kind",
     "network_of",
+    "normalize_term",
     "on_network",
+    "provider_key",
+    "shard_of_topic",
 ]
 
 DEFAULT_NETWORK = "devnet"
@@ -163,3 +171,63 @@ TOPIC_KINDS: dict[str, frozenset[str]] = {
     LISTINGS_SYNC_PROTOCOL: frozenset(SYNC_EXCHANGES).union(*SYNC_EXCHANGES.values()),
 }
 """Envelope kinds accepted on each topic / protocol; anything else is "wrong_topic"."""
+
+
+# ----------------------------------------------------------------------------- listing shards
+# A large network does not flood every listing to every node: a listing travels on the shard
+# topic of its category, ``/crystalmesh/<net>/1/listings/<S>/<shard>`` with
+# shard = H(category) mod S, and a node subscribes to the shards of the categories it follows
+# and sells in (docs/protocol.md, "Listings that do not flood"). S is the network's shard
+# count (``net.listing_shards``, a power of two) and is part of the id, so nodes that disagree
+# on it never share a shard topic; since S is a power of two, shard i of S is the union of
+# shards i and i + S of 2S, so a network can double S by subscribing to both for a while.
+LISTING_SHARDS_MAX = 4096
+_SHARD_DOMAIN = b"crystalmesh/listing-shard/v1\x00"
+_PROVIDER_DOMAIN = b"crystalmesh/provider/v1\x00"
+_LISTINGS_PREFIX = _on(DEFAULT_NETWORK, "1/listings/")
+MAX_TERM_CHARS = 64
+
+
+def check_shards(shards: int) -> int:
+    """``shards`` if it is a valid shard count (a power of two, 1 … 4096), else ``ValueError``."""
+    if not isinstance(shards, int) or not 1 <= shards <= LISTING_SHARDS_MAX or shards & (shards - 1):
+        raise ValueError(f"listing shards {shards!r}: a power of two from 1 to {LISTING_SHARDS_MAX}")
+    return shards
+
+
+def normalize_term(term: str) -> str:
+    """A category, tag or keyword as shards and provider keys see it: case-folded, single-spaced."""
+    return " ".join(term.casefold().split())[:MAX_TERM_CHARS]
+
+
+def listing_shard(category: str, shards: int) -> int:
+    """The shard (0 … shards-1) of a listing category: first 8 bytes of SHA-256, mod ``shards``."""
+    digest = hashlib.sha256(_SHARD_DOMAIN + normalize_term(category).encode()).digest()
+    return int.from_bytes(digest[:8], "big") % check_shards(shards)
+
+
+def listings_topic(shard: int, shards: int) -> str:
+    """The default network's id of listing shard ``shard`` of ``shards`` (``on_network`` for others)."""
+    if not 0 <= shard < check_shards(shards):
+        raise ValueError(f"shard {shard} outside 0 … {shards - 1}")
+    return f"{_LISTINGS_PREFIX}{shards}/{shard}"
+
+
+def shard_of_topic(topic: str) -> tuple[int, int] | None:
+    """``(shard, shards)`` of a default-network listing shard id, or None for any other id."""
+    if not topic.startswith(_LISTINGS_PREFIX):
+        return None
+    parts = topic[len(_LISTINGS_PREFIX):].split("/")
+    if len(parts) != 2 or not all(part.isdigit() for part in parts):
+        return None
+    shard, shards = int(parts[1]), int(parts[0])
+    try:
+        check_shards(shards)
+    except ValueError:
+        return None
+    return (shard, shards) if shard < shards else None
+
+
+def provider_key(term: str) -> bytes:
+    """The DHT key under which sellers of a category or tag ``term`` keep provider records."""
+    return hashlib.sha256(_PROVIDER_DOMAIN + normalize_term(term).encode()).digest()

@@ -21,14 +21,33 @@ peers known to speak our id: identify listed it, or the peer opened a stream
 on it (the library's ``skip_server_mode_check`` path, taken only from our
 own stream handler). A node of another network, or an IPFS node, never
 enters our table, so our lookups never dial it and our answers never name it.
+
+Provider records (``ProviderRecords``). Sellers announce "I sell category or tag T"
+as a provider record under ``protocol.topics.provider_key(T)``, so a buyer that does
+not follow T's listing shard finds them (docs/protocol.md, "Listings that do not
+flood"). What a peer can make us hold is bounded: the library already accepts an
+ADD_PROVIDER only for the sender itself, with an address, at most 10 per 10 s per
+peer and 20 providers per key; ``guard_provider_store`` adds a cap on keys in all
+(``max_keys``) and on keys per provider (``max_keys_per_provider``), oldest
+dropped first. What a peer can make us *believe* is bounded too: our lookup
+(``find``) never copies the providers an answer names into our own store (the
+library's ``find_providers`` does, and then answers from that store first, so one
+hostile answer would poison every later lookup), takes at most ``per_answer``
+providers from any one answer, and is a hint only: what a provider is worth is
+decided by the listings sync that follows, where every entry is a signed listing
+validated as if gossiped.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
+import trio
 from libp2p.abc import IHost, INetStream
 from libp2p.custom_types import StreamHandlerFn, TProtocol
 from libp2p.kad_dht.common import PROTOCOL_ID as LIBRARY_PROTOCOL
@@ -98,15 +117,96 @@ def admit_only_speakers(routing_table: RoutingTable, host: IHost, protocol_id: s
     routing_table.add_peer = admitted  # type: ignore[method-assign,assignment]
 
 
-def _drop_provider(key: bytes, provider: PeerInfo) -> None:
-    """ADD_PROVIDER from a peer: not stored (this DHT only routes peers)."""
+@dataclass(frozen=True)
+class ProviderLimits:
+    max_keys: int = 4096
+    max_keys_per_provider: int = 64
+    per_answer: int = 20
+    ask_at_once: int = 4
+    max_asked: int = 16
+    lookup_timeout_s: float = 5.0
+    provide_timeout_s: float = 30.0
+
+
+def guard_provider_store(dht: KadDHT, limits: ProviderLimits) -> None:
+    """Bound the provider records peers can make ``dht`` hold (see the module docstring)."""
+    store = dht.provider_store
+    add_provider = store.add_provider
+    # key -> last added (monotonic), oldest first: the eviction order.
+    ages: OrderedDict[bytes, float] = OrderedDict()
+
+    def guarded(key: bytes, provider: PeerInfo) -> None:
+        if not isinstance(key, bytes) or not 1 <= len(key) <= 64 or provider is None:
+            return
+        peer = str(provider.peer_id)
+        held = sum(1 for records in store.providers.values() if peer in records)
+        if held >= limits.max_keys_per_provider and peer not in store.providers.get(key, {}):
+            logger.debug("dht: provider=%s holds %d keys, not adding more", peer, held)
+            return
+        while key not in store.providers and len(store.providers) >= limits.max_keys and ages:
+            oldest, _ = ages.popitem(last=False)
+            store.providers.pop(oldest, None)
+        add_provider(key, provider)
+        ages[key] = time.monotonic()
+        ages.move_to_end(key)
+
+    store.add_provider = guarded  # type: ignore[method-assign]
+
+
+class ProviderRecords:
+    """Announce and find provider records on one DHT, bounded (see the module docstring)."""
+
+    def __init__(self, dht: KadDHT, limits: ProviderLimits | None = None) -> None:
+        self.dht = dht
+        self.limits = limits or ProviderLimits()
+        guard_provider_store(dht, self.limits)
+        self.provided: set[bytes] = set()
+
+    async def provide(self, key: bytes) -> bool:
+        """Keep a record that we provide ``key`` on the closest peers (the library republishes)."""
+        self.provided.add(key)
+        with trio.move_on_after(self.limits.provide_timeout_s):
+            return bool(await self.dht.provider_store.provide(key))
+        return False
+
+    async def find(self, key: bytes, count: int = 8) -> list[PeerInfo]:
+        """Up to ``count`` providers of ``key`` other than us, within ``lookup_timeout_s``."""
+        limits = self.limits
+        me = self.dht.host.get_id()
+        found: dict[ID, PeerInfo] = {}
+
+        def take(providers: Sequence[PeerInfo]) -> None:
+            for provider in list(providers)[: limits.per_answer]:
+                if isinstance(provider, PeerInfo) and provider.peer_id != me:
+                    found.setdefault(provider.peer_id, provider)
+
+        take(self.dht.provider_store.get_providers(key))
+        with trio.move_on_after(limits.lookup_timeout_s):
+            if len(found) < count:
+                closest = list(await self.dht.peer_routing.find_closest_peers_network(key))
+                asked = [peer for peer in closest if peer != me][: limits.max_asked]
+                for start in range(0, len(asked), limits.ask_at_once):
+                    async with trio.open_nursery() as nursery:
+                        for peer in asked[start:start + limits.ask_at_once]:
+                            nursery.start_soon(self._ask, peer, key, take)
+                    if len(found) >= count:
+                        break
+        return list(found.values())[:count]
+
+    async def _ask(self, peer: ID, key: bytes, take: Callable[[Sequence[PeerInfo]], None]) -> None:
+        try:
+            providers, _ = await self.dht.provider_store._get_providers_from_peer_with_closers(
+                peer, key)
+        except Exception as error:  # a peer that answers garbage is only one answer lost
+            logger.debug("GET_PROVIDERS to %s failed: %r", peer, error)
+            return
+        take(providers or [])
 
 
 def build_dht(host: IHost, protocol_id: str = DHT_PROTOCOL) -> KadDHT:
-    """A KadDHT server on ``protocol_id`` that answers FIND_NODE and PING and stores nothing."""
+    """A KadDHT server on ``protocol_id``: FIND_NODE, PING and bounded provider records only."""
     refuse_all = NamespacedValidator({}, strict_validation=True)
     dht = KadDHT(cast(IHost, DhtHost(host, protocol_id)), DHTMode.SERVER, enable_random_walk=False,
                  validator=refuse_all, validator_changed=True, strict_validation=True)
-    dht.provider_store.add_provider = _drop_provider  # type: ignore[method-assign]
     admit_only_speakers(dht.routing_table, host, protocol_id)
     return dht

@@ -14,9 +14,10 @@ Gossipsub v1.1 peer exchange is on as well (``do_px`` in ``gossip_config``): a
 peer that prunes us from an oversubscribed mesh (a busy bootstrap node) sends up
 to 16 other peers of the topic, which the router dials.
 
-The DHT is for finding peers, not for storing anything: its record validator
-refuses every PUT_VALUE key (no namespace is registered, strict) and
-ADD_PROVIDER records are dropped, so a peer cannot fill our memory through it.
+The DHT stores no values: its record validator refuses every PUT_VALUE key (no
+namespace is registered, strict). It keeps provider records (sellers of a category
+or tag), bounded per provider and in all (``node.net.dht.ProviderRecords``), so a
+peer cannot fill our memory through it.
 Banned peers are never kept and, if a lookup dials one, the peer manager's
 notifee disconnects it as it does for any banned peer.
 """

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from libp2p.tools.anyio_service import background_trio_service
 
 from node.config import NetConfig
 from node.net import saved_peers
-from node.net.dht import speaks
+from node.net.dht import ProviderRecords, speaks
 from node.net.discovery import Discovery, DiscoveryConfig
 from node.net.gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
 from node.net.gossip_config import GossipConfig, build_pubsub, build_router
@@ -54,6 +54,7 @@ from node.net.rules import (
     rate_limits,
     wall_clock_ms,
 )
+from node.net.shards import ListingShards
 from protocol.envelope import Envelope
 from protocol.identity import Identity, peer_id_from_public_key
 from protocol.topics import (
@@ -64,7 +65,9 @@ from protocol.topics import (
     SKILLS,
     TRUST,
     WEATHER,
+    normalize_term,
     on_network,
+    provider_key,
 )
 
 logger = logging.getLogger(__name__)
@@ -89,6 +92,7 @@ class NetService:
         sync_limits: SyncLimits | None = None,
         peers_path: Path | None = None,
         save_peers_s: float = 5.0,
+        interests: Sequence[str] = ("*",),
     ) -> None:
         self.config = config
         self.identity = identity
@@ -129,8 +133,14 @@ class NetService:
             on_rejected=self._on_rejected,
             network=self.network,
         )
+        self.shards = (ListingShards(self.gossip, config.listing_shards, interests,
+                                     config.listing_legacy_publish)
+                       if config.listing_shards else None)
+        if self.shards is not None:
+            self.shards.advertise = self.advertise
         # Subscriptions to any other topic (another network's) are not even tracked.
-        self.pubsub.allowed_topics = frozenset(self.gossip.wire_topic(topic) for topic in TOPICS)
+        self.pubsub.allowed_topics = frozenset(self.gossip.wire_topic(topic) for topic in TOPICS) | (
+            self.shards.wire_topics() if self.shards is not None else frozenset())
         self.peer_manager = PeerManager(
             self.host,
             list(config.bootstrap),
@@ -151,6 +161,11 @@ class NetService:
             self.reachability.find_addrs = self.discovery.find_addrs
         if self.discovery is not None:
             self.peer_manager.locate = self.discovery.locate
+        self.providers = (ProviderRecords(self.discovery.dht)
+                          if self.discovery is not None else None)
+        self._advertised: set[bytes] = set()
+        self.last_network_search: dict[str, Any] | None = None
+        self._background: trio.Nursery | None = None
         self.peers_path = peers_path
         self.save_peers_s = save_peers_s
         self.saved: list[saved_peers.SavedPeer] = []
@@ -229,9 +244,90 @@ class NetService:
         self._sync_source = source
         self.sync.serve(source)
 
-    async def publish(self, topic: str, message: Any) -> Envelope:
-        """Seal ``message`` with our key and next seq, and gossip it on ``topic``."""
-        return await self.gossip.publish(topic, message)
+    async def publish(self, topic: str, message: Any, issued_at_ms: int | None = None) -> Envelope:
+        """Seal ``message`` with our key and next seq, and gossip it on ``topic``.
+
+        With listing shards on, a skills-topic message goes to its shard (``node.net.shards``).
+        """
+        if topic == SKILLS and self.shards is not None:
+            return await self.shards.publish(message, issued_at_ms)
+        return await self.gossip.publish(topic, message, issued_at_ms)
+
+    # ------------------------------------------------------------------ provider records
+    def advertise(self, terms: Sequence[str], max_keys: int = 64) -> int:
+        """Keep DHT provider records for ``terms`` (categories, tags we sell); returns new keys.
+
+        In the background (a provide is a DHT lookup); at most ``max_keys`` keys per node.
+        """
+        if self.providers is None or self._background is None:
+            return 0
+        fresh = []
+        for term in terms:
+            key = provider_key(term) if normalize_term(term) else b""
+            if key and key not in self._advertised and len(self._advertised) < max_keys:
+                self._advertised.add(key)
+                fresh.append(key)
+        for key in fresh:
+            self._background.start_soon(self._provide, key)
+        return len(fresh)
+
+    async def _provide(self, key: bytes, max_wait_s: float = 300.0) -> None:
+        """Place the record; until some peer holds it (a new node's table may be empty), retry."""
+        assert self.providers is not None
+        wait_s = 1.0
+        while True:
+            try:
+                if await self.providers.provide(key):
+                    return
+            except Exception as error:  # an unreachable DHT must not stop the node
+                logger.info("provider record not placed key=%s error=%r", key.hex()[:16], error)
+            await trio.sleep(wait_s)
+            wait_s = min(max_wait_s, wait_s * 2)
+
+    async def ask_network(self, terms: Sequence[str], timeout_s: float = 5.0,
+                          max_sellers: int = 5) -> dict[str, Any]:
+        """Find sellers of ``terms`` in the DHT and sync their listings, within ``timeout_s``.
+
+        Accepted listings reach the listing handlers as gossip would; returns what happened.
+        """
+        started = trio.current_time()
+        wanted = list(dict.fromkeys(t for t in (normalize_term(t) for t in terms) if t))[:8]
+        report: dict[str, Any] = {"terms": wanted, "providers": 0, "synced": 0, "accepted": 0,
+                                  "rejected": 0, "timed_out": False}
+        if self.providers is None:
+            report["skipped"] = "no DHT (net.discovery is off)"
+            return report
+        providers = self.providers
+        found: dict[str, Any] = {}
+        with trio.move_on_after(timeout_s) as scope:
+            async with trio.open_nursery() as nursery:
+                async def find(term: str) -> None:
+                    for info in await providers.find(provider_key(term), max_sellers):
+                        found.setdefault(str(info.peer_id), info)
+
+                for term in wanted:
+                    nursery.start_soon(find, term)
+            sellers = [info for peer, info in found.items()
+                       if peer != self.peer_id and not self.is_banned(peer)][:max_sellers]
+            report["providers"] = len(found)
+            async with trio.open_nursery() as nursery:
+                async def sync(info: Any) -> None:
+                    if info.addrs:
+                        self.host.get_peerstore().add_addrs(info.peer_id, info.addrs[:8], 600)
+                    result = await self.sync.sync_with(str(info.peer_id))
+                    report["synced"] += 1 if result.pages else 0
+                    report["accepted"] += result.accepted
+                    report["rejected"] += result.rejected
+
+                for info in sellers:
+                    nursery.start_soon(sync, info)
+        report["timed_out"] = scope.cancelled_caught
+        report["elapsed_ms"] = round((trio.current_time() - started) * 1000)
+        self.last_network_search = report
+        logger.info("network search terms=%s providers=%d synced=%d accepted=%d timed_out=%s",
+                    wanted, report["providers"], report["synced"], report["accepted"],
+                    report["timed_out"])
+        return report
 
     def on_reject(self, hook: RejectHook) -> None:
         """``hook(Rejection)`` for every rejected gossip message (for the trust ledger)."""
@@ -255,6 +351,7 @@ class NetService:
             "served_pages": self.sync.served_pages,
             "cursors": dict(self.sync.cursors),
             "sessions": [dataclasses.asdict(report) for report in self.sync.reports[-16:]],
+            "last_network_search": self.last_network_search,
         }
 
     def _penalize(self, rejection: Rejection) -> None:
@@ -377,6 +474,9 @@ class NetService:
                 assert self.reachability is not None
                 await nursery.start(self.reachability.run)
                 await nursery.start(self.gossip.run)
+                if self.shards is not None:
+                    await nursery.start(self.shards.run)
+                self._background = nursery
                 await nursery.start(self.peer_manager.run)
                 if self.discovery is not None:
                     await nursery.start(self.discovery.run)

@@ -67,6 +67,7 @@ DEFAULT_INVALID_MESSAGE_WEIGHTS: Mapping[str, float] = MappingProxyType(
         "sender_mismatch": 5.0,
         "bad_body": 2.0,
         "wrong_topic": 2.0,
+        "wrong_shard": 2.0,
         "expiry_too_long": 2.0,
         "unknown_kind": 0.5,
         "stale": 0.0,

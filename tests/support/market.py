@@ -187,3 +187,13 @@ async def start_market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nurse
         await _connect(buyer, market.manager)
     assert await market.balances() == (0, BUYER_USDC)
     return market
+
+
+async def start_node(tmp_path: Path, name: str, chain: EmbeddedChain, nursery: trio.Nursery,
+                     overrides: dict[str, Any]) -> NodeService:
+    """One more node with config ``overrides`` (e.g. listing shards), started, not connected."""
+    init_node(tmp_path / name, name=name, embedder="hashing")
+    config = load_config(tmp_path / name, environ={}, overrides=overrides)
+    node = NodeService(config, chain_client=chain.client())
+    await nursery.start(_run, node)
+    return node

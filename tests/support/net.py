@@ -98,6 +98,7 @@ def make_net(
     management_keys: Sequence[bytes] = (),
     scoring: ScoringConfig | None = None,
     sync_limits: SyncLimits | None = None,
+    interests: Sequence[str] = ("*",),
     **net_overrides: Any,
 ) -> NetService:
     config = NetConfig(
@@ -114,6 +115,7 @@ def make_net(
         gossip_config=GossipConfig(heartbeat_s=0.5),
         scoring_config=scoring,
         sync_limits=sync_limits,
+        interests=interests,
     )
 
 

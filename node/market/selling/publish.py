@@ -77,6 +77,10 @@ class Publisher:
         self.on_warning: Callable[[Envelope], Awaitable[None]] | None = None
         self.lifecycle = ListingLifecycle(listings.db, listings)
         self.bounties = BountyBoard(listings.db)
+        # ``await ask_network(terms, timeout_s, max_sellers) -> report``: set by the service when
+        # this node follows only some listing shards (net.listing_shards); search then asks.
+        self.ask_network: Callable[..., Awaitable[dict[str, Any]]] | None = None
+        self.last_network_search: dict[str, Any] | None = None
 
     async def publish_skill(self, crystal_id: str, name: str | None = None,
                             summary: str | None = None) -> dict[str, Any]:
@@ -300,6 +304,16 @@ class Publisher:
         items = await self.memory.run(
             self.listings.active, None, category, max_price_micro_usdc, tags
         )
+        market = self.config.market
+        if self.ask_network is not None and len(items) < market.network_search_min_results:
+            # This node follows only its listing shards: ask the sellers of the query's terms.
+            words = [word for word in query.split() if len(word) >= 3][:6]
+            terms = [*([category] if category else []), *tags, *words]
+            self.last_network_search = await self.ask_network(
+                terms, market.network_search_timeout_s, market.network_search_sellers)
+            items = await self.memory.run(
+                self.listings.active, None, category, max_price_micro_usdc, tags
+            )
         if not items:
             return []
         ids = [item.listing.listing_id for item in items]

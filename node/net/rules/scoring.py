@@ -28,6 +28,8 @@ DEFAULT_REASON_WEIGHTS: Mapping[str, float] = {
     "bad_body": 10.0,
     "unknown_kind": 5.0,
     "wrong_topic": 10.0,
+    # A listing on a shard topic its category does not hash to (node/net/shards.py).
+    "wrong_shard": 10.0,
     "not_management": 20.0,
     "bad_endorsement": 20.0,
     "expiry_too_long": 10.0,

@@ -13,7 +13,7 @@ from libp2p.kad_dht.kad_dht import DHTMode, KadDHT
 from libp2p.tools.anyio_service import background_trio_service
 
 from node.config import NetConfig
-from node.net.dht import DhtHost
+from node.net.dht import DhtHost, ProviderLimits
 from node.net.discovery import DiscoveryConfig
 from node.net.gossip_config import GossipConfig
 from node.net.service import NetService
@@ -77,8 +77,11 @@ async def test_nodes_that_know_one_bootstrap_find_each_other_and_survive_its_dea
     assert all(peers_beyond_hub(net) >= 2 for net in others)
 
 
-async def test_dht_stores_nothing_for_peers(nursery: trio.Nursery) -> None:
-    """A peer cannot park values or provider records in our memory through the DHT."""
+async def test_dht_stores_no_values_and_few_provider_records_for_a_peer(
+    nursery: trio.Nursery,
+) -> None:
+    """A peer cannot park values in our memory through the DHT, and only a bounded
+    number of provider records of its own (node.net.dht.ProviderLimits)."""
     server = node([])
     await nursery.start(server.run)
     client = node([server.listen_addrs()[0]], DiscoveryConfig(enabled=False))
@@ -97,12 +100,13 @@ async def test_dht_stores_nothing_for_peers(nursery: trio.Nursery) -> None:
                         b"/pk/" + bytes([index]) * 34):
                 with trio.move_on_after(5):
                     await attacker.value_store._store_at_peer(target, key, b"x" * 10_000)
+        for index in range(100):
             with trio.move_on_after(5):
                 await attacker.provider_store._send_add_provider(target, bytes([index]) * 32)
         # The DHT still answers lookups for peers.
         with trio.move_on_after(10):
             found = await attacker.peer_routing.find_closest_peers_network(bytes(32))
     assert dht.value_store.size() == 0
-    assert dht.provider_store.size() == 0
+    assert dht.provider_store.size() <= ProviderLimits().max_keys_per_provider
     assert client.host.get_id() in found or found == [] or target in found
     assert server.peer_id in client.connected_peers()
