@@ -7,7 +7,7 @@
 // Usage: node js_gossip_peer.mjs <tools/node_modules> <multiaddr of a crystalmesh node> <topic>
 // stdin:  one hex string per line: data (an envelope's bytes) to publish on <topic>.
 // stdout: one JSON object per line:
-//   {"event": "started", "peer_id": ...}
+//   {"event": "started", "peer_id": ..., "addrs": [...]}
 //   {"event": "connected", "peer": ..., "protocols": [...]}     once the dial and identify are done
 //   {"event": "subscribed", "peer": ..., "topic": ..., "streams": [protocol, ...]}
 //                                                               a peer joined <topic>
@@ -85,7 +85,8 @@ async function main() {
            protocols: event.detail.protocols });
   });
   await node.start();
-  emit({ event: "started", peer_id: node.peerId.toString() });
+  emit({ event: "started", peer_id: node.peerId.toString(),
+         addrs: node.getMultiaddrs().map((addr) => addr.toString()) });
   pubsub.subscribe(topic);
   await node.dial(multiaddr(target));
 

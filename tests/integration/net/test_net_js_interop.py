@@ -135,8 +135,9 @@ async def test_js_libp2p_reads_and_publishes_listings(py_node: NetService, js_pe
                                         20, "the js node to see ours on the skills topic")
     # js offers /meshsub/1.2.0, 1.1.0 and 1.0.0; docs/protocol.md's wire is 1.1.0.
     assert "/meshsub/1.1.0" in subscribed["streams"], subscribed
-    await wait_until_async(lambda: js_id in py_node.topic_peers(SKILLS), 20,
-                           "our node to see the js node on the skills topic")
+    # Our node publishes to its mesh only: the js node must be in it first.
+    await wait_until_async(lambda: js_id in py_node.mesh_peers(SKILLS), 20,
+                           "the js node in our mesh of the skills topic")
 
     # js -> py: an envelope sealed by a key of its own, published (and pubsub-signed) by js.
     from_js = sealed_listing(Identity.generate(), "from-js")
@@ -163,14 +164,13 @@ async def test_js_libp2p_reads_and_publishes_listings(py_node: NetService, js_pe
     await wait_until_async(lambda: py_node.rejection_counts(js_id) == {"bad_signature": 1}, 20,
                            "the forged listing's rejection")
 
-    # Nothing broke: both directions still carry listings, and nothing forged got in.
+    # Nothing broke, nothing forged got in. The js peer paid for it (its score is below zero)
+    # but one mistake is no graylist: it stays connected and its next listing is in.
+    assert py_node.score(js_id) < 0
     again = sealed_listing(Identity.generate(), "from-js-again")
     await js_peer.publish(again)
     await wait_until_async(lambda: again in [e.to_bytes() for e in inbox.listings], 20,
                            "the next js listing")
-    resent = await py_node.publish(SKILLS, make_listing(py_node.identity, name="from-py-again",
-                                                        now_ms=now_ms()))
-    await wait_until_async(lambda: resent.to_bytes() in js_peer.received(), 20,
-                           "our next listing at the js node")
     assert [e.to_bytes() for e in inbox.listings] == [from_js, again]
+    assert js_id in py_node.connected_peers()
     assert py_node.pubsub.manager.is_running
