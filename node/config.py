@@ -202,7 +202,17 @@ class TrustConfig:
     alpha: float = 0.15
     epsilon: float = 1e-6
     max_iterations: int = 100
+    # Trust report cadence (node/trust/cadence.py): at most one report per
+    # clamp(N / report_target_per_s, report_interval_s, report_max_interval_s) seconds for a
+    # network of N nodes, so each node receives ~report_target_per_s reports a second at any
+    # size; an unchanged row (L1 change < report_change_ppm) only every report_refresh_s.
     report_interval_s: float = 10.0
+    report_target_per_s: float = 1.0
+    report_max_interval_s: float = 7 * 86_400.0
+    report_refresh_s: float = 1800.0
+    report_change_ppm: int = 50_000
+    report_startup_reports: int = 3
+    # Receivers keep a report max(report_max_age_s, 3 × the refresh interval).
     report_max_age_s: int = 600
     ban_after_offences: int = 3
 
