@@ -24,6 +24,7 @@ Reputation and levels: see ``docs/trust.md``.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import deque
@@ -46,7 +47,7 @@ from node.trust.policy import assess
 from node.trust.reports import TrustMatrix, build_report
 from protocol.envelope import Envelope
 from protocol.identity import peer_id_from_public_key, public_key_from_peer_id
-from protocol.messages import TrustReport
+from protocol.messages import TrustEntry, TrustReport
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ APP_SCORES: Mapping[TrustLevel, float] = {
 """Gossipsub application score (P6) per level; banned is below the graylist (−50)."""
 
 MAX_PENDING_REJECTIONS = 10_000
+LAST_REPORT_META = "trust.last_report"
 
 
 class TrustService:
@@ -108,8 +110,9 @@ class TrustService:
         self._announced_bans: set[str] = set()
         self.last_result: EigenTrustResult | None = None
         self.last_recompute_ms: int | None = None
-        self.last_published: TrustReport | None = None
-        self.last_published_ms: int | None = None
+        # The last report we published survives a restart, so churn (nodes going and coming
+        # back) does not add reports: the cadence runs from the last one, not from the start.
+        self.last_published, self.last_published_ms = self._load_last_published()
         self.published = 0
 
     @property
@@ -369,6 +372,23 @@ class TrustService:
         )
         return interval, cadence.refresh_interval_s(interval, self.config.report_refresh_s)
 
+    def _load_last_published(self) -> tuple[TrustReport | None, int | None]:
+        saved = self.ledger.db.get_meta(LAST_REPORT_META)
+        if saved is None:
+            return None, None
+        try:
+            state = json.loads(saved)
+            row = tuple(TrustEntry(bytes.fromhex(peer), int(ppm)) for peer, ppm in state["row"])
+            return TrustReport(epoch=int(state["epoch"]), row=row), int(state["at_ms"])
+        except (ValueError, TypeError, KeyError):
+            logger.warning("ignoring an unreadable %s", LAST_REPORT_META)
+            return None, None
+
+    def _save_last_published(self, report: TrustReport, at_ms: int) -> None:
+        row = [[entry.peer.hex(), entry.weight_ppm] for entry in report.row]
+        state = {"at_ms": at_ms, "epoch": report.epoch, "row": row}
+        self.ledger.db.set_meta(LAST_REPORT_META, json.dumps(state))
+
     def _due(self, report: TrustReport, now_ms: int) -> bool:
         interval, refresh = self.report_intervals_s()
         with self._matrix_lock:
@@ -376,6 +396,8 @@ class TrustService:
                 cadence.receiver_max_age_s(refresh, self.config.report_max_age_s) * 1000
             )
         since = None if self.last_published_ms is None else (now_ms - self.last_published_ms) / 1000
+        if since is not None and since < 0:  # the clock went back: do not go silent until it catches up
+            since = None
         return cadence.should_publish(
             since,
             cadence.row_change_ppm(self.last_published, report),
@@ -399,6 +421,7 @@ class TrustService:
         if due:
             self.last_published, self.last_published_ms = report, now
             self.published += 1
+            await self._in_store(lambda: self._save_last_published(report, now))
             try:
                 await publish(report)
             except Exception:

@@ -160,7 +160,7 @@ async def test_an_unchanged_row_waits_for_the_refresh_and_a_changed_one_goes_out
 async def test_a_large_network_spaces_reports_out_and_receivers_keep_them_longer(
     tmp_path: Path,
 ) -> None:
-    own, management, seller, other = (Identity.generate() for _ in range(4))
+    own, management, seller = (Identity.generate() for _ in range(3))
     clock = Clock()
     trust = make(tmp_path / "crystals.db", own, management, clock=clock, network_size=10_000)
     published: list[TrustReport] = []
@@ -186,3 +186,25 @@ async def test_a_small_network_keeps_the_floor(tmp_path: Path) -> None:
     trust = make(tmp_path / "crystals.db", own, management, network_size=3)
     assert trust.report_intervals_s() == (10.0, 1800.0)
     trust.ledger.db.close()
+
+
+async def test_a_restart_keeps_the_cadence(tmp_path: Path) -> None:
+    # Churn must not add reports: a node that comes back waits out the interval of its last one.
+    own, management = Identity.generate(), Identity.generate()
+    clock = Clock()
+    published: list[TrustReport] = []
+
+    async def publish(report: TrustReport) -> None:
+        published.append(report)
+
+    first = make(tmp_path / "crystals.db", own, management, clock=clock, network_size=10_000)
+    assert await first.tick(publish) is not None
+    first.ledger.db.close()
+    clock.now_ms += 9_999_000
+    again = make(tmp_path / "crystals.db", own, management, clock=clock, network_size=10_000)
+    assert again.last_published == published[0]
+    assert await again.tick(publish) is None
+    clock.now_ms += 1_000
+    assert await again.tick(publish) is not None
+    assert len(published) == 2
+    again.ledger.db.close()
