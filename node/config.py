@@ -74,7 +74,8 @@ class NetConfig:
     # a flood from one key does not (issue 11); listings sync has its own, larger limits.
     origin_listings_per_min: float = 10.0
     origin_listings_burst: int = 30
-    # A node reports every trust.report_interval_s (10 s) and only its latest report counts.
+    # A node reports at most every trust.report_interval_s (10 s; far less often in a large
+    # network, node/trust/cadence.py) and only its latest report counts.
     origin_trust_reports_per_min: float = 120.0
     origin_trust_reports_burst: int = 120
     origin_bounties_per_min: float = 5.0
