@@ -57,6 +57,10 @@ Listing traffic, two designs:
   provider records (category + ``--provider-tags`` tags) in the DHT, republished
   every 22 h; a buyer runs ``--queries-per-hour`` network searches.
 
+Trust reports (one global topic, every report reaches every node): the old rule (every
+``--trust-interval-s``) against the cadence of node/trust/cadence.py, computed with the
+product's functions from each sampled sender's own DHT size estimate (``trust_traffic``).
+
 The CPU figure is the measured cost of one listing per node (docs/benchmarks.md:
 ~4.5 ms per message per node on this machine, 10 processes, duplicates
 included); pass the optimised build's figure with ``--cpu-ms-per-msg``. The JSON
