@@ -74,7 +74,8 @@ class NetConfig:
     # a flood from one key does not (issue 11); listings sync has its own, larger limits.
     origin_listings_per_min: float = 10.0
     origin_listings_burst: int = 30
-    # A node reports every trust.report_interval_s (10 s) and only its latest report counts.
+    # A node reports at most every trust.report_interval_s (10 s; far less often in a large
+    # network, node/trust/cadence.py) and only its latest report counts.
     origin_trust_reports_per_min: float = 120.0
     origin_trust_reports_burst: int = 120
     origin_bounties_per_min: float = 5.0
@@ -202,7 +203,17 @@ class TrustConfig:
     alpha: float = 0.15
     epsilon: float = 1e-6
     max_iterations: int = 100
+    # Trust report cadence (node/trust/cadence.py): at most one report per
+    # clamp(N / report_target_per_s, report_interval_s, report_max_interval_s) seconds for a
+    # network of N nodes, so each node receives ~report_target_per_s reports a second at any
+    # size; an unchanged row (L1 change < report_change_ppm) only every report_refresh_s.
     report_interval_s: float = 10.0
+    report_target_per_s: float = 1.0
+    report_max_interval_s: float = 7 * 86_400.0
+    report_refresh_s: float = 1800.0
+    report_change_ppm: int = 50_000
+    report_startup_reports: int = 3
+    # Receivers keep a report max(report_max_age_s, 3 × the refresh interval).
     report_max_age_s: int = 600
     ban_after_offences: int = 3
 

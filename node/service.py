@@ -147,6 +147,7 @@ class NodeService:
             [bytes.fromhex(key) for key in self.config.net.management_keys],
             hormones_halt=lambda: memory.hormones.consolidation_modulation().halt_untrusted_ingestion,
             run_in_store=memory.db.run,
+            network_size=self.net.network_size_estimate,
         )
         self.reputation = self.trust
         self.buyer.gate = self._gate

@@ -57,6 +57,10 @@ Listing traffic, two designs:
   provider records (category + ``--provider-tags`` tags) in the DHT, republished
   every 22 h; a buyer runs ``--queries-per-hour`` network searches.
 
+Trust reports (one global topic, every report reaches every node): the old rule (every
+``--trust-interval-s``) against the cadence of node/trust/cadence.py, computed with the
+product's functions from each sampled sender's own DHT size estimate (``trust_traffic``).
+
 The CPU figure is the measured cost of one listing per node (docs/benchmarks.md:
 ~4.5 ms per message per node on this machine, 10 processes, duplicates
 included); pass the optimised build's figure with ``--cpu-ms-per-msg``. The JSON
@@ -81,6 +85,9 @@ from typing import Any
 
 import numpy as np
 from _bench import add_smoke_flag, percentile, print_result, smoke
+
+from node.net.dht import dht_size_estimate
+from node.trust import cadence
 
 WORKER = Path(__file__).with_name("_gossip_worker.py")
 INF = float("inf")
@@ -335,6 +342,46 @@ class Kademlia:
 
 
 # ----------------------------------------------------------------------------- one size
+def trust_traffic(nodes: int, dht: Kademlia, args: argparse.Namespace, p: Params,
+                  rng: np.random.Generator) -> dict[str, Any]:
+    """Trust reports received per node: every node's report reaches every node (one global topic).
+
+    Old rule: every node every ``--trust-interval-s``. New rule (node/trust/cadence.py, the
+    product's own functions): each sender estimates N from its own DHT routing table
+    (``node.net.dht.dht_size_estimate`` over the simulated tables), publishes at most once per
+    ``I = clamp(N_est / target, floor, ceiling)``, then at the first material change of its
+    row (Poisson, ``--trust-changes-per-hour``) or at the refresh ``R = max(I, refresh)``:
+    a cycle of ``I + (1 - exp(-lambda (R - I))) / lambda`` seconds. The last report survives a
+    restart, so churn adds nothing; offline senders are counted as online (an upper bound).
+    """
+    per_msg_bytes = 2 * (p.degree - 1) * args.trust_bytes + 2 * p.gossip_window * p.d_lazy * p.ihave_bytes_per_id
+    old_rate = nodes / args.trust_interval_s
+    senders = rng.choice(nodes, size=min(nodes, args.trust_senders), replace=False)
+    changes_per_s = args.trust_changes_per_hour / 3600
+    estimates, intervals, rates = [], [], []
+    for sender in senders.tolist():
+        own = (int(dht.ids[sender]) << 192).to_bytes(32, "big")
+        keys = [(int(dht.ids[peer]) << 192).to_bytes(32, "big") for peer in dht.table(sender).tolist()]
+        estimate = dht_size_estimate(own, keys, args.dht_k)
+        interval = cadence.report_interval_s(estimate, args.trust_interval_s, args.trust_target_per_s,
+                                             args.trust_max_interval_s)
+        refresh = cadence.refresh_interval_s(interval, args.trust_refresh_s)
+        wait = ((1 - math.exp(-changes_per_s * (refresh - interval))) / changes_per_s
+                if changes_per_s > 0 else refresh - interval)
+        estimates.append(estimate)
+        intervals.append(interval)
+        rates.append(1 / (interval + wait))
+    new_rate = nodes * float(np.mean(rates))
+
+    def figures(rate: float) -> dict[str, float]:
+        return {"msgs_per_s": round(rate, 3), "cpu_ms_per_s": round(rate * p.cpu_ms, 2),
+                "bytes_per_s": round(rate * per_msg_bytes)}
+
+    return {"old": figures(old_rate), "new": figures(new_rate) | {
+        "size_estimate_p10_p50_p90": [round(percentile(estimates, q)) for q in (10, 50, 90)],
+        "interval_s_p50": round(percentile(intervals, 50), 1)}}
+
+
 def shard_count(nodes: int, nodes_per_shard: int) -> int:
     return max(16, 1 << max(0, math.ceil(math.log2(max(1, nodes / nodes_per_shard)))))
 
@@ -446,8 +493,7 @@ def simulate(nodes: int, args: argparse.Namespace, p: Params, seed: int) -> dict
         "listing_sharded": sharded | {"rho": round(float(rho_sharded.mean()), 4)}
         | traces["listing_sharded"],
         "weather": traces["weather"] | {"cpu_ms_per_s": round(weather_cpu, 4)},
-        "trust_global": {"msgs_per_s": round(nodes / args.trust_interval_s, 1),
-                         "cpu_ms_per_s": round(nodes / args.trust_interval_s * p.cpu_ms, 1)},
+        "trust": trust_traffic(nodes, dht, args, p, rng),
         "dht": {"lookup_p50_ms": round(percentile(lookups, 50), 1),
                 "lookup_p99_ms": round(percentile(lookups, 99), 1),
                 "queries_mean": round(mean_queries, 2),
@@ -640,7 +686,18 @@ def main() -> None:
     parser.add_argument("--listings-per-node", type=float, default=10.0)
     parser.add_argument("--refresh-s", type=float, default=3600.0)
     parser.add_argument("--weather-per-hour", type=float, default=1.0)
-    parser.add_argument("--trust-interval-s", type=float, default=10.0)
+    parser.add_argument("--trust-interval-s", type=float, default=10.0,
+                        help="the old rule's interval, and the new rule's floor")
+    parser.add_argument("--trust-target-per-s", type=float, default=1.0,
+                        help="trust reports each node should receive per second (new rule)")
+    parser.add_argument("--trust-max-interval-s", type=float, default=7 * 86_400.0)
+    parser.add_argument("--trust-refresh-s", type=float, default=1800.0)
+    parser.add_argument("--trust-changes-per-hour", type=float, default=1.0,
+                        help="material (>= 5 %%, L1) changes of a node's trust row per hour")
+    parser.add_argument("--trust-bytes", type=int, default=1000,
+                        help="a trust report on the wire (~20 entries; 256 entries: ~9.8 kB)")
+    parser.add_argument("--trust-senders", type=int, default=500,
+                        help="senders whose size estimate and cadence are sampled")
     parser.add_argument("--interests", type=int, default=2)
     parser.add_argument("--sells", type=int, default=1)
     parser.add_argument("--nodes-per-shard", type=int, default=64)
@@ -690,6 +747,8 @@ def main() -> None:
                 "bytes_ratio": round(r["listing_sharded"]["bytes_per_s"] / base["bytes_per_s"], 2)}
             for r in results},
         "weather_t99_p99_ms": {str(r["nodes"]): r["weather"]["t99_p99_ms"] for r in results},
+        "trust_old_vs_new": {str(r["nodes"]): {rule: r["trust"][rule] for rule in ("old", "new")}
+                             for r in results},
     }
     if args.validate:
         summary["validation"] = validate(args.validate, args, p)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -210,3 +210,18 @@ def build_dht(host: IHost, protocol_id: str = DHT_PROTOCOL) -> KadDHT:
                  validator=refuse_all, validator_changed=True, strict_validation=True)
     admit_only_speakers(dht.routing_table, host, protocol_id)
     return dht
+
+
+def dht_size_estimate(own_key: bytes, peer_keys: Iterable[bytes], k: int = 20) -> int:
+    """Network size from the ``k`` peers closest to us: ``mean_j(j × 2^256 / d_j)``.
+
+    Counts ourselves; 1 with no peers. Peers spread uniformly over the key space, so
+    the j-th closest sits at ``≈ j × 2^256 / N``; averaging over ``j`` damps the
+    luck of the first one."""
+    own = int.from_bytes(own_key, "big")
+    distances = sorted(own ^ int.from_bytes(key, "big") for key in peer_keys)
+    distances = [distance for distance in distances if distance > 0][:k]
+    if not distances:
+        return 1
+    estimates = [(j + 1) * 2**256 / distance for j, distance in enumerate(distances)]
+    return max(len(distances) + 1, round(sum(estimates) / len(estimates)))

@@ -30,12 +30,13 @@ from typing import Any
 
 import multiaddr
 import trio
+from libp2p.kad_dht.routing_table import peer_id_to_key
 from libp2p.peer.id import ID
 from libp2p.tools.anyio_service import background_trio_service
 
 from node.config import NetConfig
 from node.net import saved_peers
-from node.net.dht import ProviderRecords, speaks
+from node.net.dht import ProviderRecords, dht_size_estimate, speaks
 from node.net.discovery import Discovery, DiscoveryConfig
 from node.net.gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
 from node.net.gossip_config import GossipConfig, build_pubsub, build_router
@@ -407,6 +408,16 @@ class NetService:
     def connect(self, addr: str) -> str:
         """Keep a connection to ``addr`` (``…/p2p/<id>``), redialled when it drops."""
         return str(self.peer_manager.keep(addr))
+
+    def network_size_estimate(self) -> int:
+        """Nodes in the network, from the DHT routing table (``node.trust.cadence``); at least
+        the connected peers plus us."""
+        connected = len(self.host.get_connected_peers()) + 1
+        if self.discovery is None:
+            return connected
+        table = self.discovery.dht.routing_table
+        keys = [peer_id_to_key(peer) for peer in table.get_peer_ids()]
+        return max(connected, dht_size_estimate(peer_id_to_key(self.host.get_id()), keys))
 
     def connected_peers(self) -> list[str]:
         return [str(peer) for peer in self.host.get_connected_peers()]

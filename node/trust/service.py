@@ -24,6 +24,7 @@ Reputation and levels: see ``docs/trust.md``.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import deque
@@ -36,6 +37,7 @@ from node.config import NodeConfig
 from node.crystals import now_ms
 from node.db import Database
 from node.net import Rejection
+from node.trust import cadence
 from node.trust.eigentrust import EigenTrustResult, eigentrust
 from node.trust.gate import REASON_OWN, GateDecision, decide
 from node.trust.ledger import EventWeights, Ledger, PeerRecord, TrustEvent, peer_key_hex
@@ -45,7 +47,7 @@ from node.trust.policy import assess
 from node.trust.reports import TrustMatrix, build_report
 from protocol.envelope import Envelope
 from protocol.identity import peer_id_from_public_key, public_key_from_peer_id
-from protocol.messages import TrustReport
+from protocol.messages import TrustEntry, TrustReport
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ APP_SCORES: Mapping[TrustLevel, float] = {
 """Gossipsub application score (P6) per level; banned is below the graylist (−50)."""
 
 MAX_PENDING_REJECTIONS = 10_000
+LAST_REPORT_META = "trust.last_report"
 
 
 class TrustService:
@@ -79,6 +82,7 @@ class TrustService:
         clock: Callable[[], int] = now_ms,
         max_report_senders: int = 4096,
         self_pretrust: bool = True,
+        network_size: Callable[[], int] = lambda: 1,
     ) -> None:
         """Loads the ledger from ``store`` (construct on the store's thread or before it is shared)."""
         self.config = config.trust
@@ -90,6 +94,8 @@ class TrustService:
         self.pretrusted = self.management | ({self._own} if self_pretrust else frozenset())
         self.hormones_halt = hormones_halt
         self.clock = clock
+        # The network's size as the net layer estimates it (DHT routing table); see cadence.
+        self.network_size = network_size
         self._run_in_store = run_in_store
         self.ledger = Ledger(store, weights, clock)
         self._matrix_lock = threading.Lock()
@@ -104,6 +110,10 @@ class TrustService:
         self._announced_bans: set[str] = set()
         self.last_result: EigenTrustResult | None = None
         self.last_recompute_ms: int | None = None
+        # The last report we published survives a restart, so churn (nodes going and coming
+        # back) does not add reports: the cadence runs from the last one, not from the start.
+        self.last_published, self.last_published_ms = self._load_last_published()
+        self.published = 0
 
     @property
     def thresholds(self) -> tuple[float, float, float]:
@@ -342,22 +352,87 @@ class TrustService:
             return function()
         return await self._run_in_store(function)
 
-    async def tick(self, publish: Publish, ban: Callable[[str], None] | None = None) -> TrustReport:
-        """One round: flush rejections, recompute, publish our report, hand out new bans."""
+    # --- cadence (node/trust/cadence.py) -------------------------------------------------------
+    def estimated_nodes(self) -> int:
+        """The network's size: the net layer's estimate or the report senders we hold."""
+        try:
+            estimate = int(self.network_size())
+        except Exception:
+            logger.exception("network size estimate failed")
+            estimate = 1
+        return max(estimate, len(self.matrix) + 1)
+
+    def report_intervals_s(self) -> tuple[float, float]:
+        """(least time between our reports, refresh of an unchanged row) at today's size."""
+        interval = cadence.report_interval_s(
+            self.estimated_nodes(),
+            self.config.report_interval_s,
+            self.config.report_target_per_s,
+            self.config.report_max_interval_s,
+        )
+        return interval, cadence.refresh_interval_s(interval, self.config.report_refresh_s)
+
+    def _load_last_published(self) -> tuple[TrustReport | None, int | None]:
+        saved = self.ledger.db.get_meta(LAST_REPORT_META)
+        if saved is None:
+            return None, None
+        try:
+            state = json.loads(saved)
+            row = tuple(TrustEntry(bytes.fromhex(peer), int(ppm)) for peer, ppm in state["row"])
+            return TrustReport(epoch=int(state["epoch"]), row=row), int(state["at_ms"])
+        except (ValueError, TypeError, KeyError):
+            logger.warning("ignoring an unreadable %s", LAST_REPORT_META)
+            return None, None
+
+    def _save_last_published(self, report: TrustReport, at_ms: int) -> None:
+        row = [[entry.peer.hex(), entry.weight_ppm] for entry in report.row]
+        state = {"at_ms": at_ms, "epoch": report.epoch, "row": row}
+        self.ledger.db.set_meta(LAST_REPORT_META, json.dumps(state))
+
+    def _due(self, report: TrustReport, now_ms: int) -> bool:
+        interval, refresh = self.report_intervals_s()
+        with self._matrix_lock:
+            self.matrix.max_age_ms = int(
+                cadence.receiver_max_age_s(refresh, self.config.report_max_age_s) * 1000
+            )
+        since = None if self.last_published_ms is None else (now_ms - self.last_published_ms) / 1000
+        if since is not None and since < 0:  # the clock went back: do not go silent until it catches up
+            since = None
+        return cadence.should_publish(
+            since,
+            cadence.row_change_ppm(self.last_published, report),
+            self.published,
+            interval_s=interval,
+            refresh_s=refresh,
+            change_threshold_ppm=self.config.report_change_ppm,
+            startup_reports=self.config.report_startup_reports,
+        )
+
+    async def tick(
+        self, publish: Publish, ban: Callable[[str], None] | None = None
+    ) -> TrustReport | None:
+        """One round: flush rejections, recompute, hand out new bans, and publish our report
+        when the cadence says it is due; returns the report published, or None."""
         await self._in_store(self._maintain)
         await self.recompute_async()
-        report = self.build_report(epoch=self.clock() // 1000)
-        try:
-            await publish(report)
-        except Exception:
-            logger.exception("publishing trust report failed")
+        now = self.clock()
+        report = self.build_report(epoch=now // 1000)
+        due = self._due(report, now)
+        if due:
+            self.last_published, self.last_published_ms = report, now
+            self.published += 1
+            await self._in_store(lambda: self._save_last_published(report, now))
+            try:
+                await publish(report)
+            except Exception:
+                logger.exception("publishing trust report failed")
         if ban is not None:
             for key in self.peers_to_ban():
                 hex_key = key.hex()
                 if hex_key not in self._announced_bans:
                     self._announced_bans.add(hex_key)
                     ban(peer_id_from_public_key(key))
-        return report
+        return report if due else None
 
     async def run(
         self,
@@ -365,7 +440,8 @@ class TrustService:
         ban: Callable[[str], None] | None = None,
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Every ``report_interval_s``: ``tick``. Report epochs are unix seconds."""
+        """Every ``report_interval_s``: ``tick`` (which publishes only when due). Report
+        epochs are unix seconds."""
         task_status.started()
         while True:
             await self.tick(publish, ban)

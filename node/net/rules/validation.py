@@ -134,7 +134,7 @@ def rate_limits(config: NetConfig) -> dict[str, tuple[float, int]]:
 
 
 # The defaults, written once in NetConfig. Trust reports: a node reports every
-# ``trust.report_interval_s`` (10 s by default, 1 s in tests), and only its latest report
+# ``trust.report_interval_s`` (10 s by default, 1 s in tests; node/trust/cadence.py), and only its latest report
 # counts, so the cap only has to stop floods.
 DEFAULT_RATE_LIMITS: dict[str, tuple[float, int]] = rate_limits(NetConfig())
 # Envelopes taken in through the listings sync protocol are a seller's whole live

@@ -62,6 +62,12 @@ async def test_nodes_that_know_one_bootstrap_find_each_other_and_survive_its_dea
     await wait_until_async(lambda: all(peers_beyond_hub(net) >= 3 for net in others), 60,
                            "every node connected to at least 3 non-bootstrap peers")
     assert any(net.discovery is not None and net.discovery.discovered for net in others)
+    # The network size the trust cadence scales with (node.trust.cadence): read from the real
+    # DHT routing table, never below the peers we are connected to plus ourselves.
+    for net in others:
+        assert net.discovery is not None and net.discovery.dht.routing_table.size() >= 1
+        assert net.network_size_estimate() >= max(len(net.connected_peers()) + 1,
+                                                   net.discovery.dht.routing_table.size() + 1)
 
     hub_scope.cancel()
     await wait_until_async(lambda: all(hub.peer_id not in net.connected_peers() for net in others), 60,
