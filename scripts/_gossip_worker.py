@@ -146,7 +146,10 @@ async def main(arguments: argparse.Namespace) -> None:
         bootstrap=[addr for addr in arguments.bootstrap.split(",") if addr],
         heartbeat_s=1.0,
     )
-    net = NetService(config, Identity.generate(), gossip_config=GossipConfig(heartbeat_s=1.0))
+    degrees = [int(value) for value in arguments.mesh.split(",")] if arguments.mesh else [6, 4, 12]
+    gossip_config = GossipConfig(heartbeat_s=1.0, degree=degrees[0], degree_low=degrees[1],
+                                 degree_high=degrees[2])
+    net = NetService(config, Identity.generate(), gossip_config=gossip_config)
     worker = Worker(net)
     async with trio.open_nursery() as nursery:
         await nursery.start(net.run)
@@ -159,6 +162,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", default="")
     parser.add_argument("--profile", default="", help="write a cProfile of the whole run here")
+    parser.add_argument("--mesh", default="", help="D,D_lo,D_hi (default 6,4,12)")
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     arguments = parser.parse_args()
     if arguments.profile:

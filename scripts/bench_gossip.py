@@ -54,11 +54,13 @@ DEFAULT_STEPS = (10, 20, 35, 50, 75, 100, 150, 200)
 
 
 class Node:
-    def __init__(self, index: int, bootstrap: list[str], profile_dir: str = "") -> None:
+    def __init__(self, index: int, bootstrap: list[str], profile_dir: str = "",
+                 mesh: str = "") -> None:
         self.index = index
         profile = ["--profile", str(Path(profile_dir) / f"node-{index}.pstats")] if profile_dir else []
+        degrees = ["--mesh", mesh] if mesh else []
         self.process = subprocess.Popen(
-            [sys.executable, str(WORKER), "--bootstrap", ",".join(bootstrap), *profile],
+            [sys.executable, str(WORKER), "--bootstrap", ",".join(bootstrap), *profile, *degrees],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -98,19 +100,19 @@ class Node:
             self.process.wait()
 
 
-def start_nodes(count: int, seed: int, profile_dir: str = "") -> list[Node]:
+def start_nodes(count: int, seed: int, profile_dir: str = "", mesh: str = "") -> list[Node]:
     rng = random.Random(seed)
     nodes: list[Node] = []
     for index in range(count):
         earlier = rng.sample(nodes, min(4, len(nodes)))
-        node = Node(index, [peer.addr for peer in earlier], profile_dir)
+        node = Node(index, [peer.addr for peer in earlier], profile_dir, mesh)
         nodes.append(node)
         node.addr = node.expect("ready")["addr"]
     return nodes
 
 
-def wait_for_mesh(nodes: list[Node], timeout_s: float = 60.0) -> None:
-    want = min(len(nodes) - 1, 4)
+def wait_for_mesh(nodes: list[Node], timeout_s: float = 60.0, degree_low: int = 4) -> None:
+    want = min(len(nodes) - 1, degree_low)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         sizes = []
@@ -223,6 +225,7 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=5.0,
                         help="seconds of no traffic measured before the first step")
     parser.add_argument("--profile", default="", help="directory for one cProfile file per node")
+    parser.add_argument("--mesh", default="", help="D,D_lo,D_hi for every node (default 6,4,12)")
     add_smoke_flag(parser)
     arguments = smoke(parser.parse_args(), nodes=3, rates="40", count=40, drain=5.0, idle=1.0)
 
@@ -234,9 +237,9 @@ def main() -> None:
     started = time.monotonic()
     if arguments.profile:
         Path(arguments.profile).mkdir(parents=True, exist_ok=True)
-    nodes = start_nodes(arguments.nodes, arguments.seed, arguments.profile)
+    nodes = start_nodes(arguments.nodes, arguments.seed, arguments.profile, arguments.mesh)
     try:
-        wait_for_mesh(nodes)
+        wait_for_mesh(nodes, degree_low=int(arguments.mesh.split(",")[1]) if arguments.mesh else 4)
         print(
             f"{arguments.nodes} nodes up and meshed in {time.monotonic() - started:.1f} s; "
             f"{arguments.count} listings per step",

@@ -72,6 +72,35 @@ All are applied by ``apply()`` (idempotent), called when a host is built.
    per host for ``_RECORD_TTL_S`` (1 s): an address change reaches peers at
    most a second later, well within what identify push already takes.
 
+9. Unique messages are handled in the read loop. The library spawned a service
+   task per message that passed the read loop's filter (``run_task``: task
+   bookkeeping, a nursery child, trio scheduling it later) to run ``push_msg``.
+   The read loop now awaits ``push_msg`` itself: every validator we register is
+   synchronous, and ``push_msg`` only queues what it forwards (``send_rpc``
+   pushes to each peer's outbound queue), so nothing it awaits waits on the
+   network. A peer's messages are handled in the order it sent them, and a
+   peer that sends costly messages slows only its own stream's reads.
+
+10. One serialisation per forwarded message. ``GossipSub.send_rpc`` copied the
+   RPC for every mesh peer, split the copy and serialised each chunk in that
+   peer's sending task. An RPC that needs no split (at most ``_SHARED_MAX_BYTES``,
+   within the peer queue's limit) and carries no deferred control for that peer
+   is queued as is, and its varint-prefixed bytes are built once, the first time
+   a sending task writes it, and reused for the other peers (a bounded cache by
+   object identity). The bytes on the wire are the same: one RPC, the same fields.
+   RPCs with deferred GRAFT/PRUNE to piggyback, or too large, take the library's
+   path.
+
+11. One write for what is queued together. A peer's sending task wrote each queued
+   RPC on its own: one yamux frame, one Noise message, one socket send each (the
+   send alone was ~10 % of a relay's CPU on loopback, kernel time included). The
+   task now takes every RPC already waiting in that peer's queue (priority ones
+   first, as before), up to ``_BATCH_BYTES``, and writes their varint-prefixed
+   bytes in one stream write. A pubsub stream is a byte stream of length-prefixed
+   RPCs, so the receiver (ours, js-libp2p, go-libp2p) reads the same RPCs; only
+   how they are cut into frames changes. RPCs queue up together when the read
+   loop handles a burst of messages (9.) before the sending tasks run.
+
 Not here, on purpose: the Kademlia protocol id. The library's
 ``/ipfs/kad/1.0.0`` is a module constant, but patching it would put every DHT
 of the process on one network; ``node.net.dht`` gives each DHT a view of its
@@ -91,7 +120,13 @@ from typing import Any
 import libp2p.pubsub.gossipsub as gossipsub_module
 import libp2p.pubsub.pubsub as pubsub_module
 import libp2p.stream_muxer.yamux.yamux as yamux_module
+from libp2p.io.exceptions import IOException, MessageTooLarge
+from libp2p.network.connection.exceptions import RawConnError
+from libp2p.network.stream.exceptions import StreamClosed, StreamEOF, StreamError, StreamReset
 from libp2p.pubsub import utils as pubsub_utils
+from libp2p.pubsub.pb import rpc_pb2
+from libp2p.utils import encode_varint_prefixed
+from libp2p.utils.varint import read_varint_prefixed_bytes_limited
 
 from node.net import failures
 from node.net.rules import IgnoredMessage
@@ -99,6 +134,9 @@ from node.net.rules import IgnoredMessage
 _RECORD_CACHE_SIZE = 4096
 _READ_CHUNK_BYTES = 64 * 1024
 _RECORD_TTL_S = 1.0
+_SHARED_MAX_BYTES = 16 * 1024
+_SHARED_RPCS = 256
+_BATCH_BYTES = 32 * 1024
 _applied = False
 logger = logging.getLogger(__name__)
 
@@ -274,6 +312,149 @@ def _buffered_read_loop(original: Callable[..., Any]) -> Callable[..., Any]:
     return continuously_read_stream
 
 
+async def _read_loop(self: Any, stream: Any) -> None:
+    """``Pubsub.continuously_read_stream`` awaiting ``push_msg`` inline (module doc, 9.).
+
+    The library's loop, less the task spawned per message; its exits are the same.
+    """
+    peer_id = stream.muxed_conn.peer_id
+    try:
+        while self.manager.is_running:
+            incoming = await read_varint_prefixed_bytes_limited(stream, self.max_inbound_rpc_size)
+            rpc = rpc_pb2.RPC()
+            rpc.ParseFromString(incoming)
+            if not pubsub_module.maybe_consume_signed_record(rpc, self.host, peer_id):  # type: ignore[attr-defined]
+                logger.debug("ignored an RPC with an invalid signed record from %s", peer_id)
+                continue
+            event = pubsub_module.GossipsubEvent()
+            event.peer_id = peer_id.pretty()
+            event.message_size = len(incoming)
+            if rpc.publish:
+                event.publish = True
+                for message in rpc.publish:
+                    if self._is_subscribed_to_msg(message) and self.manager.is_running:
+                        await self.push_msg(peer_id, message)
+            if rpc.subscriptions:
+                event.subopts = True
+                if len(rpc.subscriptions) > self.max_subscriptions_per_rpc:
+                    logger.warning("peer %s sent %d subscriptions in one RPC, limit %d: ignored",
+                                   peer_id, len(rpc.subscriptions), self.max_subscriptions_per_rpc)
+                else:
+                    for subscription in rpc.subscriptions:
+                        self.handle_subscription(peer_id, subscription)
+            if rpc.HasField("control"):
+                event.control = True
+                await self.router.handle_rpc(rpc, peer_id)
+            if stream.metric_send_channel is not None:
+                await stream.metric_send_channel.send(event)
+    except MessageTooLarge as error:
+        logger.warning("inbound pubsub RPC from %s exceeded the size limit: %s", peer_id, error)
+        try:
+            await stream.reset()
+        except Exception:
+            pass
+        self._handle_dead_peer(peer_id)
+    except (StreamEOF, StreamError, IOException, RawConnError) as error:
+        logger.debug("pubsub stream of %s ended: %r", peer_id, error)
+
+
+class _SharedFrames:
+    """Varint-prefixed bytes of RPCs queued as is for several peers (module doc, 10.).
+
+    Keyed by object identity; an entry holds its RPC so the id cannot be reused while
+    the entry lives. Bounded: an evicted RPC is serialised again if still queued.
+    """
+
+    def __init__(self, size: int = _SHARED_RPCS) -> None:
+        self._size = size
+        self._entries: OrderedDict[int, tuple[Any, bytes | None]] = OrderedDict()
+        self.built = 0
+
+    def share(self, rpc: Any) -> None:
+        if id(rpc) not in self._entries:
+            self._entries[id(rpc)] = (rpc, None)
+            if len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def frame(self, rpc: Any) -> bytes:
+        entry = self._entries.get(id(rpc))
+        if entry is None or entry[0] is not rpc:
+            return encode_varint_prefixed(rpc.SerializeToString())
+        if entry[1] is None:
+            self.built += 1
+            framed = encode_varint_prefixed(rpc.SerializeToString())
+            self._entries[id(rpc)] = (rpc, framed)
+            return framed
+        return entry[1]
+
+
+shared_frames = _SharedFrames()
+
+
+def _shared_send_rpc(original: Callable[..., None]) -> Callable[..., None]:
+    def send_rpc(self: Any, peer_id: Any, rpc: Any, priority: bool = False) -> None:
+        queue = None if self.pubsub is None else self.pubsub.peer_queues.get(peer_id)
+        if queue is None or peer_id in self._pending_control or rpc.HasField("control"):
+            original(self, peer_id, rpc, priority)
+            return
+        size = rpc.ByteSize()
+        if size > _SHARED_MAX_BYTES or size > queue.max_message_size:
+            original(self, peer_id, rpc, priority)
+            return
+        shared_frames.share(rpc)
+        if not queue.push(rpc, priority=priority):
+            self._handle_dropped_rpc(peer_id, rpc, "queue_full")
+
+    return send_rpc
+
+
+async def _write_msg(self: Any, stream: Any, rpc: Any) -> bool:
+    """``Pubsub.write_msg`` writing a shared RPC's bytes built once (module doc, 10.)."""
+    return await _write_bytes(self, stream, shared_frames.frame(rpc))
+
+
+def _batch(first: Any, queue: Any) -> bytes:
+    """``first``'s bytes and those of the RPCs waiting behind it, up to ``_BATCH_BYTES``."""
+    framed = shared_frames.frame(first)
+    if len(queue) == 0:
+        return framed
+    frames = [framed]
+    size = len(framed)
+    while size < _BATCH_BYTES:
+        waiting = queue._queue.pop()  # the non-blocking pop under RpcQueue.pop
+        if waiting is None:
+            break
+        framed = shared_frames.frame(waiting)
+        frames.append(framed)
+        size += len(framed)
+    return b"".join(frames)
+
+
+async def _send_loop(self: Any, peer_id: Any, stream: Any, queue: Any) -> None:
+    """``Pubsub.handle_sending_messages`` writing what is queued together at once (11.)."""
+    try:
+        while True:
+            rpc = await queue.pop()
+            if rpc is None:
+                return
+            if not await _write_bytes(self, stream, _batch(rpc, queue)):
+                return
+    except Exception:
+        logger.debug("sending loop for %s ended with an error", peer_id, exc_info=True)
+        self._handle_dead_peer(peer_id)
+
+
+async def _write_bytes(self: Any, stream: Any, data: bytes) -> bool:
+    try:
+        await stream.write(data)
+        return True
+    except (StreamClosed, StreamReset):
+        peer_id = stream.muxed_conn.peer_id
+        logger.debug("could not write to %s: stream closed or reset", peer_id)
+        self._handle_dead_peer(peer_id)
+        return False
+
+
 def apply() -> None:
     global _applied
     if _applied:
@@ -292,8 +473,13 @@ def apply() -> None:
         pubsub_module.Pubsub.push_msg
     )
     pubsub_module.Pubsub.continuously_read_stream = _contained_read_loop(  # type: ignore[method-assign]
-        _buffered_read_loop(pubsub_module.Pubsub.continuously_read_stream)
+        _buffered_read_loop(_read_loop)
     )
+    gossipsub_module.GossipSub.send_rpc = _shared_send_rpc(  # type: ignore[method-assign]
+        gossipsub_module.GossipSub.send_rpc
+    )
+    pubsub_module.Pubsub.write_msg = _write_msg  # type: ignore[method-assign,assignment]
+    pubsub_module.Pubsub.handle_sending_messages = _send_loop  # type: ignore[method-assign]
     pubsub_module.Pubsub._is_subscribed_to_msg = _is_wanted  # type: ignore[method-assign]
     cached_record = cached_local_record(pubsub_module.env_to_send_in_RPC)
     pubsub_module.env_to_send_in_RPC = cached_record  # type: ignore[assignment]

@@ -1,6 +1,8 @@
 """What a gossip message costs a node (issue 27), over real hosts and real connections:
 yamux credits half a window at a time, a burst of RPCs costs a few stream reads, a
-duplicate stops at the read loop, and the pubsub signature still binds ``from``.
+duplicate stops at the read loop, a unique message is handled without a task of its
+own, a forwarded message is serialised once for all mesh peers, and the pubsub
+signature still binds ``from``.
 
 Raw frames are written on a foreign peer's own pubsub stream to the victim, as any
 connected peer can (see test_net_hostile_frames.py)."""
@@ -162,6 +164,104 @@ async def test_duplicates_stop_before_the_push_path(nursery: trio.Nursery) -> No
     await wait_until_async(lambda: delivered(inbox, marker) == 1, 30, "the marker")
     assert delivered(inbox, data) == 1
     assert pushed[message_id(copy)] == 1, pushed
+
+
+async def test_a_unique_message_is_handled_without_a_task_of_its_own(
+    nursery: trio.Nursery,
+) -> None:
+    """py-libp2p 0.8.1 spawned a service task per received message to run ``push_msg``;
+    the read loop now awaits it (libp2p_tuning, 9.). In order, each delivered once."""
+    nets = await start_mesh(nursery, 3, scoring=NO_BANS)
+    victim, attacker = nets[0], nets[1]
+    inbox = Inbox()
+    inbox.attach(victim)
+    spawned = Counter[str]()
+    manager = victim.pubsub.manager
+    original = manager.run_task
+
+    def counted(function: Any, *args: Any, **kwargs: Any) -> None:
+        spawned[getattr(function, "__name__", repr(function))] += 1
+        original(function, *args, **kwargs)
+
+    manager.run_task = counted  # type: ignore[method-assign]
+    datas = [sealed_listing(Identity.generate(), f"inline-{index}") for index in range(10)]
+    for data in datas:
+        await send_raw(attacker, victim, frame(pubsub_message(attacker, data)))
+    await wait_until_async(lambda: all(delivered(inbox, data) == 1 for data in datas), 30,
+                           "the ten listings at the victim")
+    assert spawned["push_msg"] == 0, spawned
+    order = [envelope.to_bytes() for envelope in inbox.listings]
+    assert [order.index(data) for data in datas] == sorted(order.index(data) for data in datas)
+
+
+async def test_a_forwarded_message_is_serialised_once_per_node(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five nodes, full mesh: each message is written 12 times (the origin to 4 peers, each
+    relay to the 2 that are neither its forwarder nor the origin); the library built each
+    of those frames anew, now a node builds one and writes it to all (libp2p_tuning, 10.),
+    so at most five distinct frames carry a message."""
+    nets = await start_mesh(nursery, 5, scoring=NO_BANS)
+    inboxes = [Inbox() for _ in nets]
+    for inbox, net in zip(inboxes, nets, strict=True):
+        inbox.attach(net)
+    datas = [sealed_listing(Identity.generate(), f"shared-{index}") for index in range(5)]
+    writes = Counter[bytes]()
+    frames: dict[bytes, dict[int, bytes]] = {data: {} for data in datas}
+    original = NetStream.write
+
+    async def counted(self: NetStream, data: bytes) -> None:
+        if str(self.get_protocol()).startswith("/meshsub/"):
+            for listing in datas:
+                if listing in data:
+                    writes[listing] += 1
+                    frames[listing][id(data)] = data  # held: ids stay distinct
+        await original(self, data)
+
+    monkeypatch.setattr(NetStream, "write", counted)
+    relayed = len(nets) - 1 + (len(nets) - 1) * (len(nets) - 3)
+    for data in datas:  # one at a time: each write carries one message (see the next test)
+        await nets[0].gossip.publish_sealed(SKILLS, data)
+        await wait_until_async(
+            lambda data=data: writes[data] >= relayed  # type: ignore[misc]
+            and all(delivered(inbox, data) == 1 for inbox in inboxes[1:]),
+            30, "the listing everywhere",
+        )
+    for data in datas:
+        assert len(frames[data]) <= len(nets), (writes[data], len(frames[data]))
+
+
+async def test_a_burst_is_forwarded_in_a_few_writes(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20 RPCs read together are forwarded to a mesh peer in a few stream writes (one
+    yamux frame, one Noise message, one socket send each), not 20 (libp2p_tuning, 11.),
+    and arrive whole and in order."""
+    nets = await start_mesh(nursery, 3, scoring=NO_BANS)
+    victim, attacker, third = nets
+    inbox = Inbox()
+    inbox.attach(third)
+    datas = [sealed_listing(Identity.generate(), f"batched-{index}") for index in range(20)]
+    writes = Counter[str]()
+    original = NetStream.write
+
+    async def counted(self: NetStream, data: bytes) -> None:
+        # Only the victim forwards these to the third node: the attacker wrote them raw to
+        # the victim alone, and the third node does not send them back to their origin.
+        if str(self.muxed_conn.peer_id) == third.peer_id \
+                and str(self.get_protocol()).startswith("/meshsub/") \
+                and any(listing in data for listing in datas):
+            writes["to_third"] += 1
+        await original(self, data)
+
+    monkeypatch.setattr(NetStream, "write", counted)
+    await send_raw(attacker, victim, b"".join(frame(pubsub_message(attacker, data))
+                                              for data in datas))
+    await wait_until_async(lambda: all(delivered(inbox, data) == 1 for data in datas), 30,
+                           "the burst at the third node")
+    assert writes["to_third"] < 10, writes
+    order = [envelope.to_bytes() for envelope in inbox.listings]
+    assert [order.index(data) for data in datas] == sorted(order.index(data) for data in datas)
 
 
 async def test_an_unsigned_or_misbound_message_is_dropped_and_poisons_nothing(
