@@ -29,6 +29,7 @@ __all__ = [
     "CodecError",
     "decode",
     "encode",
+    "json_too_deep",
 ]
 
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -119,3 +120,26 @@ def _check_value(value: Any, depth: int) -> None:
     if isinstance(value, float):
         raise CodecError("floats are not allowed on the wire (use integer units)")
     raise CodecError(f"type not allowed on the wire: {type(value).__name__}")
+
+
+def json_too_deep(body: bytes, limit: int) -> bool:
+    """True if ``body``'s JSON arrays/objects nest deeper than ``limit`` (a linear scan, no recursion)."""
+    depth = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False

@@ -31,6 +31,7 @@ from typing import Any
 import anyio
 
 from node.api.errors import error_body
+from protocol.codec import json_too_deep
 
 log = logging.getLogger(__name__)
 
@@ -46,29 +47,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-def json_too_deep(body: bytes, limit: int) -> bool:
-    """True if ``body``'s arrays/objects nest deeper than ``limit`` (a linear scan, no recursion)."""
-    depth = 0
-    in_string = escaped = False
-    for byte in body:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            if depth > limit:
-                return True
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return False
 
 
 def has_lone_surrogate(value: Any) -> bool:

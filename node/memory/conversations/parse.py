@@ -34,6 +34,7 @@ from typing import Any
 
 from node.errors import CrystalmeshError
 from node.memory.conversations.dates import parse_when, stamp_text
+from protocol.codec import json_too_deep
 
 MAX_CONVERSATION_BYTES = 8 * 1024 * 1024
 MAX_TURNS = 20_000
@@ -76,29 +77,6 @@ class Conversation:
     turns: list[Turn]
     speakers: tuple[str, ...]
     sessions: int
-
-
-def json_too_deep(data: bytes, limit: int) -> bool:
-    """True if arrays/objects in ``data`` nest deeper than ``limit`` (a linear scan, no recursion)."""
-    depth = 0
-    in_string = escaped = False
-    for byte in data:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            if depth > limit:
-                return True
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return False
 
 
 def _label(value: Any, where: str, required: bool = True) -> str | None:
