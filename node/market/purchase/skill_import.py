@@ -40,39 +40,22 @@ def verified_by(stored: StoredListing, management_keys: Collection[str]) -> str 
 def imported_skill(stored: StoredListing, delivery: Delivery,
                    management_keys: Collection[str]) -> Crystal:
     """The crystal to store for a verified delivery of ``stored``."""
-    listing = stored.listing
-    seller_hex = stored.seller_key.hex()
-    endorser = verified_by(stored, management_keys)
-    crystal = Crystal(
-        text=delivery.payload,
-        source=Source.SKILLS,
-        semantic_type=SemanticType.SKILL,
-        origin=Origin.PEER,
-        lifecycle=Lifecycle.FROZEN,
-        governance=Governance(
-            access_scope=AccessScope.PRIVATE,
-            lifespan_policy=LifespanPolicy.PERMANENT,
-            provenance_chain=[provenance.peer_actor(seller_hex)],
-            peer_origin=seller_hex,
-        ),
-        stable_skill_id=listing.stable_skill_id,
-        skill_version=listing.skill_version,
-        skill_tags=list(listing.tags),
-        skill_category=listing.category,
-        is_verified=endorser is not None,
-        verified_by=endorser,
-    )
-    crystal.provenance_dag.append(provenance.imported_node(
-        crystal.id, seller_hex, now_ms(),
-        metadata={"listing_id": listing.listing_id, "tx_hash": delivery.tx_hash},
-    ))
-    return crystal
+    return _bought_crystal(delivery.payload, stored.seller_key.hex(), stored,
+                           verified_by(stored, management_keys),
+                           {"listing_id": stored.listing.listing_id, "tx_hash": delivery.tx_hash})
 
 
 def released_skill(payload: str, seller_hex: str, listing_id: str, tx_hash: str | None,
                    stored: StoredListing | None) -> Crystal:
     """The crystal for a quarantined skill the operator released (its listing may be gone:
     a network warning drops it from the book); never verified, whatever endorsed it."""
+    return _bought_crystal(payload, seller_hex, stored, None,
+                           {"listing_id": listing_id, "tx_hash": tx_hash, "released_from_quarantine": True})
+
+
+def _bought_crystal(payload: str, seller_hex: str, stored: StoredListing | None, endorser: str | None,
+                    metadata: dict[str, object]) -> Crystal:
+    listing = stored.listing if stored else None
     crystal = Crystal(
         text=payload,
         source=Source.SKILLS,
@@ -85,14 +68,12 @@ def released_skill(payload: str, seller_hex: str, listing_id: str, tx_hash: str 
             provenance_chain=[provenance.peer_actor(seller_hex)],
             peer_origin=seller_hex,
         ),
-        stable_skill_id=stored.listing.stable_skill_id if stored else None,
-        skill_version=stored.listing.skill_version if stored else 1,
-        skill_tags=list(stored.listing.tags) if stored else [],
-        skill_category=stored.listing.category if stored else None,
-        is_verified=False,
+        stable_skill_id=listing.stable_skill_id if listing else None,
+        skill_version=listing.skill_version if listing else 1,
+        skill_tags=list(listing.tags) if listing else [],
+        skill_category=listing.category if listing else None,
+        is_verified=endorser is not None,
+        verified_by=endorser,
     )
-    crystal.provenance_dag.append(provenance.imported_node(
-        crystal.id, seller_hex, now_ms(),
-        metadata={"listing_id": listing_id, "tx_hash": tx_hash, "released_from_quarantine": True},
-    ))
+    crystal.provenance_dag.append(provenance.imported_node(crystal.id, seller_hex, now_ms(), metadata=metadata))
     return crystal
