@@ -41,6 +41,10 @@ MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 MAX_WINDOWS = 16
 WINDOW_OVERLAP = 32
 SESSION_THREADS = 2
+# Texts per model run. Smaller batches cost less CPU per text on this machine even with the batches
+# sorted by token count (LoCoMo conversation 30, MiniLM int8: 175 turns per CPU-second at 8, 155 at
+# 16, 136 at 32; docs/benchmarks.md "Conversation ingest").
+BATCH_SIZE = 8
 
 
 @runtime_checkable
@@ -74,7 +78,7 @@ class OnnxEmbedder:
 
     The ONNX files are built on first use and cached in ``cache_dir`` (default
     ``$CRYSTALMESH_MODEL_CACHE`` or ``~/.cache/crystalmesh/models``). Texts are
-    sorted by length before batching so padding stays small; output order
+    sorted by token count before batching so padding stays small; output order
     matches input order.
 
     A text longer than ``max_tokens`` is not cut off: it is split into windows of
@@ -99,7 +103,7 @@ class OnnxEmbedder:
         self,
         precision: Literal["int8", "fp32"] = "int8",
         cache_dir: Path | str | None = None,
-        batch_size: int = 32,
+        batch_size: int = BATCH_SIZE,
         threads: int = SESSION_THREADS,
         max_windows: int = MAX_WINDOWS,
     ) -> None:
@@ -162,8 +166,9 @@ class OnnxEmbedder:
         per_window: list[Vectors | None] = [None] * len(texts)
         if not texts:
             return output, per_window
-        order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
         windows = self._windows(texts)  # one tokenizer pass for every text
+        # Batches of texts of near-equal token counts (each batch is padded to its longest).
+        order = sorted(range(len(texts)), key=lambda index: len(windows[index][0]))
         short = [index for index in order if len(windows[index]) == 1]
         for start in range(0, len(short), self.batch_size):
             indices = short[start : start + self.batch_size]
