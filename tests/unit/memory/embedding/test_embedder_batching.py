@@ -1,8 +1,8 @@
-"""Texts are batched by token count (less padding), and each still gets its own vector, in input order (real MiniLM)."""
+"""Packed batches (texts batched by token count: less padding) give each text its own vector, in input order (real MiniLM)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import itertools
 
 import numpy as np
 import pytest
@@ -30,13 +30,15 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def fp32(tmp_path_factory: pytest.TempPathFactory) -> MiniLMEmbedder:
     # fp32: no per-batch activation quantisation, so batching may not change a vector at all.
-    return MiniLMEmbedder("fp32", cache_dir=tmp_path_factory.mktemp("models"), batch_size=3)
+    return MiniLMEmbedder("fp32", cache_dir=tmp_path_factory.mktemp("models"),
+                          packed_batch_size=3)
 
 
-def test_sorted_batches_give_each_text_its_own_vector_in_input_order(fp32: MiniLMEmbedder) -> None:
-    vectors, windows = fp32.embed_windows(TEXTS)
+def test_packed_batches_give_each_text_its_own_vector_in_input_order(fp32: MiniLMEmbedder) -> None:
+    vectors, windows = fp32.embed_windows(TEXTS, packed=True)
     alone = [fp32.embed_windows([text]) for text in TEXTS]
     assert float(np.abs(vectors - np.vstack([vector for vector, _ in alone])).max()) < 1e-5
+    assert float(np.abs(vectors - fp32.embed(TEXTS)).max()) < 1e-5  # the default batching's vectors
     for row, (_, (own,)) in enumerate(alone):
         if own is None:
             assert windows[row] is None
@@ -45,7 +47,7 @@ def test_sorted_batches_give_each_text_its_own_vector_in_input_order(fp32: MiniL
     assert [row for row, split in enumerate(windows) if split is not None] == [2, 6]
 
 
-def test_batches_hold_texts_of_neighbouring_token_counts(fp32: MiniLMEmbedder,
+def test_packed_batches_hold_texts_of_neighbouring_token_counts(fp32: MiniLMEmbedder,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     counts: list[list[int]] = []
     run = fp32._run
@@ -55,8 +57,8 @@ def test_batches_hold_texts_of_neighbouring_token_counts(fp32: MiniLMEmbedder,
         return run(input_ids, attention_mask)
 
     monkeypatch.setattr(fp32, "_run", recording)
-    fp32.embed(TEXTS)
+    fp32.embed_windows(TEXTS, packed=True)
     short = [batch for batch in counts if max(batch) < fp32.max_tokens]  # the long texts' windows apart
     assert sum(len(batch) for batch in short) == len(TEXTS) - 2
-    for before, after in zip(short, short[1:], strict=False):
+    for before, after in itertools.pairwise(short):
         assert max(before) <= min(after), counts
