@@ -125,7 +125,7 @@ def embed_plan(memory: Memory, plan: Plan, progress: Progress | None = None) -> 
     vectors: list[np.ndarray] = []
     for start in range(0, len(plan.crystals), EMBED_BATCH):
         batch = plan.crystals[start:start + EMBED_BATCH]
-        # Packed batches: ~45 % less CPU per turn (docs/benchmarks.md "Conversation ingest").
+        # Packed batches: ~30 % less CPU per turn (docs/benchmarks.md "Conversation ingest").
         batch_vectors, batch_windows = memory.embed_windows([crystal.text for crystal in batch], packed=True)
         memory.second_opinions(batch, packed=True)  # here, not under the writer (add_crystals skips what has one)
         vectors.extend(batch_vectors)
