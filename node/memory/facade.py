@@ -214,13 +214,17 @@ class Memory:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embedder.embed(list(texts))
 
-    def second_opinions(self, crystals: Sequence[Crystal]) -> None:
-        """Give each of ``crystals`` the second encoder's vector of its text (stored beside it)."""
-        give_opinions(self.second, crystals)
+    def second_opinions(self, crystals: Sequence[Crystal], packed: bool = False) -> None:
+        """Give each of ``crystals`` the second encoder's vector of its text (stored beside it);
+        ``packed`` as for :meth:`embed_windows`."""
+        give_opinions(self.second, crystals, packed)
 
-    def embed_windows(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray | None]]:
-        """Vectors to store: each text's vector and, for a long text, its window vectors."""
-        return embed_windows(self.embedder, list(texts))
+    def embed_windows(self, texts: Sequence[str],
+                      packed: bool = False) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        """Vectors to store: each text's vector and, for a long text, its window vectors.
+        ``packed``: batches packed by token count (less CPU for many texts; the embedder's
+        ``PACKED_BATCH_SIZE``)."""
+        return embed_windows(self.embedder, list(texts), packed)
 
     def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None,
                      windows: Sequence[np.ndarray | None] | None = None,

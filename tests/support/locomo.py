@@ -115,8 +115,10 @@ class LocomoStore:
         config.memory.second_opinion = second_opinion
         self.memory = Memory(config, embedder=get_embedder(embedder_name))
         texts = [turn.memory_text() for turn in conversation.turns]
-        vectors, windows = self.memory.embed_windows(texts)
+        # Packed batches, as conversation ingest embeds (node.memory.conversations.ingest.embed_plan).
+        vectors, windows = self.memory.embed_windows(texts, packed=True)
         crystals = [self.memory.prepare(text) for text in texts]
+        self.memory.second_opinions(crystals, packed=True)
         results = self.memory.add_crystals(crystals, vectors, windows)
         self.vectors = np.asarray(vectors, dtype=np.float32)
         self.dia_ids = [turn.dia_id for turn in conversation.turns]

@@ -47,15 +47,16 @@ class Memory(Protocol):
     db: Database
 
     def prepare(self, text: str, **kwargs: Any) -> Crystal: ...
-    def embed_windows(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray | None]]: ...
-    def second_opinions(self, crystals: Sequence[Crystal]) -> None: ...
+    def embed_windows(self, texts: Sequence[str],
+                      packed: bool = False) -> tuple[np.ndarray, list[np.ndarray | None]]: ...
+    def second_opinions(self, crystals: Sequence[Crystal], packed: bool = False) -> None: ...
     def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None,
                      windows: Sequence[np.ndarray | None] | None = None,
                      beside: Beside | None = None) -> list[Any]: ...
     def get(self, crystal_id: str) -> Crystal: ...
 
 
-EMBED_BATCH = 256  # texts per embedder call (and per progress line); each call is sorted by length
+EMBED_BATCH = 256  # texts per embedder call (and per progress line); each packed by token count
 MAX_WINDOW = 20  # turns either side of a hit
 # Skills and task patterns can be sold and warnings rank first: a transcript's turns are none of these.
 NOT_TURNS = frozenset({SemanticType.SKILL, SemanticType.TASK_PATTERN, SemanticType.WARNING})
@@ -124,8 +125,9 @@ def embed_plan(memory: Memory, plan: Plan, progress: Progress | None = None) -> 
     vectors: list[np.ndarray] = []
     for start in range(0, len(plan.crystals), EMBED_BATCH):
         batch = plan.crystals[start:start + EMBED_BATCH]
-        batch_vectors, batch_windows = memory.embed_windows([crystal.text for crystal in batch])
-        memory.second_opinions(batch)  # here too, not under the writer (add_crystals skips what has one)
+        # Packed batches: ~30 % less CPU per turn (docs/benchmarks.md "Conversation ingest").
+        batch_vectors, batch_windows = memory.embed_windows([crystal.text for crystal in batch], packed=True)
+        memory.second_opinions(batch, packed=True)  # here, not under the writer (add_crystals skips what has one)
         vectors.extend(batch_vectors)
         plan.windows.extend(batch_windows)
         if progress is not None:

@@ -35,7 +35,7 @@ import numpy as np
 from node.config import ConfigError
 from node.crystals import Crystal
 from node.db import Database
-from node.memory.embedding import Embedder, ModelFilesMissing, get_embedder
+from node.memory.embedding import Embedder, ModelFilesMissing, embed_windows, get_embedder
 from node.memory.search.windows import unit_rows, vector_rows
 
 log = logging.getLogger(__name__)
@@ -86,13 +86,14 @@ def open_second_opinion(configured: str, embedder: Embedder, db: Database) -> Em
     return second
 
 
-def give_opinions(second: Embedder | None, crystals: Sequence[Crystal]) -> None:
-    """Give each of ``crystals`` without one ``second``'s vector of its text (the store writes it)."""
+def give_opinions(second: Embedder | None, crystals: Sequence[Crystal], packed: bool = False) -> None:
+    """Give each of ``crystals`` without one ``second``'s vector of its text (the store writes it);
+    ``packed``: batches packed by token count (``embedding.embed_windows``)."""
     if second is None:
         return
     pending = [crystal for crystal in crystals if crystal.second_embedding is None]
     if pending:
-        vectors = second.embed([crystal.text for crystal in pending])
+        vectors, _ = embed_windows(second, [crystal.text for crystal in pending], packed)
         for crystal, vector in zip(pending, vectors, strict=True):
             crystal.second_embedding = (second.name, vector.tolist())
 
