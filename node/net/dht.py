@@ -217,11 +217,13 @@ def dht_size_estimate(own_key: bytes, peer_keys: Iterable[bytes], k: int = 20) -
 
     Counts ourselves; 1 with no peers. Peers spread uniformly over the key space, so
     the j-th closest sits at ``≈ j × 2^256 / N``; averaging over ``j`` damps the
-    luck of the first one."""
+    luck of the first one. With fewer than ``k`` peers known the routing table holds the
+    whole network (every bucket has room for ``k``), so the count is exact: a small devnet
+    gets its real size, not the noise of a formula meant for thousands."""
     own = int.from_bytes(own_key, "big")
     distances = sorted(own ^ int.from_bytes(key, "big") for key in peer_keys)
     distances = [distance for distance in distances if distance > 0][:k]
-    if not distances:
-        return 1
+    if len(distances) < k:
+        return len(distances) + 1
     estimates = [(j + 1) * 2**256 / distance for j, distance in enumerate(distances)]
     return max(len(distances) + 1, round(sum(estimates) / len(estimates)))
