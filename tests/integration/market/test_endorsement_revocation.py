@@ -29,17 +29,10 @@ from protocol.envelope import Envelope, InvalidEnvelope, open_envelope, seal
 from protocol.identity import Identity
 from protocol.messages import EndorsementRevocation, SkillListing, endorse
 from protocol.topics import SKILLS
+from tests.support.clock import HandClock
 
 T0 = 1_800_000_000_000
 MANAGEMENT = Identity.from_seed(b"M" * 32)
-
-
-@dataclass
-class Clock:
-    now: int = T0
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @dataclass
@@ -61,7 +54,7 @@ class Side:
         await self.publisher.on_listing(self.validator.check(SKILLS, data, "peer"))
 
 
-def make_side(root: Path, name: str, clock: Clock, identity: Identity) -> Side:
+def make_side(root: Path, name: str, clock: HandClock, identity: Identity) -> Side:
     config = load_config(root / name, overrides={"memory": {"embedder": "hashing"}}, environ={})
     memory = Memory(config)
     sequence = SequenceSource(clock)
@@ -84,8 +77,8 @@ def make_side(root: Path, name: str, clock: Clock, identity: Identity) -> Side:
 
 
 @pytest.fixture
-def sides(tmp_path: Path) -> Iterator[tuple[Clock, Side, Side, Side]]:
-    clock = Clock()
+def sides(tmp_path: Path) -> Iterator[tuple[HandClock, Side, Side, Side]]:
+    clock = HandClock(T0)
     seller = make_side(tmp_path, "seller", clock, Identity.generate())
     management = make_side(tmp_path, "management", clock, MANAGEMENT)
     receiver = make_side(tmp_path, "receiver", clock, Identity.generate())
@@ -99,7 +92,7 @@ def sides(tmp_path: Path) -> Iterator[tuple[Clock, Side, Side, Side]]:
 
 
 async def test_a_revoked_endorsement_stays_revoked_until_a_newer_one(
-        sides: tuple[Clock, Side, Side, Side]) -> None:
+        sides: tuple[HandClock, Side, Side, Side]) -> None:
     clock, seller, management, receiver = sides
     crystal = seller.memory.add("rotate the ingress TLS certificates with the ACME client",
                                 semantic_type=SemanticType.SKILL, skill_category="ops")

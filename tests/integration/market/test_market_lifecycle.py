@@ -32,17 +32,10 @@ from protocol.envelope import Envelope, InvalidEnvelope, open_envelope, seal, si
 from protocol.identity import Identity
 from protocol.liveness import ListingWithdrawal
 from protocol.topics import BOUNTIES, SKILLS
+from tests.support.clock import HandClock
 
 HOUR_MS = 3_600_000
 T0 = 1_800_000_000_000
-
-
-@dataclass
-class Clock:
-    now: int = T0
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @dataclass
@@ -71,7 +64,7 @@ async def deliver(side: Side, topic: str, data: bytes) -> None:
         await side.liveness.on_bounty(envelope)
 
 
-def make_side(root: Path, name: str, clock: Clock, embedder: str = "hashing") -> Side:
+def make_side(root: Path, name: str, clock: HandClock, embedder: str = "hashing") -> Side:
     config = load_config(root / name, overrides={"memory": {"embedder": embedder}, "market": {
         "listing_ttl_s": 86_400, "listing_refresh_s": 12 * 3600}}, environ={})
     memory = Memory(config)
@@ -100,12 +93,12 @@ def make_side(root: Path, name: str, clock: Clock, embedder: str = "hashing") ->
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> HandClock:
+    return HandClock(T0)
 
 
 @pytest.fixture
-def pair(tmp_path: Path, clock: Clock, request: pytest.FixtureRequest) -> Iterator[tuple[Side, Side]]:
+def pair(tmp_path: Path, clock: HandClock, request: pytest.FixtureRequest) -> Iterator[tuple[Side, Side]]:
     embedder = getattr(request, "param", "hashing")
     seller, buyer = make_side(tmp_path, "seller", clock, embedder), make_side(tmp_path, "buyer", clock, embedder)
     seller.peers.append(buyer)
@@ -130,7 +123,7 @@ SKILL = ("grep the nginx error log for upstream timeouts and count them per minu
 
 
 async def test_a_listing_refreshed_for_two_days_stays_visible(pair: tuple[Side, Side],
-                                                              clock: Clock) -> None:
+                                                              clock: HandClock) -> None:
     seller, buyer = pair
     published = await publish_skill(seller, *SKILL)
     listing_id = published["listing_id"]
@@ -148,7 +141,7 @@ async def test_a_listing_refreshed_for_two_days_stays_visible(pair: tuple[Side, 
     assert buyer.visible(listing_id, clock.now)["expires_at_ms"] > clock.now
 
 
-async def test_without_refresh_the_listing_expires(pair: tuple[Side, Side], clock: Clock) -> None:
+async def test_without_refresh_the_listing_expires(pair: tuple[Side, Side], clock: HandClock) -> None:
     seller, buyer = pair
     listing_id = (await publish_skill(seller, *SKILL))["listing_id"]
     clock.now += 25 * HOUR_MS
@@ -156,7 +149,7 @@ async def test_without_refresh_the_listing_expires(pair: tuple[Side, Side], cloc
 
 
 async def test_reprice_keeps_the_id_and_stats_and_withdraw_removes_it_for_good(
-        pair: tuple[Side, Side], clock: Clock) -> None:
+        pair: tuple[Side, Side], clock: HandClock) -> None:
     seller, buyer = pair
     published = await publish_skill(seller, *SKILL)
     listing_id = published["listing_id"]
@@ -188,7 +181,7 @@ async def test_reprice_keeps_the_id_and_stats_and_withdraw_removes_it_for_good(
 
 @pytest.mark.parametrize("pair", ["minilm"], indirect=True)
 async def test_a_bounty_raises_the_matching_skills_price(pair: tuple[Side, Side],
-                                                         clock: Clock) -> None:
+                                                         clock: HandClock) -> None:
     seller, buyer = pair
     published = await publish_skill(seller, *SKILL)
     listing_id, before = published["listing_id"], published["price_micro_usdc"]
@@ -224,7 +217,7 @@ async def test_a_bounty_raises_the_matching_skills_price(pair: tuple[Side, Side]
 
 
 async def test_foreign_withdrawals_and_wrong_topics_are_refused(pair: tuple[Side, Side],
-                                                                clock: Clock) -> None:
+                                                                clock: HandClock) -> None:
     seller, buyer = pair
     published = await publish_skill(seller, *SKILL)
     stored = buyer.book.get(published["listing_id"])
@@ -246,7 +239,7 @@ async def test_foreign_withdrawals_and_wrong_topics_are_refused(pair: tuple[Side
 
 
 async def test_listings_and_bounties_from_a_banned_origin_are_dropped(
-        pair: tuple[Side, Side], clock: Clock) -> None:
+        pair: tuple[Side, Side], clock: HandClock) -> None:
     seller, buyer = pair
     banned = seller.publisher.identity.public_key
 

@@ -17,6 +17,7 @@ from node.trust.service import TrustService, trust_rows_for_api
 from protocol.envelope import open_envelope, seal
 from protocol.identity import Identity, peer_id_from_public_key
 from protocol.messages import PPM, TrustEntry, TrustReport
+from tests.support.clock import HandClock
 
 NOW_MS = 1_700_000_000_000
 
@@ -116,23 +117,13 @@ async def test_run_publishes_reports_and_hands_out_bans(tmp_path: Path) -> None:
     trust.ledger.db.close()
 
 
-class Clock:
-    """A clock the test moves by hand (the service takes time only from it)."""
-
-    def __init__(self) -> None:
-        self.now_ms = NOW_MS
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
 async def test_an_unchanged_row_waits_for_the_refresh_and_a_changed_one_goes_out(
     tmp_path: Path,
 ) -> None:
     own, management, seller, other = (Identity.generate() for _ in range(4))
     config = NodeConfig()
     config.trust.report_startup_reports = 1
-    clock = Clock()
+    clock = HandClock(NOW_MS)
     trust = make(tmp_path / "crystals.db", own, management, clock=clock, config=config)
     trust.record(seller.public_key, TrustEvent.DELIVERED_OK)
     published: list[TrustReport] = []
@@ -142,15 +133,15 @@ async def test_an_unchanged_row_waits_for_the_refresh_and_a_changed_one_goes_out
 
     assert await trust.tick(publish) is not None
     for _ in range(179):  # ticks every 10 s, the row unchanged, for just under 30 min
-        clock.now_ms += 10_000
+        clock.now += 10_000
         assert await trust.tick(publish) is None
-    clock.now_ms += 9_999
+    clock.now += 9_999
     assert await trust.tick(publish) is None
-    clock.now_ms += 1
+    clock.now += 1
     refreshed = await trust.tick(publish)  # report_refresh_s (1800 s) after the first
     assert refreshed is not None and refreshed.row == published[0].row
     trust.record(other.public_key, TrustEvent.DELIVERED_OK)  # the row changes by half
-    clock.now_ms += 10_000
+    clock.now += 10_000
     changed = await trust.tick(publish)
     assert changed is not None and len(changed.row) == 2
     assert len(published) == 3
@@ -161,7 +152,7 @@ async def test_a_large_network_spaces_reports_out_and_receivers_keep_them_longer
     tmp_path: Path,
 ) -> None:
     own, management, seller = (Identity.generate() for _ in range(3))
-    clock = Clock()
+    clock = HandClock(NOW_MS)
     trust = make(tmp_path / "crystals.db", own, management, clock=clock, network_size=10_000)
     published: list[TrustReport] = []
 
@@ -173,9 +164,9 @@ async def test_a_large_network_spaces_reports_out_and_receivers_keep_them_longer
     assert trust.matrix.max_age_ms == 30_000_000  # three refreshes
     # even a changed row (and a node still starting up) waits for the interval
     trust.record(seller.public_key, TrustEvent.DELIVERED_OK)
-    clock.now_ms += 9_999_999
+    clock.now += 9_999_999
     assert await trust.tick(publish) is None
-    clock.now_ms += 1
+    clock.now += 1
     assert await trust.tick(publish) is not None
     assert len(published) == 2
     trust.ledger.db.close()
@@ -191,7 +182,7 @@ async def test_a_small_network_keeps_the_floor(tmp_path: Path) -> None:
 async def test_a_restart_keeps_the_cadence(tmp_path: Path) -> None:
     # Churn must not add reports: a node that comes back waits out the interval of its last one.
     own, management = Identity.generate(), Identity.generate()
-    clock = Clock()
+    clock = HandClock(NOW_MS)
     published: list[TrustReport] = []
 
     async def publish(report: TrustReport) -> None:
@@ -200,11 +191,11 @@ async def test_a_restart_keeps_the_cadence(tmp_path: Path) -> None:
     first = make(tmp_path / "crystals.db", own, management, clock=clock, network_size=10_000)
     assert await first.tick(publish) is not None
     first.ledger.db.close()
-    clock.now_ms += 9_999_000
+    clock.now += 9_999_000
     again = make(tmp_path / "crystals.db", own, management, clock=clock, network_size=10_000)
     assert again.last_published == published[0]
     assert await again.tick(publish) is None
-    clock.now_ms += 1_000
+    clock.now += 1_000
     assert await again.tick(publish) is not None
     assert len(published) == 2
     again.ledger.db.close()

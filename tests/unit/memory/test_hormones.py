@@ -9,16 +9,9 @@ from node.memory.dynamics.hormones import (
     detect_events,
     emotional_valence,
 )
+from tests.support.clock import HandClock
 
 MINUTE = 60_000
-
-
-class Clock:
-    def __init__(self, start_ms: int = 1_000_000) -> None:
-        self.now = start_ms
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def test_decay_toward_homeostasis_by_hand() -> None:
@@ -31,12 +24,12 @@ def test_decay_toward_homeostasis_by_hand() -> None:
 
 
 def test_starts_at_homeostasis() -> None:
-    state = HormonalStateManager(now_ms=Clock()).state()
+    state = HormonalStateManager(now_ms=HandClock(1_000_000)).state()
     assert (state.dopamine, state.cortisol, state.oxytocin) == (0.15, 0.02, 0.10)
 
 
 def test_spike_then_decay() -> None:
-    clock = Clock()
+    clock = HandClock(1_000_000)
     manager = HormonalStateManager(now_ms=clock)
     # reward: 0.15 + 0.3 = 0.45
     assert manager.spike("reward").dopamine == pytest.approx(0.45)
@@ -49,7 +42,7 @@ def test_spike_then_decay() -> None:
 
 
 def test_spikes_are_clamped_to_one() -> None:
-    manager = HormonalStateManager(now_ms=Clock())
+    manager = HormonalStateManager(now_ms=HandClock(1_000_000))
     for _ in range(3):
         state = manager.spike("urgency")  # 0.02 + 0.4 + 0.4 + 0.4 = 1.22 → 1.0
     assert state.cortisol == 1.0
@@ -57,7 +50,7 @@ def test_spikes_are_clamped_to_one() -> None:
 
 def test_unknown_event_is_rejected() -> None:
     with pytest.raises(ValueError):
-        HormonalStateManager(now_ms=Clock()).spike("boredom")
+        HormonalStateManager(now_ms=HandClock(1_000_000)).spike("boredom")
 
 
 @pytest.mark.parametrize(
@@ -100,7 +93,7 @@ def test_emotional_valence_negative() -> None:
 
 
 def test_modulation_at_homeostasis_by_hand() -> None:
-    manager = HormonalStateManager(now_ms=Clock())
+    manager = HormonalStateManager(now_ms=HandClock(1_000_000))
     consolidation = manager.consolidation_modulation()
     # 0.02·0.3 + 0.15·0.2 + 0.10·0.2 = 0.006 + 0.03 + 0.02 = 0.056
     assert consolidation.decay_resistance == pytest.approx(0.056)
@@ -114,19 +107,19 @@ def test_modulation_at_homeostasis_by_hand() -> None:
 
 def test_decay_resistance_is_capped_at_half() -> None:
     manager = HormonalStateManager(
-        now_ms=Clock(), levels={"dopamine": 1, "cortisol": 1, "oxytocin": 1}
+        now_ms=HandClock(1_000_000), levels={"dopamine": 1, "cortisol": 1, "oxytocin": 1}
     )
     # 0.3 + 0.2 + 0.2 = 0.7 → capped to 0.5
     assert manager.consolidation_modulation().decay_resistance == 0.5
 
 
 def test_base_merge_threshold_comes_from_config() -> None:
-    manager = HormonalStateManager(now_ms=Clock(), base_merge_threshold=0.9)
+    manager = HormonalStateManager(now_ms=HandClock(1_000_000), base_merge_threshold=0.9)
     assert manager.consolidation_modulation().merge_threshold == pytest.approx(0.9006)
 
 
 def test_network_cortisol_override_until_absolute_expiry() -> None:
-    clock = Clock(0)
+    clock = HandClock(0)
     manager = HormonalStateManager(now_ms=clock)
     assert manager.apply_network_cortisol_spike(0.9, 300_000, "sybil burst") is True
     clock.now = 100_000
@@ -152,13 +145,13 @@ def test_network_cortisol_override_until_absolute_expiry() -> None:
 
 
 def test_override_does_not_lower_higher_local_cortisol() -> None:
-    manager = HormonalStateManager(now_ms=Clock(0), levels={"cortisol": 0.95})
+    manager = HormonalStateManager(now_ms=HandClock(0), levels={"cortisol": 0.95})
     manager.apply_network_cortisol_spike(0.5, 10_000, "drill")
     assert manager.state().cortisol == pytest.approx(0.95)
 
 
 def test_expired_alert_is_ignored() -> None:
-    clock = Clock(500_000)
+    clock = HandClock(500_000)
     manager = HormonalStateManager(now_ms=clock)
     assert manager.apply_network_cortisol_spike(0.9, 400_000, "replayed") is False
     assert manager.weather()["active"] is False
@@ -166,7 +159,7 @@ def test_expired_alert_is_ignored() -> None:
 
 
 def test_overlapping_alerts_each_count_until_their_own_expiry() -> None:
-    clock = Clock(0)
+    clock = HandClock(0)
     manager = HormonalStateManager(now_ms=clock)
     manager.apply_network_cortisol_spike(0.9, 1_000, "strong, short")
     manager.apply_network_cortisol_spike(0.5, 5_000, "weak, long")
@@ -178,7 +171,7 @@ def test_overlapping_alerts_each_count_until_their_own_expiry() -> None:
 
 
 def test_round_trip_through_dict() -> None:
-    clock = Clock(0)
+    clock = HandClock(0)
     manager = HormonalStateManager(now_ms=clock)
     manager.spike("error")
     manager.apply_network_cortisol_spike(0.8, 60 * MINUTE, "drill")
@@ -192,13 +185,13 @@ def test_round_trip_through_dict() -> None:
 
 
 def test_observe_spikes_detected_events() -> None:
-    manager = HormonalStateManager(now_ms=Clock())
+    manager = HormonalStateManager(now_ms=HandClock(1_000_000))
     assert manager.observe("tests failed") == [HormonalEvent.ERROR]
     assert manager.state().cortisol == pytest.approx(0.32)  # 0.02 + 0.3
 
 
 def test_a_lift_ends_only_its_signers_alerts_issued_up_to_it() -> None:
-    clock = Clock(10 * MINUTE)
+    clock = HandClock(10 * MINUTE)
     manager = HormonalStateManager(now_ms=clock)
     manager.apply_network_cortisol_spike(0.9, 60 * MINUTE, "mine, early", 1 * MINUTE, "aa")
     manager.apply_network_cortisol_spike(0.8, 60 * MINUTE, "other key", 2 * MINUTE, "bb")
