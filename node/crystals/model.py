@@ -49,8 +49,11 @@ class Origin(StrEnum):
 
 
 class Source(StrEnum):
-    MEMORY = "memory"
-    SESSIONS = "sessions"
+    """Where a crystal's text came from (seed 001's ``sources``; a search filter, docs/memory.md)."""
+
+    MEMORY = "memory"  # what the agent or user stored: notes, memory_add, MEMORY.md
+    SESSIONS = "sessions"  # the agent host's transcripts (and ingested conversations)
+    FILES = "files"  # files and folders indexed by ``memory index``
     SKILLS = "skills"
 
 
