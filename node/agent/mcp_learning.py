@@ -39,9 +39,12 @@ def register_learning_tools(server: MCPServer[Any], call: Call) -> None:
     async def memory_context_budget(
         query: Annotated[str, Field(min_length=1, max_length=4096, description="What the next step is about.")],
         budget_tokens: Annotated[int, Field(ge=0, le=1_000_000, description="Token budget for the context.")],
+        source: Annotated[list[Literal["memory", "sessions", "files", "skills"]] | None, Field(
+            description="Only memories from these sources (default: all).")] = None,
     ) -> dict[str, Any]:
         """Assemble what to read before the next step within a token budget: warnings, facts,
         episodes, skills (and working memory), the most valuable at the start and end, with a
-        report of what was left out and why."""
-        result: dict[str, Any] = await call(lambda client: client.budget_context(query, budget_tokens))
+        report of what was left out and why; each item says its origin."""
+        result: dict[str, Any] = await call(lambda client: client.budget_context(
+            query, budget_tokens, sources=source or ()))
         return result

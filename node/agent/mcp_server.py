@@ -58,6 +58,10 @@ MemoryType = Literal[
     "skill", "task_pattern", "warning", "directive",
 ]
 Scope = Literal["private", "confidential", "shared", "public"]
+SourceName = Literal["memory", "sessions", "files", "skills"]  # node.crystals.Source
+Sources = Annotated[list[SourceName] | None, Field(description=(
+    'Only memories from these sources: "memory" (what was stored or noted), "sessions" (transcripts and '
+    'conversations), "files" (indexed files), "skills". Default: all.'))]
 Namespace = Annotated[str, Field(
     min_length=1, max_length=100, pattern=r"^[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9._@-]{1,64})?$",
     description='Whose memory: "default", "user:<name>", "agent:<role>", "session:<id>", ...')]
@@ -98,13 +102,15 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         min_relevance: Annotated[float, Field(ge=0.0, le=1.0, description=(
             "Leave out hits whose relevance (a calibrated probability that the hit is relevant) is below "
             "this; no hit left means memory holds nothing relevant."))] = 0.0,
+        source: Sources = None,
     ) -> dict[str, Any]:
         """Search the agent's long-term memory (hybrid: meaning + exact words) in one namespace.
-        Returns the best matching current memories with id, text, type, namespace, score and
-        relevance (0-1, calibrated)."""
+        Returns the best matching current memories with id, text, type, namespace, score,
+        relevance (0-1, calibrated) and origin: where each came from (a session's id, turn and
+        time; a file's path and lines; a skill's id; or a stored memory)."""
         hits = await call(lambda client: client.memory_search(
             query, k, types=types or [], namespace=namespace, all_namespaces=all_namespaces,
-            min_relevance=min_relevance))
+            min_relevance=min_relevance, sources=source or ()))
         return {"hits": [_hit(hit) for hit in hits]}
 
     @server.tool()
@@ -299,7 +305,7 @@ def _hit(hit: dict[str, Any]) -> dict[str, Any]:
             "namespace": crystal.get("namespace"), "score": hit.get("score"), "relevance": hit.get("relevance"),
             # What the user told (directive) outranks what was inferred; bought is marked with its seller.
             "layer": crystal.get("epistemicLayer"), "provenance": crystal.get("provenance"),
-            "seller": crystal.get("seller")} | (
+            "seller": crystal.get("seller"), "origin": hit.get("origin")} | (
         {"source_id": hit.get("source_id"), "speaker": turn.get("speaker"), "session": turn.get("session"),
          "session_date": turn.get("session_date")} if turn else {})
 

@@ -76,15 +76,23 @@ class ApiClient:
             response = self._client.request(method, path, json=json, params=params)
         except httpx.HTTPError as exc:
             raise ApiError(f"cannot reach the node at {self.base_url}: {exc}") from exc
+        if response.status_code >= 400:
+            self._raise_for(response)
+        try:
+            return response.json()
+        except ValueError:
+            return {"error": response.text[:200]}
+
+    @staticmethod
+    def _raise_for(response: httpx.Response) -> None:
+        """The node's error answer as an :class:`ApiError` (its message and code)."""
         try:
             data = response.json()
         except ValueError:
             data = {"error": response.text[:200]}
-        if response.status_code >= 400:
-            message = data.get("error") if isinstance(data, dict) else str(data)
-            code = data.get("code", "") if isinstance(data, dict) else ""
-            raise ApiError(str(message), response.status_code, str(code))
-        return data
+        message = data.get("error") if isinstance(data, dict) else str(data)
+        code = data.get("code", "") if isinstance(data, dict) else ""
+        raise ApiError(str(message), response.status_code, str(code))
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
@@ -120,10 +128,13 @@ class ApiClient:
     def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
                       lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
                       namespace: str | None = None, all_namespaces: bool = False,
-                      as_of_ms: int | None = None, min_relevance: float = 0.0) -> list[Json]:
-        """Hybrid search of one namespace (default "default"), or of all; the hits, best first."""
+                      as_of_ms: int | None = None, min_relevance: float = 0.0,
+                      sources: Sequence[str] = ()) -> list[Json]:
+        """Hybrid search of one namespace (default "default"), or of all; the hits, best first,
+        each with its ``origin``. ``sources``: only memory, sessions, files and/or skills."""
         body: Json = {"query": query, "k": k, "types": list(types), "lifecycles": list(lifecycles),
                       "scopes": list(scopes), "as_of_ms": as_of_ms}
+        body |= {"sources": list(sources)} if sources else {}
         body |= {"min_relevance": min_relevance} if min_relevance else {}
         body |= {"all_namespaces": True} if all_namespaces else {"namespace": namespace or "default"}
         return list(self.post("/v1/crystals/search", body)["hits"])
@@ -159,6 +170,36 @@ class ApiClient:
         the node reports no ``progress``."""
         return dict(self.post("/v1/memory/conversations", _present({
             "content_b64": content_b64, "namespace": namespace, "type": semantic_type})))
+
+    def memory_export(self, path: str, progress: Callable[[int, int], None] | None = None) -> Json:
+        """Write the node's portable JSONL export (``GET /v1/memory/export``) to a new 0600 file at
+        ``path``, streamed (never held whole); it replaces ``path`` only once complete."""
+        from pathlib import Path
+
+        from node.memory import finish_private, open_private
+
+        target = Path(path)
+        handle, temporary = open_private(target)
+        complete = False
+        try:
+            with self._client.stream("GET", "/v1/memory/export", timeout=None) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    self._raise_for(response)
+                total = int(response.headers.get("content-length") or 0)
+                done = 0
+                for chunk in response.iter_bytes(1024 * 1024):
+                    handle.write(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, total)
+                crystals = int(response.headers.get("x-crystalmesh-export-crystals") or 0)
+            complete = True
+        except httpx.HTTPError as exc:
+            raise ApiError(f"cannot reach the node at {self.base_url}: {exc}") from exc
+        finally:
+            finish_private(handle, temporary, target, complete)
+        return {"path": str(target), "crystals": crystals, "bytes": done}
 
     def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
         """The turns of a session within ``window`` turns of a conversation turn's memory."""
@@ -203,10 +244,12 @@ class ApiClient:
     def testament_import(self, testament_b64: str) -> Json:
         return dict(self.post("/v1/memory/testament/import", {"testament_b64": testament_b64}))
 
-    def budget_context(self, query: str, budget_tokens: int, working_memory: str | None = None) -> Json:
-        """Typed memory blocks for ``query`` within ``budget_tokens``."""
+    def budget_context(self, query: str, budget_tokens: int, working_memory: str | None = None,
+                       sources: Sequence[str] = ()) -> Json:
+        """Typed memory blocks for ``query`` within ``budget_tokens`` (only ``sources``, if given)."""
         return dict(self.post("/v1/memory/context/budget", _present({
-            "query": query, "budget_tokens": budget_tokens, "working_memory": working_memory})))
+            "query": query, "budget_tokens": budget_tokens, "working_memory": working_memory,
+            "sources": list(sources) or None})))
 
     # --- skills and market --------------------------------------------------------------------
     def add_skill(self, text: str, *, scope: str, category: str | None = None, tags: Sequence[str] = (),

@@ -12,7 +12,7 @@ top of the node without ``service`` and ``api`` importing each other.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from node.crystals import Crystal
 from node.memory import ConsolidationReport, SearchHit, SearchRequest
@@ -36,6 +36,7 @@ class MemoryApi(Protocol):
     async def ingest_conversation(self, data: bytes, namespace: str | None = None,
                                   semantic_type: str = "general") -> dict[str, Any]: ...
     async def neighbours(self, crystal_id: str, window: int = 2) -> dict[str, Any]: ...
+    async def export_jsonl(self, out_file: IO[bytes]) -> dict[str, Any]: ...
 
 
 class WorkingApi(Protocol):
@@ -59,7 +60,7 @@ class LearningApi(Protocol):
     async def testament_export(self) -> dict[str, Any]: ...
     async def testament_import(self, testament_b64: str) -> dict[str, Any]: ...
     async def budget_context(self, query: str, budget_tokens: int,
-                             working_memory: str | None) -> dict[str, Any]: ...
+                             working_memory: str | None, sources: tuple[str, ...] = ()) -> dict[str, Any]: ...
 
 
 class LivenessApi(Protocol):

@@ -16,6 +16,7 @@ from pydantic import Field
 from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import Body
+from node.crystals import Source
 
 Json = dict[str, Any]
 
@@ -40,6 +41,7 @@ class BudgetContextIn(Body):
     query: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"\S")]
     budget_tokens: Annotated[int, Field(strict=True, ge=0, le=1_000_000)]
     working_memory: Annotated[str, Field(max_length=65536)] | None = None
+    sources: Annotated[list[Source], Field(default_factory=list, max_length=8)]  # empty: every source
 
 
 def learning_router(node: NodeApi) -> APIRouter:
@@ -63,6 +65,7 @@ def learning_router(node: NodeApi) -> APIRouter:
 
     @router.post("/context/budget")
     async def budget_context(body: BudgetContextIn) -> Json:
-        return await node.learning.budget_context(body.query, body.budget_tokens, body.working_memory)
+        return await node.learning.budget_context(body.query, body.budget_tokens, body.working_memory,
+                                                  tuple(source.value for source in body.sources))
 
     return router

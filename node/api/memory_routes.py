@@ -11,15 +11,27 @@ conversation file sent base64 in the body (the node never opens a path a
 request names; the body limit bounds the file to about 750 KiB, larger ones go
 through ``memory ingest`` with the node stopped), ``GET
 /v1/crystals/{id}/neighbours?window=N`` returns the turns around a turn's hit.
+
+Export (docs/memory.md, "Export and import"): ``GET /v1/memory/export`` answers the
+portable JSONL (``application/x-ndjson``), written in one call on the database's
+thread into an unnamed temporary file (0600, gone when closed) and streamed from
+there, so the file is one state of memory and the event loop never holds it all.
+There is no import route: a restore writes many thousand rows with their ids and
+would hold the node's single writer for minutes, and the file can exceed any body
+limit; ``memory import FILE`` restores with the node stopped.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Any
+import tempfile
+from collections.abc import AsyncIterator
+from typing import IO, Annotated, Any
 
+import trio
 from fastapi import APIRouter, Depends, Query
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from node.api.auth import require_auth
@@ -97,4 +109,26 @@ def memory_router(node: NodeApi) -> APIRouter:
     async def namespaces() -> Json:
         return {"namespaces": await node.memory.namespaces()}
 
+    @router.get("/memory/export", response_class=StreamingResponse)
+    async def export_memory() -> StreamingResponse:
+        spool = tempfile.TemporaryFile()  # noqa: SIM115 -- closed by the stream below
+        try:
+            summary = await node.memory.export_jsonl(spool)
+            spool.seek(0)
+        except BaseException:
+            spool.close()
+            raise
+        headers = {"X-Crystalmesh-Export-Crystals": str(summary["crystals"]),
+                   "Content-Length": str(summary["bytes"])}
+        return StreamingResponse(_chunks(spool), media_type="application/x-ndjson", headers=headers)
+
     return router
+
+
+async def _chunks(spool: IO[bytes], size: int = 1024 * 1024) -> AsyncIterator[bytes]:
+    """The spooled export, a chunk at a time (read off the event loop); the file is closed after."""
+    try:
+        while chunk := await trio.to_thread.run_sync(spool.read, size):
+            yield chunk
+    finally:
+        spool.close()

@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from node.crystals import AccessScope, Lifecycle, SemanticType
+from node.crystals import AccessScope, Lifecycle, SemanticType, Source
 from node.memory import MAX_TAGS, MAX_TEXT_CHARS, MAX_TTL_MS
 
 MAX_MICRO_USDC = 10**12
@@ -55,6 +55,7 @@ class SearchIn(Body):
     all_namespaces: Annotated[bool, Field(strict=True)] = False
     as_of_ms: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1)] | None = None  # versions valid then
     min_relevance: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.0  # hits below it are left out
+    sources: Annotated[list[Source], Field(max_length=8)] = []  # empty: every source
 
 
 class ConsolidateIn(Body):

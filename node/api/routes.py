@@ -81,6 +81,7 @@ def node_router(node: NodeApi) -> APIRouter:
             namespaces=() if body.all_namespaces else (body.namespace,),
             as_of_ms=body.as_of_ms,
             min_relevance=body.min_relevance,
+            sources=tuple(source.value for source in body.sources),
         ))
         return {"hits": [hit.to_dict() for hit in hits]}
 

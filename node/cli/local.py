@@ -84,13 +84,15 @@ class LocalNode:
     def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
                       lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
                       namespace: str | None = None, all_namespaces: bool = False,
-                      as_of_ms: int | None = None, min_relevance: float = 0.0) -> list[Json]:
+                      as_of_ms: int | None = None, min_relevance: float = 0.0,
+                      sources: Sequence[str] = ()) -> list[Json]:
         from node.memory import SearchRequest, validate_namespace
 
         spaces = () if all_namespaces else (validate_namespace(namespace),)
         memory = self._memory()
         request = SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes),
-                                namespaces=spaces, as_of_ms=as_of_ms, min_relevance=min_relevance)
+                                namespaces=spaces, as_of_ms=as_of_ms, min_relevance=min_relevance,
+                                sources=tuple(sources))
         return [hit.to_dict() for hit in memory.search(request)]
 
     def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),
@@ -128,6 +130,11 @@ class LocalNode:
 
         return ingest_conversation(self._memory(), base64.b64decode(content_b64, validate=True), namespace,
                                    semantic_type or "general", progress)
+
+    def memory_export(self, path: str, progress: Callable[[int, int], None] | None = None) -> Json:
+        from node.memory import export_to_path
+
+        return export_to_path(self._memory(), path, progress)
 
     def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
         from node.memory import neighbours
@@ -182,11 +189,13 @@ class LocalNode:
         memory = self._memory()
         return import_testament(memory, memory.learning, base64.b64decode(testament_b64, validate=True))
 
-    def budget_context(self, query: str, budget_tokens: int, working_memory: str | None = None) -> Json:
+    def budget_context(self, query: str, budget_tokens: int, working_memory: str | None = None,
+                       sources: Sequence[str] = ()) -> Json:
         from node.memory import budget_context
 
         memory = self._memory()
-        return budget_context(memory, memory.learning, query, budget_tokens, working_memory).to_dict()
+        return budget_context(memory, memory.learning, query, budget_tokens, working_memory,
+                              sources=tuple(sources)).to_dict()
 
     # --- skills -------------------------------------------------------------------------------
     def add_skill(self, text: str, *, scope: str, category: str | None = None, tags: Sequence[str] = (),

@@ -18,11 +18,23 @@ import click
 
 from node.cli.context import CliContext, CliError, common_options, shorten, stderr, table, when
 from node.crystals import AccessScope, SemanticType
-from node.memory import DEFAULT_IMPORTANCE, DEFAULT_NAMESPACE, DEFAULT_WINDOW_TOKENS, EMBEDDER_NAMES
+from node.memory import (
+    DEFAULT_IMPORTANCE,
+    DEFAULT_NAMESPACE,
+    DEFAULT_WINDOW_TOKENS,
+    EMBEDDER_NAMES,
+    SOURCES,
+    origin_label,
+)
 
 TYPES = [t.value for t in SemanticType]
 SCOPES = [s.value for s in AccessScope]
 NAMESPACE_HELP = "Namespace (default: default), e.g. user:jonas, agent:planner, session:42."
+# Not a click.Choice: the one validation is the search's (node.memory.search), so a wrong value
+# is the same clear error, exit 1, with or without a running node.
+source_option = click.option(
+    "--source", "sources", multiple=True, metavar="SOURCE",
+    help=f"Only memories from this source (repeatable): {', '.join(SOURCES)}.")
 working_namespace = click.option(
     "--namespace", default=DEFAULT_NAMESPACE, show_default=True,
     help="Working-memory namespace (<data dir>/memory/<namespace>/).")
@@ -82,26 +94,41 @@ def add(ctx: CliContext, text: str, semantic_type: str, scope: str | None, path:
               help="Search the versions valid at this UTC time instead of now.")
 @click.option("--min-relevance", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="Leave out hits whose calibrated relevance (probability of being relevant) is below this.")
+@source_option
 @common_options
 def search(ctx: CliContext, query: str, k: int, types: tuple[str, ...], lifecycles: tuple[str, ...],
            scopes: tuple[str, ...], namespace: str | None, all_namespaces: bool, as_of: datetime | None,
-           min_relevance: float) -> None:
-    """Hybrid (dense + BM25) search over the current memories of one namespace.
+           min_relevance: float, sources: tuple[str, ...]) -> None:
+    """Hybrid (dense + BM25) search over the current memories of one namespace; each hit
+    says where it came from (session + turn + time, file + lines, skill, or memory).
 
-    Example: crystalmesh memory search "deploy checklist" --min-relevance 0.3
+    Example: crystalmesh memory search "deploy checklist" --source files --min-relevance 0.3
     """
     as_of_ms = None if as_of is None else int(as_of.replace(tzinfo=UTC).timestamp() * 1000)
     hits = ctx.client().memory_search(query, k, types=types, lifecycles=lifecycles, scopes=scopes,
                                       namespace=namespace, all_namespaces=all_namespaces, as_of_ms=as_of_ms,
-                                      min_relevance=min_relevance)
+                                      min_relevance=min_relevance, sources=sources)
     traced = any(h.get("source_id") for h in hits)  # conversation turns: their id in the transcript
     ctx.emit(hits, lambda items: table(
-        None, ["#", "score", "rel", "id", "type", "lifecycle", *(["source"] if traced else []), "text"],
+        None, ["#", "score", "rel", "id", "type", "lifecycle", "origin", *(["source"] if traced else []), "text"],
         [[i + 1, f"{h['score']:.4f}", f"{h['relevance']:.2f}", h["id"][:8],
           h["crystal"]["semanticType"] + (" (bought)" if h["crystal"].get("provenance") == "bought" else ""),
-          h["crystal"]["lifecycle"],
+          h["crystal"]["lifecycle"], _origin_column(h.get("origin") or {}),
           *([h.get("source_id") or ""] if traced else []), shorten(h["crystal"]["text"])]
          for i, h in enumerate(items)]) if items else click.echo("no matches"))
+
+
+def _origin_column(origin: dict[str, Any]) -> str:
+    """The table's short origin: a file relative to here when it is below, a time in local time."""
+    if origin.get("source") == "file" and origin.get("path"):
+        path = Path(str(origin["path"]))
+        try:
+            origin = origin | {"path": str(path.relative_to(Path.cwd()))}
+        except ValueError:
+            origin = origin | {"path": str(Path(*path.parts[-3:])) if len(path.parts) > 3 else str(path)}
+    at_ms = origin.get("at_ms")
+    stamp = datetime.fromtimestamp(at_ms / 1000).strftime("%Y-%m-%d %H:%M") if isinstance(at_ms, int) else ""
+    return origin_label(origin, stamp)
 
 
 @memory.command("show")
@@ -238,15 +265,25 @@ def status(ctx: CliContext) -> None:
 
 
 @memory.command("import")
-@click.argument("file", type=click.File("r"), required=False)
-@click.option("--type", "semantic_type", type=click.Choice(TYPES), default="general")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path), required=False)
+@click.option("--type", "semantic_type", type=click.Choice(TYPES), default="general",
+              help="Semantic type of plain text lines.")
 @click.option("--testament", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Import a signed testament instead (docs/memory.md).")
 @common_options
-def import_lines(ctx: CliContext, file: Any, semantic_type: str, testament: Path | None) -> None:
-    """Add every non-empty line of FILE as a crystal (or a signed --testament FILE)."""
+def import_lines(ctx: CliContext, file: Path | None, semantic_type: str, testament: Path | None) -> None:
+    """Restore FILE written by `memory export --format jsonl` (same ids, versions, namespaces),
+    or add every non-empty line of a plain text FILE as a crystal; or a signed --testament FILE.
+
+    An export is recognised by its first line and judged whole before anything is written: one
+    unsound line refuses it. Memories already here are left as they are (importing twice adds
+    nothing). Bulk imports run with the node stopped.
+
+    \f
+    Example: ``crystalmesh memory import backup.jsonl``
+    """
     from node.cli.local import add_lines
-    from node.memory import TestamentRefused, read_testament_file
+    from node.memory import TestamentRefused, import_path, is_export, read_testament_file
 
     if testament is not None:  # verified whole before anything is written (docs/memory.md)
         try:
@@ -261,27 +298,57 @@ def import_lines(ctx: CliContext, file: Any, semantic_type: str, testament: Path
         raise CliError("memory import needs FILE (or --testament FILE)")
     if ctx.running() is not None:
         raise CliError("a node is running on this data dir; stop it before a bulk import")
-    lines = [line.strip() for line in file if line.strip()]
+    progress = None if ctx.as_json else lambda done, total: stderr(f"imported {done}/{total}")
+    if str(file) != "-":
+        try:
+            with file.open("rb") as handle:
+                export = is_export(handle.readline(1024 * 1024))
+        except OSError as error:
+            raise CliError(f"cannot read {file}: {error.strerror}") from error
+        if export:
+            with closing(ctx.memory()) as mem:
+                restored = import_path(mem, file, progress)
+            return ctx.emit(restored, lambda r: click.echo(
+                f"restored {r['imported']} crystals of {r['crystals']} ({r['memories']} memories; "
+                f"{r['already_stored']} already here, {r['conflicts']} conflicting, left as they were); "
+                f"vectors: {r['vectors']}"))
+    with click.open_file(str(file), "r", encoding="utf-8", errors="replace") as text:
+        lines = [line.strip() for line in text if line.strip()]
     with closing(ctx.memory()) as mem:
-        created = add_lines(mem, lines, semantic_type,
-                            None if ctx.as_json else lambda done, total: stderr(f"imported {done}/{total}"))
+        created = add_lines(mem, lines, semantic_type, progress)
     ctx.emit({"lines": len(lines), "created": created},
              lambda r: click.echo(f"{r['created']} new crystals from {r['lines']} lines"))
 
 
 @memory.command("export")
-@click.option("--testament", "testament", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Write a signed testament (at most 2,048 entries) to this file.")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.option("--format", "export_format", type=click.Choice(["jsonl"]), default="jsonl", show_default=True,
+              help="The portable format: one JSON line per crystal after a header (docs/memory.md).")
+@click.option("--testament", "testament", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a signed testament (at most 2,048 entries) to this file instead.")
 @common_options
-def export(ctx: CliContext, testament: Path) -> None:
-    """Export this node's distilled knowledge as a signed testament for a successor."""
+def export(ctx: CliContext, file: Path | None, export_format: str, testament: Path | None) -> None:
+    """Write every current memory with all its versions, namespaces, provenance and vectors to
+    FILE (0600: it holds private memories too), for `memory import` on this or another node;
+    or a signed --testament of distilled knowledge for a successor.
+
+    \f
+    Example: ``crystalmesh memory export --format jsonl backup.jsonl``
+    """
     from node.memory import write_private
 
-    answer = ctx.client().testament_export()
-    write_private(testament, base64.b64decode(answer.pop("testament_b64")))
-    ctx.emit(answer | {"path": str(testament)}, lambda r: click.echo(
-        f"{r['entries']} entries ({', '.join(f'{k} {v}' for k, v in sorted(r['kinds'].items())) or 'none'}), "
-        f"{r['bytes']} bytes, signed by {r['signer']} -> {r['path']}"))
+    if testament is not None:
+        answer = ctx.client().testament_export()
+        write_private(testament, base64.b64decode(answer.pop("testament_b64")))
+        return ctx.emit(answer | {"path": str(testament)}, lambda r: click.echo(
+            f"{r['entries']} entries ({', '.join(f'{k} {v}' for k, v in sorted(r['kinds'].items())) or 'none'}), "
+            f"{r['bytes']} bytes, signed by {r['signer']} -> {r['path']}"))
+    if file is None:
+        raise CliError("memory export needs FILE (or --testament FILE)")
+    progress = None if ctx.as_json else lambda done, total: stderr(f"exported {done}/{total}")
+    result = ctx.client().memory_export(str(file), progress=progress)
+    ctx.emit(result | {"format": export_format}, lambda r: click.echo(
+        f"{r['crystals']} crystals, {r['bytes']} bytes -> {r['path']} (readable by you only)"))
 
 
 @memory.command("reembed")
@@ -396,22 +463,25 @@ def _render_budgeted(result: dict[str, Any]) -> None:
               default=DEFAULT_WINDOW_TOKENS, show_default=True,
               help="The model's context window in tokens (sizes the working memory).")
 @working_namespace
+@source_option
 @common_options
 def context(ctx: CliContext, query: str | None, budget_tokens: int | None, window_tokens: int,
-            namespace: str) -> None:
+            namespace: str, sources: tuple[str, ...]) -> None:
     """Print MEMORY.md and the pending scratch notes, sized for a system prompt.
 
     \f
     Example (seed 003's typed blocks): ``crystalmesh memory context --query "deploy" --budget-tokens 2000``
     """
     if query is None and budget_tokens is None:
+        if sources:
+            raise CliError("--source chooses what a --query searches: give --query and --budget-tokens too")
         result = ctx.client().memory_context(window_tokens, namespace)
         return ctx.emit(result, lambda r: click.echo(r["context"], nl=False))
     if query is None or budget_tokens is None:
         raise CliError("the budgeted context needs both --query and --budget-tokens")
     client = ctx.client()
     working = str(client.memory_context(window_tokens, namespace).get("context") or "")
-    ctx.emit(client.budget_context(query, budget_tokens, working), _render_budgeted)
+    ctx.emit(client.budget_context(query, budget_tokens, working, sources=sources), _render_budgeted)
 
 
 # --- conversations (docs/memory.md, "Conversations") ---------------------------------------------

@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from node.crystals.model import content_hash as content_hash
     from node.crystals.model import now_ms as now_ms
     from node.crystals.reads import SearchRow as SearchRow
+    from node.crystals.rows import COLUMNS as COLUMNS
+    from node.crystals.rows import COLUMNS_WITHOUT_EMBEDDING as COLUMNS_WITHOUT_EMBEDDING
+    from node.crystals.rows import crystal_values as crystal_values
+    from node.crystals.rows import row_to_crystal as row_to_crystal
     from node.crystals.rows import vector_bytes as vector_bytes
     from node.crystals.store import CrystalNotFound as CrystalNotFound
     from node.crystals.store import CrystalStore as CrystalStore

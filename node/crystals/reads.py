@@ -86,6 +86,7 @@ class SearchRow(NamedTuple):
     valid_to_ms: int | None
     deleted_at_ms: int | None
     expires_at_ms: int | None
+    source: str  # node.crystals.model.Source: memory, sessions, files, skills (a search filter)
 
 
 # The scope as ``Governance.from_dict`` reads it ("private" when absent); NULL when the record

@@ -29,6 +29,7 @@ class Filters:
     lifecycles: tuple[str, ...] = ()
     scopes: tuple[str, ...] = ()
     namespaces: tuple[str, ...] = ()  # empty: every namespace
+    sources: tuple[str, ...] = ()  # empty: every source (node.crystals.model.Source)
     current_at_ms: int | None = None  # only crystals current then (not superseded/deleted/expired)
 
     def sql(self, alias: str = "c") -> tuple[str, list[Any]]:
@@ -44,6 +45,7 @@ class Filters:
             ("lifecycle", self.lifecycles),
             ("access_scope", self.scopes),
             ("namespace", self.namespaces),
+            ("source", self.sources),
         ):
             if values:
                 clauses.append(f"{alias}.{column} IN ({','.join('?' * len(values))})")

@@ -159,6 +159,18 @@ class CrystalStore(CrystalReads, CrystalVersions):
                 results.append(AddResult(crystal.id, rowid, created=True))
         return results
 
+    def restore_many(self, crystals: Sequence[Crystal]) -> list[int]:
+        """Insert crystals exactly as given (ids, versions, validity, counts): a memory restored from
+        its export (node.memory.portable), which has judged them. No dedup here: the caller leaves out
+        what the store already holds. Joins the caller's transaction; the rowids, in order."""
+        rowids: list[int] = []
+        with self.db.transaction() as conn:
+            for crystal in crystals:
+                rowids.append(self._insert(conn, crystal))
+                self._audit(conn, crystal.id, "imported", None, crystal.lifecycle.value,
+                            {"memory_id": crystal.memory_id, "version": crystal.version})
+        return rowids
+
     def add_version(self, crystal: Crystal, previous_id: str) -> AddResult:
         """Insert a new skill version and deprecate the previous one, atomically."""
         with self.db.transaction() as conn:

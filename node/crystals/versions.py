@@ -154,9 +154,9 @@ class CrystalVersions:
         return [{"namespace": row[0], "memories": int(row[1])} for row in rows]
 
     def current_rowids(self, namespaces: tuple[str, ...], at_ms: int,
-                       among: list[int] | None = None) -> set[int]:
-        """Rowids of the current crystals of ``namespaces`` (all namespaces when empty),
-        optionally only among the rowids ``among``."""
+                       among: list[int] | None = None, sources: tuple[str, ...] = ()) -> set[int]:
+        """Rowids of the current crystals of ``namespaces`` (all namespaces when empty) and of
+        ``sources`` (all sources when empty), optionally only among the rowids ``among``."""
         where = current_clause()
         params: list[Any] = [at_ms]
         if namespaces:
@@ -164,6 +164,9 @@ class CrystalVersions:
             plus = "+" if among is not None else ""
             where += f" AND {plus}c.namespace IN ({','.join('?' * len(namespaces))})"
             params.extend(namespaces)
+        if sources:
+            where += f" AND c.source IN ({','.join('?' * len(sources))})"
+            params.extend(sources)
         if among is not None:
             where += f" AND c.rowid IN ({','.join('?' * len(among)) or 'NULL'})"
             params.extend(among)

@@ -36,11 +36,21 @@ if TYPE_CHECKING:
     from node.memory.learning.tiers import end_session as end_session
     from node.memory.learning_service import LearningService as LearningService
     from node.memory.namespaces import validate_namespace as validate_namespace
+    from node.memory.portable import ImportRefused as ImportRefused
+    from node.memory.portable import export_jsonl as export_jsonl
+    from node.memory.portable import export_to_path as export_to_path
+    from node.memory.portable import finish_private as finish_private
+    from node.memory.portable import import_jsonl as import_jsonl
+    from node.memory.portable import import_path as import_path
+    from node.memory.portable import is_export as is_export
+    from node.memory.portable import open_private as open_private
     from node.memory.reembedding import reembed as reembed
     from node.memory.requests import MAX_TAGS as MAX_TAGS
     from node.memory.requests import MAX_TEXT_CHARS as MAX_TEXT_CHARS
     from node.memory.requests import MAX_TTL_MS as MAX_TTL_MS
     from node.memory.requests import add_from_request as add_from_request
+    from node.memory.search import SOURCES as SOURCES
+    from node.memory.search import origin_label as origin_label
     from node.memory.versions import add_with_outcome as add_with_outcome
     from node.memory.versions import delete as delete
     from node.memory.versions import history as history

@@ -9,7 +9,7 @@ worker thread so it does not hold the writer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import IO, Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import trio
@@ -21,6 +21,7 @@ from node.memory import versions
 from node.memory.conversations import attach_turns, embed_plan, neighbours, plan_ingest, store_plan
 from node.memory.dynamics import HormonalStateManager
 from node.memory.facade import ConsolidationReport, Memory
+from node.memory.portable import export_jsonl
 from node.memory.requests import add_from_request
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
 
@@ -114,6 +115,12 @@ class AsyncMemory:
         plan = await self.run(plan_ingest, self._memory, data, namespace, semantic_type)
         plan = await trio.to_thread.run_sync(embed_plan, self._memory, plan)
         return await self.run(store_plan, self._memory, plan)
+
+    async def export_jsonl(self, out_file: IO[bytes]) -> dict[str, Any]:
+        """Write the portable export (node.memory.portable) to ``out_file`` in ONE call on the
+        database's thread: no write lands between two of its batches, so the file is one state of
+        memory (it holds the writer for as long as it takes: ~1 s per 10k crystals here)."""
+        return await self.run(export_jsonl, self._memory, out_file)
 
     async def neighbours(self, crystal_id: str, window: int = 2) -> dict[str, Any]:
         """The turns of a session around a conversation turn's memory."""

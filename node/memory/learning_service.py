@@ -43,8 +43,10 @@ def _import(memory: Memory, data: bytes) -> dict[str, Any]:
     return import_testament(memory, memory.learning, data)
 
 
-def _budget(memory: Memory, query: str, budget_tokens: int, working_memory: str | None) -> dict[str, Any]:
-    return budget_context(memory, memory.learning, query, budget_tokens, working_memory).to_dict()
+def _budget(memory: Memory, query: str, budget_tokens: int, working_memory: str | None,
+            sources: tuple[str, ...] = ()) -> dict[str, Any]:
+    return budget_context(memory, memory.learning, query, budget_tokens, working_memory,
+                          sources=sources).to_dict()
 
 
 class LearningService:
@@ -70,5 +72,6 @@ class LearningService:
             raise TestamentRefused("testament refused: not base64") from error
         return await self.memory.learn(_import, data)
 
-    async def budget_context(self, query: str, budget_tokens: int, working_memory: str | None) -> dict[str, Any]:
-        return await self.memory.learn(_budget, query, budget_tokens, working_memory)
+    async def budget_context(self, query: str, budget_tokens: int, working_memory: str | None,
+                             sources: tuple[str, ...] = ()) -> dict[str, Any]:
+        return await self.memory.learn(_budget, query, budget_tokens, working_memory, sources)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from node.crystals import AccessScope, Crystal, LifespanPolicy, SemanticType
+from node.crystals import AccessScope, Crystal, LifespanPolicy, SemanticType, Source
 from node.memory.facade import Memory, MemoryInputError
 from node.memory.namespaces import validate_namespace
 from protocol.skill_bundle import decode, looks_like_bundle
@@ -69,7 +69,8 @@ def parse_add_request(body: Any) -> tuple[str, dict[str, Any]]:
     checked_tags = [_text(tag, "tags[]", 32, required=True) for tag in tags]
     extra: dict[str, Any] = {"namespace": validate_namespace(body.get("namespace"))}
     if semantic_type in (SemanticType.SKILL, SemanticType.TASK_PATTERN):
-        extra |= {"skill_category": category, "skill_tags": checked_tags}
+        # A skill is found under the "skills" source (search --source skills), however it was added.
+        extra |= {"skill_category": category, "skill_tags": checked_tags, "source": Source.SKILLS}
         if looks_like_bundle(text.strip()):
             decode(text.strip())  # a skill in SKILL.md form must be a valid, canonical bundle
     return text, dict(semantic_type=semantic_type, scope=scope, path=path, ttl_ms=ttl_ms,

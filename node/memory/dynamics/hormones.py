@@ -187,6 +187,15 @@ class HormonalStateManager:
             self.updated_at_ms = self.now_ms()
 
     # --- local levels ----------------------------------------------------------------------
+    def restore_levels(self, levels: dict[str, float], updated_at_ms: int) -> None:
+        """Take over the local levels another store had at ``updated_at_ms`` (a memory restored
+        from its export, node.memory.portable); levels are clamped to [0, 1], a time in the
+        future counts as now, and the network's cortisol overrides stay as they are."""
+        for hormone in HORMONES:
+            if hormone in levels:
+                self.levels[hormone] = _clamp01(float(levels[hormone]))
+        self.updated_at_ms = min(int(updated_at_ms), self.now_ms())
+
     def _advance(self) -> int:
         current = self.now_ms()
         previous = self.updated_at_ms if self.updated_at_ms is not None else current

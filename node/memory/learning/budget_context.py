@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from node.crystals import SemanticType
 from node.memory.learning.context_budget import AssembledContext, BlockKind, ContextItem, assemble
-from node.memory.search import MemoryInputError, SearchRequest
+from node.memory.search import MemoryInputError, SearchRequest, origin_of
 
 if TYPE_CHECKING:
     from node.memory.learning.learning import Learning
@@ -35,11 +35,16 @@ def budget_context(
     budget_tokens: int,
     working_memory: str | None = None,
     candidates: int = CANDIDATES,
+    sources: tuple[str, ...] = (),
 ) -> AssembledContext:
-    """Typed blocks for ``query`` within ``budget_tokens`` (see :mod:`node.memory.learning.context_budget`)."""
+    """Typed blocks for ``query`` within ``budget_tokens`` (see :mod:`node.memory.learning.context_budget`).
+
+    ``sources``: only memories of these sources (``SearchRequest.sources``; empty: all). Each
+    item carries its hit's ``origin``, so an agent can cite where a line of its context came from.
+    """
     if not 0 <= budget_tokens <= MAX_BUDGET_TOKENS:
         raise MemoryInputError(f"budget_tokens must lie in [0, {MAX_BUDGET_TOKENS}]")
-    hits = memory.search(SearchRequest(query, k=candidates, record_access=False))
+    hits = memory.search(SearchRequest(query, k=candidates, record_access=False, sources=tuple(sources)))
     confidence = learning.confidences([hit.crystal for hit in hits])
     items = [
         ContextItem(
@@ -47,6 +52,7 @@ def budget_context(
             BLOCK_OF.get(hit.crystal.semantic_type, BlockKind.FACTS),
             hit.crystal.text,
             hit.score * confidence[hit.crystal.id],
+            origin_of(hit.crystal, hit.turn),
         )
         for hit in hits
     ]

@@ -84,6 +84,8 @@ class ContextItem:
     kind: BlockKind
     text: str
     value: float
+    # Where the memory came from (node.memory.search.origin); reported, never rendered into the text.
+    origin: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def tokens(self) -> int:
@@ -118,7 +120,8 @@ class AssembledContext:
             "blocks": [
                 {
                     "kind": kind.value,
-                    "items": [{"id": i.id, "text": i.text, "value": round(i.value, 6)} for i in items],
+                    "items": [{"id": i.id, "text": i.text, "value": round(i.value, 6)}
+                              | ({"origin": i.origin} if i.origin is not None else {}) for i in items],
                 }
                 for kind, items in self.blocks
             ],

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from node.memory.search.llm_stage import LlmStage as LlmStage
     from node.memory.search.llm_stage import llm_search_steps as llm_search_steps
     from node.memory.search.llm_stage import run_steps as run_steps
+    from node.memory.search.origin import origin_label as origin_label
+    from node.memory.search.origin import origin_of as origin_of
+    from node.memory.search.pipeline import SOURCES as SOURCES
     from node.memory.search.pipeline import MemoryInputError as MemoryInputError
     from node.memory.search.pipeline import SearchHit as SearchHit
     from node.memory.search.pipeline import SearchRequest as SearchRequest

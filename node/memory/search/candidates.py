@@ -44,11 +44,16 @@ class Visibility:
     requester: str
     now_ms: int
     as_of_ms: int | None = None
+    sources: frozenset[str] = frozenset()  # empty: every source (memory, sessions, files, skills)
     _access: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     def listed(self, row: SearchRow) -> bool:
-        """What the index side keeps: the asked namespaces, and current now unless ``as_of``."""
+        """What the index side keeps: the asked namespaces and sources, and current now unless
+        ``as_of``. The source is a listing rule, not only a final check: a search of one source
+        then walks the index and BM25 among that source's crystals and still fills its k."""
         if self.namespaces and row.namespace not in self.namespaces:
+            return False
+        if self.sources and row.source not in self.sources:
             return False
         return self.as_of_ms is not None or self.current(row)
 
@@ -66,10 +71,12 @@ class Visibility:
             expires is None or expires > at_ms)
 
     def visible(self, row: SearchRow) -> bool:
-        """Every filter of the request: time, namespace, type, lifecycle, scope, governance."""
+        """Every filter of the request: time, namespace, source, type, lifecycle, scope, governance."""
         if not (self.current(row) if self.as_of_ms is None else self.valid_then(row, self.as_of_ms)):
             return False
         if self.namespaces and row.namespace not in self.namespaces:
+            return False
+        if self.sources and row.source not in self.sources:
             return False
         if self.semantic_types and row.semantic_type not in self.semantic_types:
             return False
@@ -93,7 +100,7 @@ class Visibility:
 
     def index_filters(self) -> Filters:
         """The same "listed" rule as SQL, for the joined FTS5 query."""
-        return Filters(namespaces=tuple(sorted(self.namespaces)),
+        return Filters(namespaces=tuple(sorted(self.namespaces)), sources=tuple(sorted(self.sources)),
                        current_at_ms=self.now_ms if self.as_of_ms is None else None)
 
 

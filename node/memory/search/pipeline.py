@@ -20,6 +20,7 @@ from node.crystals import (
     Lifecycle,
     SearchRow,
     SemanticType,
+    Source,
     StoreError,
     VectorIndex,
     now_ms,
@@ -34,6 +35,7 @@ from node.memory.search.conflicts import settle_conflicts
 from node.memory.search.fusion import code_tokens, fts_query, fuse, lexical_evidence
 from node.memory.search.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
 from node.memory.search.negation import negated_share, split_negation
+from node.memory.search.origin import origin_of
 from node.memory.search.ranking import confidence_weight, surface_warnings
 from node.memory.search.relevance import relevance
 from node.memory.search.second_opinion import opinion_of
@@ -50,7 +52,7 @@ WARNING = SemanticType.WARNING.value
 # a memory: its score is scaled by 1 - NEGATION_WEIGHT * (share of the negated words it affirms).
 # Middle of the tune plateau 0.15-0.4 (docs/retrieval-tuning.md, "Negated questions").
 NEGATION_WEIGHT = 0.3
-
+SOURCES = tuple(source.value for source in Source)
 
 
 class MemoryInputError(StoreError):
@@ -76,6 +78,9 @@ class SearchHit:
             "lexical": self.lexical,
             "crystal": self.crystal.to_dict(),
             "source_id": self.turn["source_id"] if self.turn else None,
+            # Where it came from: session + turn + time, file + lines, skill id, or memory
+            # (node.memory.search.origin).
+            "origin": origin_of(self.crystal, self.turn),
         } | ({"turn": self.turn} if self.turn else {})
 
 
@@ -91,6 +96,7 @@ class SearchRequest:
     namespaces: tuple[str, ...] = ("default",)  # empty: every namespace
     as_of_ms: int | None = None  # None: what is valid now; else the versions valid then (seed 004)
     min_relevance: float = 0.0  # hits whose calibrated relevance is below it are left out
+    sources: tuple[str, ...] = ()  # empty: every source; else node.crystals.Source values
 
 
 def search(
@@ -120,6 +126,10 @@ def search(
         raise MemoryInputError("empty search query")
     if not 0.0 <= request.min_relevance <= 1.0:  # also refuses NaN
         raise MemoryInputError(f"min_relevance must be within 0..1, not {request.min_relevance}")
+    unknown = sorted(str(source) for source in request.sources if source not in SOURCES)
+    if unknown:
+        raise MemoryInputError(f"unknown source {', '.join(map(repr, unknown))}: "
+                               f"choose from {', '.join(SOURCES)}")
     k = max(1, min(request.k, 200))
     lifecycles = request.lifecycles or tuple(
         lc.value for lc in Lifecycle if lc not in (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
@@ -127,7 +137,8 @@ def search(
     now = now_ms()
     as_of = request.as_of_ms
     visibility = Visibility(frozenset(request.namespaces), frozenset(request.semantic_types),
-                            frozenset(lifecycles), frozenset(request.scopes), request.requester, now, as_of)
+                            frozenset(lifecycles), frozenset(request.scopes), request.requester, now, as_of,
+                            frozenset(request.sources))
     candidates = max(50, k * 5)
     # A compound question ("which host runs the worker that stalled ...") is also
     # searched clause by clause (node.memory.search.compound); a one-clause query is not.
@@ -277,6 +288,7 @@ def _still_visible(crystal: Crystal, visibility: Visibility) -> bool:
     return (
         (crystal.is_current(visibility.now_ms) if as_of is None else valid_then(crystal, as_of))
         and (not visibility.scopes or scope.value in visibility.scopes)
+        and (not visibility.sources or crystal.source.value in visibility.sources)
         and visibility.can_access(scope.value, crystal.lifecycle.value)
     )
 
@@ -298,8 +310,8 @@ def _dense(store: CrystalStore, index: VectorIndex, rows: Rows, vector: np.ndarr
     """Dense candidates among the current crystals of the asked namespaces.
 
     ``dense`` is the plain HNSW walk (the rows of its first ``k`` are in ``rows``); when too few of
-    its candidates are current crystals of the asked namespaces (a small namespace
-    beside a big one, many superseded versions), the walk is redone with hnswlib's
+    its candidates are current crystals of the asked namespaces and sources (a small namespace
+    beside a big one, one source among others, many superseded versions), the walk is redone with hnswlib's
     filter over exactly those rowids, so a small namespace still gets its k nearest.
     """
     if len(dense) < candidates:
@@ -309,7 +321,8 @@ def _dense(store: CrystalStore, index: VectorIndex, rows: Rows, vector: np.ndarr
     rows.fetch(rowid for rowid, _ in dense)
     if len(rows.keep(dense, visibility.listed)) >= k:
         return dense
-    kept = store.current_rowids(tuple(sorted(visibility.namespaces)), visibility.now_ms)
+    kept = store.current_rowids(tuple(sorted(visibility.namespaces)), visibility.now_ms,
+                                sources=tuple(sorted(visibility.sources)))
     return index.query(vector, min(candidates, len(kept)), kept.__contains__) if kept else []
 
 
