@@ -78,3 +78,25 @@ async def test_sources_origins_and_the_streamed_export(node: NodeService, tmp_pa
         assert {hit.crystal.id for hit in found} == {hit["id"] for hit in everything}
     finally:
         restored.close()
+
+
+async def test_mcp_tools_take_source_and_give_origins(node: NodeService) -> None:
+    """The MCP server (as ``crystalmesh mcp`` runs it) passes ``source`` on and returns each hit's origin."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from node.agent.mcp_server import build_server
+
+    server = build_server(lambda: ApiClient(f"http://127.0.0.1:{node.api_port}", node.api_token))
+    for text, kind in (("the deploy runbook is in docs/deploy.md", "general"),
+                       ("Skill: deploy with a canary first", "skill")):
+        await server.call_tool("memory_add", {"text": text, "type": kind})
+    found = await server.call_tool("memory_search", {"query": "deploy", "source": ["skills"]})
+    assert found.structured_content is not None
+    assert [hit["origin"]["source"] for hit in found.structured_content["hits"]] == ["skill"]
+    context = await server.call_tool("memory_context_budget", {"query": "deploy", "budget_tokens": 500,
+                                                               "source": ["memory"]})
+    assert context.structured_content is not None
+    items = [item for block in context.structured_content["blocks"] for item in block["items"]]
+    assert items and {item["origin"]["source"] for item in items} == {"memory"}
+    with pytest.raises(ToolError):
+        await server.call_tool("memory_search", {"query": "deploy", "source": ["disk"]})
