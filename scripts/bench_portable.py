@@ -33,7 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _bench import add_smoke_flag, print_result, smoke
 
 from node.config import load_config
-from node.memory import SearchRequest, delete, export_to_path, import_path, ingest_conversation, update_from_request
+from node.memory import (
+    SearchRequest,
+    delete,
+    export_to_path,
+    import_path,
+    ingest_conversation,
+    update_from_request,
+)
 from node.memory.facade import Memory
 from tests.support.locomo import load
 

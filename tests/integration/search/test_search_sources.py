@@ -82,5 +82,5 @@ def test_origin_of_a_conversation_turn_and_of_a_transcript_turn(memory: Memory) 
 
 def test_an_unknown_source_is_refused(memory: Memory) -> None:
     memory.add("anything at all")
-    with pytest.raises(MemoryInputError, match="unknown source 'session'.*memory, sessions, files, skills"):
+    with pytest.raises(MemoryInputError, match=r"unknown source 'session'.*memory, sessions, files, skills"):
         memory.search(SearchRequest("anything", sources=("session",)))
