@@ -52,6 +52,8 @@ ROUTES = {
     ("post", "/v1/bounties/{bounty_id}/fulfil"),
     # conversations (docs/memory.md)
     ("post", "/v1/memory/conversations"), ("get", "/v1/crystals/{crystal_id}/neighbours"),
+    # the portable export (issue 34)
+    ("get", "/v1/memory/export"),
     # MCP resources (issue 29): MEMORY.md and the pending notes as stored
     ("get", "/v1/memory/working"),
     # the operator's undo, each act audited (issue 29)
@@ -65,11 +67,11 @@ BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
                                    "namespace"}),
     "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes", "as_of_ms", "namespace",
-                                         "all_namespaces", "min_relevance"}),
+                                         "all_namespaces", "min_relevance", "sources"}),
     "/v1/memory/consolidate": ("ConsolidateIn", {"purge"}),
     "/v1/memory/feedback": ("FeedbackIn", {"id", "verdict"}),
     "/v1/memory/testament/import": ("TestamentIn", {"testament_b64"}),
-    "/v1/memory/context/budget": ("BudgetContextIn", {"query", "budget_tokens", "working_memory"}),
+    "/v1/memory/context/budget": ("BudgetContextIn", {"query", "budget_tokens", "working_memory", "sources"}),
     "/v1/skills/{crystal_id}/executions": ("ExecutionIn", {"success", "reward", "note"}),
     "/v1/skills/{crystal_id}/versions": ("VersionIn", {"text"}),
     "/v1/skills/{crystal_id}/publish": ("PublishIn", {"name", "summary"}),
@@ -163,11 +165,12 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "/v1/crystals": {"text": "a note", "type": "general", "scope": "private", "path": "p",
                      "ttl_ms": 60_000, "category": "ops", "tags": ["a"]},
     "/v1/crystals/search": {"query": "compress", "k": 3, "types": ["skill"], "lifecycles": [],
-                            "scopes": ["shared"]},
+                            "scopes": ["shared"], "sources": ["skills"]},
     "/v1/memory/consolidate": {"purge": False},
     "/v1/memory/feedback": {"id": "abcdef", "verdict": "useful"},
     "/v1/memory/testament/import": {"testament_b64": "QUJD"},
-    "/v1/memory/context/budget": {"query": "compress", "budget_tokens": 50, "working_memory": None},
+    "/v1/memory/context/budget": {"query": "compress", "budget_tokens": 50, "working_memory": None,
+                                  "sources": ["memory"]},
     "/v1/skills/{id}/executions": {"success": True, "reward": 0.5},
     "/v1/skills/{id}/versions": {"text": "skill: compress logs, v2"},
     "/v1/skills/{id}/publish": {"name": "compress", "summary": "compress logs"},
@@ -225,7 +228,7 @@ POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
          "/v1/memory/conversations",
          "/v1/trust/ban", "/v1/trust/unban", "/v1/weather/lift", "/v1/listings/{id}/endorse/revoke"]
 GETS = ["/v1/listings", "/v1/listings/search", "/v1/purchases", "/v1/sales", "/dashboard/login",
-        "/v1/crystals/{id}", "/v1/memory/context", "/v1/crystals/{id}/neighbours"]
+        "/v1/crystals/{id}", "/v1/memory/context", "/v1/crystals/{id}/neighbours", "/v1/memory/export"]
 ROUTES_FUZZED = [("POST", path) for path in POSTS] + [("GET", path) for path in GETS]
 CASES = st.sampled_from(ROUTES_FUZZED).flatmap(lambda route: st.tuples(
     st.just(route), st.one_of(BODIES, near_valid(route[1]), near_valid(route[1])), CONTENT_TYPES,
