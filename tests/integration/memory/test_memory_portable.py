@@ -8,6 +8,7 @@ import base64
 import json
 import stat
 from collections.abc import Iterator
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from node.config import load_config
-from node.crystals import Origin, Source
+from node.crystals import Origin, SemanticType, Source
 from node.memory import (
     ImportRefused,
     SearchRequest,
@@ -41,6 +42,11 @@ def fill(memory: Memory) -> dict[str, str]:
     """A store with every kind of row an export carries; the ids the tests look at."""
     ingest_conversation(memory, locomo_bytes())
     ingest_conversation(memory, jsonl_bytes(), namespace="team:ops")
+    for run in range(3):  # three episodes fold into a fact: a confidence row and three evidence links
+        memory.add(f"the staging deploy failed on friday because the migration held a lock, run {run}",
+                   semantic_type=SemanticType.EPISODE)
+    memory.consolidate()
+    [fact] = [c for c in memory.store.list_crystals(limit=100) if c.semantic_type is SemanticType.FACT]
     first = memory.add("the deploy checklist is in docs/deploy.md")
     second = update_from_request(memory, first.id, {"text": "the deploy checklist moved to docs/release.md"})
     gone = memory.add("the old coffee machine code is 1234")
@@ -53,7 +59,10 @@ def fill(memory: Memory) -> dict[str, str]:
     secret = memory.add("the staging password is hunter2, rotate it monthly")
     rated = memory.add("release notes go out on Fridays")
     memory.learning.feedback(rated.id, "wrong")  # a confidence row
-    return {"first": first.id, "second": second["id"], "gone": gone.id, "skill": skill.id, "secret": secret.id,
+    with memory.db.transaction() as conn:  # an energy tier (the energy policy writes these)
+        conn.execute("INSERT INTO memory_energy(crystal_id, tier, energy, at_ms, access_count) "
+                     "VALUES (?, 'short_term', 1.75, 1795000000000, 3)", (rated.id,))
+    return {"fact": fact.id, "first": first.id, "second": second["id"], "gone": gone.id, "skill": skill.id, "secret": secret.id,
             "rated": rated.id}
 
 
@@ -109,6 +118,13 @@ def test_round_trip_into_a_fresh_data_dir(source: tuple[Memory, dict[str, str]],
         assert restored.store.get(ids["skill"]).execution.executions == 1
         assert restored.store.get(ids["secret"]).governance.access_scope.value == "confidential"
         assert restored.learning.knowledge.get(ids["rated"]) == confidence
+        assert restored.learning.knowledge.get(ids["fact"]) == memory.learning.knowledge.get(ids["fact"])
+        assert sorted(restored.learning.knowledge.sources(ids["fact"])) == sorted(
+            memory.learning.knowledge.sources(ids["fact"]))
+        assert len(memory.learning.knowledge.sources(ids["fact"])) == 3
+        assert restored.learning.knowledge.energy_states() == memory.learning.knowledge.energy_states()
+        assert astuple(restored.hormones.state()) == pytest.approx(astuple(memory.hormones.state()), abs=1e-3)
+        assert restored.hormones.state().cortisol > 0.9  # the source's, not a fresh node's 0.02
         assert top10(restored) == before
         assert {hit.crystal.id: hit.to_dict()["origin"] for hit in restored.search(
             SearchRequest("charity race", namespaces=(), record_access=False))} == origins
