@@ -283,7 +283,7 @@ def import_lines(ctx: CliContext, file: Path | None, semantic_type: str, testame
     Example: ``crystalmesh memory import backup.jsonl``
     """
     from node.cli.local import add_lines
-    from node.memory import TestamentRefused, import_path, is_export, read_testament_file
+    from node.memory import TestamentRefused, import_path, is_export_file, read_testament_file
 
     if testament is not None:  # verified whole before anything is written (docs/memory.md)
         try:
@@ -301,8 +301,7 @@ def import_lines(ctx: CliContext, file: Path | None, semantic_type: str, testame
     progress = None if ctx.as_json else lambda done, total: stderr(f"imported {done}/{total}")
     if str(file) != "-":
         try:
-            with file.open("rb") as handle:
-                export = is_export(handle.readline(1024 * 1024))
+            export = is_export_file(file)
         except OSError as error:
             raise CliError(f"cannot read {file}: {error.strerror}") from error
         if export:
@@ -337,6 +336,8 @@ def export(ctx: CliContext, file: Path | None, export_format: str, testament: Pa
     """
     from node.memory import write_private
 
+    if testament is not None and file is not None:
+        raise CliError("give FILE or --testament FILE, not both")
     if testament is not None:
         answer = ctx.client().testament_export()
         write_private(testament, base64.b64decode(answer.pop("testament_b64")))
@@ -346,7 +347,10 @@ def export(ctx: CliContext, file: Path | None, export_format: str, testament: Pa
     if file is None:
         raise CliError("memory export needs FILE (or --testament FILE)")
     progress = None if ctx.as_json else lambda done, total: stderr(f"exported {done}/{total}")
-    result = ctx.client().memory_export(str(file), progress=progress)
+    try:
+        result = ctx.client().memory_export(str(file), progress=progress)
+    except OSError as error:  # the file's folder is missing or not writable
+        raise CliError(f"cannot write {file}: {error.strerror}") from error
     ctx.emit(result | {"format": export_format}, lambda r: click.echo(
         f"{r['crystals']} crystals, {r['bytes']} bytes -> {r['path']} (readable by you only)"))
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from node.memory.portable import finish_private as finish_private
     from node.memory.portable import import_jsonl as import_jsonl
     from node.memory.portable import import_path as import_path
-    from node.memory.portable import is_export as is_export
+    from node.memory.portable import is_export_file as is_export_file
     from node.memory.portable import open_private as open_private
     from node.memory.reembedding import reembed as reembed
     from node.memory.requests import MAX_TAGS as MAX_TAGS

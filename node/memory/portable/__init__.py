@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from node.memory.portable.lines import VERSION as VERSION
     from node.memory.portable.lines import ImportRefused as ImportRefused
     from node.memory.portable.lines import is_export as is_export
+    from node.memory.portable.lines import is_export_file as is_export_file
     from node.memory.portable.restore import import_jsonl as import_jsonl
     from node.memory.portable.restore import import_path as import_path
 

@@ -15,6 +15,7 @@ import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
@@ -75,6 +76,12 @@ class BadLine(ValueError):
     def __init__(self, kind: str, detail: str = "") -> None:
         super().__init__(detail or kind)
         self.kind = kind
+
+
+def is_export_file(path: str | Path) -> bool:
+    """Whether the file at ``path`` is an export (its first line a header), read no further."""
+    with open(path, "rb") as handle:
+        return is_export(handle.readline(MAX_LINE_BYTES + 1))
 
 
 def is_export(first_line: bytes) -> bool:

@@ -75,3 +75,5 @@ def test_export_then_import_into_a_fresh_data_dir(filled: Cli, tmp_path: Path,
     truncated.write_bytes(b"\n".join(exported.read_bytes().splitlines()[:4]) + b"\n")
     assert "nothing imported" in fresh.fails("memory", "import", str(truncated))
     assert "memory export needs FILE" in fresh.fails("memory", "export")
+    assert "cannot write" in fresh.fails("memory", "export", str(tmp_path / "missing" / "x.jsonl"))
+    assert "not both" in fresh.fails("memory", "export", str(exported), "--testament", str(tmp_path / "t"))
