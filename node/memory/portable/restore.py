@@ -41,6 +41,8 @@ ERROR_EXAMPLES = 5
 
 @dataclass
 class _Judged:
+    """What the judging pass keeps of a sound file: enough to decide what to skip, no crystal."""
+
     header: Header
     ids: dict[str, str] = field(default_factory=dict)  # crystal id -> memory id
     memories: dict[str, list[str]] = field(default_factory=dict)  # memory id -> crystal ids
@@ -48,6 +50,8 @@ class _Judged:
 
 
 def turn_columns(memory: Memory) -> TurnColumns:
+    """This node's ``conversation_turns`` columns (a newer schema may add some; a row's other keys
+    are dropped, so no name from the file ever reaches SQL)."""
     rows = memory.db.all("PRAGMA table_info(conversation_turns)")
     own = {"crystal_id", "namespace"}  # from the restored crystal itself
     return TurnColumns(frozenset(row[1] for row in rows) - own,
