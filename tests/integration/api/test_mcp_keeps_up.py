@@ -215,7 +215,8 @@ async def test_a_long_call_sends_heartbeats_and_a_failing_client_never_fails_the
         raise httpx.ReadError("the client went away")
 
     async with Client(server) as client:
-        result = await client.call_tool("slow", {}, progress_callback=on_progress)
+        with trio.fail_after(WAIT_S):
+            result = await client.call_tool("slow", {}, progress_callback=on_progress)
         assert not result.is_error and result.structured_content == {"result": "ok"}
         assert [message for _, message in seen[1:4]] == ["waiting for the node (0 s)"] * 3
         assert 0 < seen[1][0] < seen[2][0] < seen[3][0] < 1 and seen[-1] == (1, "done")
