@@ -96,7 +96,7 @@ class Progress:
 
     async def _heartbeat(self, message: str, observe: Observe | None) -> None:
         started = anyio.current_time()
-        floor = math.floor(self.done)
+        floor: float = math.floor(self.done)
         while True:
             await anyio.sleep(self.heartbeat_s)
             seen = None

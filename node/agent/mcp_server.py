@@ -27,7 +27,7 @@ from node.agent.mcp_market import (
     register_market_tools,
     usdc_to_micro,
 )
-from node.agent.mcp_progress import Progress
+from node.agent.mcp_progress import HEARTBEAT_S, Progress
 from node.agent.mcp_resources import AgentMcpServer, register_resources
 from node.agent.mcp_working import (
     Importance,
@@ -73,8 +73,9 @@ MemoryId = Annotated[str, Field(min_length=1, max_length=64,
                                 description="A memory id from memory_search, memory_add or memory_list.")]
 
 
-def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
-    """The MCP server; ``connect`` returns a client for the running node (raises ApiError)."""
+def build_server(connect: Callable[[], ApiClient], *, heartbeat_s: float = HEARTBEAT_S) -> MCPServer[Any]:
+    """The MCP server; ``connect`` returns a client for the running node (raises ApiError).
+    ``heartbeat_s``: how often a long tool call reports that it is still waiting."""
     async def call(operation: Callable[[ApiClient], T]) -> T:
         """``operation`` on a fresh client of the node, off the event loop; node errors as tool errors."""
 
@@ -217,7 +218,7 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         "scan" findings say why; only the operator can release it) and the seller was charged.
         Reports progress (terms, payment, delivery, verification, ingest) to a client that asks."""
         max_price = usdc_to_micro(max_price_usdc)
-        progress = Progress(ctx, total=len(PURCHASE_STEPS))
+        progress = Progress(ctx, total=len(PURCHASE_STEPS), heartbeat_s=heartbeat_s)
         await progress.step(0, PURCHASE_STEPS[0])
         earlier = {row.get("request_id") for row in await call(lambda client: purchases_of(client, listing_id))}
 
@@ -255,7 +256,7 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         skills that could not be listed, with the reason. Reports progress after each batch
         to a client that asks for it."""
         ids = [_path_segment(crystal_id) for crystal_id in crystal_ids] if crystal_ids is not None else None
-        progress = Progress(ctx, total=len(ids) if ids is not None else None)
+        progress = Progress(ctx, total=len(ids) if ids is not None else None, heartbeat_s=heartbeat_s)
         await progress.step(0, "publishing the catalogue")
         report = progress.from_worker()
 
@@ -301,7 +302,7 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         """The node's wallet address and USDC balance, and today's spending against its cap."""
         return await call(lambda client: client.wallet())
 
-    register_working_tools(server, call)  # working memory (seed 001): memory_context, memory_dream
+    register_working_tools(server, call, heartbeat_s)  # working memory (seed 001): memory_context, memory_dream
     return server
 
 

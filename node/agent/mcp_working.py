@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
-from node.agent.mcp_progress import Progress
+from node.agent.mcp_progress import HEARTBEAT_S, Progress
 from node.api import ApiClient
 
 Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
@@ -40,7 +40,7 @@ async def add_working_note(call: Call, body: dict[str, Any], importance: float) 
                 {"differs": note["differs"]} if note.get("differs") else {})
 
 
-def register_working_tools(server: MCPServer[Any], call: Call) -> None:
+def register_working_tools(server: MCPServer[Any], call: Call, heartbeat_s: float = HEARTBEAT_S) -> None:
     @server.tool()
     async def memory_context(
         window_tokens: Annotated[int, Field(ge=1, le=10_000_000,
@@ -59,7 +59,7 @@ def register_working_tools(server: MCPServer[Any], call: Call) -> None:
         memories (normally automatic every two hours). Returns whether it was written or
         refused, and the crystal pointers it made. Reports progress (with a heartbeat while
         the node dreams, which may wait for an LLM) to a client that asks for it."""
-        progress = Progress(ctx, total=2)
+        progress = Progress(ctx, total=2, heartbeat_s=heartbeat_s)
         await progress.step(0, f"dreaming in {namespace}: reading MEMORY.md, the notes and new memories")
         result: dict[str, Any] = await progress.during(
             lambda: call(lambda client: client.memory_dream(namespace)), "dreaming")

@@ -23,7 +23,6 @@ from node.memory.dynamics import HormonalStateManager
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.requests import add_from_request
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
-from node.memory.working.resource_versions import skill_index_version
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -85,9 +84,8 @@ class AsyncMemory:
         found = await self.run(versions.list_memories, self._memory, namespace, types, limit)
         return [crystal.to_dict() for crystal in found]
 
-    async def skill_index_version(self, namespace: str = "default") -> str:
-        """The version of the MCP skill index (``node.memory.working.resource_versions``)."""
-        return await self.run(skill_index_version, self._memory, namespace)
+    async def list_version(self, namespace: str | None, types: tuple[str, ...], limit: int) -> str:
+        return await self.run(versions.list_version, self._memory, namespace, types, limit)
 
     async def namespaces(self) -> list[dict[str, Any]]:
         return await self.run(self._memory.store.namespaces)

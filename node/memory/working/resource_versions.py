@@ -13,21 +13,17 @@ serving the resource, or polling would be worse than re-reading.
   change always shows; a spurious change (a rewrite of equal bytes) costs one
   notification and one re-read, never a missed update.
 - The skill index (``skill://index.json``) is derived from the current skill crystals of
-  the default namespace: its version hashes their ids (a new text or scope is a new
-  version, so a new id) and execution counts, in list order — everything the index
-  entries carry that can change.
+  the default namespace: its version is ``node.memory.versions.list_version`` of that
+  list (their ids, since a new text or scope is a new id, and run counts, in order:
+  everything the index entries carry that can change).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import stat
 from pathlib import Path
 
-from node.memory.facade import Memory
-from node.memory.versions import list_memories
 from node.memory.working.working import WorkingMemory
 
 ABSENT = "absent"
@@ -48,10 +44,3 @@ def file_version(path: Path) -> str:
 def working_versions(working: WorkingMemory) -> dict[str, str]:
     """The versions of one namespace's ``MEMORY.md`` and pending notes (its scratch file)."""
     return {"memory_md": file_version(working.state_path), "notes": file_version(working.scratch.path)}
-
-
-def skill_index_version(memory: Memory, namespace: str = "default") -> str:
-    """A digest of what the skill index is built from: ids and run counts of current skills."""
-    skills = list_memories(memory, namespace, ("skill",), SKILL_INDEX_LIMIT)
-    rows = [[skill.id, skill.execution.executions, skill.execution.successes] for skill in skills]
-    return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()

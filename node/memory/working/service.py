@@ -27,7 +27,7 @@ from node.memory.facade import Memory
 from node.memory.working.backend import MemoryBackend, NoteKind
 from node.memory.working.build import working_memory_for
 from node.memory.working.dream import NicheData
-from node.memory.working.resource_versions import working_versions
+from node.memory.working.resource_versions import SKILL_INDEX_LIMIT, working_versions
 from node.memory.working.working import DEFAULT_NAMESPACE, WorkingMemory, check_namespace
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class WorkingMemoryService:
             lambda: {working.namespace: working_versions(working) for working in workings})
         result: dict[str, Any] = {"namespaces": files}
         if skills:
-            result["skills"] = await self.memory.skill_index_version()
+            result["skills"] = await self.memory.list_version(DEFAULT_NAMESPACE, ("skill",), SKILL_INDEX_LIMIT)
         return result
 
     async def crystallize_skill(self, crystal_id: str, text: str | None, category: str | None,
