@@ -248,3 +248,24 @@ async def test_the_versions_endpoint_refuses_what_it_must(node: NodeService) -> 
         refused = await trio.to_thread.run_sync(lambda hostile=hostile: get(hostile))
         assert 400 <= refused.status_code < 500, (hostile, refused.status_code)
     assert not (node.config.data_dir / "etc").exists()
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_subscriptions_are_bounded(node: NodeService) -> None:
+    """A client cannot make the server poll without limit: 64 namespaces at most, then refused."""
+    server = build_server(lambda: api(node))
+    async with Client(server, mode="legacy") as client:
+        for index in range(64):
+            await client.subscribe_resource(f"crystalmesh://working/agent:a{index}/notes.md")
+        with pytest.raises(Exception, match="at most 64 namespaces"):
+            await client.subscribe_resource("crystalmesh://working/agent:one-too-many/notes.md")
+        await client.unsubscribe_resource("crystalmesh://working/agent:a0/notes.md")
+        await client.subscribe_resource("crystalmesh://working/agent:one-too-many/MEMORY.md")
+        with pytest.raises(Exception, match="not a resource"):
+            await client.subscribe_resource("crystalmesh://working/../../etc/notes.md")
+        assert len(server.watch.keys()) == 64
+    async with Client(server) as client:
+        with pytest.raises(Exception, match="at most 64 namespaces"):
+            async with client.listen(resource_subscriptions=[
+                    f"crystalmesh://working/agent:b{index}/MEMORY.md" for index in range(65)]):
+                pass
