@@ -59,7 +59,8 @@ listing_reprice or listing_unpublish it; bounty_post what you cannot find. After
 skill you bought, skill_report_outcome (a bad one lowers the seller's trust). Resources:
 crystalmesh://working/default/MEMORY.md and .../notes.md, and every skill as
 skill://<name>/SKILL.md (bought ones under skill://bought/), listed with digests by
-skills/list and skill://index.json."""
+skills/list and skill://index.json; subscribe to MEMORY.md, notes.md or skill://index.json to hear
+when they change."""
 
 MemoryType = Literal[
     "general", "fact", "preference", "episode", "insight", "relationship", "goal",
