@@ -183,6 +183,12 @@ class ApiClient:
         """MEMORY.md (``memory_md``) and the pending scratch notes (``notes``), each as stored."""
         return dict(self.get("/v1/memory/working", namespace=namespace))
 
+    def working_versions(self, namespaces: Sequence[str], skills: bool = False) -> Json:
+        """Versions (tags, not content) of each namespace's MEMORY.md and notes, and with
+        ``skills`` of the skill index: ``{"namespaces": {ns: {"memory_md", "notes"}}, "skills"}``."""
+        return dict(self.get("/v1/memory/working/versions", namespace=list(namespaces),
+                             skills=str(skills).lower()))
+
     def crystallize_skill(self, crystal_id: str, text: str | None = None, category: str | None = None,
                           tags: Sequence[str] = ()) -> Json:
         """An emerging skill (a task pattern) as a skill crystal."""

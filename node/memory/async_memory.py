@@ -84,6 +84,9 @@ class AsyncMemory:
         found = await self.run(versions.list_memories, self._memory, namespace, types, limit)
         return [crystal.to_dict() for crystal in found]
 
+    async def list_version(self, namespace: str | None, types: tuple[str, ...], limit: int) -> str:
+        return await self.run(versions.list_version, self._memory, namespace, types, limit)
+
     async def namespaces(self) -> list[dict[str, Any]]:
         return await self.run(self._memory.store.namespaces)
 

@@ -54,6 +54,8 @@ ROUTES = {
     ("post", "/v1/memory/conversations"), ("get", "/v1/crystals/{crystal_id}/neighbours"),
     # MCP resources (issue 29): MEMORY.md and the pending notes as stored
     ("get", "/v1/memory/working"),
+    # MCP subscriptions (issue 34): version tags of MEMORY.md, the notes and the skill index
+    ("get", "/v1/memory/working/versions"),
     # the operator's undo, each act audited (issue 29)
     ("post", "/v1/weather/lift"), ("post", "/v1/trust/ban"), ("post", "/v1/trust/unban"),
     ("post", "/v1/listings/{listing_id}/endorse/revoke"), ("get", "/v1/audit"),
@@ -100,6 +102,7 @@ QUERY_PARAMS = {
     ("/v1/bounties", "get"): {"open"},
     "/v1/crystals/{crystal_id}/neighbours": {"window"},
     "/v1/memory/working": {"namespace"},
+    "/v1/memory/working/versions": {"namespace", "skills"},
     "/v1/audit": {"limit"},
 }
 
