@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio.from_thread
-
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field

@@ -15,7 +15,13 @@ import pytest
 from node.config import load_config
 from node.memory.facade import Memory
 from tests.support.cli import Cli
-from tests.support.transcripts import SESSION, claude_code_transcript, codex_rollout, jsonl, write_transcript
+from tests.support.transcripts import (
+    SESSION,
+    claude_code_transcript,
+    codex_rollout,
+    jsonl,
+    write_transcript,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 

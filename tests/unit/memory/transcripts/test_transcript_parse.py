@@ -20,7 +20,13 @@ from node.memory.transcripts.parse import (
     session_from_key,
     tool_call_text,
 )
-from tests.support.transcripts import SESSION, claude_code_line, codex_rollout, jsonl, messages_transcript
+from tests.support.transcripts import (
+    SESSION,
+    claude_code_line,
+    codex_rollout,
+    jsonl,
+    messages_transcript,
+)
 
 AT = "2026-03-14T09:00:00.000Z"
 CLAUDE = Context(Format.CLAUDE_CODE, SESSION)
