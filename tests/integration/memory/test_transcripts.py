@@ -232,7 +232,7 @@ def test_a_file_of_an_unknown_shape_is_refused_whole(memory: Memory, tmp_path: P
 
 def test_a_big_transcript_is_streamed_in_bounded_memory(memory: Memory, tmp_path: Path) -> None:
     path = tmp_path / f"{SESSION}.jsonl"
-    lines = claude_code_transcript(2200)
+    lines = claude_code_transcript(1500)
     write_transcript(path, lines)
     size = path.stat().st_size
     assert size >= 3 * 1024 * 1024
