@@ -269,7 +269,8 @@ def write_chunk(conn: sqlite3.Connection, plan: ChunkPlan, results: Sequence[Any
         if inserted.rowcount:
             added += 1
             next_index[conversation] += 1
-    earlier = row["messages"] if row is not None and chunk.offset > 0 else 0
+    same_file = row is not None and row["fingerprint"] == chunk.fingerprint
+    earlier = row["messages"] if row is not None and same_file else 0
     conn.execute(
         "INSERT INTO transcript_cursors(namespace, transcript, offset, fingerprint, format, session_id, messages, "
         "updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, transcript) DO UPDATE SET "
