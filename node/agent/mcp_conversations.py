@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from node.agent.mcp_progress import Progress
 from node.api import ApiClient
 from node.errors import CrystalmeshError
 
@@ -78,15 +78,12 @@ def register_conversation_tools(server: MCPServer[Any], call: Call) -> None:
         if not Path(path).is_absolute():
             raise ToolError("path must be an absolute path")
 
-        def progress(done: int, total: int) -> None:  # called on the worker thread, once per chunk
-            try:
-                anyio.from_thread.run(ctx.report_progress, done, total, "transcript bytes read")
-            except ValueError:
-                pass  # called outside an MCP request (no session to notify)
-
+        progress = Progress(ctx)  # per chunk read, and a heartbeat while one chunk is stored
         try:
-            result: dict[str, Any] = await call(lambda client: client.memory_ingest_transcript(
-                path, format=format, namespace=namespace, progress=progress))
+            result: dict[str, Any] = await progress.during(
+                lambda: call(lambda client: client.memory_ingest_transcript(
+                    path, format=format, namespace=namespace, progress=progress.from_worker())),
+                "ingesting the transcript")
         except CrystalmeshError as error:  # an unreadable path, read here
             raise ToolError(str(error)) from error
         return result
