@@ -284,7 +284,7 @@ class Memory:
             expansion, second=self.second, sessions=self.session_keys,
         )
 
-    def session_keys(self, rowids: Sequence[int]) -> dict[int, tuple[tuple[str, str, str], int]]:
+    def session_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
         """Which search candidates are turns of which conversation session (search ranks them together)."""
         return session_keys(self.db, rowids)
 

@@ -177,18 +177,17 @@ def ingest_conversation(memory: Memory, data: bytes, namespace: str | None = Non
     return store_plan(memory, embed_plan(memory, plan, progress))
 
 
-def session_keys(memory_db: Database, rowids: Sequence[int]) -> dict[int, tuple[tuple[str, str, str], int]]:
-    """The session ``(namespace, conversation, session)`` and place in it of each of ``rowids``
-    (crystal rowids) that is a stored conversation turn; search ranks a turn with its session's."""
+def session_keys(memory_db: Database, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+    """The session ``(namespace, conversation, session)`` of each of ``rowids`` (crystal rowids)
+    that is a stored conversation turn; search ranks a turn with its session's. Values are read
+    as stored (a crafted row can only regroup turns, which changes an order, never a result set)."""
     if not rowids:
         return {}
     rows = memory_db.all(
-        "SELECT c.rowid AS rowid, t.namespace AS namespace, t.conversation AS conversation, t.session AS session, "
-        "t.turn_index AS turn_index "
+        "SELECT c.rowid AS rowid, t.namespace AS namespace, t.conversation AS conversation, t.session AS session "
         "FROM crystals c JOIN conversation_turns t ON t.crystal_id = c.id "
         "WHERE c.rowid IN (SELECT value FROM json_each(?))", (json.dumps(sorted(set(rowids))),))
-    return {int(row["rowid"]): ((row["namespace"], row["conversation"], row["session"]), int(row["turn_index"]))
-            for row in rows}
+    return {row["rowid"]: (row["namespace"], row["conversation"], row["session"]) for row in rows}
 
 
 def _turn_dict(row: sqlite3.Row) -> dict[str, Any]:

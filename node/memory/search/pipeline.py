@@ -110,7 +110,7 @@ def search(
     confidence: Callable[[Sequence[tuple[str, bool]], int], dict[str, float]] | None = None,
     expansion: str | None = None,
     second: Embedder | None = None,
-    sessions: Callable[[Sequence[int]], Mapping[int, tuple[Hashable, int]]] | None = None,
+    sessions: Callable[[Sequence[int]], Mapping[int, Hashable]] | None = None,
     session_params: SessionParams = DEFAULT_SESSION_PARAMS,
 ) -> list[SearchHit]:
     """Answer ``request`` from one data dir (synchronous: the database's thread).

@@ -55,10 +55,10 @@ def is_conversation(turns: int, candidates: int, params: SessionParams = DEFAULT
     return candidates > 0 and turns >= params.turn_share * candidates
 
 
-def with_sessions(scores: Sequence[tuple[int, float]], session_of: Mapping[int, tuple[Hashable, int]],
+def with_sessions(scores: Sequence[tuple[int, float]], session_of: Mapping[int, Hashable],
                   params: SessionParams = DEFAULT_SESSION_PARAMS) -> dict[int, float]:
     """New scores for ``scores`` (``(rowid, score)``, any order), each blended with its session's
-    (see the module docstring); ``session_of`` maps a turn's rowid to ``(session key, turn index)``.
+    (see the module docstring); ``session_of`` maps a turn's rowid to its session's key.
     Unchanged when no candidate is a turn or ``weight`` is 0."""
     if not scores or params.weight <= 0.0 or not any(rowid in session_of for rowid, _ in scores):
         return dict(scores)
@@ -66,8 +66,7 @@ def with_sessions(scores: Sequence[tuple[int, float]], session_of: Mapping[int, 
     scale = best if best > 0.0 else 1.0
 
     def key_of(rowid: int) -> Hashable:
-        found = session_of.get(rowid)
-        return found[0] if found is not None else ("crystal", rowid)
+        return session_of.get(rowid, ("crystal", rowid))
 
     members: dict[Hashable, list[float]] = {}
     for rowid, score in scores:
