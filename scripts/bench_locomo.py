@@ -3,19 +3,22 @@
 
 LoCoMo: Maharana et al., "Evaluating Very Long-Term Conversational Memory of
 LLM Agents", ACL 2024. Each conversation file (LoCoMo's shape, see
-tests/support/locomo.py) goes into a fresh data dir: every turn one memory,
+tests/support/locomo.py) goes into a fresh data dir the way a user stores it
+(``memory ingest --conversation``): every turn one memory,
 ``"(<session date>) <speaker>: <text>"`` plus ``" [shares <caption>]"`` for a
-photo. Each question of categories 1-4 is then asked of the product
-(``Memory.search``, k=10), of BM25 alone (FTS5) and of dense search alone
-(exact cosine over every turn, the configured embedder), in the same run, and
-scored on its evidence turns: recall@5, recall@10, nDCG@10 per category and
-overall, and at the session level: session Hit@1 and Hit@5 (the sessions of
-the top 10 turns deduplicated in rank order; the measure of arXiv 2606.04194,
-which reports on LoCoMo BM25 0.640 Hit@1, one pooled vector 0.427, max-sim over
-per-turn vectors 0.664, BM25 + max-sim score fusion 0.752). Each product search
-is timed in process (``search_ms``: p50/p99 over every question). Files named by ``--held-back`` are reported apart ("held-back"),
-the others as "tune". The last line is one JSON object; its ``ratio`` is the
-product's overall nDCG@10 over the better of BM25 and dense, per split.
+photo and the relative dates resolved, with its session recorded. Each
+question is then asked of the product (``Memory.search``, k=10), of BM25 alone
+(FTS5) and of dense search alone (exact cosine over every turn, the configured
+embedder), in the same run, and scored on its evidence turns: recall@5,
+recall@10, nDCG@10 per category and overall (categories 1-4; category 5,
+adversarial, is reported apart), and at the session level: session Hit@1 and
+Hit@5 (the sessions of the top 10 turns deduplicated in rank order; the
+measure of arXiv 2606.04194, which reports on LoCoMo BM25 0.640 Hit@1, one
+pooled vector 0.427, max-sim over per-turn vectors 0.664, BM25 + max-sim score
+fusion 0.752). Each product search is also timed in process (``search_ms``).
+Files named by ``--held-back`` are reported apart ("held-back"), the others as
+"tune". The last line is one JSON object; its ``ratio`` is the product's
+overall nDCG@10 over the better of BM25 and dense, per split.
 
 ``--relevance`` also reports, at a few ``min_relevance`` thresholds, how often
 the product returns nothing for a category-5 question (adversarial: the answer

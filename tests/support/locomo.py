@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from node.config import NodeConfig
-from node.memory.embedding.embedder import get_embedder
 from node.memory.conversations import ingest_conversation
+from node.memory.embedding.embedder import get_embedder
 from node.memory.facade import Memory, SearchRequest
 from node.memory.search.fusion import fts_query
 
@@ -59,10 +59,6 @@ class Turn:
     speaker: str
     text: str
     caption: str | None
-
-    def memory_text(self) -> str:
-        shares = f" [shares {self.caption}]" if self.caption else ""
-        return f"({self.date}) {self.speaker}: {self.text}{shares}"
 
 
 @dataclass(frozen=True)
@@ -177,15 +173,16 @@ def measure(ranked: list[str], evidence: tuple[str, ...]) -> tuple[float, ...]:
 
 
 def evaluate(store: LocomoStore, questions: list[Question], scores: Scores) -> None:
-    """Add the :data:`MEASURES` of each method on each answered question to
-    ``scores[(category name, method)]`` and ``scores[("overall", method)]``."""
+    """Add the :data:`MEASURES` of each method on each question to ``scores[(category name, method)]``
+    and, for an answered one (categories 1-4), to ``scores[("overall", method)]``. A category-5
+    (adversarial) question's evidence is where the tempting wrong answer is: reported apart, it
+    says whether the product finds what BM25 finds there, not whether it answers."""
     for question in questions:
-        if question.category not in ANSWERED:
-            continue
         for method in METHODS:
             row = measure(getattr(store, method)(question.text), question.evidence)
             scores[(CATEGORIES[question.category], method)].append(row)
-            scores[("overall", method)].append(row)
+            if question.category in ANSWERED:
+                scores[("overall", method)].append(row)
 
 
 def summarise(scores: Scores) -> dict[str, Any]:

@@ -44,7 +44,12 @@ from node.memory.search.negation import negated_share, split_negation
 from node.memory.search.ranking import confidence_weight, surface_warnings
 from node.memory.search.relevance import relevance
 from node.memory.search.second_opinion import opinion_of
-from node.memory.search.sessions import DEFAULT_SESSION_PARAMS, SessionParams, is_conversation, with_sessions
+from node.memory.search.sessions import (
+    DEFAULT_SESSION_PARAMS,
+    SessionParams,
+    is_conversation,
+    with_sessions,
+)
 from node.memory.search.temporal import valid_at
 from node.memory.search.windows import best_window_dense
 

@@ -27,7 +27,7 @@ def test_with_depth_one_a_session_is_its_best_turn() -> None:
 def test_candidates_that_are_no_turns_keep_their_order_and_ratios() -> None:
     scores = [(1, 0.8), (2, 0.5), (3, 0.1)]
     assert with_sessions(scores, {}) == dict(scores)  # no turn at all: untouched
-    blended = with_sessions(scores + [(9, 0.3)], {9: "s"})
+    blended = with_sessions([*scores, (9, 0.3)], {9: "s"})
     assert ranked(blended)[:2] == [1, 2]
     assert abs(blended[1] / blended[2] - 0.8 / 0.5) < 1e-9
     assert abs(blended[2] / blended[3] - 0.5 / 0.1) < 1e-9
