@@ -42,7 +42,7 @@ from node.crystals import governance as gov
 from node.db import Database
 from node.memory.conversations import CONCEPT as TURNS_CONCEPT
 from node.memory.conversations import MIGRATIONS as TURNS_MIGRATIONS
-from node.memory.conversations import attach_turns
+from node.memory.conversations import attach_turns, session_keys
 from node.memory.dynamics import (
     ConsolidationInput,
     HormonalStateManager,
@@ -271,7 +271,7 @@ class Memory:
         if self.llm is None:
             hits = search(
                 self.store, self.index, self.embed, self.hormones, request, self.learning.confidences_by_id,
-                second=self.second,
+                second=self.second, sessions=self.session_keys,
             )
         else:
             hits = run_steps(llm_search_steps(self, self.llm, request))
@@ -284,8 +284,12 @@ class Memory:
         wide = replace(request, k=depth, record_access=False)
         return search(
             self.store, self.index, self.embed, self.hormones, wide, self.learning.confidences_by_id,
-            expansion, second=self.second,
+            expansion, second=self.second, sessions=self.session_keys,
         )
+
+    def session_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """Which search candidates are turns of which conversation session (search ranks them together)."""
+        return session_keys(self.db, rowids)
 
     def record_hits(self, hits: list[SearchHit]) -> None:
         record_hits(self.store, hits)
