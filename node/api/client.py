@@ -13,14 +13,18 @@ under the same names from the data dir itself.
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from node.config import NodeConfig
 from node.keyfiles import read_secret
+
+if TYPE_CHECKING:
+    from node.memory import TranscriptChunk
 
 Json = dict[str, Any]
 # Skills per ``POST /v1/skills/publish`` call (a few signed batches): the unit of progress.
@@ -201,6 +205,27 @@ class ApiClient:
             finish_private(handle, temporary, target, complete)
         return {"path": str(target), "crystals": crystals, "bytes": done}
 
+    def memory_ingest_transcript(self, path: str, *, format: str | None = None, namespace: str | None = None,
+                                 progress: Callable[[int, int], None] | None = None) -> Json:
+        """Store what the node has not read of a session transcript (Claude Code, Codex or messages
+        JSONL): the file is read here, from where the node stopped, and sent in chunks of complete
+        lines; ``progress(offset, size)`` after each. The summary of what was stored."""
+        from node.memory import feed_transcript
+
+        return feed_transcript(path, self.memory_transcript_cursor, self.memory_ingest_transcript_chunk,
+                               format=format, namespace=namespace, progress=progress)
+
+    def memory_transcript_cursor(self, transcript: str, namespace: str | None = None) -> Json:
+        """Where the node stopped reading a transcript (``offset``, ``fingerprint``, ``format``...)."""
+        return dict(self.get("/v1/memory/transcripts/cursor", transcript=transcript, namespace=namespace))
+
+    def memory_ingest_transcript_chunk(self, chunk: TranscriptChunk) -> Json:
+        """Send one chunk of complete lines; what the node stored and its new ``offset``."""
+        return dict(self.post("/v1/memory/transcripts", _present({
+            "transcript": chunk.transcript, "fingerprint": chunk.fingerprint, "offset": chunk.offset,
+            "end_offset": chunk.end_offset, "data_b64": base64.b64encode(chunk.data).decode("ascii"),
+            "format": chunk.format, "namespace": chunk.namespace})))
+
     def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
         """The turns of a session within ``window`` turns of a conversation turn's memory."""
         return dict(self.get(f"/v1/crystals/{crystal_id}/neighbours", window=window))
@@ -223,6 +248,12 @@ class ApiClient:
     def working_state(self, namespace: str = "default") -> Json:
         """MEMORY.md (``memory_md``) and the pending scratch notes (``notes``), each as stored."""
         return dict(self.get("/v1/memory/working", namespace=namespace))
+
+    def working_versions(self, namespaces: Sequence[str], skills: bool = False) -> Json:
+        """Versions (tags, not content) of each namespace's MEMORY.md and notes, and with
+        ``skills`` of the skill index: ``{"namespaces": {ns: {"memory_md", "notes"}}, "skills"}``."""
+        return dict(self.get("/v1/memory/working/versions", namespace=list(namespaces),
+                             skills=str(skills).lower()))
 
     def crystallize_skill(self, crystal_id: str, text: str | None = None, category: str | None = None,
                           tags: Sequence[str] = ()) -> Json:

@@ -14,6 +14,7 @@ from node.crystals import AccessScope, SemanticType
 
 Json = dict[str, Any]
 Namespace = Annotated[str, Field(min_length=1, max_length=100)]
+MAX_VERSION_NAMESPACES = 64  # node.agent.mcp_subscriptions.MAX_WATCHED_NAMESPACES
 
 
 class NoteIn(Body):
@@ -47,6 +48,14 @@ class StateQuery(BaseModel):
     namespace: Namespace = "default"
 
 
+class VersionsQuery(BaseModel):
+    """``GET /v1/memory/working/versions``: what a resource subscriber polls (MCP subscriptions)."""
+
+    model_config = ConfigDict(extra="forbid")
+    namespace: Annotated[list[Namespace], Field(min_length=1, max_length=MAX_VERSION_NAMESPACES)] = ["default"]
+    skills: bool = False
+
+
 class CrystallizeIn(Body):
     """``POST /v1/skills/{id}/crystallize``: an emerging skill into a skill crystal."""
 
@@ -75,6 +84,10 @@ def working_memory_router(node: NodeApi) -> APIRouter:
     @router.get("/memory/working")
     async def state(query: Annotated[StateQuery, Query()]) -> Json:
         return await node.working.state(query.namespace)
+
+    @router.get("/memory/working/versions")
+    async def versions(query: Annotated[VersionsQuery, Query()]) -> Json:
+        return await node.working.versions(query.namespace, query.skills)
 
     @router.post("/skills/{crystal_id}/crystallize", tags=["skills"])
     async def crystallize(crystal_id: str, body: CrystallizeIn | None = None) -> Json:

@@ -51,6 +51,12 @@ if TYPE_CHECKING:
     from node.memory.requests import add_from_request as add_from_request
     from node.memory.search import SOURCES as SOURCES
     from node.memory.search import origin_label as origin_label
+    from node.memory.transcripts import TranscriptChunk as TranscriptChunk
+    from node.memory.transcripts import TranscriptConflict as TranscriptConflict
+    from node.memory.transcripts import TranscriptRefused as TranscriptRefused
+    from node.memory.transcripts import feed_transcript as feed_transcript
+    from node.memory.transcripts import ingest_transcript_chunk as ingest_transcript_chunk
+    from node.memory.transcripts import transcript_cursor as transcript_cursor
     from node.memory.versions import add_with_outcome as add_with_outcome
     from node.memory.versions import delete as delete
     from node.memory.versions import history as history

@@ -24,6 +24,15 @@ from node.memory.facade import ConsolidationReport, Memory
 from node.memory.portable import export_jsonl
 from node.memory.requests import add_from_request
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
+from node.memory.transcripts import (
+    TranscriptChunk,
+    parse_chunk,
+    prepare_new,
+    select_new,
+    start_chunk,
+    store_chunk,
+    transcript_cursor,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -85,6 +94,9 @@ class AsyncMemory:
         found = await self.run(versions.list_memories, self._memory, namespace, types, limit)
         return [crystal.to_dict() for crystal in found]
 
+    async def list_version(self, namespace: str | None, types: tuple[str, ...], limit: int) -> str:
+        return await self.run(versions.list_version, self._memory, namespace, types, limit)
+
     async def namespaces(self) -> list[dict[str, Any]]:
         return await self.run(self._memory.store.namespaces)
 
@@ -121,6 +133,21 @@ class AsyncMemory:
         database's thread: no write lands between two of its batches, so the file is one state of
         memory (it holds the writer for as long as it takes: ~1 s per 10k crystals here)."""
         return await self.run(export_jsonl, self._memory, out_file)
+
+    # --- session transcripts (node.memory.transcripts) -----------------------------------------
+    async def ingest_transcript_chunk(self, chunk: TranscriptChunk) -> dict[str, Any]:
+        """Store a chunk of a transcript's lines with its cursor (``ingest_transcript_chunk``'s steps):
+        parsed, classified and embedded off the writer, written in one transaction (nothing of it
+        if refused or in conflict)."""
+        start = await self.run(start_chunk, self._memory, chunk)
+        plan = await trio.to_thread.run_sync(parse_chunk, start)
+        plan = await self.run(select_new, self._memory, plan)
+        plan = await trio.to_thread.run_sync(prepare_new, self._memory, plan)
+        return await self.run(store_chunk, self._memory, plan)
+
+    async def transcript_cursor(self, transcript: str, namespace: str | None = None) -> dict[str, Any]:
+        """Where the node stopped reading a transcript."""
+        return await self.run(transcript_cursor, self._memory, transcript, namespace)
 
     async def neighbours(self, crystal_id: str, window: int = 2) -> dict[str, Any]:
         """The turns of a session around a conversation turn's memory."""

@@ -42,7 +42,7 @@ from node.crystals import governance as gov
 from node.db import Database
 from node.memory.conversations import CONCEPT as TURNS_CONCEPT
 from node.memory.conversations import MIGRATIONS as TURNS_MIGRATIONS
-from node.memory.conversations import attach_turns
+from node.memory.conversations import attach_turns, session_keys
 from node.memory.dynamics import (
     ConsolidationInput,
     HormonalStateManager,
@@ -70,6 +70,8 @@ from node.memory.search import (
     set_vectors,
 )
 from node.memory.skill_versions import new_skill_version
+from node.memory.transcripts import CONCEPT as TRANSCRIPTS_CONCEPT
+from node.memory.transcripts import MIGRATIONS as TRANSCRIPTS_MIGRATIONS
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,7 @@ class Memory:
         try:
             self.store = CrystalStore(self.db)
             self.db.migrate(TURNS_CONCEPT, TURNS_MIGRATIONS)  # where ingested turns came from
+            self.db.migrate(TRANSCRIPTS_CONCEPT, TRANSCRIPTS_MIGRATIONS)  # how far each transcript was read
             # node.toml's embedder, unless a re-embed committed and died before rewriting it.
             self.embedder = embedder or get_embedder(configured_embedder_key(config, self.db))
             self.store.bind_embedder(self.embedder.name, self.embedder.dim)
@@ -268,7 +271,7 @@ class Memory:
         if self.llm is None:
             hits = search(
                 self.store, self.index, self.embed, self.hormones, request, self.learning.confidences_by_id,
-                second=self.second,
+                second=self.second, sessions=self.session_keys,
             )
         else:
             hits = run_steps(llm_search_steps(self, self.llm, request))
@@ -281,8 +284,12 @@ class Memory:
         wide = replace(request, k=depth, record_access=False)
         return search(
             self.store, self.index, self.embed, self.hormones, wide, self.learning.confidences_by_id,
-            expansion, second=self.second,
+            expansion, second=self.second, sessions=self.session_keys,
         )
+
+    def session_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """Which search candidates are turns of which conversation session (search ranks them together)."""
+        return session_keys(self.db, rowids)
 
     def record_hits(self, hits: list[SearchHit]) -> None:
         record_hits(self.store, hits)

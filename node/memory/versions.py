@@ -18,6 +18,8 @@ server all end here, so the rules are written once:
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,5 +162,15 @@ def list_memories(memory: Memory, namespace: str | None = None, types: tuple[str
     return memory.store.list_crystals(filters, limit=max(1, min(limit, 1000)))
 
 
+def list_version(memory: Memory, namespace: str | None = None, types: tuple[str, ...] = (),
+                 limit: int = 50) -> str:
+    """A digest of what :func:`list_memories` returns that can change: each memory's id (a new
+    text or scope is a new version, so a new id) and run counts, in order. A subscriber that
+    polls compares digests instead of lists (the MCP server's ``skill://index.json``)."""
+    rows = [[crystal.id, crystal.execution.executions, crystal.execution.successes]
+            for crystal in list_memories(memory, namespace, types, limit)]
+    return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
+
+
 __all__ = ["AddOutcome", "add_with_outcome", "current_version", "delete", "history", "list_memories",
-           "update", "update_from_request"]
+           "list_version", "update", "update_from_request"]

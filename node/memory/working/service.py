@@ -27,6 +27,7 @@ from node.memory.facade import Memory
 from node.memory.working.backend import MemoryBackend, NoteKind
 from node.memory.working.build import working_memory_for
 from node.memory.working.dream import NicheData
+from node.memory.working.resource_versions import SKILL_INDEX_LIMIT, working_versions
 from node.memory.working.working import DEFAULT_NAMESPACE, WorkingMemory, check_namespace
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,17 @@ class WorkingMemoryService:
         memory_md, notes = await trio.to_thread.run_sync(read)
         return {"namespace": working.namespace, "memory_md": memory_md,
                 "notes": [note.to_dict() for note in notes]}
+
+    async def versions(self, namespaces: Sequence[str], skills: bool = False) -> dict[str, Any]:
+        """Versions of MEMORY.md and the notes of each namespace (and of the skill index), for a
+        subscriber that polls for changes (``node.memory.working.resource_versions``)."""
+        workings = [self.working_memory(namespace) for namespace in dict.fromkeys(namespaces)]
+        files = await trio.to_thread.run_sync(
+            lambda: {working.namespace: working_versions(working) for working in workings})
+        result: dict[str, Any] = {"namespaces": files}
+        if skills:
+            result["skills"] = await self.memory.list_version(DEFAULT_NAMESPACE, ("skill",), SKILL_INDEX_LIMIT)
+        return result
 
     async def crystallize_skill(self, crystal_id: str, text: str | None, category: str | None,
                                 tags: Sequence[str]) -> dict[str, Any]:
