@@ -119,7 +119,7 @@ def search(ctx: CliContext, query: str, k: int, types: tuple[str, ...], lifecycl
 
 
 def _origin_column(origin: dict[str, Any]) -> str:
-    """The table's short origin: a file relative to here when it is below, a time in local time."""
+    """The table's short origin: a file relative to here when it is below, a time in UTC (as `when`)."""
     if origin.get("source") == "file" and origin.get("path"):
         path = Path(str(origin["path"]))
         try:
@@ -127,8 +127,7 @@ def _origin_column(origin: dict[str, Any]) -> str:
         except ValueError:
             origin = origin | {"path": str(Path(*path.parts[-3:])) if len(path.parts) > 3 else str(path)}
     at_ms = origin.get("at_ms")
-    stamp = datetime.fromtimestamp(at_ms / 1000).strftime("%Y-%m-%d %H:%M") if isinstance(at_ms, int) else ""
-    return origin_label(origin, stamp)
+    return origin_label(origin, when(at_ms) if isinstance(at_ms, int) else "")
 
 
 @memory.command("show")

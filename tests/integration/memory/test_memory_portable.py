@@ -104,6 +104,9 @@ def test_round_trip_into_a_fresh_data_dir(source: tuple[Memory, dict[str, str]],
     assert summary["crystals"] == header["counts"]["crystals"] == len(lines) - 1
     expected = every_crystal(memory)
     del expected[ids["gone"]]  # a deleted memory stays out
+    # Until a consolidation purges it, the deleted memory's text still counts in the source's BM25
+    # statistics and index (docs/memory.md): compare with the source as the next cycle leaves it.
+    memory.purge(())
     before = top10(memory)
     origins = {hit.crystal.id: hit.to_dict()["origin"]
                for hit in memory.search(SearchRequest("charity race", namespaces=(), record_access=False))}
@@ -128,7 +131,7 @@ def test_round_trip_into_a_fresh_data_dir(source: tuple[Memory, dict[str, str]],
         assert top10(restored) == before
         assert {hit.crystal.id: hit.to_dict()["origin"] for hit in restored.search(
             SearchRequest("charity race", namespaces=(), record_access=False))} == origins
-        assert restored.index.count == memory.index.count - 1  # the deleted memory's vector
+        assert restored.index.count == memory.index.count
 
         again = import_path(restored, path)  # twice adds nothing
         assert again["imported"] == 0 and again["already_stored"] == result["memories"]

@@ -4,15 +4,25 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from node.cli.local import LocalNode
+from node.config import load_config
 from node.crystals import Origin, Source
-from node.memory import SearchRequest, add_from_request, ingest_conversation
+from node.memory import (
+    SearchRequest,
+    add_from_request,
+    export_to_path,
+    import_path,
+    ingest_conversation,
+)
 from node.memory.facade import Memory
 from node.memory.search import MemoryInputError
 from tests.support.conversations import locomo_bytes
+from tests.support.transcripts import SESSION, START, claude_code_transcript, write_transcript
 
 
 def hits(memory: Memory, query: str, k: int = 10, sources: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -84,3 +94,26 @@ def test_an_unknown_source_is_refused(memory: Memory) -> None:
     memory.add("anything at all")
     with pytest.raises(MemoryInputError, match=r"unknown source 'session'.*memory, sessions, files, skills"):
         memory.search(SearchRequest("anything", sources=("session",)))
+
+
+def test_a_real_transcript_ingest_names_its_session(memory: Memory, tmp_path: Path) -> None:
+    """A Claude Code transcript ingested as ``LocalNode`` does: its hits name the host's session id,
+    and the turn and time of the message; an export carries them to a fresh node."""
+    path = write_transcript(tmp_path / "session.jsonl", claude_code_transcript(40))
+    assert LocalNode(lambda: memory).memory_ingest_transcript(str(path))["added"] > 0
+    found = hits(memory, "why does the deploy script fail on the staging host", k=5, sources=("sessions",))
+    assert found and all(hit["origin"]["source"] == "session" and hit["origin"]["session_id"] == SESSION
+                         for hit in found)
+    assert all(isinstance(hit["origin"]["turn"], int) for hit in found)
+    timed = [hit["origin"]["at_ms"] for hit in found if hit["origin"]["speaker"] != "summary"]  # a summary has none
+    assert timed and all(at_ms >= START.timestamp() * 1000 for at_ms in timed)
+    assert {hit["origin"]["speaker"] for hit in found} <= {"user", "assistant", "tool", "summary"}
+
+    export_to_path(memory, tmp_path / "memory.jsonl")
+    fresh = Memory(load_config(tmp_path / "fresh", overrides={"memory": {"embedder": "hashing"}}, environ={}))
+    try:
+        import_path(fresh, tmp_path / "memory.jsonl")
+        again = hits(fresh, "why does the deploy script fail on the staging host", k=5, sources=("sessions",))
+        assert [(hit["id"], hit["origin"]) for hit in again] == [(hit["id"], hit["origin"]) for hit in found]
+    finally:
+        fresh.close()
