@@ -13,14 +13,18 @@ under the same names from the data dir itself.
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from node.config import NodeConfig
 from node.keyfiles import read_secret
+
+if TYPE_CHECKING:
+    from node.memory import TranscriptChunk
 
 Json = dict[str, Any]
 # Skills per ``POST /v1/skills/publish`` call (a few signed batches): the unit of progress.
@@ -159,6 +163,27 @@ class ApiClient:
         the node reports no ``progress``."""
         return dict(self.post("/v1/memory/conversations", _present({
             "content_b64": content_b64, "namespace": namespace, "type": semantic_type})))
+
+    def memory_ingest_transcript(self, path: str, *, format: str | None = None, namespace: str | None = None,
+                                 progress: Callable[[int, int], None] | None = None) -> Json:
+        """Store what the node has not read of a session transcript (Claude Code, Codex or messages
+        JSONL): the file is read here, from where the node stopped, and sent in chunks of complete
+        lines; ``progress(offset, size)`` after each. The summary of what was stored."""
+        from node.memory import feed_transcript
+
+        return feed_transcript(path, self.memory_transcript_cursor, self.memory_ingest_transcript_chunk,
+                               format=format, namespace=namespace, progress=progress)
+
+    def memory_transcript_cursor(self, transcript: str, namespace: str | None = None) -> Json:
+        """Where the node stopped reading a transcript (``offset``, ``fingerprint``, ``format``...)."""
+        return dict(self.get("/v1/memory/transcripts/cursor", transcript=transcript, namespace=namespace))
+
+    def memory_ingest_transcript_chunk(self, chunk: TranscriptChunk) -> Json:
+        """Send one chunk of complete lines; what the node stored and its new ``offset``."""
+        return dict(self.post("/v1/memory/transcripts", _present({
+            "transcript": chunk.transcript, "fingerprint": chunk.fingerprint, "offset": chunk.offset,
+            "end_offset": chunk.end_offset, "data_b64": base64.b64encode(chunk.data).decode("ascii"),
+            "format": chunk.format, "namespace": chunk.namespace})))
 
     def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
         """The turns of a session within ``window`` turns of a conversation turn's memory."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from node.crystals import Crystal
-from node.memory import ConsolidationReport, SearchHit, SearchRequest
+from node.memory import ConsolidationReport, SearchHit, SearchRequest, TranscriptChunk
 
 
 class MemoryApi(Protocol):
@@ -36,6 +36,8 @@ class MemoryApi(Protocol):
     async def ingest_conversation(self, data: bytes, namespace: str | None = None,
                                   semantic_type: str = "general") -> dict[str, Any]: ...
     async def neighbours(self, crystal_id: str, window: int = 2) -> dict[str, Any]: ...
+    async def ingest_transcript_chunk(self, chunk: TranscriptChunk) -> dict[str, Any]: ...
+    async def transcript_cursor(self, transcript: str, namespace: str | None = None) -> dict[str, Any]: ...
 
 
 class WorkingApi(Protocol):

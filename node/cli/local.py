@@ -129,6 +129,20 @@ class LocalNode:
         return ingest_conversation(self._memory(), base64.b64decode(content_b64, validate=True), namespace,
                                    semantic_type or "general", progress)
 
+    def memory_ingest_transcript(self, path: str, *, format: str | None = None, namespace: str | None = None,
+                                 progress: Callable[[int, int], None] | None = None) -> Json:
+        from node.memory import feed_transcript, ingest_transcript_chunk, transcript_cursor
+
+        memory = self._memory()
+        return feed_transcript(path, lambda transcript, space: transcript_cursor(memory, transcript, space),
+                               lambda chunk: ingest_transcript_chunk(memory, chunk),
+                               format=format, namespace=namespace, progress=progress)
+
+    def memory_transcript_cursor(self, transcript: str, namespace: str | None = None) -> Json:
+        from node.memory import transcript_cursor
+
+        return transcript_cursor(self._memory(), transcript, namespace)
+
     def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
         from node.memory import neighbours
 

@@ -64,6 +64,12 @@ if TYPE_CHECKING:
     from node.memory.working.service import WorkingMemoryService as WorkingMemoryService
     from node.memory.working.state import DEFAULT_WINDOW_TOKENS as DEFAULT_WINDOW_TOKENS
     from node.memory.working.working import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE
+    from node.memory.transcripts import Chunk as TranscriptChunk
+    from node.memory.transcripts import TranscriptConflict as TranscriptConflict
+    from node.memory.transcripts import TranscriptRefused as TranscriptRefused
+    from node.memory.transcripts import feed_transcript as feed_transcript
+    from node.memory.transcripts import ingest_chunk as ingest_transcript_chunk
+    from node.memory.transcripts import transcript_cursor as transcript_cursor
     from node.memory.working.working import WorkingMemory as WorkingMemory
 
 __getattr__ = face(__name__)

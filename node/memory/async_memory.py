@@ -23,6 +23,7 @@ from node.memory.dynamics import HormonalStateManager
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.requests import add_from_request
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
+from node.memory.transcripts import Chunk, plan_chunk, store_chunk, transcript_cursor
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -114,6 +115,18 @@ class AsyncMemory:
         plan = await self.run(plan_ingest, self._memory, data, namespace, semantic_type)
         plan = await trio.to_thread.run_sync(embed_plan, self._memory, plan)
         return await self.run(store_plan, self._memory, plan)
+
+    # --- session transcripts (node.memory.transcripts) -----------------------------------------
+    async def ingest_transcript_chunk(self, chunk: Chunk) -> dict[str, Any]:
+        """Store a chunk of a transcript's lines with its cursor: checked and planned, embedded
+        off the writer, written in one transaction (nothing of it if refused or in conflict)."""
+        plan = await self.run(plan_chunk, self._memory, chunk)
+        plan = await trio.to_thread.run_sync(embed_plan, self._memory, plan)
+        return await self.run(store_chunk, self._memory, plan)
+
+    async def transcript_cursor(self, transcript: str, namespace: str | None = None) -> dict[str, Any]:
+        """Where the node stopped reading a transcript."""
+        return await self.run(transcript_cursor, self._memory, transcript, namespace)
 
     async def neighbours(self, crystal_id: str, window: int = 2) -> dict[str, Any]:
         """The turns of a session around a conversation turn's memory."""

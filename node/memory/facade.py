@@ -70,6 +70,8 @@ from node.memory.search import (
     set_vectors,
 )
 from node.memory.skill_versions import new_skill_version
+from node.memory.transcripts import CONCEPT as TRANSCRIPTS_CONCEPT
+from node.memory.transcripts import MIGRATIONS as TRANSCRIPTS_MIGRATIONS
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,7 @@ class Memory:
         try:
             self.store = CrystalStore(self.db)
             self.db.migrate(TURNS_CONCEPT, TURNS_MIGRATIONS)  # where ingested turns came from
+            self.db.migrate(TRANSCRIPTS_CONCEPT, TRANSCRIPTS_MIGRATIONS)  # how far each transcript was read
             # node.toml's embedder, unless a re-embed committed and died before rewriting it.
             self.embedder = embedder or get_embedder(configured_embedder_key(config, self.db))
             self.store.bind_embedder(self.embedder.name, self.embedder.dim)

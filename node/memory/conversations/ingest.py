@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -119,7 +119,19 @@ def plan_ingest(memory: Memory, data: bytes, namespace: str | None = None,
     return Plan(conversation, space, todo, crystals, started)
 
 
-def embed_plan(memory: Memory, plan: Plan, progress: Progress | None = None) -> Plan:
+class Embeddable(Protocol):
+    """A plan of crystals to embed: a conversation's (:class:`Plan`) or a transcript chunk's."""
+
+    crystals: list[Crystal]
+    vectors: np.ndarray | None
+    windows: list[np.ndarray | None]
+    embedded: float
+
+
+P = TypeVar("P", bound=Embeddable)
+
+
+def embed_plan(memory: Memory, plan: P, progress: Progress | None = None) -> P:
     """The vectors of the plan's crystals (and their second opinion's), in batches: no database,
     so ``AsyncMemory`` runs this off the single writer."""
     vectors: list[np.ndarray] = []

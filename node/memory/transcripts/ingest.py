@@ -1,0 +1,275 @@
+"""The node's side of transcript ingest: a chunk of lines becomes turns, stored with its cursor.
+
+Runs on the database's thread with a :class:`node.memory.facade.Memory`, in the three
+steps conversations use (``AsyncMemory`` embeds off the single writer):
+:func:`plan_chunk` checks the chunk against the cursor, parses its lines
+(``parse``: cleaned, redacted) and prepares a crystal for each message not stored
+yet; ``embed_plan`` embeds them; :func:`store_chunk` writes the crystals, their
+``conversation_turns`` rows and the cursor's advance in one transaction, so a crash
+between chunks neither loses nor repeats a message.
+
+Each message is a crystal with ``source=sessions``, ``origin=session``,
+``path="session:<session id>"``, ``valid_from`` the message's time and the default
+lifespan (ordinary material decays, as the seeds say; what the user states as a
+directive is kept by the directive path, not here), and a turn row with
+``conversation="session:<id>"``, ``session=<id>``, ``speaker=<role>``, the next
+``turn_index`` of that session and ``source_id`` the host's message id (Claude Code's
+``uuid``) or a digest of its line. That row's key (namespace, conversation,
+source_id) is what makes a message stored once, whatever the cursor says.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from node.crystals import Crystal, Origin, SemanticType, Source, now_ms
+from node.memory.conversations import embed_plan
+from node.memory.namespaces import validate_namespace
+from node.memory.transcripts.feed import Chunk, TranscriptConflict, TranscriptRefused
+from node.memory.transcripts.lines import MAX_LINE_BYTES, split_lines
+from node.memory.transcripts.parse import (
+    Context,
+    Format,
+    Message,
+    Skip,
+    detect_format,
+    parse_line,
+    session_from_key,
+)
+
+if TYPE_CHECKING:
+    from node.db import Database
+
+Beside = Any
+MAX_TRANSCRIPT_CHARS = 4096  # the transcript's key (its path): a label, never opened here
+MAX_CHUNK_BYTES = 1024 * 1024  # a chunk in memory at once (the API's body limit bounds it further)
+_FINGERPRINT = re.compile(r"[0-9a-f]{64}")
+_QUERY_BATCH = 500  # ids per "IN (...)" look-up
+
+
+class Memory(Protocol):
+    """What transcript ingest needs of a node's memory (``node.memory.facade.Memory``)."""
+
+    db: Database
+
+    def prepare(self, text: str, **kwargs: Any) -> Crystal: ...
+    def embed_windows(self, texts: Sequence[str],
+                      packed: bool = False) -> tuple[np.ndarray, list[np.ndarray | None]]: ...
+    def second_opinions(self, crystals: Sequence[Crystal], packed: bool = False) -> None: ...
+    def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None,
+                     windows: Sequence[np.ndarray | None] | None = None,
+                     beside: Beside | None = None) -> list[Any]: ...
+
+
+@dataclass
+class ChunkPlan:
+    """A checked chunk: its messages, those not stored yet as crystals, then their vectors."""
+
+    chunk: Chunk
+    namespace: str
+    format: str  # "" while no line has told it (every line so far skipped)
+    session_id: str
+    messages: list[Message]
+    todo: list[Message]
+    crystals: list[Crystal]
+    skipped: Counter[str]
+    dropped: Counter[str]
+    redacted: Counter[str]
+    started: float
+    vectors: np.ndarray | None = None
+    windows: list[np.ndarray | None] = field(default_factory=list)
+    embedded: float = 0.0
+
+
+def _cursor(db: Database | sqlite3.Connection, namespace: str, transcript: str) -> sqlite3.Row | None:
+    sql = "SELECT * FROM transcript_cursors WHERE namespace=? AND transcript=?"
+    if isinstance(db, sqlite3.Connection):
+        row: sqlite3.Row | None = db.execute(sql, (namespace, transcript)).fetchone()
+        return row
+    return db.one(sql, (namespace, transcript))
+
+
+def _check_transcript(transcript: str) -> str:
+    if not isinstance(transcript, str) or not transcript or len(transcript) > MAX_TRANSCRIPT_CHARS:
+        raise TranscriptRefused(f"a transcript is named by 1 to {MAX_TRANSCRIPT_CHARS} characters")
+    if not transcript.isprintable():
+        raise TranscriptRefused("a transcript's name holds a control character")
+    return transcript
+
+
+def transcript_cursor(memory: Memory, transcript: str, namespace: str | None = None) -> dict[str, Any]:
+    """Where the node stopped on ``transcript`` (offset 0 and no fingerprint if never read)."""
+    space = validate_namespace(namespace)
+    row = _cursor(memory.db, space, _check_transcript(transcript))
+    if row is None:
+        return {"transcript": transcript, "namespace": space, "offset": 0, "fingerprint": None,
+                "format": None, "session_id": None, "messages": 0}
+    return {"transcript": transcript, "namespace": space, "offset": row["offset"],
+            "fingerprint": row["fingerprint"], "format": row["format"] or None,
+            "session_id": row["session_id"], "messages": row["messages"], "updated_at_ms": row["updated_at_ms"]}
+
+
+def _check_chunk(chunk: Chunk) -> int:
+    """How many over-long lines the chunk leaves out (0 or 1); :class:`TranscriptRefused` if unsound."""
+    _check_transcript(chunk.transcript)
+    if not _FINGERPRINT.fullmatch(chunk.fingerprint or ""):
+        raise TranscriptRefused("fingerprint must be the sha256 (hex) of the file's first line")
+    if chunk.offset < 0 or len(chunk.data) > MAX_CHUNK_BYTES:
+        raise TranscriptRefused(f"a chunk starts at an offset >= 0 and holds at most {MAX_CHUNK_BYTES} bytes")
+    if chunk.data and not chunk.data.endswith(b"\n"):
+        raise TranscriptRefused("a chunk holds complete lines only (it ends with a newline)")
+    gap = chunk.end_offset - chunk.offset - len(chunk.data)
+    if gap < 0 or 0 < gap <= MAX_LINE_BYTES:
+        raise TranscriptRefused("end_offset must be the chunk's end, or past one line over the size limit")
+    if chunk.format is not None and chunk.format not in {member.value for member in Format}:
+        raise TranscriptRefused(f"format must be one of {', '.join(member.value for member in Format)}")
+    return 1 if gap else 0
+
+
+def _check_continues(row: sqlite3.Row | None, chunk: Chunk) -> None:
+    """A chunk starts the file again (offset 0) or continues exactly where the node stopped on it."""
+    if chunk.offset == 0:
+        return
+    if row is None or row["fingerprint"] != chunk.fingerprint or row["offset"] != chunk.offset:
+        where = "nothing of it" if row is None else f"up to byte {row['offset']} of a file with fingerprint " \
+            f"{row['fingerprint'][:12]}…"
+        raise TranscriptConflict(f"this chunk starts at byte {chunk.offset} but the node has read {where}; "
+                                 "ask for the cursor and send from there")
+
+
+def _known_ids(db: Database, namespace: str, messages: Sequence[Message]) -> set[tuple[str, str]]:
+    by_conversation: dict[str, list[str]] = {}
+    for message in messages:
+        by_conversation.setdefault(f"session:{message.session_id}", []).append(message.source_id)
+    known: set[tuple[str, str]] = set()
+    for conversation, ids in by_conversation.items():
+        for start in range(0, len(ids), _QUERY_BATCH):
+            batch = ids[start:start + _QUERY_BATCH]
+            rows = db.all(f"SELECT source_id FROM conversation_turns WHERE namespace=? AND conversation=? "
+                          f"AND source_id IN ({','.join('?' * len(batch))})", (namespace, conversation, *batch))
+            known.update((conversation, row[0]) for row in rows)
+    return known
+
+
+def plan_chunk(memory: Memory, chunk: Chunk) -> ChunkPlan:
+    """Check and parse a chunk, and prepare the messages not stored yet (nothing is written)."""
+    started = time.perf_counter()
+    left_out = _check_chunk(chunk)
+    space = validate_namespace(chunk.namespace)
+    row = _cursor(memory.db, space, chunk.transcript)
+    _check_continues(row, chunk)
+    lines = split_lines(chunk.data)
+    continuing = row is not None and chunk.offset > 0
+    known_format = row["format"] if continuing and row is not None else ""
+    format_name = chunk.format or known_format or (detected.value if (detected := detect_format(lines)) else "")
+    session_id = (row["session_id"] if continuing and row is not None else "") or session_from_key(chunk.transcript)
+    skipped: Counter[str] = Counter({Skip.TOO_LONG.value: left_out} if left_out else {})
+    dropped: Counter[str] = Counter()
+    redacted: Counter[str] = Counter()
+    messages: list[Message] = []
+    if not format_name:
+        decodable = [raw for raw in lines if parse_line(raw, Context(Format.MESSAGES, session_id)).skipped is None]
+        if decodable:
+            raise TranscriptRefused(f"cannot tell the format of {chunk.transcript}: pass a format "
+                                    f"({', '.join(member.value for member in Format)})")
+        for raw in lines:  # every line is hostile: count them, the cursor still moves past them
+            skipped[str(parse_line(raw, Context(Format.MESSAGES, session_id)).skipped)] += 1
+    else:
+        context = Context(Format(format_name), session_id)
+        for raw in lines:
+            result = parse_line(raw, context)
+            if result.skipped is not None:
+                skipped[result.skipped.value] += 1
+                continue
+            dropped.update(result.dropped)
+            redacted.update(result.redacted)
+            messages.extend(result.messages)
+            if result.session_id:  # Codex names its session once, in session_meta
+                context.session_id = result.session_id
+            elif result.messages and context.format is Format.CLAUDE_CODE:
+                context.session_id = result.messages[-1].session_id
+        session_id = context.session_id
+    known = _known_ids(memory.db, space, messages)
+    todo: list[Message] = []
+    for message in messages:
+        key = (f"session:{message.session_id}", message.source_id)
+        if key not in known:
+            known.add(key)  # the same id twice in one chunk is stored once
+            todo.append(message)
+    crystals = [memory.prepare(message.turn_text(), semantic_type=SemanticType.GENERAL, origin=Origin.SESSION,
+                               source=Source.SESSIONS, path=f"session:{message.session_id}", namespace=space,
+                               valid_from_ms=message.at_ms) for message in todo]
+    return ChunkPlan(chunk, space, format_name, session_id, messages, todo, crystals, skipped, dropped, redacted,
+                     started)
+
+
+def write_chunk(conn: sqlite3.Connection, plan: ChunkPlan, results: Sequence[Any]) -> int:
+    """The turn rows of a chunk's new crystals and the cursor's advance (inside the caller's
+    transaction); how many turns were added. Raises :class:`TranscriptConflict` (rolling all of
+    it back) if another ingest moved the cursor since the chunk was planned."""
+    chunk = plan.chunk
+    row = _cursor(conn, plan.namespace, chunk.transcript)
+    _check_continues(row, chunk)
+    at = now_ms()
+    next_index: dict[str, int] = {}
+    added = 0
+    for message, result in zip(plan.todo, results, strict=True):
+        conversation = f"session:{message.session_id}"
+        if conversation not in next_index:
+            last = conn.execute("SELECT MAX(turn_index) FROM conversation_turns WHERE namespace=? AND conversation=?",
+                                (plan.namespace, conversation)).fetchone()[0]
+            next_index[conversation] = 0 if last is None else int(last) + 1
+        inserted = conn.execute(
+            "INSERT OR IGNORE INTO conversation_turns(namespace, conversation, source_id, crystal_id, speaker, "
+            "session, session_index, turn_index, session_date, at_ms, ingested_at_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, 0, ?, NULL, ?, ?)",
+            (plan.namespace, conversation, message.source_id, result.id, message.role.value, message.session_id,
+             next_index[conversation], message.at_ms, at))
+        if inserted.rowcount:
+            added += 1
+            next_index[conversation] += 1
+    earlier = row["messages"] if row is not None and chunk.offset > 0 else 0
+    conn.execute(
+        "INSERT INTO transcript_cursors(namespace, transcript, offset, fingerprint, format, session_id, messages, "
+        "updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, transcript) DO UPDATE SET "
+        "offset=excluded.offset, fingerprint=excluded.fingerprint, format=excluded.format, "
+        "session_id=excluded.session_id, messages=excluded.messages, updated_at_ms=excluded.updated_at_ms",
+        (plan.namespace, chunk.transcript, chunk.end_offset, chunk.fingerprint, plan.format, plan.session_id,
+         earlier + added, at))
+    return added
+
+
+def store_chunk(memory: Memory, plan: ChunkPlan) -> dict[str, Any]:
+    """Write the chunk (crystals, turn rows, cursor) in one transaction; what it added."""
+    added = [0]
+
+    def beside(conn: sqlite3.Connection, results: list[Any]) -> None:
+        added[0] = write_chunk(conn, plan, results)
+
+    if plan.crystals:
+        memory.add_crystals(plan.crystals, plan.vectors, plan.windows, beside=beside)
+    else:
+        with memory.db.transaction() as conn:
+            beside(conn, [])
+    chunk = plan.chunk
+    return {"transcript": chunk.transcript, "namespace": plan.namespace, "session_id": plan.session_id,
+            "format": plan.format or None, "messages_read": len(plan.messages), "added": added[0],
+            "already_stored": len(plan.messages) - added[0], "skipped": dict(plan.skipped),
+            "dropped": dict(plan.dropped), "redacted": dict(plan.redacted), "offset": chunk.end_offset,
+            "bytes_read": chunk.end_offset - chunk.offset,
+            "sidechain_turns": sum(1 for message in plan.todo if message.agent is not None), "chunks": 1,
+            "total_s": round(time.perf_counter() - plan.started, 3)}
+
+
+def ingest_chunk(memory: Memory, chunk: Chunk) -> dict[str, Any]:
+    """Plan, embed and store one chunk (``AsyncMemory`` runs the same three steps, embedding off the
+    writer); raises :class:`TranscriptRefused` or :class:`TranscriptConflict` with nothing stored."""
+    return store_chunk(memory, embed_plan(memory, plan_chunk(memory, chunk)))
