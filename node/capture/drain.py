@@ -25,6 +25,9 @@ from node.memory import ensure_dir, file_lock
 
 log = logging.getLogger(__name__)
 
+HOST_FORMATS = {"claude-code": "claude-code", "codex": "codex"}
+"""The transcript format each host writes (``memory ingest --transcript --format``)."""
+
 
 class TranscriptSink(Protocol):
     """What the worker needs of a client (``ApiClient`` and ``LocalNode`` both are one)."""
@@ -76,7 +79,8 @@ def _drain_once(queue: CaptureQueue, sink: Callable[[], TranscriptSink], data_di
             continue
         try:
             client = sink()
-            summary = client.memory_ingest_transcript(str(checked), namespace=namespace)
+            summary = client.memory_ingest_transcript(str(checked), format=HOST_FORMATS.get(items[0].host),
+                                                      namespace=namespace)
             if any(item.event in SESSION_END_EVENTS for item in items):
                 client.session_end()
         except Exception as error:  # every failure is kept for the next run

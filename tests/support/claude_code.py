@@ -1,12 +1,8 @@
-"""Claude Code as the hook tests see it: a session transcript written in its JSONL shape, and a
-hook command run the way Claude Code runs one (through a shell, the hook JSON on stdin).
+"""Claude Code as the hook tests see it: a session transcript that grows, and a hook command run
+the way Claude Code runs one (through a shell, the hook JSON on stdin).
 
-The transcript lines follow the shape Claude Code documents and writes under
-``~/.claude/projects/<project>/<session id>.jsonl``: one JSON object per line with
-``type`` (``user`` / ``assistant`` / others), ``uuid``, ``parentUuid``, ``sessionId``,
-``timestamp``, ``cwd`` and a ``message`` holding the API message (``role``,
-``content`` as a string or a list of ``text`` / ``tool_use`` / ``tool_result`` blocks).
-Written here from that description; no real session is copied.
+Transcript lines come from ``tests.support.transcripts.claude_code_line`` (the envelope Claude
+Code writes around each message, written from its documentation; no real session is copied).
 """
 
 from __future__ import annotations
@@ -20,36 +16,24 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from tests.support.transcripts import claude_code_line
+
 REPO = Path(__file__).resolve().parents[2]
 START = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
 
 
-def transcript_lines(session_id: str, turns: Sequence[tuple[str, str]], start_index: int = 0,
-                     cwd: str = "/home/dev/project") -> list[str]:
-    """JSONL lines for ``turns`` of (role, text), with a tool call and its result after each
-    assistant answer and a progress event (both as Claude Code writes them)."""
-    lines = []
-    parent: str | None = None
-    for index, (role, text) in enumerate(turns, start=start_index):
-        at = (START + timedelta(minutes=index)).isoformat().replace("+00:00", "Z")
-        entry_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{session_id}/{index}"))
-        content: object = text if role == "user" else [{"type": "text", "text": text}]
-        message = {"role": role, "content": content}
-        if role == "assistant":
-            message |= {"id": f"msg_{index:04d}", "model": "claude-sonnet-4-5", "type": "message"}
-        lines.append(json.dumps({"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": cwd,
-                                 "sessionId": session_id, "version": "2.0.14", "type": role,
-                                 "message": message, "uuid": entry_id, "timestamp": at}))
-        parent = entry_id
-    return lines
-
-
-def write_transcript(path: Path, session_id: str, turns: Sequence[tuple[str, str]], append: bool = False,
-                     start_index: int = 0) -> Path:
+def write_session(path: Path, session_id: str, turns: Sequence[tuple[str, str]], start_index: int = 0) -> Path:
+    """Append ``turns`` of (role, text) to the transcript at ``path``, one minute apart, chained by
+    ``parentUuid`` as Claude Code writes them (``start_index`` continues an earlier call)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a" if append else "w", encoding="utf-8") as out:
-        for line in transcript_lines(session_id, turns, start_index):
-            out.write(line + "\n")
+    with path.open("a", encoding="utf-8") as out:
+        for index, (role, text) in enumerate(turns, start=start_index):
+            line_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{session_id}/{index}"))
+            parent = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{session_id}/{index - 1}")) if index else None
+            content: object = text if role == "user" else [{"type": "text", "text": text}]
+            line = claude_code_line(role, content, at=START + timedelta(minutes=index), session_id=session_id,
+                                    line_id=line_id, parent=parent)
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
     return path
 
 

@@ -102,7 +102,7 @@ def hook_fast_path(args: Sequence[str]) -> int | None:
     data_dir, host, namespace, rest = parsed
     try:
         data_dir = data_dir or default_data_dir()
-        _log_to(data_dir)
+        log_to_capture_file(data_dir)
     except Exception:  # no log file: still never fail the host
         return 0
     try:
@@ -123,7 +123,7 @@ def _read_stdin() -> bytes:
     return sys.stdin.buffer.read(MAX_HOOK_INPUT_BYTES + 1)
 
 
-def _log_to(data_dir: Path) -> None:
+def log_to_capture_file(data_dir: Path) -> None:
     from node.memory import ensure_dir
 
     log_path = capture_log(data_dir)

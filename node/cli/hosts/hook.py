@@ -7,13 +7,17 @@ invocations the fast path leaves to click (``--node``, ``--help``).
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
 import click
 
 from node.cli.context import CliContext, common_options, table, when
-from node.cli.hosts.fast import claude_code_hook, codex_hook
+from node.cli.hosts.fast import claude_code_hook, codex_hook, log_to_capture_file
+from node.cli.local import LocalNode
+
+log = logging.getLogger("node.capture.worker")
 
 
 @click.group("hook")
@@ -60,7 +64,15 @@ def hook_drain(ctx: CliContext) -> None:
     from node.capture import CaptureQueue, drain_queue
 
     data_dir = ctx.resolve_data_dir()
-    report = drain_queue(CaptureQueue(data_dir), ctx.client, data_dir)
+    log_to_capture_file(data_dir)
+
+    def open_client() -> Any:
+        client = ctx.client()
+        log.info("capture worker: storing through %s", "the data dir (no node running)"
+                 if isinstance(client, LocalNode) else "the node's API")
+        return client
+
+    report = drain_queue(CaptureQueue(data_dir), open_client, data_dir)
     ctx.emit(report.to_dict(), _show_drain)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from node.capture import CaptureQueue
 from node.memory import file_lock
-from tests.support.claude_code import hook_argv, hook_env, hook_input, write_transcript
+from tests.support.claude_code import hook_argv, hook_env, hook_input, write_session
 from tests.support.cli import Cli
 
 HAND_WRITTEN = "# Project notes\n\n- The staging database is db-stage-2 (Postgres 16).\n- Deploys go out on Thursdays.\n"
@@ -65,8 +65,8 @@ def test_session_start_without_an_initialised_node_still_answers(tmp_path: Path,
 
 
 def test_stop_queues_the_transcript_before_it_returns(initialised: Cli, home: Path, tmp_path: Path) -> None:
-    transcript = write_transcript(tmp_path / "projects" / "p" / "sess-1.jsonl", "sess-1",
-                                  [("user", "hello"), ("assistant", "hi")])
+    transcript = write_session(tmp_path / "projects" / "p" / "sess-1.jsonl", "sess-1",
+                               [("user", "hello"), ("assistant", "hi")])
     queue = CaptureQueue(initialised.data_dir)
     queue.directory.mkdir(parents=True)
     # A worker already running: the hook's own worker exits at once and the entry must be on disk.
