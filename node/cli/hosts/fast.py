@@ -106,10 +106,11 @@ def hook_fast_path(args: Sequence[str]) -> int | None:
     except Exception:  # no log file: still never fail the host
         return 0
     try:
+        output = None
         if host == "claude-code":
             output = claude_code_hook(data_dir, namespace, _read_stdin())
         else:
-            output = codex_hook(data_dir, namespace, rest[0])
+            codex_hook(data_dir, namespace, rest[0])
     except Exception as error:
         log.error("hook %s failed: %s: %s", host, type(error).__name__, error)
         return 0

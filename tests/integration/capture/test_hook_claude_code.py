@@ -121,14 +121,14 @@ def test_codex_notify_queues_the_threads_rollout(initialised: Cli, home: Path) -
     thread = "5973b6c0-94b8-487b-a530-2aeb6098ae0e"
     rollout = home / ".codex" / "sessions" / "2026" / "11" / "02" / f"rollout-2026-11-02T09-30-00-{thread}.jsonl"
     rollout.parent.mkdir(parents=True)
-    rollout.write_text('{"timestamp":"2026-11-02T09:30:00.000Z","type":"session_meta","payload":{"id":"%s"}}\n'
-                       % thread)
+    rollout.write_text(json.dumps({"timestamp": "2026-11-02T09:30:00.000Z", "type": "session_meta",
+                                   "payload": {"id": thread}}) + "\n")
     notification = json.dumps({"type": "agent-turn-complete", "thread-id": thread, "turn-id": "12",
                                "cwd": "/home/dev/project", "input-messages": ["fix the build"],
                                "last-assistant-message": "Done."})
     queue = CaptureQueue(initialised.data_dir)
     queue.directory.mkdir(parents=True)
-    argv = hook_argv(initialised.data_dir)[:-1] + ["codex", notification]
+    argv = [*hook_argv(initialised.data_dir)[:-1], "codex", notification]
     with file_lock(queue.drain_lock_path):
         done = subprocess.run(argv, capture_output=True, env=hook_env(home), timeout=60, check=False)
         entries = queue.read()
