@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -64,7 +63,7 @@ class QueueEntry:
 
     @classmethod
     def new(cls, host: str, event: str, session_id: str, transcript_path: str, namespace: str) -> QueueEntry:
-        return cls(secrets.token_hex(8), host, event, session_id, transcript_path, namespace,
+        return cls(os.urandom(8).hex(), host, event, session_id, transcript_path, namespace,
                    int(time.time() * 1000))
 
     def line(self) -> bytes:

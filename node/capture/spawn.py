@@ -8,7 +8,6 @@ reads nothing from the host (stdin is ``/dev/null``) and writes only to the log.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +16,8 @@ from node.memory import ensure_dir, open_nofollow
 
 def spawn_detached(argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None) -> int:
     """Start ``argv`` in the background (stdout and stderr appended to ``log_path``); its pid."""
+    import subprocess  # here: a SessionStart with nothing queued never pays for it
+
     ensure_dir(log_path.parent)
     log_fd = open_nofollow(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:

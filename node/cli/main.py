@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -89,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:
         if debug:
+            import traceback
+
             traceback.print_exc()
         message = str(exc) or type(exc).__name__
         click.echo(f"error: {message}", err=True)

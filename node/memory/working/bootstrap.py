@@ -16,7 +16,6 @@ through a node does it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -36,6 +35,8 @@ def _journal_view(directory: Path) -> tuple[str, frozenset[str]] | None:
         data = read_bytes(directory / "dream.journal", 4 * MAX_STATE_BYTES)
         if data is None:
             return None
+        import hashlib  # only when a dream is pending: the common start pays nothing for it
+
         sealed = json.loads(data)
         body = sealed["journal"]
         if hashlib.sha256(body.encode()).hexdigest() != sealed["sha256"]:
