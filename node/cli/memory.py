@@ -416,21 +416,38 @@ def context(ctx: CliContext, query: str | None, budget_tokens: int | None, windo
 
 # --- conversations (docs/memory.md, "Conversations") ---------------------------------------------
 @memory.command("ingest")
-@click.option("--conversation", "path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--conversation", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A conversation file: JSON or JSONL turns (speaker, text, time, session, id) or LoCoMo's shape.")
+@click.option("--transcript", "transcript", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A session transcript: Claude Code session JSONL, Codex CLI rollout JSONL or "
+                   "{role, content, timestamp} lines; read from where the last ingest of it stopped.")
+@click.option("--format", "transcript_format", type=click.Choice(["claude-code", "codex", "messages"]),
+              default=None, help="The transcript's format (default: detected from its lines).")
 @click.option("--namespace", default=None, help=NAMESPACE_HELP)
 @click.option("--type", "semantic_type", type=click.Choice(TYPES), default="general", show_default=True,
-              help="Semantic type of the turns' memories.")
+              help="Semantic type of a conversation's memories.")
 @common_options
-def ingest(ctx: CliContext, path: Path, namespace: str | None, semantic_type: str) -> None:
-    """Store each turn of a conversation as a memory with its speaker, session, time and file id.
+def ingest(ctx: CliContext, path: Path | None, transcript: Path | None, transcript_format: str | None,
+           namespace: str | None, semantic_type: str) -> None:
+    """Store a conversation's turns, or a session transcript's new messages, as memories.
 
-    The whole file is checked first (shape, size, nesting, text); a refused file stores
-    nothing, and ingesting the same file again adds nothing.
+    A conversation (--conversation) is checked whole first (shape, size, nesting, text): a
+    refused file stores nothing, and ingesting the same file again adds nothing. A transcript
+    (--transcript) is streamed: user and assistant text, each tool call as one line and its
+    result shortened are kept, thinking and bookkeeping dropped, secrets redacted, hostile lines
+    skipped with a count; a transcript that has grown adds only its new messages.
 
     \f
-    Example: ``crystalmesh memory ingest --conversation chat.jsonl --namespace user:jonas``
+    Examples: ``crystalmesh memory ingest --conversation chat.jsonl --namespace user:jonas``;
+    ``crystalmesh memory ingest --transcript ~/.claude/projects/-home-me-app/<session>.jsonl``
     """
+    if (path is None) == (transcript is None):
+        raise CliError("give one of --conversation FILE or --transcript FILE")
+    if transcript is not None:
+        return _ingest_transcript(ctx, transcript, transcript_format, namespace)
+    if transcript_format is not None:
+        raise CliError("--format is for --transcript")
+    assert path is not None
     from node.api import ApiError
     from node.memory import MAX_CONVERSATION_BYTES
 
@@ -450,6 +467,30 @@ def ingest(ctx: CliContext, path: Path, namespace: str | None, semantic_type: st
         f"{r['added']} turns added, {r['already_stored']} already stored, of {r['turns']} "
         f"({r['sessions']} sessions; {', '.join(r['speakers'])}) in {r['total_s']:.1f} s"
         + (f" ({r['turns_per_s']:.0f} turns/s)" if r.get("turns_per_s") else "")))
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in sorted(counts.items())) or "none"
+
+
+def transcript_summary(report: dict[str, Any]) -> str:
+    """The one line ``memory ingest --transcript`` prints (the hooks print it to their log too)."""
+    return (f"{report['added']} messages added, {report['already_stored']} already stored, "
+            f"of {report['messages_read']} read from {report['bytes_read']} bytes "
+            f"(session {report.get('session_id') or '?'}, {report.get('format') or 'format unknown'}"
+            + (f", {report['sidechain_turns']} from subagents" if report.get("sidechain_turns") else "")
+            + f"); skipped: {_counts(report.get('skipped') or {})}; "
+            f"redacted: {_counts(report.get('redacted') or {})}; offset {report['offset']}")
+
+
+def _ingest_transcript(ctx: CliContext, transcript: Path, transcript_format: str | None,
+                       namespace: str | None) -> None:
+    def progress(done: int, total: int) -> None:
+        stderr(f"read {done}/{total} bytes")
+
+    result = ctx.client().memory_ingest_transcript(str(transcript), format=transcript_format, namespace=namespace,
+                                                   progress=None if ctx.as_json else progress)
+    ctx.emit(result, lambda r: click.echo(transcript_summary(r)))
 
 
 @memory.command("neighbours")

@@ -41,6 +41,12 @@ if TYPE_CHECKING:
     from node.memory.requests import MAX_TEXT_CHARS as MAX_TEXT_CHARS
     from node.memory.requests import MAX_TTL_MS as MAX_TTL_MS
     from node.memory.requests import add_from_request as add_from_request
+    from node.memory.transcripts import TranscriptChunk as TranscriptChunk
+    from node.memory.transcripts import TranscriptConflict as TranscriptConflict
+    from node.memory.transcripts import TranscriptRefused as TranscriptRefused
+    from node.memory.transcripts import feed_transcript as feed_transcript
+    from node.memory.transcripts import ingest_transcript_chunk as ingest_transcript_chunk
+    from node.memory.transcripts import transcript_cursor as transcript_cursor
     from node.memory.versions import add_with_outcome as add_with_outcome
     from node.memory.versions import delete as delete
     from node.memory.versions import history as history
@@ -64,12 +70,6 @@ if TYPE_CHECKING:
     from node.memory.working.service import WorkingMemoryService as WorkingMemoryService
     from node.memory.working.state import DEFAULT_WINDOW_TOKENS as DEFAULT_WINDOW_TOKENS
     from node.memory.working.working import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE
-    from node.memory.transcripts import Chunk as TranscriptChunk
-    from node.memory.transcripts import TranscriptConflict as TranscriptConflict
-    from node.memory.transcripts import TranscriptRefused as TranscriptRefused
-    from node.memory.transcripts import feed_transcript as feed_transcript
-    from node.memory.transcripts import ingest_chunk as ingest_transcript_chunk
-    from node.memory.transcripts import transcript_cursor as transcript_cursor
     from node.memory.working.working import WorkingMemory as WorkingMemory
 
 __getattr__ = face(__name__)

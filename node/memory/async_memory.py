@@ -23,7 +23,7 @@ from node.memory.dynamics import HormonalStateManager
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.requests import add_from_request
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
-from node.memory.transcripts import Chunk, plan_chunk, store_chunk, transcript_cursor
+from node.memory.transcripts import TranscriptChunk, plan_chunk, store_chunk, transcript_cursor
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -117,7 +117,7 @@ class AsyncMemory:
         return await self.run(store_plan, self._memory, plan)
 
     # --- session transcripts (node.memory.transcripts) -----------------------------------------
-    async def ingest_transcript_chunk(self, chunk: Chunk) -> dict[str, Any]:
+    async def ingest_transcript_chunk(self, chunk: TranscriptChunk) -> dict[str, Any]:
         """Store a chunk of a transcript's lines with its cursor: checked and planned, embedded
         off the writer, written in one transaction (nothing of it if refused or in conflict)."""
         plan = await self.run(plan_chunk, self._memory, chunk)

@@ -80,7 +80,8 @@ def claude_code_transcript(n_messages: int, *, session_id: str = SESSION, seed: 
         sidechain = bool(sidechain_every) and exchange % sidechain_every == 0
         agent = f"a{exchange:04x}" if sidechain else None
 
-        def add(kind: str, content: Any, **extra: Any) -> None:
+        def add(kind: str, content: Any, sidechain: bool = sidechain, agent: str | None = agent,
+                **extra: Any) -> None:
             nonlocal parent, at, written
             at += timedelta(seconds=rng.randint(1, 20))
             line_id = _uuid(rng)

@@ -6,7 +6,7 @@ keeping: text, a tool call as one line, a tool result shortened; thinking, progr
 bookkeeping dropped; terminal codes stripped and secrets redacted before anything is
 stored. The caller reads the file (``feed_transcript``: the node never opens a path a
 request names) and sends chunks of complete lines; the node stores each chunk with its
-cursor in one transaction (``ingest_chunk``), so a grown file adds only its new
+cursor in one transaction (``ingest_transcript_chunk``), so a grown file adds only its new
 messages and a crash between chunks loses and repeats nothing.
 
 Rule: outside this package, import only the names below (``node/face.py``;
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 from node.face import face
 
 if TYPE_CHECKING:
-    from node.memory.transcripts.feed import Chunk as Chunk
+    from node.memory.transcripts.feed import TranscriptChunk as TranscriptChunk
     from node.memory.transcripts.feed import TranscriptConflict as TranscriptConflict
     from node.memory.transcripts.feed import TranscriptRefused as TranscriptRefused
     from node.memory.transcripts.feed import feed_transcript as feed_transcript
-    from node.memory.transcripts.ingest import ingest_chunk as ingest_chunk
+    from node.memory.transcripts.ingest import ingest_transcript_chunk as ingest_transcript_chunk
     from node.memory.transcripts.ingest import plan_chunk as plan_chunk
     from node.memory.transcripts.ingest import store_chunk as store_chunk
     from node.memory.transcripts.ingest import transcript_cursor as transcript_cursor

@@ -45,7 +45,7 @@ class TranscriptConflict(CrystalmeshError):
 
 
 @dataclass(frozen=True)
-class Chunk:
+class TranscriptChunk:
     """Complete lines of a transcript as the node receives them.
 
     ``transcript`` names the file (its absolute path: a key, never opened by the node);
@@ -87,7 +87,7 @@ def merge_summary(total: Json, chunk: Json) -> Json:
     return total
 
 
-def feed_transcript(path: str, read_cursor: Callable[[str, str | None], Json], send: Callable[[Chunk], Json], *,
+def feed_transcript(path: str, read_cursor: Callable[[str, str | None], Json], send: Callable[[TranscriptChunk], Json], *,
                     format: str | None = None, namespace: str | None = None,
                     progress: Callable[[int, int], None] | None = None,
                     chunk_bytes: int = CHUNK_BYTES) -> Json:
@@ -117,7 +117,7 @@ def feed_transcript(path: str, read_cursor: Callable[[str, str | None], Json], s
             summary["offset"] = start
             try:
                 for piece in chunks(file, start, chunk_bytes, limit=size):
-                    result = send(Chunk(transcript, mark, piece.offset, piece.data, piece.end_offset,
+                    result = send(TranscriptChunk(transcript, mark, piece.offset, piece.data, piece.end_offset,
                                         format, namespace))
                     merge_summary(summary, result)
                     if progress is not None:

@@ -24,7 +24,7 @@ import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,7 +33,7 @@ import numpy as np
 from node.crystals import Crystal, Origin, SemanticType, Source, now_ms
 from node.memory.conversations import embed_plan
 from node.memory.namespaces import validate_namespace
-from node.memory.transcripts.feed import Chunk, TranscriptConflict, TranscriptRefused
+from node.memory.transcripts.feed import TranscriptChunk, TranscriptConflict, TranscriptRefused
 from node.memory.transcripts.lines import MAX_LINE_BYTES, split_lines
 from node.memory.transcripts.parse import (
     Context,
@@ -48,7 +48,7 @@ from node.memory.transcripts.parse import (
 if TYPE_CHECKING:
     from node.db import Database
 
-Beside = Any
+Beside = Callable[[sqlite3.Connection, list[Any]], None]
 MAX_TRANSCRIPT_CHARS = 4096  # the transcript's key (its path): a label, never opened here
 MAX_CHUNK_BYTES = 1024 * 1024  # a chunk in memory at once (the API's body limit bounds it further)
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
@@ -67,13 +67,14 @@ class Memory(Protocol):
     def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None,
                      windows: Sequence[np.ndarray | None] | None = None,
                      beside: Beside | None = None) -> list[Any]: ...
+    def get(self, crystal_id: str) -> Crystal: ...
 
 
 @dataclass
 class ChunkPlan:
     """A checked chunk: its messages, those not stored yet as crystals, then their vectors."""
 
-    chunk: Chunk
+    chunk: TranscriptChunk
     namespace: str
     format: str  # "" while no line has told it (every line so far skipped)
     session_id: str
@@ -117,7 +118,7 @@ def transcript_cursor(memory: Memory, transcript: str, namespace: str | None = N
             "session_id": row["session_id"], "messages": row["messages"], "updated_at_ms": row["updated_at_ms"]}
 
 
-def _check_chunk(chunk: Chunk) -> int:
+def _check_chunk(chunk: TranscriptChunk) -> int:
     """How many over-long lines the chunk leaves out (0 or 1); :class:`TranscriptRefused` if unsound."""
     _check_transcript(chunk.transcript)
     if not _FINGERPRINT.fullmatch(chunk.fingerprint or ""):
@@ -134,7 +135,7 @@ def _check_chunk(chunk: Chunk) -> int:
     return 1 if gap else 0
 
 
-def _check_continues(row: sqlite3.Row | None, chunk: Chunk) -> None:
+def _check_continues(row: sqlite3.Row | None, chunk: TranscriptChunk) -> None:
     """A chunk starts the file again (offset 0) or continues exactly where the node stopped on it."""
     if chunk.offset == 0:
         return
@@ -159,7 +160,7 @@ def _known_ids(db: Database, namespace: str, messages: Sequence[Message]) -> set
     return known
 
 
-def plan_chunk(memory: Memory, chunk: Chunk) -> ChunkPlan:
+def plan_chunk(memory: Memory, chunk: TranscriptChunk) -> ChunkPlan:
     """Check and parse a chunk, and prepare the messages not stored yet (nothing is written)."""
     started = time.perf_counter()
     left_out = _check_chunk(chunk)
@@ -269,7 +270,7 @@ def store_chunk(memory: Memory, plan: ChunkPlan) -> dict[str, Any]:
             "total_s": round(time.perf_counter() - plan.started, 3)}
 
 
-def ingest_chunk(memory: Memory, chunk: Chunk) -> dict[str, Any]:
+def ingest_transcript_chunk(memory: Memory, chunk: TranscriptChunk) -> dict[str, Any]:
     """Plan, embed and store one chunk (``AsyncMemory`` runs the same three steps, embedding off the
     writer); raises :class:`TranscriptRefused` or :class:`TranscriptConflict` with nothing stored."""
     return store_chunk(memory, embed_plan(memory, plan_chunk(memory, chunk)))

@@ -23,6 +23,8 @@ from node.init import init_node
 from node.service import NodeService
 from tests.support.conversations import jsonl_bytes
 
+TRANSCRIPT_LINE = b'{"role": "user", "content": "hello", "timestamp": "2026-03-14T09:00:00Z"}\n'
+
 ROUTES = {
     ("get", "/v1/status"), ("get", "/v1/peers"), ("get", "/v1/rejections"),
     ("post", "/v1/crystals"), ("get", "/v1/crystals/{crystal_id}"), ("post", "/v1/crystals/search"),
@@ -52,6 +54,8 @@ ROUTES = {
     ("post", "/v1/bounties/{bounty_id}/fulfil"),
     # conversations (docs/memory.md)
     ("post", "/v1/memory/conversations"), ("get", "/v1/crystals/{crystal_id}/neighbours"),
+    # session transcripts (docs/memory.md, "Sessions")
+    ("post", "/v1/memory/transcripts"), ("get", "/v1/memory/transcripts/cursor"),
     # MCP resources (issue 29): MEMORY.md and the pending notes as stored
     ("get", "/v1/memory/working"),
     # the operator's undo, each act audited (issue 29)
@@ -85,6 +89,8 @@ BODY_MODELS = {
     "/v1/bounties": ("BountyIn", {"text", "reward_micro_usdc", "ttl_s"}),
     "/v1/bounties/{bounty_id}/fulfil": ("FulfilIn", {"listing_id"}),
     "/v1/memory/conversations": ("ConversationIn", {"content_b64", "namespace", "type"}),
+    "/v1/memory/transcripts": ("TranscriptChunkIn", {"transcript", "fingerprint", "offset", "end_offset",
+                                                     "data_b64", "format", "namespace"}),
     "/v1/weather/lift": ("ReasonIn", {"reason"}),
     "/v1/trust/ban": ("PeerIn", {"peer", "reason"}),
     "/v1/trust/unban": ("PeerIn", {"peer", "reason"}),
@@ -99,6 +105,7 @@ QUERY_PARAMS = {
     "/v1/memory/context": {"window", "namespace"},
     ("/v1/bounties", "get"): {"open"},
     "/v1/crystals/{crystal_id}/neighbours": {"window"},
+    "/v1/memory/transcripts/cursor": {"transcript", "namespace"},
     "/v1/memory/working": {"namespace"},
     "/v1/audit": {"limit"},
 }
@@ -181,6 +188,9 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "/v1/skills/{id}/crystallize": {"text": "Skill: compress logs", "category": "ops", "tags": ["a"]},
     "/v1/memory/conversations": {"content_b64": base64.b64encode(jsonl_bytes()).decode(), "namespace": "default",
                                  "type": "general"},
+    "/v1/memory/transcripts": {"transcript": "/tmp/session.jsonl", "fingerprint": "ab" * 32, "offset": 0,
+                               "end_offset": len(TRANSCRIPT_LINE), "format": "messages",
+                               "data_b64": base64.b64encode(TRANSCRIPT_LINE).decode()},
     "/v1/trust/ban": {"peer": "ab" * 32, "reason": "test"},
     "/v1/trust/unban": {"peer": "ab" * 32, "reason": "test"},
     "/v1/weather/lift": {"reason": "test"},
@@ -222,10 +232,10 @@ POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
          "/v1/listings/{id}/endorse", "/v1/purchases", "/v1/purchases/redeliver",
          "/v1/weather/broadcast", "/v1/dashboard/login-link", "/dashboard/login",
          "/dashboard/logout", "/v1/memory/notes", "/v1/memory/dream", "/v1/skills/{id}/crystallize",
-         "/v1/memory/conversations",
+         "/v1/memory/conversations", "/v1/memory/transcripts",
          "/v1/trust/ban", "/v1/trust/unban", "/v1/weather/lift", "/v1/listings/{id}/endorse/revoke"]
 GETS = ["/v1/listings", "/v1/listings/search", "/v1/purchases", "/v1/sales", "/dashboard/login",
-        "/v1/crystals/{id}", "/v1/memory/context", "/v1/crystals/{id}/neighbours"]
+        "/v1/crystals/{id}", "/v1/memory/context", "/v1/crystals/{id}/neighbours", "/v1/memory/transcripts/cursor"]
 ROUTES_FUZZED = [("POST", path) for path in POSTS] + [("GET", path) for path in GETS]
 CASES = st.sampled_from(ROUTES_FUZZED).flatmap(lambda route: st.tuples(
     st.just(route), st.one_of(BODIES, near_valid(route[1]), near_valid(route[1])), CONTENT_TYPES,
