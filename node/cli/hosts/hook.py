@@ -7,7 +7,9 @@ invocations the fast path leaves to click (``--node``, ``--help``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 from typing import Any
 
@@ -65,6 +67,8 @@ def hook_drain(ctx: CliContext) -> None:
 
     data_dir = ctx.resolve_data_dir()
     log_to_capture_file(data_dir)
+    with contextlib.suppress(OSError):
+        os.nice(10)  # background work: the host and its next hook come first
 
     def open_client() -> Any:
         client = ctx.client()
