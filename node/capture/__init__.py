@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from node.capture.claude_code import plan_integration as plan_integration
     from node.capture.codex import find_codex_rollout as find_codex_rollout
     from node.capture.codex import parse_codex_notify as parse_codex_notify
+    from node.capture.codex_config import plan_codex as plan_codex
     from node.capture.drain import DrainReport as DrainReport
     from node.capture.drain import TranscriptSink as TranscriptSink
     from node.capture.drain import drain_queue as drain_queue

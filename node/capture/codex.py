@@ -40,3 +40,4 @@ def find_codex_rollout(thread_id: str, home: Path | None = None) -> Path | None:
     sessions = (home or codex_home()) / "sessions"
     found = sorted(sessions.glob(f"*/*/*/rollout-*-{thread_id}.jsonl"))
     return found[-1] if found else None
+

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from node.capture import CaptureQueue
+from node.capture import CaptureQueue, QueueEntry
 from node.memory import file_lock
 from tests.support.claude_code import hook_argv, hook_env, hook_input, write_session
 from tests.support.cli import Cli
@@ -149,3 +149,15 @@ def test_the_hook_loads_no_http_client_store_or_embedder(initialised: Cli, home:
     assert {"node.capture.hook_input", "node.memory.working.bootstrap"} <= imported
     assert not imported & {"click", "httpx", "node.config", "node.memory.facade", "node.crystals", "hnswlib",
                            "numpy", "trio"}
+
+
+def test_hook_status_shows_the_queue_and_the_log(initialised: Cli, tmp_path: Path) -> None:
+    queue = CaptureQueue(initialised.data_dir)
+    queue.directory.mkdir(parents=True)
+    transcript = write_session(tmp_path / "s9.jsonl", "s9", [("user", "hello")])
+    queue.append(QueueEntry.new("claude-code", "Stop", "s9", str(transcript), "default"))
+    status = initialised.json("hook", "status")
+    assert status["queue"] == str(queue.path) and status["log"].endswith("capture.log")
+    assert [entry["session_id"] for entry in status["pending"]] == ["s9"]
+    drained = initialised.json("hook", "drain")
+    assert (drained["stored"], drained["added"]) == (1, 1) and initialised.json("hook", "status")["pending"] == []
