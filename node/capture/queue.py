@@ -116,6 +116,14 @@ class CaptureQueue:
         except OSError:
             return False
 
+    def worker_running(self) -> bool:
+        """Whether a drain worker holds ``drain.lock`` now. Asked after an append: a worker that
+        holds it looks at the queue again once it lets go, so the new entry is served."""
+        if not self.drain_lock_path.exists():
+            return False
+        with file_lock(self.drain_lock_path, blocking=False) as free:
+            return not free
+
     def append(self, entry: QueueEntry) -> None:
         """Add ``entry`` durably (on disk when this returns); coalesces a full queue first."""
         line = entry.line()

@@ -188,6 +188,10 @@ def enqueue(data_dir: Path, namespace: str, event: HookEvent) -> None:
 
 
 def start_worker(data_dir: Path) -> None:
-    """``crystalmesh hook drain`` in the background (it exits at once if one already runs)."""
+    """``crystalmesh hook drain`` in the background, unless one runs (it serves what was queued
+    while it ran: ``node.capture.drain``); a Stop after every turn then costs no new process."""
+    if CaptureQueue(data_dir).worker_running():
+        log.info("hook: a capture worker is running; it takes the new entry")
+        return
     argv = [sys.executable, "-m", "node.cli.main", "--data-dir", str(data_dir), "hook", "drain"]
     spawn_detached(argv, capture_log(data_dir))

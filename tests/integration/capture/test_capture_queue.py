@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +91,28 @@ def test_a_second_worker_finds_the_first_busy(tmp_path: Path) -> None:
     with file_lock(queue.drain_lock_path):
         report = drain_queue(queue, lambda: pytest.fail("a busy worker opens no client"), tmp_path)
     assert report.busy and len(queue.read()) == 1
+
+
+def test_an_entry_queued_while_the_worker_runs_is_served_by_it(tmp_path: Path) -> None:
+    """A hook that fires mid-drain finds the worker running and starts none: this one must take it."""
+    data_dir = tmp_path / "node"
+    init_node(data_dir, name="agent", embedder="hashing")
+    first = write_session(tmp_path / "a.jsonl", "a", [("user", "The build cache lives in /var/cache/bk.")])
+    second = write_session(tmp_path / "b.jsonl", "b", [("user", "The release train leaves on Tuesdays.")])
+    queue = CaptureQueue(data_dir)
+    queue.append(entry(str(first), session="a"))
+
+    class HookFiresMidDrain(LocalNode):
+        def memory_ingest_transcript(self, path: str, **options: Any) -> dict[str, Any]:
+            if path == str(first):
+                assert queue.worker_running()
+                queue.append(entry(str(second), session="b"))
+            return super().memory_ingest_transcript(path, **options)
+
+    local = HookFiresMidDrain(lambda: Memory(load_config(data_dir, environ={})))
+    try:
+        report = drain_queue(queue, lambda: local, data_dir)
+        assert (report.stored, report.added) == (2, 2) and queue.read() == []
+        assert local.memory_search("release train day")[0]["turn"]["session"] == "b"
+    finally:
+        local.close()
