@@ -23,7 +23,15 @@ from node.memory.dynamics import HormonalStateManager
 from node.memory.facade import ConsolidationReport, Memory
 from node.memory.requests import add_from_request
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
-from node.memory.transcripts import TranscriptChunk, plan_chunk, store_chunk, transcript_cursor
+from node.memory.transcripts import (
+    TranscriptChunk,
+    parse_chunk,
+    prepare_new,
+    select_new,
+    start_chunk,
+    store_chunk,
+    transcript_cursor,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -118,10 +126,13 @@ class AsyncMemory:
 
     # --- session transcripts (node.memory.transcripts) -----------------------------------------
     async def ingest_transcript_chunk(self, chunk: TranscriptChunk) -> dict[str, Any]:
-        """Store a chunk of a transcript's lines with its cursor: checked and planned, embedded
-        off the writer, written in one transaction (nothing of it if refused or in conflict)."""
-        plan = await self.run(plan_chunk, self._memory, chunk)
-        plan = await trio.to_thread.run_sync(embed_plan, self._memory, plan)
+        """Store a chunk of a transcript's lines with its cursor (``ingest_transcript_chunk``'s steps):
+        parsed, classified and embedded off the writer, written in one transaction (nothing of it
+        if refused or in conflict)."""
+        start = await self.run(start_chunk, self._memory, chunk)
+        plan = await trio.to_thread.run_sync(parse_chunk, start)
+        plan = await self.run(select_new, self._memory, plan)
+        plan = await trio.to_thread.run_sync(prepare_new, self._memory, plan)
         return await self.run(store_chunk, self._memory, plan)
 
     async def transcript_cursor(self, transcript: str, namespace: str | None = None) -> dict[str, Any]:

@@ -5,7 +5,7 @@ transcript-ingest benchmark.
 ``claude_code_transcript(n)`` makes a Claude Code session of ``n`` conversational lines in the
 proportions of a working session (a user prompt, then thinking, text, tool calls and their
 results, with progress events, file snapshots and system lines between), deterministic for a
-``seed``; at about 1.3 KB a line on average, 2,500 lines make a transcript of over 3 MB.
+``seed``; at about 2.2 KB a message with its bookkeeping, 1,500 messages make a transcript of over 3 MB.
 """
 
 from __future__ import annotations

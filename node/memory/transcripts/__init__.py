@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     from node.memory.transcripts.feed import TranscriptRefused as TranscriptRefused
     from node.memory.transcripts.feed import feed_transcript as feed_transcript
     from node.memory.transcripts.ingest import ingest_transcript_chunk as ingest_transcript_chunk
-    from node.memory.transcripts.ingest import plan_chunk as plan_chunk
+    from node.memory.transcripts.ingest import parse_chunk as parse_chunk
+    from node.memory.transcripts.ingest import prepare_new as prepare_new
+    from node.memory.transcripts.ingest import select_new as select_new
+    from node.memory.transcripts.ingest import start_chunk as start_chunk
     from node.memory.transcripts.ingest import store_chunk as store_chunk
     from node.memory.transcripts.ingest import transcript_cursor as transcript_cursor
     from node.memory.transcripts.lines import CHUNK_BYTES as CHUNK_BYTES

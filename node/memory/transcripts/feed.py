@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,6 +98,7 @@ def feed_transcript(path: str, read_cursor: Callable[[str, str | None], Json], s
     for a path that is not a readable regular file.
     """
     transcript = os.path.abspath(path)
+    started = time.perf_counter()
     try:
         file = open(transcript, "rb")  # noqa: SIM115 - closed below, after the type check
     except OSError as error:
@@ -128,4 +130,5 @@ def feed_transcript(path: str, read_cursor: Callable[[str, str | None], Json], s
                 continue
             break
     assert summary is not None
+    summary["total_s"] = round(time.perf_counter() - started, 3)
     return summary

@@ -1,12 +1,14 @@
 """The node's side of transcript ingest: a chunk of lines becomes turns, stored with its cursor.
 
-Runs on the database's thread with a :class:`node.memory.facade.Memory`, in the three
-steps conversations use (``AsyncMemory`` embeds off the single writer):
-:func:`plan_chunk` checks the chunk against the cursor, parses its lines
-(``parse``: cleaned, redacted) and prepares a crystal for each message not stored
-yet; ``embed_plan`` embeds them; :func:`store_chunk` writes the crystals, their
-``conversation_turns`` rows and the cursor's advance in one transaction, so a crash
-between chunks neither loses nor repeats a message.
+Runs with a :class:`node.memory.facade.Memory` in five steps; ``AsyncMemory`` runs
+the two that read or write the database on its single writer and the CPU ones
+(parsing, classifying, embedding) on worker threads:
+:func:`start_chunk` checks the chunk against the cursor, :func:`parse_chunk` parses
+its lines (``parse``: cleaned, redacted), :func:`select_new` keeps the messages not
+stored yet, :func:`prepare_new` makes and embeds their crystals, and
+:func:`store_chunk` writes the crystals, their ``conversation_turns`` rows and the
+cursor's advance in one transaction, so a crash between chunks neither loses nor
+repeats a message.
 
 Each message is a crystal with ``source=sessions``, ``origin=session``,
 ``path="session:<session id>"``, ``valid_from`` the message's time and the default
@@ -40,6 +42,7 @@ from node.memory.transcripts.parse import (
     Format,
     Message,
     Skip,
+    declared_session,
     detect_format,
     parse_line,
     session_from_key,
@@ -160,29 +163,48 @@ def _known_ids(db: Database, namespace: str, messages: Sequence[Message]) -> set
     return known
 
 
-def plan_chunk(memory: Memory, chunk: TranscriptChunk) -> ChunkPlan:
-    """Check and parse a chunk, and prepare the messages not stored yet (nothing is written)."""
-    started = time.perf_counter()
+@dataclass(frozen=True)
+class ChunkStart:
+    """A chunk checked against the node's cursor on its transcript: what parsing it needs."""
+
+    chunk: TranscriptChunk
+    namespace: str
+    left_out: int  # over-long lines the client did not send (0 or 1)
+    format: str  # the cursor's when the chunk continues, else ""
+    session_id: str  # likewise
+
+
+def start_chunk(memory: Memory, chunk: TranscriptChunk) -> ChunkStart:
+    """Check a chunk and that it starts the file again or continues where the node stopped
+    (:class:`TranscriptRefused`, :class:`TranscriptConflict`). Reads the database: on its thread."""
     left_out = _check_chunk(chunk)
     space = validate_namespace(chunk.namespace)
     row = _cursor(memory.db, space, chunk.transcript)
     _check_continues(row, chunk)
-    lines = split_lines(chunk.data)
     continuing = row is not None and chunk.offset > 0
-    known_format = row["format"] if continuing and row is not None else ""
-    format_name = chunk.format or known_format or (detected.value if (detected := detect_format(lines)) else "")
-    session_id = (row["session_id"] if continuing and row is not None else "") or session_from_key(chunk.transcript)
-    skipped: Counter[str] = Counter({Skip.TOO_LONG.value: left_out} if left_out else {})
+    return ChunkStart(chunk, space, left_out, row["format"] if continuing and row is not None else "",
+                      row["session_id"] if continuing and row is not None else "")
+
+
+def parse_chunk(start: ChunkStart) -> ChunkPlan:
+    """Every line of the chunk parsed (cleaned, redacted) into messages. CPU only, no database:
+    ``AsyncMemory`` runs it off the single writer."""
+    started = time.perf_counter()
+    chunk = start.chunk
+    lines = split_lines(chunk.data)
+    format_name = chunk.format or start.format or (detected.value if (detected := detect_format(lines)) else "")
+    session_id = start.session_id or (declared_session(lines, Format(format_name)) if format_name else None) \
+        or session_from_key(chunk.transcript)
+    skipped: Counter[str] = Counter({Skip.TOO_LONG.value: start.left_out} if start.left_out else {})
     dropped: Counter[str] = Counter()
     redacted: Counter[str] = Counter()
     messages: list[Message] = []
     if not format_name:
-        decodable = [raw for raw in lines if parse_line(raw, Context(Format.MESSAGES, session_id)).skipped is None]
-        if decodable:
+        reasons = [parse_line(raw, Context(Format.MESSAGES, session_id)).skipped for raw in lines]
+        if any(reason is None for reason in reasons):
             raise TranscriptRefused(f"cannot tell the format of {chunk.transcript}: pass a format "
                                     f"({', '.join(member.value for member in Format)})")
-        for raw in lines:  # every line is hostile: count them, the cursor still moves past them
-            skipped[str(parse_line(raw, Context(Format.MESSAGES, session_id)).skipped)] += 1
+        skipped.update(str(reason) for reason in reasons)  # every line hostile: counted, and passed over
     else:
         context = Context(Format(format_name), session_id)
         for raw in lines:
@@ -195,21 +217,31 @@ def plan_chunk(memory: Memory, chunk: TranscriptChunk) -> ChunkPlan:
             messages.extend(result.messages)
             if result.session_id:  # Codex names its session once, in session_meta
                 context.session_id = result.session_id
-            elif result.messages and context.format is Format.CLAUDE_CODE:
-                context.session_id = result.messages[-1].session_id
         session_id = context.session_id
-    known = _known_ids(memory.db, space, messages)
-    todo: list[Message] = []
-    for message in messages:
+    return ChunkPlan(chunk, start.namespace, format_name, session_id, messages, [], [], skipped, dropped,
+                     redacted, started)
+
+
+def select_new(memory: Memory, plan: ChunkPlan) -> ChunkPlan:
+    """The plan's messages not stored yet (by id: whatever the cursor says, a message is stored
+    once). Reads the database: on its thread."""
+    known = _known_ids(memory.db, plan.namespace, plan.messages)
+    for message in plan.messages:
         key = (f"session:{message.session_id}", message.source_id)
         if key not in known:
             known.add(key)  # the same id twice in one chunk is stored once
-            todo.append(message)
-    crystals = [memory.prepare(message.turn_text(), semantic_type=SemanticType.GENERAL, origin=Origin.SESSION,
-                               source=Source.SESSIONS, path=f"session:{message.session_id}", namespace=space,
-                               valid_from_ms=message.at_ms) for message in todo]
-    return ChunkPlan(chunk, space, format_name, session_id, messages, todo, crystals, skipped, dropped, redacted,
-                     started)
+            plan.todo.append(message)
+    return plan
+
+
+def prepare_new(memory: Memory, plan: ChunkPlan) -> ChunkPlan:
+    """A crystal for each new message (classified, its influence computed), then embedded. CPU
+    only: ``AsyncMemory`` runs it off the single writer."""
+    plan.crystals = [memory.prepare(message.turn_text(), semantic_type=SemanticType.GENERAL,
+                                    origin=Origin.SESSION, source=Source.SESSIONS,
+                                    path=f"session:{message.session_id}", namespace=plan.namespace,
+                                    valid_from_ms=message.at_ms) for message in plan.todo]
+    return embed_plan(memory, plan)
 
 
 def write_chunk(conn: sqlite3.Connection, plan: ChunkPlan, results: Sequence[Any]) -> int:
@@ -237,7 +269,8 @@ def write_chunk(conn: sqlite3.Connection, plan: ChunkPlan, results: Sequence[Any
         if inserted.rowcount:
             added += 1
             next_index[conversation] += 1
-    earlier = row["messages"] if row is not None and chunk.offset > 0 else 0
+    same_file = row is not None and row["fingerprint"] == chunk.fingerprint
+    earlier = row["messages"] if row is not None and same_file else 0
     conn.execute(
         "INSERT INTO transcript_cursors(namespace, transcript, offset, fingerprint, format, session_id, messages, "
         "updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, transcript) DO UPDATE SET "
@@ -271,6 +304,9 @@ def store_chunk(memory: Memory, plan: ChunkPlan) -> dict[str, Any]:
 
 
 def ingest_transcript_chunk(memory: Memory, chunk: TranscriptChunk) -> dict[str, Any]:
-    """Plan, embed and store one chunk (``AsyncMemory`` runs the same three steps, embedding off the
-    writer); raises :class:`TranscriptRefused` or :class:`TranscriptConflict` with nothing stored."""
-    return store_chunk(memory, embed_plan(memory, plan_chunk(memory, chunk)))
+    """Store one chunk: :func:`start_chunk`, :func:`parse_chunk`, :func:`select_new`,
+    :func:`prepare_new`, :func:`store_chunk` (``AsyncMemory`` runs the same steps, those without
+    the database off its writer); raises :class:`TranscriptRefused` or :class:`TranscriptConflict`
+    with nothing stored."""
+    plan = select_new(memory, parse_chunk(start_chunk(memory, chunk)))
+    return store_chunk(memory, prepare_new(memory, plan))

@@ -171,6 +171,27 @@ def detect_format(lines: list[bytes]) -> Format | None:
     return None
 
 
+def declared_session(lines: list[bytes], format: Format) -> str | None:
+    """The session id the first lines declare: Claude Code's ``sessionId`` (a title line before it
+    has none), Codex's ``session_meta``; a messages file's ``session_id``."""
+    field_name = {Format.CLAUDE_CODE: b'"sessionId"', Format.CODEX: b'"session_meta"',
+                  Format.MESSAGES: b'"session_id"'}[format]
+    for raw in lines[:DETECT_LINES]:
+        if field_name not in raw:
+            continue
+        value, _ = decode_line(raw)
+        if value is None:
+            continue
+        if format is Format.CODEX:
+            payload = value.get("payload")
+            found = _label(payload.get("id")) if isinstance(payload, dict) else None
+        else:
+            found = _label(value.get("sessionId" if format is Format.CLAUDE_CODE else "session_id"))
+        if found:
+            return found
+    return None
+
+
 def session_from_key(transcript: str) -> str:
     """A session id from the transcript's name when its lines give none: Claude Code names a
     file ``<session>.jsonl``, Codex ``rollout-<time>-<session uuid>.jsonl``."""

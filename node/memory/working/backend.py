@@ -32,7 +32,7 @@ from node.crystals import governance as gov
 from node.memory.facade import Memory, MemoryInputError, SearchRequest
 from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
 from node.memory.working.dream import LIVE, TASK_TYPES, CrystalView, HormoneLevels
-from node.memory.working.migration import SEED_IMPORTANCE, TranscriptChunk
+from node.memory.working.migration import SEED_IMPORTANCE, Chunk
 from node.memory.working.scratch import ScratchNote, clean_note_text
 
 SNAPSHOT_RECENT = 200
@@ -136,7 +136,7 @@ class MemoryBackend:
             self.memory.hormones.levels.update(levels)
         return NoteCrystal(result.id, result.created)
 
-    def add_seed_chunks(self, chunks: Sequence[TranscriptChunk], path: str) -> int:
+    def add_seed_chunks(self, chunks: Sequence[Chunk], path: str) -> int:
         """Seed migration: chunks as consolidated crystals of importance 0.75; returns new ones."""
         crystals = []
         for chunk in chunks:

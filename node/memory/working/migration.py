@@ -20,7 +20,7 @@ SEED_IMPORTANCE = 0.75
 
 
 @dataclass(frozen=True)
-class TranscriptChunk:
+class Chunk:
     text: str
     start_line: int  # 1-based, inclusive
     end_line: int
@@ -30,7 +30,7 @@ def _split_long(line: str, limit: int) -> list[str]:
     return [line[i : i + limit] for i in range(0, len(line), limit)] or [""]
 
 
-def chunk_markdown(text: str, tokens: int = CHUNK_TOKENS, overlap: int = OVERLAP_TOKENS) -> list[TranscriptChunk]:
+def chunk_markdown(text: str, tokens: int = CHUNK_TOKENS, overlap: int = OVERLAP_TOKENS) -> list[Chunk]:
     """Line-aligned chunks of at most ``tokens × 4`` chars, each starting with the last
     ``overlap × 4`` chars' worth of whole lines of the previous chunk.
 
@@ -41,14 +41,14 @@ def chunk_markdown(text: str, tokens: int = CHUNK_TOKENS, overlap: int = OVERLAP
     pieces: list[tuple[str, int]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         pieces += [(part, number) for part in _split_long(line, max_chars)]
-    chunks: list[TranscriptChunk] = []
+    chunks: list[Chunk] = []
     current: list[tuple[str, int]] = []
     size = 0
 
     def flush() -> None:
         body = "\n".join(part for part, _ in current)
         if body.strip():
-            chunks.append(TranscriptChunk(body, current[0][1], current[-1][1]))
+            chunks.append(Chunk(body, current[0][1], current[-1][1]))
 
     for part, number in pieces:
         cost = len(part) + 1

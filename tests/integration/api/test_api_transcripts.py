@@ -69,6 +69,10 @@ async def test_chunks_and_cursor_through_the_api(node: NodeService) -> None:
                          params={"transcript": "/home/dev/.claude/projects/app/session.jsonl"})).json()
     assert (cursor["offset"], cursor["fingerprint"], cursor["format"]) == (len(data), fingerprint, "claude-code")
     assert cursor["messages"] == first.json()["added"] + second.json()["added"] == await turn_count(node)
+    # the file is not named after its session: the id comes from the lines, the title line's too
+    assert cursor["session_id"] == SESSION
+    conversations = await node.memory.run(node.memory.db.all, "SELECT DISTINCT conversation FROM conversation_turns")
+    assert [row[0] for row in conversations] == [f"session:{SESSION}"]
 
 
 @pytest.mark.parametrize("fields", [

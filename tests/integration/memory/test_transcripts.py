@@ -117,15 +117,21 @@ def test_a_grown_transcript_adds_only_its_new_messages(memory: Memory, tmp_path:
     assert (third["added"], third["messages_read"], third["bytes_read"]) == (0, 0, 0)
 
 
-def test_a_replaced_or_truncated_transcript_is_read_again_without_duplicates(memory: Memory, tmp_path: Path) -> None:
+def test_a_replaced_or_truncated_transcript_is_read_again_without_duplicates(
+        memory: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lines = claude_code_transcript(30)
     path = write_transcript(tmp_path / f"{SESSION}.jsonl", lines)
     stored = ingest(memory, path)["added"]
 
     write_transcript(path, lines[:10])  # truncated: shorter than where the node stopped
+    real = memory.embed_windows
+    embedded: list[int] = []
+    monkeypatch.setattr(memory, "embed_windows",
+                        lambda texts, packed=False: (embedded.append(len(texts)), real(texts, packed))[1])
     again = ingest(memory, path)
     assert again["bytes_read"] == path.stat().st_size and again["added"] == 0
     assert again["already_stored"] == again["messages_read"] > 0
+    assert sum(embedded) == 0  # known by id before anything is embedded
 
     other = claude_code_transcript(12, session_id="9e1f0000-0000-4000-8000-000000000001", seed=99)
     write_transcript(path, other)  # another session at the same path: a new first line
@@ -226,7 +232,7 @@ def test_a_file_of_an_unknown_shape_is_refused_whole(memory: Memory, tmp_path: P
 
 def test_a_big_transcript_is_streamed_in_bounded_memory(memory: Memory, tmp_path: Path) -> None:
     path = tmp_path / f"{SESSION}.jsonl"
-    lines = claude_code_transcript(2200)
+    lines = claude_code_transcript(1500)
     write_transcript(path, lines)
     size = path.stat().st_size
     assert size >= 3 * 1024 * 1024
