@@ -503,3 +503,35 @@ def neighbours(ctx: CliContext, crystal_id: str, window: int) -> None:
     ctx.emit(ctx.client().memory_neighbours(crystal_id, window), lambda r: table(
         f"session {r['session']} of {r['conversation'][:24]}", ["", "source", "id", "text"],
         [[">" if t["hit"] else "", t["source_id"], t["id"][:8], shorten(t["text"], 90)] for t in r["turns"]]))
+
+
+@memory.command("watch")
+@click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False))
+@click.option("--once", is_flag=True, help="One pass, then exit.")
+@click.option("--interval", default="5s", show_default=True, help="Time between passes (90s, 5m).")
+@click.option("--namespace", default=None, help=NAMESPACE_HELP)
+@common_options
+def watch(ctx: CliContext, folders: tuple[Path, ...], once: bool, interval: str, namespace: str | None) -> None:
+    """Follow folders of transcripts (Claude Code's ~/.claude/projects, Codex's ~/.codex/sessions)
+    for hosts without hooks: every *.jsonl that grew is ingested, only its new messages.
+
+    \f
+    Example: ``crystalmesh memory watch ~/.claude/projects ~/.codex/sessions``
+    """
+    import time
+
+    from node.capture import TranscriptWatcher
+    from node.cli.context import parse_duration
+
+    seconds = parse_duration(interval)
+    watcher = TranscriptWatcher(list(folders), ctx.resolve_data_dir(), namespace)
+    client = ctx.client()
+    while True:
+        report = watcher.run_pass(client)
+        if once:
+            ctx.emit(report.to_dict(), lambda r: click.echo(
+                f"{r['files']} transcripts, {r['ingested']} ingested ({r['added']} new turns), {r['failed']} failed"))
+            return
+        if report.ingested or report.failed:
+            stderr(f"watch: {report.ingested} ingested ({report.added} new turns), {report.failed} failed")
+        time.sleep(seconds)
