@@ -122,8 +122,10 @@ def show(ctx: CliContext, crystal_id: str) -> None:
         click.echo(f"type         {c['semanticType']}   origin {c['origin']}   lifecycle {c['lifecycle']}")
         click.echo(f"scope        {governance['accessScope']}   sensitivity {governance['sensitivity']}"
                    f"   lifespan {governance['lifespanPolicy']}")
-        click.echo(f"importance   {c['importanceScore']:.4f}   accesses {c['accessCount']}"
-                   f"   last access {when(c['lastAccessedAt'])}")
+        floor = governance.get("importanceFloor")
+        click.echo(f"importance   {c['importanceScore']:.4f}"
+                   + (f" (never below {floor}: said explicitly)" if floor is not None else "")
+                   + f"   accesses {c['accessCount']}   last access {when(c['lastAccessedAt'])}")
         click.echo(f"created      {when(c['createdAt'])}   hash {c['hash'][:16]}…")
         click.echo(f"memory       {c.get('memoryId')}  v{c.get('version')}  namespace {c.get('namespace')}"
                    + (f"   superseded by {c['supersededBy']} at {when(c.get('validTo'))}"
@@ -407,7 +409,8 @@ def note(ctx: CliContext, text: str, importance: float, directive: bool, namespa
     """
     def render(r: dict[str, Any]) -> None:
         if r["crystal"] == "exists":
-            click.echo(f"already remembered as {r['crystal_id']}: nothing written")
+            click.echo(f"already remembered as {r['crystal_id']}: " + (
+                f"it now never decays below {r['importance']}" if r.get("held") else "nothing written"))
         else:
             click.echo(f"noted {r['id']} at {r['at']} (importance {r['importance']}); crystal "
                        f"{r['crystal']}" + (f" {r['crystal_id']}" if r.get("crystal_id") else ""))

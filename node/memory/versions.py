@@ -75,6 +75,12 @@ def add_with_outcome(memory: Memory, body: Any) -> AddOutcome:
         differs["type"] = {"stored": stored.semantic_type.value, "requested": crystal.semantic_type.value}
     if (crystal.governance.ttl_ms or None) != (stored.governance.ttl_ms or None):
         differs["ttl_ms"] = {"stored": stored.governance.ttl_ms, "requested": crystal.governance.ttl_ms}
+    if body.get("lifespan") is not None and crystal.governance.lifespan_policy is not stored.governance.lifespan_policy:
+        differs["lifespan"] = {"stored": stored.governance.lifespan_policy.value,
+                               "requested": crystal.governance.lifespan_policy.value}  # `memory pin`
+    if crystal.governance.explicit and crystal.governance.importance_floor != stored.governance.importance_floor:
+        differs["importance"] = {"stored": stored.governance.importance_floor,
+                                 "requested": crystal.governance.importance_floor}
     return AddOutcome(stored, "exists", differs)
 
 

@@ -9,6 +9,7 @@ time on the memory worker thread.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -131,6 +132,19 @@ class MemoryBackend:
         if kind is not None and kind.semantic_type is not stored.semantic_type:
             differs["type"] = {"stored": stored.semantic_type.value, "requested": kind.semantic_type.value}
         return NoteCrystal(stored.id, False, differs)
+
+    def hold(self, crystal_id: str, importance: float) -> bool:
+        """Raise a stored crystal's importance floor to ``importance`` (a note repeating it
+        word for word); False when it already had that much. Audited as ``held``."""
+        return self._run(lambda: self._hold(crystal_id, importance))
+
+    def _hold(self, crystal_id: str, importance: float) -> bool:
+        governance = self.memory.store.get(crystal_id).governance
+        if governance.importance_floor is not None and governance.importance_floor >= importance:
+            return False
+        raised = replace(governance, importance_floor=importance)
+        self.memory.store.update_fields(crystal_id, "held", governance_json=json.dumps(raised.to_dict()))
+        return True
 
     def _note_crystal(self, note: ScratchNote, path: str, kind: NoteKind) -> NoteCrystal:
         existing = self.memory.store.find_by_hash(content_hash(note.text), self.namespace)

@@ -238,3 +238,15 @@ def test_consolidation_time_reads_relative_and_iso_times_and_refuses_the_rest() 
 def test_purge_and_dry_run_together_are_refused(memory: Memory) -> None:
     with pytest.raises(MemoryInputError, match="not both"):
         consolidate_at(memory, "+1d", purge=True, dry_run=True)
+
+
+def test_noting_what_is_already_stored_makes_it_last(memory: Memory, tmp_path: Path) -> None:
+    gathered = memory.add("the user's dentist appointment is on the 3rd", created_at_ms=T0)  # e.g. ingested
+    working = WorkingMemory(tmp_path / "wm", MemoryBackend(memory), clock=HandClock(T0))
+    again = working.note("the user's dentist appointment is on the 3rd", 0.8)
+    assert (again.crystal_id, again.crystal_status, again.held) == (gathered.id, "exists", True)
+    assert working.note("the user's dentist appointment is on the 3rd", 0.5).held is False  # never lowered
+    assert "held" in [row["action"] for row in memory.store.audit_log(gathered.id, 20)]
+    memory.consolidate(now=T0 + 90 * DAY_MS)
+    kept = memory.store.get(gathered.id)
+    assert kept.lifecycle is not Lifecycle.EXPIRED and kept.importance_score >= 0.8
