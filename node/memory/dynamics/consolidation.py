@@ -12,7 +12,7 @@ Phases, as in the seed:
    notes, frozen crystals and the ``permanent`` / ``ttl`` lifespan policies never decay-expire;
    TTL crystals expire when their TTL runs out, see ``governance.lifespan_expired``);
 3. crystals above ``promote_threshold`` are promoted (generated → activated) and
-   become merge candidates: two candidates with the same path and cosine
+   (unless a directive, an explicit note or pinned) become merge candidates: two candidates with the same path and cosine
    similarity ≥ the (hormonally modulated) merge threshold merge — the more
    important one becomes ``consolidated``, the other ``archived`` with
    ``parent_id`` = winner;
@@ -112,9 +112,13 @@ def _decay_immune(crystal: ConsolidationInput) -> bool:
 
 def _mergeable(crystal: ConsolidationInput) -> bool:
     # Skills are versioned, not merged; frozen crystals are immutable; a warning is never archived;
-    # a directive is never merged away (into a note, or an inferred fact that happens to be close).
+    # a directive, an explicit note or a pinned crystal is never merged away (into another note,
+    # or an inferred fact that happens to be close: "prefers tabs" next to "prefers spaces" is
+    # a correction, and the more important of the two is not always the newer).
     return (
         crystal.lifecycle in LIVE
+        and crystal.importance_floor is None
+        and crystal.lifespan_policy is not LifespanPolicy.PERMANENT
         and crystal.semantic_type not in (SemanticType.SKILL, SemanticType.WARNING, SemanticType.DIRECTIVE)
         and crystal.path is not None
         and crystal.embedding is not None
