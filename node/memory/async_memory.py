@@ -20,7 +20,7 @@ from node.db import Database
 from node.memory import versions
 from node.memory.conversations import attach_turns, embed_plan, neighbours, plan_ingest, store_plan
 from node.memory.dynamics import HormonalStateManager
-from node.memory.facade import ConsolidationReport, Memory
+from node.memory.facade import ConsolidationReport, Memory, MemoryInputError
 from node.memory.requests import add_from_request, consolidate_at
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
 
@@ -159,10 +159,13 @@ class AsyncMemory:
         """One cycle now, or as of ``at`` (``+90d``, an ISO date); ``dry_run``: nothing written."""
         try:
             report = await self.run(consolidate_at, self._memory, at, purge=purge, dry_run=dry_run)
+        except MemoryInputError:
+            raise  # a refused request (a bad ``at``) is not a failed run
         except Exception:
             metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
             raise
-        metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
+        if not dry_run:  # a preview is not a run
+            metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
         return report
 
     async def save_periodically(self, interval_s: float) -> None:

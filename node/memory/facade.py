@@ -336,7 +336,7 @@ class Memory:
         """
         at = now or now_ms()
         inputs = [self._consolidation_input(row) for row in self.store.consolidation_rows()]
-        texts = {item.id: item for item in inputs}
+        by_id = {item.id: item for item in inputs}
         plan = plan_consolidation(
             inputs, at, self.config.memory, self.hormones.consolidation_modulation(),
             forget=self.config.memory.policy == "importance",
@@ -370,7 +370,7 @@ class Memory:
             tiers = run_tiers(self, self.learning, at, apply=not dry_run)
             report.tiers = tiers.to_dict()
             gone += [(crystal_id, "energy_expired") for crystal_id in tiers.expired]
-        report.forgotten = _forgotten(gone, texts)
+        report.forgotten = _forgotten(gone, by_id)
         for item in report.forgotten:
             try:
                 item["text"] = self.store.get(item["id"]).text[:FORGOTTEN_TEXT_CHARS]
