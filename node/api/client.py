@@ -111,11 +111,19 @@ class ApiClient:
     # --- memory -------------------------------------------------------------------------------
     def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
                    path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
-                   tags: Sequence[str] | None = None, namespace: str | None = None) -> Json:
-        """Store a memory; the crystal with ``outcome`` "created" or "exists" (and what ``differs``)."""
+                   tags: Sequence[str] | None = None, namespace: str | None = None,
+                   importance: float | None = None, lifespan: str | None = None) -> Json:
+        """Store a memory; the crystal with ``outcome`` "created" or "exists" (and what ``differs``).
+        ``importance``: stated explicitly, a floor it never decays below; ``lifespan``
+        "permanent": pinned."""
         return dict(self.post("/v1/crystals", _present({
             "text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
-            "category": category, "tags": None if tags is None else list(tags), "namespace": namespace})))
+            "category": category, "tags": None if tags is None else list(tags), "namespace": namespace,
+            "importance": importance, "lifespan": lifespan})))
+
+    def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> Json:
+        """Pin (``permanent``: never expires by decay) or unpin (``decay``) a memory."""
+        return dict(self.post(f"/v1/crystals/{crystal_id}/lifespan", {"lifespan": lifespan}))
 
     def memory_get(self, crystal_id: str) -> Json:
         """One crystal (any version) with its audit trail and what the node knows of it."""
@@ -153,8 +161,11 @@ class ApiClient:
     def memory_status(self) -> Json:
         return dict(self.get("/v1/memory/status"))
 
-    def memory_consolidate(self, purge: bool = False) -> Json:
-        return dict(self.post("/v1/memory/consolidate", {"purge": purge}))
+    def memory_consolidate(self, purge: bool = False, at: str | None = None, dry_run: bool = False) -> Json:
+        """One consolidation cycle now or as of ``at`` (``+90d``, ``2026-06-01``); ``dry_run``:
+        what it would do (``forgotten``), nothing written."""
+        return dict(self.post("/v1/memory/consolidate", _present(
+            {"purge": purge, "at": at, "dry_run": dry_run or None})))
 
     def memory_ingest_conversation(self, content_b64: str, *, namespace: str | None = None,
                                    semantic_type: str | None = None,
@@ -191,11 +202,12 @@ class ApiClient:
 
     # --- working memory (seed 001) ------------------------------------------------------------
     def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
-                    scope: str | None = None) -> Json:
-        """A scratch note (durable at once) that also becomes a searchable crystal."""
+                    scope: str | None = None, lifespan: str | None = None) -> Json:
+        """A scratch note (durable at once) that also becomes a searchable crystal; what was
+        noted is explicit: its importance is a floor (``lifespan`` "permanent": also pinned)."""
         return dict(self.post("/v1/memory/notes", _present({
             "text": text, "type": semantic_type, "scope": scope, "namespace": namespace,
-            "importance": importance})))
+            "importance": importance, "lifespan": lifespan})))
 
     def memory_dream(self, namespace: str) -> Json:
         return dict(self.post("/v1/memory/dream", {"namespace": namespace}))

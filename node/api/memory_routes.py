@@ -2,7 +2,8 @@
 
 ``GET /v1/crystals`` lists a namespace's current memories, ``PATCH
 /v1/crystals/{id}`` writes a new version, ``DELETE /v1/crystals/{id}`` tombstones
-the memory, ``GET /v1/crystals/{id}/history`` returns every version and
+the memory, ``POST /v1/crystals/{id}/lifespan`` pins or unpins it, ``GET
+/v1/crystals/{id}/history`` returns every version and
 transition, ``GET /v1/namespaces`` the namespaces in use. Like every ``/v1``
 route they need the bearer token; bodies and queries are pydantic models.
 
@@ -44,6 +45,13 @@ class UpdateIn(Body):
 
     text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)] | None = None
     scope: AccessScope | None = None
+
+
+class LifespanIn(Body):
+    """``POST /v1/crystals/{crystal_id}/lifespan``: ``permanent`` pins the memory (it never
+    expires by decay), ``decay`` unpins it."""
+
+    lifespan: Literal["decay", "permanent"]
 
 
 class MemoryListQuery(BaseModel):
@@ -106,6 +114,10 @@ def memory_router(node: NodeApi) -> APIRouter:
     @router.delete("/crystals/{crystal_id}")
     async def delete_memory(crystal_id: str) -> Json:
         return await node.memory.delete(crystal_id)
+
+    @router.post("/crystals/{crystal_id}/lifespan")
+    async def set_lifespan(crystal_id: str, body: LifespanIn) -> Json:
+        return await node.memory.set_lifespan(crystal_id, body.lifespan)
 
     @router.get("/crystals/{crystal_id}/history")
     async def memory_history(crystal_id: str) -> Json:

@@ -22,6 +22,7 @@ from node.memory import DEFAULT_IMPORTANCE, DEFAULT_NAMESPACE, DEFAULT_WINDOW_TO
 
 TYPES = [t.value for t in SemanticType]
 SCOPES = [s.value for s in AccessScope]
+LIFESPANS = ["decay", "permanent"]
 NAMESPACE_HELP = "Namespace (default: default), e.g. user:jonas, agent:planner, session:42."
 working_namespace = click.option(
     "--namespace", default=DEFAULT_NAMESPACE, show_default=True,
@@ -45,9 +46,14 @@ def memory() -> None:
 @click.option("--category", default=None, help="Skill category (skills).")
 @click.option("--tag", "tags", multiple=True, help="Skill tag (repeatable).")
 @click.option("--namespace", default=None, help="Namespace (default: default), e.g. user:jonas.")
+@click.option("--importance", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Stated explicitly: a floor it never decays below (it never expires by decay).")
+@click.option("--lifespan", type=click.Choice(LIFESPANS), default=None,
+              help="permanent: pinned, never expires by decay (default: decay).")
 @common_options
 def add(ctx: CliContext, text: str, semantic_type: str, scope: str | None, path: str | None,
-        ttl_s: int | None, category: str | None, tags: tuple[str, ...], namespace: str | None) -> None:
+        ttl_s: int | None, category: str | None, tags: tuple[str, ...], namespace: str | None,
+        importance: float | None, lifespan: str | None) -> None:
     """Store TEXT as a memory in a namespace. Identical text already in that namespace is
     reported (outcome "exists", with any requested field that differs), not stored twice.
 
@@ -56,7 +62,8 @@ def add(ctx: CliContext, text: str, semantic_type: str, scope: str | None, path:
     """
     crystal = ctx.client().memory_add(text, semantic_type=semantic_type, scope=scope, path=path,
                                       ttl_ms=ttl_s * 1000 if ttl_s else None, category=category,
-                                      tags=tags, namespace=namespace)
+                                      tags=tags, namespace=namespace, importance=importance,
+                                      lifespan=lifespan)
 
     def render(c: dict[str, Any]) -> None:
         click.echo(f"{c['id']}  {c['semanticType']}  namespace={c.get('namespace')}  "
@@ -115,8 +122,10 @@ def show(ctx: CliContext, crystal_id: str) -> None:
         click.echo(f"type         {c['semanticType']}   origin {c['origin']}   lifecycle {c['lifecycle']}")
         click.echo(f"scope        {governance['accessScope']}   sensitivity {governance['sensitivity']}"
                    f"   lifespan {governance['lifespanPolicy']}")
-        click.echo(f"importance   {c['importanceScore']:.4f}   accesses {c['accessCount']}"
-                   f"   last access {when(c['lastAccessedAt'])}")
+        floor = governance.get("importanceFloor")
+        click.echo(f"importance   {c['importanceScore']:.4f}"
+                   + (f" (never below {floor}: said explicitly)" if floor is not None else "")
+                   + f"   accesses {c['accessCount']}   last access {when(c['lastAccessedAt'])}")
         click.echo(f"created      {when(c['createdAt'])}   hash {c['hash'][:16]}…")
         click.echo(f"memory       {c.get('memoryId')}  v{c.get('version')}  namespace {c.get('namespace')}"
                    + (f"   superseded by {c['supersededBy']} at {when(c.get('validTo'))}"
@@ -181,6 +190,34 @@ def delete(ctx: CliContext, crystal_id: str) -> None:
              lambda d: click.echo(f"deleted {d['memory_id']} ({d['versions']} version(s))"))
 
 
+@memory.command("pin")
+@click.argument("crystal_id")
+@common_options
+def pin(ctx: CliContext, crystal_id: str) -> None:
+    """Keep a memory for good: lifespan permanent, never expired by importance, energy or doubt
+    (it goes only when you delete it). Brings back one consolidation expired but did not purge.
+
+    \f
+    Example: ``crystalmesh memory pin 3f9c0a1b``
+    """
+    ctx.emit(ctx.client().memory_set_lifespan(crystal_id, "permanent"), _lifespan_line("pinned"))
+
+
+@memory.command("unpin")
+@click.argument("crystal_id")
+@common_options
+def unpin(ctx: CliContext, crystal_id: str) -> None:
+    """Let a pinned memory decay again like any other (lifespan decay)."""
+    ctx.emit(ctx.client().memory_set_lifespan(crystal_id, "decay"), _lifespan_line("unpinned"))
+
+
+def _lifespan_line(done: str) -> Any:
+    def render(c: dict[str, Any]) -> None:
+        click.echo(f"{c['id']}  {done}" if c.get("changed") else
+                   f"{c['id']}  already {c['governance']['lifespanPolicy']}: nothing changed")
+    return render
+
+
 @memory.command("history")
 @click.argument("crystal_id")
 @common_options
@@ -202,12 +239,27 @@ def history(ctx: CliContext, crystal_id: str) -> None:
 # --- maintenance -------------------------------------------------------------------------------
 @memory.command("consolidate")
 @click.option("--purge", is_flag=True, help="Also delete expired and archived crystals.")
+@click.option("--at", "at", default=None, metavar="DATE|+Nd|+Nh",
+              help="Run as of a later time (an ISO date, +90d, +12h): what that much idle time does.")
+@click.option("--dry-run", is_flag=True, help="Report what the cycle would do (and forget); write nothing.")
 @common_options
-def consolidate(ctx: CliContext, purge: bool) -> None:
-    """Run one consolidation cycle now (decay, expiry, merges; seed 000)."""
-    ctx.emit(ctx.client().memory_consolidate(purge), lambda r: click.echo(
-        f"scored {r['scored']}, expired {r['expired']} (ttl {r['ttl_expired']}), "
-        f"merged {r['merged']}, purged {r['purged']}"))
+def consolidate(ctx: CliContext, purge: bool, at: str | None, dry_run: bool) -> None:
+    """Run one consolidation cycle (decay, expiry, merges, facts, tiers; seed 000/003/004).
+
+    \f
+    Example: ``crystalmesh memory consolidate --at +90d --dry-run`` (what 90 idle days would forget)
+    """
+    def render(r: dict[str, Any]) -> None:
+        head = "would have" if r.get("dry_run") else "ran"
+        click.echo(f"{head} as of {when(r.get('at_ms'))}: scored {r['scored']}, expired {r['expired']} "
+                   f"(ttl {r['ttl_expired']}), merged {r['merged']}, purged {r['purged']}")
+        forgotten = r.get("forgotten") or []
+        if forgotten:
+            table("would forget" if r.get("dry_run") else "forgotten", ["id", "type", "reason", "text"],
+                  [[f["id"][:8], f.get("type"), f["reason"], shorten(f.get("text") or "", 60)]
+                   for f in forgotten])
+
+    ctx.emit(ctx.client().memory_consolidate(purge, at, dry_run), render)
 
 
 @memory.command("status")
@@ -344,22 +396,27 @@ def session_end(ctx: CliContext) -> None:
               show_default=True, help="How much this matters, 0-1.")
 @click.option("--directive", is_flag=True,
               help="The user stated it as an instruction: it never fades (docs/memory.md).")
+@click.option("--lifespan", type=click.Choice(LIFESPANS), default=None,
+              help="permanent: also pinned (a note already never decays below its importance).")
 @working_namespace
 @common_options
-def note(ctx: CliContext, text: str, importance: float, directive: bool, namespace: str) -> None:
-    """Write TEXT to the scratch buffer (durable at once) and make it searchable.
+def note(ctx: CliContext, text: str, importance: float, directive: bool, namespace: str,
+         lifespan: str | None) -> None:
+    """Write TEXT to the scratch buffer (durable at once) and make it searchable. What is noted
+    was said on purpose: its importance is a floor and it never expires by decay.
 
     Example: ``crystalmesh memory note "the user never wants semicolons" --directive``
     """
     def render(r: dict[str, Any]) -> None:
         if r["crystal"] == "exists":
-            click.echo(f"already remembered as {r['crystal_id']}: nothing written")
+            click.echo(f"already remembered as {r['crystal_id']}: " + (
+                f"it now never decays below {r['importance']}" if r.get("held") else "nothing written"))
         else:
             click.echo(f"noted {r['id']} at {r['at']} (importance {r['importance']}); crystal "
                        f"{r['crystal']}" + (f" {r['crystal_id']}" if r.get("crystal_id") else ""))
 
-    ctx.emit(ctx.client().memory_note(text, importance, namespace, "directive" if directive else None),
-             render)
+    ctx.emit(ctx.client().memory_note(text, importance, namespace, "directive" if directive else None,
+                                      lifespan=lifespan), render)
 
 
 @memory.command("dream")

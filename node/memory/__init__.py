@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from node.memory.requests import MAX_TEXT_CHARS as MAX_TEXT_CHARS
     from node.memory.requests import MAX_TTL_MS as MAX_TTL_MS
     from node.memory.requests import add_from_request as add_from_request
+    from node.memory.requests import consolidate_at as consolidate_at
     from node.memory.transcripts import TranscriptChunk as TranscriptChunk
     from node.memory.transcripts import TranscriptConflict as TranscriptConflict
     from node.memory.transcripts import TranscriptRefused as TranscriptRefused
@@ -51,9 +52,11 @@ if TYPE_CHECKING:
     from node.memory.versions import delete as delete
     from node.memory.versions import history as history
     from node.memory.versions import list_memories as list_memories
+    from node.memory.versions import set_lifespan as set_lifespan
     from node.memory.versions import update_from_request as update_from_request
     from node.memory.working.backend import MemoryBackend as MemoryBackend
     from node.memory.working.backend import NoteKind as NoteKind
+    from node.memory.working.backend import note_kind as note_kind
     from node.memory.working.bootstrap import bootstrap_context as bootstrap_context
     from node.memory.working.build import working_memory_for as working_memory_for
     from node.memory.working.dream.inputs import NicheData as NicheData

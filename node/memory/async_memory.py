@@ -20,8 +20,8 @@ from node.db import Database
 from node.memory import versions
 from node.memory.conversations import attach_turns, embed_plan, neighbours, plan_ingest, store_plan
 from node.memory.dynamics import HormonalStateManager
-from node.memory.facade import ConsolidationReport, Memory
-from node.memory.requests import add_from_request
+from node.memory.facade import ConsolidationReport, Memory, MemoryInputError
+from node.memory.requests import add_from_request, consolidate_at
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
 from node.memory.transcripts import (
     TranscriptChunk,
@@ -81,6 +81,10 @@ class AsyncMemory:
 
     async def update(self, crystal_id: str, body: Any) -> dict[str, Any]:
         return await self.run(versions.update_from_request, self._memory, crystal_id, body)
+
+    async def set_lifespan(self, crystal_id: str, lifespan: str) -> dict[str, Any]:
+        """Pin (``permanent``) or unpin (``decay``) a memory (:func:`node.memory.versions.set_lifespan`)."""
+        return await self.run(versions.set_lifespan, self._memory, crystal_id, lifespan)
 
     async def delete(self, crystal_id: str) -> dict[str, Any]:
         return await self.run(versions.delete, self._memory, crystal_id)
@@ -177,13 +181,18 @@ class AsyncMemory:
     async def stats(self) -> dict[str, Any]:
         return await self.run(self._memory.store.stats)
 
-    async def consolidate(self, purge: bool = False) -> ConsolidationReport:
+    async def consolidate(self, purge: bool = False, at: str | None = None,
+                          dry_run: bool = False) -> ConsolidationReport:
+        """One cycle now, or as of ``at`` (``+90d``, an ISO date); ``dry_run``: nothing written."""
         try:
-            report = await self.run(self._memory.consolidate, None, purge)
+            report = await self.run(consolidate_at, self._memory, at, purge=purge, dry_run=dry_run)
+        except MemoryInputError:
+            raise  # a refused request (a bad ``at``) is not a failed run
         except Exception:
             metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
             raise
-        metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
+        if not dry_run:  # a preview is not a run
+            metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
         return report
 
     async def save_periodically(self, interval_s: float) -> None:

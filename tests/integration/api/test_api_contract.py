@@ -66,13 +66,16 @@ ROUTES = {
     # skills an agent can trust (issue 29)
     ("post", "/v1/skills/scan"), ("post", "/v1/purchases/release"),
     ("post", "/v1/skills/warnings"), ("get", "/v1/skills/warnings"),
+    # what the user said stays (issue 35)
+    ("post", "/v1/crystals/{crystal_id}/lifespan"),
 }
 BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
-                                   "namespace"}),
+                                   "namespace", "importance", "lifespan"}),
+    "/v1/crystals/{crystal_id}/lifespan": ("LifespanIn", {"lifespan"}),
     "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes", "as_of_ms", "namespace",
                                          "all_namespaces", "min_relevance"}),
-    "/v1/memory/consolidate": ("ConsolidateIn", {"purge"}),
+    "/v1/memory/consolidate": ("ConsolidateIn", {"purge", "at", "dry_run"}),
     "/v1/memory/feedback": ("FeedbackIn", {"id", "verdict"}),
     "/v1/memory/testament/import": ("TestamentIn", {"testament_b64"}),
     "/v1/memory/context/budget": ("BudgetContextIn", {"query", "budget_tokens", "working_memory"}),
@@ -83,7 +86,7 @@ BODY_MODELS = {
     "/v1/purchases/redeliver": ("RedeliverIn", {"listing_id"}),
     "/v1/weather/broadcast": ("WeatherIn", {"level", "duration_s", "reason"}),
     "/dashboard/login": ("LoginIn", {"token"}),
-    "/v1/memory/notes": ("NoteIn", {"text", "importance", "namespace", "type", "scope"}),
+    "/v1/memory/notes": ("NoteIn", {"text", "importance", "namespace", "type", "scope", "lifespan"}),
     "/v1/memory/dream": ("DreamIn", {"namespace"}),
     "/v1/skills/{crystal_id}/crystallize": ("CrystallizeIn", {"text", "category", "tags"}),
     "/v1/listings/{listing_id}/reprice": ("RepriceIn", {"price_micro_usdc"}),
