@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from node.crystals import Crystal
-from node.memory import ConsolidationReport, SearchHit, SearchRequest
+from node.memory import ConsolidationReport, Document, FileState, SearchHit, SearchRequest
 
 
 class MemoryApi(Protocol):
@@ -36,6 +36,9 @@ class MemoryApi(Protocol):
     async def ingest_conversation(self, data: bytes, namespace: str | None = None,
                                   semantic_type: str = "general") -> dict[str, Any]: ...
     async def neighbours(self, crystal_id: str, window: int = 2) -> dict[str, Any]: ...
+    async def known_files(self, namespace: str | None, root: str) -> dict[str, FileState]: ...
+    async def sync_files(self, namespace: str | None, documents: Sequence[Document],
+                         removed: dict[str, str]) -> dict[str, Any]: ...
 
 
 class WorkingApi(Protocol):

@@ -11,6 +11,12 @@ conversation file sent base64 in the body (the node never opens a path a
 request names; the body limit bounds the file to about 750 KiB, larger ones go
 through ``memory ingest`` with the node stopped), ``GET
 /v1/crystals/{id}/neighbours?window=N`` returns the turns around a turn's hit.
+
+Indexed files (docs/memory.md, "Files"): ``crystalmesh memory index`` beside a
+running node reads the files in its own process; ``GET /v1/memory/files?root=``
+says what the index holds under a folder (size, mtime, all chunks current) and
+``POST /v1/memory/files/sync`` takes a batch of files' bytes (base64) and the
+paths that left; a path is only a label here, never opened.
 """
 
 from __future__ import annotations
@@ -26,7 +32,13 @@ from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import NAMESPACE_PATTERN, Body
 from node.crystals import AccessScope, SemanticType
-from node.memory import MAX_TEXT_CHARS, ConversationRefused
+from node.memory import (
+    MAX_PATH_CHARS,
+    MAX_TEXT_CHARS,
+    ConversationRefused,
+    Document,
+    MemoryInputError,
+)
 
 Json = dict[str, Any]
 Namespace = Annotated[str, Field(min_length=1, max_length=100, pattern=NAMESPACE_PATTERN)]
@@ -53,6 +65,34 @@ class ConversationIn(Body):
     content_b64: Annotated[str, Field(min_length=1, max_length=2 * 1024 * 1024, pattern=r"^[A-Za-z0-9+/=]+$")]
     namespace: Namespace | None = None
     type: SemanticType = SemanticType.GENERAL
+
+
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS, pattern=r"^/[^\x00-\x1f\x7f]*$")]
+
+
+class FilesQuery(BaseModel):
+    """``GET /v1/memory/files`` query: what the index holds under a folder (or of one file)."""
+
+    root: FilePath
+    namespace: Namespace | None = None
+
+
+class DocumentIn(Body):
+    """One file read by the caller (the node never opens it): its path is a label."""
+
+    path: FilePath
+    size: Annotated[int, Field(ge=0, le=2**53)]
+    mtime_ns: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+    content_b64: Annotated[str, Field(max_length=2 * 1024 * 1024, pattern=r"^[A-Za-z0-9+/=]*$")]
+
+
+class FilesSyncIn(Body):
+    """``POST /v1/memory/files/sync``: files read by the caller, and the paths that left (with why)."""
+
+    namespace: Namespace | None = None
+    documents: Annotated[list[DocumentIn], Field(default_factory=list, max_length=1000)]
+    removed: Annotated[dict[FilePath, Annotated[str, Field(max_length=32)]],
+                       Field(default_factory=dict, max_length=20_000)]
 
 
 class NeighboursQuery(BaseModel):
@@ -88,6 +128,22 @@ def memory_router(node: NodeApi) -> APIRouter:
         except binascii.Error as error:
             raise ConversationRefused(f"content_b64 is not base64: {error}") from error
         return await node.memory.ingest_conversation(data, body.namespace, body.type.value)
+
+    @router.get("/memory/files")
+    async def indexed_files(query: Annotated[FilesQuery, Query()]) -> Json:
+        known = await node.memory.known_files(query.namespace, query.root)
+        return {"files": [[path, state.size, state.mtime_ns, state.fresh] for path, state in sorted(known.items())]}
+
+    @router.post("/memory/files/sync")
+    async def sync_files(body: FilesSyncIn) -> Json:
+        documents = []
+        for document in body.documents:
+            try:
+                content = base64.b64decode(document.content_b64, validate=True)
+            except binascii.Error as error:
+                raise MemoryInputError(f"content_b64 of {document.path} is not base64: {error}") from error
+            documents.append(Document(document.path, document.size, document.mtime_ns, content))
+        return await node.memory.sync_files(body.namespace, documents, dict(body.removed))
 
     @router.get("/crystals/{crystal_id}/neighbours")
     async def neighbours(crystal_id: str, query: Annotated[NeighboursQuery, Query()]) -> Json:

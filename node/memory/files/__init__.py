@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from node.memory.files.indexer import index_paths as index_paths
     from node.memory.files.schema import CONCEPT as CONCEPT
     from node.memory.files.schema import MIGRATIONS as MIGRATIONS
+    from node.memory.files.sync import MAX_DOCUMENT_BYTES as MAX_DOCUMENT_BYTES
     from node.memory.files.sync import MAX_PATH_CHARS as MAX_PATH_CHARS
     from node.memory.files.sync import RETIRE_REASONS as RETIRE_REASONS
     from node.memory.files.sync import Document as Document

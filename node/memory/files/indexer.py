@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 BATCH_BYTES = 512 * 1024  # file bytes per batch (base64: ~700 KB, under the API's 1 MiB body limit)
 BATCH_FILES = 256
-REMOVED_PER_BATCH = 1000
+REMOVED_BATCH_BYTES = 256 * 1024  # paths per "these are gone" call, by their length
+ENTRY_OVERHEAD = 96  # JSON around one document or path
 Progress = Callable[[str], None]
 
 
@@ -63,11 +64,12 @@ def _batches(entries: Sequence[FileEntry], batch_bytes: int) -> list[list[FileEn
     batches: list[list[FileEntry]] = [[]]
     size = 0
     for entry in entries:
-        if batches[-1] and (size + entry.size > batch_bytes or len(batches[-1]) >= BATCH_FILES):
+        cost = entry.size + len(entry.path) + ENTRY_OVERHEAD
+        if batches[-1] and (size + cost > batch_bytes or len(batches[-1]) >= BATCH_FILES):
             batches.append([])
             size = 0
         batches[-1].append(entry)
-        size += entry.size
+        size += cost
     return [batch for batch in batches if batch]
 
 
@@ -119,12 +121,16 @@ def index_paths(target: Target, roots: Sequence[str | Path], options: IndexOptio
         for path in known:
             if path not in present and path not in gone:
                 gone[path] = found.reason_for(path)
-        paths = sorted(gone)
-        for start in range(0, len(paths), REMOVED_PER_BATCH):
-            if checkpoint is not None:
-                checkpoint()
-            part = {path: _retire_reason(gone[path]) for path in paths[start:start + REMOVED_PER_BATCH]}
-            summaries.append(target.sync_files(options.namespace, [], part))
+        part: dict[str, str] = {}
+        size = 0
+        for path in sorted(gone):
+            part[path] = _retire_reason(gone[path])
+            size += len(path) + ENTRY_OVERHEAD
+            if size >= REMOVED_BATCH_BYTES:
+                summaries.append(_removed(target, options, part, checkpoint))
+                part, size = {}, 0
+        if part:
+            summaries.append(_removed(target, options, part, checkpoint))
     total = merge_summaries(summaries)
     skipped.update(total["files"]["skipped"])
     return {
@@ -137,6 +143,13 @@ def index_paths(target: Target, roots: Sequence[str | Path], options: IndexOptio
         "long_lines": total["long_lines"],
         "seconds": round(time.perf_counter() - started, 3),
     }
+
+
+def _removed(target: Target, options: IndexOptions, part: dict[str, str],
+             checkpoint: Callable[[], None] | None) -> dict[str, Any]:
+    if checkpoint is not None:
+        checkpoint()
+    return target.sync_files(options.namespace, [], part)
 
 
 def _retire_reason(reason: str) -> str:
