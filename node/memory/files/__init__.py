@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from node.memory.files.sync import plan_sync as plan_sync
     from node.memory.files.sync import store_sync as store_sync
     from node.memory.files.sync import sync_documents as sync_documents
-    from node.memory.files.walk import DEFAULT_MAX_FILE_BYTES as DEFAULT_MAX_FILE_BYTES
-    from node.memory.files.walk import walk as walk
+    from node.memory.files.folders import DEFAULT_MAX_FILE_BYTES as DEFAULT_MAX_FILE_BYTES
+    from node.memory.files.folders import walk as walk
 
 __getattr__ = face(__name__)

@@ -11,7 +11,8 @@ re-sync versions only the chunks that changed (``node.memory.files.sync``).
 
 A section longer than ``max_chars`` is split by paragraphs with content-defined
 boundaries (a paragraph ends a part when its own hash says so, or when the part
-is full), so inserting a paragraph moves no boundary elsewhere; a part after the
+is full), so an edit moves part boundaries only up to the next paragraph whose
+hash ends a part; a part after the
 first is keyed by its first line. A paragraph longer than a part is cut
 between lines, and a line longer than a part in pieces. :func:`chunk_markdown`
 is seed 001's chunker (fixed windows with overlap) for the MEMORY.md seed
@@ -32,7 +33,7 @@ CHARS_PER_TOKEN = 4
 MAX_CHUNK_CHARS = CHUNK_TOKENS * CHARS_PER_TOKEN  # seed 001's 400 tokens: about two MiniLM windows
 MAX_LINE_CHARS = 2_000  # a longer line (minified code, a data blob) keeps only its first 2,000 chars
 MIN_WORD_CHARS = 3  # a chunk with fewer word characters (a lone "}" or "pass") is not worth a memory
-BOUNDARY_EVERY = 3  # content-defined part boundaries: about one paragraph in three may end a part
+BOUNDARY_EVERY = 3  # content-defined part boundaries: about one paragraph in three ends a part
 KEY_LINE_CHARS = 80
 SMALL_SECTION_CHARS = 240  # adjacent sections shorter than this share one chunk
 
@@ -183,7 +184,7 @@ def _parts(section: Section, lines: Sequence[str], max_chars: int) -> list[Chunk
             size = 0
         parts[-1].append(piece)
         size += cost
-        if size >= max_chars // 4 and _ends_part(lines, piece):
+        if _ends_part(lines, piece):
             parts.append([])
             size = 0
     chunks: list[Chunk] = []
@@ -229,10 +230,13 @@ def _merge_small(sections: Sequence[Section], lines: Sequence[str], max_chars: i
     return merged
 
 
-def sections_to_chunks(sections: Sequence[Section], lines: Sequence[str], max_chars: int) -> list[Chunk]:
-    """Sections cut to size, small neighbours merged, tiny ones dropped, repeated keys numbered
-    (`` #2``) in file order."""
-    kept = _merge_small([s for s in sections if s.end > s.start], lines, max_chars)
+def sections_to_chunks(sections: Sequence[Section], lines: Sequence[str], max_chars: int,
+                       merge_small: bool = False) -> list[Chunk]:
+    """Sections cut to size, tiny ones dropped, repeated keys numbered (`` #2``) in file order;
+    ``merge_small``: small neighbours share a chunk (definition lines found by a pattern)."""
+    kept = [s for s in sections if s.end > s.start]
+    if merge_small:
+        kept = _merge_small(kept, lines, max_chars)
     chunks = [chunk for section in kept for chunk in _parts(section, lines, max_chars) if _has_words(chunk.text)]
     seen: dict[str, int] = {}
     numbered: list[Chunk] = []

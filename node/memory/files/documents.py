@@ -73,8 +73,8 @@ def chunk_file(name: str, text: str, max_chars: int = MAX_CHUNK_CHARS) -> tuple[
         sections = python_sections(lines.lines, max_chars)
     elif family == "text":
         sections = text_sections(lines.lines)
-    else:
-        sections = source_sections(family, lines.lines)
+    else:  # definitions found by a pattern: a run of one-line constants is one memory, not many
+        return sections_to_chunks(source_sections(family, lines.lines), lines.lines, max_chars, True), lines
     return sections_to_chunks(sections, lines.lines, max_chars), lines
 
 

@@ -1,6 +1,6 @@
 """Files into memories and back in step: the one re-sync operation, on the database's thread.
 
-The caller reads the files (``node.memory.files.walk``; the node never opens a
+The caller reads the files (``node.memory.files.folders``; the node never opens a
 path a request names) and hands over :class:`Document` s (path, size, mtime,
 bytes) and the paths that are gone (with why). Per batch, in three steps like
 ``node.memory.conversations``: :func:`plan_sync` decodes and chunks each
