@@ -107,22 +107,23 @@ def check_path(path: str) -> str:
     return path
 
 
-def _under(root: str) -> tuple[str, tuple[Any, ...]]:
-    """SQL for "``path`` is ``root`` or below it" (a range: no LIKE escaping, uses the key)."""
+def _under(column: str, root: str) -> tuple[str, tuple[Any, ...]]:
+    """SQL for "``column`` is ``root`` or below it" (a range: no LIKE escaping, uses the key)."""
     base = root.rstrip("/") or "/"
     prefix = base if base == "/" else base + "/"
-    return "(path = ? OR (path >= ? AND path < ?))", (base, prefix, prefix[:-1] + chr(ord("/") + 1))
+    return (f"({column} = ? OR ({column} >= ? AND {column} < ?))",
+            (base, prefix, prefix[:-1] + chr(ord("/") + 1)))
 
 
 def known_files(memory: Memory, namespace: str | None, root: str) -> dict[str, FileState]:
     """Every file indexed under ``root`` (a folder or a file) in ``namespace``, as the table knows it."""
     space = validate_namespace(namespace)
-    where, params = _under(check_path(root))
+    where, params = _under("f.path", check_path(root))
     rows = memory.db.all(
         "SELECT f.path, f.size, f.mtime_ns, f.chunks, (SELECT COUNT(*) FROM indexed_chunks c "
         "JOIN crystals k ON k.id = c.crystal_id WHERE c.namespace = f.namespace AND c.path = f.path "
         "AND k.valid_to_ms IS NULL AND k.deleted_at_ms IS NULL) AS live "
-        f"FROM indexed_files f WHERE f.namespace = ? AND {where.replace('path', 'f.path')}",
+        f"FROM indexed_files f WHERE f.namespace = ? AND {where}",
         (space, *params))
     return {row["path"]: FileState(row["size"], row["mtime_ns"], row["live"] == row["chunks"]) for row in rows}
 

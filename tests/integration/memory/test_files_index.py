@@ -153,3 +153,18 @@ def test_hostile_files_are_skipped_or_cleaned_never_fatal(memory: Memory, tmp_pa
     [ansi] = found(memory, "lynxora")
     assert "\x1b" not in ansi["text"] and "\x07" not in ansi["text"]
     assert found(memory, "ocelotix")[0]["text"].count("\ufffd") == 1
+
+
+def test_a_root_covers_its_own_tree_only_and_a_file_can_be_a_root(memory: Memory, tmp_path: Path) -> None:
+    notes = folder(tmp_path)
+    sibling = tmp_path / "notes_old"  # shares the prefix "notes" and sorts after "notes/"
+    sibling.mkdir()
+    (sibling / "old.md").write_text("# Old\n\nThe dikdokra archive.\n")
+    single = tmp_path / "AGENTS.md"
+    single.write_text("# Agents\n\nAsk the serowix first.\n")
+    index(memory, notes, sibling, single)
+    (notes / "tool.py").unlink()
+    assert index(memory, notes)["chunks"]["retired"] == 1  # not the sibling's chunk
+    assert found(memory, "dikdokra") and found(memory, "serowix")
+    assert index(memory, single)["files"] | {"skipped": {}} == {
+        "seen": 1, "indexed": 0, "unchanged": 1, "removed": 0, "skipped": {}, "replaced": 0}
