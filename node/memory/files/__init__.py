@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from node.memory.files.chunking import chunk_markdown as chunk_markdown
     from node.memory.files.documents import chunk_file as chunk_file
     from node.memory.files.documents import memory_text as memory_text
+    from node.memory.files.folders import DEFAULT_MAX_FILE_BYTES as DEFAULT_MAX_FILE_BYTES
+    from node.memory.files.folders import walk as walk
     from node.memory.files.indexer import BATCH_BYTES as BATCH_BYTES
     from node.memory.files.indexer import IndexOptions as IndexOptions
     from node.memory.files.indexer import Target as Target
@@ -42,7 +44,5 @@ if TYPE_CHECKING:
     from node.memory.files.sync import plan_sync as plan_sync
     from node.memory.files.sync import store_sync as store_sync
     from node.memory.files.sync import sync_documents as sync_documents
-    from node.memory.files.folders import DEFAULT_MAX_FILE_BYTES as DEFAULT_MAX_FILE_BYTES
-    from node.memory.files.folders import walk as walk
 
 __getattr__ = face(__name__)

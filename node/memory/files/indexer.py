@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from node.memory.files.documents import is_binary
-from node.memory.files.sync import Document, FileState, merge_summaries
 from node.memory.files.folders import DEFAULT_MAX_FILE_BYTES, FileEntry, read_file, walk
+from node.memory.files.sync import Document, FileState, merge_summaries
 
 log = logging.getLogger(__name__)
 

@@ -52,6 +52,8 @@ ROUTES = {
     ("post", "/v1/bounties/{bounty_id}/fulfil"),
     # conversations (docs/memory.md)
     ("post", "/v1/memory/conversations"), ("get", "/v1/crystals/{crystal_id}/neighbours"),
+    # indexed files (docs/memory.md, "Files"): the caller reads, the node stores
+    ("get", "/v1/memory/files"), ("post", "/v1/memory/files/sync"),
     # MCP resources (issue 29): MEMORY.md and the pending notes as stored
     ("get", "/v1/memory/working"),
     # the operator's undo, each act audited (issue 29)
@@ -86,6 +88,7 @@ BODY_MODELS = {
     "/v1/bounties/{bounty_id}/fulfil": ("FulfilIn", {"listing_id"}),
     "/v1/memory/conversations": ("ConversationIn", {"content_b64", "namespace", "type"}),
     "/v1/weather/lift": ("ReasonIn", {"reason"}),
+    "/v1/memory/files/sync": ("FilesSyncIn", {"namespace", "documents", "removed"}),
     "/v1/trust/ban": ("PeerIn", {"peer", "reason"}),
     "/v1/trust/unban": ("PeerIn", {"peer", "reason"}),
 }
@@ -101,6 +104,7 @@ QUERY_PARAMS = {
     "/v1/crystals/{crystal_id}/neighbours": {"window"},
     "/v1/memory/working": {"namespace"},
     "/v1/audit": {"limit"},
+    "/v1/memory/files": {"root", "namespace"},
 }
 
 
@@ -184,6 +188,8 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "/v1/trust/ban": {"peer": "ab" * 32, "reason": "test"},
     "/v1/trust/unban": {"peer": "ab" * 32, "reason": "test"},
     "/v1/weather/lift": {"reason": "test"},
+    "/v1/memory/files/sync": {"namespace": "default", "removed": {"/notes/gone.md": "deleted"}, "documents": [
+        {"path": "/notes/a.md", "size": 20, "mtime_ns": 1, "content_b64": base64.b64encode(b"# A\n\nwords").decode()}]},
 }
 
 
@@ -213,7 +219,7 @@ CONTENT_TYPES = st.sampled_from(["application/json"] * 4 + ["text/plain", "", "a
 SEGMENTS = st.text(min_size=1, max_size=20).map(lambda s: quote(s.encode("utf-8", "surrogatepass"),
                                                                   safe=""))
 QUERIES = st.lists(st.tuples(st.sampled_from(["q", "k", "category", "max_price", "tag", "limit",
-                                              "code", "x", "window", "namespace"]),
+                                              "code", "x", "window", "namespace", "root"]),
                              st.binary(max_size=12)), max_size=4).map(
     lambda pairs: "&".join(f"{k}={quote_from_bytes(v, safe='')}" for k, v in pairs))
 POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
@@ -222,10 +228,10 @@ POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
          "/v1/listings/{id}/endorse", "/v1/purchases", "/v1/purchases/redeliver",
          "/v1/weather/broadcast", "/v1/dashboard/login-link", "/dashboard/login",
          "/dashboard/logout", "/v1/memory/notes", "/v1/memory/dream", "/v1/skills/{id}/crystallize",
-         "/v1/memory/conversations",
+         "/v1/memory/conversations", "/v1/memory/files/sync",
          "/v1/trust/ban", "/v1/trust/unban", "/v1/weather/lift", "/v1/listings/{id}/endorse/revoke"]
 GETS = ["/v1/listings", "/v1/listings/search", "/v1/purchases", "/v1/sales", "/dashboard/login",
-        "/v1/crystals/{id}", "/v1/memory/context", "/v1/crystals/{id}/neighbours"]
+        "/v1/crystals/{id}", "/v1/memory/context", "/v1/crystals/{id}/neighbours", "/v1/memory/files"]
 ROUTES_FUZZED = [("POST", path) for path in POSTS] + [("GET", path) for path in GETS]
 CASES = st.sampled_from(ROUTES_FUZZED).flatmap(lambda route: st.tuples(
     st.just(route), st.one_of(BODIES, near_valid(route[1]), near_valid(route[1])), CONTENT_TYPES,
