@@ -3,7 +3,8 @@
 The face is ``Memory`` (sync) and ``AsyncMemory`` (trio) over wings by concept:
 ``embedding`` (every encoder and its weights), ``search`` (everything a query passes
 through), ``learning`` (facts, confidence, tiers, testaments), ``dynamics`` (importance,
-consolidation, hormones) and ``working`` (MEMORY.md, scratch WAL, dream).
+consolidation, hormones), ``working`` (MEMORY.md, scratch WAL, dream) and ``files`` (files and
+folders indexed by structure and kept in step).
 
 Rule: outside this package, import only the names below (``node/face.py``;
 enforced by ``scripts/check_layers.py``).

@@ -351,12 +351,11 @@ def _store_read(memory: Memory, plan: SyncPlan, read: Read, at: int, written: _W
                 crystal_id, memory_id = crystal.id, crystal.memory_id
             else:
                 result = memory.store.add_many([template])[0]
-                rowid = result.rowid
                 crystal_id = result.id
                 memory_id = template.memory_id if result.created else memory.store.memory_id_of(result.id)
-                written.counts["added"] += 1
-                if not result.created:
-                    rowid = -1
+                # Not created: the namespace already holds exactly this text (linked, not stored twice).
+                written.counts["added" if result.created else "unchanged"] += 1
+                rowid = result.rowid if result.created else -1
             if rowid >= 0 and template.embedding is not None:
                 written.indexed.append((rowid, template.embedding))
         memory.db.execute(
