@@ -243,7 +243,9 @@ def sections_to_chunks(sections: Sequence[Section], lines: Sequence[str], max_ch
     for chunk in chunks:
         seen[chunk.key] = seen.get(chunk.key, 0) + 1
         count = seen[chunk.key]
-        numbered.append(chunk if count == 1 else replace(chunk, key=f"{chunk.key} #{count}"))
+        # The label too: two identical sections of one file are still two memories (dedup is by text).
+        numbered.append(chunk if count == 1 else replace(
+            chunk, key=f"{chunk.key} #{count}", label=f"{chunk.label} #{count}".strip()))
     return numbered
 
 

@@ -343,12 +343,12 @@ def _store_read(memory: Memory, plan: SyncPlan, read: Read, at: int, written: _W
             if template is None or template.embedding is None:
                 complete = False  # the rows moved since the plan (another sync): the next one finishes
                 continue
+            versioned = None
             if action == VERSION and current is not None:
-                crystal = _carry(template, next_version(memory, current, item.text, reason="file_changed",
-                                                        start_line=item.start_line, end_line=item.end_line))
-                rowid = memory.store.supersede(current.id, crystal)
+                versioned = _version(memory, current, item, template)
+            if versioned is not None:
+                rowid, crystal_id, memory_id = versioned
                 written.counts["versioned"] += 1
-                crystal_id, memory_id = crystal.id, crystal.memory_id
             else:
                 result = memory.store.add_many([template])[0]
                 crystal_id = result.id
@@ -377,6 +377,18 @@ def _store_read(memory: Memory, plan: SyncPlan, read: Read, at: int, written: _W
         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, path) DO UPDATE SET size=excluded.size, "
         "mtime_ns=excluded.mtime_ns, chunks=excluded.chunks, indexed_at_ms=excluded.indexed_at_ms",
         (space, path, document.size if complete else -1, document.mtime_ns, len(read.items), at))
+
+
+def _version(memory: Memory, current: Crystal, item: Item, template: Crystal) -> tuple[int, str, str] | None:
+    """Version n+1 of ``current`` with the item's text: (rowid, crystal id, memory id); None when
+    the store refuses it (the namespace already holds exactly this text): the caller adds instead."""
+    crystal = _carry(template, next_version(memory, current, item.text, reason="file_changed",
+                                            start_line=item.start_line, end_line=item.end_line))
+    try:
+        rowid = memory.store.supersede(current.id, crystal)  # checks before it writes anything
+    except StoreError:
+        return None
+    return rowid, crystal.id, crystal.memory_id
 
 
 def _retire(memory: Memory, namespace: str, path: str, row: Row, reason: str, at: int,

@@ -168,3 +168,20 @@ def test_a_root_covers_its_own_tree_only_and_a_file_can_be_a_root(memory: Memory
     assert found(memory, "dikdokra") and found(memory, "serowix")
     assert index(memory, single)["files"] | {"skipped": {}} == {
         "seen": 1, "indexed": 0, "unchanged": 1, "removed": 0, "skipped": {}, "replaced": 0}
+
+
+def test_two_identical_sections_are_two_memories_and_version_apart(memory: Memory, tmp_path: Path) -> None:
+    root = tmp_path / "twins"
+    root.mkdir()
+    twin = "## Notes\n\nFeed the quetzalor at noon.\n"
+    (root / "log.md").write_text(f"# Log\n\n{twin}\n{twin}")
+    assert index(memory, root)["chunks"]["added"] == 2  # "# Log" has no text of its own
+    before = rows(memory)
+    assert before[("log.md", "Log › Notes")] != before[("log.md", "Log › Notes #2")]
+    (root / "log.md").write_text(f"# Log\n\n{twin}\n{twin.replace('noon', 'dusk')}")
+    assert index(memory, root)["chunks"]["versioned"] == 1
+    after = rows(memory)
+    assert after[("log.md", "Log › Notes")] == before[("log.md", "Log › Notes")]
+    assert [text.split("\n")[-1] for text in (memory.get(after[("log.md", key)]).text
+                                              for key in ("Log › Notes", "Log › Notes #2"))] == [
+        "Feed the quetzalor at noon.", "Feed the quetzalor at dusk."]
