@@ -24,7 +24,7 @@ from node.config import NodeConfig
 from node.keyfiles import read_secret
 
 if TYPE_CHECKING:
-    from node.memory import TranscriptChunk
+    from node.memory import Document, FileState, TranscriptChunk
 
 Json = dict[str, Any]
 # Skills per ``POST /v1/skills/publish`` call (a few signed batches): the unit of progress.
@@ -195,6 +195,34 @@ class ApiClient:
             "transcript": chunk.transcript, "fingerprint": chunk.fingerprint, "offset": chunk.offset,
             "end_offset": chunk.end_offset, "data_b64": base64.b64encode(chunk.data).decode("ascii"),
             "format": chunk.format, "namespace": chunk.namespace})))
+    # --- indexed files (docs/memory.md, "Files"): this process reads, the node stores --------
+    max_document_bytes = 640 * 1024  # one file, base64 in one request, under the node's 1 MiB body limit
+
+    def known_files(self, namespace: str | None, root: str) -> dict[str, FileState]:
+        """What the node's index holds of the files under ``root`` (size, mtime, all chunks current)."""
+        from node.memory import FileState
+
+        data = self.get("/v1/memory/files", root=root, namespace=namespace)
+        return {str(path): FileState(int(size), int(mtime_ns), bool(fresh))
+                for path, size, mtime_ns, fresh in data["files"]}
+
+    def sync_files(self, namespace: str | None, documents: Sequence[Document],
+                   removed: dict[str, str]) -> Json:
+        """One batch of a re-sync: files read here (their bytes base64), and the paths that left."""
+        return dict(self.post("/v1/memory/files/sync", _present({
+            "namespace": namespace, "removed": removed,
+            "documents": [{"path": d.path, "size": d.size, "mtime_ns": d.mtime_ns,
+                           "content_b64": base64.b64encode(d.content).decode("ascii")} for d in documents]})))
+
+    def memory_index(self, paths: Sequence[str], *, namespace: str | None = None,
+                     max_file_bytes: int | None = None, exclude: Sequence[str] = (),
+                     progress: Callable[[str], None] | None = None) -> Json:
+        """Index files and folders (``memory index``): read in this process, sent in batches;
+        ``exclude``: never read (the node's data dir)."""
+        from node.memory import IndexOptions, index_paths
+
+        options = IndexOptions(namespace, max_file_bytes or self.max_document_bytes, tuple(exclude))
+        return index_paths(self, paths, options, progress)
 
     def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
         """The turns of a session within ``window`` turns of a conversation turn's memory."""

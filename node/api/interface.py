@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from node.crystals import Crystal
-from node.memory import ConsolidationReport, SearchHit, SearchRequest, TranscriptChunk
+from node.memory import (
+    ConsolidationReport,
+    Document,
+    FileState,
+    SearchHit,
+    SearchRequest,
+    TranscriptChunk,
+)
 
 
 class MemoryApi(Protocol):
@@ -40,6 +47,9 @@ class MemoryApi(Protocol):
     async def neighbours(self, crystal_id: str, window: int = 2) -> dict[str, Any]: ...
     async def ingest_transcript_chunk(self, chunk: TranscriptChunk) -> dict[str, Any]: ...
     async def transcript_cursor(self, transcript: str, namespace: str | None = None) -> dict[str, Any]: ...
+    async def known_files(self, namespace: str | None, root: str) -> dict[str, FileState]: ...
+    async def sync_files(self, namespace: str | None, documents: Sequence[Document],
+                         removed: dict[str, str]) -> dict[str, Any]: ...
 
 
 class WorkingApi(Protocol):

@@ -19,6 +19,11 @@ the file's fingerprint and where it ends) and answers what was stored and the no
 new ``offset``; ``GET /v1/memory/transcripts/cursor?transcript=...`` says where the node
 stopped. The client reads the file itself (``ApiClient.memory_ingest_transcript``); a
 chunk that does not continue where the node stopped is a 409 with nothing stored.
+Indexed files (docs/memory.md, "Files"): ``crystalmesh memory index`` beside a
+running node reads the files in its own process; ``GET /v1/memory/files?root=``
+says what the index holds under a folder (size, mtime, all chunks current) and
+``POST /v1/memory/files/sync`` takes a batch of files' bytes (base64) and the
+paths that left; a path is only a label here, never opened.
 """
 
 from __future__ import annotations
@@ -34,7 +39,15 @@ from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import NAMESPACE_PATTERN, Body
 from node.crystals import AccessScope, SemanticType
-from node.memory import MAX_TEXT_CHARS, ConversationRefused, TranscriptChunk, TranscriptRefused
+from node.memory import (
+    MAX_PATH_CHARS,
+    MAX_TEXT_CHARS,
+    ConversationRefused,
+    Document,
+    MemoryInputError,
+    TranscriptChunk,
+    TranscriptRefused,
+)
 
 Json = dict[str, Any]
 Namespace = Annotated[str, Field(min_length=1, max_length=100, pattern=NAMESPACE_PATTERN)]
@@ -91,6 +104,32 @@ class TranscriptCursorQuery(BaseModel):
 
     transcript: Transcript
     namespace: Namespace | None = None
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS, pattern=r"^/[^\x00-\x1f\x7f]*$")]
+
+
+class FilesQuery(BaseModel):
+    """``GET /v1/memory/files`` query: what the index holds under a folder (or of one file)."""
+
+    root: FilePath
+    namespace: Namespace | None = None
+
+
+class DocumentIn(Body):
+    """One file read by the caller (the node never opens it): its path is a label."""
+
+    path: FilePath
+    size: Annotated[int, Field(ge=0, le=2**53)]
+    mtime_ns: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+    content_b64: Annotated[str, Field(max_length=2 * 1024 * 1024, pattern=r"^[A-Za-z0-9+/=]*$")]
+
+
+class FilesSyncIn(Body):
+    """``POST /v1/memory/files/sync``: files read by the caller, and the paths that left (with why)."""
+
+    namespace: Namespace | None = None
+    documents: Annotated[list[DocumentIn], Field(default_factory=list, max_length=1000)]
+    removed: Annotated[dict[FilePath, Annotated[str, Field(max_length=32)]],
+                       Field(default_factory=dict, max_length=20_000)]
 
 
 class NeighboursQuery(BaseModel):
@@ -143,6 +182,21 @@ def memory_router(node: NodeApi) -> APIRouter:
     @router.get("/memory/transcripts/cursor")
     async def transcript_cursor(query: Annotated[TranscriptCursorQuery, Query()]) -> Json:
         return await node.memory.transcript_cursor(query.transcript, query.namespace)
+    @router.get("/memory/files")
+    async def indexed_files(query: Annotated[FilesQuery, Query()]) -> Json:
+        known = await node.memory.known_files(query.namespace, query.root)
+        return {"files": [[path, state.size, state.mtime_ns, state.fresh] for path, state in sorted(known.items())]}
+
+    @router.post("/memory/files/sync")
+    async def sync_files(body: FilesSyncIn) -> Json:
+        documents = []
+        for document in body.documents:
+            try:
+                content = base64.b64decode(document.content_b64, validate=True)
+            except binascii.Error as error:
+                raise MemoryInputError(f"content_b64 of {document.path} is not base64: {error}") from error
+            documents.append(Document(document.path, document.size, document.mtime_ns, content))
+        return await node.memory.sync_files(body.namespace, documents, dict(body.removed))
 
     @router.get("/crystals/{crystal_id}/neighbours")
     async def neighbours(crystal_id: str, query: Annotated[NeighboursQuery, Query()]) -> Json:

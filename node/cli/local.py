@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from node.memory import Memory, WorkingMemory
+    from node.memory import Document, FileState, Memory, WorkingMemory
 
 Json = dict[str, Any]
 
@@ -151,6 +151,30 @@ class LocalNode:
         from node.memory import transcript_cursor
 
         return transcript_cursor(self._memory(), transcript, namespace)
+    # --- indexed files (docs/memory.md, "Files") -----------------------------------------------
+    max_document_bytes = 8 * 1024 * 1024  # no request in between: the walk's own cap decides
+
+    def known_files(self, namespace: str | None, root: str) -> dict[str, FileState]:
+        from node.memory import known_files
+
+        return known_files(self._memory(), namespace, root)
+
+    def sync_files(self, namespace: str | None, documents: Sequence[Document],
+                   removed: dict[str, str]) -> Json:
+        from node.memory import sync_documents
+
+        return sync_documents(self._memory(), namespace, documents, removed)
+
+    def memory_index(self, paths: Sequence[str], *, namespace: str | None = None,
+                     max_file_bytes: int | None = None, exclude: Sequence[str] = (),
+                     progress: Callable[[str], None] | None = None) -> Json:
+        """Index files and folders (``memory index``): read here, synced into the data dir."""
+        from node.memory import IndexOptions, data_dir_exclusions, index_paths
+
+        config = self._memory().config
+        options = IndexOptions(namespace, max_file_bytes or config.memory.index_max_file_bytes,
+                               (*exclude, *data_dir_exclusions(config.data_dir)))
+        return index_paths(self, paths, options, progress)
 
     def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
         from node.memory import neighbours

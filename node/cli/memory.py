@@ -548,6 +548,59 @@ def _ingest_transcript(ctx: CliContext, transcript: Path, transcript_format: str
     result = ctx.client().memory_ingest_transcript(str(transcript), format=transcript_format, namespace=namespace,
                                                    progress=None if ctx.as_json else progress)
     ctx.emit(result, lambda r: click.echo(transcript_summary(r)))
+# --- files (docs/memory.md, "Files") -------------------------------------------------------------
+@memory.command("index")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--namespace", default=None, help=NAMESPACE_HELP)
+@click.option("--watch", is_flag=True, help="Keep going: re-sync every --interval seconds until Ctrl-C.")
+@click.option("--interval", "interval_s", type=click.FloatRange(0.2, 3600), default=2.0, show_default=True,
+              help="Seconds between re-syncs with --watch.")
+@common_options
+def index(ctx: CliContext, paths: tuple[Path, ...], namespace: str | None, watch: bool, interval_s: float) -> None:
+    """Index files and folders as memories, chunked by structure with path and lines; run it
+    again to re-sync (unchanged chunks stay, changed ones become versions, removed ones retire).
+
+    Skips .gitignored, hidden, binary and oversize files, symlinks and the node's data dir.
+    With a node running, the files are read here and sent to it.
+
+    \f
+    Example: ``crystalmesh memory index ~/notes CLAUDE.md --watch``
+    """
+    import signal
+    import threading
+
+    config = ctx.initialised()
+    client = ctx.client()
+
+    def sync() -> dict[str, Any]:
+        return client.memory_index([str(path) for path in paths], namespace=namespace,
+                                   max_file_bytes=config.memory.index_max_file_bytes,
+                                   exclude=(str(config.data_dir),), progress=None if ctx.as_json else stderr)
+
+    if not watch:
+        return ctx.emit(sync(), _render_index)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())  # finish the sync under way, then stop
+    try:
+        ctx.emit(sync(), _render_index)
+        while not stop.wait(interval_s):
+            summary = sync()
+            chunks = summary["chunks"]
+            if chunks["added"] or chunks["versioned"] or chunks["retired"]:
+                ctx.emit(summary, _render_index)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    stderr("stopped")
+
+
+def _render_index(summary: dict[str, Any]) -> None:
+    files, chunks = summary["files"], summary["chunks"]
+    skipped = ", ".join(f"{count} {reason}" for reason, count in files["skipped"].items()) or "none"
+    click.echo(f"files: {files['seen']} seen, {files['indexed']} indexed, {files['unchanged']} unchanged, "
+               f"{files['removed']} removed; skipped: {skipped}")
+    click.echo(f"chunks: {chunks['added']} added, {chunks['versioned']} versioned, {chunks['unchanged']} "
+               f"unchanged ({chunks['relocated']} moved), {chunks['retired']} retired "
+               f"in {summary['seconds']:.2f} s (namespace {summary['namespace']})")
 
 
 @memory.command("neighbours")

@@ -3,7 +3,8 @@
 The face is ``Memory`` (sync) and ``AsyncMemory`` (trio) over wings by concept:
 ``embedding`` (every encoder and its weights), ``search`` (everything a query passes
 through), ``learning`` (facts, confidence, tiers, testaments), ``dynamics`` (importance,
-consolidation, hormones) and ``working`` (MEMORY.md, scratch WAL, dream).
+consolidation, hormones), ``working`` (MEMORY.md, scratch WAL, dream) and ``files`` (files and
+folders indexed by structure and kept in step).
 
 Rule: outside this package, import only the names below (``node/face.py``;
 enforced by ``scripts/check_layers.py``).
@@ -25,8 +26,17 @@ if TYPE_CHECKING:
     from node.memory.embedding.embedder import build_default_model as build_default_model
     from node.memory.facade import ConsolidationReport as ConsolidationReport
     from node.memory.facade import Memory as Memory
+    from node.memory.facade import MemoryInputError as MemoryInputError
     from node.memory.facade import SearchHit as SearchHit
     from node.memory.facade import SearchRequest as SearchRequest
+    from node.memory.files import MAX_PATH_CHARS as MAX_PATH_CHARS
+    from node.memory.files import Document as Document
+    from node.memory.files import FileState as FileState
+    from node.memory.files import IndexOptions as IndexOptions
+    from node.memory.files import data_dir_exclusions as data_dir_exclusions
+    from node.memory.files import index_paths as index_paths
+    from node.memory.files import known_files as known_files
+    from node.memory.files import sync_documents as sync_documents
     from node.memory.learning.budget_context import budget_context as budget_context
     from node.memory.learning.testament_io import TestamentRefused as TestamentRefused
     from node.memory.learning.testament_io import export_testament as export_testament

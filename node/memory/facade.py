@@ -51,6 +51,8 @@ from node.memory.dynamics import (
     plan_consolidation,
 )
 from node.memory.embedding import Embedder, embed_windows, get_embedder
+from node.memory.files import CONCEPT as FILES_CONCEPT
+from node.memory.files import MIGRATIONS as FILES_MIGRATIONS
 from node.memory.learning import run_tiers, tier_status
 from node.memory.reembedding import configured_embedder_key
 from node.memory.search import (
@@ -134,6 +136,7 @@ class Memory:
             self.store = CrystalStore(self.db)
             self.db.migrate(TURNS_CONCEPT, TURNS_MIGRATIONS)  # where ingested turns came from
             self.db.migrate(TRANSCRIPTS_CONCEPT, TRANSCRIPTS_MIGRATIONS)  # how far each transcript was read
+            self.db.migrate(FILES_CONCEPT, FILES_MIGRATIONS)  # what indexed files and chunks became
             # node.toml's embedder, unless a re-embed committed and died before rewriting it.
             self.embedder = embedder or get_embedder(configured_embedder_key(config, self.db))
             self.store.bind_embedder(self.embedder.name, self.embedder.dim)

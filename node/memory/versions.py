@@ -36,15 +36,13 @@ from node.crystals import (
     Filters,
     Lifecycle,
     LifespanPolicy,
-    ProvenanceNode,
-    ProvenanceOperation,
     now_ms,
 )
-from node.crystals import governance as gov
 from node.memory.facade import Memory, MemoryInputError
 from node.memory.namespaces import validate_namespace
 from node.memory.requests import MAX_TEXT_CHARS, parse_add_request, parse_lifespan
 from node.memory.search import set_vectors
+from node.memory.succession import next_version
 
 UPDATE_KEYS = frozenset({"text", "scope"})
 
@@ -103,20 +101,7 @@ def update(memory: Memory, crystal_id: str, text: str | None = None,
     new_scope = current.governance.access_scope if scope is None else scope
     if new_text.strip() == current.text and new_scope is current.governance.access_scope:
         raise MemoryInputError("nothing to change: the text and scope are the memory's current ones")
-    extra: dict[str, Any] = {}
-    if current.is_knowledge:
-        extra = {"stable_skill_id": current.stable_skill_id or current.memory_id,
-                 "skill_version": current.skill_version + 1, "previous_version_id": current.id,
-                 "skill_tags": list(current.skill_tags), "skill_category": current.skill_category}
-    crystal = memory.prepare(
-        new_text, semantic_type=current.semantic_type, scope=new_scope, origin=current.origin,
-        source=current.source, path=current.path, lifespan=current.governance.lifespan_policy,
-        ttl_ms=current.governance.ttl_ms, namespace=current.namespace, memory_id=current.memory_id,
-        version=current.version + 1, importance_floor=current.governance.importance_floor, **extra)
-    crystal.governance.peer_origin = current.governance.peer_origin
-    crystal.provenance_dag = [ProvenanceNode(crystal.id, ProvenanceOperation.MUTATED,
-                                             gov.Requester.LOCAL_AGENT.value, crystal.created_at_ms,
-                                             [current.id])]
+    crystal = next_version(memory, current, new_text, new_scope)
     vectors, windows = memory.embed_windows([crystal.text])
     vector = vectors[0]
     set_vectors(crystal, vector, windows[0])
