@@ -157,6 +157,14 @@ class MemoryConfig:
     llm_hyde: bool = False
     llm_rerank: bool = False
     llm_timeout_s: float = 10.0
+    # Files and folders a running node keeps indexed (node/memory/files; docs/memory.md "Files"):
+    # re-synced at start and every index_interval_s (an unchanged tree costs one walk and one
+    # query), into index_namespace; a file over index_max_file_bytes is skipped (512 KiB: one file
+    # must fit one API request from `memory index` beside a node; bigger text is mostly generated).
+    index_paths: list[str] = field(default_factory=list)
+    index_interval_s: int = 60
+    index_namespace: str = "default"
+    index_max_file_bytes: int = 512 * 1024
 
 
 @dataclass

@@ -41,7 +41,15 @@ from node.market import (
     reconcile_settlements,
     serve_seller,
 )
-from node.memory import AsyncMemory, LearningService, Memory, SearchRequest, WorkingMemoryService
+from node.memory import (
+    AsyncMemory,
+    IndexOptions,
+    LearningService,
+    Memory,
+    SearchRequest,
+    WorkingMemoryService,
+    data_dir_exclusions,
+)
 from node.net import NetService
 from node.operator import OperatorDesk
 from node.ops import passphrase_for, run_scheduled_backups
@@ -217,6 +225,10 @@ class NodeService:
                 nursery.start_soon(functools.partial(
                     supervise, "dream", self.working.dream_periodically, self.config.memory.dream_interval_s,
                     on_crash=_count_crash))
+                if self.config.memory.index_paths:  # the operator's own folders, kept in sync
+                    nursery.start_soon(functools.partial(
+                        supervise, "file-index", self.memory.index_periodically, self.config.memory.index_paths,
+                        self._index_options(), self.config.memory.index_interval_s, on_crash=_count_crash))
                 if self.config.backup.every_hours > 0:
                     nursery.start_soon(functools.partial(
                         supervise, "backup", run_scheduled_backups, self.config, backup_passphrase,
@@ -235,6 +247,11 @@ class NodeService:
             self._remove_runtime_files()
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(memory.close)
+
+    def _index_options(self) -> IndexOptions:
+        memory = self.config.memory
+        return IndexOptions(memory.index_namespace, memory.index_max_file_bytes,
+                            data_dir_exclusions(self.config.data_dir))
 
     async def _serve_api(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         from hypercorn.config import Config as HypercornConfig

@@ -30,6 +30,7 @@ from node.agent.mcp_market import (
 from node.agent.mcp_progress import HEARTBEAT_S, Progress
 from node.agent.mcp_resources import AgentMcpServer, register_resources
 from node.agent.mcp_working import (
+    DEFAULT_NOTE_IMPORTANCE,
     Importance,
     add_working_note,
     as_working_note,
@@ -132,22 +133,28 @@ def build_server(connect: Callable[[], ApiClient], *, heartbeat_s: float = HEART
         scope: Annotated[Scope | None, Field(description="Who may see it; secrets are always kept confidential.")] = None,
         namespace: Namespace = "default",
         ttl_seconds: Annotated[int | None, Field(ge=1, le=315_360_000, description="Forget it after this many seconds.")] = None,
-        importance: Importance = 0.7,
+        importance: Importance | None = None,
+        permanent: Annotated[bool, Field(description=(
+            "Pin it: never forgotten by decay, only when deleted."))] = False,
     ) -> dict[str, Any]:
         """Store a memory in a namespace. Returns its id and the outcome: "created", or "exists"
         when this namespace already holds exactly this text (then nothing changed; use
         memory_update to change its scope). This is also the working-memory note: names,
         preferences, decisions, deadlines are kept in the scratch notes until the next dream
-        folds them into MEMORY.md (see memory_context)."""
+        folds them into MEMORY.md (see memory_context), and never fade below their importance
+        (default 0.7)."""
         body: dict[str, Any] = {"text": text, "type": type, "namespace": namespace}
         if scope is not None:
             body["scope"] = scope
         if ttl_seconds is not None:
             body["ttl_ms"] = ttl_seconds * 1000
+        if permanent:
+            body["lifespan"] = "permanent"
         if as_working_note(body):  # seed 001's working_memory_note (docs/memory.md)
-            return await add_working_note(call, body, importance)
+            return await add_working_note(call, body, DEFAULT_NOTE_IMPORTANCE if importance is None else importance)
         crystal = await call(lambda client: client.memory_add(
-            text, semantic_type=type, scope=scope, ttl_ms=body.get("ttl_ms"), namespace=namespace))
+            text, semantic_type=type, scope=scope, ttl_ms=body.get("ttl_ms"), namespace=namespace,
+            importance=importance, lifespan=body.get("lifespan")))
         return {"id": crystal["id"], "outcome": crystal.get("outcome", "created"),
                 "namespace": crystal.get("namespace"), "type": crystal.get("semanticType"),
                 "scope": _scope(crystal)} | ({"differs": crystal["differs"]} if crystal.get("differs") else {})

@@ -5,7 +5,7 @@ namespace), ``skill://index.json``, and any ``skill://`` file (they follow the i
 
 How a change is seen: this process is a client of the node's API and holds no data, so it
 polls. Every ``POLL_INTERVAL_S``, and only while at least one subscription is open, one
-``GET /v1/memory/working/versions`` (the API token in its header, like every call) returns
+``ApiClient.working_versions`` call (the API token in its header, like every call) returns
 version tags of every watched namespace's files and of the skill index
 (``node.memory.working.resource_versions``: one ``lstat`` per file and one indexed query, far
 cheaper than re-reading the resources). Polling the API rather than watching files keeps

@@ -18,6 +18,7 @@ from node.api import ApiClient
 Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
 Importance = Annotated[float, Field(ge=0.0, le=1.0, description="How much it matters, 0-1.")]
 MAX_NOTE_CHARS = 4000  # node.memory.working.scratch.MAX_NOTE_CHARS
+DEFAULT_NOTE_IMPORTANCE = 0.7  # node.memory.working.scratch.DEFAULT_IMPORTANCE (seed 001)
 Namespace = Annotated[str, Field(min_length=1, max_length=100,
                                  description='Whose working memory: "default", "agent:<role>", ...')]
 
@@ -32,7 +33,8 @@ def as_working_note(body: dict[str, Any]) -> bool:
 async def add_working_note(call: Call, body: dict[str, Any], importance: float) -> dict[str, Any]:
     """The seed's ``working_memory_note``: durable in the scratch at once, and a searchable crystal."""
     note = await call(lambda client: client.memory_note(
-        body["text"], importance, body["namespace"], body.get("type"), body.get("scope")))
+        body["text"], importance, body["namespace"], body.get("type"), body.get("scope"),
+        body.get("lifespan")))
     outcome = {"indexed": "created", "exists": "exists"}.get(note.get("crystal"), "pending")
     return {"id": note.get("crystal_id"), "outcome": outcome, "namespace": note.get("namespace"),
             "type": body.get("type"), "scope": body.get("scope"), "note_id": note.get("id"),

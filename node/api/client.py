@@ -24,7 +24,7 @@ from node.config import NodeConfig
 from node.keyfiles import read_secret
 
 if TYPE_CHECKING:
-    from node.memory import TranscriptChunk
+    from node.memory import Document, FileState, TranscriptChunk
 
 Json = dict[str, Any]
 # Skills per ``POST /v1/skills/publish`` call (a few signed batches): the unit of progress.
@@ -119,11 +119,19 @@ class ApiClient:
     # --- memory -------------------------------------------------------------------------------
     def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
                    path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
-                   tags: Sequence[str] | None = None, namespace: str | None = None) -> Json:
-        """Store a memory; the crystal with ``outcome`` "created" or "exists" (and what ``differs``)."""
+                   tags: Sequence[str] | None = None, namespace: str | None = None,
+                   importance: float | None = None, lifespan: str | None = None) -> Json:
+        """Store a memory; the crystal with ``outcome`` "created" or "exists" (and what ``differs``).
+        ``importance``: stated explicitly, a floor it never decays below; ``lifespan``
+        "permanent": pinned."""
         return dict(self.post("/v1/crystals", _present({
             "text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
-            "category": category, "tags": None if tags is None else list(tags), "namespace": namespace})))
+            "category": category, "tags": None if tags is None else list(tags), "namespace": namespace,
+            "importance": importance, "lifespan": lifespan})))
+
+    def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> Json:
+        """Pin (``permanent``: never expires by decay) or unpin (``decay``) a memory."""
+        return dict(self.post(f"/v1/crystals/{crystal_id}/lifespan", {"lifespan": lifespan}))
 
     def memory_get(self, crystal_id: str) -> Json:
         """One crystal (any version) with its audit trail and what the node knows of it."""
@@ -164,8 +172,11 @@ class ApiClient:
     def memory_status(self) -> Json:
         return dict(self.get("/v1/memory/status"))
 
-    def memory_consolidate(self, purge: bool = False) -> Json:
-        return dict(self.post("/v1/memory/consolidate", {"purge": purge}))
+    def memory_consolidate(self, purge: bool = False, at: str | None = None, dry_run: bool = False) -> Json:
+        """One consolidation cycle now or as of ``at`` (``+90d``, ``2026-06-01``); ``dry_run``:
+        what it would do (``forgotten``), nothing written."""
+        return dict(self.post("/v1/memory/consolidate", _present(
+            {"purge": purge, "at": at, "dry_run": dry_run or None})))
 
     def memory_ingest_conversation(self, content_b64: str, *, namespace: str | None = None,
                                    semantic_type: str | None = None,
@@ -225,6 +236,34 @@ class ApiClient:
             "transcript": chunk.transcript, "fingerprint": chunk.fingerprint, "offset": chunk.offset,
             "end_offset": chunk.end_offset, "data_b64": base64.b64encode(chunk.data).decode("ascii"),
             "format": chunk.format, "namespace": chunk.namespace})))
+    # --- indexed files (docs/memory.md, "Files"): this process reads, the node stores --------
+    max_document_bytes = 640 * 1024  # one file, base64 in one request, under the node's 1 MiB body limit
+
+    def known_files(self, namespace: str | None, root: str) -> dict[str, FileState]:
+        """What the node's index holds of the files under ``root`` (size, mtime, all chunks current)."""
+        from node.memory import FileState
+
+        data = self.get("/v1/memory/files", root=root, namespace=namespace)
+        return {str(path): FileState(int(size), int(mtime_ns), bool(fresh))
+                for path, size, mtime_ns, fresh in data["files"]}
+
+    def sync_files(self, namespace: str | None, documents: Sequence[Document],
+                   removed: dict[str, str]) -> Json:
+        """One batch of a re-sync: files read here (their bytes base64), and the paths that left."""
+        return dict(self.post("/v1/memory/files/sync", _present({
+            "namespace": namespace, "removed": removed,
+            "documents": [{"path": d.path, "size": d.size, "mtime_ns": d.mtime_ns,
+                           "content_b64": base64.b64encode(d.content).decode("ascii")} for d in documents]})))
+
+    def memory_index(self, paths: Sequence[str], *, namespace: str | None = None,
+                     max_file_bytes: int | None = None, exclude: Sequence[str] = (),
+                     progress: Callable[[str], None] | None = None) -> Json:
+        """Index files and folders (``memory index``): read in this process, sent in batches;
+        ``exclude``: never read (the node's data dir)."""
+        from node.memory import IndexOptions, index_paths
+
+        options = IndexOptions(namespace, max_file_bytes or self.max_document_bytes, tuple(exclude))
+        return index_paths(self, paths, options, progress)
 
     def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
         """The turns of a session within ``window`` turns of a conversation turn's memory."""
@@ -232,11 +271,12 @@ class ApiClient:
 
     # --- working memory (seed 001) ------------------------------------------------------------
     def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
-                    scope: str | None = None) -> Json:
-        """A scratch note (durable at once) that also becomes a searchable crystal."""
+                    scope: str | None = None, lifespan: str | None = None) -> Json:
+        """A scratch note (durable at once) that also becomes a searchable crystal; what was
+        noted is explicit: its importance is a floor (``lifespan`` "permanent": also pinned)."""
         return dict(self.post("/v1/memory/notes", _present({
             "text": text, "type": semantic_type, "scope": scope, "namespace": namespace,
-            "importance": importance})))
+            "importance": importance, "lifespan": lifespan})))
 
     def memory_dream(self, namespace: str) -> Json:
         return dict(self.post("/v1/memory/dream", {"namespace": namespace}))

@@ -2,7 +2,8 @@
 
 ``GET /v1/crystals`` lists a namespace's current memories, ``PATCH
 /v1/crystals/{id}`` writes a new version, ``DELETE /v1/crystals/{id}`` tombstones
-the memory, ``GET /v1/crystals/{id}/history`` returns every version and
+the memory, ``POST /v1/crystals/{id}/lifespan`` pins or unpins it, ``GET
+/v1/crystals/{id}/history`` returns every version and
 transition, ``GET /v1/namespaces`` the namespaces in use. Like every ``/v1``
 route they need the bearer token; bodies and queries are pydantic models.
 
@@ -26,6 +27,11 @@ the file's fingerprint and where it ends) and answers what was stored and the no
 new ``offset``; ``GET /v1/memory/transcripts/cursor?transcript=...`` says where the node
 stopped. The client reads the file itself (``ApiClient.memory_ingest_transcript``); a
 chunk that does not continue where the node stopped is a 409 with nothing stored.
+Indexed files (docs/memory.md, "Files"): ``crystalmesh memory index`` beside a
+running node reads the files in its own process; ``GET /v1/memory/files?root=``
+says what the index holds under a folder (size, mtime, all chunks current) and
+``POST /v1/memory/files/sync`` takes a batch of files' bytes (base64) and the
+paths that left; a path is only a label here, never opened.
 """
 
 from __future__ import annotations
@@ -45,7 +51,15 @@ from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import NAMESPACE_PATTERN, Body
 from node.crystals import AccessScope, SemanticType
-from node.memory import MAX_TEXT_CHARS, ConversationRefused, TranscriptChunk, TranscriptRefused
+from node.memory import (
+    MAX_PATH_CHARS,
+    MAX_TEXT_CHARS,
+    ConversationRefused,
+    Document,
+    MemoryInputError,
+    TranscriptChunk,
+    TranscriptRefused,
+)
 
 Json = dict[str, Any]
 Namespace = Annotated[str, Field(min_length=1, max_length=100, pattern=NAMESPACE_PATTERN)]
@@ -56,6 +70,13 @@ class UpdateIn(Body):
 
     text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)] | None = None
     scope: AccessScope | None = None
+
+
+class LifespanIn(Body):
+    """``POST /v1/crystals/{crystal_id}/lifespan``: ``permanent`` pins the memory (it never
+    expires by decay), ``decay`` unpins it."""
+
+    lifespan: Literal["decay", "permanent"]
 
 
 class MemoryListQuery(BaseModel):
@@ -95,6 +116,32 @@ class TranscriptCursorQuery(BaseModel):
 
     transcript: Transcript
     namespace: Namespace | None = None
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS, pattern=r"^/[^\x00-\x1f\x7f]*$")]
+
+
+class FilesQuery(BaseModel):
+    """``GET /v1/memory/files`` query: what the index holds under a folder (or of one file)."""
+
+    root: FilePath
+    namespace: Namespace | None = None
+
+
+class DocumentIn(Body):
+    """One file read by the caller (the node never opens it): its path is a label."""
+
+    path: FilePath
+    size: Annotated[int, Field(ge=0, le=2**53)]
+    mtime_ns: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+    content_b64: Annotated[str, Field(max_length=2 * 1024 * 1024, pattern=r"^[A-Za-z0-9+/=]*$")]
+
+
+class FilesSyncIn(Body):
+    """``POST /v1/memory/files/sync``: files read by the caller, and the paths that left (with why)."""
+
+    namespace: Namespace | None = None
+    documents: Annotated[list[DocumentIn], Field(default_factory=list, max_length=1000)]
+    removed: Annotated[dict[FilePath, Annotated[str, Field(max_length=32)]],
+                       Field(default_factory=dict, max_length=20_000)]
 
 
 class NeighboursQuery(BaseModel):
@@ -118,6 +165,10 @@ def memory_router(node: NodeApi) -> APIRouter:
     @router.delete("/crystals/{crystal_id}")
     async def delete_memory(crystal_id: str) -> Json:
         return await node.memory.delete(crystal_id)
+
+    @router.post("/crystals/{crystal_id}/lifespan")
+    async def set_lifespan(crystal_id: str, body: LifespanIn) -> Json:
+        return await node.memory.set_lifespan(crystal_id, body.lifespan)
 
     @router.get("/crystals/{crystal_id}/history")
     async def memory_history(crystal_id: str) -> Json:
@@ -143,6 +194,21 @@ def memory_router(node: NodeApi) -> APIRouter:
     @router.get("/memory/transcripts/cursor")
     async def transcript_cursor(query: Annotated[TranscriptCursorQuery, Query()]) -> Json:
         return await node.memory.transcript_cursor(query.transcript, query.namespace)
+    @router.get("/memory/files")
+    async def indexed_files(query: Annotated[FilesQuery, Query()]) -> Json:
+        known = await node.memory.known_files(query.namespace, query.root)
+        return {"files": [[path, state.size, state.mtime_ns, state.fresh] for path, state in sorted(known.items())]}
+
+    @router.post("/memory/files/sync")
+    async def sync_files(body: FilesSyncIn) -> Json:
+        documents = []
+        for document in body.documents:
+            try:
+                content = base64.b64decode(document.content_b64, validate=True)
+            except binascii.Error as error:
+                raise MemoryInputError(f"content_b64 of {document.path} is not base64: {error}") from error
+            documents.append(Document(document.path, document.size, document.mtime_ns, content))
+        return await node.memory.sync_files(body.namespace, documents, dict(body.removed))
 
     @router.get("/crystals/{crystal_id}/neighbours")
     async def neighbours(crystal_id: str, query: Annotated[NeighboursQuery, Query()]) -> Json:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,6 +25,7 @@ class NoteIn(Body):
     namespace: Namespace = "default"
     type: SemanticType | None = None
     scope: AccessScope | None = None
+    lifespan: Literal["decay", "permanent"] | None = None
 
 
 class DreamIn(Body):
@@ -71,7 +72,7 @@ def working_memory_router(node: NodeApi) -> APIRouter:
     async def note(body: NoteIn) -> Json:
         return await node.working.note(body.text, body.importance, body.namespace,
                                       body.type.value if body.type else None,
-                                      body.scope.value if body.scope else None)
+                                      body.scope.value if body.scope else None, body.lifespan)
 
     @router.post("/memory/dream")
     async def dream(body: DreamIn | None = None) -> Json:

@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from node.memory import Memory, WorkingMemory
+    from node.memory import Document, FileState, Memory, WorkingMemory
 
 Json = dict[str, Any]
 
@@ -68,12 +68,19 @@ class LocalNode:
     # --- memory -------------------------------------------------------------------------------
     def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
                    path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
-                   tags: Sequence[str] | None = None, namespace: str | None = None) -> Json:
+                   tags: Sequence[str] | None = None, namespace: str | None = None,
+                   importance: float | None = None, lifespan: str | None = None) -> Json:
         from node.memory import add_with_outcome
 
         body = {"text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
-                "category": category, "tags": None if tags is None else list(tags), "namespace": namespace}
-        return add_with_outcome(self._memory(), body).to_dict()
+                "category": category, "tags": None if tags is None else list(tags), "namespace": namespace,
+                "importance": importance, "lifespan": lifespan}
+        return add_with_outcome(self._memory(), {k: v for k, v in body.items() if v is not None}).to_dict()
+
+    def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> Json:
+        from node.memory import set_lifespan
+
+        return set_lifespan(self._memory(), crystal_id, lifespan)
 
     def memory_get(self, crystal_id: str) -> Json:
         memory = self._memory()
@@ -120,8 +127,10 @@ class LocalNode:
     def memory_status(self) -> Json:
         return self._memory().status()
 
-    def memory_consolidate(self, purge: bool = False) -> Json:
-        return asdict(self._memory().consolidate(purge=purge))
+    def memory_consolidate(self, purge: bool = False, at: str | None = None, dry_run: bool = False) -> Json:
+        from node.memory import consolidate_at
+
+        return asdict(consolidate_at(self._memory(), at, purge=purge, dry_run=dry_run))
 
     def memory_ingest_conversation(self, content_b64: str, *, namespace: str | None = None,
                                    semantic_type: str | None = None,
@@ -149,6 +158,30 @@ class LocalNode:
         from node.memory import transcript_cursor
 
         return transcript_cursor(self._memory(), transcript, namespace)
+    # --- indexed files (docs/memory.md, "Files") -----------------------------------------------
+    max_document_bytes = 8 * 1024 * 1024  # no request in between: the walk's own cap decides
+
+    def known_files(self, namespace: str | None, root: str) -> dict[str, FileState]:
+        from node.memory import known_files
+
+        return known_files(self._memory(), namespace, root)
+
+    def sync_files(self, namespace: str | None, documents: Sequence[Document],
+                   removed: dict[str, str]) -> Json:
+        from node.memory import sync_documents
+
+        return sync_documents(self._memory(), namespace, documents, removed)
+
+    def memory_index(self, paths: Sequence[str], *, namespace: str | None = None,
+                     max_file_bytes: int | None = None, exclude: Sequence[str] = (),
+                     progress: Callable[[str], None] | None = None) -> Json:
+        """Index files and folders (``memory index``): read here, synced into the data dir."""
+        from node.memory import IndexOptions, data_dir_exclusions, index_paths
+
+        config = self._memory().config
+        options = IndexOptions(namespace, max_file_bytes or config.memory.index_max_file_bytes,
+                               (*exclude, *data_dir_exclusions(config.data_dir)))
+        return index_paths(self, paths, options, progress)
 
     def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
         from node.memory import neighbours
@@ -157,12 +190,10 @@ class LocalNode:
 
     # --- working memory (seed 001) ------------------------------------------------------------
     def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
-                    scope: str | None = None) -> Json:
-        from node.crystals import AccessScope, SemanticType
-        from node.memory import NoteKind
+                    scope: str | None = None, lifespan: str | None = None) -> Json:
+        from node.memory import note_kind
 
-        kind = None if semantic_type is None and scope is None else NoteKind(
-            SemanticType(semantic_type or SemanticType.GENERAL), AccessScope(scope) if scope else None)
+        kind = note_kind(semantic_type, scope, lifespan)
         return self._working(namespace).note(text, importance, kind).to_dict()
 
     def memory_dream(self, namespace: str) -> Json:

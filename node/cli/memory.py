@@ -29,6 +29,7 @@ from node.memory import (
 
 TYPES = [t.value for t in SemanticType]
 SCOPES = [s.value for s in AccessScope]
+LIFESPANS = ["decay", "permanent"]
 NAMESPACE_HELP = "Namespace (default: default), e.g. user:jonas, agent:planner, session:42."
 # Not a click.Choice: the one validation is the search's (node.memory.search), so a wrong value
 # is the same clear error, exit 1, with or without a running node.
@@ -57,9 +58,14 @@ def memory() -> None:
 @click.option("--category", default=None, help="Skill category (skills).")
 @click.option("--tag", "tags", multiple=True, help="Skill tag (repeatable).")
 @click.option("--namespace", default=None, help="Namespace (default: default), e.g. user:jonas.")
+@click.option("--importance", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Stated explicitly: a floor it never decays below (it never expires by decay).")
+@click.option("--lifespan", type=click.Choice(LIFESPANS), default=None,
+              help="permanent: pinned, never expires by decay (default: decay).")
 @common_options
 def add(ctx: CliContext, text: str, semantic_type: str, scope: str | None, path: str | None,
-        ttl_s: int | None, category: str | None, tags: tuple[str, ...], namespace: str | None) -> None:
+        ttl_s: int | None, category: str | None, tags: tuple[str, ...], namespace: str | None,
+        importance: float | None, lifespan: str | None) -> None:
     """Store TEXT as a memory in a namespace. Identical text already in that namespace is
     reported (outcome "exists", with any requested field that differs), not stored twice.
 
@@ -68,7 +74,8 @@ def add(ctx: CliContext, text: str, semantic_type: str, scope: str | None, path:
     """
     crystal = ctx.client().memory_add(text, semantic_type=semantic_type, scope=scope, path=path,
                                       ttl_ms=ttl_s * 1000 if ttl_s else None, category=category,
-                                      tags=tags, namespace=namespace)
+                                      tags=tags, namespace=namespace, importance=importance,
+                                      lifespan=lifespan)
 
     def render(c: dict[str, Any]) -> None:
         click.echo(f"{c['id']}  {c['semanticType']}  namespace={c.get('namespace')}  "
@@ -141,8 +148,10 @@ def show(ctx: CliContext, crystal_id: str) -> None:
         click.echo(f"type         {c['semanticType']}   origin {c['origin']}   lifecycle {c['lifecycle']}")
         click.echo(f"scope        {governance['accessScope']}   sensitivity {governance['sensitivity']}"
                    f"   lifespan {governance['lifespanPolicy']}")
-        click.echo(f"importance   {c['importanceScore']:.4f}   accesses {c['accessCount']}"
-                   f"   last access {when(c['lastAccessedAt'])}")
+        floor = governance.get("importanceFloor")
+        click.echo(f"importance   {c['importanceScore']:.4f}"
+                   + (f" (never below {floor}: said explicitly)" if floor is not None else "")
+                   + f"   accesses {c['accessCount']}   last access {when(c['lastAccessedAt'])}")
         click.echo(f"created      {when(c['createdAt'])}   hash {c['hash'][:16]}…")
         click.echo(f"memory       {c.get('memoryId')}  v{c.get('version')}  namespace {c.get('namespace')}"
                    + (f"   superseded by {c['supersededBy']} at {when(c.get('validTo'))}"
@@ -207,6 +216,34 @@ def delete(ctx: CliContext, crystal_id: str) -> None:
              lambda d: click.echo(f"deleted {d['memory_id']} ({d['versions']} version(s))"))
 
 
+@memory.command("pin")
+@click.argument("crystal_id")
+@common_options
+def pin(ctx: CliContext, crystal_id: str) -> None:
+    """Keep a memory for good: lifespan permanent, never expired by importance, energy or doubt
+    (it goes only when you delete it). Brings back one consolidation expired but did not purge.
+
+    \f
+    Example: ``crystalmesh memory pin 3f9c0a1b``
+    """
+    ctx.emit(ctx.client().memory_set_lifespan(crystal_id, "permanent"), _lifespan_line("pinned"))
+
+
+@memory.command("unpin")
+@click.argument("crystal_id")
+@common_options
+def unpin(ctx: CliContext, crystal_id: str) -> None:
+    """Let a pinned memory decay again like any other (lifespan decay)."""
+    ctx.emit(ctx.client().memory_set_lifespan(crystal_id, "decay"), _lifespan_line("unpinned"))
+
+
+def _lifespan_line(done: str) -> Any:
+    def render(c: dict[str, Any]) -> None:
+        click.echo(f"{c['id']}  {done}" if c.get("changed") else
+                   f"{c['id']}  already {c['governance']['lifespanPolicy']}: nothing changed")
+    return render
+
+
 @memory.command("history")
 @click.argument("crystal_id")
 @common_options
@@ -228,12 +265,27 @@ def history(ctx: CliContext, crystal_id: str) -> None:
 # --- maintenance -------------------------------------------------------------------------------
 @memory.command("consolidate")
 @click.option("--purge", is_flag=True, help="Also delete expired and archived crystals.")
+@click.option("--at", "at", default=None, metavar="DATE|+Nd|+Nh",
+              help="Run as of a later time (an ISO date, +90d, +12h): what that much idle time does.")
+@click.option("--dry-run", is_flag=True, help="Report what the cycle would do (and forget); write nothing.")
 @common_options
-def consolidate(ctx: CliContext, purge: bool) -> None:
-    """Run one consolidation cycle now (decay, expiry, merges; seed 000)."""
-    ctx.emit(ctx.client().memory_consolidate(purge), lambda r: click.echo(
-        f"scored {r['scored']}, expired {r['expired']} (ttl {r['ttl_expired']}), "
-        f"merged {r['merged']}, purged {r['purged']}"))
+def consolidate(ctx: CliContext, purge: bool, at: str | None, dry_run: bool) -> None:
+    """Run one consolidation cycle (decay, expiry, merges, facts, tiers; seed 000/003/004).
+
+    \f
+    Example: ``crystalmesh memory consolidate --at +90d --dry-run`` (what 90 idle days would forget)
+    """
+    def render(r: dict[str, Any]) -> None:
+        head = "would have" if r.get("dry_run") else "ran"
+        click.echo(f"{head} as of {when(r.get('at_ms'))}: scored {r['scored']}, expired {r['expired']} "
+                   f"(ttl {r['ttl_expired']}), merged {r['merged']}, purged {r['purged']}")
+        forgotten = r.get("forgotten") or []
+        if forgotten:
+            table("would forget" if r.get("dry_run") else "forgotten", ["id", "type", "reason", "text"],
+                  [[f["id"][:8], f.get("type"), f["reason"], shorten(f.get("text") or "", 60)]
+                   for f in forgotten])
+
+    ctx.emit(ctx.client().memory_consolidate(purge, at, dry_run), render)
 
 
 @memory.command("status")
@@ -414,22 +466,27 @@ def session_end(ctx: CliContext) -> None:
               show_default=True, help="How much this matters, 0-1.")
 @click.option("--directive", is_flag=True,
               help="The user stated it as an instruction: it never fades (docs/memory.md).")
+@click.option("--lifespan", type=click.Choice(LIFESPANS), default=None,
+              help="permanent: also pinned (a note already never decays below its importance).")
 @working_namespace
 @common_options
-def note(ctx: CliContext, text: str, importance: float, directive: bool, namespace: str) -> None:
-    """Write TEXT to the scratch buffer (durable at once) and make it searchable.
+def note(ctx: CliContext, text: str, importance: float, directive: bool, namespace: str,
+         lifespan: str | None) -> None:
+    """Write TEXT to the scratch buffer (durable at once) and make it searchable. What is noted
+    was said on purpose: its importance is a floor and it never expires by decay.
 
     Example: ``crystalmesh memory note "the user never wants semicolons" --directive``
     """
     def render(r: dict[str, Any]) -> None:
         if r["crystal"] == "exists":
-            click.echo(f"already remembered as {r['crystal_id']}: nothing written")
+            click.echo(f"already remembered as {r['crystal_id']}: " + (
+                f"it now never decays below {r['importance']}" if r.get("held") else "nothing written"))
         else:
             click.echo(f"noted {r['id']} at {r['at']} (importance {r['importance']}); crystal "
                        f"{r['crystal']}" + (f" {r['crystal_id']}" if r.get("crystal_id") else ""))
 
-    ctx.emit(ctx.client().memory_note(text, importance, namespace, "directive" if directive else None),
-             render)
+    ctx.emit(ctx.client().memory_note(text, importance, namespace, "directive" if directive else None,
+                                      lifespan=lifespan), render)
 
 
 @memory.command("dream")
@@ -564,6 +621,59 @@ def _ingest_transcript(ctx: CliContext, transcript: Path, transcript_format: str
     result = ctx.client().memory_ingest_transcript(str(transcript), format=transcript_format, namespace=namespace,
                                                    progress=None if ctx.as_json else progress)
     ctx.emit(result, lambda r: click.echo(transcript_summary(r)))
+# --- files (docs/memory.md, "Files") -------------------------------------------------------------
+@memory.command("index")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--namespace", default=None, help=NAMESPACE_HELP)
+@click.option("--watch", is_flag=True, help="Keep going: re-sync every --interval seconds until Ctrl-C.")
+@click.option("--interval", "interval_s", type=click.FloatRange(0.2, 3600), default=2.0, show_default=True,
+              help="Seconds between re-syncs with --watch.")
+@common_options
+def index(ctx: CliContext, paths: tuple[Path, ...], namespace: str | None, watch: bool, interval_s: float) -> None:
+    """Index files and folders as memories, chunked by structure with path and lines; run it
+    again to re-sync (unchanged chunks stay, changed ones become versions, removed ones retire).
+
+    Skips .gitignored, hidden, binary and oversize files, symlinks and the node's data dir.
+    With a node running, the files are read here and sent to it.
+
+    \f
+    Example: ``crystalmesh memory index ~/notes CLAUDE.md --watch``
+    """
+    import signal
+    import threading
+
+    config = ctx.initialised()
+    client = ctx.client()
+
+    def sync() -> dict[str, Any]:
+        return client.memory_index([str(path) for path in paths], namespace=namespace,
+                                   max_file_bytes=config.memory.index_max_file_bytes,
+                                   exclude=(str(config.data_dir),), progress=None if ctx.as_json else stderr)
+
+    if not watch:
+        return ctx.emit(sync(), _render_index)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())  # finish the sync under way, then stop
+    try:
+        ctx.emit(sync(), _render_index)
+        while not stop.wait(interval_s):
+            summary = sync()
+            chunks = summary["chunks"]
+            if chunks["added"] or chunks["versioned"] or chunks["retired"]:
+                ctx.emit(summary, _render_index)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    stderr("stopped")
+
+
+def _render_index(summary: dict[str, Any]) -> None:
+    files, chunks = summary["files"], summary["chunks"]
+    skipped = ", ".join(f"{count} {reason}" for reason, count in files["skipped"].items()) or "none"
+    click.echo(f"files: {files['seen']} seen, {files['indexed']} indexed, {files['unchanged']} unchanged, "
+               f"{files['removed']} removed; skipped: {skipped}")
+    click.echo(f"chunks: {chunks['added']} added, {chunks['versioned']} versioned, {chunks['unchanged']} "
+               f"unchanged ({chunks['relocated']} moved), {chunks['retired']} retired "
+               f"in {summary['seconds']:.2f} s (namespace {summary['namespace']})")
 
 
 @memory.command("neighbours")
@@ -576,3 +686,35 @@ def neighbours(ctx: CliContext, crystal_id: str, window: int) -> None:
     ctx.emit(ctx.client().memory_neighbours(crystal_id, window), lambda r: table(
         f"session {r['session']} of {r['conversation'][:24]}", ["", "source", "id", "text"],
         [[">" if t["hit"] else "", t["source_id"], t["id"][:8], shorten(t["text"], 90)] for t in r["turns"]]))
+
+
+@memory.command("watch")
+@click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False))
+@click.option("--once", is_flag=True, help="One pass, then exit.")
+@click.option("--interval", default="5s", show_default=True, help="Time between passes (90s, 5m).")
+@click.option("--namespace", default=None, help=NAMESPACE_HELP)
+@common_options
+def watch(ctx: CliContext, folders: tuple[Path, ...], once: bool, interval: str, namespace: str | None) -> None:
+    """Follow folders of transcripts (Claude Code's ~/.claude/projects, Codex's ~/.codex/sessions)
+    for hosts without hooks: every *.jsonl that grew is ingested, only its new messages.
+
+    \f
+    Example: ``crystalmesh memory watch ~/.claude/projects ~/.codex/sessions``
+    """
+    import time
+
+    from node.capture import TranscriptWatcher
+    from node.cli.context import parse_duration
+
+    seconds = parse_duration(interval)
+    watcher = TranscriptWatcher(list(folders), ctx.resolve_data_dir(), namespace)
+    client = ctx.client()
+    while True:
+        report = watcher.run_pass(client)
+        if once:
+            ctx.emit(report.to_dict(), lambda r: click.echo(
+                f"{r['files']} transcripts, {r['ingested']} ingested ({r['added']} new turns), {r['failed']} failed"))
+            return
+        if report.ingested or report.failed:
+            stderr(f"watch: {report.ingested} ingested ({report.added} new turns), {report.failed} failed")
+        time.sleep(seconds)

@@ -256,6 +256,7 @@ class CrystalStore(CrystalReads, CrystalVersions):
             "lifecycle",
             "access_scope",
             "governance_json",
+            "expires_at_ms",
             "stable_skill_id",
         }
         unknown = set(columns) - allowed

@@ -100,8 +100,9 @@ class CrystalVersions:
                          "memory_id": crystal.memory_id}, at)
         return rowid
 
-    def tombstone(self, memory_id: str, at_ms: int | None = None) -> list[str]:
-        """Mark every version of a memory deleted; returns their ids (empty: nothing to delete)."""
+    def tombstone(self, memory_id: str, at_ms: int | None = None, reason: str | None = None) -> list[str]:
+        """Mark every version of a memory deleted; returns their ids (empty: nothing to delete).
+        ``reason`` goes into the audit rows (an indexed file's chunk: ``file_deleted``, ...)."""
         at = at_ms or now_ms()
         with self.db.transaction() as conn:
             ids = [row[0] for row in conn.execute(
@@ -110,8 +111,16 @@ class CrystalVersions:
             conn.execute("UPDATE crystals SET deleted_at_ms=? WHERE memory_id=? AND deleted_at_ms IS NULL",
                          (at, memory_id))
             for crystal_id in ids:
-                self._audit(conn, crystal_id, "deleted", None, None, {"memory_id": memory_id}, at)
+                self._audit(conn, crystal_id, "deleted", None, None,
+                            {"memory_id": memory_id} | ({"reason": reason} if reason else {}), at)
         return ids
+
+    def set_lines(self, moves: list[tuple[str, int, int]]) -> None:
+        """Where unchanged crystals now sit in their file: ``(id, start_line, end_line)`` each.
+        Their text is what it was, so this is neither a version nor an audited change."""
+        with self.db.transaction() as conn:
+            conn.executemany("UPDATE crystals SET start_line=?, end_line=? WHERE id=?",
+                             [(start, end, crystal_id) for crystal_id, start, end in moves])
 
     def memory_id_of(self, crystal_id: str) -> str:
         """The memory a crystal id (any version, even a purged one) belongs to."""

@@ -3,7 +3,8 @@
 The face is ``Memory`` (sync) and ``AsyncMemory`` (trio) over wings by concept:
 ``embedding`` (every encoder and its weights), ``search`` (everything a query passes
 through), ``learning`` (facts, confidence, tiers, testaments), ``dynamics`` (importance,
-consolidation, hormones) and ``working`` (MEMORY.md, scratch WAL, dream).
+consolidation, hormones), ``working`` (MEMORY.md, scratch WAL, dream) and ``files`` (files and
+folders indexed by structure and kept in step).
 
 Rule: outside this package, import only the names below (``node/face.py``;
 enforced by ``scripts/check_layers.py``).
@@ -25,8 +26,17 @@ if TYPE_CHECKING:
     from node.memory.embedding.embedder import build_default_model as build_default_model
     from node.memory.facade import ConsolidationReport as ConsolidationReport
     from node.memory.facade import Memory as Memory
+    from node.memory.facade import MemoryInputError as MemoryInputError
     from node.memory.facade import SearchHit as SearchHit
     from node.memory.facade import SearchRequest as SearchRequest
+    from node.memory.files import MAX_PATH_CHARS as MAX_PATH_CHARS
+    from node.memory.files import Document as Document
+    from node.memory.files import FileState as FileState
+    from node.memory.files import IndexOptions as IndexOptions
+    from node.memory.files import data_dir_exclusions as data_dir_exclusions
+    from node.memory.files import index_paths as index_paths
+    from node.memory.files import known_files as known_files
+    from node.memory.files import sync_documents as sync_documents
     from node.memory.learning.budget_context import budget_context as budget_context
     from node.memory.learning.testament_io import TestamentRefused as TestamentRefused
     from node.memory.learning.testament_io import export_testament as export_testament
@@ -49,6 +59,7 @@ if TYPE_CHECKING:
     from node.memory.requests import MAX_TEXT_CHARS as MAX_TEXT_CHARS
     from node.memory.requests import MAX_TTL_MS as MAX_TTL_MS
     from node.memory.requests import add_from_request as add_from_request
+    from node.memory.requests import consolidate_at as consolidate_at
     from node.memory.search import SOURCES as SOURCES
     from node.memory.search import origin_label as origin_label
     from node.memory.transcripts import TranscriptChunk as TranscriptChunk
@@ -61,11 +72,22 @@ if TYPE_CHECKING:
     from node.memory.versions import delete as delete
     from node.memory.versions import history as history
     from node.memory.versions import list_memories as list_memories
+    from node.memory.versions import set_lifespan as set_lifespan
     from node.memory.versions import update_from_request as update_from_request
     from node.memory.working.backend import MemoryBackend as MemoryBackend
     from node.memory.working.backend import NoteKind as NoteKind
+    from node.memory.working.backend import note_kind as note_kind
+    from node.memory.working.bootstrap import bootstrap_context as bootstrap_context
     from node.memory.working.build import working_memory_for as working_memory_for
     from node.memory.working.dream.inputs import NicheData as NicheData
+    from node.memory.working.durable import UnsafeFile as UnsafeFile
+    from node.memory.working.durable import atomic_write as atomic_write
+    from node.memory.working.durable import ensure_dir as ensure_dir
+    from node.memory.working.durable import file_lock as file_lock
+    from node.memory.working.durable import fsync_dir as fsync_dir
+    from node.memory.working.durable import open_nofollow as open_nofollow
+    from node.memory.working.durable import read_bytes as read_bytes
+    from node.memory.working.durable import write_all as write_all
     from node.memory.working.scratch import DEFAULT_IMPORTANCE as DEFAULT_IMPORTANCE
     from node.memory.working.scratch import parse_scratch as parse_scratch
     from node.memory.working.service import WorkingMemoryService as WorkingMemoryService

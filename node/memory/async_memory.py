@@ -8,7 +8,10 @@ worker thread so it does not hold the writer.
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import IO, Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
@@ -20,9 +23,20 @@ from node.db import Database
 from node.memory import versions
 from node.memory.conversations import attach_turns, embed_plan, neighbours, plan_ingest, store_plan
 from node.memory.dynamics import HormonalStateManager
-from node.memory.facade import ConsolidationReport, Memory
+from node.memory.facade import ConsolidationReport, Memory, MemoryInputError
+from node.memory.files import (
+    MAX_DOCUMENT_BYTES,
+    Document,
+    FileState,
+    IndexOptions,
+    embed_sync,
+    index_paths,
+    known_files,
+    plan_sync,
+    store_sync,
+)
 from node.memory.portable import export_jsonl
-from node.memory.requests import add_from_request
+from node.memory.requests import add_from_request, consolidate_at
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
 from node.memory.transcripts import (
     TranscriptChunk,
@@ -33,6 +47,8 @@ from node.memory.transcripts import (
     store_chunk,
     transcript_cursor,
 )
+
+log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -82,6 +98,10 @@ class AsyncMemory:
 
     async def update(self, crystal_id: str, body: Any) -> dict[str, Any]:
         return await self.run(versions.update_from_request, self._memory, crystal_id, body)
+
+    async def set_lifespan(self, crystal_id: str, lifespan: str) -> dict[str, Any]:
+        """Pin (``permanent``) or unpin (``decay``) a memory (:func:`node.memory.versions.set_lifespan`)."""
+        return await self.run(versions.set_lifespan, self._memory, crystal_id, lifespan)
 
     async def delete(self, crystal_id: str) -> dict[str, Any]:
         return await self.run(versions.delete, self._memory, crystal_id)
@@ -153,6 +173,39 @@ class AsyncMemory:
         """The turns of a session around a conversation turn's memory."""
         return await self.run(neighbours, self._memory, crystal_id, window)
 
+    # --- indexed files (node.memory.files) ----------------------------------------------------
+    async def known_files(self, namespace: str | None, root: str) -> dict[str, FileState]:
+        """What the index holds of the files under ``root``."""
+        return await self.run(known_files, self._memory, namespace, root)
+
+    async def sync_files(self, namespace: str | None, documents: Sequence[Document],
+                         removed: dict[str, str]) -> dict[str, Any]:
+        """One batch of a re-sync: planned, embedded off the writer, written in one transaction."""
+        plan = await self.run(plan_sync, self._memory, namespace, documents, removed)
+        plan = await trio.to_thread.run_sync(embed_sync, self._memory, plan)
+        return await self.run(store_sync, self._memory, plan)
+
+    async def index_paths(self, roots: Sequence[str | Path], options: IndexOptions) -> dict[str, Any]:
+        """Re-sync the operator's own ``memory.index_paths``: read here, in a worker thread, which
+        stops between batches when the node shuts down."""
+        target = _NodeTarget(self)
+        return await trio.to_thread.run_sync(functools.partial(
+            index_paths, target, list(roots), options, checkpoint=trio.from_thread.check_cancelled))
+
+    async def index_periodically(self, roots: Sequence[str], options: IndexOptions, interval_s: float) -> None:
+        """Keep ``roots`` indexed: a re-sync at start and every ``interval_s``; a failure is logged."""
+        while True:
+            try:
+                summary = await self.index_paths(roots, options)
+                chunks = summary["chunks"]
+                if chunks["added"] or chunks["versioned"] or chunks["retired"]:
+                    log.info("file index synced files=%d added=%d versioned=%d retired=%d seconds=%.2f",
+                             summary["files"]["indexed"], chunks["added"], chunks["versioned"],
+                             chunks["retired"], summary["seconds"])
+            except Exception:
+                log.exception("file index sync failed")
+            await trio.sleep(interval_s)
+
     async def get(self, crystal_id: str) -> Crystal:
         """A crystal as the local agent may see it (governance applied)."""
         return await self.run(self._memory.get, crystal_id)
@@ -184,13 +237,18 @@ class AsyncMemory:
     async def stats(self) -> dict[str, Any]:
         return await self.run(self._memory.store.stats)
 
-    async def consolidate(self, purge: bool = False) -> ConsolidationReport:
+    async def consolidate(self, purge: bool = False, at: str | None = None,
+                          dry_run: bool = False) -> ConsolidationReport:
+        """One cycle now, or as of ``at`` (``+90d``, an ISO date); ``dry_run``: nothing written."""
         try:
-            report = await self.run(self._memory.consolidate, None, purge)
+            report = await self.run(consolidate_at, self._memory, at, purge=purge, dry_run=dry_run)
+        except MemoryInputError:
+            raise  # a refused request (a bad ``at``) is not a failed run
         except Exception:
             metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
             raise
-        metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
+        if not dry_run:  # a preview is not a run
+            metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
         return report
 
     async def save_periodically(self, interval_s: float) -> None:
@@ -224,6 +282,22 @@ class AsyncMemory:
 
     async def save_hormones(self) -> None:
         await self.run(self._memory.save_hormones)
+
+
+class _NodeTarget:
+    """The node's own memory as an index target, called from the indexing worker thread."""
+
+    max_document_bytes = MAX_DOCUMENT_BYTES
+
+    def __init__(self, memory: AsyncMemory) -> None:
+        self._memory = memory
+
+    def known_files(self, namespace: str | None, root: str) -> dict[str, FileState]:
+        return trio.from_thread.run(self._memory.known_files, namespace, root)
+
+    def sync_files(self, namespace: str | None, documents: Sequence[Document],
+                   removed: dict[str, str]) -> dict[str, Any]:
+        return trio.from_thread.run(self._memory.sync_files, namespace, documents, removed)
 
 
 __all__ = ["AsyncMemory"]

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING
 from node.face import face
 
 if TYPE_CHECKING:
+    from node.memory.conversations.clean import shorten as shorten
+    from node.memory.conversations.clean import strip_controls as strip_controls
+    from node.memory.conversations.clean import tidy as tidy
     from node.memory.conversations.dates import resolve_relative as resolve_relative
     from node.memory.conversations.ingest import MAX_WINDOW as MAX_WINDOW
     from node.memory.conversations.ingest import attach_turns as attach_turns

@@ -24,6 +24,7 @@ from node.config import ConfigError
 from node.crystals import (
     Crystal,
     Lifecycle,
+    LifespanPolicy,
     Origin,
     ProvenanceNode,
     ProvenanceOperation,
@@ -276,27 +277,30 @@ class Learning:
                 "bought", at, {"seller": crystal.seller})
 
     # --- eviction ---------------------------------------------------------------------------------
-    def evict_unconfident(self, at_ms: int) -> list[str]:
-        """Expire (audited) every live non-warning crystal whose confidence fell below the minimum."""
+    def evict_unconfident(self, at_ms: int, apply: bool = True) -> list[str]:
+        """Expire (audited) every live non-warning crystal whose confidence fell below the minimum;
+        ``apply=False`` only names them (``consolidate --dry-run``)."""
         rows = self.knowledge.rows()
         transitions: list[tuple[str, str, str, str]] = []
         for crystal_id, row in sorted(rows.items()):
             crystal = self.memory.store.get(crystal_id)
             if (crystal.lifecycle in DEAD or crystal.lifecycle is Lifecycle.FROZEN
-                    or crystal.semantic_type is SemanticType.DIRECTIVE):
-                continue  # a directive goes when the user changes or deletes it, not by doubt
+                    or crystal.semantic_type is SemanticType.DIRECTIVE
+                    or crystal.governance.lifespan_policy is LifespanPolicy.PERMANENT):
+                continue  # a directive or a pinned memory goes when the user says so, not by doubt
             value = self.confidence(crystal, row, at_ms)
             if conf.evictable(value, self.settings.min_confidence, warning=is_warning(crystal)):
                 transitions.append((crystal_id, crystal.lifecycle.value, Lifecycle.EXPIRED.value,
                                     "below_min_confidence"))
-        if transitions:
+        if transitions and apply:
             self.memory.store.apply_consolidation([], transitions, [], at_ms)
         return [t[0] for t in transitions]
 
-    def cycle(self, at_ms: int) -> FactReport:
-        """The seed-003 half of a consolidation cycle: fold episodes, then evict what is no longer believed."""
-        report = self.fold_episodes(at_ms)
-        report.evicted = self.evict_unconfident(at_ms)
+    def cycle(self, at_ms: int, apply: bool = True) -> FactReport:
+        """The seed-003 half of a consolidation cycle: fold episodes, then evict what is no longer
+        believed. ``apply=False`` (a dry run) folds nothing and only names the evictions."""
+        report = self.fold_episodes(at_ms) if apply else FactReport()
+        report.evicted = self.evict_unconfident(at_ms, apply)
         return report
 
 

@@ -42,7 +42,7 @@ from pathlib import PurePath
 from typing import Any
 
 from node.crystals import governance
-from node.memory.transcripts.clean import shorten, strip_controls, tidy
+from node.memory.conversations import shorten, strip_controls, tidy
 from node.memory.transcripts.lines import MAX_LINE_BYTES
 from protocol.codec import json_too_deep
 

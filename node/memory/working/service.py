@@ -21,10 +21,9 @@ from typing import Any
 import trio
 
 from node.config import NodeConfig
-from node.crystals import AccessScope, SemanticType
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import Memory
-from node.memory.working.backend import MemoryBackend, NoteKind
+from node.memory.working.backend import MemoryBackend, note_kind
 from node.memory.working.build import working_memory_for
 from node.memory.working.dream import NicheData
 from node.memory.working.resource_versions import SKILL_INDEX_LIMIT, working_versions
@@ -56,10 +55,10 @@ class WorkingMemoryService:
         return trio.from_thread.run(self.memory.run, function)
 
     async def note(self, text: str, importance: float, namespace: str = DEFAULT_NAMESPACE,
-                          semantic_type: str | None = None, scope: str | None = None) -> dict[str, Any]:
+                   semantic_type: str | None = None, scope: str | None = None,
+                   lifespan: str | None = None) -> dict[str, Any]:
         working = self.working_memory(namespace)
-        kind = NoteKind(SemanticType(semantic_type or SemanticType.GENERAL),
-                        AccessScope(scope) if scope else None)
+        kind = note_kind(semantic_type, scope, lifespan)
         result = await trio.to_thread.run_sync(working.note, text, importance, kind)
         return result.to_dict() | {"namespace": working.namespace}
 

@@ -58,6 +58,8 @@ ROUTES = {
     ("get", "/v1/memory/export"),
     # session transcripts (docs/memory.md, "Sessions")
     ("post", "/v1/memory/transcripts"), ("get", "/v1/memory/transcripts/cursor"),
+    # indexed files (docs/memory.md, "Files"): the caller reads, the node stores
+    ("get", "/v1/memory/files"), ("post", "/v1/memory/files/sync"),
     # MCP resources (issue 29): MEMORY.md and the pending notes as stored
     ("get", "/v1/memory/working"),
     # MCP subscriptions (issue 34): version tags of MEMORY.md, the notes and the skill index
@@ -68,13 +70,16 @@ ROUTES = {
     # skills an agent can trust (issue 29)
     ("post", "/v1/skills/scan"), ("post", "/v1/purchases/release"),
     ("post", "/v1/skills/warnings"), ("get", "/v1/skills/warnings"),
+    # what the user said stays (issue 35)
+    ("post", "/v1/crystals/{crystal_id}/lifespan"),
 }
 BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
-                                   "namespace"}),
+                                   "namespace", "importance", "lifespan"}),
+    "/v1/crystals/{crystal_id}/lifespan": ("LifespanIn", {"lifespan"}),
     "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes", "as_of_ms", "namespace",
                                          "all_namespaces", "min_relevance", "sources"}),
-    "/v1/memory/consolidate": ("ConsolidateIn", {"purge"}),
+    "/v1/memory/consolidate": ("ConsolidateIn", {"purge", "at", "dry_run"}),
     "/v1/memory/feedback": ("FeedbackIn", {"id", "verdict"}),
     "/v1/memory/testament/import": ("TestamentIn", {"testament_b64"}),
     "/v1/memory/context/budget": ("BudgetContextIn", {"query", "budget_tokens", "working_memory", "sources"}),
@@ -85,7 +90,7 @@ BODY_MODELS = {
     "/v1/purchases/redeliver": ("RedeliverIn", {"listing_id"}),
     "/v1/weather/broadcast": ("WeatherIn", {"level", "duration_s", "reason"}),
     "/dashboard/login": ("LoginIn", {"token"}),
-    "/v1/memory/notes": ("NoteIn", {"text", "importance", "namespace", "type", "scope"}),
+    "/v1/memory/notes": ("NoteIn", {"text", "importance", "namespace", "type", "scope", "lifespan"}),
     "/v1/memory/dream": ("DreamIn", {"namespace"}),
     "/v1/skills/{crystal_id}/crystallize": ("CrystallizeIn", {"text", "category", "tags"}),
     "/v1/listings/{listing_id}/reprice": ("RepriceIn", {"price_micro_usdc"}),
@@ -96,6 +101,7 @@ BODY_MODELS = {
     "/v1/memory/transcripts": ("TranscriptChunkIn", {"transcript", "fingerprint", "offset", "end_offset",
                                                      "data_b64", "format", "namespace"}),
     "/v1/weather/lift": ("ReasonIn", {"reason"}),
+    "/v1/memory/files/sync": ("FilesSyncIn", {"namespace", "documents", "removed"}),
     "/v1/trust/ban": ("PeerIn", {"peer", "reason"}),
     "/v1/trust/unban": ("PeerIn", {"peer", "reason"}),
 }
@@ -113,6 +119,7 @@ QUERY_PARAMS = {
     "/v1/memory/working": {"namespace"},
     "/v1/memory/working/versions": {"namespace", "skills"},
     "/v1/audit": {"limit"},
+    "/v1/memory/files": {"root", "namespace"},
 }
 
 
@@ -200,6 +207,8 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "/v1/trust/ban": {"peer": "ab" * 32, "reason": "test"},
     "/v1/trust/unban": {"peer": "ab" * 32, "reason": "test"},
     "/v1/weather/lift": {"reason": "test"},
+    "/v1/memory/files/sync": {"namespace": "default", "removed": {"/notes/gone.md": "deleted"}, "documents": [
+        {"path": "/notes/a.md", "size": 20, "mtime_ns": 1, "content_b64": base64.b64encode(b"# A\n\nwords").decode()}]},
 }
 
 
@@ -229,7 +238,7 @@ CONTENT_TYPES = st.sampled_from(["application/json"] * 4 + ["text/plain", "", "a
 SEGMENTS = st.text(min_size=1, max_size=20).map(lambda s: quote(s.encode("utf-8", "surrogatepass"),
                                                                   safe=""))
 QUERIES = st.lists(st.tuples(st.sampled_from(["q", "k", "category", "max_price", "tag", "limit",
-                                              "code", "x", "window", "namespace"]),
+                                              "code", "x", "window", "namespace", "root"]),
                              st.binary(max_size=12)), max_size=4).map(
     lambda pairs: "&".join(f"{k}={quote_from_bytes(v, safe='')}" for k, v in pairs))
 POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
@@ -238,7 +247,7 @@ POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
          "/v1/listings/{id}/endorse", "/v1/purchases", "/v1/purchases/redeliver",
          "/v1/weather/broadcast", "/v1/dashboard/login-link", "/dashboard/login",
          "/dashboard/logout", "/v1/memory/notes", "/v1/memory/dream", "/v1/skills/{id}/crystallize",
-         "/v1/memory/conversations", "/v1/memory/transcripts",
+         "/v1/memory/conversations", "/v1/memory/transcripts", "/v1/memory/files/sync",
          "/v1/trust/ban", "/v1/trust/unban", "/v1/weather/lift", "/v1/listings/{id}/endorse/revoke"]
 GETS = ["/v1/listings", "/v1/listings/search", "/v1/purchases", "/v1/sales", "/dashboard/login",
         "/v1/crystals/{id}", "/v1/memory/context", "/v1/crystals/{id}/neighbours", "/v1/memory/transcripts/cursor",

@@ -87,8 +87,10 @@ def test_each_format_is_detected_and_kept(memory: Memory, tmp_path: Path) -> Non
     plain = write_transcript(tmp_path / "chat.jsonl", messages_transcript())
     report = ingest(memory, plain, namespace="user:jonas")
     assert (report["format"], report["session_id"], report["added"]) == ("messages", "chat", 3)
-    hits = memory.search(SearchRequest("which port does staging listen on", k=1, namespaces=("user:jonas",)))
-    assert "7411" in hits[0].crystal.text
+    # The question and its answer both come back; conversation fusion (node/memory/search/sessions.py)
+    # may rank the question that echoes the query first.
+    hits = memory.search(SearchRequest("which port does staging listen on", k=2, namespaces=("user:jonas",)))
+    assert any("7411" in hit.crystal.text for hit in hits)
     forced = write_transcript(tmp_path / "forced.jsonl", messages_transcript())
     assert ingest(memory, forced, format="codex")["added"] == 0  # forced: read as Codex, nothing is a Codex item
 

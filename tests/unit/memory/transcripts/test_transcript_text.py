@@ -9,7 +9,7 @@ import io
 import pytest
 
 from node.crystals.governance import redact_secrets, sensitive_classes
-from node.memory.transcripts.clean import shorten, strip_controls
+from node.memory.conversations.clean import shorten, strip_controls
 from node.memory.transcripts.lines import chunks, fingerprint, read_lines
 
 

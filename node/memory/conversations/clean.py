@@ -1,4 +1,4 @@
-"""Text from a transcript made fit to store: terminal codes stripped, tool output shortened.
+"""Text from a transcript or conversation made fit to store: terminal codes stripped, tool output shortened.
 
 Real transcripts carry what a terminal showed: ANSI colour and cursor codes, OSC
 hyperlinks and titles, carriage-return progress bars, stray C0/C1 controls. None of
