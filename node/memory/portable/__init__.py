@@ -6,10 +6,11 @@
 * a header: ``{"format": "crystalmesh-memory", "version": 1, "embedder", "dim",
   "second_opinion", "exported_at", "counts", "hormones", "left_out"}``;
 * one line per crystal, oldest row first: ``{"crystal": Crystal.to_dict(), "vector": base64
-  float32 | null, "windows", "second", "turn", "knowledge", "energy", "fact"}``, the last five
-  only where the store has them (a long text's window vectors, the second encoder's vector,
-  the conversation or transcript turn it was, its confidence row, its energy tier, the fact
-  it is evidence for), so origins, confidence and tiers survive the trip.
+  float32 | null, "windows", "second", "turn", "knowledge", "energy", "fact", "chunk"}``, the
+  last seven only where the store has them (a long text's window vectors, the second encoder's
+  vector, the conversation or transcript turn it was, its confidence row, its energy tier, the
+  fact it is evidence for, an indexed file's chunk and file rows), so origins, confidence, tiers
+  and file re-syncs survive the trip.
 
 What goes out: every memory with a current version (not deleted, superseded, expired or
 archived), with all of its versions (superseded ones keep ``validTo`` / ``supersededBy``).

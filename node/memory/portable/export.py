@@ -113,6 +113,10 @@ def export_lines(memory: Memory, progress: Progress | None = None) -> Iterator[s
         energy = _rows_by(memory.db, "SELECT * FROM memory_energy WHERE crystal_id IN ({marks})", "crystal_id", ids)
         facts = _rows_by(memory.db, "SELECT * FROM knowledge_sources WHERE episode_id IN ({marks})",
                          "episode_id", ids)
+        chunks = _rows_by(memory.db, "SELECT c.*, f.size AS file_size, f.mtime_ns AS file_mtime_ns, "
+                          "f.chunks AS file_chunks, f.indexed_at_ms AS file_indexed_at_ms FROM indexed_chunks c "
+                          "LEFT JOIN indexed_files f ON f.namespace = c.namespace AND f.path = c.path "
+                          "WHERE c.crystal_id IN ({marks})", "crystal_id", ids)
         for row in rows:
             rowid, crystal_id = int(row["rid"]), row["id"]
             record: dict[str, Any] = {"crystal": row_to_crystal(row).to_dict(), "vector": _b64(row["embedding"])}
@@ -133,9 +137,21 @@ def export_lines(memory: Memory, progress: Progress | None = None) -> Iterator[s
             if crystal_id in facts:
                 record["fact"] = {"fact_id": facts[crystal_id]["fact_id"],
                                   "added_at_ms": facts[crystal_id]["added_at_ms"]}
+            if crystal_id in chunks:
+                record["chunk"] = _chunk(chunks[crystal_id])
             yield json.dumps(record, ensure_ascii=False, separators=(",", ":"))
         if progress is not None:
             progress(min(start + BATCH, total), total)
+
+
+def _chunk(row: dict[str, Any]) -> dict[str, Any]:
+    """An indexed file's chunk row and its file's row (node.memory.files), so a re-sync after a
+    restore compares instead of adding every chunk again."""
+    chunk = {key: row[key] for key in ("path", "chunk_key", "memory_id", "hash", "start_line", "end_line")}
+    if row["file_size"] is not None:
+        chunk["file"] = {"size": row["file_size"], "mtime_ns": row["file_mtime_ns"], "chunks": row["file_chunks"],
+                         "indexed_at_ms": row["file_indexed_at_ms"]}
+    return chunk
 
 
 def export_jsonl(memory: Memory, out_file: IO[bytes], progress: Progress | None = None) -> dict[str, Any]:

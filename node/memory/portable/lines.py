@@ -227,6 +227,7 @@ class Record:
     knowledge: dict[str, Any] | None
     energy: dict[str, Any] | None
     fact: dict[str, Any] | None
+    chunk: dict[str, Any] | None = None
 
 
 def _scalars(value: Any, kind: str) -> dict[str, Any] | None:
@@ -296,7 +297,25 @@ def read_record(line: bytes, header: Header, turn_columns: TurnColumns) -> Recor
     fact = _scalars(data.get("fact"), "bad_fact")
     if fact is not None and not (is_short_text(fact.get("fact_id")) and is_int(fact.get("added_at_ms"))):
         raise BadLine("bad_fact", "fact link of the wrong shape")
-    return Record(crystal, None if vector is None else vector[0], windows, second, turn, knowledge, energy, fact)
+    return Record(crystal, None if vector is None else vector[0], windows, second, turn, knowledge, energy, fact,
+                  _chunk(data.get("chunk")))
+
+
+def _chunk(value: Any) -> dict[str, Any] | None:
+    """An indexed file's chunk row (and its file's row), judged."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BadLine("bad_chunk", "not an object")
+    file = _scalars(value.get("file"), "bad_chunk")
+    chunk = _scalars({key: item for key, item in value.items() if key != "file"}, "bad_chunk") or {}
+    if not (all(isinstance(chunk.get(key), str) and len(chunk[key]) <= 4096
+                for key in ("path", "chunk_key", "memory_id", "hash"))
+            and is_int(chunk.get("start_line"), 0) and is_int(chunk.get("end_line"), 0)):
+        raise BadLine("bad_chunk", "chunk row of the wrong shape")
+    if file is not None and not all(is_int(file.get(key)) for key in ("size", "mtime_ns", "chunks", "indexed_at_ms")):
+        raise BadLine("bad_chunk", "file row of the wrong shape")
+    return chunk | ({"file": file} if file is not None else {})
 
 
 def read_lines(file: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:

@@ -159,6 +159,17 @@ def _write_rows(conn: sqlite3.Connection, record: Record) -> None:
     if record.fact is not None:
         conn.execute("INSERT OR IGNORE INTO knowledge_sources(episode_id, fact_id, added_at_ms) VALUES (?, ?, ?)",
                      (crystal.id, record.fact["fact_id"], record.fact["added_at_ms"]))
+    if record.chunk is not None:
+        chunk = record.chunk
+        conn.execute("INSERT OR IGNORE INTO indexed_chunks(namespace, path, chunk_key, crystal_id, memory_id, hash, "
+                     "start_line, end_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     (crystal.namespace, chunk["path"], chunk["chunk_key"], crystal.id, chunk["memory_id"],
+                      chunk["hash"], chunk["start_line"], chunk["end_line"]))
+        file = chunk.get("file")
+        if file is not None:
+            conn.execute("INSERT OR IGNORE INTO indexed_files(namespace, path, size, mtime_ns, chunks, indexed_at_ms) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", (crystal.namespace, chunk["path"], file["size"],
+                                                       file["mtime_ns"], file["chunks"], file["indexed_at_ms"]))
 
 
 def _vectors(memory: Memory, records: list[Record], own_vectors: bool) -> int:

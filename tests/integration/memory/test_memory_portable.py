@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from node.cli.local import LocalNode
 from node.config import load_config
 from node.crystals import Origin, SemanticType, Source
 from node.memory import (
@@ -47,6 +48,11 @@ def fill(memory: Memory) -> dict[str, str]:
                    semantic_type=SemanticType.EPISODE)
     memory.consolidate()
     [fact] = [c for c in memory.store.list_crystals(limit=100) if c.semantic_type is SemanticType.FACT]
+    docs = docs_folder(memory)  # indexed files: their chunk and file rows
+    docs.mkdir()
+    (docs / "deploy.md").write_text("# Deploy\n\nRun the canary first.\n\n## Rollback\n\nUse the previous tag.\n")
+    (docs / "retry.py").write_text("def retry(call):\n    return call()\n")
+    assert LocalNode(lambda: memory).memory_index([str(docs)])["files"]["indexed"] == 2
     first = memory.add("the deploy checklist is in docs/deploy.md")
     second = update_from_request(memory, first.id, {"text": "the deploy checklist moved to docs/release.md"})
     gone = memory.add("the old coffee machine code is 1234")
@@ -64,6 +70,15 @@ def fill(memory: Memory) -> dict[str, str]:
                      "VALUES (?, 'short_term', 1.75, 1795000000000, 3)", (rated.id,))
     return {"fact": fact.id, "first": first.id, "second": second["id"], "gone": gone.id, "skill": skill.id, "secret": secret.id,
             "rated": rated.id}
+
+
+def docs_folder(memory: Memory) -> Path:
+    return memory.config.data_dir.parent / "docs"
+
+
+def file_rows(memory: Memory) -> list[tuple[Any, ...]]:
+    return [tuple(row) for row in memory.db.all("SELECT * FROM indexed_chunks ORDER BY path, chunk_key")] + [
+        tuple(row) for row in memory.db.all("SELECT * FROM indexed_files ORDER BY path")]
 
 
 def top10(memory: Memory) -> list[list[str]]:
@@ -128,6 +143,9 @@ def test_round_trip_into_a_fresh_data_dir(source: tuple[Memory, dict[str, str]],
         assert restored.learning.knowledge.energy_states() == memory.learning.knowledge.energy_states()
         assert astuple(restored.hormones.state()) == pytest.approx(astuple(memory.hormones.state()), abs=1e-3)
         assert restored.hormones.state().cortisol > 0.9  # the source's, not a fresh node's 0.02
+        assert file_rows(restored) == file_rows(memory) and len(file_rows(memory)) > 2
+        resync = LocalNode(lambda: restored).memory_index([str(docs_folder(memory))])
+        assert resync["files"]["unchanged"] == 2 and every_crystal(restored) == expected  # nothing to redo
         assert top10(restored) == before
         assert {hit.crystal.id: hit.to_dict()["origin"] for hit in restored.search(
             SearchRequest("charity race", namespaces=(), record_access=False))} == origins
@@ -201,6 +219,9 @@ HOSTILE = {
     "turn row without its session": lambda lines: _record(
         lines, 1, lambda r: r["turn"].pop("session")),
     "not json": lambda lines: [*lines[:2], b"{this is not json", *lines[3:]],
+    "chunk row of the wrong shape": lambda lines: _record(
+        lines, next(i for i, line in enumerate(lines) if b'"chunk"' in line),
+        lambda r: r["chunk"].update(start_line="ten")),
 }
 
 
@@ -211,6 +232,7 @@ REFUSED_AS = {
     "text not matching its hash": "bad_hash", "lone surrogate": "not_json", "integer past 64 bits": "bad_crystal",
     "string where a time belongs": "bad_crystal", "unknown enum": "bad_crystal", "bad namespace": "bad_crystal",
     "turn row without its session": "bad_turn", "not json": "not_json",
+    "chunk row of the wrong shape": "bad_chunk",
 }
 
 
