@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from node.crystals import Crystal
-from node.memory import ConsolidationReport, SearchHit, SearchRequest
+from node.memory import ConsolidationReport, ExecutionOutcome, SearchHit, SearchRequest
 
 
 class MemoryApi(Protocol):
@@ -85,7 +85,7 @@ class MarketApi(Protocol):
     def liveness(self) -> LivenessApi: ...
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
-                               note: str | None = None) -> Crystal: ...
+                               note: str | None = None) -> ExecutionOutcome: ...
     async def new_skill_version(self, crystal_id: str, text: str) -> Crystal: ...
     async def own_skills(self) -> list[dict[str, Any]]: ...
     async def publish_skill(self, crystal_id: str, name: str | None = None,

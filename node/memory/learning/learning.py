@@ -51,6 +51,9 @@ POLICIES = ("importance", "energy")
 CONSOLIDATION_ACTOR = "consolidation"
 LAST_FOLD_META = "last_fact_consolidation_ms"
 DEAD = (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
+NO_DEMURRAGE = (Provenance.BOUGHT, Provenance.EXECUTED)
+"""Confidence that only evidence of use moves: skills are immune to decay (seed 000), and
+nothing this node observed ever supported a bought one (seed 003's buyer-beware 0.2)."""
 
 
 class FeedbackError(MemoryInputError):
@@ -105,8 +108,13 @@ class Learning:
     def _confidence(self, row: KnowledgeRow | None, at_ms: int, warning: bool) -> float:
         if row is None:
             return conf.SELF_LEARNED_CONFIDENCE
-        if row.provenance is Provenance.BOUGHT:
-            return conf.clamp(row.confidence)  # no demurrage (conf.BOUGHT_CONFIDENCE)
+        if row.provenance in NO_DEMURRAGE:
+            return conf.clamp(row.confidence)  # set by evidence of use only (conf.BOUGHT_CONFIDENCE)
+        if row.provenance is Provenance.DREAM:
+            # Seed 003's dream confidence floor: an insight is doubted, never disbelieved,
+            # while it lives; its trial window (not doubt) decides whether it stays.
+            return max(conf.DREAM_CONFIDENCE_FLOOR, conf.current_confidence(
+                row.confidence, at_ms - row.reference_ms, self.tau_ms, row.episode_count))
         return conf.current_confidence(
             row.confidence, at_ms - row.reference_ms, self.tau_ms, row.episode_count, warning=warning
         )
@@ -162,6 +170,24 @@ class Learning:
             if verdict == "useful":
                 self.memory.store.record_access([crystal.id], at)
         return {"id": crystal.id, "verdict": verdict, "confidence_before": before, "confidence": after}
+
+    def apply_outcome(self, crystal: Crystal, success: bool, at_ms: int) -> tuple[float, float]:
+        """Move ``crystal``'s confidence by one execution outcome (:func:`conf.outcome_confidence`);
+        returns (before, after). Runs inside the caller's transaction (``Memory.record_execution``
+        writes the counts in the same one). An own skill's row becomes ``executed`` (no
+        demurrage: seed 000's skills never decay); a bought, inherited or learned one keeps its
+        provenance and signer."""
+        row = self.knowledge.get(crystal.id)
+        before = self.confidence(crystal, row, at_ms)
+        after = conf.outcome_confidence(before, success, warning=is_warning(crystal))
+        provenance = Provenance.EXECUTED if row is None or row.provenance is Provenance.LOCAL else row.provenance
+        updated = KnowledgeRow(
+            crystal.id, after, at_ms, row.episode_count if row else 1, row.generation if row else 0,
+            provenance, row.signer if row else None, row.namespace if row else namespace_of(crystal),
+        )
+        self.knowledge.set_confidence(updated, "outcome_success" if success else "outcome_failure", at_ms,
+                                      {"before": round(before, 6)})
+        return before, after
 
     # --- episodes → facts -------------------------------------------------------------------------
     def fold_episodes(self, at_ms: int) -> FactReport:
