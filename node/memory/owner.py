@@ -6,8 +6,9 @@ facade, so they name this protocol instead of importing the facade back.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from node.db import Database
 from node.memory.dynamics import HormonalStateManager
 from node.memory.search import SearchHit, SearchRequest
 
+if TYPE_CHECKING:
+    from node.memory.learning import Learning
+
 
 class MemoryOwner(Protocol):
     config: NodeConfig
@@ -24,6 +28,7 @@ class MemoryOwner(Protocol):
     store: CrystalStore
     index: VectorIndex
     hormones: HormonalStateManager
+    learning: Learning
 
     def prepare(
         self,
@@ -47,3 +52,7 @@ class MemoryOwner(Protocol):
     def get(self, crystal_id: str) -> Crystal: ...
 
     def search(self, request: SearchRequest) -> list[SearchHit]: ...
+
+    def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None,
+                     windows: Sequence[np.ndarray | None] | None = None,
+                     beside: Callable[[sqlite3.Connection, list[Any]], None] | None = None) -> list[Any]: ...

@@ -32,6 +32,7 @@ from node.crystals import (
 )
 from node.memory.learning import confidence as conf
 from node.memory.learning import facts
+from node.memory.learning.dreaming import InsightStore
 from node.memory.learning.knowledge import (
     KnowledgeRow,
     KnowledgeStore,
@@ -96,6 +97,7 @@ class Learning:
         if self.settings.policy not in POLICIES:
             raise ConfigError(f"memory.policy must be one of {POLICIES}, not {self.settings.policy!r}")
         self.knowledge = KnowledgeStore(memory.db)
+        self.insights = InsightStore(memory.db)
 
     @property
     def tau_ms(self) -> float:
@@ -139,6 +141,14 @@ class Learning:
             out |= row.to_dict()
             if row.provenance is Provenance.CONSOLIDATED:
                 out["source_episodes"] = self.knowledge.sources(crystal.id)
+        out |= self.insights.mark(crystal.id) or {}  # seed 000's dreamCount / lastDreamedAt
+        insight = self.insights.row(crystal.id)
+        if insight is not None:
+            out["insight"] = {"kind": insight["kind"], "born_at_ms": insight["born_at_ms"],
+                              "last_seen_ms": insight["last_seen_ms"], "sightings": insight["sightings"],
+                              "confirmed_at_ms": insight["confirmed_at_ms"],
+                              "classified_by": insight["classified_by"],
+                              "sources": self.insights.sources(crystal.id)}
         return out
 
     def feedback(self, crystal_id: str, verdict: str, at_ms: int | None = None) -> dict[str, Any]:
