@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -18,9 +18,6 @@ from node.db import Database
 from node.memory.dynamics import HormonalStateManager
 from node.memory.search import SearchHit, SearchRequest
 
-if TYPE_CHECKING:
-    from node.memory.learning import Learning
-
 
 class MemoryOwner(Protocol):
     config: NodeConfig
@@ -28,7 +25,6 @@ class MemoryOwner(Protocol):
     store: CrystalStore
     index: VectorIndex
     hormones: HormonalStateManager
-    learning: Learning
 
     def prepare(
         self,

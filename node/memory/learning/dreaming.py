@@ -27,7 +27,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from node.crystals import (
     AccessScope,
@@ -43,7 +43,7 @@ from node.crystals import (
 from node.memory.learning import confidence as conf
 from node.memory.learning import insights
 from node.memory.learning.insight_schema import CONCEPT, MIGRATIONS
-from node.memory.learning.knowledge import KnowledgeRow, Provenance, audit, upsert
+from node.memory.learning.knowledge import KnowledgeRow, KnowledgeStore, Provenance, audit, upsert
 from node.memory.search import MemoryInputError
 
 if TYPE_CHECKING:
@@ -62,6 +62,15 @@ MINED_SOURCES = (Source.MEMORY.value, Source.SESSIONS.value)
 MINED_ORIGINS = (Origin.SESSION.value, Origin.USER_INPUT.value)
 NOT_MINED_TYPES = ("skill", "task_pattern", "insight", "directive", "warning")
 _SCOPE_RANK = {AccessScope.PUBLIC: 0, AccessScope.SHARED: 1, AccessScope.PRIVATE: 2, AccessScope.CONFIDENTIAL: 3}
+
+
+class Beliefs(Protocol):
+    """What a dream needs of ``node.memory.learning.Learning`` (it sits above this module)."""
+
+    insights: InsightStore
+    knowledge: KnowledgeStore
+
+    def confidence(self, crystal: Crystal, row: KnowledgeRow | None, at_ms: int) -> float: ...
 
 
 class InsightWithoutSource(MemoryInputError):
@@ -195,14 +204,15 @@ def new_material(memory: Memory, namespace: str, limit: int = MAX_SOURCES_PER_DR
     return Material(sources, scopes, next_cursor, more)
 
 
-def apply_findings(memory: Memory, namespace: str, material: Material, candidates: Sequence[insights.Candidate],
-                   classes: dict[int, insights.Classification], at_ms: int,
-                   classified_by: str = "rules") -> InsightReport:
-    """Write what a dream found (module docstring); returns what changed."""
+def apply_findings(memory: Memory, beliefs: Beliefs, namespace: str, material: Material,
+                   candidates: Sequence[insights.Candidate], classes: dict[int, insights.Classification],
+                   at_ms: int, classified_by: str = "rules") -> InsightReport:
+    """Write what a dream found (module docstring); returns what changed. ``beliefs``: the
+    memory's ``Learning`` (its confidence rows and insight tables)."""
     for candidate in candidates:
         if not candidate.source_ids:
             raise InsightWithoutSource(f"insight {candidate.statement[:60]!r} names no source")
-    store = memory.learning.insights
+    store = beliefs.insights
     report = InsightReport(read=len(material.sources), candidates=len(candidates),
                            classified_by=classified_by, more=material.more)
     live = store.live(namespace, at_ms)
@@ -232,7 +242,7 @@ def apply_findings(memory: Memory, namespace: str, material: Material, candidate
             report.created.append(crystal.id)
             touched.append(crystal.id)
         for insight_id, source_ids in sorted(sightings.items()):
-            if _sighted(conn, memory, insight_id, source_ids, at_ms):
+            if _sighted(conn, memory, beliefs, insight_id, source_ids, at_ms):
                 report.confirmed.append(insight_id)
             report.sighted.append(insight_id)
             touched.append(insight_id)
@@ -289,14 +299,15 @@ def _born(conn: sqlite3.Connection, memory: Memory, namespace: str, crystal: Cry
            "classified": cls.kind if cls else None})
 
 
-def _sighted(conn: sqlite3.Connection, memory: Memory, insight_id: str, source_ids: list[str], at_ms: int) -> bool:
+def _sighted(conn: sqlite3.Connection, memory: Memory, beliefs: Beliefs, insight_id: str, source_ids: list[str],
+             at_ms: int) -> bool:
     """One more sighting of a live insight; True when this one confirmed it."""
-    row = memory.learning.insights.row(insight_id)
-    knowledge = memory.learning.knowledge.get(insight_id)
+    row = beliefs.insights.row(insight_id)
+    knowledge = beliefs.knowledge.get(insight_id)
     if row is None:
         return False
     crystal = memory.store.get(insight_id)
-    before = memory.learning.confidence(crystal, knowledge, at_ms)
+    before = beliefs.confidence(crystal, knowledge, at_ms)
     was_confirmed = row["confirmed_at_ms"] is not None
     seen = insights.sight(before, int(row["last_seen_ms"]), was_confirmed, at_ms)
     conn.executemany(

@@ -201,8 +201,8 @@ class MemoryBackend:
 
     def store_insights(self, material: Material, candidates: Sequence[Candidate],
                        classes: dict[int, Classification], at_ms: int, classified_by: str) -> InsightReport:
-        return self._run(lambda: apply_findings(self.memory, self.namespace, material, candidates, classes,
-                                                at_ms, classified_by))
+        return self._run(lambda: apply_findings(self.memory, self.memory.learning, self.namespace, material,
+                                                candidates, classes, at_ms, classified_by))
 
     def proposals(self, status: str | None = "pending") -> list[dict[str, Any]]:
         return self._run(lambda: self.memory.learning.insights.proposals(self.namespace, status))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from node.config import NodeConfig
-from node.crystals import LifespanPolicy, Lifecycle, Origin, SemanticType, Source, now_ms
+from node.crystals import Lifecycle, LifespanPolicy, Origin, SemanticType, Source, now_ms
 from node.memory.facade import Memory
 from node.memory.learning.dreaming import InsightWithoutSource, Material, apply_findings
 from node.memory.learning.insights import Candidate, InsightKind, SourceText
@@ -148,7 +148,7 @@ def test_an_insight_without_a_source_is_refused_and_nothing_is_written(memory: M
     good = Candidate(InsightKind.PREFERENCE, source.text, None, [source.id])
     orphan = Candidate(InsightKind.FACT, "The API migration deadline is March 20", None, [])
     with pytest.raises(InsightWithoutSource):
-        apply_findings(memory, "default", material, [good, orphan], {}, now_ms())
+        apply_findings(memory, memory.learning, "default", material, [good, orphan], {}, now_ms())
     assert memory.learning.insights.live("default", now_ms()) == []
     assert memory.learning.insights.mark(source.id) is None
     assert memory.store.get_meta("insights:default:cursor") is None

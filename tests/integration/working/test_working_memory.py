@@ -13,8 +13,8 @@ from node.crystals.model import SemanticType, now_ms
 from node.market.ledger import MarketLedger, Sale
 from node.market.selling.niche import niche_data
 from node.memory.facade import Memory, MemoryInputError, SearchRequest
-from node.memory.working.backend import MemoryBackend
 from node.memory.learning import Candidate
+from node.memory.working.backend import MemoryBackend
 from node.memory.working.dream.inputs import Classified, SearchFn, Synthesis, SynthesisInput
 from node.memory.working.state import SECTIONS, parse_state, render_state
 from node.memory.working.working import WorkingMemory
