@@ -215,11 +215,11 @@ def apply_findings(memory: Memory, beliefs: Beliefs, namespace: str, material: M
     store = beliefs.insights
     report = InsightReport(read=len(material.sources), candidates=len(candidates),
                            classified_by=classified_by, more=material.more)
-    live = store.live(namespace, at_ms)
+    live = insights.LiveInsights(store.live(namespace, at_ms))
     fresh: list[tuple[insights.Candidate, insights.Classification | None]] = []
     sightings: dict[str, list[str]] = {}
     for index, candidate in enumerate(candidates):
-        known = insights.match(candidate, live)
+        known = live.match(candidate)
         if known is not None:
             linked = set(store.sources(known))
             new_sources = [s for s in candidate.source_ids if s not in linked and s not in sightings.get(known, [])]

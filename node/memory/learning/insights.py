@@ -23,6 +23,7 @@ The schedule, read as one rule (the seed gives the two numbers only):
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -96,10 +97,10 @@ class Candidate:
     statement: str
     speaker: str | None
     source_ids: list[str] = field(default_factory=list)
+    terms: frozenset[str] = field(init=False, repr=False, compare=False)
 
-    @property
-    def terms(self) -> frozenset[str]:
-        return content_terms(self.statement)
+    def __post_init__(self) -> None:
+        self.terms = content_terms(self.statement)
 
     def text(self) -> str:
         """The insight crystal's text: ``<Kind>[ (speaker)]: <statement>``."""
@@ -153,6 +154,7 @@ def extract(sources: Iterable[SourceText]) -> list[Candidate]:
     """Candidates from ``sources``, one per distinct statement and kind, in source order;
     a statement read in several sources keeps all of them (each one is evidence)."""
     found: list[Candidate] = []
+    seen = LiveInsights(())
     for source in sources:
         if source.speaker is not None and source.speaker.strip().lower() in NOT_A_SPEAKER_OF_THE_USER:
             continue
@@ -161,13 +163,15 @@ def extract(sources: Iterable[SourceText]) -> list[Candidate]:
             kind = classify(sentence)
             if kind is None:
                 continue
-            terms = content_terms(sentence)
-            twin = next((c for c in found if c.kind is kind and same_insight(c.terms, terms)), None)
+            candidate = Candidate(kind, sentence, source.speaker, [source.crystal_id])
+            twin = seen.match(candidate)
             if twin is not None:
-                if source.crystal_id not in twin.source_ids:
-                    twin.source_ids.append(source.crystal_id)
+                earlier = found[int(twin)]
+                if source.crystal_id not in earlier.source_ids:
+                    earlier.source_ids.append(source.crystal_id)
                 continue
-            found.append(Candidate(kind, sentence, source.speaker, [source.crystal_id]))
+            seen.add(str(len(found)), candidate)
+            found.append(candidate)
             taken += 1
             if taken >= MAX_PER_SOURCE:
                 break
@@ -191,13 +195,40 @@ def sight(confidence: float, last_seen_ms: int, confirmed: bool, now_ms: int) ->
     return Sighting(raised, False, now_ms + EXPIRE_AFTER_MS)
 
 
-def match(candidate: Candidate, live: Sequence[tuple[str, str, frozenset[str]]]) -> str | None:
-    """The id of the live insight (id, kind, terms) that ``candidate`` states again, if any."""
-    terms = candidate.terms
-    for insight_id, kind, known in live:
-        if kind == candidate.kind.value and same_insight(known, terms):
-            return insight_id
-    return None
+class LiveInsights:
+    """The live insights of a namespace, indexed by term so a dream matches each candidate in
+    time that grows with the candidates, not with candidates × insights.
+
+    Jaccard ≥ 0.8 needs ``|A ∩ B| ≥ 0.8 · |A ∪ B| ≥ ⌈0.8 · |A|⌉``, so a match holds at least
+    one of the ``|A| − ⌈0.8 · |A|⌉ + 1`` rarest terms of ``A``: only their postings are read.
+    """
+
+    def __init__(self, live: Sequence[tuple[str, str, frozenset[str]]]) -> None:
+        self.entries = list(live)
+        self.postings: dict[str, list[int]] = {}
+        for position, (_, _, terms) in enumerate(self.entries):
+            for term in terms:
+                self.postings.setdefault(term, []).append(position)
+
+    def match(self, candidate: Candidate) -> str | None:
+        """The id of the earliest live insight of the same kind that ``candidate`` states again."""
+        terms = candidate.terms
+        if not terms:
+            return None
+        needed = math.ceil(SAME_INSIGHT * len(terms) - 1e-9)
+        rarest = sorted(terms, key=lambda term: (len(self.postings.get(term, ())), term))
+        positions = sorted({p for term in rarest[: len(terms) - needed + 1] for p in self.postings.get(term, ())})
+        for position in positions:
+            insight_id, kind, known = self.entries[position]
+            if kind == candidate.kind.value and same_insight(known, terms):
+                return insight_id
+        return None
+
+    def add(self, insight_id: str, candidate: Candidate) -> None:
+        position = len(self.entries)
+        self.entries.append((insight_id, candidate.kind.value, candidate.terms))
+        for term in candidate.terms:
+            self.postings.setdefault(term, []).append(position)
 
 
 CLASSIFIER_TYPES = ("fact", "preference", "decision", "question", "goal", "relationship", "episode", "insight")
