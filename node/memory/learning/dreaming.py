@@ -140,6 +140,13 @@ class InsightStore:
             "SELECT source_id FROM dream_insight_sources WHERE insight_id=? ORDER BY added_at_ms, source_id",
             (insight_id,))]
 
+    def confirm(self, insight_id: str, at_ms: int) -> bool:
+        """Mark a dream insight confirmed (by the user's ``feedback useful``); True if it was not yet."""
+        with self.db.transaction() as conn:
+            return bool(conn.execute(
+                "UPDATE dream_insights SET confirmed_at_ms=? WHERE crystal_id=? AND confirmed_at_ms IS NULL",
+                (at_ms, insight_id)).rowcount)
+
     def mark(self, crystal_id: str) -> dict[str, Any] | None:
         """Seed 000's ``dreamCount`` and ``lastDreamedAt`` of a crystal (None: never dreamt)."""
         row = self.db.one("SELECT dream_count, last_dreamed_at_ms FROM dream_marks WHERE crystal_id=?",
@@ -294,6 +301,8 @@ def _born(conn: sqlite3.Connection, memory: Memory, namespace: str, crystal: Cry
         [(crystal.id, source, at_ms) for source in candidate.source_ids])
     upsert(conn, KnowledgeRow(crystal.id, conf.DREAM_CONFIDENCE_FLOOR, at_ms, len(candidate.source_ids), 0,
                               Provenance.DREAM, None, namespace))
+    # each source is a use of the insight (as each episode of a fact): importance, energy
+    memory.store.record_access([crystal.id] * len(candidate.source_ids), at_ms)
     audit(conn, crystal.id, "insight_born", at_ms, None, f"{conf.DREAM_CONFIDENCE_FLOOR:.6f}",
           {"kind": candidate.kind.value, "sources": list(candidate.source_ids),
            "classified": cls.kind if cls else None})
@@ -313,6 +322,7 @@ def _sighted(conn: sqlite3.Connection, memory: Memory, beliefs: Beliefs, insight
     conn.executemany(
         "INSERT OR IGNORE INTO dream_insight_sources(insight_id, source_id, added_at_ms) VALUES (?, ?, ?)",
         [(insight_id, source, at_ms) for source in source_ids])
+    memory.store.record_access([insight_id] * len(source_ids), at_ms)
     confirmed_now = seen.confirmed and not was_confirmed
     conn.execute(
         "UPDATE dream_insights SET last_seen_ms=?, sightings=sightings+1, confirmed_at_ms=COALESCE(confirmed_at_ms, ?) "

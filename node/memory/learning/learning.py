@@ -24,6 +24,7 @@ from node.config import ConfigError
 from node.crystals import (
     Crystal,
     Lifecycle,
+    LifespanPolicy,
     Origin,
     ProvenanceNode,
     ProvenanceOperation,
@@ -179,6 +180,9 @@ class Learning:
             self.knowledge.set_confidence(updated, f"feedback_{verdict}", at, {"before": round(before, 6)})
             if verdict == "useful":
                 self.memory.store.record_access([crystal.id], at)
+                if self.insights.confirm(crystal.id, at):  # the user vouched for a dream's insight
+                    self.memory.store.set_lifespan(crystal.id, LifespanPolicy.DECAY, None, "insight_confirmed",
+                                                   at, {"by": "feedback"})
         return {"id": crystal.id, "verdict": verdict, "confidence_before": before, "confidence": after}
 
     def apply_outcome(self, crystal: Crystal, success: bool, at_ms: int) -> tuple[float, float]:

@@ -126,6 +126,19 @@ def test_a_sighting_after_the_window_renews_the_trial_without_confirming(
     assert crystal.expires_at_ms == clock.now + 14 * DAY_MS  # 14 days from the latest sighting
 
 
+def test_the_users_feedback_confirms_an_insight(memory: Memory, node_config: NodeConfig) -> None:
+    clock = HandClock(now_ms())
+    wm = dreamer(memory, node_config, clock)
+    wm.note(NOTES[3], 0.8)
+    wm.dream()
+    [fact] = insights_of(memory).values()
+    rated = memory.learning.feedback(fact, "useful", at_ms=clock.now)
+    assert rated["confidence"] == pytest.approx(0.44)
+    crystal = memory.store.get(fact)
+    assert crystal.governance.lifespan_policy is LifespanPolicy.DECAY and crystal.expires_at_ms is None
+    assert memory.learning.describe(crystal)["insight"]["confirmed_at_ms"] == clock.now
+
+
 def test_session_turns_are_mined_but_not_the_assistants_nor_files(memory: Memory, node_config: NodeConfig) -> None:
     from node.memory.conversations import ingest_conversation
 
