@@ -87,7 +87,7 @@ def test_a_dream_reports_its_insights_and_outcomes_report_confidence(cli: Cli) -
 def test_directive_proposals_from_the_cli(cli: Cli) -> None:
     assert cli.json("memory", "directives", "list")["proposals"] == []
     code, out, _ = cli.run("memory", "directives", "list")
-    assert code == 0
+    assert code == 0 and "directive proposals" in out
     for verb in ("confirm", "dismiss"):
         code, _out, err = cli.run("memory", "directives", verb, "0123456789abcdef")
         assert code != 0 and err.startswith("error:") and "Traceback" not in err
