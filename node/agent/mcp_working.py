@@ -59,3 +59,13 @@ def register_working_tools(server: MCPServer[Any], call: Call) -> None:
         refused, and the crystal pointers it made."""
         result: dict[str, Any] = await call(lambda client: client.memory_dream(namespace))
         return result
+
+    @server.tool()
+    async def memory_directive_proposals(namespace: Namespace = "default") -> dict[str, Any]:
+        """Directives a dream proposed from what the user said (read-only, costs nothing). They
+        are NOT in force: ask the user, and only they adopt one, with
+        `crystalmesh memory directives confirm <id>` (or dismiss it with `... dismiss <id>`).
+        If the user tells you plainly to always do something, store it with memory_add
+        type "directive" instead."""
+        result: dict[str, Any] = await call(lambda client: client.directive_proposals(namespace))
+        return result

@@ -67,9 +67,10 @@ _RULES: tuple[tuple[InsightKind, re.Pattern[str]], ...] = (
         r"are going with|went with)\b|\bdecision (is|was)\b|\blet'?s go with\b|\bgoing forward\b",
         re.IGNORECASE)),
     (InsightKind.PREFERENCE, re.compile(
-        r"\b(i|we|user|he|she|they) (really |strongly )?(prefers?|like|likes|love|loves|hate|hates|"
+        r"\b(prefers?|preferred|preference|favou?rite)\b|"
+        r"\b(i|we|user|he|she|they) (really |strongly )?(like|likes|love|loves|hate|hates|"
         r"dislike|dislikes|want|wants|don'?t want|can'?t stand)\b|\b(always|never|please don'?t|"
-        r"don'?t ever)\b|\bmy (favou?rite|preferred)\b|\brather than\b", re.IGNORECASE)),
+        r"don'?t ever)\b|\brather than\b", re.IGNORECASE)),
     (InsightKind.FACT, re.compile(
         r"\b(my name is|name is|call me|i live in|lives in|i work (at|for|on)|works (at|for)|"
         r"deadline|due (on|by)|birthday|born (in|on)|moved to|is located|runs on|we use|i use)\b",

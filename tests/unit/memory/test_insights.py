@@ -18,6 +18,7 @@ DAY_MS = ins.DAY_MS
     ("Let's go with the blue theme for the dashboard", InsightKind.DECISION),
     ("I prefer tabs over spaces", InsightKind.PREFERENCE),
     ("Never deploy on a Friday afternoon", InsightKind.PREFERENCE),
+    ("Jonas prefers tabs over spaces", InsightKind.PREFERENCE),
     ("My name is Priya Raman", InsightKind.FACT),
     ("The API migration deadline is March 20", InsightKind.FACT),
     ("the coffee machine was cleaned today", None),
