@@ -13,9 +13,10 @@ from node.memory.learning.confidence import BOUGHT_CONFIDENCE
 from node.memory.learning.knowledge import Provenance
 from node.memory.search.pipeline import SearchRequest
 from tests.fixtures.messages import T0_MS
-from tests.integration.memory.test_memory_directives import OWN, bought
+from tests.support.bought import bought
 
 DAY_MS = 24 * 3_600_000
+OWN = "parse the nginx access logs and count the 5xx lines per hour"
 
 
 def still_hormones(memory: Memory) -> None:
@@ -25,7 +26,7 @@ def still_hormones(memory: Memory) -> None:
 
 
 def test_a_bought_skill_climbs_through_its_successes_and_falls_through_failures(memory: Memory) -> None:
-    [result] = memory.add_crystals([bought(OWN)])  # type: ignore[list-item]
+    [result] = memory.add_crystals([bought(OWN)])
     skill = memory.store.get(result.id)
     assert memory.learning.confidences([skill])[skill.id] == BOUGHT_CONFIDENCE
     seen = []
@@ -59,7 +60,7 @@ def test_an_own_skill_starts_at_full_confidence_and_keeps_what_its_runs_show(mem
 
 def test_success_spikes_dopamine_and_failure_cortisol_even_for_a_bought_skill(memory: Memory) -> None:
     still_hormones(memory)
-    [result] = memory.add_crystals([bought(OWN)])  # type: ignore[list-item]
+    [result] = memory.add_crystals([bought(OWN)])
     before = memory.hormones.state()
     assert memory.record_execution(result.id, True).hormone_event == "reward"
     after_success = memory.hormones.state()
