@@ -67,7 +67,9 @@ MAX_GENERATION = 1000
 MAX_TESTAMENT_BYTES = MAX_ENTRIES * (MAX_TEXT_BYTES + 4 * 1024) // 4
 """Largest file accepted (10 MiB): room for 2,048 entries of about 4 KiB of text."""
 
-ENTRY_KINDS = frozenset({"fact", "warning", "episode", "skill", "task_pattern"})
+ENTRY_KINDS = frozenset({"fact", "warning", "directive", "episode", "skill", "task_pattern"})
+"""Kinds of entry; ``directive`` (what the user said) was added within version 1: a reader that
+predates it refuses a testament carrying one, nothing is half-read."""
 ID = Text(64, pattern=r"[0-9A-Za-z._:-]+")
 
 

@@ -3,15 +3,22 @@
 
 LoCoMo: Maharana et al., "Evaluating Very Long-Term Conversational Memory of
 LLM Agents", ACL 2024. Each conversation file (LoCoMo's shape, see
-tests/support/locomo.py) goes into a fresh data dir: every turn one memory,
+tests/support/locomo.py) goes into a fresh data dir the way a user stores it
+(``memory ingest --conversation``): every turn one memory,
 ``"(<session date>) <speaker>: <text>"`` plus ``" [shares <caption>]"`` for a
-photo. Each question of categories 1-4 is then asked of the product
-(``Memory.search``, k=10), of BM25 alone (FTS5) and of dense search alone
-(exact cosine over every turn, the configured embedder), in the same run, and
-scored on its evidence turns: recall@5, recall@10, nDCG@10 per category and
-overall. Files named by ``--held-back`` are reported apart ("held-back"),
-the others as "tune". The last line is one JSON object; its ``ratio`` is the
-product's overall nDCG@10 over the better of BM25 and dense, per split.
+photo and the relative dates resolved, with its session recorded. Each
+question is then asked of the product (``Memory.search``, k=10), of BM25 alone
+(FTS5) and of dense search alone (exact cosine over every turn, the configured
+embedder), in the same run, and scored on its evidence turns: recall@5,
+recall@10, nDCG@10 per category and overall (categories 1-4; category 5,
+adversarial, is reported apart), and at the session level: session Hit@1 and
+Hit@5 (the sessions of the top 10 turns deduplicated in rank order; the
+measure of arXiv 2606.04194, which reports on LoCoMo BM25 0.640 Hit@1, one
+pooled vector 0.427, max-sim over per-turn vectors 0.664, BM25 + max-sim score
+fusion 0.752). Each product search is also timed in process (``search_ms``).
+Files named by ``--held-back`` are reported apart ("held-back"), the others as
+"tune". The last line is one JSON object; its ``ratio`` is the product's
+overall nDCG@10 over the better of BM25 and dense, per split.
 
 ``--relevance`` also reports, at a few ``min_relevance`` thresholds, how often
 the product returns nothing for a category-5 question (adversarial: the answer
@@ -41,7 +48,7 @@ from _bench import add_smoke_flag, print_result, quantiles, smoke
 
 from node.memory.embedding.embedder import EMBEDDER_NAMES
 from node.memory.search.second_opinion import CHOICES as SECOND_OPINIONS
-from tests.support.locomo import METHODS, LocomoStore, evaluate, load, summarise
+from tests.support.locomo import ANSWERED, METHODS, LocomoStore, Scores, evaluate, load, summarise
 
 SMOKE_FILE = Path(__file__).resolve().parents[1] / "tests" / "data" / "locomo_smoke.json"
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5)
@@ -68,12 +75,24 @@ def relevance_counts(store: LocomoStore, questions: list[Any],
                     row[2] += not (found & set(kept))
 
 
+def timed_searches(store: LocomoStore, questions: list[Any]) -> list[float]:
+    """Milliseconds of one product search per question (categories 1-4), in this process."""
+    elapsed = []
+    for question in questions:
+        if question.category in ANSWERED:
+            started = time.perf_counter()
+            store.product_hits(question.text)
+            elapsed.append((time.perf_counter() - started) * 1000)
+    return elapsed
+
+
 def print_table(split: str, report: dict[str, Any]) -> None:
-    print(f"\n== {split} ==")
-    print(f"{'category':<13}{'n':>5}  " + "  ".join(f"{m + ' R@5/R@10/nDCG':>27}" for m in METHODS))
+    print(f"\n== {split} ==  R@5/R@10/nDCG@10 | session Hit@1/Hit@5")
+    print(f"{'category':<13}{'n':>5}  " + "  ".join(f"{m:>35}" for m in METHODS))
     for category, entry in report.items():
         cells = "  ".join(
-            f"{entry[m]['recall@5']:>11.3f}/{entry[m]['recall@10']:.3f}/{entry[m]['ndcg@10']:.3f}" for m in METHODS)
+            f"{entry[m]['recall@5']:>6.3f}/{entry[m]['recall@10']:.3f}/{entry[m]['ndcg@10']:.3f}"
+            f" | {entry[m]['session_hit@1']:.3f}/{entry[m]['session_hit@5']:.3f}" for m in METHODS)
         print(f"{category:<13}{entry['n']:>5}  {cells}")
 
 
@@ -92,9 +111,10 @@ def main() -> None:
     if not arguments.files:
         parser.error("name at least one LoCoMo-shaped file (e.g. /work/shared/data/locomo-tune/*.json)")
     held_back = {name.strip() for name in arguments.held_back.split(",") if name.strip()}
-    scores: dict[str, dict[tuple[str, str], list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))
+    scores: dict[str, Scores] = defaultdict(lambda: defaultdict(list))
     counts: dict[str, dict[float, list[int]]] = {}
     ingest_rates: list[float] = []
+    search_ms: list[float] = []
     for path in arguments.files:
         conversation = load(path)
         split = "held-back" if conversation.name in held_back else "tune"
@@ -104,6 +124,7 @@ def main() -> None:
             ingest_rates.append(len(conversation.turns) / (time.perf_counter() - started))
             try:
                 evaluate(store, conversation.questions, scores[split])
+                search_ms.extend(timed_searches(store, conversation.questions))
                 if arguments.relevance:
                     relevance_counts(store, conversation.questions, counts.setdefault(split, {}))
             finally:
@@ -116,7 +137,8 @@ def main() -> None:
                 scores["all"][key].extend(rows)
     report = {split: summarise(entries) for split, entries in scores.items()}
     result: dict[str, Any] = {"embedder": arguments.embedder, "files": [path.name for path in arguments.files],
-                              "held_back": sorted(held_back), "ingest_turns_per_s": quantiles(ingest_rates, (50,))}
+                              "held_back": sorted(held_back), "ingest_turns_per_s": quantiles(ingest_rates, (50,)),
+                              "search_ms": quantiles(search_ms, (50, 99), 2)}
     for split, entry in report.items():
         print_table(split, entry)
         overall = entry["overall"]

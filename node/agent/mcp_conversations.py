@@ -1,9 +1,11 @@
-"""MCP tools for conversations (docs/memory.md, "Conversations"): ingest a transcript, read around a turn.
+"""MCP tools for conversations (docs/memory.md, "Conversations", "Sessions"): ingest a
+conversation or a session transcript, read around a turn.
 
-Registered by :func:`node.agent.mcp_server.build_server`. The transcript is read
-here, by the agent's own process (like ``skill_install`` writes here), and sent
-to the node base64 in one request: the node never opens a path a tool names,
-and its body limit bounds the file (``MAX_SENT_BYTES``).
+Registered by :func:`node.agent.mcp_server.build_server`. Files are read here, by the
+agent's own process (like ``skill_install`` writes here): the node never opens a path a
+tool names. A conversation goes in one request, bounded by the body limit
+(``MAX_SENT_BYTES``); a transcript in chunks from where the node stopped, with a
+progress notification per chunk so a client does not time out silently.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import base64
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from node.agent.mcp_progress import Progress
 from node.api import ApiClient
+from node.errors import CrystalmeshError
 
 Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
 
@@ -54,6 +58,34 @@ def register_conversation_tools(server: MCPServer[Any], call: Call) -> None:
         encoded = base64.b64encode(data).decode("ascii")
         result: dict[str, Any] = await call(
             lambda client: client.memory_ingest_conversation(encoded, namespace=namespace))
+        return result
+
+    @server.tool()
+    async def memory_ingest_transcript(
+        path: Annotated[str, Field(min_length=1, max_length=4096, description=(
+            "Absolute path of a session transcript: Claude Code session JSONL, Codex CLI rollout JSONL, "
+            "or JSONL of {role, content, timestamp} messages."))],
+        ctx: Context,
+        format: Annotated[Literal["claude-code", "codex", "messages"] | None, Field(
+            description="The transcript's format; detected from its lines when not given.")] = None,
+        namespace: Namespace = "default",
+    ) -> dict[str, Any]:
+        """Remember a coding session: each user and assistant message, each tool call (one line: the
+        tool and its command or path) and each tool result (shortened) becomes a memory with the
+        session id, its position and time; thinking and bookkeeping are dropped and secrets redacted.
+        Only what the node has not read yet is sent, so calling it again on a grown transcript adds
+        just the new messages. Returns counts: added, already_stored, skipped, redacted, offset."""
+        if not Path(path).is_absolute():
+            raise ToolError("path must be an absolute path")
+
+        progress = Progress(ctx)  # per chunk read, and a heartbeat while one chunk is stored
+        try:
+            result: dict[str, Any] = await progress.during(
+                lambda: call(lambda client: client.memory_ingest_transcript(
+                    path, format=format, namespace=namespace, progress=progress.from_worker())),
+                "ingesting the transcript")
+        except CrystalmeshError as error:  # an unreadable path, read here
+            raise ToolError(str(error)) from error
         return result
 
     @server.tool()

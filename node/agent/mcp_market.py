@@ -52,6 +52,27 @@ def _with_usdc(data: dict[str, Any], key: str = "price_micro_usdc") -> dict[str,
     return data | ({usdc_key: amount / MICRO_PER_USDC} if isinstance(amount, int) else {})
 
 
+PURCHASE_STEPS = ("terms: asking the seller", "payment: authorizing USDC", "delivery: waiting for the skill",
+                  "verification: checking and scanning the skill", "ingest: storing the skill")
+# What a purchase's state on the node (node.market.states.PurchaseState) says is done; a
+# finished purchase still has its answer to come, which is the last step.
+_STEPS_DONE = {"authorized": 1, "pending": 1, "paid": 2, "paid_undelivered": 2, "delivered_not_ingested": 4,
+               "quarantined": 4, "completed": 4}
+
+
+def purchases_of(client: ApiClient, listing_id: str, limit: int = 50) -> list[dict[str, Any]]:
+    """This node's newest purchases of one listing (newest first)."""
+    return [row for row in client.purchases(limit) if row.get("listing_id") == listing_id]
+
+
+def purchase_step(state: object) -> tuple[float, str] | None:
+    """(steps done, the step under way) for a purchase in ``state``; None before it has a row."""
+    done = _STEPS_DONE.get(state) if isinstance(state, str) else None
+    if done is None:
+        return None
+    return float(done), PURCHASE_STEPS[done]
+
+
 def bought_skill(client: ApiClient, ref: str) -> dict[str, Any]:
     """The crystal of a skill this node bought: ``ref`` is the listing id or the crystal id."""
     try:

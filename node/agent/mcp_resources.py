@@ -23,20 +23,30 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import yaml
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, PaginatedRequestParams, RequestParams
+from mcp_types import (
+    INVALID_PARAMS,
+    PaginatedRequestParams,
+    RequestParams,
+    SubscribeRequestParams,
+    UnsubscribeRequestParams,
+)
 from mcp_types import Resource as MCPResource
 from pydantic import AnyUrl
 
+from node.agent.mcp_subscriptions import ResourceWatch
 from node.agent.skill_install import bundle_for, installed_skill_md, source_from_crystal
 from node.api import ApiClient
 from node.errors import CrystalmeshError
@@ -157,11 +167,28 @@ class SkillsExtension(Extension):
 
 
 class AgentMcpServer(MCPServer[Any]):
-    """An MCPServer whose resource list also holds the skill files the node has right now."""
+    """An MCPServer whose resource list also holds the skill files the node has right now, and
+    whose working-memory and skill resources can be subscribed to (``mcp_subscriptions``)."""
 
     def __init__(self, call: Call, **kwargs: Any) -> None:
         self._call = call
-        super().__init__(extensions=[SkillsExtension(self.skills)], **kwargs)
+        bus = InMemorySubscriptionBus()
+        self.watch = ResourceWatch(call, bus)
+
+        @asynccontextmanager
+        async def watching(_server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self.watch.run)
+                yield {}
+                group.cancel_scope.cancel()
+
+        super().__init__(extensions=[SkillsExtension(self.skills)], subscriptions=bus, lifespan=watching,
+                         middleware=[self.watch.listen_middleware], **kwargs)
+        # resources/subscribe is a 2025-era spec method: the SDK serves it only through its
+        # low-level server (MethodBinding refuses spec methods), which MCPServer keeps private.
+        lowlevel = self._lowlevel_server
+        lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, self.watch.subscribe)
+        lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, self.watch.unsubscribe)
 
     async def skills(self) -> list[ServedSkill]:
         served: list[ServedSkill] = await self._call(skills_of)

@@ -13,15 +13,24 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from node.agent.mcp_conversations import register_conversation_tools
 from node.agent.mcp_learning import register_learning_tools
-from node.agent.mcp_market import MICRO_PER_USDC, register_market_tools, usdc_to_micro
+from node.agent.mcp_market import (
+    MICRO_PER_USDC,
+    PURCHASE_STEPS,
+    purchase_step,
+    purchases_of,
+    register_market_tools,
+    usdc_to_micro,
+)
+from node.agent.mcp_progress import HEARTBEAT_S, Progress
 from node.agent.mcp_resources import AgentMcpServer, register_resources
 from node.agent.mcp_working import (
+    DEFAULT_NOTE_IMPORTANCE,
     Importance,
     add_working_note,
     as_working_note,
@@ -51,7 +60,8 @@ listing_reprice or listing_unpublish it; bounty_post what you cannot find. After
 skill you bought, skill_report_outcome (a bad one lowers the seller's trust). Resources:
 crystalmesh://working/default/MEMORY.md and .../notes.md, and every skill as
 skill://<name>/SKILL.md (bought ones under skill://bought/), listed with digests by
-skills/list and skill://index.json."""
+skills/list and skill://index.json; subscribe to MEMORY.md, notes.md or skill://index.json to hear
+when they change."""
 
 MemoryType = Literal[
     "general", "fact", "preference", "episode", "insight", "relationship", "goal",
@@ -65,8 +75,9 @@ MemoryId = Annotated[str, Field(min_length=1, max_length=64,
                                 description="A memory id from memory_search, memory_add or memory_list.")]
 
 
-def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
-    """The MCP server; ``connect`` returns a client for the running node (raises ApiError)."""
+def build_server(connect: Callable[[], ApiClient], *, heartbeat_s: float = HEARTBEAT_S) -> MCPServer[Any]:
+    """The MCP server; ``connect`` returns a client for the running node (raises ApiError).
+    ``heartbeat_s``: how often a long tool call reports that it is still waiting."""
     async def call(operation: Callable[[ApiClient], T]) -> T:
         """``operation`` on a fresh client of the node, off the event loop; node errors as tool errors."""
 
@@ -116,22 +127,28 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         scope: Annotated[Scope | None, Field(description="Who may see it; secrets are always kept confidential.")] = None,
         namespace: Namespace = "default",
         ttl_seconds: Annotated[int | None, Field(ge=1, le=315_360_000, description="Forget it after this many seconds.")] = None,
-        importance: Importance = 0.7,
+        importance: Importance | None = None,
+        permanent: Annotated[bool, Field(description=(
+            "Pin it: never forgotten by decay, only when deleted."))] = False,
     ) -> dict[str, Any]:
         """Store a memory in a namespace. Returns its id and the outcome: "created", or "exists"
         when this namespace already holds exactly this text (then nothing changed; use
         memory_update to change its scope). This is also the working-memory note: names,
         preferences, decisions, deadlines are kept in the scratch notes until the next dream
-        folds them into MEMORY.md (see memory_context)."""
+        folds them into MEMORY.md (see memory_context), and never fade below their importance
+        (default 0.7)."""
         body: dict[str, Any] = {"text": text, "type": type, "namespace": namespace}
         if scope is not None:
             body["scope"] = scope
         if ttl_seconds is not None:
             body["ttl_ms"] = ttl_seconds * 1000
+        if permanent:
+            body["lifespan"] = "permanent"
         if as_working_note(body):  # seed 001's working_memory_note (docs/memory.md)
-            return await add_working_note(call, body, importance)
+            return await add_working_note(call, body, DEFAULT_NOTE_IMPORTANCE if importance is None else importance)
         crystal = await call(lambda client: client.memory_add(
-            text, semantic_type=type, scope=scope, ttl_ms=body.get("ttl_ms"), namespace=namespace))
+            text, semantic_type=type, scope=scope, ttl_ms=body.get("ttl_ms"), namespace=namespace,
+            importance=importance, lifespan=body.get("lifespan")))
         return {"id": crystal["id"], "outcome": crystal.get("outcome", "created"),
                 "namespace": crystal.get("namespace"), "type": crystal.get("semanticType"),
                 "scope": _scope(crystal)} | ({"differs": crystal["differs"]} if crystal.get("differs") else {})
@@ -198,6 +215,7 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
 
     @server.tool()
     async def skill_buy(
+        ctx: Context[Any, Any],
         listing_id: Annotated[str, Field(min_length=1, description="listing_id from market_search.")],
         max_price_usdc: Annotated[float, Field(ge=0, description="Refuse to pay more than this (USDC).")],
     ) -> dict[str, Any]:
@@ -205,9 +223,22 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         chain, at most max_price_usdc and never beyond the node's spend caps. Returns the price
         actually paid and the stored skill's id. After running it, call skill_report_outcome.
         Every bought skill is scanned first: "quarantined": true means it was NOT stored (its
-        "scan" findings say why; only the operator can release it) and the seller was charged."""
+        "scan" findings say why; only the operator can release it) and the seller was charged.
+        Reports progress (terms, payment, delivery, verification, ingest) to a client that asks."""
         max_price = usdc_to_micro(max_price_usdc)
-        result = await call(lambda client: client.buy(listing_id, max_price))
+        progress = Progress(ctx, total=len(PURCHASE_STEPS), heartbeat_s=heartbeat_s)
+        await progress.step(0, PURCHASE_STEPS[0])
+        earlier = {row.get("request_id") for row in await call(lambda client: purchases_of(client, listing_id))}
+
+        async def observe() -> tuple[float, str] | None:
+            rows = await call(lambda client: purchases_of(client, listing_id))
+            state = next((row.get("state") for row in rows if row.get("request_id") not in earlier), None)
+            return purchase_step(state)
+
+        result = await progress.during(lambda: call(lambda client: client.buy(listing_id, max_price)),
+                                       PURCHASE_STEPS[0], observe)
+        await progress.step(len(PURCHASE_STEPS), "quarantined: paid, not stored" if result.get("quarantined")
+                            else "stored in memory")
         paid = result.get("price_micro_usdc")
         return result | ({"price_usdc": paid / MICRO_PER_USDC} if isinstance(paid, int) else {})
 
@@ -223,15 +254,25 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
 
     @server.tool()
     async def skill_publish_catalogue(
+        ctx: Context[Any, Any],
         crystal_ids: Annotated[list[str] | None, Field(
             description="Ids of skill memories to list; omit to list every listable skill "
                         "this node never listed.")] = None,
     ) -> dict[str, Any]:
         """List many of the agent's proven skills at once (a catalogue), carried in signed
         batches so the network's rate limit is no obstacle. Returns the listings made and the
-        skills that could not be listed, with the reason."""
+        skills that could not be listed, with the reason. Reports progress after each batch
+        to a client that asks for it."""
         ids = [_path_segment(crystal_id) for crystal_id in crystal_ids] if crystal_ids is not None else None
-        return await call(lambda client: client.publish_catalogue(ids))
+        progress = Progress(ctx, total=len(ids) if ids is not None else None, heartbeat_s=heartbeat_s)
+        await progress.step(0, "publishing the catalogue")
+        report = progress.from_worker()
+
+        def batch_done(published: int, failed: int, remaining: int) -> None:
+            report(published + failed, published + failed + remaining)
+
+        return await progress.during(lambda: call(lambda client: client.publish_catalogue(ids, batch_done)),
+                                     "publishing the catalogue")
 
     @server.tool()
     async def skill_install(
@@ -269,7 +310,7 @@ def build_server(connect: Callable[[], ApiClient]) -> MCPServer[Any]:
         """The node's wallet address and USDC balance, and today's spending against its cap."""
         return await call(lambda client: client.wallet())
 
-    register_working_tools(server, call)  # working memory (seed 001): memory_context, memory_dream
+    register_working_tools(server, call, heartbeat_s)  # working memory (seed 001): memory_context, memory_dream
     return server
 
 

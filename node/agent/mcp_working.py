@@ -9,14 +9,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from node.agent.mcp_progress import HEARTBEAT_S, Progress
 from node.api import ApiClient
 
 Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
 Importance = Annotated[float, Field(ge=0.0, le=1.0, description="How much it matters, 0-1.")]
 MAX_NOTE_CHARS = 4000  # node.memory.working.scratch.MAX_NOTE_CHARS
+DEFAULT_NOTE_IMPORTANCE = 0.7  # node.memory.working.scratch.DEFAULT_IMPORTANCE (seed 001)
 Namespace = Annotated[str, Field(min_length=1, max_length=100,
                                  description='Whose working memory: "default", "agent:<role>", ...')]
 
@@ -31,7 +33,8 @@ def as_working_note(body: dict[str, Any]) -> bool:
 async def add_working_note(call: Call, body: dict[str, Any], importance: float) -> dict[str, Any]:
     """The seed's ``working_memory_note``: durable in the scratch at once, and a searchable crystal."""
     note = await call(lambda client: client.memory_note(
-        body["text"], importance, body["namespace"], body.get("type"), body.get("scope")))
+        body["text"], importance, body["namespace"], body.get("type"), body.get("scope"),
+        body.get("lifespan")))
     outcome = {"indexed": "created", "exists": "exists"}.get(note.get("crystal"), "pending")
     return {"id": note.get("crystal_id"), "outcome": outcome, "namespace": note.get("namespace"),
             "type": body.get("type"), "scope": body.get("scope"), "note_id": note.get("id"),
@@ -39,7 +42,7 @@ async def add_working_note(call: Call, body: dict[str, Any], importance: float) 
                 {"differs": note["differs"]} if note.get("differs") else {})
 
 
-def register_working_tools(server: MCPServer[Any], call: Call) -> None:
+def register_working_tools(server: MCPServer[Any], call: Call, heartbeat_s: float = HEARTBEAT_S) -> None:
     @server.tool()
     async def memory_context(
         window_tokens: Annotated[int, Field(ge=1, le=10_000_000,
@@ -53,11 +56,18 @@ def register_working_tools(server: MCPServer[Any], call: Call) -> None:
         return result
 
     @server.tool()
-    async def memory_dream(namespace: Namespace = "default") -> dict[str, Any]:
+    async def memory_dream(ctx: Context[Any, Any], namespace: Namespace = "default") -> dict[str, Any]:
         """Consolidate now: rewrite MEMORY.md from the old state, the pending notes and new
         memories (normally automatic every two hours). Returns whether it was written or
-        refused, and the crystal pointers it made."""
-        result: dict[str, Any] = await call(lambda client: client.memory_dream(namespace))
+        refused, and the crystal pointers it made. Reports progress (with a heartbeat while
+        the node dreams, which may wait for an LLM) to a client that asks for it."""
+        progress = Progress(ctx, total=2, heartbeat_s=heartbeat_s)
+        await progress.step(0, f"dreaming in {namespace}: reading MEMORY.md, the notes and new memories")
+        result: dict[str, Any] = await progress.during(
+            lambda: call(lambda client: client.memory_dream(namespace)), "dreaming")
+        outcome = result.get("status") or "done"
+        reason = result.get("reason")
+        await progress.step(2, f"dream {outcome}" + (f": {reason}" if reason else ""))
         return result
 
     @server.tool()

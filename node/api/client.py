@@ -13,14 +13,18 @@ under the same names from the data dir itself.
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from node.config import NodeConfig
 from node.keyfiles import read_secret
+
+if TYPE_CHECKING:
+    from node.memory import TranscriptChunk
 
 Json = dict[str, Any]
 # Skills per ``POST /v1/skills/publish`` call (a few signed batches): the unit of progress.
@@ -107,11 +111,19 @@ class ApiClient:
     # --- memory -------------------------------------------------------------------------------
     def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
                    path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
-                   tags: Sequence[str] | None = None, namespace: str | None = None) -> Json:
-        """Store a memory; the crystal with ``outcome`` "created" or "exists" (and what ``differs``)."""
+                   tags: Sequence[str] | None = None, namespace: str | None = None,
+                   importance: float | None = None, lifespan: str | None = None) -> Json:
+        """Store a memory; the crystal with ``outcome`` "created" or "exists" (and what ``differs``).
+        ``importance``: stated explicitly, a floor it never decays below; ``lifespan``
+        "permanent": pinned."""
         return dict(self.post("/v1/crystals", _present({
             "text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
-            "category": category, "tags": None if tags is None else list(tags), "namespace": namespace})))
+            "category": category, "tags": None if tags is None else list(tags), "namespace": namespace,
+            "importance": importance, "lifespan": lifespan})))
+
+    def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> Json:
+        """Pin (``permanent``: never expires by decay) or unpin (``decay``) a memory."""
+        return dict(self.post(f"/v1/crystals/{crystal_id}/lifespan", {"lifespan": lifespan}))
 
     def memory_get(self, crystal_id: str) -> Json:
         """One crystal (any version) with its audit trail and what the node knows of it."""
@@ -149,8 +161,11 @@ class ApiClient:
     def memory_status(self) -> Json:
         return dict(self.get("/v1/memory/status"))
 
-    def memory_consolidate(self, purge: bool = False) -> Json:
-        return dict(self.post("/v1/memory/consolidate", {"purge": purge}))
+    def memory_consolidate(self, purge: bool = False, at: str | None = None, dry_run: bool = False) -> Json:
+        """One consolidation cycle now or as of ``at`` (``+90d``, ``2026-06-01``); ``dry_run``:
+        what it would do (``forgotten``), nothing written."""
+        return dict(self.post("/v1/memory/consolidate", _present(
+            {"purge": purge, "at": at, "dry_run": dry_run or None})))
 
     def memory_ingest_conversation(self, content_b64: str, *, namespace: str | None = None,
                                    semantic_type: str | None = None,
@@ -160,17 +175,39 @@ class ApiClient:
         return dict(self.post("/v1/memory/conversations", _present({
             "content_b64": content_b64, "namespace": namespace, "type": semantic_type})))
 
+    def memory_ingest_transcript(self, path: str, *, format: str | None = None, namespace: str | None = None,
+                                 progress: Callable[[int, int], None] | None = None) -> Json:
+        """Store what the node has not read of a session transcript (Claude Code, Codex or messages
+        JSONL): the file is read here, from where the node stopped, and sent in chunks of complete
+        lines; ``progress(offset, size)`` after each. The summary of what was stored."""
+        from node.memory import feed_transcript
+
+        return feed_transcript(path, self.memory_transcript_cursor, self.memory_ingest_transcript_chunk,
+                               format=format, namespace=namespace, progress=progress)
+
+    def memory_transcript_cursor(self, transcript: str, namespace: str | None = None) -> Json:
+        """Where the node stopped reading a transcript (``offset``, ``fingerprint``, ``format``...)."""
+        return dict(self.get("/v1/memory/transcripts/cursor", transcript=transcript, namespace=namespace))
+
+    def memory_ingest_transcript_chunk(self, chunk: TranscriptChunk) -> Json:
+        """Send one chunk of complete lines; what the node stored and its new ``offset``."""
+        return dict(self.post("/v1/memory/transcripts", _present({
+            "transcript": chunk.transcript, "fingerprint": chunk.fingerprint, "offset": chunk.offset,
+            "end_offset": chunk.end_offset, "data_b64": base64.b64encode(chunk.data).decode("ascii"),
+            "format": chunk.format, "namespace": chunk.namespace})))
+
     def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
         """The turns of a session within ``window`` turns of a conversation turn's memory."""
         return dict(self.get(f"/v1/crystals/{crystal_id}/neighbours", window=window))
 
     # --- working memory (seed 001) ------------------------------------------------------------
     def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
-                    scope: str | None = None) -> Json:
-        """A scratch note (durable at once) that also becomes a searchable crystal."""
+                    scope: str | None = None, lifespan: str | None = None) -> Json:
+        """A scratch note (durable at once) that also becomes a searchable crystal; what was
+        noted is explicit: its importance is a floor (``lifespan`` "permanent": also pinned)."""
         return dict(self.post("/v1/memory/notes", _present({
             "text": text, "type": semantic_type, "scope": scope, "namespace": namespace,
-            "importance": importance})))
+            "importance": importance, "lifespan": lifespan})))
 
     def memory_dream(self, namespace: str) -> Json:
         return dict(self.post("/v1/memory/dream", {"namespace": namespace}))
@@ -191,6 +228,12 @@ class ApiClient:
         """The user's answer to one proposal: adopt it as a directive (a note) or dismiss it."""
         return dict(self.post(f"/v1/memory/directives/proposals/{proposal_id}",
                               {"adopt": adopt, "namespace": namespace}))
+
+    def working_versions(self, namespaces: Sequence[str], skills: bool = False) -> Json:
+        """Versions (tags, not content) of each namespace's MEMORY.md and notes, and with
+        ``skills`` of the skill index: ``{"namespaces": {ns: {"memory_md", "notes"}}, "skills"}``."""
+        return dict(self.get("/v1/memory/working/versions", namespace=list(namespaces),
+                             skills=str(skills).lower()))
 
     def crystallize_skill(self, crystal_id: str, text: str | None = None, category: str | None = None,
                           tags: Sequence[str] = ()) -> Json:

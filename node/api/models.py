@@ -9,7 +9,7 @@ again, for the CLI path that does not pass through HTTP).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,6 +41,8 @@ class CrystalIn(Body):
     tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=32)]],
                     Field(max_length=MAX_TAGS)] | None = None
     namespace: Annotated[str, Field(max_length=100, pattern=NAMESPACE_PATTERN)] | None = None
+    importance: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None  # explicit: a floor
+    lifespan: Literal["decay", "permanent"] | None = None  # permanent: pinned from the start
 
 
 class SearchIn(Body):
@@ -58,9 +60,13 @@ class SearchIn(Body):
 
 
 class ConsolidateIn(Body):
-    """``POST /v1/memory/consolidate``: ``purge`` also deletes expired/unrecoverable crystals."""
+    """``POST /v1/memory/consolidate``: ``purge`` also deletes expired/unrecoverable crystals;
+    ``at`` runs the cycle as of a later time (``+90d``, ``+12h`` or an ISO date); ``dry_run``
+    reports what it would do (what would be forgotten) and writes nothing."""
 
     purge: Annotated[bool, Field(strict=True)] = False
+    at: Annotated[str, Field(min_length=1, max_length=40)] | None = None
+    dry_run: Annotated[bool, Field(strict=True)] = False
 
 
 class ExecutionIn(Body):

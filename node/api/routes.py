@@ -90,8 +90,10 @@ def node_router(node: NodeApi) -> APIRouter:
 
     @router.post("/memory/consolidate", tags=["memory"])
     async def consolidate(body: ConsolidateIn | None = None) -> Json:
-        report = await node.memory.consolidate(purge=body.purge if body is not None else False)
-        await node.working.auto_scratch_logged()  # seed 001: hormonal spikes after a cycle
+        request = body or ConsolidateIn()
+        report = await node.memory.consolidate(request.purge, request.at, request.dry_run)
+        if not request.dry_run:
+            await node.working.auto_scratch_logged()  # seed 001: hormonal spikes after a cycle
         return asdict(report)
 
     # --- skills & market --------------------------------------------------------------------

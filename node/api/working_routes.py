@@ -14,6 +14,7 @@ from node.crystals import AccessScope, SemanticType
 
 Json = dict[str, Any]
 Namespace = Annotated[str, Field(min_length=1, max_length=100)]
+MAX_VERSION_NAMESPACES = 64  # node.agent.mcp_subscriptions.MAX_WATCHED_NAMESPACES
 
 
 class NoteIn(Body):
@@ -24,6 +25,7 @@ class NoteIn(Body):
     namespace: Namespace = "default"
     type: SemanticType | None = None
     scope: AccessScope | None = None
+    lifespan: Literal["decay", "permanent"] | None = None
 
 
 class DreamIn(Body):
@@ -62,6 +64,14 @@ class DecisionIn(Body):
     namespace: Namespace = "default"
 
 
+class VersionsQuery(BaseModel):
+    """``GET /v1/memory/working/versions``: what a resource subscriber polls (MCP subscriptions)."""
+
+    model_config = ConfigDict(extra="forbid")
+    namespace: Annotated[list[Namespace], Field(min_length=1, max_length=MAX_VERSION_NAMESPACES)] = ["default"]
+    skills: bool = False
+
+
 class CrystallizeIn(Body):
     """``POST /v1/skills/{id}/crystallize``: an emerging skill into a skill crystal."""
 
@@ -77,7 +87,7 @@ def working_memory_router(node: NodeApi) -> APIRouter:
     async def note(body: NoteIn) -> Json:
         return await node.working.note(body.text, body.importance, body.namespace,
                                       body.type.value if body.type else None,
-                                      body.scope.value if body.scope else None)
+                                      body.scope.value if body.scope else None, body.lifespan)
 
     @router.post("/memory/dream")
     async def dream(body: DreamIn | None = None) -> Json:
@@ -98,6 +108,10 @@ def working_memory_router(node: NodeApi) -> APIRouter:
     @router.post("/memory/directives/proposals/{proposal_id}")
     async def decide(proposal_id: Annotated[str, Path(min_length=1, max_length=64)], body: DecisionIn) -> Json:
         return await node.working.decide_proposal(proposal_id, body.adopt, body.namespace)
+
+    @router.get("/memory/working/versions")
+    async def versions(query: Annotated[VersionsQuery, Query()]) -> Json:
+        return await node.working.versions(query.namespace, query.skills)
 
     @router.post("/skills/{crystal_id}/crystallize", tags=["skills"])
     async def crystallize(crystal_id: str, body: CrystallizeIn | None = None) -> Json:

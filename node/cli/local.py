@@ -68,12 +68,19 @@ class LocalNode:
     # --- memory -------------------------------------------------------------------------------
     def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
                    path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
-                   tags: Sequence[str] | None = None, namespace: str | None = None) -> Json:
+                   tags: Sequence[str] | None = None, namespace: str | None = None,
+                   importance: float | None = None, lifespan: str | None = None) -> Json:
         from node.memory import add_with_outcome
 
         body = {"text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
-                "category": category, "tags": None if tags is None else list(tags), "namespace": namespace}
-        return add_with_outcome(self._memory(), body).to_dict()
+                "category": category, "tags": None if tags is None else list(tags), "namespace": namespace,
+                "importance": importance, "lifespan": lifespan}
+        return add_with_outcome(self._memory(), {k: v for k, v in body.items() if v is not None}).to_dict()
+
+    def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> Json:
+        from node.memory import set_lifespan
+
+        return set_lifespan(self._memory(), crystal_id, lifespan)
 
     def memory_get(self, crystal_id: str) -> Json:
         memory = self._memory()
@@ -118,8 +125,10 @@ class LocalNode:
     def memory_status(self) -> Json:
         return self._memory().status()
 
-    def memory_consolidate(self, purge: bool = False) -> Json:
-        return asdict(self._memory().consolidate(purge=purge))
+    def memory_consolidate(self, purge: bool = False, at: str | None = None, dry_run: bool = False) -> Json:
+        from node.memory import consolidate_at
+
+        return asdict(consolidate_at(self._memory(), at, purge=purge, dry_run=dry_run))
 
     def memory_ingest_conversation(self, content_b64: str, *, namespace: str | None = None,
                                    semantic_type: str | None = None,
@@ -129,6 +138,20 @@ class LocalNode:
         return ingest_conversation(self._memory(), base64.b64decode(content_b64, validate=True), namespace,
                                    semantic_type or "general", progress)
 
+    def memory_ingest_transcript(self, path: str, *, format: str | None = None, namespace: str | None = None,
+                                 progress: Callable[[int, int], None] | None = None) -> Json:
+        from node.memory import feed_transcript, ingest_transcript_chunk, transcript_cursor
+
+        memory = self._memory()
+        return feed_transcript(path, lambda transcript, space: transcript_cursor(memory, transcript, space),
+                               lambda chunk: ingest_transcript_chunk(memory, chunk),
+                               format=format, namespace=namespace, progress=progress)
+
+    def memory_transcript_cursor(self, transcript: str, namespace: str | None = None) -> Json:
+        from node.memory import transcript_cursor
+
+        return transcript_cursor(self._memory(), transcript, namespace)
+
     def memory_neighbours(self, crystal_id: str, window: int = 2) -> Json:
         from node.memory import neighbours
 
@@ -136,12 +159,10 @@ class LocalNode:
 
     # --- working memory (seed 001) ------------------------------------------------------------
     def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
-                    scope: str | None = None) -> Json:
-        from node.crystals import AccessScope, SemanticType
-        from node.memory import NoteKind
+                    scope: str | None = None, lifespan: str | None = None) -> Json:
+        from node.memory import note_kind
 
-        kind = None if semantic_type is None and scope is None else NoteKind(
-            SemanticType(semantic_type or SemanticType.GENERAL), AccessScope(scope) if scope else None)
+        kind = note_kind(semantic_type, scope, lifespan)
         return self._working(namespace).note(text, importance, kind).to_dict()
 
     def memory_dream(self, namespace: str) -> Json:

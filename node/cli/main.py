@@ -9,39 +9,65 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
+from typing import TYPE_CHECKING
 
-import click
+if TYPE_CHECKING:
+    import click
 
-from node.cli.bounty import bounty
-from node.cli.context import CliError
-from node.cli.devnet import devnet
-from node.cli.market import market
-from node.cli.mcp import mcp
-from node.cli.memory import memory
-from node.cli.models import models
-from node.cli.node import cli
-from node.cli.skill import skill
-from node.cli.trust import trust
-from node.cli.wallet import wallet
-from node.cli.weather import weather
-from node.errors import CrystalmeshError
 
-cli.add_command(bounty)
-cli.add_command(devnet)
-cli.add_command(market)
-cli.add_command(mcp)
-cli.add_command(memory)
-cli.add_command(models)
-cli.add_command(skill)
-cli.add_command(trust)
-cli.add_command(wallet)
-cli.add_command(weather)
+def assembled() -> click.Group:
+    """The root group with every command group added (imported here, not at module import:
+    ``crystalmesh hook …`` answers before any of it is loaded)."""
+    from node.cli.bounty import bounty
+    from node.cli.devnet import devnet
+    from node.cli.hosts import hook, integrate
+    from node.cli.market import market
+    from node.cli.mcp import mcp
+    from node.cli.memory import memory
+    from node.cli.models import models
+    from node.cli.node import cli
+    from node.cli.skill import skill
+    from node.cli.trust import trust
+    from node.cli.wallet import wallet
+    from node.cli.weather import weather
+
+    cli.add_command(bounty)
+    cli.add_command(devnet)
+    cli.add_command(hook)
+    cli.add_command(integrate)
+    cli.add_command(market)
+    cli.add_command(mcp)
+    cli.add_command(memory)
+    cli.add_command(models)
+    cli.add_command(skill)
+    cli.add_command(trust)
+    cli.add_command(wallet)
+    cli.add_command(weather)
+    return cli
+
+
+def __getattr__(name: str) -> object:
+    """``from node.cli.main import cli``: the assembled root group."""
+    if name == "cli":
+        return assembled()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: user mistakes become one line on stderr and exit code 1."""
+    """Entry point: user mistakes become one line on stderr and exit code 1. ``hook claude-code``
+    and ``hook codex`` take the fast path (``node.cli.hosts``): an agent host waits on them."""
     args = sys.argv[1:] if argv is None else argv
+    from node.cli.hosts import hook_fast_path
+
+    fast = hook_fast_path(args)
+    if fast is not None:
+        return fast
+    import click
+
+    from node.cli.context import CliError
+    from node.errors import CrystalmeshError
+
+    cli = assembled()
     debug = "--debug" in args or bool(os.environ.get("CRYSTALMESH_DEBUG"))
     try:
         cli.main(args=args, prog_name="crystalmesh", standalone_mode=False)
@@ -62,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:
         if debug:
+            import traceback
+
             traceback.print_exc()
         message = str(exc) or type(exc).__name__
         click.echo(f"error: {message}", err=True)
@@ -75,6 +103,7 @@ def _is_user_error(exc: Exception) -> bool:
     """Errors that describe the problem themselves (by type): the node's own error tree,
     an answer from the node's API, a message that breaks the wire rules."""
     from node.api import ApiError
+    from node.errors import CrystalmeshError
     from protocol.envelope import InvalidEnvelope
     from protocol.schema import InvalidMessage
 

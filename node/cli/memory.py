@@ -22,6 +22,7 @@ from node.memory import DEFAULT_IMPORTANCE, DEFAULT_NAMESPACE, DEFAULT_WINDOW_TO
 
 TYPES = [t.value for t in SemanticType]
 SCOPES = [s.value for s in AccessScope]
+LIFESPANS = ["decay", "permanent"]
 NAMESPACE_HELP = "Namespace (default: default), e.g. user:jonas, agent:planner, session:42."
 working_namespace = click.option(
     "--namespace", default=DEFAULT_NAMESPACE, show_default=True,
@@ -45,9 +46,14 @@ def memory() -> None:
 @click.option("--category", default=None, help="Skill category (skills).")
 @click.option("--tag", "tags", multiple=True, help="Skill tag (repeatable).")
 @click.option("--namespace", default=None, help="Namespace (default: default), e.g. user:jonas.")
+@click.option("--importance", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Stated explicitly: a floor it never decays below (it never expires by decay).")
+@click.option("--lifespan", type=click.Choice(LIFESPANS), default=None,
+              help="permanent: pinned, never expires by decay (default: decay).")
 @common_options
 def add(ctx: CliContext, text: str, semantic_type: str, scope: str | None, path: str | None,
-        ttl_s: int | None, category: str | None, tags: tuple[str, ...], namespace: str | None) -> None:
+        ttl_s: int | None, category: str | None, tags: tuple[str, ...], namespace: str | None,
+        importance: float | None, lifespan: str | None) -> None:
     """Store TEXT as a memory in a namespace. Identical text already in that namespace is
     reported (outcome "exists", with any requested field that differs), not stored twice.
 
@@ -56,7 +62,8 @@ def add(ctx: CliContext, text: str, semantic_type: str, scope: str | None, path:
     """
     crystal = ctx.client().memory_add(text, semantic_type=semantic_type, scope=scope, path=path,
                                       ttl_ms=ttl_s * 1000 if ttl_s else None, category=category,
-                                      tags=tags, namespace=namespace)
+                                      tags=tags, namespace=namespace, importance=importance,
+                                      lifespan=lifespan)
 
     def render(c: dict[str, Any]) -> None:
         click.echo(f"{c['id']}  {c['semanticType']}  namespace={c.get('namespace')}  "
@@ -115,8 +122,10 @@ def show(ctx: CliContext, crystal_id: str) -> None:
         click.echo(f"type         {c['semanticType']}   origin {c['origin']}   lifecycle {c['lifecycle']}")
         click.echo(f"scope        {governance['accessScope']}   sensitivity {governance['sensitivity']}"
                    f"   lifespan {governance['lifespanPolicy']}")
-        click.echo(f"importance   {c['importanceScore']:.4f}   accesses {c['accessCount']}"
-                   f"   last access {when(c['lastAccessedAt'])}")
+        floor = governance.get("importanceFloor")
+        click.echo(f"importance   {c['importanceScore']:.4f}"
+                   + (f" (never below {floor}: said explicitly)" if floor is not None else "")
+                   + f"   accesses {c['accessCount']}   last access {when(c['lastAccessedAt'])}")
         click.echo(f"created      {when(c['createdAt'])}   hash {c['hash'][:16]}…")
         click.echo(f"memory       {c.get('memoryId')}  v{c.get('version')}  namespace {c.get('namespace')}"
                    + (f"   superseded by {c['supersededBy']} at {when(c.get('validTo'))}"
@@ -181,6 +190,34 @@ def delete(ctx: CliContext, crystal_id: str) -> None:
              lambda d: click.echo(f"deleted {d['memory_id']} ({d['versions']} version(s))"))
 
 
+@memory.command("pin")
+@click.argument("crystal_id")
+@common_options
+def pin(ctx: CliContext, crystal_id: str) -> None:
+    """Keep a memory for good: lifespan permanent, never expired by importance, energy or doubt
+    (it goes only when you delete it). Brings back one consolidation expired but did not purge.
+
+    \f
+    Example: ``crystalmesh memory pin 3f9c0a1b``
+    """
+    ctx.emit(ctx.client().memory_set_lifespan(crystal_id, "permanent"), _lifespan_line("pinned"))
+
+
+@memory.command("unpin")
+@click.argument("crystal_id")
+@common_options
+def unpin(ctx: CliContext, crystal_id: str) -> None:
+    """Let a pinned memory decay again like any other (lifespan decay)."""
+    ctx.emit(ctx.client().memory_set_lifespan(crystal_id, "decay"), _lifespan_line("unpinned"))
+
+
+def _lifespan_line(done: str) -> Any:
+    def render(c: dict[str, Any]) -> None:
+        click.echo(f"{c['id']}  {done}" if c.get("changed") else
+                   f"{c['id']}  already {c['governance']['lifespanPolicy']}: nothing changed")
+    return render
+
+
 @memory.command("history")
 @click.argument("crystal_id")
 @common_options
@@ -202,12 +239,27 @@ def history(ctx: CliContext, crystal_id: str) -> None:
 # --- maintenance -------------------------------------------------------------------------------
 @memory.command("consolidate")
 @click.option("--purge", is_flag=True, help="Also delete expired and archived crystals.")
+@click.option("--at", "at", default=None, metavar="DATE|+Nd|+Nh",
+              help="Run as of a later time (an ISO date, +90d, +12h): what that much idle time does.")
+@click.option("--dry-run", is_flag=True, help="Report what the cycle would do (and forget); write nothing.")
 @common_options
-def consolidate(ctx: CliContext, purge: bool) -> None:
-    """Run one consolidation cycle now (decay, expiry, merges; seed 000)."""
-    ctx.emit(ctx.client().memory_consolidate(purge), lambda r: click.echo(
-        f"scored {r['scored']}, expired {r['expired']} (ttl {r['ttl_expired']}), "
-        f"merged {r['merged']}, purged {r['purged']}"))
+def consolidate(ctx: CliContext, purge: bool, at: str | None, dry_run: bool) -> None:
+    """Run one consolidation cycle (decay, expiry, merges, facts, tiers; seed 000/003/004).
+
+    \f
+    Example: ``crystalmesh memory consolidate --at +90d --dry-run`` (what 90 idle days would forget)
+    """
+    def render(r: dict[str, Any]) -> None:
+        head = "would have" if r.get("dry_run") else "ran"
+        click.echo(f"{head} as of {when(r.get('at_ms'))}: scored {r['scored']}, expired {r['expired']} "
+                   f"(ttl {r['ttl_expired']}), merged {r['merged']}, purged {r['purged']}")
+        forgotten = r.get("forgotten") or []
+        if forgotten:
+            table("would forget" if r.get("dry_run") else "forgotten", ["id", "type", "reason", "text"],
+                  [[f["id"][:8], f.get("type"), f["reason"], shorten(f.get("text") or "", 60)]
+                   for f in forgotten])
+
+    ctx.emit(ctx.client().memory_consolidate(purge, at, dry_run), render)
 
 
 @memory.command("status")
@@ -344,22 +396,27 @@ def session_end(ctx: CliContext) -> None:
               show_default=True, help="How much this matters, 0-1.")
 @click.option("--directive", is_flag=True,
               help="The user stated it as an instruction: it never fades (docs/memory.md).")
+@click.option("--lifespan", type=click.Choice(LIFESPANS), default=None,
+              help="permanent: also pinned (a note already never decays below its importance).")
 @working_namespace
 @common_options
-def note(ctx: CliContext, text: str, importance: float, directive: bool, namespace: str) -> None:
-    """Write TEXT to the scratch buffer (durable at once) and make it searchable.
+def note(ctx: CliContext, text: str, importance: float, directive: bool, namespace: str,
+         lifespan: str | None) -> None:
+    """Write TEXT to the scratch buffer (durable at once) and make it searchable. What is noted
+    was said on purpose: its importance is a floor and it never expires by decay.
 
     Example: ``crystalmesh memory note "the user never wants semicolons" --directive``
     """
     def render(r: dict[str, Any]) -> None:
         if r["crystal"] == "exists":
-            click.echo(f"already remembered as {r['crystal_id']}: nothing written")
+            click.echo(f"already remembered as {r['crystal_id']}: " + (
+                f"it now never decays below {r['importance']}" if r.get("held") else "nothing written"))
         else:
             click.echo(f"noted {r['id']} at {r['at']} (importance {r['importance']}); crystal "
                        f"{r['crystal']}" + (f" {r['crystal_id']}" if r.get("crystal_id") else ""))
 
-    ctx.emit(ctx.client().memory_note(text, importance, namespace, "directive" if directive else None),
-             render)
+    ctx.emit(ctx.client().memory_note(text, importance, namespace, "directive" if directive else None,
+                                      lifespan=lifespan), render)
 
 
 @memory.command("dream")
@@ -474,21 +531,38 @@ def context(ctx: CliContext, query: str | None, budget_tokens: int | None, windo
 
 # --- conversations (docs/memory.md, "Conversations") ---------------------------------------------
 @memory.command("ingest")
-@click.option("--conversation", "path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--conversation", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A conversation file: JSON or JSONL turns (speaker, text, time, session, id) or LoCoMo's shape.")
+@click.option("--transcript", "transcript", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A session transcript: Claude Code session JSONL, Codex CLI rollout JSONL or "
+                   "{role, content, timestamp} lines; read from where the last ingest of it stopped.")
+@click.option("--format", "transcript_format", type=click.Choice(["claude-code", "codex", "messages"]),
+              default=None, help="The transcript's format (default: detected from its lines).")
 @click.option("--namespace", default=None, help=NAMESPACE_HELP)
 @click.option("--type", "semantic_type", type=click.Choice(TYPES), default="general", show_default=True,
-              help="Semantic type of the turns' memories.")
+              help="Semantic type of a conversation's memories.")
 @common_options
-def ingest(ctx: CliContext, path: Path, namespace: str | None, semantic_type: str) -> None:
-    """Store each turn of a conversation as a memory with its speaker, session, time and file id.
+def ingest(ctx: CliContext, path: Path | None, transcript: Path | None, transcript_format: str | None,
+           namespace: str | None, semantic_type: str) -> None:
+    """Store a conversation's turns, or a session transcript's new messages, as memories.
 
-    The whole file is checked first (shape, size, nesting, text); a refused file stores
-    nothing, and ingesting the same file again adds nothing.
+    A conversation (--conversation) is checked whole first (shape, size, nesting, text): a
+    refused file stores nothing, and ingesting the same file again adds nothing. A transcript
+    (--transcript) is streamed: user and assistant text, each tool call as one line and its
+    result shortened are kept, thinking and bookkeeping dropped, secrets redacted, hostile lines
+    skipped with a count; a transcript that has grown adds only its new messages.
 
     \f
-    Example: ``crystalmesh memory ingest --conversation chat.jsonl --namespace user:jonas``
+    Examples: ``crystalmesh memory ingest --conversation chat.jsonl --namespace user:jonas``;
+    ``crystalmesh memory ingest --transcript ~/.claude/projects/-home-me-app/<session>.jsonl``
     """
+    if (path is None) == (transcript is None):
+        raise CliError("give one of --conversation FILE or --transcript FILE")
+    if transcript is not None:
+        return _ingest_transcript(ctx, transcript, transcript_format, namespace)
+    if transcript_format is not None:
+        raise CliError("--format is for --transcript")
+    assert path is not None
     from node.api import ApiError
     from node.memory import MAX_CONVERSATION_BYTES
 
@@ -510,6 +584,30 @@ def ingest(ctx: CliContext, path: Path, namespace: str | None, semantic_type: st
         + (f" ({r['turns_per_s']:.0f} turns/s)" if r.get("turns_per_s") else "")))
 
 
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in sorted(counts.items())) or "none"
+
+
+def transcript_summary(report: dict[str, Any]) -> str:
+    """The one line ``memory ingest --transcript`` prints (the hooks print it to their log too)."""
+    return (f"{report['added']} messages added, {report['already_stored']} already stored, "
+            f"of {report['messages_read']} read from {report['bytes_read']} bytes "
+            f"(session {report.get('session_id') or '?'}, {report.get('format') or 'format unknown'}"
+            + (f", {report['sidechain_turns']} from subagents" if report.get("sidechain_turns") else "")
+            + f"); skipped: {_counts(report.get('skipped') or {})}; "
+            f"redacted: {_counts(report.get('redacted') or {})}; offset {report['offset']}")
+
+
+def _ingest_transcript(ctx: CliContext, transcript: Path, transcript_format: str | None,
+                       namespace: str | None) -> None:
+    def progress(done: int, total: int) -> None:
+        stderr(f"read {done}/{total} bytes")
+
+    result = ctx.client().memory_ingest_transcript(str(transcript), format=transcript_format, namespace=namespace,
+                                                   progress=None if ctx.as_json else progress)
+    ctx.emit(result, lambda r: click.echo(transcript_summary(r)))
+
+
 @memory.command("neighbours")
 @click.argument("crystal_id")
 @click.option("--window", type=click.IntRange(0, 20), default=2, show_default=True,
@@ -520,3 +618,35 @@ def neighbours(ctx: CliContext, crystal_id: str, window: int) -> None:
     ctx.emit(ctx.client().memory_neighbours(crystal_id, window), lambda r: table(
         f"session {r['session']} of {r['conversation'][:24]}", ["", "source", "id", "text"],
         [[">" if t["hit"] else "", t["source_id"], t["id"][:8], shorten(t["text"], 90)] for t in r["turns"]]))
+
+
+@memory.command("watch")
+@click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False))
+@click.option("--once", is_flag=True, help="One pass, then exit.")
+@click.option("--interval", default="5s", show_default=True, help="Time between passes (90s, 5m).")
+@click.option("--namespace", default=None, help=NAMESPACE_HELP)
+@common_options
+def watch(ctx: CliContext, folders: tuple[Path, ...], once: bool, interval: str, namespace: str | None) -> None:
+    """Follow folders of transcripts (Claude Code's ~/.claude/projects, Codex's ~/.codex/sessions)
+    for hosts without hooks: every *.jsonl that grew is ingested, only its new messages.
+
+    \f
+    Example: ``crystalmesh memory watch ~/.claude/projects ~/.codex/sessions``
+    """
+    import time
+
+    from node.capture import TranscriptWatcher
+    from node.cli.context import parse_duration
+
+    seconds = parse_duration(interval)
+    watcher = TranscriptWatcher(list(folders), ctx.resolve_data_dir(), namespace)
+    client = ctx.client()
+    while True:
+        report = watcher.run_pass(client)
+        if once:
+            ctx.emit(report.to_dict(), lambda r: click.echo(
+                f"{r['files']} transcripts, {r['ingested']} ingested ({r['added']} new turns), {r['failed']} failed"))
+            return
+        if report.ingested or report.failed:
+            stderr(f"watch: {report.ingested} ingested ({report.added} new turns), {report.failed} failed")
+        time.sleep(seconds)

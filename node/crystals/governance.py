@@ -75,20 +75,21 @@ _CONFIDENTIAL_PATTERNS = [
     re.compile(r"\b0x[0-9a-fA-F]{64}\b"),  # secp256k1 private key (or a 32-byte hash)
     re.compile(
         r"(?i)(?<![A-Za-z])(?:api[_\-]?key|secret|token|passw(?:or)?d|passphrase|pwd|credential|"
-        r"access[_\-]?key|private[_\-]?key|auth)[\w\-]*[\"']?\s*(?:[:=]|\s)\s*" + _SECRET_VALUE
+        r"access[_\-]?key|private[_\-]?key|auth)[\w\-]*[\"']?\s*(?:[:=]|\s)\s*(?P<value>" + _SECRET_VALUE + ")"
     ),
     # password = "literal" (code) and "password: hunter2" (prose); not type hints
     # ("password: str") or expressions ("password = self.password").
     re.compile(
-        r"(?i)(?<![A-Za-z])(?:passw(?:or)?d|passphrase|pwd)[\"']?\s*[:=]\s*[\"'][^\"'\s]{4,}[\"']"
+        r"(?i)(?<![A-Za-z])(?:passw(?:or)?d|passphrase|pwd)[\"']?\s*[:=]\s*[\"'](?P<value>[^\"'\s]{4,})[\"']"
     ),
     re.compile(
         r"(?i)(?<![A-Za-z])(?:passw(?:or)?d|passphrase|pwd)\s*[:=]\s*"
         r"(?!(?:str|bytes|int|none|null|undefined|optional|string|secretstr)\b)"
-        r"[^\s\"'(),;{}\[\].]{4,}(?=\s|$|[,;]|\.(?:\s|$))"
+        r"(?P<value>[^\s\"'(),;{}\[\].]{4,})(?=\s|$|[,;]|\.(?:\s|$))"
     ),
     re.compile(
         r"(?i)\b(?:my|our)\s+(?:\w+\s+)?(?:password|passphrase|pin|passcode)\s+(?:is|was)\b"
+        r"(?!\s*[\"'`]?\[redacted )"
     ),
 ]
 
@@ -129,9 +130,10 @@ _NAMED_SECRETS: list[tuple[str, re.Pattern[str]]] = [
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
     ("connection_string", re.compile(
         r"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|redis|rediss|amqps?|mssql|"
-        r"sqlserver|ftp|sftp|smtp)://[^\s:/@]+:[^\s@/]{3,}@")),
+        r"sqlserver|ftp|sftp|smtp)://[^\s:/@]+:(?P<value>[^\s@/]{3,})@")),
     ("connection_string", re.compile(
-        r"(?i)\b(?:password|pwd)=[^;\s]{3,};|;\s*(?:password|pwd)=[^;\s]{3,}")),
+        r"(?i)\b(?:password|pwd)=(?!\[redacted )(?P<value>[^;\s]{3,});|"
+        r";\s*(?:password|pwd)=(?!\[redacted )(?P<value2>[^;\s]{3,})")),
     ("seed_phrase", re.compile(
         r"(?i)\b(?:seed|mnemonic|recovery|wallet|backup)\s+(?:phrase|words?)\b[^\n]{0,20}?"
         r"(?:\b[a-z]{3,8}\b[\s,]+){11,23}\b[a-z]{3,8}\b")),
@@ -140,7 +142,7 @@ _NAMED_SECRETS: list[tuple[str, re.Pattern[str]]] = [
         r"(?:\s+(?:for|of|on|to)\s+(?:[\w.@\-]+\s+){0,2}[\w.@\-]+)?"
         r"\s+(?:is|was|are)\s+(?![a-z]+ing\b)(?!(?:the|a|an|stored|kept|set|not|in|"
         r"required|needed|missing|wrong|correct|rotated|changed|empty|hashed|encrypted|"
-        r"str|string|none|null)\b)[\"'`]?(?=[^\s\"'`]*[0-9$!#@%^&*_\-])[^\s\"'`]{4,}")),
+        r"str|string|none|null)\b)[\"'`]?(?=[^\s\"'`]*[0-9$!#@%^&*_\-])(?P<value>[^\s\"'`]{4,})")),
     ("api_key", re.compile(r"\bsk-(?:[A-Za-z]+-)?[A-Za-z0-9_\-]{20,}|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|"
                            r"\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{30,}\b|"
                            r"\bxox[abposr]-[A-Za-z0-9\-]{10,}|\bAIza[0-9A-Za-z_\-]{35}\b")),
@@ -163,6 +165,60 @@ def sensitive_classes(text: str) -> list[str]:
     if not found and any(pattern.search(text) for pattern in _PERSONAL_PATTERNS):
         found.append("personal")
     return found
+
+
+_PEM_END = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----")
+_NEXT_WORD = re.compile(r"\s*[\"'`]?[^\s\"'`]+")
+# What redaction goes through: every confidential class ``sensitive_classes`` names, then the
+# other credential patterns (class ``secret``). Personal content is not redacted: it is kept,
+# and the crystal is classified private as before.
+_REDACTIONS: list[tuple[str, re.Pattern[str]]] = [
+    *((name, pattern) for name, pattern in _NAMED_SECRETS if name in _NAMED_CONFIDENTIAL),
+    *(("secret", pattern) for pattern in _CONFIDENTIAL_PATTERNS),
+]
+
+
+def _secret_span(match: re.Match[str], text: str) -> tuple[int, int]:
+    """The part of a match that is the secret: a named ``value`` group when the pattern has one
+    (``API_KEY=`` stays, its value goes), a whole PEM block, or the word after "my password is"."""
+    for group in ("value", "value2"):
+        if match.re.groupindex.get(group) and match.group(group) is not None:
+            return match.span(group)
+    start, end = match.span()
+    if match.group().startswith("-----BEGIN"):
+        block_end = _PEM_END.search(text, end)
+        return start, block_end.end() if block_end else len(text)
+    if match.group().lower().endswith(("is", "was")):
+        following = _NEXT_WORD.match(text, end)
+        if following is not None and not following.group().lstrip(" \t\n\"'`").startswith("[redacted"):
+            return end + len(following.group()) - len(following.group().lstrip()), following.end()
+        return end, end  # already redacted by a more specific pattern
+    return start, end
+
+
+def redact_secrets(text: str) -> tuple[str, dict[str, int]]:
+    """``text`` with every secret the classifier knows replaced by ``[redacted <class>]``, and
+    how many of each class went; what remains classifies as no confidential class.
+
+    The same patterns as :func:`sensitive_classes`, most specific first, so a key is counted
+    under its own class (``api_key``, ``jwt``, ``connection_string``...) rather than as a
+    ``secret``. Used where text is stored that nobody reviewed (session transcripts, whose tool
+    output is where keys and ``.env`` dumps appear)."""
+    counts: dict[str, int] = {}
+    for name, pattern in _REDACTIONS:
+        pieces: list[str] = []
+        position = 0
+        for match in pattern.finditer(text):
+            start, end = _secret_span(match, text)
+            if start < position or end <= start:
+                continue  # inside a span already redacted in this pass
+            pieces.append(text[position:start])
+            pieces.append(f"[redacted {name}]")
+            position = end
+            counts[name] = counts.get(name, 0) + 1
+        if pieces:
+            text = "".join(pieces) + text[position:]
+    return text, counts
 
 
 def classify_sensitivity(text: str) -> Sensitivity:

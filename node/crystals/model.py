@@ -8,6 +8,7 @@ property tests without any I/O.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -113,6 +114,15 @@ class Governance:
     sensitivity: Sensitivity = Sensitivity.NORMAL
     provenance_chain: list[str] = field(default_factory=list)
     peer_origin: str | None = None
+    importance_floor: float | None = None
+    """Set when the user said it explicitly (a working-memory note, ``memory add --importance``):
+    consolidation never scores it below this and never expires it by decay (importance or
+    energy); ``None`` for everything the node gathered by itself, which decays as seed 000 says."""
+
+    @property
+    def explicit(self) -> bool:
+        """Whether someone stated this on purpose (it then never decays away)."""
+        return self.importance_floor is not None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +133,7 @@ class Governance:
             "sensitivity": self.sensitivity.value,
             "provenanceChain": list(self.provenance_chain),
             "peerOrigin": self.peer_origin,
+            "importanceFloor": self.importance_floor,
         }
 
     @classmethod
@@ -135,7 +146,17 @@ class Governance:
             sensitivity=Sensitivity(data.get("sensitivity", "normal")),
             provenance_chain=list(data.get("provenanceChain", [])),
             peer_origin=data.get("peerOrigin"),
+            importance_floor=importance_floor_of(data.get("importanceFloor")),
         )
+
+
+def importance_floor_of(value: Any) -> float | None:
+    """A stored or imported ``importanceFloor``: a number in [0, 1], else none (a crafted or
+    damaged value never makes a crystal immortal by accident, nor stops consolidation)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    floor = float(value)
+    return floor if math.isfinite(floor) and 0.0 <= floor <= 1.0 else None
 
 
 @dataclass

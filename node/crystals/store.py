@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from node.crystals import schema
-from node.crystals.model import AccessScope, Crystal, Governance, Lifecycle, LifespanPolicy, now_ms
+from node.crystals.model import AccessScope, Crystal, Lifecycle, now_ms
 from node.crystals.reads import CrystalNotFound, CrystalReads, StoreError
 from node.crystals.rows import COLUMNS, Filters, crystal_values, vector_bytes
 from node.crystals.versions import CrystalVersions
@@ -234,28 +234,6 @@ class CrystalStore(CrystalReads, CrystalVersions):
             self._audit(conn, crystal_id, "execution", None, None, detail, at)
         return self.get(crystal_id)
 
-    def set_lifespan(self, crystal_id: str, policy: LifespanPolicy, ttl_ms: int | None, action: str,
-                     at_ms: int, detail: dict[str, Any] | None = None) -> None:
-        """Change a crystal's lifespan (seed 000 governance ``lifespanPolicy`` / ``ttlMs``) and the
-        expiry column derived from it, in one statement with its audit row. A ``ttl`` counts from
-        the crystal's ``created_at_ms``, as at insert."""
-        if policy is LifespanPolicy.TTL and (ttl_ms is None or ttl_ms <= 0):
-            raise StoreError("a ttl lifespan needs a positive ttl_ms")
-        with self.db.transaction() as conn:
-            row = conn.execute("SELECT governance_json, created_at_ms FROM crystals WHERE id=?",
-                               (crystal_id,)).fetchone()
-            if row is None:
-                raise CrystalNotFound(crystal_id)
-            governance = Governance.from_dict(json.loads(row["governance_json"]))
-            before = governance.lifespan_policy.value
-            governance.lifespan_policy = policy
-            governance.ttl_ms = ttl_ms if policy is LifespanPolicy.TTL else None
-            expires = int(row["created_at_ms"]) + int(ttl_ms) if policy is LifespanPolicy.TTL and ttl_ms else None
-            conn.execute("UPDATE crystals SET governance_json=?, expires_at_ms=? WHERE id=?",
-                         (json.dumps(governance.to_dict()), expires, crystal_id))
-            self._audit(conn, crystal_id, action, before, policy.value,
-                        (detail or {}) | {"ttl_ms": governance.ttl_ms}, at_ms)
-
     def update_fields(self, crystal_id: str, action: str, **columns: Any) -> None:
         """Update raw columns of one crystal (skill versioning, verification) with an audit row."""
         allowed = {
@@ -266,6 +244,7 @@ class CrystalStore(CrystalReads, CrystalVersions):
             "lifecycle",
             "access_scope",
             "governance_json",
+            "expires_at_ms",
             "stable_skill_id",
         }
         unknown = set(columns) - allowed

@@ -42,15 +42,33 @@ if TYPE_CHECKING:
     from node.memory.requests import MAX_TEXT_CHARS as MAX_TEXT_CHARS
     from node.memory.requests import MAX_TTL_MS as MAX_TTL_MS
     from node.memory.requests import add_from_request as add_from_request
+    from node.memory.requests import consolidate_at as consolidate_at
+    from node.memory.transcripts import TranscriptChunk as TranscriptChunk
+    from node.memory.transcripts import TranscriptConflict as TranscriptConflict
+    from node.memory.transcripts import TranscriptRefused as TranscriptRefused
+    from node.memory.transcripts import feed_transcript as feed_transcript
+    from node.memory.transcripts import ingest_transcript_chunk as ingest_transcript_chunk
+    from node.memory.transcripts import transcript_cursor as transcript_cursor
     from node.memory.versions import add_with_outcome as add_with_outcome
     from node.memory.versions import delete as delete
     from node.memory.versions import history as history
     from node.memory.versions import list_memories as list_memories
+    from node.memory.versions import set_lifespan as set_lifespan
     from node.memory.versions import update_from_request as update_from_request
     from node.memory.working.backend import MemoryBackend as MemoryBackend
     from node.memory.working.backend import NoteKind as NoteKind
+    from node.memory.working.backend import note_kind as note_kind
+    from node.memory.working.bootstrap import bootstrap_context as bootstrap_context
     from node.memory.working.build import working_memory_for as working_memory_for
     from node.memory.working.dream.inputs import NicheData as NicheData
+    from node.memory.working.durable import UnsafeFile as UnsafeFile
+    from node.memory.working.durable import atomic_write as atomic_write
+    from node.memory.working.durable import ensure_dir as ensure_dir
+    from node.memory.working.durable import file_lock as file_lock
+    from node.memory.working.durable import fsync_dir as fsync_dir
+    from node.memory.working.durable import open_nofollow as open_nofollow
+    from node.memory.working.durable import read_bytes as read_bytes
+    from node.memory.working.durable import write_all as write_all
     from node.memory.working.scratch import DEFAULT_IMPORTANCE as DEFAULT_IMPORTANCE
     from node.memory.working.scratch import parse_scratch as parse_scratch
     from node.memory.working.service import WorkingMemoryService as WorkingMemoryService

@@ -20,9 +20,18 @@ from node.db import Database
 from node.memory import versions
 from node.memory.conversations import attach_turns, embed_plan, neighbours, plan_ingest, store_plan
 from node.memory.dynamics import HormonalStateManager
-from node.memory.facade import ConsolidationReport, ExecutionOutcome, Memory
-from node.memory.requests import add_from_request
+from node.memory.facade import ConsolidationReport, ExecutionOutcome, Memory, MemoryInputError
+from node.memory.requests import add_from_request, consolidate_at
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
+from node.memory.transcripts import (
+    TranscriptChunk,
+    parse_chunk,
+    prepare_new,
+    select_new,
+    start_chunk,
+    store_chunk,
+    transcript_cursor,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -73,6 +82,10 @@ class AsyncMemory:
     async def update(self, crystal_id: str, body: Any) -> dict[str, Any]:
         return await self.run(versions.update_from_request, self._memory, crystal_id, body)
 
+    async def set_lifespan(self, crystal_id: str, lifespan: str) -> dict[str, Any]:
+        """Pin (``permanent``) or unpin (``decay``) a memory (:func:`node.memory.versions.set_lifespan`)."""
+        return await self.run(versions.set_lifespan, self._memory, crystal_id, lifespan)
+
     async def delete(self, crystal_id: str) -> dict[str, Any]:
         return await self.run(versions.delete, self._memory, crystal_id)
 
@@ -83,6 +96,9 @@ class AsyncMemory:
                             limit: int) -> list[dict[str, Any]]:
         found = await self.run(versions.list_memories, self._memory, namespace, types, limit)
         return [crystal.to_dict() for crystal in found]
+
+    async def list_version(self, namespace: str | None, types: tuple[str, ...], limit: int) -> str:
+        return await self.run(versions.list_version, self._memory, namespace, types, limit)
 
     async def namespaces(self) -> list[dict[str, Any]]:
         return await self.run(self._memory.store.namespaces)
@@ -114,6 +130,21 @@ class AsyncMemory:
         plan = await self.run(plan_ingest, self._memory, data, namespace, semantic_type)
         plan = await trio.to_thread.run_sync(embed_plan, self._memory, plan)
         return await self.run(store_plan, self._memory, plan)
+
+    # --- session transcripts (node.memory.transcripts) -----------------------------------------
+    async def ingest_transcript_chunk(self, chunk: TranscriptChunk) -> dict[str, Any]:
+        """Store a chunk of a transcript's lines with its cursor (``ingest_transcript_chunk``'s steps):
+        parsed, classified and embedded off the writer, written in one transaction (nothing of it
+        if refused or in conflict)."""
+        start = await self.run(start_chunk, self._memory, chunk)
+        plan = await trio.to_thread.run_sync(parse_chunk, start)
+        plan = await self.run(select_new, self._memory, plan)
+        plan = await trio.to_thread.run_sync(prepare_new, self._memory, plan)
+        return await self.run(store_chunk, self._memory, plan)
+
+    async def transcript_cursor(self, transcript: str, namespace: str | None = None) -> dict[str, Any]:
+        """Where the node stopped reading a transcript."""
+        return await self.run(transcript_cursor, self._memory, transcript, namespace)
 
     async def neighbours(self, crystal_id: str, window: int = 2) -> dict[str, Any]:
         """The turns of a session around a conversation turn's memory."""
@@ -150,13 +181,18 @@ class AsyncMemory:
     async def stats(self) -> dict[str, Any]:
         return await self.run(self._memory.store.stats)
 
-    async def consolidate(self, purge: bool = False) -> ConsolidationReport:
+    async def consolidate(self, purge: bool = False, at: str | None = None,
+                          dry_run: bool = False) -> ConsolidationReport:
+        """One cycle now, or as of ``at`` (``+90d``, an ISO date); ``dry_run``: nothing written."""
         try:
-            report = await self.run(self._memory.consolidate, None, purge)
+            report = await self.run(consolidate_at, self._memory, at, purge=purge, dry_run=dry_run)
+        except MemoryInputError:
+            raise  # a refused request (a bad ``at``) is not a failed run
         except Exception:
             metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
             raise
-        metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
+        if not dry_run:  # a preview is not a run
+            metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
         return report
 
     async def save_periodically(self, interval_s: float) -> None:

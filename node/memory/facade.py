@@ -42,7 +42,7 @@ from node.crystals import governance as gov
 from node.db import Database
 from node.memory.conversations import CONCEPT as TURNS_CONCEPT
 from node.memory.conversations import MIGRATIONS as TURNS_MIGRATIONS
-from node.memory.conversations import attach_turns
+from node.memory.conversations import attach_turns, session_keys
 from node.memory.dynamics import (
     ConsolidationInput,
     HormonalEvent,
@@ -71,6 +71,8 @@ from node.memory.search import (
     set_vectors,
 )
 from node.memory.skill_versions import new_skill_version
+from node.memory.transcripts import CONCEPT as TRANSCRIPTS_CONCEPT
+from node.memory.transcripts import MIGRATIONS as TRANSCRIPTS_MIGRATIONS
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,24 @@ class ConsolidationReport:
     transitions: list[dict[str, Any]] = field(default_factory=list)
     learning: dict[str, Any] = field(default_factory=dict)  # facts born/reinforced/evicted
     tiers: dict[str, Any] = field(default_factory=dict)  # energy policy: promoted/expired
+    at_ms: int = 0  # the time the cycle ran as of (``consolidate --at``)
+    dry_run: bool = False  # True: nothing was written
+    forgotten: list[dict[str, Any]] = field(default_factory=list)  # every expiry, whichever phase
+
+
+FORGOTTEN_TEXT_CHARS = 120
+
+
+def _forgotten(gone: list[tuple[str, str]], inputs: dict[str, ConsolidationInput]) -> list[dict[str, Any]]:
+    """One line per crystal a cycle expires (the first reason wins), for an operator to read."""
+    out: dict[str, dict[str, Any]] = {}
+    for crystal_id, reason in gone:
+        if crystal_id not in out:
+            item = inputs.get(crystal_id)
+            out[crystal_id] = {"id": crystal_id, "reason": reason,
+                               "type": item.semantic_type.value if item else None,
+                               "namespace": item.namespace if item else None}
+    return list(out.values())
 
 
 @dataclass
@@ -130,6 +150,7 @@ class Memory:
         try:
             self.store = CrystalStore(self.db)
             self.db.migrate(TURNS_CONCEPT, TURNS_MIGRATIONS)  # where ingested turns came from
+            self.db.migrate(TRANSCRIPTS_CONCEPT, TRANSCRIPTS_MIGRATIONS)  # how far each transcript was read
             # node.toml's embedder, unless a re-embed committed and died before rewriting it.
             self.embedder = embedder or get_embedder(configured_embedder_key(config, self.db))
             self.store.bind_embedder(self.embedder.name, self.embedder.dim)
@@ -187,9 +208,13 @@ class Memory:
         lifespan: LifespanPolicy | None = None,
         ttl_ms: int | None = None,
         actor: str = gov.Requester.LOCAL_AGENT.value,
+        importance_floor: float | None = None,
         **extra: Any,
     ) -> Crystal:
-        """Build a crystal with governance, hormonal influence and provenance filled in."""
+        """Build a crystal with governance, hormonal influence and provenance filled in.
+
+        ``importance_floor``: the user stated it explicitly (a note, ``--importance``): it starts
+        at that importance and consolidation never decays it below it nor expires it."""
         text = text.strip()
         if not text:
             raise MemoryInputError("a crystal needs some text")
@@ -220,9 +245,12 @@ class Memory:
                 ttl_ms=ttl_ms,
                 sensitivity=sensitivity,
                 provenance_chain=[actor],
+                importance_floor=importance_floor,
             ),
             **extra,
         )
+        if importance_floor is not None:
+            crystal.importance_score = importance_floor
         crystal.provenance_dag.append(
             provenance.created_node(crystal.id, actor=actor, timestamp_ms=crystal.created_at_ms)
         )
@@ -285,7 +313,7 @@ class Memory:
         if self.llm is None:
             hits = search(
                 self.store, self.index, self.embed, self.hormones, request, self.learning.confidences_by_id,
-                second=self.second,
+                second=self.second, sessions=self.session_keys,
             )
         else:
             hits = run_steps(llm_search_steps(self, self.llm, request))
@@ -298,8 +326,12 @@ class Memory:
         wide = replace(request, k=depth, record_access=False)
         return search(
             self.store, self.index, self.embed, self.hormones, wide, self.learning.confidences_by_id,
-            expansion, second=self.second,
+            expansion, second=self.second, sessions=self.session_keys,
         )
+
+    def session_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """Which search candidates are turns of which conversation session (search ranks them together)."""
+        return session_keys(self.db, rowids)
 
     def record_hits(self, hits: list[SearchHit]) -> None:
         record_hits(self.store, hits)
@@ -317,31 +349,18 @@ class Memory:
         return crystal
 
     # --- consolidation ------------------------------------------------------------------------
-    def consolidate(self, now: int | None = None, purge: bool = False) -> ConsolidationReport:
-        """Run one consolidation cycle (seed 000) and apply it in one transaction."""
+    def consolidate(self, now: int | None = None, purge: bool = False,
+                    dry_run: bool = False) -> ConsolidationReport:
+        """Run one consolidation cycle (seed 000, then seed 003's fold and eviction, then seed
+        004's tiers under the energy policy) as of ``now``, each phase applied in one transaction.
+
+        ``dry_run``: the same plans, reported and not written, so an operator sees what would be
+        forgotten (``report.forgotten``) before it is. A dry run does not fold episodes into facts
+        (that writes new facts); its evictions are those of confidence as it stands at ``now``.
+        """
         at = now or now_ms()
-        inputs: list[ConsolidationInput] = []
-        for row in self.store.consolidation_rows():
-            governance = Governance.from_dict(json.loads(row["governance_json"]))
-            inputs.append(
-                ConsolidationInput(
-                    id=row["id"],
-                    path=row["path"],
-                    semantic_type=SemanticType(row["semantic_type"]),
-                    lifecycle=Lifecycle(row["lifecycle"]),
-                    access_count=row["access_count"],
-                    last_accessed_at_ms=row["last_accessed_at_ms"],
-                    created_at_ms=row["created_at_ms"],
-                    emotional_valence=row["emotional_valence"],
-                    lifespan_policy=governance.lifespan_policy,
-                    embedding=np.frombuffer(row["embedding"], dtype=np.float32)
-                    if row["embedding"] is not None
-                    else None,
-                    importance=row["importance_score"],
-                    ttl_ms=governance.ttl_ms,
-                    namespace=row["namespace"],
-                )
-            )
+        inputs = [self._consolidation_input(row) for row in self.store.consolidation_rows()]
+        by_id = {item.id: item for item in inputs}
         plan = plan_consolidation(
             inputs, at, self.config.memory, self.hormones.consolidation_modulation(),
             forget=self.config.memory.policy == "importance",
@@ -351,10 +370,11 @@ class Memory:
             for t in plan.transitions
         ]
         merges = [(m.winner_id, m.loser_id, m.similarity) for m in plan.merges]
-        self.store.apply_consolidation(
-            [(u.crystal_id, u.importance) for u in plan.score_updates], transitions, merges, at
-        )
-        self.store.set_meta("last_consolidation_ms", str(at))
+        if not dry_run:
+            self.store.apply_consolidation(
+                [(u.crystal_id, u.importance) for u in plan.score_updates], transitions, merges, at
+            )
+            self.store.set_meta("last_consolidation_ms", str(at))
         report = ConsolidationReport(
             scored=len(plan.score_updates),
             expired=sum(1 for t in plan.transitions if t.to_lifecycle is Lifecycle.EXPIRED),
@@ -363,14 +383,49 @@ class Memory:
             transitions=[
                 {"id": t[0], "from": t[1], "to": t[2], "reason": t[3]} for t in transitions
             ],
+            at_ms=at,
+            dry_run=dry_run,
         )
-        report.learning = self.learning.cycle(at).to_dict()
+        learned = self.learning.cycle(at, apply=not dry_run)
+        report.learning = learned.to_dict()
+        gone = [(t[0], t[3]) for t in transitions if t[2] == Lifecycle.EXPIRED.value]
+        gone += [(crystal_id, "below_min_confidence") for crystal_id in learned.evicted]
         if self.config.memory.policy == "energy":
-            report.tiers = run_tiers(self, self.learning, at).to_dict()
+            tiers = run_tiers(self, self.learning, at, apply=not dry_run)
+            report.tiers = tiers.to_dict()
+            gone += [(crystal_id, "energy_expired") for crystal_id in tiers.expired]
+        report.forgotten = _forgotten(gone, by_id)
+        for item in report.forgotten:
+            try:
+                item["text"] = self.store.get(item["id"]).text[:FORGOTTEN_TEXT_CHARS]
+            except CrystalNotFound:
+                item["text"] = None
         # Deleted memories (tombstones) are removed by every cycle; expired and archived
         # crystals only when asked (they stay inspectable until then).
-        report.purged = self.purge(() if not purge else ("expired", "archived"))
+        if not dry_run:
+            report.purged = self.purge(() if not purge else ("expired", "archived"))
         return report
+
+    def _consolidation_input(self, row: Any) -> ConsolidationInput:
+        governance = Governance.from_dict(json.loads(row["governance_json"]))
+        return ConsolidationInput(
+            id=row["id"],
+            path=row["path"],
+            semantic_type=SemanticType(row["semantic_type"]),
+            lifecycle=Lifecycle(row["lifecycle"]),
+            access_count=row["access_count"],
+            last_accessed_at_ms=row["last_accessed_at_ms"],
+            created_at_ms=row["created_at_ms"],
+            emotional_valence=row["emotional_valence"],
+            lifespan_policy=governance.lifespan_policy,
+            embedding=np.frombuffer(row["embedding"], dtype=np.float32)
+            if row["embedding"] is not None
+            else None,
+            importance=row["importance_score"],
+            ttl_ms=governance.ttl_ms,
+            namespace=row["namespace"],
+            importance_floor=governance.importance_floor,
+        )
 
     def purge(self, lifecycles: Sequence[str] = ("expired", "archived")) -> int:
         removed = self.store.purge(lifecycles)

@@ -10,6 +10,10 @@ server all end here, so the rules are written once:
 * **delete** tombstones every version (audit ``deleted``): gone from search, get
   and lists at once; consolidation purges the rows, the audit rows stay.
 * **history** returns every version (oldest first) and every transition.
+* **pin** / **unpin** set the current version's lifespan to ``permanent`` / ``decay``
+  in place (audit ``pinned`` / ``unpinned``): a pinned memory never expires by
+  importance, energy or doubt; pinning one that consolidation already expired
+  brings it back (it was not purged yet). Updates keep the pin.
 * **add** reports its outcome: ``created``, or ``exists`` when the namespace
   already holds exactly this text (nothing is written; ``differs`` names the
   requested fields that differ from the stored memory, e.g. its scope). The same
@@ -18,7 +22,9 @@ server all end here, so the rules are written once:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +34,8 @@ from node.crystals import (
     Crystal,
     CrystalNotFound,
     Filters,
+    Lifecycle,
+    LifespanPolicy,
     ProvenanceNode,
     ProvenanceOperation,
     now_ms,
@@ -35,7 +43,7 @@ from node.crystals import (
 from node.crystals import governance as gov
 from node.memory.facade import Memory, MemoryInputError
 from node.memory.namespaces import validate_namespace
-from node.memory.requests import MAX_TEXT_CHARS, parse_add_request
+from node.memory.requests import MAX_TEXT_CHARS, parse_add_request, parse_lifespan
 from node.memory.search import set_vectors
 
 UPDATE_KEYS = frozenset({"text", "scope"})
@@ -68,6 +76,12 @@ def add_with_outcome(memory: Memory, body: Any) -> AddOutcome:
         differs["type"] = {"stored": stored.semantic_type.value, "requested": crystal.semantic_type.value}
     if (crystal.governance.ttl_ms or None) != (stored.governance.ttl_ms or None):
         differs["ttl_ms"] = {"stored": stored.governance.ttl_ms, "requested": crystal.governance.ttl_ms}
+    if body.get("lifespan") is not None and crystal.governance.lifespan_policy is not stored.governance.lifespan_policy:
+        differs["lifespan"] = {"stored": stored.governance.lifespan_policy.value,
+                               "requested": crystal.governance.lifespan_policy.value}  # `memory pin`
+    if crystal.governance.explicit and crystal.governance.importance_floor != stored.governance.importance_floor:
+        differs["importance"] = {"stored": stored.governance.importance_floor,
+                                 "requested": crystal.governance.importance_floor}
     return AddOutcome(stored, "exists", differs)
 
 
@@ -98,7 +112,7 @@ def update(memory: Memory, crystal_id: str, text: str | None = None,
         new_text, semantic_type=current.semantic_type, scope=new_scope, origin=current.origin,
         source=current.source, path=current.path, lifespan=current.governance.lifespan_policy,
         ttl_ms=current.governance.ttl_ms, namespace=current.namespace, memory_id=current.memory_id,
-        version=current.version + 1, **extra)
+        version=current.version + 1, importance_floor=current.governance.importance_floor, **extra)
     crystal.governance.peer_origin = current.governance.peer_origin
     crystal.provenance_dag = [ProvenanceNode(crystal.id, ProvenanceOperation.MUTATED,
                                              gov.Requester.LOCAL_AGENT.value, crystal.created_at_ms,
@@ -141,6 +155,32 @@ def delete(memory: Memory, crystal_id: str) -> dict[str, Any]:
     return {"memory_id": memory_id, "deleted": deleted, "versions": len(deleted)}
 
 
+def set_lifespan(memory: Memory, crystal_id: str, lifespan: Any) -> dict[str, Any]:
+    """``memory pin ID`` (``permanent``) / ``memory unpin ID`` (``decay``) on the memory's
+    current version; returns it with ``changed`` (False: it already had that lifespan)."""
+    policy = parse_lifespan(lifespan)
+    if policy is None:
+        raise MemoryInputError("lifespan must be one of: decay, permanent")
+    current = current_version(memory, crystal_id)
+    governance = current.governance
+    if current.lifecycle is Lifecycle.ARCHIVED:
+        raise MemoryInputError(f"{current.id} was merged into {current.parent_id}; pin that one")
+    if policy is LifespanPolicy.DECAY and governance.lifespan_policy is LifespanPolicy.TTL:
+        raise MemoryInputError(f"{current.id} has a TTL, not a pin: nothing to unpin")
+    revive = policy is LifespanPolicy.PERMANENT and current.lifecycle is Lifecycle.EXPIRED
+    if governance.lifespan_policy is policy and not revive:
+        return current.to_dict() | {"changed": False}
+    columns: dict[str, Any] = {"governance_json": json.dumps(
+        replace(governance, lifespan_policy=policy, ttl_ms=None).to_dict())}
+    if governance.lifespan_policy is LifespanPolicy.TTL:
+        columns["expires_at_ms"] = None
+    if revive:
+        columns["lifecycle"] = Lifecycle.GENERATED.value
+    action = "pinned" if policy is LifespanPolicy.PERMANENT else "unpinned"
+    memory.store.update_fields(current.id, action, **columns)
+    return memory.store.get(current.id).to_dict() | {"changed": True}
+
+
 def history(memory: Memory, crystal_id: str) -> dict[str, Any]:
     memory_id = memory.store.memory_id_of(crystal_id)
     versions = memory.store.versions(memory_id)
@@ -160,5 +200,15 @@ def list_memories(memory: Memory, namespace: str | None = None, types: tuple[str
     return memory.store.list_crystals(filters, limit=max(1, min(limit, 1000)))
 
 
+def list_version(memory: Memory, namespace: str | None = None, types: tuple[str, ...] = (),
+                 limit: int = 50) -> str:
+    """A digest of what :func:`list_memories` returns that can change: each memory's id (a new
+    text or scope is a new version, so a new id) and run counts, in order. A subscriber that
+    polls compares digests instead of lists (the MCP server's ``skill://index.json``)."""
+    rows = [[crystal.id, crystal.execution.executions, crystal.execution.successes]
+            for crystal in list_memories(memory, namespace, types, limit)]
+    return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
+
+
 __all__ = ["AddOutcome", "add_with_outcome", "current_version", "delete", "history", "list_memories",
-           "update", "update_from_request"]
+           "list_version", "set_lifespan", "update", "update_from_request"]

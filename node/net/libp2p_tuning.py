@@ -101,6 +101,18 @@ All are applied by ``apply()`` (idempotent), called when a host is built.
    how they are cut into frames changes. RPCs queue up together when the read
    loop handles a burst of messages (9.) before the sending tasks run.
 
+12. Flood publishing (gossipsub v1.1, "Flood Publishing", on by default in go, rust
+   and js). The library sends a message we publish only to our mesh of its topic.
+   A peer whose subscription we have seen but that the next heartbeat has not
+   grafted yet is in no mesh, and that same heartbeat grafts it before gossip is
+   emitted to non-mesh peers, so it gets neither the message nor an IHAVE for it:
+   a listing published just after a node joined its shard reached that node only
+   at the next listings sync (the flaky shard test of issue 38). Our own messages
+   now go to every gossipsub peer subscribed to the topic whose score passes the
+   same gate the library applies to mesh peers (``allow_gossip``, not graylisted).
+   Forwarded messages still go to the mesh only: the extra cost is one send per
+   subscribed neighbour for each message this node originates.
+
 Not here, on purpose: the Kademlia protocol id. The library's
 ``/ipfs/kad/1.0.0`` is a module constant, but patching it would put every DHT
 of the process on one network; ``node.net.dht`` gives each DHT a view of its
@@ -455,6 +467,27 @@ async def _write_bytes(self: Any, stream: Any, data: bytes) -> bool:
         return False
 
 
+def _flood_own_publish(original: Callable[..., Any]) -> Callable[..., Any]:
+    def get_peers_to_send(self: Any, topic_ids: Any, msg_forwarder: Any, origin: Any,
+                          msg_id: bytes | None = None) -> Any:
+        chosen = set(original(self, topic_ids, msg_forwarder, origin, msg_id))
+        pubsub = self.pubsub
+        if pubsub is None or msg_forwarder != pubsub.my_id:
+            return chosen
+        scorer = self.scorer
+        for topic in topic_ids:
+            for peer in pubsub.peer_topics.get(topic, ()):
+                if peer == origin or peer not in self.peer_protocol:  # a pubsub peer of ours
+                    continue
+                if scorer is not None and (not scorer.allow_gossip(peer, [topic])
+                                           or scorer.is_graylisted(peer, [topic])):
+                    continue
+                chosen.add(peer)
+        return chosen
+
+    return get_peers_to_send
+
+
 def apply() -> None:
     global _applied
     if _applied:
@@ -477,6 +510,9 @@ def apply() -> None:
     )
     gossipsub_module.GossipSub.send_rpc = _shared_send_rpc(  # type: ignore[method-assign]
         gossipsub_module.GossipSub.send_rpc
+    )
+    gossipsub_module.GossipSub._get_peers_to_send = _flood_own_publish(  # type: ignore[method-assign]
+        gossipsub_module.GossipSub._get_peers_to_send
     )
     pubsub_module.Pubsub.write_msg = _write_msg  # type: ignore[method-assign,assignment]
     pubsub_module.Pubsub.handle_sending_messages = _send_loop  # type: ignore[method-assign]

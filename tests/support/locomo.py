@@ -8,14 +8,21 @@ LLM Agents", ACL 2024): long two-person conversations, each a file with
 ``dia_id`` of the supporting turns, ``category``: 1 multi-hop, 2 temporal,
 3 open-domain, 4 single-hop, 5 adversarial).
 
-Every turn is stored as one memory, ``"(<session date>) <speaker>: <text>"``
-plus ``" [shares <caption>]"`` for a photo turn (the shape the figures of
-issue 28 were measured with), each conversation in a data dir of its own.
+Each conversation file goes into a data dir of its own the way a user stores
+one (``memory ingest --conversation``: :func:`node.memory.conversations.ingest_conversation`):
+every turn one memory, ``"(<session date>) <speaker>: <text>"`` plus
+``" [shares <caption>]"`` for a photo turn and the resolved relative dates, with
+its row in ``conversation_turns`` (so search knows each turn's session).
 Each question is then asked three ways over the same store: ``product``
 (``Memory.search``), ``bm25`` (FTS5 only) and ``dense`` (exact cosine over
 every stored turn vector, no index). A question's relevant turns are its
 evidence (gain 1 each); evidence ids that name no turn (the data has a few
 typos) are dropped, and a question left with none is not scored.
+
+Turn level: recall@5, recall@10, nDCG@10. Session level (as arXiv 2606.04194
+scores LoCoMo): the sessions of a method's top 10 turns, deduplicated in rank
+order; Hit@1 is whether the first is a session holding evidence, Hit@5 whether
+any of the first five is.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from node.config import NodeConfig
+from node.memory.conversations import ingest_conversation
 from node.memory.embedding.embedder import get_embedder
 from node.memory.facade import Memory, SearchRequest
 from node.memory.search.fusion import fts_query
@@ -52,10 +60,6 @@ class Turn:
     text: str
     caption: str | None
 
-    def memory_text(self) -> str:
-        shares = f" [shares {self.caption}]" if self.caption else ""
-        return f"({self.date}) {self.speaker}: {self.text}{shares}"
-
 
 @dataclass(frozen=True)
 class Question:
@@ -69,11 +73,13 @@ class Conversation:
     name: str
     turns: list[Turn]
     questions: list[Question]
+    data: bytes = b""
 
 
 def load(path: Path) -> Conversation:
     """One LoCoMo-shaped file: its turns in order and its questions with evidence among them."""
-    data = json.loads(path.read_text())
+    raw = path.read_bytes()
+    data = json.loads(raw)
     turns: list[Turn] = []
     sessions = sorted(int(match.group(1)) for key in data if (match := _SESSION.fullmatch(key)))
     for session in sessions:
@@ -90,7 +96,7 @@ def load(path: Path) -> Conversation:
         evidence = tuple(dia_id for dia_id in evidence if dia_id in known)
         if evidence:
             questions.append(Question(qa["question"], int(qa["category"]), evidence))
-    return Conversation(path.stem, turns, questions)
+    return Conversation(path.stem, turns, questions, raw)
 
 
 def ndcg(ranked: list[str], relevant: tuple[str, ...], cutoff: int = DEPTH) -> float:
@@ -104,6 +110,17 @@ def recall(ranked: list[str], relevant: tuple[str, ...], cutoff: int) -> float:
     return len(set(ranked[:cutoff]) & set(relevant)) / len(relevant)
 
 
+def session_of(dia_id: str) -> str:
+    """LoCoMo's ``dia_id`` ``D<session>:<turn>`` names its session."""
+    return dia_id.split(":", 1)[0]
+
+
+def session_hit(ranked: list[str], relevant: tuple[str, ...], cutoff: int) -> float:
+    """1.0 if one of the first ``cutoff`` distinct sessions of ``ranked`` (in rank order) holds evidence."""
+    sessions = list(dict.fromkeys(session_of(dia_id) for dia_id in ranked))
+    return float(bool(set(sessions[:cutoff]) & {session_of(dia_id) for dia_id in relevant}))
+
+
 class LocomoStore:
     """One conversation in a fresh data dir, searched the product's way, by BM25 and by exact cosine."""
 
@@ -114,16 +131,17 @@ class LocomoStore:
         config.memory.embedder = embedder_name
         config.memory.second_opinion = second_opinion
         self.memory = Memory(config, embedder=get_embedder(embedder_name))
-        texts = [turn.memory_text() for turn in conversation.turns]
-        # Packed batches, as conversation ingest embeds (node.memory.conversations.ingest.embed_plan).
-        vectors, windows = self.memory.embed_windows(texts, packed=True)
-        crystals = [self.memory.prepare(text) for text in texts]
-        self.memory.second_opinions(crystals, packed=True)
-        results = self.memory.add_crystals(crystals, vectors, windows)
-        self.vectors = np.asarray(vectors, dtype=np.float32)
-        self.dia_ids = [turn.dia_id for turn in conversation.turns]
-        self.by_rowid = {result.rowid: turn.dia_id for result, turn in zip(results, conversation.turns, strict=True)}
-        self.by_crystal = {result.id: turn.dia_id for result, turn in zip(results, conversation.turns, strict=True)}
+        ingest_conversation(self.memory, conversation.data)
+        # A turn whose text repeats an earlier one's is one memory: it answers as the earliest turn.
+        rows = self.memory.db.all(
+            "SELECT c.rowid AS rowid, t.crystal_id AS id, t.source_id AS dia_id, c.embedding AS embedding "
+            "FROM conversation_turns t JOIN crystals c ON c.id = t.crystal_id "
+            "ORDER BY t.session_index DESC, t.turn_index DESC")
+        self.by_rowid = {row["rowid"]: row["dia_id"] for row in rows}
+        self.by_crystal = {row["id"]: row["dia_id"] for row in rows}
+        vectors = {row["rowid"]: np.frombuffer(row["embedding"], dtype=np.float32) for row in rows}
+        self.dia_ids = [self.by_rowid[rowid] for rowid in vectors]
+        self.vectors = np.vstack(list(vectors.values()))
 
     def close(self) -> None:
         self.memory.close()
@@ -144,28 +162,33 @@ class LocomoStore:
         return [self.dia_ids[i] for i in order]
 
 
-def evaluate(store: LocomoStore, questions: list[Question],
-             scores: dict[tuple[str, str], list[tuple[float, float, float]]]) -> None:
-    """Add (recall@5, recall@10, nDCG@10) of each method on each answered question to
-    ``scores[(category name, method)]`` and ``scores[("overall", method)]``."""
+MEASURES = ("recall@5", "recall@10", "ndcg@10", "session_hit@1", "session_hit@5")
+Scores = dict[tuple[str, str], list[tuple[float, ...]]]
+
+
+def measure(ranked: list[str], evidence: tuple[str, ...]) -> tuple[float, ...]:
+    """The :data:`MEASURES` of one ranked list of ``dia_id``s against a question's evidence."""
+    return (recall(ranked, evidence, 5), recall(ranked, evidence, 10), ndcg(ranked, evidence),
+            session_hit(ranked, evidence, 1), session_hit(ranked, evidence, 5))
+
+
+def evaluate(store: LocomoStore, questions: list[Question], scores: Scores) -> None:
+    """Add the :data:`MEASURES` of each method on each question to ``scores[(category name, method)]``
+    and, for an answered one (categories 1-4), to ``scores[("overall", method)]``. A category-5
+    (adversarial) question's evidence is where the tempting wrong answer is: reported apart, it
+    says whether the product finds what BM25 finds there, not whether it answers."""
     for question in questions:
-        if question.category not in ANSWERED:
-            continue
         for method in METHODS:
-            ranked = getattr(store, method)(question.text)
-            triple = (recall(ranked, question.evidence, 5), recall(ranked, question.evidence, 10),
-                      ndcg(ranked, question.evidence))
-            scores[(CATEGORIES[question.category], method)].append(triple)
-            scores[("overall", method)].append(triple)
+            row = measure(getattr(store, method)(question.text), question.evidence)
+            scores[(CATEGORIES[question.category], method)].append(row)
+            if question.category in ANSWERED:
+                scores[("overall", method)].append(row)
 
 
-def summarise(scores: dict[tuple[str, str], list[tuple[float, float, float]]]) -> dict[str, Any]:
+def summarise(scores: Scores) -> dict[str, Any]:
     report: dict[str, Any] = defaultdict(dict)
     for (category, method), rows in sorted(scores.items()):
         report[category]["n"] = len(rows)
         report[category][method] = {
-            "recall@5": round(sum(row[0] for row in rows) / len(rows), 4),
-            "recall@10": round(sum(row[1] for row in rows) / len(rows), 4),
-            "ndcg@10": round(sum(row[2] for row in rows) / len(rows), 4),
-        }
+            name: round(sum(row[index] for row in rows) / len(rows), 4) for index, name in enumerate(MEASURES)}
     return dict(report)

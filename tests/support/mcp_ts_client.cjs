@@ -4,13 +4,17 @@
 //
 // Usage: NODE_PATH=tools/node_modules node mcp_ts_client.cjs '<json plan>'
 //   plan = {"command": "...", "args": [...], "env": {...}, "cwd": "...",
-//           "calls": [{"tool": "name", "arguments": {...}}, ...]}
+//           "calls": [{"tool": "name", "arguments": {...}}, ...],
+//           "subscribe": [uri, ...]}   (optional: resources/subscribe before the calls, then wait
+//                                       for a notifications/resources/updated of each)
 // Output: {"server": ..., "tools": [...], "resources": [...], "templates": [...],
-//          "skills": [...], "reads": {uri: text}, "calls": [result, ...]}
+//          "skills": [...], "reads": {uri: text}, "calls": [result, ...],
+//          "progress": [[{progress, total, message}, ...] per call], "updated": [uri, ...]}
 "use strict";
 
 const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
 const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio.js");
+const { ResourceUpdatedNotificationSchema } = require("@modelcontextprotocol/sdk/types.js");
 const { z } = require("zod");
 
 async function main() {
@@ -34,8 +38,25 @@ async function main() {
     const read = await client.readResource({ uri: skill.uri });
     out.reads[skill.uri] = read.contents[0].text;
   }
+  out.updated = [];
+  let updatedWaiter = null;
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+    out.updated.push(notification.params.uri);
+    if (updatedWaiter) updatedWaiter();
+  });
+  for (const uri of plan.subscribe || []) {
+    await client.subscribeResource({ uri });
+  }
+  out.progress = [];
   for (const step of plan.calls) {
-    out.calls.push(await client.callTool({ name: step.tool, arguments: step.arguments }));
+    const seen = [];
+    out.progress.push(seen);
+    out.calls.push(await client.callTool({ name: step.tool, arguments: step.arguments }, undefined,
+                                         { onprogress: (progress) => seen.push(progress) }));
+  }
+  const allUpdated = () => (plan.subscribe || []).every((uri) => out.updated.includes(uri));
+  while (!allUpdated()) {  // the test's own timeout bounds this wait
+    await new Promise((resolve) => { updatedWaiter = resolve; });
   }
   await client.close();
   process.stdout.write(JSON.stringify(out));

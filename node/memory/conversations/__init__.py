@@ -4,7 +4,8 @@
 anything is stored; ``ingest_conversation`` stores every new turn in one
 transaction, each with its speaker, session, position, time and the id its
 file gave it; ``attach_turns`` puts that origin on search hits and
-``neighbours`` returns the turns around one. Relative dates are resolved
+``neighbours`` returns the turns around one; ``session_keys`` tells search
+which candidates are turns of one session. Relative dates are resolved
 against the session date by ``resolve_relative``.
 
 Rule: outside this package, import only the names below (``node/face.py``;
@@ -18,6 +19,9 @@ from typing import TYPE_CHECKING
 from node.face import face
 
 if TYPE_CHECKING:
+    from node.memory.conversations.clean import shorten as shorten
+    from node.memory.conversations.clean import strip_controls as strip_controls
+    from node.memory.conversations.clean import tidy as tidy
     from node.memory.conversations.dates import resolve_relative as resolve_relative
     from node.memory.conversations.ingest import MAX_WINDOW as MAX_WINDOW
     from node.memory.conversations.ingest import attach_turns as attach_turns
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
     from node.memory.conversations.ingest import ingest_conversation as ingest_conversation
     from node.memory.conversations.ingest import neighbours as neighbours
     from node.memory.conversations.ingest import plan_ingest as plan_ingest
+    from node.memory.conversations.ingest import session_keys as session_keys
     from node.memory.conversations.ingest import store_plan as store_plan
     from node.memory.conversations.parse import MAX_CONVERSATION_BYTES as MAX_CONVERSATION_BYTES
     from node.memory.conversations.parse import ConversationRefused as ConversationRefused

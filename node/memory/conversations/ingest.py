@@ -15,11 +15,12 @@ one transaction, so a refused file or a crash leaves nothing half-stored.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -119,7 +120,19 @@ def plan_ingest(memory: Memory, data: bytes, namespace: str | None = None,
     return Plan(conversation, space, todo, crystals, started)
 
 
-def embed_plan(memory: Memory, plan: Plan, progress: Progress | None = None) -> Plan:
+class Embeddable(Protocol):
+    """A plan of crystals to embed: a conversation's (:class:`Plan`) or a transcript chunk's."""
+
+    crystals: list[Crystal]
+    vectors: np.ndarray | None
+    windows: list[np.ndarray | None]
+    embedded: float
+
+
+P = TypeVar("P", bound=Embeddable)
+
+
+def embed_plan(memory: Memory, plan: P, progress: Progress | None = None) -> P:
     """The vectors of the plan's crystals (and their second opinion's), in batches: no database,
     so ``AsyncMemory`` runs this off the single writer."""
     vectors: list[np.ndarray] = []
@@ -174,6 +187,19 @@ def ingest_conversation(memory: Memory, data: bytes, namespace: str | None = Non
     """
     plan = plan_ingest(memory, data, namespace, semantic_type)
     return store_plan(memory, embed_plan(memory, plan, progress))
+
+
+def session_keys(memory_db: Database, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+    """The session ``(namespace, conversation, session)`` of each of ``rowids`` (crystal rowids)
+    that is a stored conversation turn; search ranks a turn with its session's. Values are read
+    as stored (a crafted row can only regroup turns, which changes an order, never a result set)."""
+    if not rowids:
+        return {}
+    rows = memory_db.all(
+        "SELECT c.rowid AS rowid, t.namespace AS namespace, t.conversation AS conversation, t.session AS session "
+        "FROM crystals c JOIN conversation_turns t ON t.crystal_id = c.id "
+        "WHERE c.rowid IN (SELECT value FROM json_each(?))", (json.dumps(sorted(set(rowids))),))
+    return {row["rowid"]: (row["namespace"], row["conversation"], row["session"]) for row in rows}
 
 
 def _turn_dict(row: sqlite3.Row) -> dict[str, Any]:

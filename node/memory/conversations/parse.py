@@ -5,8 +5,10 @@ transcript), so :func:`read_conversation` refuses it with one clear
 :class:`ConversationRefused` unless every part is sound:
 
 * size at most ``MAX_CONVERSATION_BYTES`` and at most ``MAX_TURNS`` turns;
-* strict UTF-8 (a BOM is allowed); no control characters but tab, newline and CR in
-  any text; no lone surrogates (``"\\ud800"`` escapes decode to one);
+* strict UTF-8 (a BOM is allowed); no lone surrogates (``"\\ud800"`` escapes decode to
+  one); terminal escape codes and other control characters are stripped from every text
+  (:func:`node.memory.conversations.clean.strip_controls`), never a reason to refuse the
+  file: real sessions carry them in pasted tool output;
 * nesting at most ``MAX_JSON_DEPTH``, proved by a linear scan *before* ``json.loads``
   recurses: py_ecc raises the recursion limit, so a deep document would
   otherwise overflow the C stack instead of raising ``RecursionError``
@@ -33,6 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from node.errors import CrystalmeshError
+from node.memory.conversations.clean import strip_controls
 from node.memory.conversations.dates import parse_when, stamp_text
 from protocol.codec import json_too_deep
 
@@ -41,7 +44,6 @@ MAX_TURNS = 20_000
 MAX_JSON_DEPTH = 16
 MAX_TURN_CHARS = 16_384  # a spoken turn; the stored memory adds its date, speaker and caption
 MAX_LABEL_CHARS = 200  # speaker, session, ids, dates
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # every C0 control but tab, newline and CR, and DEL
 _SESSION_KEY = re.compile(r"session_(\d{1,6})")
 
 
@@ -88,7 +90,10 @@ def _label(value: Any, where: str, required: bool = True) -> str | None:
         raise ConversationRefused(f"{where} must be a non-empty string")
     if len(value) > MAX_LABEL_CHARS:
         raise ConversationRefused(f"{where} is longer than {MAX_LABEL_CHARS} characters")
-    return _clean(value, where).strip()
+    cleaned = _clean(value, where).strip()
+    if not cleaned:
+        raise ConversationRefused(f"{where} must be a non-empty string")
+    return cleaned
 
 
 def _clean(value: str, where: str) -> str:
@@ -96,10 +101,7 @@ def _clean(value: str, where: str) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
         raise ConversationRefused(f"{where} is not valid text (a lone UTF-16 surrogate)") from error
-    control = _CONTROL.search(value)
-    if control is not None:
-        raise ConversationRefused(f"{where} holds a control character (U+{ord(control.group()):04X})")
-    return value
+    return strip_controls(value)
 
 
 def _text(value: Any, where: str, required: bool) -> str | None:

@@ -6,12 +6,13 @@ transaction. Running the planner twice on the same snapshot gives the same plan.
 
 Phases, as in the seed:
 1. recompute every crystal's importance from scratch (a directive's never below
-   its floor, ``importance.DIRECTIVE_IMPORTANCE_FLOOR``);
-2. crystals below ``forget_threshold`` expire (skills, warnings, directives, frozen
-   crystals and the ``permanent`` / ``ttl`` lifespan policies never decay-expire;
+   its floor, ``importance.DIRECTIVE_IMPORTANCE_FLOOR``; an explicit note's never
+   below the importance the user gave it, ``importance_floor``);
+2. crystals below ``forget_threshold`` expire (skills, warnings, directives, explicit
+   notes, frozen crystals and the ``permanent`` / ``ttl`` lifespan policies never decay-expire;
    TTL crystals expire when their TTL runs out, see ``governance.lifespan_expired``);
 3. crystals above ``promote_threshold`` are promoted (generated → activated) and
-   become merge candidates: two candidates with the same path and cosine
+   (unless a directive, an explicit note or pinned) become merge candidates: two candidates with the same path and cosine
    similarity ≥ the (hormonally modulated) merge threshold merge — the more
    important one becomes ``consolidated``, the other ``archived`` with
    ``parent_id`` = winner;
@@ -63,6 +64,7 @@ class ConsolidationInput:
     importance: float
     ttl_ms: int | None = None
     namespace: str = "default"
+    importance_floor: float | None = None  # governance: what the user said explicitly
 
 
 @dataclass(frozen=True)
@@ -98,9 +100,11 @@ class ConsolidationPlan:
 
 
 def _decay_immune(crystal: ConsolidationInput) -> bool:
-    # Warnings (anti-knowledge, seed 003) are never pruned; directives (what the user said) neither.
+    # Warnings (anti-knowledge, seed 003) are never pruned; directives and explicit notes
+    # (what the user said) neither: seed 001's notes exist to end amnesia, not to fade in 40 days.
     return (
         crystal.semantic_type in (SemanticType.SKILL, SemanticType.WARNING, SemanticType.DIRECTIVE)
+        or crystal.importance_floor is not None
         or crystal.lifecycle == Lifecycle.FROZEN
         or crystal.lifespan_policy in (LifespanPolicy.PERMANENT, LifespanPolicy.TTL)
     )
@@ -108,9 +112,13 @@ def _decay_immune(crystal: ConsolidationInput) -> bool:
 
 def _mergeable(crystal: ConsolidationInput) -> bool:
     # Skills are versioned, not merged; frozen crystals are immutable; a warning is never archived;
-    # a directive is never merged away (into a note, or an inferred fact that happens to be close).
+    # a directive, an explicit note or a pinned crystal is never merged away (into another note,
+    # or an inferred fact that happens to be close: "prefers tabs" next to "prefers spaces" is
+    # a correction, and the more important of the two is not always the newer).
     return (
         crystal.lifecycle in LIVE
+        and crystal.importance_floor is None
+        and crystal.lifespan_policy is not LifespanPolicy.PERMANENT
         and crystal.semantic_type not in (SemanticType.SKILL, SemanticType.WARNING, SemanticType.DIRECTIVE)
         and crystal.path is not None
         and crystal.embedding is not None
@@ -200,7 +208,8 @@ def plan_consolidation(
 
     for crystal in ordered:
         reference_ms = crystal.last_accessed_at_ms or crystal.created_at_ms
-        score = max(importance_floor(crystal.semantic_type), importance(
+        floor = max(importance_floor(crystal.semantic_type), crystal.importance_floor or 0.0)
+        score = max(floor, importance(
             crystal.access_count,
             now_ms - reference_ms,
             crystal.emotional_valence,

@@ -26,7 +26,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from node.crystals import (
@@ -331,14 +331,24 @@ def _sighted(conn: sqlite3.Connection, memory: Memory, beliefs: Beliefs, insight
                               (knowledge.episode_count if knowledge else 1) + len(source_ids), 0,
                               Provenance.DREAM, None, crystal.namespace))
     if confirmed_now:
-        memory.store.set_lifespan(insight_id, LifespanPolicy.DECAY, None, "insight_confirmed", at_ms,
-                                  {"sources": source_ids})
+        set_lifespan(memory, crystal, LifespanPolicy.DECAY, None, "insight_confirmed")
     elif not seen.confirmed and seen.expires_at_ms is not None:
-        memory.store.set_lifespan(insight_id, LifespanPolicy.TTL, seen.expires_at_ms - crystal.created_at_ms,
-                                  "insight_renewed", at_ms, {"sources": source_ids})
+        set_lifespan(memory, crystal, LifespanPolicy.TTL, seen.expires_at_ms - crystal.created_at_ms,
+                     "insight_renewed")
     audit(conn, insight_id, "insight_sighted", at_ms, f"{before:.6f}", f"{seen.confidence:.6f}",
           {"sources": source_ids, "confirmed": seen.confirmed})
     return confirmed_now
+
+
+def set_lifespan(memory: Memory, crystal: Crystal, policy: LifespanPolicy, ttl_ms: int | None,
+                 action: str) -> None:
+    """An insight's lifespan: ``decay`` once confirmed, or ``ttl`` renewed (counted, as at insert,
+    from its ``created_at_ms``); the governance JSON and the expiry column together, audited."""
+    governance = replace(crystal.governance, lifespan_policy=policy,
+                         ttl_ms=ttl_ms if policy is LifespanPolicy.TTL else None)
+    expires = crystal.created_at_ms + ttl_ms if policy is LifespanPolicy.TTL and ttl_ms else None
+    memory.store.update_fields(crystal.id, action, governance_json=json.dumps(governance.to_dict()),
+                               expires_at_ms=expires)
 
 
 def _propose(conn: sqlite3.Connection, namespace: str, statement: str,

@@ -46,7 +46,7 @@ MAX_PER_SOURCE = 5
 SAME_INSIGHT = 0.8
 """Two statements are one insight when their content-word sets overlap this much (Jaccard),
 the near-duplicate bar the budgeted context uses."""
-NOT_A_SPEAKER_OF_THE_USER = frozenset({"assistant", "system", "tool", "model", "ai"})
+NOT_A_SPEAKER_OF_THE_USER = frozenset({"assistant", "system", "tool", "model", "ai", "summary"})
 """Turns by these roles state nothing about the user: their sentences are not mined."""
 
 
@@ -132,15 +132,19 @@ def sentences(text: str) -> list[str]:
 
 
 _TURN_DATE = re.compile(r"^\([^)\n]{1,80}\)\s*")
+_SUBAGENT = re.compile(r"^\[subagent[^\]\n]{0,80}\]\s*")
 
 
 def _spoken(source: SourceText) -> str:
     """A turn's words without the ``(<date>) <speaker>:`` its stored text opens with."""
     if source.speaker is None:
         return source.text
-    text = _TURN_DATE.sub("", source.text, count=1)
-    prefix = f"{source.speaker}:"
-    return text[len(prefix):].lstrip() if text.startswith(prefix) else text
+    text = _SUBAGENT.sub("", _TURN_DATE.sub("", source.text, count=1), count=1)
+    label, colon, rest = text.partition(":")
+    # "Priya: …" (conversations), "user: …" (transcripts: the label opens with the role)
+    if colon and len(label) <= 120 and label.strip().lower().startswith(source.speaker.strip().lower()):
+        return rest.lstrip()
+    return text
 
 
 def classify(sentence: str) -> InsightKind | None:

@@ -175,12 +175,18 @@ class KnowledgeStore:
         return [row[0] for row in rows]
 
     def unconsolidated_episodes(self) -> list[sqlite3.Row]:
-        """Live episodes not yet folded into a fact: id, created_at_ms, path."""
+        """Live episodes of this node's own not yet folded into a fact: id, created_at_ms, path.
+
+        An inherited (or bought) episode is evidence someone else already counted: its
+        testament's fact came with it. Replaying it would reinforce that fact, or give birth to
+        a new one, without a single new observation; only the node's own episodes fold."""
         return self.db.all(
             "SELECT c.id, c.created_at_ms, c.path FROM crystals c "
             "LEFT JOIN knowledge_sources s ON s.episode_id = c.id "
+            "LEFT JOIN knowledge k ON k.crystal_id = c.id "
             "WHERE c.semantic_type='episode' AND c.lifecycle NOT IN ('expired', 'archived') "
-            "AND s.episode_id IS NULL"
+            "AND s.episode_id IS NULL AND (k.provenance IS NULL OR k.provenance NOT IN (?, ?))",
+            (Provenance.IMPORTED.value, Provenance.BOUGHT.value),
         )
 
     def fact_rows(self) -> list[sqlite3.Row]:

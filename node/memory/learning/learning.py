@@ -33,7 +33,7 @@ from node.crystals import (
 )
 from node.memory.learning import confidence as conf
 from node.memory.learning import facts
-from node.memory.learning.dreaming import InsightStore
+from node.memory.learning.dreaming import InsightStore, set_lifespan
 from node.memory.learning.knowledge import (
     KnowledgeRow,
     KnowledgeStore,
@@ -181,8 +181,7 @@ class Learning:
             if verdict == "useful":
                 self.memory.store.record_access([crystal.id], at)
                 if self.insights.confirm(crystal.id, at):  # the user vouched for a dream's insight
-                    self.memory.store.set_lifespan(crystal.id, LifespanPolicy.DECAY, None, "insight_confirmed",
-                                                   at, {"by": "feedback"})
+                    set_lifespan(self.memory, crystal, LifespanPolicy.DECAY, None, "insight_confirmed")
         return {"id": crystal.id, "verdict": verdict, "confidence_before": before, "confidence": after}
 
     def apply_outcome(self, crystal: Crystal, success: bool, at_ms: int) -> tuple[float, float]:
@@ -316,27 +315,30 @@ class Learning:
                 "bought", at, {"seller": crystal.seller})
 
     # --- eviction ---------------------------------------------------------------------------------
-    def evict_unconfident(self, at_ms: int) -> list[str]:
-        """Expire (audited) every live non-warning crystal whose confidence fell below the minimum."""
+    def evict_unconfident(self, at_ms: int, apply: bool = True) -> list[str]:
+        """Expire (audited) every live non-warning crystal whose confidence fell below the minimum;
+        ``apply=False`` only names them (``consolidate --dry-run``)."""
         rows = self.knowledge.rows()
         transitions: list[tuple[str, str, str, str]] = []
         for crystal_id, row in sorted(rows.items()):
             crystal = self.memory.store.get(crystal_id)
             if (crystal.lifecycle in DEAD or crystal.lifecycle is Lifecycle.FROZEN
-                    or crystal.semantic_type is SemanticType.DIRECTIVE):
-                continue  # a directive goes when the user changes or deletes it, not by doubt
+                    or crystal.semantic_type is SemanticType.DIRECTIVE
+                    or crystal.governance.lifespan_policy is LifespanPolicy.PERMANENT):
+                continue  # a directive or a pinned memory goes when the user says so, not by doubt
             value = self.confidence(crystal, row, at_ms)
             if conf.evictable(value, self.settings.min_confidence, warning=is_warning(crystal)):
                 transitions.append((crystal_id, crystal.lifecycle.value, Lifecycle.EXPIRED.value,
                                     "below_min_confidence"))
-        if transitions:
+        if transitions and apply:
             self.memory.store.apply_consolidation([], transitions, [], at_ms)
         return [t[0] for t in transitions]
 
-    def cycle(self, at_ms: int) -> FactReport:
-        """The seed-003 half of a consolidation cycle: fold episodes, then evict what is no longer believed."""
-        report = self.fold_episodes(at_ms)
-        report.evicted = self.evict_unconfident(at_ms)
+    def cycle(self, at_ms: int, apply: bool = True) -> FactReport:
+        """The seed-003 half of a consolidation cycle: fold episodes, then evict what is no longer
+        believed. ``apply=False`` (a dry run) folds nothing and only names the evictions."""
+        report = self.fold_episodes(at_ms) if apply else FactReport()
+        report.evicted = self.evict_unconfident(at_ms, apply)
         return report
 
 

@@ -1,6 +1,7 @@
 """Export and import of testaments (seed 003, genomic bottleneck).
 
-Export selects, in this order and up to 2,048 entries: every live warning, facts
+Export selects, in this order and up to 2,048 entries: every live warning, every
+directive (what the user said carries over to the successor), facts
 at or above ``testament_min_confidence`` (most confident first), procedural
 knowledge (skills, task patterns), then the most important episodes. Secrets
 (confidential scope or sensitivity) never leave the node. The file is signed
@@ -10,7 +11,9 @@ Import verifies the whole file before touching the store, then adds every
 entry in one transaction: confidence × 0.85 (one generation), warnings kept at
 or above their floor, provenance ``imported`` with the signer recorded. A text
 the node already holds is skipped (local knowledge wins). A file that fails any
-check changes nothing.
+check changes nothing. Imported episodes never fold into facts here
+(``KnowledgeStore.unconsolidated_episodes``): an inherited fact re-earns
+confidence only from the successor's own observations.
 """
 
 from __future__ import annotations
@@ -60,13 +63,14 @@ log = logging.getLogger(__name__)
 
 KIND_OF = {
     SemanticType.WARNING: "warning",
+    SemanticType.DIRECTIVE: "directive",
     SemanticType.FACT: "fact",
     SemanticType.SKILL: "skill",
     SemanticType.TASK_PATTERN: "task_pattern",
     SemanticType.EPISODE: "episode",
 }
 TYPE_OF = {kind: semantic_type for semantic_type, kind in KIND_OF.items()}
-ORDER = (SemanticType.WARNING, SemanticType.FACT, SemanticType.SKILL, SemanticType.TASK_PATTERN, SemanticType.EPISODE)
+ORDER = (SemanticType.WARNING, SemanticType.DIRECTIVE, SemanticType.FACT, SemanticType.SKILL, SemanticType.TASK_PATTERN, SemanticType.EPISODE)
 
 
 class TestamentRefused(CrystalmeshError, ValueError):

@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from node.crystals import Lifecycle, LifespanPolicy, SemanticType, now_ms
+from node.crystals import Governance, Lifecycle, LifespanPolicy, SemanticType, now_ms
 from node.memory.learning.energy import EnergyState, Tier, TierChange, evaluate, initial_state
 from node.memory.learning.knowledge import audit
 
@@ -47,14 +47,19 @@ class TierReport:
 
 
 def _expirable(row: Any) -> bool:
+    """Only ordinary decaying material runs out of energy: never a skill, warning or directive,
+    a frozen, pinned (``permanent``) or TTL crystal, nor an explicit note (an importance floor:
+    seed 004's working tier would otherwise forget what the user said within five hours)."""
     if row["semantic_type"] in NEVER_EXPIRE_TYPES or row["lifecycle"] == Lifecycle.FROZEN.value:
         return False
-    policy = json.loads(row["governance_json"]).get("lifespanPolicy", LifespanPolicy.DECAY.value)
-    return bool(policy == LifespanPolicy.DECAY.value)
+    governance = Governance.from_dict(json.loads(row["governance_json"]))
+    return governance.lifespan_policy is LifespanPolicy.DECAY and not governance.explicit
 
 
-def run_tiers(memory: Memory, learning: Learning, at_ms: int, *, session_boundary: bool = False) -> TierReport:
-    """Evaluate every live crystal's energy at ``at_ms``; apply promotions and expiries atomically."""
+def run_tiers(memory: Memory, learning: Learning, at_ms: int, *, session_boundary: bool = False,
+              apply: bool = True) -> TierReport:
+    """Evaluate every live crystal's energy at ``at_ms``; apply promotions and expiries atomically
+    (``apply=False``: report them, write nothing; ``consolidate --dry-run``)."""
     report = TierReport(session_boundary=session_boundary)
     states = learning.knowledge.energy_states()
     updates: list[EnergyState] = []
@@ -79,6 +84,18 @@ def run_tiers(memory: Memory, learning: Learning, at_ms: int, *, session_boundar
             promotions.append((crystal_id, state.tier, decision.after.tier, decision.after.energy))
         elif decision.change is TierChange.EXPIRED:
             transitions.append((crystal_id, row["lifecycle"], Lifecycle.EXPIRED.value, "energy_expired"))
+    if apply:
+        _apply(memory, ids, updates, promotions, transitions, at_ms, session_boundary)
+    report.promoted = [
+        {"id": i, "from": b.value, "to": a.value, "energy": round(e, 6)} for i, b, a, e in promotions
+    ]
+    report.expired = [t[0] for t in transitions]
+    return report
+
+
+def _apply(memory: Memory, ids: list[str], updates: list[EnergyState],
+           promotions: list[tuple[str, Tier, Tier, float]], transitions: list[tuple[str, str, str, str]],
+           at_ms: int, session_boundary: bool) -> None:
     with memory.db.transaction() as conn:
         conn.executemany(
             "INSERT INTO memory_energy(crystal_id, tier, energy, at_ms, access_count) VALUES (?, ?, ?, ?, ?) "
@@ -91,11 +108,6 @@ def run_tiers(memory: Memory, learning: Learning, at_ms: int, *, session_boundar
                   {"energy": round(energy, 6), "session_boundary": session_boundary})
         if transitions:
             memory.store.apply_consolidation([], transitions, [], at_ms)
-    report.promoted = [
-        {"id": i, "from": b.value, "to": a.value, "energy": round(e, 6)} for i, b, a, e in promotions
-    ]
-    report.expired = [t[0] for t in transitions]
-    return report
 
 
 def end_session(memory: Memory, learning: Learning, at_ms: int | None = None) -> dict[str, Any]:

@@ -91,6 +91,13 @@ class FusionParams:
 
 
 DEFAULT_PARAMS = FusionParams()
+CONVERSATION_PARAMS = FusionParams(base_lexical_weight=0.4, confidence_weight=0.0)
+"""Fusion of a search whose candidates are mostly conversation turns
+(:func:`node.memory.search.sessions.is_conversation`): BM25 a fixed 0.4 of the score, plus the
+identifier weight as always. Score-level fusion with a fixed weight, as arXiv 2606.04194 fuses
+BM25 and max-sim on LoCoMo; 0.4 is the middle of the tune plateau 0.35-0.45 (LoCoMo 26, 30, 41;
+docs/retrieval-tuning.md, "LoCoMo: sessions"); the per-query weight of :data:`DEFAULT_PARAMS`
+measured 0.02-0.03 nDCG@10 lower there."""
 
 
 def query_tokens(text: str) -> list[str]:

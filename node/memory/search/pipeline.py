@@ -8,7 +8,7 @@ exact identifier match ranks first.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +31,25 @@ from node.memory.embedding import Embedder
 from node.memory.search.candidates import Rows, Visibility, lexical_candidates, sparse
 from node.memory.search.compound import coverage_order, merge_dense, split_clauses
 from node.memory.search.conflicts import settle_conflicts
-from node.memory.search.fusion import code_tokens, fts_query, fuse, lexical_evidence
+from node.memory.search.fusion import (
+    CONVERSATION_PARAMS,
+    DEFAULT_PARAMS,
+    code_tokens,
+    fts_query,
+    fuse,
+    lexical_evidence,
+)
 from node.memory.search.lexical import CONFIDENCE_DEPTH, exact_matcher, lexical_confidence
 from node.memory.search.negation import negated_share, split_negation
 from node.memory.search.ranking import confidence_weight, surface_warnings
 from node.memory.search.relevance import relevance
 from node.memory.search.second_opinion import opinion_of
+from node.memory.search.sessions import (
+    DEFAULT_SESSION_PARAMS,
+    SessionParams,
+    is_conversation,
+    with_sessions,
+)
 from node.memory.search.temporal import valid_at
 from node.memory.search.windows import best_window_dense
 
@@ -102,6 +115,8 @@ def search(
     confidence: Callable[[Sequence[tuple[str, bool]], int], dict[str, float]] | None = None,
     expansion: str | None = None,
     second: Embedder | None = None,
+    sessions: Callable[[Sequence[int]], Mapping[int, Hashable]] | None = None,
+    session_params: SessionParams = DEFAULT_SESSION_PARAMS,
 ) -> list[SearchHit]:
     """Answer ``request`` from one data dir (synchronous: the database's thread).
 
@@ -112,6 +127,9 @@ def search(
     searches with ``normalise(v(query) + v(expansion))``.
     ``second``: a second encoder whose opinion re-scores the dense candidates
     (:mod:`node.memory.search.second_opinion`).
+    ``sessions``: the session of each candidate rowid that is a conversation turn
+    (:func:`node.memory.conversations.session_keys`); a turn's score then also counts its
+    session's best candidates (:mod:`node.memory.search.sessions`).
     Candidates are filtered and ranked on light rows (:mod:`node.memory.search.candidates`);
     only the top ``k`` are read as whole crystals.
     """
@@ -181,6 +199,10 @@ def search(
             counts[term] = store.fts_doc_freq(term)
         return counts[term] / total_docs[0]
 
+    # Conversation turns among the candidates (node.memory.search.sessions): mostly turns, and
+    # fusion weighs BM25 as for a conversation; each turn is then ranked with its session.
+    pool = list(dict.fromkeys([rowid for rowid, _ in dense] + [rowid for rowid, _ in lexical]))
+    turns = sessions(pool) if sessions is not None and session_params.weight > 0.0 else {}
     fused = fuse(
         wanted,
         [(str(rowid), score) for rowid, score in dense],
@@ -188,6 +210,7 @@ def search(
         k=candidates,
         doc_freq=doc_freq,
         lexical_confidence=confidence_of_bm25,
+        params=CONVERSATION_PARAMS if is_conversation(len(turns), len(pool), session_params) else DEFAULT_PARAMS,
     )
     rows.fetch(int(rowid) for rowid, _ in fused)
     dense_by_id = dict(dense)
@@ -208,6 +231,10 @@ def search(
             weight *= 1 - NEGATION_WEIGHT * negated_share(negation, row.text)
         ranked.append(_Candidate(rowid, row, fused_score * weight, dense_by_id.get(rowid),
                                  lexical_by_id.get(rowid), row.semantic_type == WARNING))
+    if turns and ranked:
+        blended = with_sessions([(item.rowid, item.score) for item in ranked], turns, session_params)
+        for item in ranked:
+            item.score = blended[item.rowid]
     if confidence is not None:
         sure = confidence([(item.row.id, item.warning) for item in ranked], now)
         for item in ranked:

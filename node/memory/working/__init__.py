@@ -13,6 +13,8 @@ from node.face import face
 if TYPE_CHECKING:
     from node.memory.working.backend import MemoryBackend as MemoryBackend
     from node.memory.working.backend import NoteKind as NoteKind
+    from node.memory.working.backend import note_kind as note_kind
+    from node.memory.working.bootstrap import bootstrap_context as bootstrap_context
     from node.memory.working.build import working_memory_for as working_memory_for
     from node.memory.working.dream.inputs import NicheData as NicheData
     from node.memory.working.scratch import DEFAULT_IMPORTANCE as DEFAULT_IMPORTANCE

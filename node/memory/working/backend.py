@@ -9,6 +9,7 @@ time on the memory worker thread.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from node.crystals import (
     ExecutionStats,
     Filters,
     Lifecycle,
+    LifespanPolicy,
     Origin,
     ProvenanceNode,
     ProvenanceOperation,
@@ -56,6 +58,18 @@ class NoteKind:
 
     semantic_type: SemanticType = SemanticType.GENERAL
     scope: AccessScope | None = None
+    lifespan: LifespanPolicy | None = None  # ``permanent``: pinned from the start
+
+
+def note_kind(semantic_type: str | None = None, scope: str | None = None,
+              lifespan: str | None = None) -> NoteKind | None:
+    """The :class:`NoteKind` a note request asks for (None: an ordinary note)."""
+    if semantic_type is None and scope is None and lifespan is None:
+        return None
+    if lifespan not in (None, LifespanPolicy.DECAY.value, LifespanPolicy.PERMANENT.value):
+        raise MemoryInputError("lifespan must be one of: decay, permanent")
+    return NoteKind(SemanticType(semantic_type or SemanticType.GENERAL), AccessScope(scope) if scope else None,
+                    LifespanPolicy(lifespan) if lifespan else None)
 
 
 @dataclass(frozen=True)
@@ -127,14 +141,31 @@ class MemoryBackend:
             differs["type"] = {"stored": stored.semantic_type.value, "requested": kind.semantic_type.value}
         return NoteCrystal(stored.id, False, differs)
 
+    def hold(self, crystal_id: str, importance: float) -> bool:
+        """Raise a stored crystal's importance floor to ``importance`` (a note repeating it
+        word for word); False when it already had that much. Audited as ``held``."""
+        return self._run(lambda: self._hold(crystal_id, importance))
+
+    def _hold(self, crystal_id: str, importance: float) -> bool:
+        governance = self.memory.store.get(crystal_id).governance
+        if governance.importance_floor is not None and governance.importance_floor >= importance:
+            return False
+        raised = replace(governance, importance_floor=importance)
+        self.memory.store.update_fields(crystal_id, "held", governance_json=json.dumps(raised.to_dict()))
+        return True
+
     def _note_crystal(self, note: ScratchNote, path: str, kind: NoteKind) -> NoteCrystal:
         existing = self.memory.store.find_by_hash(content_hash(note.text), self.namespace)
         if existing is not None:
             return NoteCrystal(existing.id, False)
+        # A note is what the agent was told to keep (seed 001: names, deadlines, preferences,
+        # "remember this"): its importance is a floor. An [AUTO] note is the hormones' guess
+        # and decays like anything else the node gathered by itself.
         crystal = self.memory.prepare(note.text, origin=Origin.SESSION, source=Source.MEMORY,
                                       path=path, created_at_ms=note.at_ms,
                                       semantic_type=kind.semantic_type, scope=kind.scope,
-                                      namespace=self.namespace)
+                                      namespace=self.namespace, lifespan=kind.lifespan,
+                                      importance_floor=None if note.auto else note.importance)
         crystal.importance_score = note.importance
         # An [AUTO] note records a hormonal event; its words must not spike the
         # hormones again (or every consolidation cycle would note the same spike).

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import secrets
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -184,7 +183,7 @@ class ScratchBuffer:
     def new_note(self, text: str, importance: float = DEFAULT_IMPORTANCE,
                  at_ms: int | None = None) -> ScratchNote:
         cleaned, value = validate_note(text, importance)
-        return ScratchNote(secrets.token_hex(8), utc_now_iso(at_ms), value, cleaned)
+        return ScratchNote(os.urandom(8).hex(), utc_now_iso(at_ms), value, cleaned)
 
     def append_locked(self, note: ScratchNote) -> None:
         """Append one note durably; the caller holds ``locked()``."""

@@ -21,12 +21,12 @@ from typing import Any
 import trio
 
 from node.config import NodeConfig
-from node.crystals import AccessScope, SemanticType
 from node.memory.async_memory import AsyncMemory
 from node.memory.facade import Memory
-from node.memory.working.backend import MemoryBackend, NoteKind
+from node.memory.working.backend import MemoryBackend, note_kind
 from node.memory.working.build import working_memory_for
 from node.memory.working.dream import NicheData
+from node.memory.working.resource_versions import SKILL_INDEX_LIMIT, working_versions
 from node.memory.working.working import DEFAULT_NAMESPACE, WorkingMemory, check_namespace
 
 log = logging.getLogger(__name__)
@@ -55,10 +55,10 @@ class WorkingMemoryService:
         return trio.from_thread.run(self.memory.run, function)
 
     async def note(self, text: str, importance: float, namespace: str = DEFAULT_NAMESPACE,
-                          semantic_type: str | None = None, scope: str | None = None) -> dict[str, Any]:
+                   semantic_type: str | None = None, scope: str | None = None,
+                   lifespan: str | None = None) -> dict[str, Any]:
         working = self.working_memory(namespace)
-        kind = NoteKind(SemanticType(semantic_type or SemanticType.GENERAL),
-                        AccessScope(scope) if scope else None)
+        kind = note_kind(semantic_type, scope, lifespan)
         result = await trio.to_thread.run_sync(working.note, text, importance, kind)
         return result.to_dict() | {"namespace": working.namespace}
 
@@ -95,6 +95,17 @@ class WorkingMemoryService:
                               namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
         working = self.working_memory(namespace)
         return await trio.to_thread.run_sync(working.decide_proposal, proposal_id, adopt)
+
+    async def versions(self, namespaces: Sequence[str], skills: bool = False) -> dict[str, Any]:
+        """Versions of MEMORY.md and the notes of each namespace (and of the skill index), for a
+        subscriber that polls for changes (``node.memory.working.resource_versions``)."""
+        workings = [self.working_memory(namespace) for namespace in dict.fromkeys(namespaces)]
+        files = await trio.to_thread.run_sync(
+            lambda: {working.namespace: working_versions(working) for working in workings})
+        result: dict[str, Any] = {"namespaces": files}
+        if skills:
+            result["skills"] = await self.memory.list_version(DEFAULT_NAMESPACE, ("skill",), SKILL_INDEX_LIMIT)
+        return result
 
     async def crystallize_skill(self, crystal_id: str, text: str | None, category: str | None,
                                 tags: Sequence[str]) -> dict[str, Any]:

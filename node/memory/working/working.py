@@ -65,10 +65,11 @@ class NoteResult:
     crystal_id: str | None
     crystal_status: str  # "indexed"; "exists" (same text already a crystal); "pending" (next dream)
     differs: dict[str, dict[str, str]] = field(default_factory=dict)
+    held: bool = False  # an existing crystal's importance floor rose to the note's
 
     def to_dict(self) -> dict[str, Any]:
         return self.note.to_dict() | {"crystal_id": self.crystal_id, "crystal": self.crystal_status} | (
-            {"differs": self.differs} if self.differs else {})
+            {"differs": self.differs} if self.differs else {}) | ({"held": True} if self.held else {})
 
 
 @dataclass
@@ -120,8 +121,10 @@ class WorkingMemory:
         note = self.scratch.new_note(text, importance, self.clock())
         self.activate()
         existing = self.backend.existing_note(note.text, kind)
-        if existing is not None:  # already remembered: nothing is written (as ``memory add``)
-            return NoteResult(note, existing.id, "exists", existing.differs)
+        if existing is not None:  # already remembered: no new line or crystal (as ``memory add``)
+            # ...but now it was said on purpose: it lasts like a note (its floor rises, audited).
+            held = not note.auto and self.backend.hold(existing.id, note.importance)
+            return NoteResult(note, existing.id, "exists", existing.differs, held)
         with self.scratch.locked():
             self._recover_locked()
             self.scratch.append_locked(note)

@@ -23,6 +23,8 @@ from node.init import init_node
 from node.service import NodeService
 from tests.support.conversations import jsonl_bytes
 
+TRANSCRIPT_LINE = b'{"role": "user", "content": "hello", "timestamp": "2026-03-14T09:00:00Z"}\n'
+
 ROUTES = {
     ("get", "/v1/status"), ("get", "/v1/peers"), ("get", "/v1/rejections"),
     ("post", "/v1/crystals"), ("get", "/v1/crystals/{crystal_id}"), ("post", "/v1/crystals/search"),
@@ -52,23 +54,30 @@ ROUTES = {
     ("post", "/v1/bounties/{bounty_id}/fulfil"),
     # conversations (docs/memory.md)
     ("post", "/v1/memory/conversations"), ("get", "/v1/crystals/{crystal_id}/neighbours"),
+    # session transcripts (docs/memory.md, "Sessions")
+    ("post", "/v1/memory/transcripts"), ("get", "/v1/memory/transcripts/cursor"),
     # MCP resources (issue 29): MEMORY.md and the pending notes as stored
     ("get", "/v1/memory/working"),
     # directives a dream proposed (issue 35)
     ("get", "/v1/memory/directives/proposals"), ("post", "/v1/memory/directives/proposals/{proposal_id}"),
+    # MCP subscriptions (issue 34): version tags of MEMORY.md, the notes and the skill index
+    ("get", "/v1/memory/working/versions"),
     # the operator's undo, each act audited (issue 29)
     ("post", "/v1/weather/lift"), ("post", "/v1/trust/ban"), ("post", "/v1/trust/unban"),
     ("post", "/v1/listings/{listing_id}/endorse/revoke"), ("get", "/v1/audit"),
     # skills an agent can trust (issue 29)
     ("post", "/v1/skills/scan"), ("post", "/v1/purchases/release"),
     ("post", "/v1/skills/warnings"), ("get", "/v1/skills/warnings"),
+    # what the user said stays (issue 35)
+    ("post", "/v1/crystals/{crystal_id}/lifespan"),
 }
 BODY_MODELS = {
     "/v1/crystals": ("CrystalIn", {"text", "type", "scope", "path", "ttl_ms", "category", "tags",
-                                   "namespace"}),
+                                   "namespace", "importance", "lifespan"}),
+    "/v1/crystals/{crystal_id}/lifespan": ("LifespanIn", {"lifespan"}),
     "/v1/crystals/search": ("SearchIn", {"query", "k", "types", "lifecycles", "scopes", "as_of_ms", "namespace",
                                          "all_namespaces", "min_relevance"}),
-    "/v1/memory/consolidate": ("ConsolidateIn", {"purge"}),
+    "/v1/memory/consolidate": ("ConsolidateIn", {"purge", "at", "dry_run"}),
     "/v1/memory/feedback": ("FeedbackIn", {"id", "verdict"}),
     "/v1/memory/testament/import": ("TestamentIn", {"testament_b64"}),
     "/v1/memory/context/budget": ("BudgetContextIn", {"query", "budget_tokens", "working_memory"}),
@@ -79,7 +88,7 @@ BODY_MODELS = {
     "/v1/purchases/redeliver": ("RedeliverIn", {"listing_id"}),
     "/v1/weather/broadcast": ("WeatherIn", {"level", "duration_s", "reason"}),
     "/dashboard/login": ("LoginIn", {"token"}),
-    "/v1/memory/notes": ("NoteIn", {"text", "importance", "namespace", "type", "scope"}),
+    "/v1/memory/notes": ("NoteIn", {"text", "importance", "namespace", "type", "scope", "lifespan"}),
     "/v1/memory/dream": ("DreamIn", {"namespace"}),
     "/v1/memory/directives/proposals/{proposal_id}": ("DecisionIn", {"adopt", "namespace"}),
     "/v1/skills/{crystal_id}/crystallize": ("CrystallizeIn", {"text", "category", "tags"}),
@@ -88,6 +97,8 @@ BODY_MODELS = {
     "/v1/bounties": ("BountyIn", {"text", "reward_micro_usdc", "ttl_s"}),
     "/v1/bounties/{bounty_id}/fulfil": ("FulfilIn", {"listing_id"}),
     "/v1/memory/conversations": ("ConversationIn", {"content_b64", "namespace", "type"}),
+    "/v1/memory/transcripts": ("TranscriptChunkIn", {"transcript", "fingerprint", "offset", "end_offset",
+                                                     "data_b64", "format", "namespace"}),
     "/v1/weather/lift": ("ReasonIn", {"reason"}),
     "/v1/trust/ban": ("PeerIn", {"peer", "reason"}),
     "/v1/trust/unban": ("PeerIn", {"peer", "reason"}),
@@ -102,8 +113,10 @@ QUERY_PARAMS = {
     "/v1/memory/context": {"window", "namespace"},
     ("/v1/bounties", "get"): {"open"},
     "/v1/crystals/{crystal_id}/neighbours": {"window"},
+    "/v1/memory/transcripts/cursor": {"transcript", "namespace"},
     "/v1/memory/working": {"namespace"},
     "/v1/memory/directives/proposals": {"namespace", "status"},
+    "/v1/memory/working/versions": {"namespace", "skills"},
     "/v1/audit": {"limit"},
 }
 
@@ -185,6 +198,9 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "/v1/skills/{id}/crystallize": {"text": "Skill: compress logs", "category": "ops", "tags": ["a"]},
     "/v1/memory/conversations": {"content_b64": base64.b64encode(jsonl_bytes()).decode(), "namespace": "default",
                                  "type": "general"},
+    "/v1/memory/transcripts": {"transcript": "/tmp/session.jsonl", "fingerprint": "ab" * 32, "offset": 0,
+                               "end_offset": len(TRANSCRIPT_LINE), "format": "messages",
+                               "data_b64": base64.b64encode(TRANSCRIPT_LINE).decode()},
     "/v1/trust/ban": {"peer": "ab" * 32, "reason": "test"},
     "/v1/trust/unban": {"peer": "ab" * 32, "reason": "test"},
     "/v1/weather/lift": {"reason": "test"},
@@ -226,10 +242,10 @@ POSTS = ["/v1/crystals", "/v1/crystals/search", "/v1/memory/consolidate",
          "/v1/listings/{id}/endorse", "/v1/purchases", "/v1/purchases/redeliver",
          "/v1/weather/broadcast", "/v1/dashboard/login-link", "/dashboard/login",
          "/dashboard/logout", "/v1/memory/notes", "/v1/memory/dream", "/v1/skills/{id}/crystallize",
-         "/v1/memory/conversations",
+         "/v1/memory/conversations", "/v1/memory/transcripts",
          "/v1/trust/ban", "/v1/trust/unban", "/v1/weather/lift", "/v1/listings/{id}/endorse/revoke"]
 GETS = ["/v1/listings", "/v1/listings/search", "/v1/purchases", "/v1/sales", "/dashboard/login",
-        "/v1/crystals/{id}", "/v1/memory/context", "/v1/crystals/{id}/neighbours"]
+        "/v1/crystals/{id}", "/v1/memory/context", "/v1/crystals/{id}/neighbours", "/v1/memory/transcripts/cursor"]
 ROUTES_FUZZED = [("POST", path) for path in POSTS] + [("GET", path) for path in GETS]
 CASES = st.sampled_from(ROUTES_FUZZED).flatmap(lambda route: st.tuples(
     st.just(route), st.one_of(BODIES, near_valid(route[1]), near_valid(route[1])), CONTENT_TYPES,

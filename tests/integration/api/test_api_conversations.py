@@ -106,8 +106,8 @@ async def test_mcp_tools_ingest_and_trace(node: NodeService, tmp_path: Path) -> 
     assert [t["source_id"] for t in around.structured_content["turns"]] == ["standup-14:1", "standup-14:2"]
 
     bad = tmp_path / "bad.json"
-    bad.write_bytes(b'[{"speaker": "a", "text": "x\\u0000"}]')
-    with pytest.raises(ToolError, match="control character"):
+    bad.write_bytes(b'[{"speaker": "a", "text": "x\\ud800"}]')
+    with pytest.raises(ToolError, match="surrogate"):
         await server.call_tool("memory_ingest_conversation", {"path": str(bad)})
     with pytest.raises(ToolError, match="absolute path"):
         await server.call_tool("memory_ingest_conversation", {"path": "standup.jsonl"})

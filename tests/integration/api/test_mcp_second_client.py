@@ -48,12 +48,14 @@ async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeServi
     yield service
 
 
-async def ts_client(data_dir: Path, calls: list[dict[str, Any]]) -> dict[str, Any]:
+async def ts_client(data_dir: Path, calls: list[dict[str, Any]],
+                    subscribe: list[str] | None = None) -> dict[str, Any]:
     node_bin = shutil.which("node")
     if node_bin is None or not (NODE_MODULES / "@modelcontextprotocol" / "sdk").is_dir():
         missing_tool("node and @modelcontextprotocol/sdk in tools/ (scripts/setup installs them)")
     plan = {"command": sys.executable, "args": ["-m", "node.cli.main", "--data-dir", str(data_dir), "mcp"],
-            "env": dict(os.environ) | {"PYTHONPATH": str(REPO)}, "cwd": str(REPO), "calls": calls}
+            "env": dict(os.environ) | {"PYTHONPATH": str(REPO)}, "cwd": str(REPO), "calls": calls,
+            "subscribe": subscribe or []}
     with trio.fail_after(180):
         done = await trio.run_process([node_bin, str(SCRIPT), json.dumps(plan)], capture_stdout=True,
                                       capture_stderr=True, check=False,
@@ -70,10 +72,11 @@ async def test_the_typescript_sdk_client_lists_reads_and_calls(node: NodeService
          "arguments": {"crystal_id": crystal.id, "success": True, "reward": 0.8, "note": "certs renewed"}},
         {"tool": "memory_add", "arguments": {"text": "The ingress runs on port 8443", "type": "fact"}},
         {"tool": "skill_publish", "arguments": {"crystal_id": crystal.id}},
-    ])
+        {"tool": "memory_dream", "arguments": {}},
+    ], subscribe=["crystalmesh://working/default/MEMORY.md", "crystalmesh://working/default/notes.md"])
 
     assert seen["server"]["name"] == "crystalmesh"
-    assert "resources" in seen["capabilities"], seen["capabilities"]
+    assert seen["capabilities"]["resources"]["subscribe"] is True, seen["capabilities"]
     tools = {tool["name"]: tool for tool in seen["tools"]}
     assert {"skill_record_execution", "skill_crystallize", "bounty_post", "bounty_list", "bounty_fulfil",
             "listing_reprice", "listing_unpublish", "skill_report_outcome", "memory_search",
@@ -93,13 +96,22 @@ async def test_the_typescript_sdk_client_lists_reads_and_calls(node: NodeService
     assert entry["resources"] == [{"uri": skill_uri, "size": len(text.encode()),
                                    "digest": "sha256:" + hashlib.sha256(text.encode()).hexdigest()}]
 
-    recorded, added, publish = seen["calls"]
+    recorded, added, publish, dreamt = seen["calls"]
     assert not recorded.get("isError") and recorded["structuredContent"]["executions"] == 1
     assert not added.get("isError") and added["structuredContent"]["outcome"] == "created"
     # One recorded run is not a track record: the listing gate refuses, as a tool error.
     assert publish["isError"] and "Traceback" not in json.dumps(publish)
     stored = await node.memory.get(crystal.id)
     assert stored.execution.executions == 1
+    # Over stdio with the 2025 protocol: the note and the dream were announced to the subscriber,
+    # and the dream reported its progress to a client that asked (onprogress sends a token).
+    assert not dreamt.get("isError") and dreamt["structuredContent"]["status"] == "written"
+    assert {"crystalmesh://working/default/MEMORY.md", "crystalmesh://working/default/notes.md"} <= set(
+        seen["updated"])
+    # (The TS client runs notification handlers a microtask late and drops progress that comes
+    # right before the response, so only the first step is certain to be seen here.)
+    first_step = seen["progress"][3][0]
+    assert (first_step["progress"], first_step["total"]) == (0, 2) and "dreaming" in first_step["message"]
 
 
 async def test_working_memory_resources_through_the_python_sdk_client(node: NodeService) -> None:

@@ -57,3 +57,34 @@ def test_budgeted_context(initialised: Cli) -> None:
     assert result["used_tokens"] <= 200
     tiny = initialised.json("memory", "context", "--query", "deploy friday", "--budget-tokens", "5")
     assert tiny["blocks"] == [] and {e["reason"] for e in tiny["evicted"]} == {"over_budget"}
+
+
+def test_pin_unpin_explicit_add_and_a_consolidation_preview(initialised: Cli) -> None:
+    ordinary = initialised.json("memory", "add", "the lift was serviced in may")
+    said = initialised.json("memory", "add", "the user's name is Priya", "--importance", "0.8")
+    assert said["governance"]["importanceFloor"] == 0.8
+    kept = initialised.json("memory", "add", "the office wifi is cm-guest", "--lifespan", "permanent")
+    assert kept["governance"]["lifespanPolicy"] == "permanent"
+    note = initialised.json("memory", "note", "the API migration deadline is March 20", "--lifespan", "permanent")
+    assert note["crystal"] == "indexed"
+    total = initialised.json("memory", "status")["total"]
+
+    preview = initialised.json("memory", "consolidate", "--at", "+90d", "--dry-run")
+    assert [item["id"] for item in preview["forgotten"]] == [ordinary["id"]] and preview["dry_run"]
+    code, out, _ = initialised.run("memory", "consolidate", "--at", "+90d", "--dry-run")
+    assert code == 0 and "would forget" in out and "the lift was serviced" in out
+    assert initialised.json("memory", "status")["total"] == total
+    assert initialised.json("memory", "show", ordinary["id"])["lifecycle"] == "generated"
+
+    code, out, _ = initialised.run("memory", "pin", ordinary["id"])
+    assert code == 0 and "pinned" in out
+    assert "already permanent" in initialised.run("memory", "pin", ordinary["id"])[1]
+    assert initialised.json("memory", "consolidate", "--at", "+90d", "--dry-run")["forgotten"] == []
+    assert initialised.json("memory", "unpin", ordinary["id"])["governance"]["lifespanPolicy"] == "decay"
+    shown = initialised.json("memory", "show", ordinary["id"])
+    assert [a["action"] for a in shown["audit"] if a["action"] in ("pinned", "unpinned")] == ["unpinned", "pinned"]
+
+    assert "in the past" in initialised.fails("memory", "consolidate", "--at", "2020-01-01")
+    assert "neither" in initialised.fails("memory", "consolidate", "--at", "soon")
+    assert "not both" in initialised.fails("memory", "consolidate", "--dry-run", "--purge")
+    assert initialised.fails("memory", "pin", "no-such-memory").startswith("error: ")

@@ -162,3 +162,27 @@ async def test_an_mcp_agent_sells_a_skill_it_learned_and_a_buyer_reports_it_bad(
                        for item in await buyer.market.list_listings())
 
     await wait_until_async(withdrawn, WAIT_S, "the withdrawal on the buyer")
+
+
+async def test_skill_buy_reports_the_purchase_as_it_goes(market: Market) -> None:
+    """Progress of a purchase: one call to the node, watched through its purchase row."""
+    listing = await market.publish("Rotate the ingress TLS certificates: issue with ACME, reload")
+    await market.known_to_buyer(listing)
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    server = build_server(lambda: ApiClient(f"http://127.0.0.1:{market.buyer.api_port}",
+                                            market.buyer.api_token), heartbeat_s=0.02)
+    async with Client(server) as buying:
+        result = await buying.call_tool("skill_buy", {"listing_id": listing["listing_id"], "max_price_usdc": 1.0},
+                                        progress_callback=on_progress)
+    assert not result.is_error, result.content
+    assert seen[0] == (0, 5, "terms: asking the seller")
+    assert seen[-1] == (5, 5, "stored in memory")
+    values = [progress for progress, _, _ in seen]
+    assert values == sorted(set(values))  # strictly increasing, as the protocol requires
+    # The buyer's purchase row says "authorized" for as long as the seller settles on chain (far
+    # longer than a heartbeat), so the payment step is heard while the one call is under way.
+    assert any((message or "").startswith("payment: authorizing USDC") for _, _, message in seen), seen

@@ -24,7 +24,7 @@ from tests.support.conversations import jsonl_bytes, locomo_bytes
 HOSTILE = [
     b'[{"speaker": "a", "text": "fine"}, {"speaker": "b", "text": "x\\ud800"}]',
     b'[{"speaker": "a", "text": "fine"}, {"speaker": "b", "text": "caf\xe9"}]',
-    b'[{"speaker": "a", "text": "fine"}, {"speaker": "b", "text": "x\\u0007"}]',
+    b'[{"speaker": "a", "text": "fine"}, {"speaker": "\\u0007\\u001b", "text": "who said it?"}]',
     b'[{"speaker": "a", "text": "fine"}, {"text": "no speaker"}]',
     b'[{"speaker": "a", "text": "fine"}, ' + b"[" * 5000 + b"]" * 5000 + b"]",
     b'[{"speaker": "a", "text": "fine"}]' + b" " * (8 * 1024 * 1024),
@@ -111,13 +111,23 @@ def test_neighbours_of_what_is_not_a_turn_is_refused(memory: Memory) -> None:
     assert search(memory, "plain note")[0]["source_id"] is None
 
 
-@pytest.mark.parametrize("data", HOSTILE, ids=["surrogate", "utf8", "control", "shape", "deep", "huge"])
+@pytest.mark.parametrize("data", HOSTILE, ids=["surrogate", "utf8", "control-only-speaker", "shape", "deep", "huge"])
 def test_a_hostile_file_stores_nothing(memory: Memory, data: bytes) -> None:
     ingest_conversation(memory, jsonl_bytes())
     before = state(memory)
     with pytest.raises(ConversationRefused):
         ingest_conversation(memory, data)
     assert state(memory) == before
+
+
+def test_terminal_codes_in_a_turn_are_stripped_not_refused(memory: Memory) -> None:
+    """A pasted test run's colours (U+001B ...) and a bell must not cost the whole session."""
+    data = (b'[{"speaker": "ana", "text": "the run said \\u001b[32mPASSED\\u001b[0m\\u0007 on retry"},'
+            b' {"speaker": "ben", "text": "good"}]')
+    assert ingest_conversation(memory, data)["added"] == 2
+    texts = [memory.get(row["crystal_id"]).text for row in memory.db.all("SELECT crystal_id FROM conversation_turns")]
+    assert any(text.endswith("ana: the run said PASSED on retry") for text in texts)
+    assert not any(ch in text for text in texts for ch in "\x1b\x07")
 
 
 def test_a_failure_while_writing_leaves_nothing_half_stored(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,7 +35,9 @@ def data_dir(tmp_path, policy: str) -> NodeConfig:  # type: ignore[no-untyped-de
 
 
 def as_note(memory: Memory, text: str, semantic_type: SemanticType, at_ms: int) -> str:
-    """A crystal as a working-memory note makes it (origin session, the scratch path, importance 0.75)."""
+    """A crystal shaped like a working-memory note (origin session, the scratch path, importance
+    0.75) but without a note's importance floor: ordinary material, which decays (a real note
+    lasts: tests/integration/memory/test_memory_what_lasts.py)."""
     crystal = memory.prepare(text, semantic_type=semantic_type, origin=Origin.SESSION, path=SCRATCH,
                              created_at_ms=at_ms)
     crystal.importance_score = 0.75

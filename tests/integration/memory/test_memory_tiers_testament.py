@@ -121,6 +121,56 @@ def test_testament_carries_knowledge_to_a_fresh_node_below_its_own(tmp_path: Pat
         assert rows[warning.id].confidence == pytest.approx(0.85)
         again = import_testament(heir, heir.learning, file.read_bytes(), at_ms=T0 + 3 * HOUR_MS)
         assert again["imported"] == 0 and again["already_known"] == 5
+        # A cycle after the import: the three imported episodes (which gave the elder its fact)
+        # do not reinforce the imported fact, nor fold into a second one.
+        report = heir.consolidate(now=T0 + 4 * HOUR_MS)
+        assert report.learning["reinforced"] == {} and report.learning["facts_born"] == []
+        assert heir.learning.knowledge.get(fact.id) == rows[fact.id]
+    finally:
+        heir.close()
+
+
+OWN_EPISODE = "the staging deploy failed on friday, users table migration lock, run 9"
+
+
+def test_an_inherited_fact_re_earns_confidence_only_from_the_heirs_own_observations(tmp_path: Path) -> None:
+    elder = learned_elder(tmp_path)
+    elder.add("never deploy on a friday afternoon", semantic_type=SemanticType.DIRECTIVE, created_at_ms=T0)
+    try:
+        exported = export_testament(elder, elder.learning, ELDER, None, at_ms=T0 + HOUR_MS)
+    finally:
+        elder.close()
+    assert exported["kinds"] == {"warning": 1, "directive": 1, "fact": 1, "episode": 3}
+    heir = fresh(tmp_path, "heir")
+    try:
+        import_testament(heir, heir.learning, exported["data"], at_ms=T0 + 2 * HOUR_MS)
+        [directive] = [c for c in heir.store.list_crystals(limit=20) if c.semantic_type is SemanticType.DIRECTIVE]
+        assert directive.text == "never deploy on a friday afternoon" and directive.governance.peer_origin
+        fact = next(c for c in heir.store.list_crystals(limit=20) if c.semantic_type is SemanticType.FACT)
+        inherited = heir.learning.knowledge.get(fact.id)
+        assert inherited is not None
+
+        def confidence(at: int) -> float:
+            return heir.learning.confidences([fact], at)[fact.id]
+
+        # Cycles with no new observation: the imported episodes are not evidence here.
+        for hour in (3, 4, 30):
+            heir.consolidate(now=T0 + hour * HOUR_MS)
+        row = heir.learning.knowledge.get(fact.id)
+        assert row == inherited and heir.learning.knowledge.sources(fact.id) == []
+        at = T0 + 31 * HOUR_MS
+        assert confidence(at) < inherited.confidence  # it only decays
+        before = confidence(at)
+        # The heir's own observation of the same thing does reinforce it.
+        own = heir.add(OWN_EPISODE, semantic_type=SemanticType.EPISODE, created_at_ms=at)
+        report = heir.consolidate(now=at)
+        assert report.learning["reinforced"] == {fact.id: 1}
+        assert heir.learning.knowledge.sources(fact.id) == [own.id]
+        row = heir.learning.knowledge.get(fact.id)
+        assert row is not None and row.episode_count == inherited.episode_count + 1
+        assert confidence(at) > before
+        # Through all of it the inherited directive stayed: it never decays or is doubted away.
+        assert heir.store.get(directive.id).lifecycle is not Lifecycle.EXPIRED
     finally:
         heir.close()
 

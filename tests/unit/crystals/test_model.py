@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 
 from node.crystals.model import (
@@ -77,3 +78,13 @@ def test_execution_rates() -> None:
     assert ExecutionStats().success_rate == 0.0
     assert Crystal(text="x", semantic_type=SemanticType.SKILL).is_knowledge
     assert not Crystal(text="x", semantic_type=SemanticType.FACT).is_knowledge
+
+
+@pytest.mark.parametrize(("stored", "read"), [
+    (0.8, 0.8), (0, 0.0), (1, 1.0), (None, None), ("0.8", None), (True, None), (-0.1, None), (1.01, None),
+    (float("nan"), None), (float("inf"), None), (1e308, None), ([0.8], None), ({"floor": 0.8}, None),
+])
+def test_a_stored_importance_floor_is_read_only_when_it_is_a_number_in_0_1(stored: object, read: object) -> None:
+    governance = Governance.from_dict({"importanceFloor": stored})
+    assert governance.importance_floor == read and governance.explicit is (read is not None)
+    assert Governance.from_dict(governance.to_dict()) == governance

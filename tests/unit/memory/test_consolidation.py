@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -179,3 +180,33 @@ def test_namespaces_never_merge_across() -> None:
     assert len(plan_consolidation(same, NOW).merges) == 1
     apart = [same[0], dataclasses.replace(same[1], namespace="user:jonas")]
     assert plan_consolidation(apart, NOW).merges == []
+
+
+def test_an_explicit_importance_is_a_floor_and_never_decay_expires() -> None:
+    ninety_days = 90 * 86_400_000  # I = 0.095163·e^(−5e-10·7.776e9) = 0.001949 < 0.02
+    said = replace(crystal("said", age_ms=ninety_days, importance=0.8), importance_floor=0.8)
+    zero = replace(crystal("zero", age_ms=ninety_days, importance=0.0), importance_floor=0.0)
+    plan = plan_consolidation([said, zero, crystal("gathered", age_ms=ninety_days)], NOW)
+    assert {k: v[1] for k, v in transitions_of(plan).items()} == {
+        "gathered": Lifecycle.EXPIRED, "said": Lifecycle.ACTIVATED}  # 0.8 > 0.7: promoted, never expired
+    scores = {u.crystal_id: u.importance for u in plan.score_updates}
+    assert "said" not in scores  # 0.8 is its floor: unchanged, not rewritten
+    assert scores["zero"] == pytest.approx(0.095163 * math.exp(-5e-10 * ninety_days), rel=1e-4)
+    # Recently retrieved, the decayed score above the floor wins.
+    busy = replace(crystal("busy", access_count=50, importance=0.1), importance_floor=0.1)
+    [update] = plan_consolidation([busy], NOW).score_updates
+    assert update.importance == pytest.approx(1 - math.exp(-0.1 * 51))
+
+
+def test_explicit_and_pinned_crystals_are_never_merged_away() -> None:
+    same = [1.0, 0.0, 0.0]
+    pairs = [
+        (replace(crystal("a-note", importance=0.9), importance_floor=0.9), crystal("b-gathered", embedding=same)),
+        (crystal("a-pinned", policy=LifespanPolicy.PERMANENT), crystal("b-gathered")),
+    ]
+    for first, second in pairs:
+        first = replace(first, embedding=same, access_count=60)
+        second = replace(second, embedding=same, access_count=60)
+        assert plan_consolidation([first, second], NOW).merges == []
+    ordinary = [replace(crystal(name), embedding=same, access_count=60) for name in ("a", "b")]
+    assert len(plan_consolidation(ordinary, NOW).merges) == 1  # the same pair, ordinary, merges

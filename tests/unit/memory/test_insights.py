@@ -34,11 +34,14 @@ def test_extract_merges_restatements_and_keeps_every_source() -> None:
         SourceText("c", "I prefer spaces over tabs, honestly, in all new code"),  # 4/8: another
         SourceText("d", "I prefer to check the logs first.", speaker="assistant"),  # not the user
         SourceText("e", "(1 May 2023) Priya: I prefer dark roast coffee.", speaker="Priya"),
+        SourceText("f", "(2026-03-12 14:30) [subagent a1] user: We decided to ship on Monday.", speaker="user"),
+        SourceText("g", "(2026-03-12 14:31) summary: The user prefers small commits.", speaker="summary"),
     ])
     assert [(c.kind, c.statement, c.source_ids) for c in found] == [
         (InsightKind.PREFERENCE, "I prefer tabs over spaces.", ["a", "b"]),
         (InsightKind.PREFERENCE, "I prefer spaces over tabs, honestly, in all new code", ["c"]),
         (InsightKind.PREFERENCE, "I prefer dark roast coffee.", ["e"]),
+        (InsightKind.DECISION, "We decided to ship on Monday.", ["f"]),
     ]
     assert found[2].text() == "Preference (Priya): I prefer dark roast coffee."
 

@@ -76,8 +76,7 @@ HOSTILE = {
     "duplicate ids": _turns({"speaker": "a", "text": "x", "id": "1"}, {"speaker": "b", "text": "y", "id": "1"}),
     "invalid utf-8": b'[{"speaker": "a", "text": "caf\xe9"}]',
     "a lone surrogate": b'[{"speaker": "a", "text": "x\\ud800y"}]',
-    "a control character": b'[{"speaker": "a", "text": "x\\u0000y"}]',
-    "a control character in the speaker": b'[{"speaker": "a\\u001b[31m", "text": "x"}]',
+    "a speaker of control characters only": b'[{"speaker": "\\u001b[31m\\u0007", "text": "x"}]',
     "a huge turn": _turns({"speaker": "a", "text": "x" * 20_000}),
     "too many turns": _turns(*[{"speaker": "a", "text": "x"}] * (MAX_TURNS + 1)),
     "too many JSONL turns": b"\n".join([b'{"speaker": "a", "text": "x"}'] * (MAX_TURNS + 1)),
@@ -90,7 +89,7 @@ HOSTILE = {
 
 # What the one-line refusal names, for the cases where the reason is not obvious from the case.
 SAYS = {
-    "a control character": "control character (U+0000)", "a control character in the speaker": "speaker",
+    "a speaker of control characters only": "speaker",
     "a lone surrogate": "surrogate", "invalid utf-8": "not UTF-8", "too deep": "nests deeper",
     "deep past the recursion limit": "nests deeper", "too big": "bytes", "too many turns": "more than",
     "too many JSONL turns": "more than", "duplicate ids": "appears twice", "a huge turn": "longer than",
@@ -105,3 +104,9 @@ def test_a_hostile_file_is_refused_with_one_clear_error(name: str) -> None:
     message = str(refused.value)
     assert message and "\n" not in message and len(message) < 300
     assert SAYS.get(name, "") in message
+
+
+def test_terminal_codes_and_controls_are_stripped_from_speech_and_speakers() -> None:
+    data = b'[{"speaker": "a\\u001b[31m", "text": "x\\u0000y \\u001b[1mbold\\u001b[0m"}]'
+    turn = read_conversation(data).turns[0]
+    assert (turn.speaker, turn.text) == ("a", "xy bold")

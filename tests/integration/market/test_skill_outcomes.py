@@ -13,7 +13,7 @@ from node.memory.learning.confidence import BOUGHT_CONFIDENCE
 from node.memory.learning.knowledge import Provenance
 from node.memory.search.pipeline import SearchRequest
 from tests.fixtures.messages import T0_MS
-from tests.support.bought import bought
+from tests.support.market import bought
 
 DAY_MS = 24 * 3_600_000
 OWN = "parse the nginx access logs and count the 5xx lines per hour"
