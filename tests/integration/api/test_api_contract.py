@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from node.config import load_config
 from node.init import init_node
 from node.service import NodeService
-from tests.support.conversations import jsonl_bytes
+from tests.support.sessions.conversations import jsonl_bytes
 
 TRANSCRIPT_LINE = b'{"role": "user", "content": "hello", "timestamp": "2026-03-14T09:00:00Z"}\n'
 
