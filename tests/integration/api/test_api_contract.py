@@ -277,7 +277,10 @@ async def test_garbage_to_every_route_is_never_5xx_and_a_refusal_writes_nothing(
         node: NodeService) -> None:
     cases: list[tuple[tuple[str, str], bytes, str, str | None, str]] = []
 
-    @settings(max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    # derandomize: the same 400 cases every run (a random draw accepted 15-35 of them, so the
+    # "both sides exercised" bar below failed now and then)
+    @settings(max_examples=400, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
     @given(CASES)
     def collect(case: tuple[tuple[str, str], bytes, str, str | None, str]) -> None:
         cases.append(case)
