@@ -3,7 +3,7 @@
 
 LoCoMo: Maharana et al., "Evaluating Very Long-Term Conversational Memory of
 LLM Agents", ACL 2024. Each conversation file (LoCoMo's shape, see
-tests/support/locomo.py) goes into a fresh data dir the way a user stores it
+tests/support/sessions/locomo.py) goes into a fresh data dir the way a user stores it
 (``memory ingest --conversation``): every turn one memory,
 ``"(<session date>) <speaker>: <text>"`` plus ``" [shares <caption>]"`` for a
 photo and the relative dates resolved, with its session recorded. Each
@@ -48,7 +48,15 @@ from _bench import add_smoke_flag, print_result, quantiles, smoke
 
 from node.memory.embedding.embedder import EMBEDDER_NAMES
 from node.memory.search.second_opinion import CHOICES as SECOND_OPINIONS
-from tests.support.locomo import ANSWERED, METHODS, LocomoStore, Scores, evaluate, load, summarise
+from tests.support.sessions.locomo import (
+    ANSWERED,
+    METHODS,
+    LocomoStore,
+    Scores,
+    evaluate,
+    load,
+    summarise,
+)
 
 SMOKE_FILE = Path(__file__).resolve().parents[1] / "tests" / "data" / "locomo_smoke.json"
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5)

@@ -42,7 +42,7 @@ from node.memory import (
     update_from_request,
 )
 from node.memory.facade import Memory
-from tests.support.locomo import load
+from tests.support.sessions.locomo import load
 
 SMOKE_FILE = Path(__file__).resolve().parents[1] / "tests" / "data" / "locomo_smoke.json"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Transcript ingest: a Claude Code session of over 3 MB, whole, then grown by ten messages.
 
-The transcript is generated in Claude Code's shape (``tests/support/transcripts.py``: user
+The transcript is generated in Claude Code's shape (``tests/support/sessions/transcripts.py``: user
 prompts, thinking, text, tool calls and results, progress events, file snapshots, subagent
 sidechains, a secret now and then) and ingested the way ``crystalmesh memory ingest
 --transcript`` does without a node (``LocalNode.memory_ingest_transcript``: the file read in
@@ -34,7 +34,7 @@ from _bench import add_smoke_flag, print_result, smoke
 from node.cli.local import LocalNode
 from node.config import NodeConfig
 from node.memory import Memory
-from tests.support.transcripts import (
+from tests.support.sessions.transcripts import (
     SESSION,
     START,
     claude_code_line,

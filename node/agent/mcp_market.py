@@ -101,6 +101,7 @@ def report_outcome(client: ApiClient, ref: str, success: bool, reward: float | N
     trust = next((row for row in client.trust_rows() if row.get("peer_key") == seller), None)
     return {"crystal_id": recorded["id"], "seller_key": seller, "success": success,
             "executions": recorded.get("executions"), "successes": recorded.get("successes"),
+            "confidence_before": recorded.get("confidenceBefore"), "confidence": recorded.get("confidence"),
             "seller_trust": None if trust is None else {
                 key: trust.get(key) for key in ("level", "reputation", "local", "events", "last_reason")}}
 
@@ -122,7 +123,8 @@ def register_market_tools(server: MCPServer[Any], call: Call) -> None:
             lambda client: client.record_execution(segment, success, reward, note))
         return {"id": crystal["id"], "executions": crystal.get("executions"),
                 "successes": crystal.get("successes"), "reward_sum": crystal.get("rewardSum"),
-                "note": note}
+                "confidence_before": crystal.get("confidenceBefore"),
+                "confidence": crystal.get("confidence"), "note": note}
 
     @server.tool()
     async def skill_crystallize(

@@ -69,3 +69,13 @@ def register_working_tools(server: MCPServer[Any], call: Call, heartbeat_s: floa
         reason = result.get("reason")
         await progress.step(2, f"dream {outcome}" + (f": {reason}" if reason else ""))
         return result
+
+    @server.tool()
+    async def memory_directive_proposals(namespace: Namespace = "default") -> dict[str, Any]:
+        """Directives a dream proposed from what the user said (read-only, costs nothing). They
+        are NOT in force: ask the user, and only they adopt one, with
+        `crystalmesh memory directives confirm <id>` (or dismiss it with `... dismiss <id>`).
+        If the user tells you plainly to always do something, store it with memory_add
+        type "directive" instead."""
+        result: dict[str, Any] = await call(lambda client: client.directive_proposals(namespace))
+        return result

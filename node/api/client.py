@@ -289,6 +289,15 @@ class ApiClient:
         """MEMORY.md (``memory_md``) and the pending scratch notes (``notes``), each as stored."""
         return dict(self.get("/v1/memory/working", namespace=namespace))
 
+    def directive_proposals(self, namespace: str = "default", status: str = "pending") -> Json:
+        """Directives a dream proposed (``proposals``); ``status`` pending, adopted, dismissed or all."""
+        return dict(self.get("/v1/memory/directives/proposals", namespace=namespace, status=status))
+
+    def decide_directive(self, proposal_id: str, adopt: bool, namespace: str = "default") -> Json:
+        """The user's answer to one proposal: adopt it as a directive (a note) or dismiss it."""
+        return dict(self.post(f"/v1/memory/directives/proposals/{proposal_id}",
+                              {"adopt": adopt, "namespace": namespace}))
+
     def working_versions(self, namespaces: Sequence[str], skills: bool = False) -> Json:
         """Versions (tags, not content) of each namespace's MEMORY.md and notes, and with
         ``skills`` of the skill index: ``{"namespaces": {ns: {"memory_md", "notes"}}, "skills"}``."""

@@ -100,8 +100,8 @@ def node_router(node: NodeApi) -> APIRouter:
     # --- skills & market --------------------------------------------------------------------
     @router.post("/skills/{crystal_id}/executions", tags=["skills"])
     async def record_execution(crystal_id: str, body: ExecutionIn) -> Json:
-        crystal = await node.market.record_execution(crystal_id, body.success, body.reward, body.note)
-        return crystal.to_dict()
+        outcome = await node.market.record_execution(crystal_id, body.success, body.reward, body.note)
+        return outcome.to_dict()
 
     @router.post("/skills/{crystal_id}/versions", tags=["skills"])
     async def new_version(crystal_id: str, body: VersionIn) -> Json:

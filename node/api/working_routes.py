@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from node.api.auth import require_auth
@@ -49,6 +49,21 @@ class StateQuery(BaseModel):
     namespace: Namespace = "default"
 
 
+class ProposalsQuery(BaseModel):
+    """``GET /v1/memory/directives/proposals``: directives a dream proposed."""
+
+    model_config = ConfigDict(extra="forbid")
+    namespace: Namespace = "default"
+    status: Literal["pending", "adopted", "dismissed", "all"] = "pending"
+
+
+class DecisionIn(Body):
+    """``POST /v1/memory/directives/proposals/{id}``: the user's answer to one proposal."""
+
+    adopt: bool
+    namespace: Namespace = "default"
+
+
 class VersionsQuery(BaseModel):
     """``GET /v1/memory/working/versions``: what a resource subscriber polls (MCP subscriptions)."""
 
@@ -85,6 +100,14 @@ def working_memory_router(node: NodeApi) -> APIRouter:
     @router.get("/memory/working")
     async def state(query: Annotated[StateQuery, Query()]) -> Json:
         return await node.working.state(query.namespace)
+
+    @router.get("/memory/directives/proposals")
+    async def proposals(query: Annotated[ProposalsQuery, Query()]) -> Json:
+        return await node.working.proposals(query.namespace, None if query.status == "all" else query.status)
+
+    @router.post("/memory/directives/proposals/{proposal_id}")
+    async def decide(proposal_id: Annotated[str, Path(min_length=1, max_length=64)], body: DecisionIn) -> Json:
+        return await node.working.decide_proposal(proposal_id, body.adopt, body.namespace)
 
     @router.get("/memory/working/versions")
     async def versions(query: Annotated[VersionsQuery, Query()]) -> Json:

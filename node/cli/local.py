@@ -199,6 +199,13 @@ class LocalNode:
     def memory_dream(self, namespace: str) -> Json:
         return self._working(namespace).dream().to_dict()
 
+    def directive_proposals(self, namespace: str = "default", status: str = "pending") -> Json:
+        found = self._working(namespace).proposals(None if status == "all" else status)
+        return {"namespace": namespace, "proposals": found}
+
+    def decide_directive(self, proposal_id: str, adopt: bool, namespace: str = "default") -> Json:
+        return self._working(namespace).decide_proposal(proposal_id, adopt)
+
     def memory_context(self, window_tokens: int, namespace: str) -> Json:
         return {"namespace": namespace, "window": window_tokens,
                 "context": self._working(namespace).context(window_tokens)}

@@ -499,12 +499,70 @@ def dream(ctx: CliContext, namespace: str) -> None:
             click.echo(f"MEMORY.md written ({r['state_chars']} chars, {r['synthesiser']}): "
                        f"{r['consumed_notes']} scratch notes consumed, {r['new_crystals']} new crystals, "
                        f"{len(r['pointers'])} crystal pointers")
+            found = r.get("insights") or {}
+            click.echo(f"dream {r.get('dream_count')}: {found.get('created', 0)} new insights, "
+                       f"{found.get('sighted', 0)} seen again ({found.get('confirmed', 0)} confirmed), "
+                       f"{found.get('proposals', 0)} directive proposals")
             if r.get("reason"):
                 click.echo(f"note: {r['reason']}")
         else:
             click.echo(f"{r['status']}: {r['reason']}")
 
     ctx.emit(ctx.client().memory_dream(namespace), render)
+
+
+@memory.group("directives")
+def directives() -> None:
+    """Directives a dream proposed (LLM synthesiser): only the user turns one into a directive."""
+
+
+@directives.command("list")
+@click.option("--status", type=click.Choice(["pending", "adopted", "dismissed", "all"]), default="pending",
+              show_default=True)
+@working_namespace
+@common_options
+def directives_list(ctx: CliContext, status: str, namespace: str) -> None:
+    """Proposals waiting for the user (or decided ones).
+
+    Example: ``crystalmesh memory directives list``
+    """
+    def render(r: dict[str, Any]) -> None:
+        table("directive proposals", ["id", "status", "proposed", "text"],
+              [[p["id"], p["status"], when(p["proposed_at_ms"]), shorten(p["text"], 80)]
+               for p in r["proposals"]])
+
+    ctx.emit(ctx.client().directive_proposals(namespace, status), render)
+
+
+def _decide(ctx: CliContext, proposal_id: str, adopt: bool, namespace: str) -> None:
+    def render(r: dict[str, Any]) -> None:
+        if r["status"] == "adopted":
+            click.echo(f"adopted as directive {r['crystal_id']}: {r['text']}")
+        else:
+            click.echo(f"dismissed: {r['text']}")
+
+    ctx.emit(ctx.client().decide_directive(proposal_id, adopt, namespace), render)
+
+
+@directives.command("confirm")
+@click.argument("proposal_id")
+@working_namespace
+@common_options
+def directives_confirm(ctx: CliContext, proposal_id: str, namespace: str) -> None:
+    """Adopt a proposal: it is written as ``memory note --directive`` writes it.
+
+    Example: ``crystalmesh memory directives confirm 3f9c0a1b2c3d4e5f``
+    """
+    _decide(ctx, proposal_id, True, namespace)
+
+
+@directives.command("dismiss")
+@click.argument("proposal_id")
+@working_namespace
+@common_options
+def directives_dismiss(ctx: CliContext, proposal_id: str, namespace: str) -> None:
+    """Dismiss a proposal: nothing is written but the decision."""
+    _decide(ctx, proposal_id, False, namespace)
 
 
 def _render_budgeted(result: dict[str, Any]) -> None:

@@ -27,10 +27,11 @@ def skill() -> None:
 @common_options
 def record_execution(ctx: CliContext, crystal_id: str, success: bool, reward: float | None,
                      note: str | None) -> None:
-    """Record one execution outcome of a skill (feeds quality gates and price)."""
+    """Record one execution outcome of a skill (feeds quality gates, price and its confidence)."""
     data = ctx.client().record_execution(crystal_id, success, reward, note)
     ctx.emit(data, lambda c: click.echo(
-        f"{c['id'][:8]}: {c['successes']}/{c['executions']} successful, reward sum {c['rewardSum']:.2f}"))
+        f"{c['id'][:8]}: {c['successes']}/{c['executions']} successful, reward sum {c['rewardSum']:.2f}, "
+        f"confidence {c['confidenceBefore']:.3f} -> {c['confidence']:.3f}"))
 
 
 @skill.command("new-version")

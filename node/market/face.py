@@ -22,7 +22,7 @@ from node.market.liveness import MarketLiveness
 from node.market.purchase import Buyer, PurchaseRefused
 from node.market.scan import scan_text
 from node.market.selling import Publisher
-from node.memory import AsyncMemory
+from node.memory import AsyncMemory, ExecutionOutcome
 
 if TYPE_CHECKING:
     from node.chain import SettlementEngine
@@ -51,14 +51,14 @@ class Market:
 
     # --- skills -------------------------------------------------------------------------------
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
-                               note: str | None = None) -> Crystal:
-        crystal = await self.memory.record_execution(crystal_id, success, reward, note)
-        seller = crystal.governance.peer_origin
+                               note: str | None = None) -> ExecutionOutcome:
+        outcome = await self.memory.record_execution(crystal_id, success, reward, note)
+        seller = outcome.crystal.governance.peer_origin
         if seller:
             # A skill bought from a peer: its outcome is evidence about that peer.
             event = "execution_success" if success else "execution_failure"
-            await self._record_trust(bytes.fromhex(seller), event, crystal.id)
-        return crystal
+            await self._record_trust(bytes.fromhex(seller), event, outcome.crystal.id)
+        return outcome
 
     async def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
         return await self.memory.new_skill_version(crystal_id, text)

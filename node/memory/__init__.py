@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from node.memory.embedding.embedder import EMBEDDER_NAMES as EMBEDDER_NAMES
     from node.memory.embedding.embedder import build_default_model as build_default_model
     from node.memory.facade import ConsolidationReport as ConsolidationReport
+    from node.memory.facade import ExecutionOutcome as ExecutionOutcome
     from node.memory.facade import Memory as Memory
     from node.memory.facade import MemoryInputError as MemoryInputError
     from node.memory.facade import SearchHit as SearchHit

@@ -23,7 +23,7 @@ from node.db import Database
 from node.memory import versions
 from node.memory.conversations import attach_turns, embed_plan, neighbours, plan_ingest, store_plan
 from node.memory.dynamics import HormonalStateManager
-from node.memory.facade import ConsolidationReport, Memory, MemoryInputError
+from node.memory.facade import ConsolidationReport, ExecutionOutcome, Memory, MemoryInputError
 from node.memory.files import (
     MAX_DOCUMENT_BYTES,
     Document,
@@ -257,7 +257,7 @@ class AsyncMemory:
             await self.save_state()
 
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
-                               note: str | None = None) -> Crystal:
+                               note: str | None = None) -> ExecutionOutcome:
         return await self.run(self._memory.record_execution, crystal_id, success, reward, note)
 
     async def new_skill_version(self, crystal_id: str, text: str) -> Crystal:

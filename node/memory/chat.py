@@ -17,6 +17,10 @@ from typing import Any
 import httpx
 
 from node.errors import CrystalmeshError
+from protocol.codec import json_too_deep
+
+MAX_REPLY_DEPTH = 32
+"""A chat completion nests 4 deep; a reply nesting deeper is refused before ``json.loads`` recurses."""
 
 
 class LlmError(CrystalmeshError, RuntimeError):
@@ -43,8 +47,11 @@ def chat_completion(client: httpx.Client, url: str, body: dict[str, Any], max_re
                 chunks.append(chunk)
     except httpx.HTTPError as error:
         raise LlmError(f"the LLM endpoint is unreachable: {type(error).__name__}") from error
+    body_bytes = b"".join(chunks)
+    if json_too_deep(body_bytes, MAX_REPLY_DEPTH):
+        raise LlmError("the LLM endpoint's reply nests too deep")
     try:
-        content = json.loads(b"".join(chunks))["choices"][0]["message"]["content"]
+        content = json.loads(body_bytes)["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError) as error:
         raise LlmError("the LLM endpoint's reply is not a chat completion") from error
     if not isinstance(content, str):

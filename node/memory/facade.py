@@ -45,6 +45,7 @@ from node.memory.conversations import MIGRATIONS as TURNS_MIGRATIONS
 from node.memory.conversations import attach_turns, session_keys
 from node.memory.dynamics import (
     ConsolidationInput,
+    HormonalEvent,
     HormonalStateManager,
     compute_crystal_influence,
     emotional_valence,
@@ -115,6 +116,22 @@ def _forgotten(gone: list[tuple[str, str]], inputs: dict[str, ConsolidationInput
                                "type": item.semantic_type.value if item else None,
                                "namespace": item.namespace if item else None}
     return list(out.values())
+
+
+@dataclass
+class ExecutionOutcome:
+    """What one recorded run of a skill changed (``Memory.record_execution``)."""
+
+    crystal: Crystal
+    confidence_before: float
+    confidence: float
+    hormone_event: str  # seed 000's "reward" or "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The crystal's JSON plus what the run taught: its confidence and the hormone event."""
+        return self.crystal.to_dict() | {"confidenceBefore": round(self.confidence_before, 6),
+                                         "confidence": round(self.confidence, 6),
+                                         "hormoneEvent": self.hormone_event}
 
 
 def _most_restrictive(a: AccessScope, b: AccessScope) -> AccessScope:
@@ -421,10 +438,21 @@ class Memory:
         return len(removed)
 
     def record_execution(self, crystal_id: str, success: bool, reward: float | None = None,
-                         note: str | None = None) -> Crystal:
-        return self.store.record_execution(
-            crystal_id, success, reward if reward is not None else (1.0 if success else 0.0), note=note
-        )
+                         note: str | None = None) -> ExecutionOutcome:
+        """One run of a skill, as this node saw it: the counts, ``steeringReward`` and the
+        skill's confidence move in one transaction (``Learning.apply_outcome``); then the
+        seed-000 hormone event fires, ``reward`` (dopamine + 0.3) for a success, ``error``
+        (cortisol + 0.3) for a failure. Also for a bought skill: a seller's *words* never move
+        the hormones, but an outcome is this node's own observation of what the skill did."""
+        at = now_ms()
+        with self.db.transaction():
+            crystal = self.store.record_execution(
+                crystal_id, success, reward if reward is not None else (1.0 if success else 0.0),
+                at_ms=at, note=note)
+            before, after = self.learning.apply_outcome(crystal, success, at)
+        event = HormonalEvent.REWARD if success else HormonalEvent.ERROR
+        self.hormones.spike(event)
+        return ExecutionOutcome(crystal, before, after, event.value)
 
     def ensure_stable_skill_id(self, crystal_id: str) -> Crystal:
         """A skill's first listing fixes its stable id (its first version's crystal id)."""
@@ -453,5 +481,5 @@ class Memory:
         )
 
 
-__all__ = ["ConsolidationReport", "Memory", "MemoryInputError", "ProvenanceOperation", "SearchHit",
+__all__ = ["ConsolidationReport", "ExecutionOutcome", "Memory", "MemoryInputError", "ProvenanceOperation", "SearchHit",
            "SearchRequest"]

@@ -6,7 +6,8 @@ facade, so they name this protocol instead of importing the facade back.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -47,3 +48,7 @@ class MemoryOwner(Protocol):
     def get(self, crystal_id: str) -> Crystal: ...
 
     def search(self, request: SearchRequest) -> list[SearchHit]: ...
+
+    def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None,
+                     windows: Sequence[np.ndarray | None] | None = None,
+                     beside: Callable[[sqlite3.Connection, list[Any]], None] | None = None) -> list[Any]: ...

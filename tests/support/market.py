@@ -20,13 +20,18 @@ from eth_utils import to_wei
 from node.chain.embedded import EmbeddedChain
 from node.chain.localchain import fund
 from node.config import load_config
+from node.crystals import Crystal, content_hash
 from node.crystals.model import now_ms
 from node.init import init_node
 from node.keys import load_identity
+from node.market.book.listings import StoredListing
+from node.market.purchase.skill_import import imported_skill
 from node.service import NodeService
 from protocol.envelope import Envelope, open_envelope, seal
 from protocol.messages import Message
+from protocol.purchase import Delivery
 from protocol.topics import SKILLS
+from tests.fixtures.messages import SELLER, T0_MS, sample_listing
 from tests.support.wait import wait_until_async
 
 BUYER_USDC = 10_000_000
@@ -197,3 +202,11 @@ async def start_node(tmp_path: Path, name: str, chain: EmbeddedChain, nursery: t
     node = NodeService(config, chain_client=chain.client())
     await nursery.start(_run, node)
     return node
+
+
+def bought(text: str) -> Crystal:
+    """A bought skill of ``text`` from the fixtures' seller (not yet stored)."""
+    stored = StoredListing(listing=sample_listing(), seller_key=SELLER.public_key, issued_at_ms=T0_MS,
+                           received_at_ms=T0_MS, superseded_by=None, own_crystal_id=None, envelope=b"")
+    delivery = Delivery("0f" * 16, stored.listing.listing_id, text, content_hash(text), "0x" + "ab" * 32)
+    return imported_skill(stored, delivery, management_keys=())

@@ -12,6 +12,15 @@ from node.face import face
 
 if TYPE_CHECKING:
     from node.memory.learning.budget_context import budget_context as budget_context
+    from node.memory.learning.dreaming import InsightReport as InsightReport
+    from node.memory.learning.dreaming import Material as Material
+    from node.memory.learning.dreaming import ProposalNotFound as ProposalNotFound
+    from node.memory.learning.dreaming import apply_findings as apply_findings
+    from node.memory.learning.dreaming import new_material as new_material
+    from node.memory.learning.insights import Candidate as Candidate
+    from node.memory.learning.insights import Classification as Classification
+    from node.memory.learning.insights import classification as classification
+    from node.memory.learning.insights import extract as extract
     from node.memory.learning.learning import Learning as Learning
     from node.memory.learning.testament_io import TestamentRefused as TestamentRefused
     from node.memory.learning.testament_io import export_testament as export_testament

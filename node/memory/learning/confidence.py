@@ -28,6 +28,10 @@ BOUGHT_CONFIDENCE = 0.2
 buyer-beware". A bought skill enters at this and keeps it (no demurrage: no episode of
 this node ever supported it) until this node's own feedback moves it."""
 
+DREAM_CONFIDENCE_FLOOR = 0.3
+"""Seed 003's shared constants: "Dream confidence floor 0.3". A dream's insight is born at
+it and, while it lives, never doubted below it (its trial window decides if it stays)."""
+
 SELF_LEARNED_CONFIDENCE = 1.0
 """Confidence of a crystal that never went through consolidation or feedback (as produced)."""
 
@@ -39,6 +43,11 @@ USEFUL_REINFORCEMENT = 0.2
 
 WRONG_FACTOR = 0.5
 """Multiplier applied when a retrieval is marked wrong (the cost of a wrong fact is higher)."""
+
+OUTCOME_STEP = 0.2
+"""Share of the way one execution outcome moves a skill's confidence toward what it showed
+(ours: the seed says outcomes accumulate into ``steeringReward`` but names no rate; 0.2 is the
+step of a retrieval marked useful, so one good run counts as much as one useful recall)."""
 
 MS_PER_DAY = 24 * 3600 * 1000
 
@@ -88,6 +97,22 @@ def reinforce(confidence: float, step: float) -> float:
 def weaken(confidence: float, *, warning: bool = False) -> float:
     """Confidence after a retrieval was marked wrong; a warning stays at or above its floor."""
     value = clamp(confidence) * WRONG_FACTOR
+    return max(value, WARNING_FLOOR) if warning else value
+
+
+def outcome_confidence(confidence: float, success: bool, *, warning: bool = False) -> float:
+    """Confidence after one execution outcome observed by this node (issue 35).
+
+    An exponential moving average toward what the run showed:
+    ``c' = c + 0.2 · (y − c)`` with ``y = 1`` for a success and ``y = 0`` for a failure
+    (:data:`OUTCOME_STEP`). Bounded: it stays in [0, 1] and never crosses its target, so
+    no run of outcomes can push it outside the range or make it oscillate. A bought
+    skill at 0.2 rises 0.36, 0.488, 0.590 … through its successes (``1 − 0.8^(n+1)``)
+    and falls by a fifth at each failure (0.36 → 0.288); the reward score is not used
+    here (it already feeds the price's ``avgRewardScore`` and ``steeringReward``).
+    """
+    target = 1.0 if success else 0.0
+    value = clamp(clamp(confidence) + OUTCOME_STEP * (target - clamp(confidence)))
     return max(value, WARNING_FLOOR) if warning else value
 
 

@@ -30,6 +30,8 @@ class Provenance(StrEnum):
     CONSOLIDATED = "consolidated"  # a fact folded from this node's episodes
     IMPORTED = "imported"  # inherited through a testament
     BOUGHT = "bought"  # delivered by a seller on the market (signer: the seller's key)
+    EXECUTED = "executed"  # an own skill whose confidence its recorded runs set (no demurrage)
+    DREAM = "dream"  # an insight a dream extracted (floor 0.3 while it lives)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from node.crystals import (
 )
 from node.memory.learning import confidence as conf
 from node.memory.learning import facts
+from node.memory.learning.dreaming import InsightStore, set_lifespan
 from node.memory.learning.knowledge import (
     KnowledgeRow,
     KnowledgeStore,
@@ -52,6 +53,9 @@ POLICIES = ("importance", "energy")
 CONSOLIDATION_ACTOR = "consolidation"
 LAST_FOLD_META = "last_fact_consolidation_ms"
 DEAD = (Lifecycle.EXPIRED, Lifecycle.ARCHIVED)
+NO_DEMURRAGE = (Provenance.BOUGHT, Provenance.EXECUTED)
+"""Confidence that only evidence of use moves: skills are immune to decay (seed 000), and
+nothing this node observed ever supported a bought one (seed 003's buyer-beware 0.2)."""
 
 
 class FeedbackError(MemoryInputError):
@@ -94,6 +98,7 @@ class Learning:
         if self.settings.policy not in POLICIES:
             raise ConfigError(f"memory.policy must be one of {POLICIES}, not {self.settings.policy!r}")
         self.knowledge = KnowledgeStore(memory.db)
+        self.insights = InsightStore(memory.db)
 
     @property
     def tau_ms(self) -> float:
@@ -106,8 +111,13 @@ class Learning:
     def _confidence(self, row: KnowledgeRow | None, at_ms: int, warning: bool) -> float:
         if row is None:
             return conf.SELF_LEARNED_CONFIDENCE
-        if row.provenance is Provenance.BOUGHT:
-            return conf.clamp(row.confidence)  # no demurrage (conf.BOUGHT_CONFIDENCE)
+        if row.provenance in NO_DEMURRAGE:
+            return conf.clamp(row.confidence)  # set by evidence of use only (conf.BOUGHT_CONFIDENCE)
+        if row.provenance is Provenance.DREAM:
+            # Seed 003's dream confidence floor: an insight is doubted, never disbelieved,
+            # while it lives; its trial window (not doubt) decides whether it stays.
+            return max(conf.DREAM_CONFIDENCE_FLOOR, conf.current_confidence(
+                row.confidence, at_ms - row.reference_ms, self.tau_ms, row.episode_count))
         return conf.current_confidence(
             row.confidence, at_ms - row.reference_ms, self.tau_ms, row.episode_count, warning=warning
         )
@@ -132,6 +142,14 @@ class Learning:
             out |= row.to_dict()
             if row.provenance is Provenance.CONSOLIDATED:
                 out["source_episodes"] = self.knowledge.sources(crystal.id)
+        out |= self.insights.mark(crystal.id) or {}  # seed 000's dreamCount / lastDreamedAt
+        insight = self.insights.row(crystal.id)
+        if insight is not None:
+            out["insight"] = {"kind": insight["kind"], "born_at_ms": insight["born_at_ms"],
+                              "last_seen_ms": insight["last_seen_ms"], "sightings": insight["sightings"],
+                              "confirmed_at_ms": insight["confirmed_at_ms"],
+                              "classified_by": insight["classified_by"],
+                              "sources": self.insights.sources(crystal.id)}
         return out
 
     def feedback(self, crystal_id: str, verdict: str, at_ms: int | None = None) -> dict[str, Any]:
@@ -162,7 +180,27 @@ class Learning:
             self.knowledge.set_confidence(updated, f"feedback_{verdict}", at, {"before": round(before, 6)})
             if verdict == "useful":
                 self.memory.store.record_access([crystal.id], at)
+                if self.insights.confirm(crystal.id, at):  # the user vouched for a dream's insight
+                    set_lifespan(self.memory, crystal, LifespanPolicy.DECAY, None, "insight_confirmed")
         return {"id": crystal.id, "verdict": verdict, "confidence_before": before, "confidence": after}
+
+    def apply_outcome(self, crystal: Crystal, success: bool, at_ms: int) -> tuple[float, float]:
+        """Move ``crystal``'s confidence by one execution outcome (:func:`conf.outcome_confidence`);
+        returns (before, after). Runs inside the caller's transaction (``Memory.record_execution``
+        writes the counts in the same one). An own skill's row becomes ``executed`` (no
+        demurrage: seed 000's skills never decay); a bought, inherited or learned one keeps its
+        provenance and signer."""
+        row = self.knowledge.get(crystal.id)
+        before = self.confidence(crystal, row, at_ms)
+        after = conf.outcome_confidence(before, success, warning=is_warning(crystal))
+        provenance = Provenance.EXECUTED if row is None or row.provenance is Provenance.LOCAL else row.provenance
+        updated = KnowledgeRow(
+            crystal.id, after, at_ms, row.episode_count if row else 1, row.generation if row else 0,
+            provenance, row.signer if row else None, row.namespace if row else namespace_of(crystal),
+        )
+        self.knowledge.set_confidence(updated, "outcome_success" if success else "outcome_failure", at_ms,
+                                      {"before": round(before, 6)})
+        return before, after
 
     # --- episodes → facts -------------------------------------------------------------------------
     def fold_episodes(self, at_ms: int) -> FactReport:

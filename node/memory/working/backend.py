@@ -32,6 +32,14 @@ from node.crystals import (
 )
 from node.crystals import governance as gov
 from node.memory.facade import Memory, MemoryInputError, SearchRequest
+from node.memory.learning import (
+    Candidate,
+    Classification,
+    InsightReport,
+    Material,
+    apply_findings,
+    new_material,
+)
 from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
 from node.memory.working.dream import LIVE, TASK_TYPES, CrystalView, HormoneLevels
 from node.memory.working.migration import SEED_IMPORTANCE, Chunk
@@ -216,6 +224,26 @@ class MemoryBackend:
         if not result.created:
             raise MemoryInputError(f"a crystal with this text already exists: {result.id}")
         return self.memory.store.get(result.id)
+
+    # --- dream insights (node.memory.learning.dreaming) ---------------------------------------
+    def insight_material(self) -> Material:
+        """What this namespace gained since the previous dream read it (notes, session turns)."""
+        return self._run(lambda: new_material(self.memory, self.namespace))
+
+    def store_insights(self, material: Material, candidates: Sequence[Candidate],
+                       classes: dict[int, Classification], at_ms: int, classified_by: str) -> InsightReport:
+        return self._run(lambda: apply_findings(self.memory, self.memory.learning, self.namespace, material,
+                                                candidates, classes, at_ms, classified_by))
+
+    def proposals(self, status: str | None = "pending") -> list[dict[str, Any]]:
+        return self._run(lambda: self.memory.learning.insights.proposals(self.namespace, status))
+
+    def proposal(self, proposal_id: str) -> dict[str, Any]:
+        return self._run(lambda: self.memory.learning.insights.proposal(proposal_id, self.namespace))
+
+    def decide_proposal(self, proposal_id: str, status: str, at_ms: int, crystal_id: str | None) -> None:
+        self._run(lambda: self.memory.learning.insights.decide(proposal_id, self.namespace, status, at_ms,
+                                                               crystal_id))
 
     # --- reads -------------------------------------------------------------------------------
     def _filters(self, semantic_types: tuple[str, ...] = ()) -> Filters:

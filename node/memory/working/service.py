@@ -84,6 +84,18 @@ class WorkingMemoryService:
         return {"namespace": working.namespace, "memory_md": memory_md,
                 "notes": [note.to_dict() for note in notes]}
 
+    async def proposals(self, namespace: str = DEFAULT_NAMESPACE,
+                        status: str | None = "pending") -> dict[str, Any]:
+        """Directives a dream proposed (docs/memory.md): the user confirms or dismisses each."""
+        working = self.working_memory(namespace)
+        found = await trio.to_thread.run_sync(working.proposals, status)
+        return {"namespace": working.namespace, "proposals": found}
+
+    async def decide_proposal(self, proposal_id: str, adopt: bool,
+                              namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+        working = self.working_memory(namespace)
+        return await trio.to_thread.run_sync(working.decide_proposal, proposal_id, adopt)
+
     async def versions(self, namespaces: Sequence[str], skills: bool = False) -> dict[str, Any]:
         """Versions of MEMORY.md and the notes of each namespace (and of the skill index), for a
         subscriber that polls for changes (``node.memory.working.resource_versions``)."""

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.crystals import now_ms
+from node.crystals import SemanticType, now_ms
+from node.memory.learning import InsightReport, ProposalNotFound, extract
 from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
 from node.memory.working.auto import auto_note_text
 from node.memory.working.backend import MemoryBackend, NoteKind
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 MIN_CHUNKS_FOR_DREAM = 5
 MAX_STATE_BYTES = 1024 * 1024
 AUTO_IMPORTANCE = 0.8
+DIRECTIVE_IMPORTANCE = 0.9
+"""A directive the user adopted from a proposal: as important as a note they wrote about it."""
 
 
 def check_namespace(namespace: str) -> str:
@@ -78,6 +81,9 @@ class DreamResult:
     new_crystals: int = 0
     pointers: list[dict[str, Any]] = field(default_factory=list)
     state_chars: int = 0
+    insights: dict[str, Any] = field(default_factory=dict)  # node.memory.learning.dreaming.InsightReport
+    dream_count: int | None = None  # seed 000's dreamCount of this namespace, once written
+    last_dreamed_at_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -198,6 +204,9 @@ class WorkingMemory:
         material = len(new_ids | set(note_crystals.values()))
         if not force and material < self.min_chunks:
             return DreamResult("skipped", f"{material} new items, fewer than {self.min_chunks}")
+        insights = self._insights()
+        if insights.created:  # the dream's own insights feed its state update (seed 001)
+            views, new_ids = self.backend.snapshot(first_dream_since(last_dream_ms, self.clock()))
         old_state = self.read_state()
         data = SynthesisInput(
             old_state=old_state, notes=notes, crystals=views, new_crystal_ids=new_ids,
@@ -208,7 +217,7 @@ class WorkingMemory:
         result = DreamResult("written", synthesis.fallback_reason, synthesis.synthesiser, len(notes),
                              len(new_ids), [{"topic": p.topic, "keywords": p.keywords,
                                              "source_ids": list(p.source_ids)} for p in synthesis.pointers],
-                             len(synthesis.text))
+                             len(synthesis.text), insights.to_dict())
         reason = collapse_reason(synthesis.text, old_state or None)
         if reason is not None:
             log.warning("dream rejected (%s): MEMORY.md and the scratch are unchanged", reason)
@@ -216,11 +225,48 @@ class WorkingMemory:
                                   json.dumps({"at_ms": data.now_ms, "reason": reason}))
             result.status, result.reason = "rejected", reason
             return result
+        count = self.backend.get_meta(self._meta_key("dream_count"))
+        dream_count = (int(count) if count and count.isdigit() else 0) + 1
         journal = {"version": 1, "state": synthesis.text, "consumed": sorted(note_crystals),
-                   "dream_ms": data.now_ms}
+                   "dream_ms": data.now_ms, "dream_count": dream_count}
         with self.scratch.locked():
             self._commit_locked(journal)
+        result.dream_count, result.last_dreamed_at_ms = dream_count, data.now_ms
         return result
+
+    def _insights(self) -> InsightReport:
+        """Seed 001/003: facts, preferences, decisions and open questions of the new sessions and
+        notes as insight crystals linked to their sources (``node.memory.learning.dreaming``);
+        the synthesiser may classify them (the LLM one: type, layer, directive proposals)."""
+        material = self.backend.insight_material()
+        candidates = extract(material.sources)
+        classified = self.synthesiser.classify(candidates)
+        return self.backend.store_insights(material, candidates, classified.classes, self.clock(), classified.by)
+
+    # --- directive proposals -----------------------------------------------------------------
+    def proposals(self, status: str | None = "pending") -> list[dict[str, Any]]:
+        """Directives a dream's LLM proposed for this namespace (``pending`` until the user decides)."""
+        return self.backend.proposals(status)
+
+    def decide_proposal(self, proposal_id: str, adopt: bool) -> dict[str, Any]:
+        """The user's answer to a proposal. Adopting writes the directive as ``memory note
+        --directive`` does (durable in the scratch, then a ``directive`` crystal); dismissing
+        writes nothing but the decision. Nothing becomes a directive any other way."""
+        proposal = self.backend.proposal(proposal_id)
+        if proposal["status"] != "pending":
+            raise ProposalNotFound(f"directive proposal {proposal_id!r} was already {proposal['status']}")
+        note: dict[str, Any] | None = None
+        crystal_id: str | None = None
+        if adopt:
+            directive = NoteKind(SemanticType.DIRECTIVE)
+            written = self.note(proposal["text"], DIRECTIVE_IMPORTANCE, directive)
+            if written.crystal_status == "exists" and "type" in written.differs:
+                # the statement is already a memory of another type: the directive says so itself
+                written = self.note(f"Directive: {proposal['text']}", DIRECTIVE_IMPORTANCE, directive)
+            note, crystal_id = written.to_dict(), written.crystal_id
+        status = "adopted" if adopt else "dismissed"
+        self.backend.decide_proposal(proposal_id, status, self.clock(), crystal_id)
+        return proposal | {"status": status, "crystal_id": crystal_id, "note": note}
 
     def _niche(self) -> NicheData | None:
         if self.niche is None:
@@ -242,6 +288,8 @@ class WorkingMemory:
         atomic_write(self.state_path, str(journal["state"]).encode("utf-8"))
         self.scratch.remove_locked(journal["consumed"])
         self.backend.set_meta(self._meta_key("last_dream_ms"), str(int(journal["dream_ms"])))
+        if isinstance(journal.get("dream_count"), int):  # seed 000's dreamCount, idempotent on a redo
+            self.backend.set_meta(self._meta_key("dream_count"), str(journal["dream_count"]))
         os.unlink(self.journal_path)
         fsync_dir(self.directory)
 

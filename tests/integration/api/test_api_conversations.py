@@ -15,7 +15,7 @@ import trio
 from node.config import load_config
 from node.init import init_node
 from node.service import NodeService
-from tests.support.conversations import jsonl_bytes, locomo_bytes
+from tests.support.sessions.conversations import jsonl_bytes, locomo_bytes
 
 
 @pytest.fixture

@@ -17,7 +17,12 @@ import trio
 from node.config import load_config
 from node.init import init_node
 from node.service import NodeService
-from tests.support.transcripts import SESSION, claude_code_transcript, jsonl, write_transcript
+from tests.support.sessions.transcripts import (
+    SESSION,
+    claude_code_transcript,
+    jsonl,
+    write_transcript,
+)
 
 
 @pytest.fixture

@@ -143,6 +143,10 @@ async def test_working_memory_resources_through_the_python_sdk_client(node: Node
         assert "release calendar" in planner and "tabs" not in planner
         dreamt = await client.call_tool("memory_dream", {})
         assert not dreamt.is_error
+        # the dream's insight of the preference, linked to the note (issue 35); nothing proposed
+        assert dreamt.structured_content["insights"]["created"] == 1
+        proposed = await client.call_tool("memory_directive_proposals", {})
+        assert not proposed.is_error and proposed.structured_content["proposals"] == []
         memory_md = await read(client, "crystalmesh://working/default/MEMORY.md")
         assert memory_md == (await node.working.state("default"))["memory_md"] and memory_md
         with pytest.raises(Exception, match="namespace"):

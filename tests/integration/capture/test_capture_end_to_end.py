@@ -21,8 +21,8 @@ from node.capture import CaptureQueue
 from node.config import load_config
 from node.init import init_node
 from node.service import NodeService
-from tests.support.claude_code import hook_env, hook_input, write_session
 from tests.support.cli import Cli
+from tests.support.sessions.claude_code import hook_env, hook_input, write_session
 from tests.support.wait import wait_until, wait_until_async
 
 SESSION = "0f6c1d2e-8a4b-4c3d-9e5f-7a6b5c4d3e2f"

@@ -15,7 +15,7 @@ from node.cli.local import LocalNode
 from node.config import load_config
 from node.init import init_node
 from node.memory import Memory
-from tests.support.claude_code import write_session
+from tests.support.sessions.claude_code import write_session
 
 
 def entry(path: str, event: str = "Stop", session: str = "s1") -> QueueEntry:

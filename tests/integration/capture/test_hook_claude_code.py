@@ -12,8 +12,8 @@ import pytest
 
 from node.capture import CaptureQueue, QueueEntry
 from node.memory import file_lock
-from tests.support.claude_code import hook_argv, hook_env, hook_input, write_session
 from tests.support.cli import Cli
+from tests.support.sessions.claude_code import hook_argv, hook_env, hook_input, write_session
 
 HAND_WRITTEN = "# Project notes\n\n- The staging database is db-stage-2 (Postgres 16).\n- Deploys go out on Thursdays.\n"
 

@@ -12,8 +12,8 @@ import pytest
 
 from node.capture import CaptureQueue
 from node.memory import file_lock
-from tests.support.claude_code import hook_env
 from tests.support.cli import Cli
+from tests.support.sessions.claude_code import hook_env
 
 CONFIG = """model = "o3"
 approval_policy = "on-request"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.claude_code import write_session
 from tests.support.cli import Cli
-from tests.support.transcripts import codex_rollout, write_transcript
+from tests.support.sessions.claude_code import write_session
+from tests.support.sessions.transcripts import codex_rollout, write_transcript
 
 
 def test_watch_ingests_new_and_grown_transcripts_and_nothing_it_must_not(initialised: Cli, tmp_path: Path) -> None:

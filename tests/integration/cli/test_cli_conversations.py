@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import Cli
-from tests.support.conversations import jsonl_bytes, locomo_bytes
+from tests.support.sessions.conversations import jsonl_bytes, locomo_bytes
 
 pytestmark = pytest.mark.usefixtures("isolated_home")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import Cli
-from tests.support.conversations import locomo_bytes
+from tests.support.sessions.conversations import locomo_bytes
 
 pytestmark = pytest.mark.usefixtures("isolated_home")
 

@@ -15,7 +15,7 @@ import pytest
 from node.config import load_config
 from node.memory.facade import Memory
 from tests.support.cli import Cli
-from tests.support.transcripts import (
+from tests.support.sessions.transcripts import (
     SESSION,
     claude_code_transcript,
     codex_rollout,
@@ -80,7 +80,7 @@ def test_a_kill_mid_ingest_loses_and_repeats_nothing(initialised: Cli, tmp_path:
     size = path.stat().st_size
     assert size > 3 * 640 * 1024 // 2  # at least three chunks
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.fault_transcript", mode, "--", "--data-dir", str(initialised.data_dir),
+        [sys.executable, "-m", "tests.support.sessions.fault_transcript", mode, "--", "--data-dir", str(initialised.data_dir),
          "memory", "ingest", "--transcript", str(path)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
         env=dict(os.environ) | {"PYTHONPATH": str(REPO)})

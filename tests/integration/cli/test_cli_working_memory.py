@@ -67,3 +67,27 @@ def test_a_directive_note_is_a_directive_in_search(cli: Cli) -> None:
     assert hits[noted["crystal_id"]]["epistemicLayer"] == "directive"
     assert hits[plain["crystal_id"]]["epistemicLayer"] == "world_fact"
     assert hits[plain["crystal_id"]]["provenance"] == "own" and hits[plain["crystal_id"]]["seller"] is None
+
+
+def test_a_dream_reports_its_insights_and_outcomes_report_confidence(cli: Cli) -> None:
+    cli.json("memory", "note", "We decided to keep the billing ledger in Postgres")
+    code, out, _ = cli.run("memory", "dream")
+    assert code == 0 and "dream 1: 1 new insights" in out
+    dreamt = cli.json("memory", "dream")
+    assert dreamt["dream_count"] == 2 and dreamt["insights"]["created"] == 0
+    [insight] = [hit["crystal"] for hit in cli.json("memory", "search", "billing ledger Postgres")
+                 if hit["crystal"]["origin"] == "dream"]
+    detail = cli.json("memory", "show", insight["id"])
+    assert detail["knowledge"]["insight"]["kind"] == "decision" and detail["knowledge"]["confidence"] == 0.3
+    skill = cli.json("memory", "add", "Rotate the staging TLS certificates with certbot", "--type", "skill")
+    code, out, _ = cli.run("skill", "record-execution", skill["id"], "--failure")
+    assert code == 0 and "confidence 1.000 -> 0.800" in out
+
+
+def test_directive_proposals_from_the_cli(cli: Cli) -> None:
+    assert cli.json("memory", "directives", "list")["proposals"] == []
+    code, out, _ = cli.run("memory", "directives", "list")
+    assert code == 0 and "directive proposals" in out
+    for verb in ("confirm", "dismiss"):
+        code, _out, err = cli.run("memory", "directives", verb, "0123456789abcdef")
+        assert code != 0 and err.startswith("error:") and "Traceback" not in err

@@ -79,7 +79,7 @@ async def test_an_mcp_agent_sells_a_skill_it_learned_and_a_buyer_reports_it_bad(
         assert skill["executions"] == 0
         first = await call(selling, "skill_record_execution", crystal_id=skill["id"], success=True,
                            reward=0.9, note="replica back in 4 minutes")
-        assert first["executions"] == 1
+        assert first["executions"] == 1 and first["confidence"] == 1.0
         assert "3" in await refused(selling, "skill_publish", crystal_id=skill["id"])  # the gate
         for _ in range(2):
             await call(selling, "skill_record_execution", crystal_id=skill["id"], success=True, reward=0.9)
@@ -136,6 +136,8 @@ async def test_an_mcp_agent_sells_a_skill_it_learned_and_a_buyer_reports_it_bad(
         assert (report["seller_key"], report["crystal_id"], report["success"]) == (seller_key, crystal_id, False)
         assert report["seller_trust"]["events"] == trust_before["events"] + 1
         assert report["seller_trust"]["last_reason"] == f"execution_failure: {crystal_id}"
+        # The failure taught the buyer's memory too: from the market's 0.2 down a fifth (issue 35).
+        assert (report["confidence_before"], report["confidence"]) == (0.2, 0.16)
         assert "neither" in await refused(buying, "skill_report_outcome", skill=bounty["bounty_id"],
                                           success=False)
     after_mcp = next(row for row in buyer.trust.show() if row["peer_key"] == seller_key)

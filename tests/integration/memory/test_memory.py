@@ -292,7 +292,7 @@ def test_versioning_refusals_write_nothing(memory: Memory) -> None:
 def test_record_execution_defaults_reward(memory: Memory) -> None:
     skill = memory.add("bisect the regression", semantic_type=SemanticType.SKILL)
     memory.record_execution(skill.id, True)
-    after = memory.record_execution(skill.id, False)
+    after = memory.record_execution(skill.id, False).crystal
     assert (after.execution.executions, after.execution.successes) == (2, 1)
     assert after.execution.reward_sum == 1.0
 

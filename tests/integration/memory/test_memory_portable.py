@@ -29,7 +29,7 @@ from node.memory import (
     update_from_request,
 )
 from node.memory.facade import Memory
-from tests.support.conversations import jsonl_bytes, locomo_bytes
+from tests.support.sessions.conversations import jsonl_bytes, locomo_bytes
 
 QUERIES = ["charity race", "deploy checklist", "retry budget", "rollback", "coffee", "numpy version",
            "mental health", "release notes", "the flaky migration", "skill backoff"]

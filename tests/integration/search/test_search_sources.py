@@ -21,8 +21,13 @@ from node.memory import (
 )
 from node.memory.facade import Memory
 from node.memory.search import MemoryInputError
-from tests.support.conversations import locomo_bytes
-from tests.support.transcripts import SESSION, START, claude_code_transcript, write_transcript
+from tests.support.sessions.conversations import locomo_bytes
+from tests.support.sessions.transcripts import (
+    SESSION,
+    START,
+    claude_code_transcript,
+    write_transcript,
+)
 
 
 def hits(memory: Memory, query: str, k: int = 10, sources: tuple[str, ...] = ()) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,9 @@ from node.crystals.model import SemanticType, now_ms
 from node.market.ledger import MarketLedger, Sale
 from node.market.selling.niche import niche_data
 from node.memory.facade import Memory, MemoryInputError, SearchRequest
+from node.memory.learning import Candidate
 from node.memory.working.backend import MemoryBackend
-from node.memory.working.dream.inputs import SearchFn, Synthesis, SynthesisInput
+from node.memory.working.dream.inputs import Classified, SearchFn, Synthesis, SynthesisInput
 from node.memory.working.state import SECTIONS, parse_state, render_state
 from node.memory.working.working import WorkingMemory
 
@@ -138,6 +140,9 @@ class FixedSynthesiser:
 
     def synthesise(self, data: SynthesisInput, search: SearchFn) -> Synthesis:
         return Synthesis(self.text, self.name)
+
+    def classify(self, candidates: Sequence[Candidate]) -> Classified:
+        return Classified("rules")
 
 
 FULL = {key: f"- a real line about {key} with enough substance" for key, _ in SECTIONS}

@@ -71,3 +71,28 @@ def test_ppm_round_trip_and_clamp() -> None:
     assert c.from_ppm(595_000) == pytest.approx(0.595)
     assert c.to_ppm(1.7) == 1_000_000
     assert c.clamp(float("nan")) == 0.0
+
+
+def test_an_outcome_moves_confidence_a_fifth_of_the_way_to_what_the_run_showed() -> None:
+    # c' = c + 0.2·(y − c): a bought skill at 0.2 climbs 0.36, 0.488, 0.5904 (= 1 − 0.8^(n+1))
+    value = c.BOUGHT_CONFIDENCE
+    for expected in (0.36, 0.488, 0.5904):
+        value = c.outcome_confidence(value, True)
+        assert value == pytest.approx(expected, abs=1e-12)
+    # a failure takes a fifth: 0.36 → 0.288; an own skill (1.0) → 0.8; 0 stays 0, 1 stays 1
+    assert c.outcome_confidence(0.36, False) == pytest.approx(0.288, abs=1e-12)
+    assert c.outcome_confidence(1.0, False) == pytest.approx(0.8, abs=1e-12)
+    assert c.outcome_confidence(0.0, False) == 0.0
+    assert c.outcome_confidence(1.0, True) == 1.0
+
+
+def test_outcomes_stay_bounded_whatever_comes_in() -> None:
+    for start in (-3.0, 0.0, 0.37, 1.0, 7.0, math.nan):
+        for success in (True, False):
+            value = c.outcome_confidence(start, success)
+            assert 0.0 <= value <= 1.0
+    value = 0.5
+    for _ in range(500):
+        value = c.outcome_confidence(value, False)
+    assert 0.0 <= value < 1e-40
+    assert c.outcome_confidence(0.3, False, warning=True) == c.WARNING_FLOOR

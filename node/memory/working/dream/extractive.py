@@ -10,8 +10,12 @@ search. Same input, same output.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from node.memory.learning import Candidate
 from node.memory.working.dream import sections
 from node.memory.working.dream.inputs import (
+    Classified,
     CrystalView,
     Pointer,
     SearchFn,
@@ -48,9 +52,11 @@ def _delta(data: SynthesisInput) -> list[CrystalView]:
     """This dream's new material: scratch notes and crystals created since the last dream."""
     note_crystals = set(data.note_crystal_ids.values())
     views = [sections.note_view(note, data.note_crystal_ids.get(note.id)) for note in data.notes]
+    # A dream's own insights restate this material (they reach the state through The Bond and
+    # later dreams once they have lasted), so they are not new material twice.
     views += [c for c in data.crystals
               if c.id in data.new_crystal_ids and c.id not in note_crystals
-              and c.semantic_type not in ("skill",)]
+              and c.semantic_type not in ("skill",) and c.origin != "dream"]
     return views
 
 
@@ -81,6 +87,10 @@ def _pointers(data: SynthesisInput, shown: set[str], search: SearchFn) -> list[P
 
 class ExtractiveSynthesiser:
     name = "extractive"
+
+    def classify(self, candidates: Sequence[Candidate]) -> Classified:
+        """No model: the extraction rules' kinds stand; every insight is a mental model."""
+        return Classified("rules")
 
     def synthesise(self, data: SynthesisInput, search: SearchFn) -> Synthesis:
         old = parse_state(data.old_state)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from node.memory.learning import Candidate, Classification
 from node.memory.working.scratch import ScratchNote
 
 SearchFn = Callable[[str, int], list[str]]
@@ -140,10 +141,21 @@ class Synthesis:
     fallback_reason: str | None = None
 
 
+@dataclass
+class Classified:
+    """A synthesiser's reading of a dream's insight candidates (seed 000's type and layer)."""
+
+    by: str  # "rules" (nothing beyond the extraction rules) or the synthesiser's name
+    classes: dict[int, Classification] = field(default_factory=dict)  # candidate index -> class
+    fallback_reason: str | None = None
+
+
 class Synthesiser(Protocol):
     name: str
 
     def synthesise(self, data: SynthesisInput, search: SearchFn) -> Synthesis: ...
+
+    def classify(self, candidates: Sequence[Candidate]) -> Classified: ...
 
 
 def describe_mood(levels: HormoneLevels) -> str:

@@ -16,15 +16,20 @@ boundary of working memory that is faked.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import httpx
 
 from node.memory.chat import LlmError, chat_completion
+from node.memory.learning import Candidate, Classification, classification
 from node.memory.working.dream.extractive import ExtractiveSynthesiser
 from node.memory.working.dream.inputs import (
+    Classified,
     SearchFn,
     Synthesis,
     SynthesisInput,
@@ -43,6 +48,7 @@ from node.memory.working.state import (
     preamble_of,
     render_state,
 )
+from protocol.codec import json_too_deep
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +75,23 @@ Rules:
 - The Niche reports the economic data given, in USDC, without inventing numbers.
 - Emerging Skills keeps the lines `- <pattern> → Confidence: NN% | Occurrences: N | id: XXXXXXXX`.
 - Answer with the markdown of the 7 sections only."""
+
+
+MAX_CLASSIFIED = 200
+"""Candidates sent for classification in one dream (the rest keep the rules' kind)."""
+MAX_CLASSIFY_DEPTH = 8
+"""``{"items": [{...}]}`` nests 3 deep; a deeper reply is refused before ``json.loads`` recurses."""
+
+CLASSIFY_PROMPT = """\
+You classify statements that an AI agent's memory extracted from its user's sessions and notes.
+For each numbered statement give its type and its epistemic layer.
+- type: one of fact, preference, decision, question, goal, relationship, episode, insight
+- layer: one of
+  experience (one thing that happened),
+  world_fact (true of the world or of the user),
+  mental_model (an inference, generalisation or guess),
+  directive (an explicit standing instruction from the user about how the agent must always behave)
+Answer with JSON only: {"items": [{"index": 0, "type": "...", "layer": "..."}, ...]}"""
 
 
 class LlmUnavailable(LlmError):
@@ -115,6 +138,37 @@ def build_prompt(data: SynthesisInput) -> list[dict[str, str]]:
     ]
 
 
+def classify_prompt(candidates: Sequence[Candidate]) -> list[dict[str, str]]:
+    lines = [f"{index}. {shorten(candidate.statement, 300)}" for index, candidate in enumerate(candidates)]
+    return [{"role": "system", "content": CLASSIFY_PROMPT}, {"role": "user", "content": "\n".join(lines)}]
+
+
+def parse_classes(reply: str, count: int) -> dict[int, Classification]:
+    """The classifications in an (untrusted) reply: items with a known index, type and layer;
+    anything else is ignored. ``LlmUnavailable`` if the reply is not the JSON asked for."""
+    body = reply.encode("utf-8")
+    if json_too_deep(body, MAX_CLASSIFY_DEPTH):
+        raise LlmUnavailable("the classification reply nests too deep")
+    try:
+        data: Any = json.loads(body)
+    except ValueError as error:
+        raise LlmUnavailable("the classification reply is not JSON") from error
+    items = data.get("items") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise LlmUnavailable("the classification reply has no items list")
+    out: dict[int, Classification] = {}
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        index = item.get("index")
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count or index in out:
+            continue
+        found = classification(item.get("type"), item.get("layer"))
+        if found is not None:
+            out[index] = found
+    return out
+
+
 def reply_text(content: str) -> str:
     """The state in the assistant's ``content`` (unfenced); ``LlmUnavailable`` if it is empty."""
     if not content.strip():
@@ -153,6 +207,19 @@ class LlmSynthesiser:
             except LlmError as error:
                 raise LlmUnavailable(str(error)) from error
         return reply_text(content)
+
+    def classify(self, candidates: Sequence[Candidate]) -> Classified:
+        """Type and epistemic layer of each insight candidate; a ``directive`` becomes a proposal
+        for the user (``node.memory.learning.dreaming``). A failed call keeps the rules' kinds."""
+        batch = list(candidates[:MAX_CLASSIFIED])
+        if not batch:
+            return Classified(self.name)
+        try:
+            classes = parse_classes(self.complete(classify_prompt(batch)), len(batch))
+        except LlmUnavailable as error:
+            log.warning("dream: LLM classification failed (%s); insights keep the rules' kinds", error)
+            return Classified("rules", {}, str(error))
+        return Classified(self.name, classes)
 
     def synthesise(self, data: SynthesisInput, search: SearchFn) -> Synthesis:
         try:

@@ -13,7 +13,7 @@ from node.memory.conversations.parse import (
     ConversationRefused,
     read_conversation,
 )
-from tests.support.conversations import jsonl_bytes, locomo_bytes, locomo_conversation
+from tests.support.sessions.conversations import jsonl_bytes, locomo_bytes, locomo_conversation
 
 
 def test_locomo_shape() -> None:

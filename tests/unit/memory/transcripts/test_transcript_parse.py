@@ -20,7 +20,7 @@ from node.memory.transcripts.parse import (
     session_from_key,
     tool_call_text,
 )
-from tests.support.transcripts import (
+from tests.support.sessions.transcripts import (
     SESSION,
     claude_code_line,
     codex_rollout,

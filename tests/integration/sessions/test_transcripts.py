@@ -24,7 +24,7 @@ from node.memory import (
     transcript_cursor,
 )
 from node.memory.facade import Memory
-from tests.support.transcripts import (
+from tests.support.sessions.transcripts import (
     SESSION,
     claude_code_transcript,
     codex_rollout,

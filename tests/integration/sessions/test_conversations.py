@@ -19,7 +19,7 @@ from node.memory import (
 )
 from node.memory.facade import Memory
 from node.memory.search import MemoryInputError
-from tests.support.conversations import jsonl_bytes, locomo_bytes
+from tests.support.sessions.conversations import jsonl_bytes, locomo_bytes
 
 HOSTILE = [
     b'[{"speaker": "a", "text": "fine"}, {"speaker": "b", "text": "x\\ud800"}]',

@@ -1,6 +1,6 @@
 """Run ``crystalmesh memory ingest --transcript`` and stop it dead at a known point, for a kill -9 test.
 
-    python -m tests.support.fault_transcript between|inside -- <crystalmesh args>
+    python -m tests.support.sessions.fault_transcript between|inside -- <crystalmesh args>
 
 ``between``: once the first chunk's transaction has committed (its turns and its cursor), this
 prints ``PAUSED`` on stdout and blocks reading stdin. ``inside``: when the second chunk's turn

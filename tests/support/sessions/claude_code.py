@@ -1,7 +1,7 @@
 """Claude Code as the hook tests see it: a session transcript that grows, and a hook command run
 the way Claude Code runs one (through a shell, the hook JSON on stdin).
 
-Transcript lines come from ``tests.support.transcripts.claude_code_line`` (the envelope Claude
+Transcript lines come from ``tests.support.sessions.transcripts.claude_code_line`` (the envelope Claude
 Code writes around each message, written from its documentation; no real session is copied).
 """
 
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.support.transcripts import claude_code_line
+from tests.support.sessions.transcripts import claude_code_line
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 START = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
 
 
