@@ -17,10 +17,12 @@ if TYPE_CHECKING:
     from node.memory.learning.dreaming import ProposalNotFound as ProposalNotFound
     from node.memory.learning.dreaming import apply_findings as apply_findings
     from node.memory.learning.dreaming import new_material as new_material
+    from node.memory.learning.energy import Tier as Tier
     from node.memory.learning.insights import Candidate as Candidate
     from node.memory.learning.insights import Classification as Classification
     from node.memory.learning.insights import classification as classification
     from node.memory.learning.insights import extract as extract
+    from node.memory.learning.knowledge import Provenance as Provenance
     from node.memory.learning.learning import Learning as Learning
     from node.memory.learning.testament_io import TestamentRefused as TestamentRefused
     from node.memory.learning.testament_io import export_testament as export_testament

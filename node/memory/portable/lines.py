@@ -21,6 +21,7 @@ from typing import IO, Any
 import numpy as np
 
 from node.crystals import COLUMNS, Crystal, content_hash, crystal_values
+from node.memory.learning import Provenance, Tier
 from node.memory.namespaces import InvalidNamespace, validate_namespace
 from node.memory.search import MemoryInputError
 from protocol.codec import json_too_deep
@@ -34,8 +35,8 @@ MAX_PROVENANCE_NODES = 1024
 MAX_ID_CHARS = 128
 BATCH = 256
 INT64 = (-(2**63), 2**63 - 1)
-TIERS = frozenset({"working", "short_term", "long_term"})
-KNOWLEDGE_PROVENANCE = frozenset({"local", "consolidated", "imported", "bought"})
+TIERS = frozenset(tier.value for tier in Tier)
+KNOWLEDGE_PROVENANCE = frozenset(provenance.value for provenance in Provenance)
 Progress = Callable[[int, int], None]
 # What each column of the crystals row may hold (node.crystals.rows.crystal_values order is not
 # relied on: the names are). "int" columns take int only, "real" int or float, "text" str.
