@@ -6,11 +6,12 @@
 * a header: ``{"format": "crystalmesh-memory", "version": 1, "embedder", "dim",
   "second_opinion", "exported_at", "counts", "hormones", "left_out"}``;
 * one line per crystal, oldest row first: ``{"crystal": Crystal.to_dict(), "vector": base64
-  float32 | null, "windows", "second", "turn", "knowledge", "energy", "fact", "chunk"}``, the
-  last seven only where the store has them (a long text's window vectors, the second encoder's
-  vector, the conversation or transcript turn it was, its confidence row, its energy tier, the
-  fact it is evidence for, an indexed file's chunk and file rows), so origins, confidence, tiers
-  and file re-syncs survive the trip.
+  float32 | null, "windows", "second", "turn", "knowledge", "energy", "fact", "chunk", "insight",
+  "insight_sources", "dream_mark"}``, all but the first two only where the store has them (a
+  long text's window vectors, the second encoder's vector, the conversation or transcript turn
+  it was, its confidence row, its energy tier, the fact it is evidence for, an indexed file's
+  chunk and file rows, a dream's insight and its sources, its dream marks), so origins,
+  confidence, tiers, file re-syncs and insights survive the trip.
 
 What goes out: every memory with a current version (not deleted, superseded, expired or
 archived), with all of its versions (superseded ones keep ``validTo`` / ``supersededBy``).

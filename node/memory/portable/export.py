@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from node.crystals import COLUMNS, COLUMNS_WITHOUT_EMBEDDING, now_ms, row_to_crystal
-from node.memory.portable.lines import BATCH, FORMAT, VERSION, BadLine, Progress, check_crystal
+from node.memory.portable.lines import (
+    BATCH,
+    FORMAT,
+    SIDE_TABLES,
+    VERSION,
+    BadLine,
+    Progress,
+    check_crystal,
+)
 
 if TYPE_CHECKING:
     from node.memory.facade import Memory
@@ -42,6 +50,16 @@ def _rows_by(db: Any, sql: str, key: str, ids: Sequence[Any]) -> dict[Any, dict[
         return {}
     marks = ",".join("?" * len(ids))
     return {row[key]: dict(row) for row in db.all(sql.format(marks=marks), tuple(ids))}
+
+
+def _grouped(db: Any, sql: str, key: str, ids: Sequence[Any]) -> dict[Any, list[dict[str, Any]]]:
+    """Like :func:`_rows_by`, for a table that holds several rows per crystal."""
+    if not ids:
+        return {}
+    grouped: dict[Any, list[dict[str, Any]]] = {}
+    for row in db.all(sql.format(marks=",".join("?" * len(ids))), tuple(ids)):
+        grouped.setdefault(row[key], []).append(dict(row))
+    return grouped
 
 
 def _exportable(memory: Memory, at_ms: int) -> tuple[list[int], Counter[str], int]:
@@ -113,6 +131,8 @@ def export_lines(memory: Memory, progress: Progress | None = None) -> Iterator[s
         energy = _rows_by(memory.db, "SELECT * FROM memory_energy WHERE crystal_id IN ({marks})", "crystal_id", ids)
         facts = _rows_by(memory.db, "SELECT * FROM knowledge_sources WHERE episode_id IN ({marks})",
                          "episode_id", ids)
+        side = {key: _grouped(memory.db, f"SELECT * FROM {table} WHERE {column} IN ({{marks}})", column, ids)
+                for key, (table, column, _) in SIDE_TABLES.items()}
         chunks = _rows_by(memory.db, "SELECT c.*, f.size AS file_size, f.mtime_ns AS file_mtime_ns, "
                           "f.chunks AS file_chunks, f.indexed_at_ms AS file_indexed_at_ms FROM indexed_chunks c "
                           "LEFT JOIN indexed_files f ON f.namespace = c.namespace AND f.path = c.path "
@@ -139,6 +159,11 @@ def export_lines(memory: Memory, progress: Progress | None = None) -> Iterator[s
                                   "added_at_ms": facts[crystal_id]["added_at_ms"]}
             if crystal_id in chunks:
                 record["chunk"] = _chunk(chunks[crystal_id])
+            for key, (_, column, many) in SIDE_TABLES.items():
+                found = [{name: value for name, value in row.items() if name != column}
+                         for row in side[key].get(crystal_id, [])]
+                if found:
+                    record[key] = found if many else found[0]
             yield json.dumps(record, ensure_ascii=False, separators=(",", ":"))
         if progress is not None:
             progress(min(start + BATCH, total), total)

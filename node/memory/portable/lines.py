@@ -14,7 +14,7 @@ import binascii
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -229,6 +229,7 @@ class Record:
     energy: dict[str, Any] | None
     fact: dict[str, Any] | None
     chunk: dict[str, Any] | None = None
+    side: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # SIDE_TABLES' rows
 
 
 def _scalars(value: Any, kind: str) -> dict[str, Any] | None:
@@ -243,14 +244,52 @@ def _scalars(value: Any, kind: str) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class TurnColumns:
-    """The columns of this node's ``conversation_turns`` table (a newer schema may add some) that a
-    turn row brings, and those of them that must have a value."""
+    """The columns of one of this node's tables beside the crystals (a newer schema may add some)
+    that a row brings, and those of them that must have a value."""
 
     names: frozenset[str]
     required: frozenset[str]
 
 
-def read_record(line: bytes, header: Header, turn_columns: TurnColumns) -> Record:
+# Rows of other concepts' tables beside a crystal, carried as they are: record key -> (table, the
+# column naming the crystal, several rows). A dream's insight, the crystals it was read from, and
+# how often the dream processed a crystal (node.memory.learning.insight_schema).
+SIDE_TABLES: dict[str, tuple[str, str, bool]] = {
+    "insight": ("dream_insights", "crystal_id", False),
+    "insight_sources": ("dream_insight_sources", "insight_id", True),
+    "dream_mark": ("dream_marks", "crystal_id", False),
+}
+MAX_SIDE_ROWS = 1024
+
+
+@dataclass(frozen=True)
+class NodeColumns:
+    """What a line's rows may write here: the turn table's columns and each side table's."""
+
+    turn: TurnColumns
+    side: dict[str, TurnColumns]
+
+
+def _side(value: Any, key: str, columns: TurnColumns, many: bool) -> list[dict[str, Any]]:
+    """A side table's row(s) of a line, judged: plain values, the required columns present, only
+    this node's columns kept (no name from the file reaches SQL)."""
+    kind = f"bad_{key}"
+    if value is None:
+        return []
+    rows = value if many else [value]
+    if not isinstance(rows, list) or len(rows) > MAX_SIDE_ROWS:
+        raise BadLine(kind, "not a list of rows" if many else "not one row")
+    kept: list[dict[str, Any]] = []
+    for row in rows:
+        checked = _scalars(row, kind) or {}
+        missing = sorted(columns.required - {name for name, item in checked.items() if item is not None})
+        if missing:
+            raise BadLine(kind, f"no {', '.join(missing)}")
+        kept.append({name: item for name, item in checked.items() if name in columns.names})
+    return kept
+
+
+def read_record(line: bytes, header: Header, columns: NodeColumns) -> Record:
     """One crystal line, judged completely (raises :class:`BadLine`)."""
     data = _json_line(line)
     if not isinstance(data, dict) or not isinstance(data.get("crystal"), dict):
@@ -279,10 +318,10 @@ def read_record(line: bytes, header: Header, turn_columns: TurnColumns) -> Recor
         for key in ("session_index", "turn_index"):
             if not is_int(turn.get(key)):
                 raise BadLine("bad_turn", f"{key} must be an integer")
-        missing = sorted(turn_columns.required - {key for key, value in turn.items() if value is not None})
+        missing = sorted(columns.turn.required - {key for key, value in turn.items() if value is not None})
         if missing:
             raise BadLine("bad_turn", f"no {', '.join(missing)}")
-        turn = {key: value for key, value in turn.items() if key in turn_columns.names}
+        turn = {key: value for key, value in turn.items() if key in columns.turn.names}
     knowledge = _scalars(data.get("knowledge"), "bad_knowledge")
     if knowledge is not None and not (
             is_real(knowledge.get("confidence")) and 0.0 <= float(knowledge["confidence"]) <= 1.0
@@ -298,8 +337,10 @@ def read_record(line: bytes, header: Header, turn_columns: TurnColumns) -> Recor
     fact = _scalars(data.get("fact"), "bad_fact")
     if fact is not None and not (is_short_text(fact.get("fact_id")) and is_int(fact.get("added_at_ms"))):
         raise BadLine("bad_fact", "fact link of the wrong shape")
+    side = {key: _side(data.get(key), key, columns.side.get(key, TurnColumns(frozenset(), frozenset())), many)
+            for key, (_, _, many) in SIDE_TABLES.items()}
     return Record(crystal, None if vector is None else vector[0], windows, second, turn, knowledge, energy, fact,
-                  _chunk(data.get("chunk")))
+                  _chunk(data.get("chunk")), {key: rows for key, rows in side.items() if rows})
 
 
 def _chunk(value: Any) -> dict[str, Any] | None:

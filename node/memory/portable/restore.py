@@ -18,9 +18,11 @@ from node.memory.portable.lines import (
     BATCH,
     FORMAT,
     MAX_LINE_BYTES,
+    SIDE_TABLES,
     BadLine,
     Header,
     ImportRefused,
+    NodeColumns,
     Progress,
     Record,
     TurnColumns,
@@ -49,13 +51,20 @@ class _Judged:
     current_texts: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, hash) -> memory id
 
 
-def turn_columns(memory: Memory) -> TurnColumns:
-    """This node's ``conversation_turns`` columns (a newer schema may add some; a row's other keys
-    are dropped, so no name from the file ever reaches SQL)."""
-    rows = memory.db.all("PRAGMA table_info(conversation_turns)")
-    own = {"crystal_id", "namespace"}  # from the restored crystal itself
+def _columns(memory: Memory, table: str, own: set[str]) -> TurnColumns:
+    # ``table`` is one of this module's names, never the file's.
+    rows = memory.db.all(f"PRAGMA table_info({table})")
     return TurnColumns(frozenset(row[1] for row in rows) - own,
                        frozenset(row[1] for row in rows if row[3] and row[4] is None) - own)
+
+
+def turn_columns(memory: Memory) -> NodeColumns:
+    """This node's columns of ``conversation_turns`` and of the side tables (a newer schema may add
+    some; a row's other keys are dropped, so no name from the file ever reaches SQL). The crystal's
+    id and namespace come from the restored crystal itself."""
+    return NodeColumns(_columns(memory, "conversation_turns", {"crystal_id", "namespace"}),
+                       {key: _columns(memory, table, {column})
+                        for key, (table, column, _) in SIDE_TABLES.items()})
 
 
 def judge(memory: Memory, file: IO[bytes]) -> _Judged:
@@ -159,6 +168,13 @@ def _write_rows(conn: sqlite3.Connection, record: Record) -> None:
     if record.fact is not None:
         conn.execute("INSERT OR IGNORE INTO knowledge_sources(episode_id, fact_id, added_at_ms) VALUES (?, ?, ?)",
                      (crystal.id, record.fact["fact_id"], record.fact["added_at_ms"]))
+    for key, rows in record.side.items():
+        table, column, _ = SIDE_TABLES[key]
+        for row in rows:
+            values = row | {column: crystal.id}
+            names = sorted(values)
+            conn.execute(f"INSERT OR IGNORE INTO {table}({', '.join(names)}) VALUES ({','.join('?' * len(names))})",
+                         [values[name] for name in names])
     if record.chunk is not None:
         chunk = record.chunk
         conn.execute("INSERT OR IGNORE INTO indexed_chunks(namespace, path, chunk_key, crystal_id, memory_id, hash, "
@@ -223,7 +239,7 @@ def import_jsonl(memory: Memory, file: IO[bytes], progress: Progress | None = No
             "embedded": embedded}
 
 
-def _write(memory: Memory, lines: Iterator[tuple[int, bytes | None]], header: Header, columns: TurnColumns,
+def _write(memory: Memory, lines: Iterator[tuple[int, bytes | None]], header: Header, columns: NodeColumns,
            skip: set[str], own_vectors: bool, progress: Progress | None) -> tuple[int, int]:
     """The judged file's memories (less ``skip``) in one transaction: (crystals, texts embedded)."""
     imported = embedded = done = 0

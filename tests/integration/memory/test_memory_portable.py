@@ -68,12 +68,25 @@ def fill(memory: Memory) -> dict[str, str]:
     with memory.db.transaction() as conn:  # an energy tier (the energy policy writes these)
         conn.execute("INSERT INTO memory_energy(crystal_id, tier, energy, at_ms, access_count) "
                      "VALUES (?, 'short_term', 1.75, 1795000000000, 3)", (rated.id,))
+        # what a dream knows of a crystal (node.memory.learning.insight_schema), as a dream writes it
+        conn.execute("INSERT INTO dream_insights(crystal_id, namespace, kind, born_at_ms, last_seen_ms, sightings, "
+                     "classified_by) VALUES (?, 'default', 'pattern', 1795000000000, 1795000100000, 2, 'rules')",
+                     (secret.id,))
+        conn.executemany("INSERT INTO dream_insight_sources(insight_id, source_id, added_at_ms) VALUES (?, ?, ?)",
+                         [(secret.id, rated.id, 1795000000000), (secret.id, first.id, 1795000000001)])
+        conn.execute("INSERT INTO dream_marks(crystal_id, dream_count, last_dreamed_at_ms) VALUES (?, 4, 1795)",
+                     (rated.id,))
     return {"fact": fact.id, "first": first.id, "second": second["id"], "gone": gone.id, "skill": skill.id, "secret": secret.id,
             "rated": rated.id}
 
 
 def docs_folder(memory: Memory) -> Path:
     return memory.config.data_dir.parent / "docs"
+
+
+def dream_rows(memory: Memory) -> list[tuple[Any, ...]]:
+    return [tuple(row) for table in ("dream_insights", "dream_insight_sources", "dream_marks")
+            for row in memory.db.all(f"SELECT * FROM {table} ORDER BY 1, 2")]
 
 
 def file_rows(memory: Memory) -> list[tuple[Any, ...]]:
@@ -144,6 +157,7 @@ def test_round_trip_into_a_fresh_data_dir(source: tuple[Memory, dict[str, str]],
         assert astuple(restored.hormones.state()) == pytest.approx(astuple(memory.hormones.state()), abs=1e-3)
         assert restored.hormones.state().cortisol > 0.9  # the source's, not a fresh node's 0.02
         assert file_rows(restored) == file_rows(memory) and len(file_rows(memory)) > 2
+        assert dream_rows(restored) == dream_rows(memory) and len(dream_rows(memory)) == 4
         resync = LocalNode(lambda: restored).memory_index([str(docs_folder(memory))])
         assert resync["files"]["unchanged"] == 2 and every_crystal(restored) == expected  # nothing to redo
         assert top10(restored) == before
@@ -219,6 +233,9 @@ HOSTILE = {
     "turn row without its session": lambda lines: _record(
         lines, 1, lambda r: r["turn"].pop("session")),
     "not json": lambda lines: [*lines[:2], b"{this is not json", *lines[3:]],
+    "insight row without its kind": lambda lines: _record(
+        lines, next(i for i, line in enumerate(lines) if b'"insight"' in line),
+        lambda r: r["insight"].pop("kind")),
     "chunk row of the wrong shape": lambda lines: _record(
         lines, next(i for i, line in enumerate(lines) if b'"chunk"' in line),
         lambda r: r["chunk"].update(start_line="ten")),
@@ -232,7 +249,7 @@ REFUSED_AS = {
     "text not matching its hash": "bad_hash", "lone surrogate": "not_json", "integer past 64 bits": "bad_crystal",
     "string where a time belongs": "bad_crystal", "unknown enum": "bad_crystal", "bad namespace": "bad_crystal",
     "turn row without its session": "bad_turn", "not json": "not_json",
-    "chunk row of the wrong shape": "bad_chunk",
+    "chunk row of the wrong shape": "bad_chunk", "insight row without its kind": "bad_insight",
 }
 
 
