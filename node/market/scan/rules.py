@@ -93,6 +93,96 @@ DECODE_EXEC = (
         r"|\beval\s{1,4}[\"']?\$\(\s{0,4}(?:echo|printf|base64|curl|wget)\b")),
 )
 
+DESTRUCTIVE = (
+    LineRule("destructive_command", Severity.HIGH, _rx(
+        r"\brm\s{1,4}(?:-{1,2}[a-z-]{1,20}\s{1,4}){0,4}(?:-{1,2}[a-z-]{0,20}\s{1,4}){0,3}"
+        r"(?:--no-preserve-root\b|/\*?(?=$|[\s;&|\"'`)])|~/?\*?(?=$|[\s;&|\"'`)])|\$\{?home\}?/?(?=$|[\s;&|\"'`)])"
+        r"|/(?:etc|usr|bin|boot|var|lib|home|root|sys)/?\*?(?=$|[\s;&|\"'`)]))"
+        r"|--no-preserve-root\b")),
+    LineRule("destructive_command", Severity.HIGH, _rx(
+        r"\bmkfs(?:\.[a-z0-9]{1,8})?\s{1,4}(?:-[a-z]{1,4}\s{1,4}[\w.-]{0,20}\s{1,4}){0,3}/dev/"
+        r"|\bdd\b[^\n]{0,100}\bof=/dev/(?:sd|hd|nvme|vd|xvd|disk|mmcblk|rdisk)"
+        r"|>\s{0,3}/dev/(?:sd[a-z]|nvme\d|hd[a-z]|disk\d)\b"
+        r"|:\s{0,2}\(\s{0,2}\)\s{0,2}\{\s{0,2}:\s{0,2}\|\s{0,2}:\s{0,2}&\s{0,2}\}\s{0,2};\s{0,2}:"
+        r"|\bformat\s{1,4}c:|\bdel\s{1,4}/[fsq]\s{1,4}[^\n]{0,20}c:\\\\?(?:\s|$)"
+        r"|\bchmod\s{1,4}-r\s{1,4}(?:0?777|a\+rwx)\s{1,4}/(?:\s|$)")),
+)
+
+# Permission tampering: turning the agent's own safety prompts off.
+PERMISSIONS = (
+    LineRule("permission_tampering", Severity.HIGH, _rx(
+        r"--dangerously-skip-permissions\b|--dangerously-bypass-approvals\b|\bbypasspermissions\b"
+        r"|\bchmod\s{1,4}(?:-r\s{1,4})?(?:0?7[0-7]7|a\+rwx|o\+w)\s{1,4}(?:~|\$home)/\.(?:ssh|gnupg|aws)\b")),
+    LineRule("permission_tampering", Severity.MEDIUM, _rx(
+        r"(?<!terraform apply )(?<!terraform destroy )(?<!-)\bauto[-_ ]?approv(?:e|al)\b(?!\s{0,3}(?:=\s{0,3})?false)"
+        r"|\b(?:always[-_ ]allow|yolo[-_ ]mode)\b|\"?bash\(\*\)\"?"
+        r"|\.claude/settings(?:\.local)?\.json\b[^\n]{0,200}\b(?:permissions?|allow)\b"
+        r"|\b(?:permissions?|allow)\b[^\n]{0,200}\.claude/settings(?:\.local)?\.json\b")),
+)
+
+# Tool shadowing: a skill defining a tool or command named like a built-in to intercept it.
+_BUILTIN_TOOLS = (r"(?:bash|read|write|edit|multiedit|grep|glob|ls|webfetch|websearch|task|todowrite"
+                  r"|notebookedit|read_file|write_file|edit_file|list_files|execute_command|run_command"
+                  r"|run_terminal_cmd|str_replace_editor|shell|terminal)")
+SHADOWING = (
+    LineRule("tool_shadowing", Severity.HIGH, _rx(
+        r"(?:@(?:mcp|server|app)\.tool\s{0,3}\(\s{0,3}(?:name\s{0,3}=\s{0,3})?|\.(?:tool|registertool|add_tool)"
+        r"\s{0,3}\(\s{0,3}(?:name\s{0,3}[=:]\s{0,3})?)[\"']" + _BUILTIN_TOOLS + r"[\"']"
+        r"|\balias\s{1,4}(?:sudo|su|ssh|passwd|gpg|git|claude|codex)\s{0,2}=|^\s{0,8}(?:function\s{1,4})?(?:sudo|ssh"
+        r"|su|passwd|git)\s{0,2}\(\s{0,2}\)\s{0,2}\{")),
+    LineRule("tool_shadowing", Severity.HIGH, _rx(
+        r"\b(?:override|overrides|replace|replaces|intercept|intercepts|shadow|shadows|hijack|take over|wrap)\b"
+        r"[^.\n]{0,30}\b(?:the\s{1,3})?(?:built-?in|native|default|system|original)\b[^.\n]{0,20}"
+        r"\b(?:tools?|commands?|bash|shell|read|write|edit)\b")),
+    LineRule("tool_shadowing", Severity.MEDIUM, _rx(
+        r"\b(?:always\s{1,3})?use\s{1,3}this\s{1,3}(?:tool|skill|command)\s{1,3}instead\s{1,3}of\s{1,3}"
+        r"(?:the\s{1,3})?(?:built-?in|native|default|bash|read|write|edit)\b")),
+)
+
+# Code that reads a named secret from the environment (the shell ``$X`` form is SOFT_SECRET).
+SECRET_NAME = r"[a-z0-9_]{0,40}(?:key|token|secret|passw(?:or)?d|passwd|credential|private|auth|session|cookie|mnemonic|seed)[a-z0-9_]{0,40}"
+CODE_SECRET = _rx(
+    r"\bos\.(?:getenv|environ\.get)\s{0,3}\(\s{0,3}[\"']" + SECRET_NAME + r"[\"']"
+    r"|\bos\.environ\s{0,3}\[\s{0,3}[\"']" + SECRET_NAME + r"[\"']"
+    r"|\bprocess\.env(?:\.|\[\s{0,3}[\"'])" + SECRET_NAME + r"\b"
+    r"|\b(?:system\.getenv|env::var|getenv|env\.fetch|env)\s{0,3}[(\[]\s{0,3}[\"']" + SECRET_NAME + r"[\"']"
+    r"|\$env:" + SECRET_NAME + r"\b")
+ENV_DUMP = _rx(
+    r"\bdict\s{0,3}\(\s{0,3}os\.environ\s{0,3}\)|\bos\.environ\.(?:copy|items)\s{0,3}\(|json\.dumps\s{0,3}\(\s{0,3}"
+    r"(?:dict\s{0,3}\(\s{0,3})?os\.environ\b|json\.stringify\s{0,3}\(\s{0,3}process\.env\s{0,3}\)"
+    r"|\bobject\.(?:entries|keys)\s{0,3}\(\s{0,3}process\.env\b|\bget-childitem\s{1,4}env:")
+# Reading a file in code, for a credential path named on a nearby line.
+CODE_READ = _rx(
+    r"\bopen\s{0,3}\(|\.read_(?:text|bytes)\s{0,3}\(|\breadfile(?:sync)?\s{0,3}\(|\bfile\.read\b"
+    r"|\bfs\.createreadstream\b|\bshutil\.copy|\bget-content\b|\bfile_get_contents\s{0,3}\(")
+# Where a stolen value goes: no honest skill sends data to these.
+EXFIL_SINK = _rx(
+    r"discord(?:app)?\.com/api/webhooks|\bwebhook\.site\b|\bpastebin\.com\b|\bngrok(?:-free)?\.(?:io|app|dev)\b"
+    r"|\btransfer\.sh\b|\bapi\.telegram\.org/bot|\brequestbin\b|\bpipedream\.net\b|\binteract\.sh\b"
+    r"|\boast\.(?:fun|live|pro|site|me)\b|\bburpcollaborator\.net\b|\bhooks\.slack\.com/services\b"
+    r"|https?://(?!127\.|10\.|0\.0\.0\.0|192\.168\.|172\.(?:1[6-9]|2\d|3[01])\.)\d{1,3}(?:\.\d{1,3}){3}\b")
+SEND = _rx(
+    r"\brequests\.(?:post|put|get)\s{0,3}\(|\burllib\.request\.(?:urlopen|request)\b|\bhttpx\.(?:post|put|get)\b"
+    r"|\bfetch\s{0,3}\(|\baxios\.(?:post|put|get)\b|\bcurl\b|\bwget\b|\binvoke-(?:restmethod|webrequest)\b"
+    r"|\bsocket\.(?:connect|send)|\.send(?:all)?\s{0,3}\(|\bhttp\.request\b|\bnc\s")
+
+# Lures: links a person is told to follow.
+URL = _rx(r"\bhttps?://(?P<host>[a-z0-9.-]{1,253})(?::\d{1,5})?(?P<path>/[^\s)\"'`<>\]]{0,300})?")
+RAW_IP_HOST = _rx(r"^(?!127\.|10\.|0\.|192\.168\.|172\.(?:1[6-9]|2\d|3[01])\.|169\.254\.)\d{1,3}(?:\.\d{1,3}){3}$")
+PASTE_HOST = _rx(
+    r"(?:^|\.)(?:pastebin\.com|paste\.ee|hastebin\.com|rentry\.(?:co|org)|glot\.io|ghostbin\.\w{2,6}|controlc\.com"
+    r"|dpaste\.(?:com|org)|justpaste\.it|paste\.c-net\.org|privatebin\.net|pastes\.dev|termbin\.com"
+    r"|transfer\.sh|file\.io|anonfiles\.com|gofile\.io|temp\.sh|catbox\.moe)$")
+ARCHIVE_OR_BINARY = _rx(
+    r"\.(?:zip|rar|7z|exe|msi|dmg|pkg|scr|bat|cmd|appimage|jar|vbs)\b|\b(?:executable|binary|installer)\b")
+ARCHIVE_PASSWORD = _rx(
+    r"\b(?:password|passphrase|passcode|pass|pwd|archive key)\b\s{0,3}(?:is\s{1,3})?[:=]?\s{0,3}[`\"'*]{0,3}[\w!@#$%^&*.-]{2,40}"
+    r"|\bpassword[- ]protected\b|\bencrypted (?:zip|archive|rar)\b")
+PREREQUISITE = _rx(
+    r"\b(?:prerequisites?|requirements?|required|requires|before (?:using|you use|running|you run|you start)"
+    r"|must (?:first )?(?:download|install|run)|first,? (?:download|install|run)|make sure (?:to|you) (?:download|install|run))\b")
+RUN_WORD = _rx(r"\b(?:run|launch|execute|open|start|double[- ]click|install)\b")
+
 PERSISTENCE = LineRule("persistence", Severity.MEDIUM, _rx(
     r"\bauthorized_keys\b|\bcrontab\s{1,4}-(?:e|\s)|\|\s{0,4}crontab\b|>>\s{0,4}~/\.(?:bashrc|zshrc|profile"
     r"|bash_profile)\b|\blaunchagents\b|\bsystemctl\s{1,4}enable\b|\\currentversion\\run\b"
@@ -140,10 +230,13 @@ DECLARES = {
                        r"|ssh|access|login|keys?|dotfiles|shell)\b"),
 }
 
-LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE)
+LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
+                                     *PERMISSIONS, *SHADOWING)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SOFT_SECRET, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
+    CODE_SECRET, ENV_DUMP, CODE_READ, EXFIL_SINK, SEND, URL, RAW_IP_HOST, PASTE_HOST, ARCHIVE_OR_BINARY,
+    ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD,
 )
 
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from node.market.scan import rules, unicode
+from node.market.scan import flows, rules, unicode
 from node.market.scan.findings import Finding, ScanReport, Severity, escape
 from protocol.skill_bundle import MARK, InvalidSkillBundle, build, decode, looks_like_bundle
 
@@ -306,7 +306,8 @@ def scan_text(text: str) -> ScanReport:
             findings = _scan_file(bundle.skill_md, None, bundle.description)
             for path, content in bundle.resources:
                 findings += _scan_file(content, path, bundle.description)
+            findings += flows.scan_skill([(None, bundle.skill_md), *bundle.resources], bundle.description)
             return ScanReport.of(findings)
-        return ScanReport.of(_scan_file(text, None, None))
+        return ScanReport.of(_scan_file(text, None, None) + flows.scan_skill([(None, text)], None))
     except RecursionError:
         return scan_refused("nested too deep")

@@ -1,0 +1,205 @@
+"""Bounded decoding of what a skill assembles at run time, so the rules can read it.
+
+Attackers do not write ``curl … | sh``; they write it base64-encoded, base85 + XOR with
+a key in plain sight, as ``"cu" + "rl"``, reversed (``[::-1]``), or interleaved with noise
+and sliced (``s[::2]``), or as ``chr(99)+chr(117)…``. ``decoded_texts`` returns the
+plain texts a file's lines turn into under those transformations, each with the line it
+came from and how it was obtained, so the caller runs the same rules on them.
+
+Hostile input: every pattern is bounded, each decoded text is cut to
+``MAX_DECODED_CHARS``, a file yields at most ``MAX_CANDIDATES`` texts and
+``MAX_TOTAL_CHARS`` characters, nested encodings are followed ``MAX_DEPTH`` levels deep,
+and at most ``MAX_KEYS`` XOR keys are tried. Only texts that are mostly printable count.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+
+MAX_DECODED_CHARS = 8000
+MAX_CANDIDATES = 64
+MAX_TOTAL_CHARS = 64 * 1024
+MAX_DEPTH = 3
+MAX_KEYS = 4
+MAX_LITERALS = 64
+MAX_WORK_BYTES = 1024 * 1024  # bytes decoded or XORed per file, all attempts together
+PRINTABLE_RATIO = 0.9
+
+LITERAL = re.compile(r"""b?(?:"([^"\\\n]{1,4000})"|'([^'\\\n]{1,4000})')""")
+B64 = re.compile(r"[A-Za-z0-9+/]{16,8000}={0,2}")
+B85_CALL = re.compile(r"\b(?:b85decode|a85decode|base85|ascii85)\b", re.IGNORECASE)
+HEX = re.compile(r"(?:\\x[0-9a-fA-F]{2}){8,2000}|\b[0-9a-fA-F]{32,8000}\b")
+XOR_INT = re.compile(r"\^\s{0,3}(0x[0-9a-fA-F]{1,2}|\d{1,3})\b")
+XOR_KEY = re.compile(r"""\b\w{0,20}key\w{0,20}\s{0,3}=\s{0,3}b?["']([^"'\n]{1,32})["']""", re.IGNORECASE)
+XOR_WORD = re.compile(r"\^|\bxor\b", re.IGNORECASE)
+REVERSE = re.compile(r"\[\s{0,2}:\s{0,2}:\s{0,2}-1\s{0,2}\]|\.reverse\s{0,2}\(|\bstrrev\b|\|\s{0,3}rev\b|\breverse\b",
+                     re.IGNORECASE)
+SLICE = re.compile(r"\[\s{0,2}(\d{0,2})\s{0,2}:\s{0,2}:\s{0,2}([2-9])\s{0,2}\]")
+CONCAT = re.compile(r"""["']\s{0,3}(?:\+|\.|,)\s{0,3}b?["']""")
+CHAR_CODES = re.compile(r"\b(?:chr|fromcharcode)\s{0,2}\(\s{0,2}(\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,400})",
+                        re.IGNORECASE)
+CHR_NUMBER = re.compile(r"\bchr\s{0,2}\(\s{0,2}(\d{1,3})\s{0,2}\)", re.IGNORECASE)
+PATTERNS = (LITERAL, B64, B85_CALL, HEX, XOR_INT, XOR_KEY, XOR_WORD, REVERSE, SLICE, CONCAT, CHAR_CODES, CHR_NUMBER)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    line: int
+    how: str
+    text: str
+
+
+def printable(data: bytes | str) -> str | None:
+    """``data`` as text if it is mostly printable, else None."""
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    else:
+        text = data
+    if len(text) < 4:
+        return None
+    good = sum(1 for char in text if char.isprintable() or char in "\n\t\r")
+    return text if good / len(text) >= PRINTABLE_RATIO else None
+
+
+def _b64(run: str) -> bytes:
+    try:
+        padded = run.rstrip("=")
+        return base64.b64decode(padded + "=" * (-len(padded) % 4))
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _b85(run: str) -> bytes:
+    for decoder in (base64.b85decode, base64.a85decode):
+        try:
+            return decoder(run.encode("ascii", "ignore"))
+        except (binascii.Error, ValueError):
+            continue
+    return b""
+
+
+def _hex(run: str) -> bytes:
+    digits = run.replace("\\x", "")
+    try:
+        return bytes.fromhex(digits[: len(digits) // 2 * 2])
+    except ValueError:
+        return b""
+
+
+def _xor(data: bytes, key: bytes) -> bytes:
+    return bytes(byte ^ key[index % len(key)] for index, byte in enumerate(data))
+
+
+def _keys(text: str) -> list[bytes]:
+    """XOR keys written in the file: ``^ 0x42`` or ``key = "…"``."""
+    keys: list[bytes] = []
+    for match in XOR_INT.finditer(text):
+        value = int(match.group(1), 0)
+        if 0 < value < 256 and bytes([value]) not in keys:
+            keys.append(bytes([value]))
+        if len(keys) >= MAX_KEYS:
+            return keys
+    for match in XOR_KEY.finditer(text):
+        key = match.group(1).encode("utf-8", "ignore")
+        if key and key not in keys:
+            keys.append(key)
+        if len(keys) >= MAX_KEYS:
+            break
+    return keys
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.chars = 0
+        self.work = 0
+        self.found: list[Decoded] = []
+
+    def full(self) -> bool:
+        return (len(self.found) >= MAX_CANDIDATES or self.chars >= MAX_TOTAL_CHARS
+                or self.work >= MAX_WORK_BYTES)
+
+    def add(self, line: int, how: str, text: str) -> bool:
+        if self.full():
+            return False
+        text = text[:MAX_DECODED_CHARS]
+        self.chars += len(text)
+        self.found.append(Decoded(line, how, text))
+        return True
+
+
+def _binary_candidates(line: str, b85: bool) -> list[tuple[str, bytes]]:
+    out: list[tuple[str, bytes]] = []
+    for match in B64.finditer(line):
+        run = match.group()[:MAX_DECODED_CHARS * 2]
+        if not (any(c.isdigit() for c in run) or any(c in "+/=" for c in run)) or run.isalpha():
+            continue
+        out.append(("base64", _b64(run)))
+    if b85:
+        for match in LITERAL.finditer(line):
+            out.append(("base85", _b85((match.group(1) or match.group(2) or "")[:MAX_DECODED_CHARS * 2])))
+    for match in HEX.finditer(line):
+        out.append(("hex", _hex(match.group()[:MAX_DECODED_CHARS * 4])))
+    return [(how, data) for how, data in out if data][:MAX_LITERALS]
+
+
+def _expand(budget: _Budget, number: int, how: str, text: str, keys: list[bytes], depth: int) -> None:
+    """Decode binary-looking runs in ``text`` (and XOR them with the file's keys), nested."""
+    if depth >= MAX_DEPTH or budget.full():
+        return
+    for step, data in _binary_candidates(text, B85_CALL.search(text) is not None or how != "line"):
+        budget.work += len(data) * (1 + len(keys))
+        if budget.full():
+            return
+        tried = [(step, data)] + [(f"{step}+xor", _xor(data[:MAX_DECODED_CHARS], key)) for key in keys]
+        for label, candidate in tried:
+            plain = printable(candidate[:MAX_DECODED_CHARS])
+            if plain is None:
+                continue
+            name = label if how == "line" else f"{how}>{label}"
+            if budget.add(number, name, plain):
+                _expand(budget, number, name, plain, keys, depth + 1)
+            break
+
+
+def _literals(line: str) -> list[str]:
+    return [match.group(1) or match.group(2) or "" for match in LITERAL.finditer(line)][:MAX_LITERALS]
+
+
+def decoded_texts(text: str) -> list[Decoded]:
+    """The plain texts one file's lines decode or assemble to (bounded; see the module)."""
+    lines = text.split("\n")
+    keys = _keys(text[:MAX_TOTAL_CHARS * 2]) if XOR_WORD.search(text) else []
+    budget = _Budget()
+    for index, line in enumerate(lines):
+        if budget.full():
+            break
+        number = index + 1
+        line = line[:MAX_DECODED_CHARS * 2]
+        budget.work += len(line)
+        _expand(budget, number, "line", line, keys, 0)
+        literals = _literals(line)
+        if len(literals) >= 2 and CONCAT.search(line):
+            budget.add(number, "concatenation", "".join(literals))
+        if literals and REVERSE.search(line):
+            budget.add(number, "reversed", "".join(literals)[::-1])
+            budget.add(number, "reversed", " ".join(literal[::-1] for literal in literals))
+        slices = list(SLICE.finditer(line))[:4]
+        if slices:
+            # The sliced string may have been assigned a few lines above.
+            nearby = literals or _literals("\n".join(lines[max(0, index - 3):index]))
+            for match in slices:
+                start, step = int(match.group(1) or 0), int(match.group(2))
+                for literal in nearby[:8]:
+                    budget.add(number, f"sliced [{start}::{step}]", literal[start::step])
+        codes = [int(value) for match in CHAR_CODES.finditer(line)
+                 for value in re.split(r"\s{0,2},\s{0,2}", match.group(1))]
+        if len(codes) >= 4:
+            budget.add(number, "character codes",
+                       "".join(chr(code) for code in codes[:MAX_DECODED_CHARS] if code < 0x110000))
+    return budget.found

@@ -1,0 +1,330 @@
+"""Rules over a whole skill: a payload followed across lines and files, lures, decoded text.
+
+The line rules see one line; an attack is often spread out. ``scan_skill`` reads every
+file of one skill (SKILL.md and its resources) and reports:
+
+- ``download_execute``: a file fetched on one line (``curl -o x.sh``, ``wget URL``) and
+  executed on another, in any file of the skill (``sh x.sh``, ``./x``, ``python x.py``),
+  with no checksum check anywhere. High, unless every download of it comes from a
+  well-known tool's own domain (medium: the skill should still verify it).
+- ``credential_exfiltration``: a secret read in code (``os.getenv("API_KEY")``,
+  ``process.env.TOKEN``, the whole environment, a credential path opened a few lines
+  below where it is named) and a place no honest skill sends data to (a webhook catcher,
+  a paste site, a chat webhook, a raw IP address), or the whole environment and any send.
+- ``credential_access`` / ``undeclared_capability``: a credential path opened in code,
+  undeclared by the description.
+- ``lure_archive``: a download link near a password for an archive (the ClawHavoc lure:
+  a password keeps the payload away from scanners).
+- ``lure_prerequisite``: a "prerequisite" binary or archive to download and run.
+- ``suspicious_link``: links to raw IP addresses, paste sites, look-alike domains of
+  well-known tools; high when something is fetched from them.
+- ``decoded_payload``: what ``decode.decoded_texts`` assembles (base64/85, hex, XOR with a
+  visible key, concatenation, reversal, slicing, character codes) matches a rule.
+
+Every finding names the file and line of its evidence and says why in words. The work is
+bounded like the scanner's: at most ``MAX_LINES`` lines per file, windows of
+``rules.MAX_LINE_CHARS`` characters, bounded patterns, and ``decode``'s own budgets.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from node.market.scan import decode, rules, unicode
+from node.market.scan.findings import Finding, Severity, escape
+
+MAX_LINES = 10_000
+NEAR_LINES = 5
+MAX_NAMES = 200
+
+OFFICIAL_DOMAINS = frozenset([
+    "github.com", "githubusercontent.com", "github.io", "gitlab.com", "bitbucket.org", "python.org",
+    "pypi.org", "pythonhosted.org", "npmjs.com", "npmjs.org", "nodejs.org", "yarnpkg.com", "docker.com",
+    "docker.io", "brew.sh", "rust-lang.org", "rustup.rs", "astral.sh", "golang.org", "go.dev",
+    "anthropic.com", "claude.ai", "claude.com", "openai.com", "microsoft.com", "visualstudio.com",
+    "google.com", "googleapis.com", "apple.com", "ubuntu.com", "debian.org", "kernel.org", "mozilla.org",
+    "deno.land", "deno.com", "bun.sh", "hashicorp.com", "kubernetes.io", "k8s.io", "helm.sh",
+    "cloudflare.com", "openclaw.ai", "clawhub.ai", "clawhub.com", "huggingface.co", "conda.io",
+    "anaconda.com", "jetbrains.com", "apache.org", "postgresql.org", "sqlite.org", "git-scm.com",
+    "terraform.io", "ollama.com", "pnpm.io", "nvidia.com", "vercel.com", "sh.rustup.rs", "get.docker.com",
+])
+# Names of well-known tools whose look-alike domains lure people (a name honest domains rarely embed).
+BRANDS = ("github", "gitlab", "anthropic", "openai", "openclaw", "clawhub", "homebrew", "rustup",
+          "npmjs", "microsoft", "claude", "pypi", "python", "docker", "nodejs", "huggingface", "ollama")
+EMBEDDED_BRANDS = frozenset(["github", "gitlab", "anthropic", "openai", "openclaw", "clawhub", "homebrew",
+                             "rustup", "npmjs", "microsoft", "huggingface", "ollama"])
+
+NAME_CHARS = r"[\w./~$-]{1,200}"
+FETCH_LINE = re.compile(
+    r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|urlretrieve|urlopen|requests\.get|httpx\.get"
+    r"|download|fetch)\b", re.IGNORECASE)
+OUTPUT = re.compile(
+    r"(?:\s-[a-z]{0,6}(?:o|outfile)|--output(?:-document)?(?:=|\s)|\s>{1,2})\s{0,4}[\"']?(" + NAME_CHARS + r")", re.IGNORECASE)
+RETRIEVE = re.compile(r"\burlretrieve\s{0,3}\([^,\n]{1,300},\s{0,3}[\"'](" + NAME_CHARS + r")[\"']", re.IGNORECASE)
+RUN_BY = re.compile(
+    r"(?:\b(?:sudo\s{1,4})?(?:ba|z|da|k)?sh|\bpython[23]?|\bnode|\bperl|\bruby|\bpwsh|\bpowershell(?:\.exe)?"
+    r"|\bsource|\bmsiexec\s{1,4}/i|\binstaller\s{1,4}-pkg|\bhdiutil\s{1,4}attach)\s{1,4}(?:-{1,2}[a-z]{1,12}\s{1,4}){0,3}[\"']?(" + NAME_CHARS + r")",
+    re.IGNORECASE)
+RUN_OPEN = re.compile(
+    r"\b(?:open|start|start-process)\s{1,4}(?:-[a-z]{1,12}\s{1,4}){0,2}[\"']?([\w./~$-]{1,200}\.(?:app|dmg|pkg|exe|msi"
+    r"|command|scr|bat|cmd|jar|appimage))\b", re.IGNORECASE)
+RUN_PATH = re.compile(
+    r"(?:^|&&|;|\|\||`|\$\(|\bthen\b|\bdo\b)\s{0,4}(?:sudo\s{1,4}|nohup\s{1,4}|exec\s{1,4})?[\"']?"
+    r"((?:\.{1,2}|~|/tmp|/var/tmp|/dev/shm|\$home|\$\{home\}|\$tmpdir)/[\w./$-]{1,200})", re.IGNORECASE)
+CODE_EXEC = re.compile(
+    r"\bsubprocess\.|\bos\.(?:system|popen|exec\w{0,3})\b|\bchild_process\b|\bexecsync\b|\bspawn\s{0,3}\("
+    r"|\bshell_exec\b|\bruntime\.getruntime\b|\bstart-process\b", re.IGNORECASE)
+RUNNABLE = re.compile(r"\.(?:sh|bash|zsh|py|pl|rb|js|ps1|exe|bin|run|command|app|dmg|pkg|msi|appimage|jar|bat|cmd)$"
+                      r"|^[\w.-]{1,60}$", re.IGNORECASE)
+MARKDOWN_LINK = re.compile(r"\[[^\]\n]{1,200}\]\(\s{0,3}https?://", re.IGNORECASE)
+BINARY_PATH = re.compile(r"\.(?:zip|rar|7z|exe|msi|dmg|pkg|scr|appimage|jar|bin|tar\.gz|tgz)$", re.IGNORECASE)
+PATTERNS = (FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
+
+
+@dataclass
+class _Line:
+    file: str | None
+    number: int
+    text: str  # folded, one window
+    caution: bool
+
+
+@dataclass
+class _Skill:
+    lines: list[_Line] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    def add(self, rule: str, severity: Severity, at: _Line, reason: str) -> None:
+        self.findings.append(Finding(rule, severity, at.number, escape(reason, 240), at.file))
+
+
+def _where(line: _Line) -> str:
+    return f"{line.file or 'SKILL.md'} line {line.number}"
+
+
+def _windows(raw: str) -> Iterator[str]:
+    if len(raw) <= rules.MAX_LINE_CHARS:
+        yield raw
+        return
+    for start in range(0, len(raw), rules.MAX_LINE_CHARS - 200):
+        yield raw[start:start + rules.MAX_LINE_CHARS]
+
+
+def _read(files: list[tuple[str | None, str]]) -> _Skill:
+    skill = _Skill()
+    for path, text in files:
+        for index, raw in enumerate(text.split("\n")[:MAX_LINES]):
+            for window in _windows(raw):
+                folded = unicode.fold(window)
+                skill.lines.append(_Line(path, index + 1, folded, rules.cautionary(folded)))
+    return skill
+
+
+def registrable(host: str) -> str:
+    parts = host.lower().rstrip(".").split(".")
+    return ".".join(parts[-2:]) if len(parts) >= 2 else host.lower()
+
+
+def official(host: str) -> bool:
+    host = host.lower().rstrip(".")
+    return any(host == domain or host.endswith("." + domain) for domain in OFFICIAL_DOMAINS)
+
+
+def _one_edit(left: str, right: str) -> bool:
+    """True if ``left`` and ``right`` differ by exactly one substitution, insertion or deletion."""
+    if left == right or abs(len(left) - len(right)) > 1:
+        return False
+    if len(left) == len(right):
+        return sum(a != b for a, b in zip(left, right, strict=True)) == 1
+    short, long = sorted((left, right), key=len)
+    return any(long[:index] + long[index + 1:] == short for index in range(len(long)))
+
+
+def host_risk(host: str) -> tuple[Severity, str] | None:
+    """Why a link's host is suspicious, if it is: raw IP, paste site, look-alike of a known tool."""
+    host = host.lower().rstrip(".")
+    if rules.RAW_IP_HOST.search(host):
+        return Severity.MEDIUM, "a raw IP address"
+    if rules.PASTE_HOST.search(host):
+        return Severity.MEDIUM, "a paste or anonymous file-sharing site"
+    if official(host):
+        return None
+    labels = [label for part in host.split(".")[:-1] for label in [part, *part.split("-")]]
+    for brand in BRANDS:
+        for label in labels:
+            if len(brand) >= 5 and _one_edit(label, brand):
+                return Severity.HIGH, f"a look-alike of {brand} ({host})"
+        if brand in EMBEDDED_BRANDS and any(brand in label for label in labels):
+            return Severity.MEDIUM, f"a domain named like {brand} that is not {brand}'s ({host})"
+    return None
+
+
+def _downloads(skill: _Skill) -> dict[str, list[tuple[_Line, str]]]:
+    """File names fetched by the skill: name -> [(line, host)]."""
+    names: dict[str, list[tuple[_Line, str]]] = {}
+    for line in skill.lines:
+        if line.caution or not FETCH_LINE.search(line.text):
+            continue
+        urls = list(rules.URL.finditer(line.text))
+        if not urls:
+            continue
+        host = urls[0].group("host")
+        found = [posixpath.basename((url.group("path") or "").split("?")[0]) for url in urls]
+        found += [match.group(1) for match in OUTPUT.finditer(line.text)]
+        found += [match.group(1) for match in RETRIEVE.finditer(line.text)]
+        for name in found:
+            base = posixpath.basename(name.strip("\"'`").rstrip("/"))
+            if len(base) >= 2 and not base.startswith("-") and len(names) < MAX_NAMES:
+                names.setdefault(base.lower(), []).append((line, host))
+    return names
+
+
+def _executed(line: _Line, names: dict[str, list[tuple[_Line, str]]]) -> str | None:
+    targets = [match.group(1) for match in RUN_BY.finditer(line.text)]
+    targets += [match.group(1) for match in RUN_PATH.finditer(line.text)]
+    targets += [match.group(1) for match in RUN_OPEN.finditer(line.text)]
+    for target in targets:
+        base = posixpath.basename(target.strip("\"'`").rstrip("/")).lower()
+        if base in names and RUNNABLE.search(base):
+            return base
+    if CODE_EXEC.search(line.text):
+        for name in names:
+            if RUNNABLE.search(name) and re.search(r"(?<![\w.-])" + re.escape(name) + r"(?![\w-])", line.text):
+                return name
+    return None
+
+
+def _fetch_then_execute(skill: _Skill) -> None:
+    if any(rules.CHECKSUM.search(line.text) for line in skill.lines):
+        return
+    names = _downloads(skill)
+    if not names:
+        return
+    reported: set[str] = set()
+    for line in skill.lines:
+        name = _executed(line, names)
+        if name is None or name in reported or line.caution:
+            continue
+        sources = [(fetched, host) for fetched, host in names[name]
+                   if fetched is not line or line.text.find(name) != line.text.rfind(name)]
+        if not sources:
+            continue
+        fetched, host = sources[0]
+        reported.add(name)
+        severity = Severity.MEDIUM if all(official(h) for _, h in sources) else Severity.HIGH
+        skill.add("download_execute", severity, line,
+                  f"runs {name}, downloaded from {host} on {_where(fetched)}, with no checksum check: "
+                  f"{line.text.strip()}")
+
+
+def _secrets(skill: _Skill, description: str | None) -> None:
+    reads: list[tuple[_Line, str]] = []
+    dumps: list[_Line] = []
+    opened: list[_Line] = []
+    for index, line in enumerate(skill.lines):
+        if rules.CODE_SECRET.search(line.text):
+            reads.append((line, "reads a secret from the environment"))
+        if rules.ENV_DUMP.search(line.text):
+            dumps.append(line)
+        if rules.STRONG_SECRET.search(line.text) and not line.caution:
+            nearby = [other for other in skill.lines[index:index + NEAR_LINES] if other.file == line.file]
+            if any(rules.CODE_READ.search(other.text) for other in nearby):
+                opened.append(line)
+                reads.append((line, "opens a credential file"))
+    sinks = [line for line in skill.lines if rules.EXFIL_SINK.search(line.text) and not line.caution]
+    sends = [line for line in skill.lines if rules.SEND.search(line.text) and not line.caution]
+    if reads and sinks:
+        read, what = reads[0]
+        severity = Severity.MEDIUM if read.caution else Severity.HIGH
+        skill.add("credential_exfiltration", severity, read,
+                  f"{what} ({read.text.strip()}) and sends data to a drop site on {_where(sinks[0])}")
+    elif dumps and sends:
+        skill.add("credential_exfiltration", Severity.HIGH, dumps[0],
+                  f"collects the whole environment ({dumps[0].text.strip()}) and sends data on {_where(sends[0])}")
+    elif opened and sends:
+        skill.add("credential_exfiltration", Severity.HIGH, opened[0],
+                  f"opens a credential file ({opened[0].text.strip()}) and sends data on {_where(sends[0])}")
+    elif dumps:
+        skill.add("credential_access", Severity.MEDIUM, dumps[0], f"collects the whole environment: {dumps[0].text}")
+    if opened:
+        skill.add("credential_access", Severity.MEDIUM, opened[0], f"opens a credential file: {opened[0].text}")
+        declared = description is not None and rules.DECLARES["credentials"].search(description) is not None
+        if description is not None and not declared:
+            skill.add("undeclared_capability", Severity.HIGH, opened[0],
+                      f"opens a credential file the description does not mention; description: {description}")
+
+
+def _lures(skill: _Skill) -> None:
+    reported: set[str] = set()
+    for index, line in enumerate(skill.lines):
+        urls = list(rules.URL.finditer(line.text))
+        if not urls or line.caution:
+            continue
+        window = [other for other in skill.lines[max(0, index - 3):index + 4] if other.file == line.file]
+        near = "\n".join(other.text for other in window)
+        fetches = FETCH_LINE.search(line.text) is not None
+        for url in urls[:8]:
+            host, path = url.group("host"), (url.group("path") or "").split("?")[0]
+            binary = BINARY_PATH.search(path) is not None
+            if (binary or MARKDOWN_LINK.search(line.text) or fetches) and "lure_archive" not in reported \
+                    and rules.ARCHIVE_PASSWORD.search(near) and rules.ARCHIVE_OR_BINARY.search(near) \
+                    and rules.RUN_WORD.search(near):
+                reported.add("lure_archive")
+                skill.add("lure_archive", Severity.HIGH, line,
+                          f"download a password-protected archive from {host} and run what is inside "
+                          f"(a password hides the payload from scanners): {line.text.strip()}")
+            risk = host_risk(host)
+            prerequisite = rules.PREREQUISITE.search(near) is not None and rules.RUN_WORD.search(near) is not None
+            if prerequisite and "lure_prerequisite" not in reported and (binary or risk is not None):
+                if risk is not None or not official(host):
+                    severity = Severity.HIGH if risk is not None else Severity.MEDIUM
+                    reported.add("lure_prerequisite")
+                    skill.add("lure_prerequisite", severity, line,
+                              f"asks you to download and run a 'prerequisite' from {host}"
+                              f"{' (' + risk[1] + ')' if risk else ''}: {line.text.strip()}")
+            if risk is not None and host not in reported:
+                reported.add(host)
+                severity = Severity.HIGH if fetches or binary else risk[0]
+                skill.add("suspicious_link", severity, line,
+                          f"{'fetches from' if fetches else 'links to'} {risk[1]}: {line.text.strip()}")
+
+
+DECODED_SIGNS = re.compile(
+    r"\b(?:curl|wget|bash|powershell|iex|nc|ncat)\b[^\n]{0,200}(?:https?://|\|)|\bhttps?://[a-z0-9.-]{1,253}"
+    r"|\b(?:eval|exec|system)\s{0,3}\(", re.IGNORECASE)
+
+
+def _decoded(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
+    for path, text in files:
+        seen = 0
+        for item in decode.decoded_texts(text):
+            lowered = unicode.fold(item.text)
+            hits = sorted({rule.rule for rule in rules.LINE_RULES
+                           if rule.severity == Severity.HIGH and rule.pattern.search(lowered)})
+            if (rules.STRONG_SECRET.search(lowered) or rules.CODE_SECRET.search(lowered)) and (
+                    rules.UPLOAD_SINK.search(lowered) or rules.EXFIL_SINK.search(lowered)):
+                hits.append("credential_exfiltration")
+            at = _Line(path, item.line, lowered, False)
+            if hits:
+                skill.add("decoded_payload", Severity.HIGH, at,
+                          f"{item.how} decodes to a payload ({', '.join(hits)}): {item.text.strip()}")
+                seen += 1
+            elif DECODED_SIGNS.search(lowered) and item.how not in ("concatenation",):
+                skill.add("decoded_payload", Severity.MEDIUM, at,
+                          f"{item.how} decodes to a command or a link: {item.text.strip()}")
+                seen += 1
+            if seen >= 8:
+                break
+
+
+def scan_skill(files: list[tuple[str | None, str]], description: str | None) -> list[Finding]:
+    """The whole-skill findings for ``files`` (path or None for SKILL.md, text); never raises."""
+    skill = _read(files)
+    _fetch_then_execute(skill)
+    _secrets(skill, description)
+    _lures(skill)
+    _decoded(skill, files)
+    return skill.findings
