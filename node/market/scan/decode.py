@@ -34,6 +34,7 @@ B85_CALL = re.compile(r"\b(?:b85decode|a85decode|base85|ascii85)\b", re.IGNORECA
 HEX = re.compile(r"(?:\\x[0-9a-fA-F]{2}){8,2000}|\b[0-9a-fA-F]{32,8000}\b")
 XOR_INT = re.compile(r"\^\s{0,3}(0x[0-9a-fA-F]{1,2}|\d{1,3})\b")
 XOR_KEY = re.compile(r"""\b\w{0,20}key\w{0,20}\s{0,3}=\s{0,3}b?["']([^"'\n]{1,32})["']""", re.IGNORECASE)
+SHORT_ASSIGNMENT = re.compile(r"""\b\w{1,20}\s{0,3}=\s{0,3}b?["']([^"'\n]{1,16})["']""")
 XOR_WORD = re.compile(r"\^|\bxor\b", re.IGNORECASE)
 REVERSE = re.compile(r"\[\s{0,2}:\s{0,2}:\s{0,2}-1\s{0,2}\]|\.reverse\s{0,2}\(|\bstrrev\b|\|\s{0,3}rev\b|\breverse\b",
                      re.IGNORECASE)
@@ -42,7 +43,7 @@ CONCAT = re.compile(r"""["']\s{0,3}(?:\+|\.|,)\s{0,3}b?["']""")
 CHAR_CODES = re.compile(r"\b(?:chr|fromcharcode)\s{0,2}\(\s{0,2}(\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,400})",
                         re.IGNORECASE)
 CHR_NUMBER = re.compile(r"\bchr\s{0,2}\(\s{0,2}(\d{1,3})\s{0,2}\)", re.IGNORECASE)
-PATTERNS = (LITERAL, B64, B85_CALL, HEX, XOR_INT, XOR_KEY, XOR_WORD, REVERSE, SLICE, CONCAT, CHAR_CODES, CHR_NUMBER)
+PATTERNS = (LITERAL, B64, B85_CALL, HEX, XOR_INT, XOR_KEY, SHORT_ASSIGNMENT, XOR_WORD, REVERSE, SLICE, CONCAT, CHAR_CODES, CHR_NUMBER)
 
 
 @dataclass(frozen=True)
@@ -105,12 +106,13 @@ def _keys(text: str) -> list[bytes]:
             keys.append(bytes([value]))
         if len(keys) >= MAX_KEYS:
             return keys
-    for match in XOR_KEY.finditer(text):
-        key = match.group(1).encode("utf-8", "ignore")
-        if key and key not in keys:
-            keys.append(key)
-        if len(keys) >= MAX_KEYS:
-            break
+    for pattern in (XOR_KEY, SHORT_ASSIGNMENT):
+        for match in pattern.finditer(text):
+            key = match.group(1).encode("utf-8", "ignore")
+            if key and key not in keys:
+                keys.append(key)
+            if len(keys) >= MAX_KEYS:
+                return keys
     return keys
 
 
@@ -164,7 +166,6 @@ def _expand(budget: _Budget, number: int, how: str, text: str, keys: list[bytes]
             name = label if how == "line" else f"{how}>{label}"
             if budget.add(number, name, plain):
                 _expand(budget, number, name, plain, keys, depth + 1)
-            break
 
 
 def _literals(line: str) -> list[str]:

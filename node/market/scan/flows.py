@@ -37,7 +37,7 @@ from node.market.scan import decode, rules, unicode
 from node.market.scan.findings import Finding, Severity, escape
 
 MAX_LINES = 10_000
-NEAR_LINES = 5
+NEAR_LINES = 8
 MAX_NAMES = 200
 
 OFFICIAL_DOMAINS = frozenset([
@@ -182,18 +182,20 @@ def _downloads(skill: _Skill) -> dict[str, list[tuple[_Line, str]]]:
     return names
 
 
-def _executed(line: _Line, names: dict[str, list[tuple[_Line, str]]]) -> str | None:
-    targets = [match.group(1) for match in RUN_BY.finditer(line.text)]
-    targets += [match.group(1) for match in RUN_PATH.finditer(line.text)]
-    targets += [match.group(1) for match in RUN_OPEN.finditer(line.text)]
-    for target in targets:
-        base = posixpath.basename(target.strip("\"'`").rstrip("/")).lower()
-        if base in names and RUNNABLE.search(base):
-            return base
+def _executed(line: _Line, names: dict[str, list[tuple[_Line, str]]]) -> tuple[str, bool] | None:
+    """The downloaded name this line runs, and whether the way it runs it is high-risk
+    (through an interpreter, from code, or from a temporary or hidden path)."""
+    for pattern, risky in ((RUN_BY, True), (RUN_OPEN, True), (RUN_PATH, False)):
+        for match in pattern.finditer(line.text):
+            target = match.group(1).strip("\"'`").rstrip("/")
+            base = posixpath.basename(target).lower()
+            if base in names and RUNNABLE.search(base):
+                hidden = base.startswith(".") or re.match(r"/(?:tmp|var/tmp|dev/shm)/|\$tmpdir", target) is not None
+                return base, risky or hidden
     if CODE_EXEC.search(line.text):
         for name in names:
             if RUNNABLE.search(name) and re.search(r"(?<![\w.-])" + re.escape(name) + r"(?![\w-])", line.text):
-                return name
+                return name, True
     return None
 
 
@@ -205,16 +207,22 @@ def _fetch_then_execute(skill: _Skill) -> None:
         return
     reported: set[str] = set()
     for line in skill.lines:
-        name = _executed(line, names)
-        if name is None or name in reported or line.caution:
+        executed = _executed(line, names)
+        if executed is None or executed[0] in reported or line.caution:
             continue
+        name, risky = executed
         sources = [(fetched, host) for fetched, host in names[name]
                    if fetched is not line or line.text.find(name) != line.text.rfind(name)]
         if not sources:
             continue
         fetched, host = sources[0]
         reported.add(name)
-        severity = Severity.MEDIUM if all(official(h) for _, h in sources) else Severity.HIGH
+        if any(host_risk(h) is not None for _, h in sources):
+            severity = Severity.HIGH
+        elif all(official(h) for _, h in sources) or not risky:
+            severity = Severity.MEDIUM
+        else:
+            severity = Severity.HIGH
         skill.add("download_execute", severity, line,
                   f"runs {name}, downloaded from {host} on {_where(fetched)}, with no checksum check: "
                   f"{line.text.strip()}")
@@ -258,34 +266,40 @@ def _secrets(skill: _Skill, description: str | None) -> None:
 
 
 def _lures(skill: _Skill) -> None:
+    # Each sign is looked for once per line; a lure counts the signs of its neighbourhood.
+    signs = [(rules.ARCHIVE_PASSWORD.search(line.text) is not None,
+              rules.ARCHIVE_OR_BINARY.search(line.text) is not None,
+              rules.RUN_WORD.search(line.text) is not None,
+              rules.PREREQUISITE.search(line.text) is not None) for line in skill.lines]
     reported: set[str] = set()
     for index, line in enumerate(skill.lines):
-        urls = list(rules.URL.finditer(line.text))
-        if not urls or line.caution:
+        if line.caution:
             continue
-        window = [other for other in skill.lines[max(0, index - 3):index + 4] if other.file == line.file]
-        near = "\n".join(other.text for other in window)
+        urls = list(rules.URL.finditer(line.text))[:8]
+        if not urls:
+            continue
+        near = [signs[other] for other in range(max(0, index - 3), min(len(skill.lines), index + 4))
+                if skill.lines[other].file == line.file]
+        password, archive, run, prerequisite = (any(sign[position] for sign in near) for position in range(4))
         fetches = FETCH_LINE.search(line.text) is not None
-        for url in urls[:8]:
+        linked = MARKDOWN_LINK.search(line.text) is not None
+        for url in urls:
             host, path = url.group("host"), (url.group("path") or "").split("?")[0]
             binary = BINARY_PATH.search(path) is not None
-            if (binary or MARKDOWN_LINK.search(line.text) or fetches) and "lure_archive" not in reported \
-                    and rules.ARCHIVE_PASSWORD.search(near) and rules.ARCHIVE_OR_BINARY.search(near) \
-                    and rules.RUN_WORD.search(near):
+            if (binary or linked or fetches) and password and archive and run \
+                    and "lure_archive" not in reported:
                 reported.add("lure_archive")
                 skill.add("lure_archive", Severity.HIGH, line,
                           f"download a password-protected archive from {host} and run what is inside "
                           f"(a password hides the payload from scanners): {line.text.strip()}")
             risk = host_risk(host)
-            prerequisite = rules.PREREQUISITE.search(near) is not None and rules.RUN_WORD.search(near) is not None
-            if prerequisite and "lure_prerequisite" not in reported and (binary or risk is not None):
-                if risk is not None or not official(host):
-                    severity = Severity.HIGH if risk is not None else Severity.MEDIUM
-                    reported.add("lure_prerequisite")
-                    skill.add("lure_prerequisite", severity, line,
-                              f"asks you to download and run a 'prerequisite' from {host}"
-                              f"{' (' + risk[1] + ')' if risk else ''}: {line.text.strip()}")
-            if risk is not None and host not in reported:
+            if prerequisite and run and "lure_prerequisite" not in reported and (binary or risk is not None) \
+                    and (risk is not None or not official(host)):
+                reported.add("lure_prerequisite")
+                skill.add("lure_prerequisite", Severity.HIGH if risk is not None else Severity.MEDIUM, line,
+                          f"asks you to download and run a 'prerequisite' from {host}"
+                          f"{' (' + risk[1] + ')' if risk else ''}: {line.text.strip()}")
+            if risk is not None and host not in reported and len(reported) < 64:
                 reported.add(host)
                 severity = Severity.HIGH if fetches or binary else risk[0]
                 skill.add("suspicious_link", severity, line,
@@ -300,7 +314,11 @@ DECODED_SIGNS = re.compile(
 def _decoded(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
     for path, text in files:
         seen = 0
+        texts: set[tuple[int, str]] = set()
         for item in decode.decoded_texts(text):
+            if (item.line, item.text) in texts:
+                continue
+            texts.add((item.line, item.text))
             lowered = unicode.fold(item.text)
             hits = sorted({rule.rule for rule in rules.LINE_RULES
                            if rule.severity == Severity.HIGH and rule.pattern.search(lowered)})

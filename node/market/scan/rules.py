@@ -112,7 +112,9 @@ DESTRUCTIVE = (
 PERMISSIONS = (
     LineRule("permission_tampering", Severity.HIGH, _rx(
         r"--dangerously-skip-permissions\b|--dangerously-bypass-approvals\b|\bbypasspermissions\b"
-        r"|\bchmod\s{1,4}(?:-r\s{1,4})?(?:0?7[0-7]7|a\+rwx|o\+w)\s{1,4}(?:~|\$home)/\.(?:ssh|gnupg|aws)\b")),
+        r"|\bchmod\s{1,4}(?:-r\s{1,4})?(?:0?7[0-7]7|a\+rwx|o\+w)\s{1,4}(?:~|\$home)/\.(?:ssh|gnupg|aws)\b"
+        r"|\ballow\b[^\n]{0,100}\bbash\(\*\)|\bbash\(\*\)[^\n]{0,100}\ballow"
+        r"|\"?defaultmode\"?\s{0,3}[:=]\s{0,3}\"?(?:bypasspermissions|dontask)\b")),
     LineRule("permission_tampering", Severity.MEDIUM, _rx(
         r"(?<!terraform apply )(?<!terraform destroy )(?<!-)\bauto[-_ ]?approv(?:e|al)\b(?!\s{0,3}(?:=\s{0,3})?false)"
         r"|\b(?:always[-_ ]allow|yolo[-_ ]mode)\b|\"?bash\(\*\)\"?"
@@ -176,8 +178,8 @@ PASTE_HOST = _rx(
 ARCHIVE_OR_BINARY = _rx(
     r"\.(?:zip|rar|7z|exe|msi|dmg|pkg|scr|bat|cmd|appimage|jar|vbs)\b|\b(?:executable|binary|installer)\b")
 ARCHIVE_PASSWORD = _rx(
-    r"\b(?:password|passphrase|passcode|pass|pwd|archive key)\b\s{0,3}(?:is\s{1,3})?[:=]?\s{0,3}[`\"'*]{0,3}[\w!@#$%^&*.-]{2,40}"
-    r"|\bpassword[- ]protected\b|\bencrypted (?:zip|archive|rar)\b")
+    r"\b(?:password|passphrase|passcode|pass|pwd|archive key)\s{0,3}(?:is\s{1,3}|[:=]\s{0,3})[`\"'*]{0,3}[\w!@#$%^&*.-]{1,40}"
+    r"|\bpassword[- ]protected\b|\bencrypted (?:zip|archive|rar|7z)\b|\b(?:with|using) (?:the )?password\s{0,3}[`\"'*]")
 PREREQUISITE = _rx(
     r"\b(?:prerequisites?|requirements?|required|requires|before (?:using|you use|running|you run|you start)"
     r"|must (?:first )?(?:download|install|run)|first,? (?:download|install|run)|make sure (?:to|you) (?:download|install|run))\b")
@@ -217,7 +219,8 @@ CAUTION = _rx(
     r"\b(?:never|avoid|must ?not|mustn'?t|should ?not|shouldn'?t|do ?not|don'?t|instead of|rather than"
     r"|blindly|reject|flag|detect|look (?:for|out)|watch for|beware|dangerous|malicious|attacker|phrasings?"
     r"|test cases?|red[- ]team|refuses?|warning)\b")
-NOT_CAUTION = _rx(r"\b(?:never|do ?not|don'?t)\s{1,3}(?:forget|skip|mind|hesitate|omit|miss)\b")
+NOT_CAUTION = _rx(r"\b(?:never|do ?not|don'?t)\s{1,3}(?:forget|skip|mind|hesitate|omit|miss|stops?|asks?|prompts?"
+                  r"|interrupts?|waits?)\b")
 HIDDEN_STYLE = _rx(
     r"<[a-z]{1,10}\b[^>\n]{0,200}(?:display\s{0,3}:\s{0,3}none|visibility\s{0,3}:\s{0,3}hidden"
     r"|font-size\s{0,3}:\s{0,3}0(?:px)?\b|\bhidden\b|opacity\s{0,3}:\s{0,3}0\b)[^>\n]{0,200}>"
