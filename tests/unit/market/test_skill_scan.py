@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.market.scan import rules, scanner
+from node.market.scan import decode, flows, rules, scanner
 from node.market.scan.findings import Severity
 from node.market.scan.scanner import MAX_SCAN_CHARS, scan_text
 from protocol.skill_bundle import build
@@ -157,7 +157,8 @@ def _unbounded(pattern: str) -> list[str]:
 
 
 def test_every_pattern_is_bounded() -> None:
-    patterns = [*rules.ALL_PATTERNS, scanner.BLOB, scanner.HEX_BLOB, scanner.FENCE, scanner.WORD]
+    patterns = [*rules.ALL_PATTERNS, scanner.BLOB, scanner.HEX_BLOB, scanner.FENCE, scanner.WORD,
+                *decode.PATTERNS, *flows.PATTERNS, flows.DECODED_SIGNS]
     unbounded = {pattern.pattern[:60]: _unbounded(pattern.pattern) for pattern in patterns}
     assert {key: value for key, value in unbounded.items() if value} == {}
     # The check itself sees an unbounded repeat.
