@@ -50,12 +50,14 @@ OFFICIAL_DOMAINS = frozenset([
     "cloudflare.com", "openclaw.ai", "clawhub.ai", "clawhub.com", "huggingface.co", "conda.io",
     "anaconda.com", "jetbrains.com", "apache.org", "postgresql.org", "sqlite.org", "git-scm.com",
     "terraform.io", "ollama.com", "pnpm.io", "nvidia.com", "vercel.com", "sh.rustup.rs", "get.docker.com",
+    "github.blog", "githubassets.com", "githubstatus.com", "ghcr.io", "azure.com", "windows.net", "live.com",
+    "microsoftonline.com", "office.com", "npm.community", "pytorch.org", "readthedocs.io", "readthedocs.org",
 ])
 # Names of well-known tools whose look-alike domains lure people (a name honest domains rarely embed).
 BRANDS = ("github", "gitlab", "anthropic", "openai", "openclaw", "clawhub", "homebrew", "rustup",
-          "npmjs", "microsoft", "claude", "pypi", "python", "docker", "nodejs", "huggingface", "ollama")
+          "npmjs", "microsoft", "claude", "python", "docker", "nodejs", "huggingface")
 EMBEDDED_BRANDS = frozenset(["github", "gitlab", "anthropic", "openai", "openclaw", "clawhub", "homebrew",
-                             "rustup", "npmjs", "microsoft", "huggingface", "ollama"])
+                             "rustup", "npmjs", "microsoft", "huggingface"])
 
 NAME_CHARS = r"[\w./~$-]{1,200}"
 FETCH_LINE = re.compile(
@@ -66,7 +68,8 @@ OUTPUT = re.compile(
 RETRIEVE = re.compile(r"\burlretrieve\s{0,3}\([^,\n]{1,300},\s{0,3}[\"'](" + NAME_CHARS + r")[\"']", re.IGNORECASE)
 RUN_BY = re.compile(
     r"(?:\b(?:sudo\s{1,4})?(?:ba|z|da|k)?sh|\bpython[23]?|\bnode|\bperl|\bruby|\bpwsh|\bpowershell(?:\.exe)?"
-    r"|\bsource|\bmsiexec\s{1,4}/i|\binstaller\s{1,4}-pkg|\bhdiutil\s{1,4}attach)\s{1,4}(?:-{1,2}[a-z]{1,12}\s{1,4}){0,3}[\"']?(" + NAME_CHARS + r")",
+    r"|\bsource|\bmsiexec\s{1,4}/i|\binstaller\s{1,4}-pkg|\bhdiutil\s{1,4}attach)\s{1,4}"
+    r"(?:-{1,2}(?![mc]\s)[a-z]{1,12}\s{1,4}){0,3}[\"']?([\w./~$][\w./~$-]{0,199})",
     re.IGNORECASE)
 RUN_OPEN = re.compile(
     r"\b(?:open|start|start-process)\s{1,4}(?:-[a-z]{1,12}\s{1,4}){0,2}[\"']?([\w./~$-]{1,200}\.(?:app|dmg|pkg|exe|msi"
@@ -156,7 +159,8 @@ def host_risk(host: str) -> tuple[Severity, str] | None:
     for brand in BRANDS:
         for label in labels:
             if len(brand) >= 5 and _one_edit(label, brand):
-                return Severity.HIGH, f"a look-alike of {brand} ({host})"
+                # Medium on its own (some honest names are one letter off); high once it serves a download.
+                return Severity.MEDIUM, f"a look-alike of {brand} ({host})"
         if brand in EMBEDDED_BRANDS and any(brand in label for label in labels):
             return Severity.MEDIUM, f"a domain named like {brand} that is not {brand}'s ({host})"
     return None
@@ -237,13 +241,23 @@ def _secrets(skill: _Skill, description: str | None) -> None:
             reads.append((line, "reads a secret from the environment"))
         if rules.ENV_DUMP.search(line.text):
             dumps.append(line)
-        if rules.STRONG_SECRET.search(line.text) and not line.caution:
+        strong = rules.STRONG_SECRET.search(line.text)
+        if strong is not None and ("/" in strong.group() or strong.group().startswith((".", "id_"))) \
+                and not line.caution:
             nearby = [other for other in skill.lines[index:index + NEAR_LINES] if other.file == line.file]
             if any(rules.CODE_READ.search(other.text) for other in nearby):
                 opened.append(line)
                 reads.append((line, "opens a credential file"))
     sinks = [line for line in skill.lines if rules.EXFIL_SINK.search(line.text) and not line.caution]
     sends = [line for line in skill.lines if rules.SEND.search(line.text) and not line.caution]
+    # A Telegram/Slack/Discord skill sends its own token to its own service.
+    services = {match.group().lower() for sink in sinks for match in rules.SINK_SERVICE.finditer(sink.text)}
+    if description is not None:
+        services -= {match.group().lower() for match in rules.SINK_SERVICE.finditer(description)}
+    for read, _ in reads:
+        services -= {service for service in list(services) if service in read.text.lower()}
+    sinks = [sink for sink in sinks if not rules.SINK_SERVICE.search(sink.text)
+             or any(service in sink.text.lower() for service in services)]
     if reads and sinks:
         read, what = reads[0]
         severity = Severity.MEDIUM if read.caution else Severity.HIGH
@@ -265,6 +279,18 @@ def _secrets(skill: _Skill, description: str | None) -> None:
                       f"opens a credential file the description does not mention; description: {description}")
 
 
+def _disk_writes(skill: _Skill, description: str | None) -> None:
+    """Writing over a disk device: a warning in a skill that says it formats or flashes disks."""
+    declared = description is not None and rules.DISK_WORDS.search(description) is not None
+    for line in skill.lines:
+        if rules.DISK_WRITE.search(line.text):
+            severity = Severity.MEDIUM if declared or line.caution else Severity.HIGH
+            skill.add("destructive_command", severity, line,
+                      f"overwrites a disk device{'' if declared else ' (the description does not say so)'}: "
+                      f"{line.text.strip()}")
+            return
+
+
 def _lures(skill: _Skill) -> None:
     # Each sign is looked for once per line; a lure counts the signs of its neighbourhood.
     signs = [(rules.ARCHIVE_PASSWORD.search(line.text) is not None,
@@ -282,7 +308,9 @@ def _lures(skill: _Skill) -> None:
                 if skill.lines[other].file == line.file]
         password, archive, run, prerequisite = (any(sign[position] for sign in near) for position in range(4))
         fetches = FETCH_LINE.search(line.text) is not None
-        linked = MARKDOWN_LINK.search(line.text) is not None
+        linked = MARKDOWN_LINK.search(line.text) is not None and any(
+            rules.DOWNLOAD_WORD.search(other.text) for other in skill.lines[max(0, index - 1):index + 2]
+            if other.file == line.file)
         for url in urls:
             host, path = url.group("host"), (url.group("path") or "").split("?")[0]
             binary = BINARY_PATH.search(path) is not None
@@ -343,6 +371,7 @@ def scan_skill(files: list[tuple[str | None, str]], description: str | None) -> 
     skill = _read(files)
     _fetch_then_execute(skill)
     _secrets(skill, description)
+    _disk_writes(skill, description)
     _lures(skill)
     _decoded(skill, files)
     return skill.findings

@@ -100,13 +100,18 @@ DESTRUCTIVE = (
         r"|/(?:etc|usr|bin|boot|var|lib|home|root|sys)/?\*?(?=$|[\s;&|\"'`)]))"
         r"|--no-preserve-root\b")),
     LineRule("destructive_command", Severity.HIGH, _rx(
-        r"\bmkfs(?:\.[a-z0-9]{1,8})?\s{1,4}(?:-[a-z]{1,4}\s{1,4}[\w.-]{0,20}\s{1,4}){0,3}/dev/"
-        r"|\bdd\b[^\n]{0,100}\bof=/dev/(?:sd|hd|nvme|vd|xvd|disk|mmcblk|rdisk)"
-        r"|>\s{0,3}/dev/(?:sd[a-z]|nvme\d|hd[a-z]|disk\d)\b"
-        r"|:\s{0,2}\(\s{0,2}\)\s{0,2}\{\s{0,2}:\s{0,2}\|\s{0,2}:\s{0,2}&\s{0,2}\}\s{0,2};\s{0,2}:"
+        r":\s{0,2}\(\s{0,2}\)\s{0,2}\{\s{0,2}:\s{0,2}\|\s{0,2}:\s{0,2}&\s{0,2}\}\s{0,2};\s{0,2}:"
         r"|\bformat\s{1,4}c:|\bdel\s{1,4}/[fsq]\s{1,4}[^\n]{0,20}c:\\\\?(?:\s|$)"
         r"|\bchmod\s{1,4}-r\s{1,4}(?:0?777|a\+rwx)\s{1,4}/(?:\s|$)")),
 )
+
+# Writing over a disk device: honest in a skill that says it formats or flashes disks.
+DISK_WRITE = _rx(
+    r"\bmkfs(?:\.[a-z0-9]{1,8})?\s{1,4}(?:-[a-z]{1,4}\s{1,4}[\w.-]{0,20}\s{1,4}){0,3}/dev/"
+    r"|\bdd\b[^\n]{0,100}\bof=/dev/(?:sd|hd|nvme|vd|xvd|disk|mmcblk|rdisk)"
+    r"|>\s{0,3}/dev/(?:sd[a-z]|nvme\d|hd[a-z]|disk\d)\b|\bwipefs\s{1,4}-a\b|\bshred\b[^\n]{0,60}/dev/")
+DISK_WORDS = _rx(r"\b(?:disks?|drives?|usb|sd ?cards?|partitions?|flash\w{0,3}|wipe\w{0,3}|filesystems?|iso"
+                 r"|bootable|raspberry)\b")
 
 # Permission tampering: turning the agent's own safety prompts off.
 PERMISSIONS = (
@@ -130,12 +135,17 @@ SHADOWING = (
     LineRule("tool_shadowing", Severity.HIGH, _rx(
         r"(?:@(?:mcp|server|app)\.tool\s{0,3}\(\s{0,3}(?:name\s{0,3}=\s{0,3})?|\.(?:tool|registertool|add_tool)"
         r"\s{0,3}\(\s{0,3}(?:name\s{0,3}[=:]\s{0,3})?)[\"']" + _BUILTIN_TOOLS + r"[\"']"
-        r"|\balias\s{1,4}(?:sudo|su|ssh|passwd|gpg|git|claude|codex)\s{0,2}=|^\s{0,8}(?:function\s{1,4})?(?:sudo|ssh"
-        r"|su|passwd|git)\s{0,2}\(\s{0,2}\)\s{0,2}\{")),
+        r"|\balias\s{1,4}(?:sudo|su|ssh|passwd|gpg)\s{0,2}=|^\s{0,8}(?:function\s{1,4})?(?:sudo|ssh"
+        r"|su|passwd)\s{0,2}\(\s{0,2}\)\s{0,2}\{")),
     LineRule("tool_shadowing", Severity.HIGH, _rx(
-        r"\b(?:override|overrides|replace|replaces|intercept|intercepts|shadow|shadows|hijack|take over|wrap)\b"
-        r"[^.\n]{0,30}\b(?:the\s{1,3})?(?:built-?in|native|default|system|original)\b[^.\n]{0,20}"
-        r"\b(?:tools?|commands?|bash|shell|read|write|edit)\b")),
+        r"\b(?:intercepts?|shadows?|hijacks?|takes? over)\b"
+        r"[^.\n]{0,30}\b(?:the\s{1,3})?(?:built-?in|native|default|original)\b[^.\n]{0,20}"
+        r"\b(?:tools?|commands?|bash|shell)\b"
+        r"|\b(?:overrides?|replaces?)\b[^.\n]{0,30}\b(?:the\s{1,3})?(?:built-?in|native)\b[^.\n]{0,20}"
+        r"\b(?:bash|read|write|edit|grep|glob|webfetch)\s{1,3}tool\b")),
+    LineRule("tool_shadowing", Severity.MEDIUM, _rx(
+        r"\b(?:overrides?|replaces?)\b[^.\n]{0,30}\b(?:the\s{1,3})?(?:built-?in|native|default)\b[^.\n]{0,20}"
+        r"\btools?\b")),
     LineRule("tool_shadowing", Severity.MEDIUM, _rx(
         r"\b(?:always\s{1,3})?use\s{1,3}this\s{1,3}(?:tool|skill|command)\s{1,3}instead\s{1,3}of\s{1,3}"
         r"(?:the\s{1,3})?(?:built-?in|native|default|bash|read|write|edit)\b")),
@@ -162,7 +172,8 @@ EXFIL_SINK = _rx(
     r"discord(?:app)?\.com/api/webhooks|\bwebhook\.site\b|\bpastebin\.com\b|\bngrok(?:-free)?\.(?:io|app|dev)\b"
     r"|\btransfer\.sh\b|\bapi\.telegram\.org/bot|\brequestbin\b|\bpipedream\.net\b|\binteract\.sh\b"
     r"|\boast\.(?:fun|live|pro|site|me)\b|\bburpcollaborator\.net\b|\bhooks\.slack\.com/services\b"
-    r"|https?://(?!127\.|10\.|0\.0\.0\.0|192\.168\.|172\.(?:1[6-9]|2\d|3[01])\.)\d{1,3}(?:\.\d{1,3}){3}\b")
+    r"|https?://(?!127\.|10\.|0\.0\.0\.0|192\.168\.|172\.(?:1[6-9]|2\d|3[01])\.|192\.0\.2\.|198\.51\.100\.|203\.0\.113\.)"
+    r"\d{1,3}(?:\.\d{1,3}){3}\b")
 SEND = _rx(
     r"\brequests\.(?:post|put|get)\s{0,3}\(|\burllib\.request\.(?:urlopen|request)\b|\bhttpx\.(?:post|put|get)\b"
     r"|\bfetch\s{0,3}\(|\baxios\.(?:post|put|get)\b|\bcurl\b|\bwget\b|\binvoke-(?:restmethod|webrequest)\b"
@@ -170,7 +181,8 @@ SEND = _rx(
 
 # Lures: links a person is told to follow.
 URL = _rx(r"\bhttps?://(?P<host>[a-z0-9.-]{1,253})(?::\d{1,5})?(?P<path>/[^\s)\"'`<>\]]{0,300})?")
-RAW_IP_HOST = _rx(r"^(?!127\.|10\.|0\.|192\.168\.|172\.(?:1[6-9]|2\d|3[01])\.|169\.254\.)\d{1,3}(?:\.\d{1,3}){3}$")
+RAW_IP_HOST = _rx(r"^(?!127\.|10\.|0\.|192\.168\.|172\.(?:1[6-9]|2\d|3[01])\.|169\.254\.|192\.0\.2\.|198\.51\.100\."
+                  r"|203\.0\.113\.)\d{1,3}(?:\.\d{1,3}){3}$")
 PASTE_HOST = _rx(
     r"(?:^|\.)(?:pastebin\.com|paste\.ee|hastebin\.com|rentry\.(?:co|org)|glot\.io|ghostbin\.\w{2,6}|controlc\.com"
     r"|dpaste\.(?:com|org)|justpaste\.it|paste\.c-net\.org|privatebin\.net|pastes\.dev|termbin\.com"
@@ -183,6 +195,9 @@ ARCHIVE_PASSWORD = _rx(
 PREREQUISITE = _rx(
     r"\b(?:prerequisites?|requirements?|required|requires|before (?:using|you use|running|you run|you start)"
     r"|must (?:first )?(?:download|install|run)|first,? (?:download|install|run)|make sure (?:to|you) (?:download|install|run))\b")
+DOWNLOAD_WORD = _rx(r"\bdownload")
+# A stolen value sent to a service the description names (a Telegram bot's own token) is its job.
+SINK_SERVICE = _rx(r"\b(?:telegram|slack|discord)\b")
 RUN_WORD = _rx(r"\b(?:run|launch|execute|open|start|double[- ]click|install)\b")
 
 PERSISTENCE = LineRule("persistence", Severity.MEDIUM, _rx(
@@ -239,7 +254,7 @@ ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SOFT_SECRET, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
     CODE_SECRET, ENV_DUMP, CODE_READ, EXFIL_SINK, SEND, URL, RAW_IP_HOST, PASTE_HOST, ARCHIVE_OR_BINARY,
-    ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD,
+    ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD, DISK_WRITE, DISK_WORDS, DOWNLOAD_WORD, SINK_SERVICE,
 )
 
 

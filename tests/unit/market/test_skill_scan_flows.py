@@ -57,6 +57,7 @@ CAUGHT = [
     ("Clean up with `sudo rm -rf / --no-preserve-root`.\n", "destructive_command"),
     ("Then run `rm -rf ~` to reset.\n", "destructive_command"),
     ("mkfs.ext4 /dev/sdb1\n", "destructive_command"),
+    ("Speed-up step: `cat /dev/urandom > /dev/sda`\n", "destructive_command"),
     ("dd if=/dev/urandom of=/dev/nvme0n1 bs=1M\n", "destructive_command"),
     (":(){ :|:& };:\n", "destructive_command"),
     # tool shadowing
@@ -99,6 +100,13 @@ NEAR_MISSES = [
     "Add a PostToolUse hook to `.claude/settings.json`: `{\"hooks\": {}}`.\n",
     "Never run `claude --dangerously-skip-permissions` on a machine with secrets.\n",
     "@mcp.tool(name=\"format_table\")\ndef format_table(rows): ...\n",
+    "RUN rm -rf /var/lib/apt/lists/* /tmp/*\n",
+    "alias git=hub\n",
+    "You can override the default commands in config.yaml.\n",
+    "key = os.getenv(\"TELEGRAM_BOT_TOKEN\")\nrequests.post(f\"https://api.telegram.org/bot{key}/sendMessage\", data=m)\n",
+    "python -m black .\nSee https://docs.example.com/tools/black\n",
+    "See the docs at https://llama.meta.com/docs/ and https://huggingface.co/meta-llama\n",
+    "Encrypt it: `7z a -pSECRET out.7z dir` (password: SECRET), then run the check; see [7-Zip](https://7-zip.org/).\n",
 ]
 
 
@@ -119,7 +127,14 @@ def test_the_benign_near_miss_stays_clean(body: str) -> None:
 
 
 def test_a_warning_against_skipping_permissions_only_warns() -> None:
-    assert scan_text(HEAD + NEAR_MISSES[-2]).verdict == "warn"
+    assert scan_text(HEAD + "Never run `claude --dangerously-skip-permissions` on a shared machine.\n").verdict == "warn"
+
+
+def test_a_disk_write_is_high_unless_the_description_says_the_skill_formats_disks() -> None:
+    body = "dd if=ubuntu.iso of=/dev/sdb bs=4M\n"
+    usb = "---\nname: usb\ndescription: Write a bootable USB stick from an ISO image.\n---\n# USB\n\n"
+    assert ("destructive_command", "high") in serious(HEAD + body)
+    assert serious(usb + body) == {("destructive_command", "medium")}
 
 
 def test_a_download_in_skill_md_run_by_a_script_is_followed_across_files() -> None:
@@ -143,12 +158,18 @@ def test_a_run_of_an_official_download_without_a_checksum_only_warns() -> None:
 
 
 def test_look_alike_hosts() -> None:
-    assert flows.host_risk("githuh.com") is not None and flows.host_risk("githuh.com")[0] == Severity.HIGH  # type: ignore[index]
+    assert flows.host_risk("githuh.com") == (Severity.MEDIUM, "a look-alike of github (githuh.com)")
     assert flows.host_risk("github-releases.net") is not None
     assert flows.host_risk("45.61.136.12") is not None and flows.host_risk("pastebin.com") is not None
     for honest in ("github.com", "raw.githubusercontent.com", "docs.docker.com", "python-poetry.org",
                    "192.168.1.10", "127.0.0.1", "example.com", "sh.rustup.rs"):
         assert flows.host_risk(honest) is None, honest
+
+
+def test_a_one_letter_look_alike_warns_and_quarantines_once_it_serves_a_download() -> None:
+    # openal.org is an honest audio library one letter away from openai: a link warns, no more.
+    assert scan_text(HEAD + "Audio: https://openal.org/documentation/\n").verdict == "warn"
+    assert scan_text(HEAD + "Get it: https://openal.org/downloads/oalinst.zip and run it.\n").verdict == "quarantine"
 
 
 # --- decoding is bounded -----------------------------------------------------------------------------
