@@ -295,6 +295,25 @@ def _disk_writes(skill: _Skill, description: str | None) -> None:
             return
 
 
+def _in_context(skill: _Skill, description: str | None) -> None:
+    """Rules whose severity depends on what surrounds them (see rules.SKIP_PERMISSIONS)."""
+    mcp = description is not None and rules.MCP_WORDS.search(description) is not None
+    done: set[str] = set()
+    for index, line in enumerate(skill.lines):
+        if "skip" not in done and rules.SKIP_PERMISSIONS.search(line.text):
+            near = [other for other in skill.lines[max(0, index - 2):index + 3] if other.file == line.file]
+            sandboxed = any(rules.SANDBOX_WORDS.search(other.text) for other in near)
+            done.add("skip")
+            skill.add("permission_tampering", Severity.MEDIUM if sandboxed or line.caution else Severity.HIGH, line,
+                      "turns off the agent's permission prompts"
+                      f"{' (inside a sandbox, it says)' if sandboxed else ''}: {line.text.strip()}")
+        if "tool" not in done and rules.TOOL_REGISTRATION.search(line.text):
+            done.add("tool")
+            skill.add("tool_shadowing", Severity.MEDIUM if mcp or line.caution else Severity.HIGH, line,
+                      f"registers a tool under a built-in tool's name, so calls meant for it reach this code: "
+                      f"{line.text.strip()}")
+
+
 def _lures(skill: _Skill) -> None:
     # Each sign is looked for once per line; a lure counts the signs of its neighbourhood.
     signs = [(rules.ARCHIVE_PASSWORD.search(line.text) is not None,
@@ -310,7 +329,9 @@ def _lures(skill: _Skill) -> None:
             continue
         near = [signs[other] for other in range(max(0, index - 3), min(len(skill.lines), index + 4))
                 if skill.lines[other].file == line.file]
-        password, archive, run, prerequisite = (any(sign[position] for sign in near) for position in range(4))
+        password, archive, run = (any(sign[position] for sign in near) for position in range(3))
+        prerequisite = any(signs[other][3] for other in range(max(0, index - 6), min(len(skill.lines), index + 4))
+                           if skill.lines[other].file == line.file)
         fetches = FETCH_LINE.search(line.text) is not None
         linked = MARKDOWN_LINK.search(line.text) is not None and any(
             rules.DOWNLOAD_WORD.search(other.text) for other in skill.lines[max(0, index - 1):index + 2]
@@ -333,7 +354,8 @@ def _lures(skill: _Skill) -> None:
                           f"{' (' + risk[1] + ')' if risk else ''}: {line.text.strip()}")
             if risk is not None and host not in reported and len(reported) < 64:
                 reported.add(host)
-                severity = Severity.HIGH if fetches or binary else risk[0]
+                pasted = run and (rules.PASTE_HOST.search(host) or rules.RAW_IP_HOST.search(host))
+                severity = Severity.HIGH if fetches or binary or pasted else risk[0]
                 skill.add("suspicious_link", severity, line,
                           f"{'fetches from' if fetches else 'links to'} {risk[1]}: {line.text.strip()}")
 
@@ -376,6 +398,7 @@ def scan_skill(files: list[tuple[str | None, str]], description: str | None) -> 
     _fetch_then_execute(skill)
     _secrets(skill, description)
     _disk_writes(skill, description)
+    _in_context(skill, description)
     _lures(skill)
     _decoded(skill, files)
     return skill.findings

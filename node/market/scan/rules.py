@@ -116,8 +116,7 @@ DISK_WORDS = _rx(r"\b(?:disks?|drives?|usb|sd ?cards?|partitions?|flash\w{0,3}|w
 # Permission tampering: turning the agent's own safety prompts off.
 PERMISSIONS = (
     LineRule("permission_tampering", Severity.HIGH, _rx(
-        r"--dangerously-skip-permissions\b|--dangerously-bypass-approvals\b|\bbypasspermissions\b"
-        r"|\bchmod\s{1,4}(?:-r\s{1,4})?(?:0?7[0-7]7|a\+rwx|o\+w)\s{1,4}(?:~|\$home)/\.(?:ssh|gnupg|aws)\b"
+        r"\bbypasspermissions\b|\bchmod\s{1,4}(?:-r\s{1,4})?(?:0?7[0-7]7|a\+rwx|o\+w)\s{1,4}(?:~|\$home)/\.(?:ssh|gnupg|aws)\b"
         r"|\ballow\b[^\n]{0,100}\bbash\(\*\)|\bbash\(\*\)[^\n]{0,100}\ballow"
         r"|\"?defaultmode\"?\s{0,3}[:=]\s{0,3}\"?(?:bypasspermissions|dontask)\b")),
     LineRule("permission_tampering", Severity.MEDIUM, _rx(
@@ -133,9 +132,7 @@ _BUILTIN_TOOLS = (r"(?:bash|read|write|edit|multiedit|grep|glob|ls|webfetch|webs
                   r"|run_terminal_cmd|str_replace_editor|shell|terminal)")
 SHADOWING = (
     LineRule("tool_shadowing", Severity.HIGH, _rx(
-        r"(?:@(?:mcp|server|app)\.tool\s{0,3}\(\s{0,3}(?:name\s{0,3}=\s{0,3})?|\.(?:tool|registertool|add_tool)"
-        r"\s{0,3}\(\s{0,3}(?:name\s{0,3}[=:]\s{0,3})?)[\"']" + _BUILTIN_TOOLS + r"[\"']"
-        r"|\balias\s{1,4}(?:sudo|su|ssh|passwd|gpg)\s{0,2}=|^\s{0,8}(?:function\s{1,4})?(?:sudo|ssh"
+        r"\balias\s{1,4}(?:sudo|su|ssh|passwd|gpg)\s{0,2}=|^\s{0,8}(?:function\s{1,4})?(?:sudo|ssh"
         r"|su|passwd)\s{0,2}\(\s{0,2}\)\s{0,2}\{")),
     LineRule("tool_shadowing", Severity.HIGH, _rx(
         r"\b(?:intercepts?|shadows?|hijacks?|takes? over)\b"
@@ -150,6 +147,24 @@ SHADOWING = (
         r"\b(?:always\s{1,3})?use\s{1,3}this\s{1,3}(?:tool|skill|command)\s{1,3}instead\s{1,3}of\s{1,3}"
         r"(?:the\s{1,3})?(?:built-?in|native|default|bash|read|write|edit)\b")),
 )
+
+# Judged in context by flows.py: skipping the agent's permission prompts (honest inside a
+# sandbox or container), and registering a tool under a built-in's name (an MCP skill
+# may show it as an example).
+SKIP_PERMISSIONS = _rx(r"--dangerously-skip-permissions\b|--dangerously-bypass-approvals\b")
+SANDBOX_WORDS = _rx(r"\b(?:sandbox\w{0,4}|containers?|devcontainers?|docker|vms?|virtual machine|isolated|throwaway"
+                    r"|disposable|ephemeral)\b")
+TOOL_REGISTRATION = _rx(
+    r"(?:@(?:mcp|server|app)\.tool\s{0,3}\(\s{0,3}(?:name\s{0,3}=\s{0,3})?|\.(?:tool|registertool|add_tool)"
+    r"\s{0,3}\(\s{0,3}(?:name\s{0,3}[=:]\s{0,3})?)[\"']" + _BUILTIN_TOOLS + r"[\"']")
+MCP_WORDS = _rx(r"\bmcp\b|model context protocol|\bservers?\b")
+
+REVERSE_SHELL = LineRule("reverse_shell", Severity.HIGH, _rx(
+    r"/dev/(?:tcp|udp)/[\w.$-]{1,100}/\d{1,5}|\b(?:nc|ncat|netcat)\b[^\n]{0,60}\s-[a-z]{0,4}[ec]\s{1,4}/bin/(?:ba|z)?sh\b"
+    r"|\bsocat\b[^\n]{0,100}\bexec:|\bos\.dup2\s{0,3}\(\s{0,3}\w{1,20}\.fileno\s{0,3}\(|\bmkfifo\b[^\n]{0,100}\b(?:nc|ncat)\b"
+    r"|\bsystem\.net\.sockets\.tcpclient\b"))
+CRYPTOMINER = LineRule("cryptominer", Severity.HIGH, _rx(
+    r"\bxmrig\b|stratum\+(?:tcp|ssl)://|\b(?:minergate|nicehash|cpuminer|nbminer|phoenixminer)\b"))
 
 # Code that reads a named secret from the environment (the shell ``$X`` form is SOFT_SECRET).
 SECRET_NAME = r"[a-z0-9_]{0,40}(?:key|token|secret|passw(?:or)?d|passwd|credential|private|auth|session|cookie|mnemonic|seed)[a-z0-9_]{0,40}"
@@ -198,7 +213,7 @@ PREREQUISITE = _rx(
 DOWNLOAD_WORD = _rx(r"\bdownload")
 # A stolen value sent to a service the description names (a Telegram bot's own token) is its job.
 SINK_SERVICE = _rx(r"\b(?:telegram|slack|discord)\b")
-RUN_WORD = _rx(r"\b(?:run|launch|execute|open|start|double[- ]click|install)\b")
+RUN_WORD = _rx(r"\b(?:run|launch|execute|open|start|double[- ]click|install|paste|terminal)\b")
 
 PERSISTENCE = LineRule("persistence", Severity.MEDIUM, _rx(
     r"\bauthorized_keys\b|\bcrontab\s{1,4}-(?:e|\s)|\|\s{0,4}crontab\b|>>\s{0,4}~/\.(?:bashrc|zshrc|profile"
@@ -212,7 +227,10 @@ STRONG_SECRET = _rx(
     r"|\.aws/credentials\b|\.config/gh/hosts|\.npmrc\b|\.pypirc\b|\.netrc\b|\.docker/config\.json"
     r"|\.kube/config\b|\.gnupg\b|\bwallet\.(?:dat|key)\b|\bidentity\.key\b|\bkeystore\b"
     r"|\b(?:seed|recovery|mnemonic)\s{1,3}(?:phrase|words)\b|\bprivate[ _]key\b|\blogin data\b"
-    r"|/cookies\b|\bkeychain\b|\.git-credentials\b|\b(?:metamask|phantom)\b")
+    r"|/cookies\b|\bkeychain\b|\.git-credentials\b|\b(?:metamask|phantom)\b"
+    r"|\.(?:clawdbot|openclaw|moltbot)/[\w./-]{0,40}(?:\.env|credentials|auth\w{0,10}|tokens?)\b|\.claude/\.credentials\.json"
+    r"|\.codex/auth\.json|application_default_credentials\.json|\.vault-token\b|\.password-store\b"
+    r"|\.terraform\.d/credentials|\.config/gcloud/credentials")
 SOFT_SECRET = _rx(
     r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\$\{?[a-z_]{0,30}(?:token|secret|api_?key"
     r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b")
@@ -249,12 +267,13 @@ DECLARES = {
 }
 
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
-                                     *PERMISSIONS, *SHADOWING)
+                                     *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SOFT_SECRET, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
     CODE_SECRET, ENV_DUMP, CODE_READ, EXFIL_SINK, SEND, URL, RAW_IP_HOST, PASTE_HOST, ARCHIVE_OR_BINARY,
-    ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD, DISK_WRITE, DISK_WORDS, DOWNLOAD_WORD, SINK_SERVICE,
+    ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD, SKIP_PERMISSIONS, SANDBOX_WORDS, TOOL_REGISTRATION, MCP_WORDS,
+    DISK_WRITE, DISK_WORDS, DOWNLOAD_WORD, SINK_SERVICE,
 )
 
 
