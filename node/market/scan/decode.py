@@ -7,9 +7,14 @@ plain texts a file's lines turn into under those transformations, each with the 
 came from and how it was obtained, so the caller runs the same rules on them.
 
 Hostile input: every pattern is bounded, each decoded text is cut to
-``MAX_DECODED_CHARS``, a file yields at most ``MAX_CANDIDATES`` texts and
-``MAX_TOTAL_CHARS`` characters, nested encodings are followed ``MAX_DEPTH`` levels deep,
-and at most ``MAX_KEYS`` XOR keys are tried. Only texts that are mostly printable count.
+``MAX_DECODED_CHARS``, one skill (all its files, through one ``Budget``) yields at most
+``MAX_CANDIDATES`` texts, ``MAX_TOTAL_CHARS`` characters and ``MAX_WORK_BYTES`` of
+decoding work, nested encodings are followed ``MAX_DEPTH`` levels deep, and at most
+``MAX_KEYS`` XOR keys are tried. Only texts that are mostly printable count, and an
+assembled string (concatenated, reversed, sliced) only when it looks like a command or
+an address (a space, ``/``, ``:`` or ``|``), so ordinary string handling does not spend
+the budget. A budget spent to the end is itself reported by the caller (``Budget.full``):
+padding a skill with encoded text cannot hide the payload behind it silently.
 """
 
 from __future__ import annotations
@@ -20,12 +25,13 @@ import re
 from dataclasses import dataclass
 
 MAX_DECODED_CHARS = 8000
-MAX_CANDIDATES = 64
-MAX_TOTAL_CHARS = 64 * 1024
+MAX_CANDIDATES = 128
+MAX_TOTAL_CHARS = 128 * 1024
 MAX_DEPTH = 3
 MAX_KEYS = 4
 MAX_LITERALS = 64
-MAX_WORK_BYTES = 1024 * 1024  # bytes decoded or XORed per file, all attempts together
+MAX_WORK_BYTES = 2 * 1024 * 1024  # bytes decoded or XORed per skill, all attempts together
+ASSEMBLED = re.compile(r"[\s/:|]")
 PRINTABLE_RATIO = 0.9
 
 LITERAL = re.compile(r"""b?(?:"([^"\\\n]{1,4000})"|'([^'\\\n]{1,4000})')""")
@@ -43,7 +49,7 @@ CONCAT = re.compile(r"""["']\s{0,3}(?:\+|\.|,)\s{0,3}b?["']""")
 CHAR_CODES = re.compile(r"\b(?:chr|fromcharcode)\s{0,2}\(\s{0,2}(\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,400})",
                         re.IGNORECASE)
 CHR_NUMBER = re.compile(r"\bchr\s{0,2}\(\s{0,2}(\d{1,3})\s{0,2}\)", re.IGNORECASE)
-PATTERNS = (LITERAL, B64, B85_CALL, HEX, XOR_INT, XOR_KEY, SHORT_ASSIGNMENT, XOR_WORD, REVERSE, SLICE, CONCAT, CHAR_CODES, CHR_NUMBER)
+PATTERNS = (ASSEMBLED, LITERAL, B64, B85_CALL, HEX, XOR_INT, XOR_KEY, SHORT_ASSIGNMENT, XOR_WORD, REVERSE, SLICE, CONCAT, CHAR_CODES, CHR_NUMBER)
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,9 @@ def _keys(text: str) -> list[bytes]:
     return keys
 
 
-class _Budget:
+class Budget:
+    """What one skill may cost the decoder; shared by the calls for each of its files."""
+
     def __init__(self) -> None:
         self.chars = 0
         self.work = 0
@@ -130,6 +138,8 @@ class _Budget:
         if self.full():
             return False
         text = text[:MAX_DECODED_CHARS]
+        if how.startswith(("concatenation", "reversed", "sliced")) and not ASSEMBLED.search(text):
+            return False
         self.chars += len(text)
         self.found.append(Decoded(line, how, text))
         return True
@@ -150,7 +160,7 @@ def _binary_candidates(line: str, b85: bool) -> list[tuple[str, bytes]]:
     return [(how, data) for how, data in out if data][:MAX_LITERALS]
 
 
-def _expand(budget: _Budget, number: int, how: str, text: str, keys: list[bytes], depth: int) -> None:
+def _expand(budget: Budget, number: int, how: str, text: str, keys: list[bytes], depth: int) -> None:
     """Decode binary-looking runs in ``text`` (and XOR them with the file's keys), nested."""
     if depth >= MAX_DEPTH or budget.full():
         return
@@ -172,17 +182,19 @@ def _literals(line: str) -> list[str]:
     return [match.group(1) or match.group(2) or "" for match in LITERAL.finditer(line)][:MAX_LITERALS]
 
 
-def decoded_texts(text: str) -> list[Decoded]:
-    """The plain texts one file's lines decode or assemble to (bounded; see the module)."""
+def decoded_texts(text: str, budget: Budget | None = None) -> list[Decoded]:
+    """The plain texts one file's lines decode or assemble to (bounded; see the module).
+
+    Pass the same ``budget`` for every file of one skill; it keeps every text found."""
     lines = text.split("\n")
     keys = _keys(text[:MAX_TOTAL_CHARS * 2]) if XOR_WORD.search(text) else []
-    budget = _Budget()
+    budget = budget if budget is not None else Budget()
+    first = len(budget.found)
     for index, line in enumerate(lines):
         if budget.full():
             break
         number = index + 1
         line = line[:MAX_DECODED_CHARS * 2]
-        budget.work += len(line)
         _expand(budget, number, "line", line, keys, 0)
         literals = _literals(line)
         if len(literals) >= 2 and CONCAT.search(line):
@@ -203,4 +215,4 @@ def decoded_texts(text: str) -> list[Decoded]:
         if len(codes) >= 4:
             budget.add(number, "character codes",
                        "".join(chr(code) for code in codes[:MAX_DECODED_CHARS] if code < 0x110000))
-    return budget.found
+    return budget.found[first:]

@@ -366,10 +366,19 @@ DECODED_SIGNS = re.compile(
 
 
 def _decoded(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
+    budget = decode.Budget()
     for path, text in files:
         seen = 0
         texts: set[tuple[int, str]] = set()
-        for item in decode.decoded_texts(text):
+        if budget.full():
+            break
+        items = decode.decoded_texts(text, budget)
+        if budget.full():
+            # Padding a skill with encoded text must not hide what comes after it silently.
+            skill.add("decode_limit", Severity.MEDIUM, _Line(path, items[-1].line if items else 1, "", False),
+                      f"more encoded or assembled text than the scanner decodes ({len(budget.found)} texts, "
+                      f"{budget.chars} characters, {budget.work} bytes of work): what follows was not decoded")
+        for item in items:
             if (item.line, item.text) in texts:
                 continue
             texts.add((item.line, item.text))

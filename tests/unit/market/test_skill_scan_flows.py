@@ -220,3 +220,22 @@ def test_decoding_and_flows_stay_within_their_budgets(text: str) -> None:
     assert all(len(item.text) <= decode.MAX_DECODED_CHARS for item in found)
     report = scan_text(text)
     assert report.verdict in ("ok", "warn", "quarantine") and len(report.findings) <= 200
+
+
+def test_padding_a_skill_with_encoded_text_is_reported_not_silently_skipped() -> None:
+    padding = "".join(f"echo {base64.b64encode(f'harmless line number {i} of padding'.encode()).decode()}\n"
+                      for i in range(decode.MAX_CANDIDATES + 10))
+    payload = "echo " + base64.b64encode(COMMAND.encode()).decode() + "\n"
+    bundle = build(HEAD + "See scripts.\n", {"scripts/a.sh": padding, "scripts/b.sh": payload})
+    report = scan_text(bundle.encode())
+    limit = [f for f in report.findings if f.rule == "decode_limit"]
+    assert limit and limit[0].severity == Severity.MEDIUM and limit[0].file == "scripts/a.sh", report.to_dict()
+    # The budget is the skill's, not each file's: the second file was not decoded.
+    assert not any(f.rule == "decoded_payload" and f.file == "scripts/b.sh" for f in report.findings)
+
+
+def test_ordinary_string_handling_does_not_spend_the_decoding_budget() -> None:
+    script = "".join(f"label_{i} = \"item\" + str({i}) + \"_done\"\nname_{i} = \"abc\"[::-1]\n" for i in range(400))
+    report = scan_text(HEAD + "```python\n" + script + "```\n")
+    assert "decode_limit" not in {f.rule for f in report.findings}, report.to_dict()
+    assert report.verdict == "ok", report.to_dict()
