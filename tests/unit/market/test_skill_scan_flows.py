@@ -229,7 +229,8 @@ def test_padding_a_skill_with_encoded_text_is_reported_not_silently_skipped() ->
     bundle = build(HEAD + "See scripts.\n", {"scripts/a.sh": padding, "scripts/b.sh": payload})
     report = scan_text(bundle.encode())
     limit = [f for f in report.findings if f.rule == "decode_limit"]
-    assert limit and limit[0].severity == Severity.MEDIUM and limit[0].file == "scripts/a.sh", report.to_dict()
+    assert limit, report.summary()
+    assert limit[0].severity == Severity.MEDIUM and limit[0].file == "scripts/a.sh"
     # The budget is the skill's, not each file's: the second file was not decoded.
     assert not any(f.rule == "decoded_payload" and f.file == "scripts/b.sh" for f in report.findings)
 
