@@ -120,16 +120,26 @@ def test_a_bundle_resource_is_scanned_with_its_path() -> None:
 
 
 # --- hostile input: refused or read in bounded time, never an exception ---------------------------
-def test_oversize_malformed_and_nested_input_is_refused() -> None:
-    assert rules_of("x" * (MAX_SCAN_CHARS + 1)) == {"unscannable"}
-    assert rules_of("a\x00b") == {"unscannable"}
-    assert rules_of("\n" * (scanner.MAX_LINES + 1)) == {"unscannable"}
-    nested = "---\nname: a\ndescription: b\nmetadata: {x: {y: {z: {w: 1}}}}\n---\nbody\n"
-    assert rules_of(nested) == {"unscannable"}
+def refusal_of(text: str) -> str | None:
+    report = scan_text(text)
+    assert report.findings == [] or report.refused is None  # a refusal carries no findings
+    return None if report.refused is None else report.refused["code"]
+
+
+def test_oversize_malformed_and_nested_input_is_refused_not_detected() -> None:
+    assert refusal_of("x" * (MAX_SCAN_CHARS + 1)) == "too_large"
+    assert refusal_of("a\x00b") == "not_text"
+    assert refusal_of("\n" * (scanner.MAX_LINES + 1)) == "too_many_lines"
+    nested = "---\nname: a\ndescription: b\nmetadata: {x: {y: {z: {w: {v: {u: 1}}}}}}\n---\nbody\n"
+    assert refusal_of(nested) == "malformed"
     broken = HEAD + "text\n<<<crystalmesh-skill-resource path=a.txt bytes=99>>>\nshort"
-    assert rules_of(broken) == {"unscannable"}
+    assert refusal_of(broken) == "malformed"
     for text in ("x" * (MAX_SCAN_CHARS + 1), "a\x00b", nested, broken):
-        assert scan_text(text).verdict == "quarantine"
+        report = scan_text(text)
+        # Refused, never a detection, and still kept from the agent like a quarantine.
+        assert report.verdict == "refused" and report.findings == [] and report.blocked
+        assert report.to_dict()["refused"]["reason"]
+    assert scan_text(HEAD + "fine").to_dict()["refused"] is None
 
 
 def _unbounded(pattern: str) -> list[str]:
@@ -181,7 +191,7 @@ def test_every_pattern_is_bounded() -> None:
 ])
 def test_adversarial_inputs_end_with_a_report(text: str) -> None:
     report = scan_text(text)
-    assert report.verdict in ("ok", "warn", "quarantine")
+    assert report.verdict in ("ok", "warn", "quarantine", "refused")
     assert len(report.findings) <= 200
 
 
@@ -189,7 +199,7 @@ def test_adversarial_inputs_end_with_a_report(text: str) -> None:
 @given(st.text(max_size=3000))
 def test_any_text_gives_a_report(text: str) -> None:
     report = scan_text(text)
-    assert report.to_dict()["verdict"] in ("ok", "warn", "quarantine")
+    assert report.to_dict()["verdict"] in ("ok", "warn", "quarantine", "refused")
 
 
 @settings(max_examples=60, deadline=None)
