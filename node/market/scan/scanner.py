@@ -301,7 +301,7 @@ def _document_rules(doc: _Document, description: str | None) -> None:
         severity = Severity.HIGH if len(doc.zero_width) >= 3 else Severity.MEDIUM
         number, excerpt = doc.zero_width[0]
         doc.add("zero_width", severity, number, f"{len(doc.zero_width)} zero-width characters: {excerpt}")
-    if description:
+    if description and doc.file is None:  # SKILL.md says what the skill does, not every reference file
         wanted = {word for word in WORD.findall(description.lower()) if word not in STOPWORDS}
         if wanted and not wanted & doc.body_words:
             doc.add("description_mismatch", Severity.LOW, 1,
@@ -353,6 +353,11 @@ def scan_skill(skill_md: str, resources: list[tuple[str, str]], skipped: list[di
     from protocol.skill_bundle import parse_front_matter, split_front_matter
 
     try:
+        if not looks_like_bundle(skill_md):  # a SKILL.md without front matter: read it all the same
+            findings = _scan_file(skill_md, None, None, None, max_lines)
+            for path, content in resources:
+                findings += _scan_file(content, path, None, None, max_lines)
+            return ScanReport.of(findings, skipped)
         front = parse_front_matter(split_front_matter(skill_md)[0])
         description = " ".join(str(front["description"]).split())
         name = str(front["name"])
