@@ -35,6 +35,7 @@ used for folders and listings. Resource paths are relative, made of plain names 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -69,6 +70,7 @@ NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 PATH_PART = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 NAME_RUN = re.compile(r"[^a-z0-9]{1,10000}")
 ALLOWED_TOOLS = "allowed-tools"
+LOOSE_VALUE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]{0,63}):[ \t]{1,20}([^\s\"'\[{|>&*!%@`#][^\n]{0,8000})")
 
 
 class InvalidSkillBundle(InvalidMessage):
@@ -152,6 +154,25 @@ def _first_line(error: Exception) -> str:
     return str(error).splitlines()[0][:200] if str(error) else type(error).__name__
 
 
+def _quote_loose_values(front: str) -> str:
+    """Front matter as hosts read it: ``description: Use when: ...`` (a colon in a plain value,
+    not valid YAML but common in published skills) is read as one string. Only when the YAML
+    does not parse, and only top-level ``key: value`` lines whose value is not quoted, a list
+    or a map; the text in the bundle is unchanged."""
+    try:
+        list(yaml.parse(front, Loader=yaml.SafeLoader))
+        return front
+    except yaml.YAMLError:
+        pass
+    lines = []
+    for line in front.split("\n"):
+        match = LOOSE_VALUE.fullmatch(line)
+        if match is not None and ": " in match.group(2):
+            line = f"{match.group(1)}: {json.dumps(match.group(2).strip())}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def normalize_name(raw: str) -> str:
     """A published ``name`` as a slug (``NAME``, at most 64 characters) for folders and listings.
 
@@ -193,6 +214,7 @@ def parse_front_matter(front: str) -> dict[str, Any]:
     """
     if _utf8_size(front, "SKILL.md front matter") > MAX_FRONT_MATTER_BYTES:
         raise InvalidSkillBundle(f"SKILL.md front matter is larger than {MAX_FRONT_MATTER_BYTES} bytes")
+    front = _quote_loose_values(front)
     _check_yaml_shape(front)
     try:
         data = yaml.safe_load(front)

@@ -6,6 +6,7 @@ smuggle what it reports). The verdict weighs severities, each rule counted once 
 its highest severity (a rule that fires on ten lines is one behaviour, not ten):
 
     score = sum(max weight of each rule),  weights: high 10, medium 4, low 1
+            (0 for a low finding the context excused: it carries a ``reason``)
     quarantine  if any finding is high, or score >= QUARANTINE_SCORE (three medium rules)
     warn        if score >= WARN_SCORE (one medium rule)
     ok          otherwise
@@ -82,10 +83,15 @@ class Finding:
         return data
 
 
+def weight(finding: Finding) -> int:
+    """A low finding the context excused (it has a ``reason``) is shown, and weighs nothing."""
+    return 0 if finding.severity == Severity.LOW and finding.reason is not None else WEIGHTS[finding.severity]
+
+
 def score_of(findings: list[Finding]) -> int:
     worst: dict[str, int] = {}
     for finding in findings:
-        worst[finding.rule] = max(worst.get(finding.rule, 0), WEIGHTS[finding.severity])
+        worst[finding.rule] = max(worst.get(finding.rule, 0), weight(finding))
     return sum(worst.values())
 
 

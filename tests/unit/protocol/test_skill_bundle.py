@@ -175,6 +175,14 @@ def test_published_variants_are_accepted_with_a_slug_name(front: str, name: str)
     assert bundle.name == name and len(bundle.description) <= 1024
 
 
+def test_a_colon_in_a_plain_value_is_read_as_hosts_read_it() -> None:
+    bundle = sb.build("---\nname: web-pilot\ndescription: Browser automation: open pages, fill forms\n---\nbody")
+    assert bundle.description == "Browser automation: open pages, fill forms"
+    assert sb.decode(bundle.encode()).skill_md == bundle.skill_md  # the text itself is not rewritten
+    with pytest.raises(sb.InvalidSkillBundle):  # only plain values: a broken list stays broken
+        sb.build("---\nname: x\ndescription: [a: b\n---\nbody")
+
+
 def test_allowed_tools_string_forms() -> None:
     assert sb.allowed_tools({"allowed-tools": "Read, Grep  Bash(git:*)"}) == ["Read", "Grep", "Bash(git:*)"]
     assert sb.allowed_tools({}) == []
