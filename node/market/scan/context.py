@@ -6,8 +6,9 @@ to nothing:
 
 - **a security skill's examples**: the skill's name or description says it is about
   security (a scanner, an audit, injection detection...), and the line is in one of its
-  test files (``tests/``, ``test_*.py``) or inside a fenced block of one of its
-  documentation files (``references/``, ``docs/``, a Markdown resource): low. In
+  test files (``tests/``, ``test_*.py``), inside a fenced block of one of its
+  documentation files (``references/``, ``docs/``, a Markdown resource), or defines a
+  regular expression in one of its resource files (``re.compile(r"..."``): low. In
   SKILL.md itself, only a fence introduced by a warning ("a malicious skill looks
   like:") counts, and only one step down: SKILL.md is what the agent follows.
 - **an official installer**: ``curl … https://astral.sh/uv/install.sh | sh`` and the
@@ -51,6 +52,9 @@ QUIET_WORD = re.compile(r"\bsilently\b", re.IGNORECASE)
 NOT_QUIET = re.compile(r"\b(?:user|human|operator|secretly|covertly|upload|send|post|exfiltrate|forward)\b"
                        r"|://|@", re.IGNORECASE)
 URL = re.compile(r"https?://[^\s\"'`|)>]{1,300}", re.IGNORECASE)
+# A regular expression being defined: what a scanner's code is made of, never run as a command.
+PATTERN_LITERAL = re.compile(r"\bre\.(?:compile|search|match|fullmatch|findall|finditer)\s{0,3}\(\s{0,3}r?[\"']"
+                             r"|\bnew\s{1,3}regexp\s{0,3}\(|\bregexp?\.(?:mustcompile|compile)\s{0,3}\(", re.IGNORECASE)
 DOC_DIRS = ("references/", "reference/", "docs/", "doc/", "examples/", "templates/", "assets/")
 TEST_FILE = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|fixtures)/|(?:^|/)test_[^/]{1,100}$"
                        r"|_test\.[a-z]{1,5}$|\.(?:test|spec)\.[a-z]{1,5}$", re.IGNORECASE)
@@ -115,12 +119,15 @@ def file_context(name: str | None, description: str | None, file: str | None) ->
                        file=file)
 
 
-def example(context: FileContext, in_fence: bool, fence_cautioned: bool) -> tuple[Severity, str] | None:
+def example(context: FileContext, in_fence: bool, fence_cautioned: bool,
+            line: str = "") -> tuple[Severity, str] | None:
     """The cap on every finding of a line that a security skill shows as an example, or None."""
     if not context.security:
         return None
     if context.test_file:
         return Severity.LOW, "quoted in the tests of a security skill"
+    if not context.skill_md and PATTERN_LITERAL.search(line):
+        return Severity.LOW, "a detection pattern in a security skill's code"
     if in_fence and context.doc_file:
         return Severity.LOW, "fenced example in security documentation"
     if in_fence and context.skill_md and fence_cautioned:

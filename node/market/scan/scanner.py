@@ -96,7 +96,7 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
 
     Outside hidden text, the file's context (``context``) may lower a finding and say why."""
     caution = not hidden and rules.cautionary(folded)
-    example = None if hidden else context.example(doc.context, in_fence, fence_cautioned)
+    example = None if hidden else context.example(doc.context, in_fence, fence_cautioned, folded)
     for rule in rules.LINE_RULES:
         match = rule.pattern.search(folded)
         if match is None:

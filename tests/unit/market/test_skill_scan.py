@@ -23,12 +23,16 @@ from hypothesis import strategies as st
 
 from node.market.scan import rules, scanner
 from node.market.scan.findings import Severity
+from node.market.scan.folder import scan_folder
 from node.market.scan.scanner import MAX_SCAN_CHARS, scan_text
 from protocol.skill_bundle import build
 
 CORPUS = Path(__file__).resolve().parents[2] / "data" / "skill_scan" / "tune"
 MALICIOUS = sorted((CORPUS / "malicious").glob("*.md"))
 BENIGN = sorted((CORPUS / "benign").glob("*.md"))
+# Skill folders shaped like published ones (issue 39): scripts/, references/, nested metadata...
+MALICIOUS_FOLDERS = sorted(path for path in (CORPUS / "malicious").iterdir() if path.is_dir())
+BENIGN_FOLDERS = sorted(path for path in (CORPUS / "benign").iterdir() if path.is_dir())
 HEAD = "---\nname: helper\ndescription: Format Markdown tables neatly.\n---\n# Helper\n\n"
 
 
@@ -46,6 +50,18 @@ def test_every_malicious_skill_of_the_tune_corpus_is_quarantined(path: Path) -> 
 def test_no_benign_skill_of_the_tune_corpus_is_quarantined(path: Path) -> None:
     report = scan_text(path.read_text(encoding="utf-8"))
     assert report.verdict != "quarantine", report.to_dict()
+
+
+@pytest.mark.parametrize("path", MALICIOUS_FOLDERS, ids=lambda path: path.name)
+def test_every_malicious_skill_folder_of_the_tune_corpus_is_quarantined_by_content(path: Path) -> None:
+    report = scan_folder(path)
+    assert report.verdict == "quarantine" and report.refused is None, report.to_dict()
+
+
+@pytest.mark.parametrize("path", BENIGN_FOLDERS, ids=lambda path: path.name)
+def test_no_benign_skill_folder_of_the_tune_corpus_is_quarantined_or_refused(path: Path) -> None:
+    report = scan_folder(path)
+    assert report.verdict in ("ok", "warn"), report.to_dict()
 
 
 def test_the_corpus_is_large_enough_and_split() -> None:
