@@ -183,6 +183,12 @@ def test_a_colon_in_a_plain_value_is_read_as_hosts_read_it() -> None:
         sb.build("---\nname: x\ndescription: [a: b\n---\nbody")
 
 
+def test_front_matter_values_are_plain_json() -> None:
+    bundle = sb.build("---\nname: x\ndescription: y\nupdated: 2024-05-01\nmetadata:\n  1: one\n---\nbody")
+    assert bundle.front_matter["updated"] == "2024-05-01" and bundle.front_matter["metadata"] == {"1": "one"}
+    __import__("json").dumps(bundle.front_matter)
+
+
 def test_allowed_tools_string_forms() -> None:
     assert sb.allowed_tools({"allowed-tools": "Read, Grep  Bash(git:*)"}) == ["Read", "Grep", "Bash(git:*)"]
     assert sb.allowed_tools({}) == []
