@@ -8,7 +8,8 @@ to nothing:
   security (a scanner, an audit, injection detection...), and the line is in one of its
   test files (``tests/``, ``test_*.py``), inside a fenced block of one of its
   documentation files (``references/``, ``docs/``, a Markdown resource), or defines a
-  regular expression in one of its resource files (``re.compile(r"..."``): low. In
+  regular expression in one of its resource files (``re.compile(r"..."``), or is a
+  `code span` in prose of one of its documentation files: low. In
   SKILL.md itself, only a fence introduced by a warning ("a malicious skill looks
   like:") counts, and only one step down: SKILL.md is what the agent follows.
 - **an official installer**: ``curl … https://astral.sh/uv/install.sh | sh`` and the

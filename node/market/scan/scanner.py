@@ -110,7 +110,9 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
             severity = rules.soften(severity)
         reason = None
         if not hidden and not homoglyph_only:
-            adjusted = _in_context(doc.context, rule.rule, severity, folded, match.group(), example)
+            spoken = doc.context.security and doc.context.doc_file and _in_backticks(folded, match)
+            adjusted = _in_context(doc.context, rule.rule, severity, folded, match.group(),
+                                   example or ((Severity.LOW, "quoted in security documentation") if spoken else None))
             if adjusted is not None:
                 severity, reason = adjusted
         if rule is rules.PERSISTENCE and severity == Severity.MEDIUM and example is None:
@@ -159,6 +161,12 @@ def _in_context(file_context: FileContext, rule: str, severity: Severity, folded
     order = {Severity.LOW: 0, Severity.MEDIUM: 1, Severity.HIGH: 2}
     lowered = [candidate for candidate in candidates if order[candidate[0]] < order[severity]]
     return min(lowered, key=lambda candidate: order[candidate[0]]) if lowered else None
+
+
+def _in_backticks(line: str, match: re.Match[str]) -> bool:
+    """True if the match sits inside one `code span` (an odd number of backticks before it)."""
+    return line.count("`", 0, match.start()) % 2 == 1 and "`" in line[match.end():] \
+        and "`" not in line[match.start():match.end()]
 
 
 def _example_secrets(doc: _Document, folded: str, number: int, example: tuple[Severity, str]) -> None:
