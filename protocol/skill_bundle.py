@@ -154,6 +154,18 @@ def _first_line(error: Exception) -> str:
     return str(error).splitlines()[0][:200] if str(error) else type(error).__name__
 
 
+def _plain(value: Any) -> Any:
+    """The loaded front matter as JSON values: dates and times as ISO text, keys as text
+    (``version: 2024-05-01`` would otherwise be a ``date`` no JSON answer can carry)."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
 def _quote_loose_values(front: str) -> str:
     """Front matter as hosts read it: ``description: Use when: ...`` (a colon in a plain value,
     not valid YAML but common in published skills) is read as one string. Only when the YAML
@@ -224,6 +236,7 @@ def parse_front_matter(front: str) -> dict[str, Any]:
         raise InvalidSkillBundle("SKILL.md front matter must be a YAML mapping with name and description")
     if not all(isinstance(key, str) for key in data):
         raise InvalidSkillBundle("SKILL.md front matter keys must be text")
+    data = _plain(data)
     _scalar_text(data, "name", MAX_RAW_NAME_CHARS, required=True)
     _scalar_text(data, "description", MAX_RAW_DESCRIPTION_CHARS, required=True)
     tools = data.get(ALLOWED_TOOLS)
