@@ -18,17 +18,26 @@ header is unambiguous; resource contents are length-prefixed and may contain
 anything but NUL. :func:`decode` accepts only an encoding that :func:`encode`
 would write byte for byte.
 
-A bundle may come from a hostile seller, so parsing is strict: sizes are capped
-before any parsing, the YAML front matter may use no anchors, aliases or tags and
-nest at most two levels (the ``metadata`` map) before it is loaded with
-``yaml.safe_load``, only the Agent Skills keys are accepted, and resource paths are
-relative, made of plain names (no ``..``, no hidden files, no backslashes).
+A bundle may come from a hostile seller, so parsing is strict where it protects
+the reader and lenient where published skills differ: sizes are capped before any
+parsing, and the YAML front matter may use no anchors, aliases or tags, nests at most
+``MAX_FRONT_MATTER_DEPTH`` levels and holds at most ``MAX_FRONT_MATTER_NODES`` values
+before it is loaded with ``yaml.safe_load``. Within that, the front matter is read
+as it is published (issue 39): keys beyond the Agent Skills ones are kept (and
+scanned, as all of SKILL.md is), ``metadata`` may be a nested map (ClawHub's
+``metadata: {clawdbot: {requires: {bins: [...]}}}``), ``allowed-tools`` a string or a
+list, and a ``name`` that is not a plain slug is kept as written in the front matter
+while ``SkillBundle.name`` is its normalised form (:func:`normalize_name`), the one
+used for folders and listings. Resource paths are relative, made of plain names (no
+``..``, no hidden files, no backslashes).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,14 +49,17 @@ from protocol.schema import InvalidMessage
 SKILL_MD = "SKILL.md"
 MAX_BUNDLE_BYTES = 64 * 1024  # fits a memory text (65,536 chars) and a Delivery payload
 MAX_SKILL_MD_BYTES = 48 * 1024
-MAX_FRONT_MATTER_BYTES = 4 * 1024
-MAX_RESOURCES = 16
-MAX_RESOURCE_BYTES = 32 * 1024
+MAX_FRONT_MATTER_BYTES = 16 * 1024  # ClawHub's nested metadata and long descriptions fit
+MAX_FRONT_MATTER_DEPTH = 6  # front matter > metadata > clawdbot > requires > bins (a list)
+MAX_FRONT_MATTER_NODES = 2000  # YAML events: a bound on the work, whatever the shape
+MAX_RESOURCES = 64  # many small files (scripts/, references/) within the same total
+MAX_RESOURCE_BYTES = 48 * 1024
 MAX_PATH_CHARS = 128
-MAX_PATH_DEPTH = 4
+MAX_PATH_DEPTH = 6
 MAX_NAME_CHARS = 64
+MAX_RAW_NAME_CHARS = 256
 MAX_DESCRIPTION_CHARS = 1024
-MAX_METADATA_ENTRIES = 32
+MAX_RAW_DESCRIPTION_CHARS = 8192
 
 MARK = "<<<crystalmesh-skill-"
 RESOURCE_HEADER = re.compile(
@@ -56,10 +68,9 @@ RESOURCE_HEADER = re.compile(
 END = "<<<crystalmesh-skill-end>>>"
 NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 PATH_PART = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
-# Agent Skills front matter keys and the longest value each may have (None: the map).
-STRING_KEYS = {"name": MAX_NAME_CHARS, "description": MAX_DESCRIPTION_CHARS, "license": 256,
-               "compatibility": 500, "allowed-tools": 1024}
-MAP_KEYS = {"metadata"}
+NAME_RUN = re.compile(r"[^a-z0-9]{1,10000}")
+ALLOWED_TOOLS = "allowed-tools"
+LOOSE_VALUE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]{0,63}):[ \t]{1,20}([^\s\"'\[{|>&*!%@`#][^\n]{0,8000})")
 
 
 class InvalidSkillBundle(InvalidMessage):
@@ -118,7 +129,10 @@ def _check_yaml_shape(front: str) -> None:
     """Refuse anchors, aliases, explicit tags and deep nesting before anything is built."""
     depth = 0
     try:
-        for event in yaml.parse(front, Loader=yaml.SafeLoader):
+        for count, event in enumerate(yaml.parse(front, Loader=yaml.SafeLoader)):
+            if count > MAX_FRONT_MATTER_NODES:
+                raise InvalidSkillBundle(
+                    f"SKILL.md front matter holds more than {MAX_FRONT_MATTER_NODES} values")
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
                 raise InvalidSkillBundle("SKILL.md front matter may not use YAML anchors or aliases")
             tag = getattr(event, "tag", None)
@@ -127,8 +141,9 @@ def _check_yaml_shape(front: str) -> None:
                 raise InvalidSkillBundle("SKILL.md front matter may not use YAML tags")
             if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
                 depth += 1
-                if depth > 2:
-                    raise InvalidSkillBundle("SKILL.md front matter nests too deep")
+                if depth > MAX_FRONT_MATTER_DEPTH:
+                    raise InvalidSkillBundle(
+                        f"SKILL.md front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels")
             elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
                 depth -= 1
     except yaml.YAMLError as error:
@@ -139,10 +154,79 @@ def _first_line(error: Exception) -> str:
     return str(error).splitlines()[0][:200] if str(error) else type(error).__name__
 
 
+def _plain(value: Any) -> Any:
+    """The loaded front matter as JSON values: dates and times as ISO text, keys as text
+    (``version: 2024-05-01`` would otherwise be a ``date`` no JSON answer can carry)."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _quote_loose_values(front: str) -> str:
+    """Front matter as hosts read it: ``description: Use when: ...`` (a colon in a plain value,
+    not valid YAML but common in published skills) is read as one string. Only when the YAML
+    does not parse, and only top-level ``key: value`` lines whose value is not quoted, a list
+    or a map; the text in the bundle is unchanged."""
+    try:
+        list(yaml.parse(front, Loader=yaml.SafeLoader))
+        return front
+    except yaml.YAMLError:
+        pass
+    lines = []
+    for line in front.split("\n"):
+        match = LOOSE_VALUE.fullmatch(line)
+        if match is not None and ": " in match.group(2):
+            line = f"{match.group(1)}: {json.dumps(match.group(2).strip())}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def normalize_name(raw: str) -> str:
+    """A published ``name`` as a slug (``NAME``, at most 64 characters) for folders and listings.
+
+    "PDF Tools (beta)" -> ``pdf-tools-beta``; a name with no letter or digit left becomes
+    ``skill-`` and 8 hex digits of its hash, so two such names stay apart.
+    """
+    if len(raw) <= MAX_NAME_CHARS and NAME.fullmatch(raw):
+        return raw
+    ascii_name = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode("ascii")
+    slug = NAME_RUN.sub("-", ascii_name.strip().lower()).strip("-")
+    if len(slug) > MAX_NAME_CHARS:
+        cut = slug[:MAX_NAME_CHARS]
+        if slug[MAX_NAME_CHARS] != "-" and "-" in cut:  # end on a whole word
+            cut = cut[:cut.rfind("-")]
+        slug = cut.strip("-")
+    return slug or "skill-" + hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _scalar_text(data: dict[str, Any], key: str, limit: int, required: bool) -> str | None:
+    value = data.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not (isinstance(value, str | int | float) or hasattr(value, "isoformat")):
+        raise InvalidSkillBundle(f"SKILL.md front matter {key} must be text")
+    text = str(value).strip()
+    if not text:
+        raise InvalidSkillBundle(f"SKILL.md front matter {key} must not be empty")
+    if len(text) > limit:
+        raise InvalidSkillBundle(f"SKILL.md front matter {key} is longer than {limit} characters")
+    return text
+
+
 def parse_front_matter(front: str) -> dict[str, Any]:
-    """The validated Agent Skills front matter (``name``, ``description``, optional keys)."""
+    """The front matter as published: ``name`` and ``description`` required, every other key kept.
+
+    ``allowed-tools`` must be a string or a list of strings (it grants tools, so its
+    shape is checked); ``metadata`` must be a map; other keys may hold any YAML the
+    shape check let through.
+    """
     if _utf8_size(front, "SKILL.md front matter") > MAX_FRONT_MATTER_BYTES:
         raise InvalidSkillBundle(f"SKILL.md front matter is larger than {MAX_FRONT_MATTER_BYTES} bytes")
+    front = _quote_loose_values(front)
     _check_yaml_shape(front)
     try:
         data = yaml.safe_load(front)
@@ -150,31 +234,27 @@ def parse_front_matter(front: str) -> dict[str, Any]:
         raise InvalidSkillBundle(f"SKILL.md front matter is not valid YAML: {_first_line(error)}") from error
     if not isinstance(data, dict):
         raise InvalidSkillBundle("SKILL.md front matter must be a YAML mapping with name and description")
-    unknown = sorted(str(key) for key in data if key not in STRING_KEYS and key not in MAP_KEYS)
-    if unknown:
-        raise InvalidSkillBundle(f"SKILL.md front matter has unknown key(s): {', '.join(unknown)[:200]}")
-    for key, limit in STRING_KEYS.items():
-        value = data.get(key)
-        if value is None and key not in ("name", "description"):
-            continue
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidSkillBundle(f"SKILL.md front matter {key} must be a non-empty string")
-        if len(value) > limit:
-            raise InvalidSkillBundle(f"SKILL.md front matter {key} is longer than {limit} characters")
-    name = data["name"]
-    if len(name) > MAX_NAME_CHARS or not NAME.fullmatch(name):
-        raise InvalidSkillBundle(
-            "SKILL.md name must be 1-64 lowercase letters, digits and single hyphens (e.g. pdf-tools)")
+    if not all(isinstance(key, str) for key in data):
+        raise InvalidSkillBundle("SKILL.md front matter keys must be text")
+    data = _plain(data)
+    _scalar_text(data, "name", MAX_RAW_NAME_CHARS, required=True)
+    _scalar_text(data, "description", MAX_RAW_DESCRIPTION_CHARS, required=True)
+    tools = data.get(ALLOWED_TOOLS)
+    if tools is not None and not isinstance(tools, str) and not (
+            isinstance(tools, list) and all(isinstance(tool, str) for tool in tools)):
+        raise InvalidSkillBundle("SKILL.md allowed-tools must be a string or a list of strings")
     metadata = data.get("metadata")
-    if metadata is not None and (
-        not isinstance(metadata, dict) or len(metadata) > MAX_METADATA_ENTRIES or not all(
-            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 1024
-            for k, v in metadata.items())
-    ):
-        raise InvalidSkillBundle(
-            f"SKILL.md metadata must map at most {MAX_METADATA_ENTRIES} string keys to strings "
-            "(quote numbers: version: \"1.0\")")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidSkillBundle("SKILL.md metadata must be a map (metadata:\n  author: ...)")
     return data
+
+
+def allowed_tools(front_matter: Mapping[str, Any]) -> list[str]:
+    """``allowed-tools`` as a list, whether written "Read Grep" / "Read, Grep" or as a YAML list."""
+    tools = front_matter.get(ALLOWED_TOOLS)
+    if isinstance(tools, str):
+        return [tool for tool in re.split(r"[\s,]{1,100}", tools) if tool]
+    return [tool for tool in tools if tool] if isinstance(tools, list) else []
 
 
 def check_resource_path(path: str) -> str:
@@ -221,7 +301,8 @@ def build(skill_md: str, resources: Mapping[str, str] | None = None) -> SkillBun
         if "\x00" in content:
             raise InvalidSkillBundle(f"resource {path} contains a NUL character (text files only)")
         checked.append((path, content))
-    bundle = SkillBundle(name=data["name"], description=data["description"].strip(), skill_md=text,
+    description = " ".join(str(data["description"]).split())[:MAX_DESCRIPTION_CHARS]
+    bundle = SkillBundle(name=normalize_name(str(data["name"]).strip()), description=description, skill_md=text,
                          resources=tuple(checked), front_matter=data)
     if len(encode(bundle).encode("utf-8")) > MAX_BUNDLE_BYTES:
         raise InvalidSkillBundle(f"the bundle is larger than {MAX_BUNDLE_BYTES} bytes")
@@ -288,17 +369,20 @@ def decode_or_none(text: str) -> SkillBundle | None:
 
 
 __all__ = [
+    "ALLOWED_TOOLS",
     "MAX_BUNDLE_BYTES",
     "NAME",
     "SKILL_MD",
     "InvalidSkillBundle",
     "SkillBundle",
+    "allowed_tools",
     "build",
     "check_resource_path",
     "decode",
     "decode_or_none",
     "encode",
     "looks_like_bundle",
+    "normalize_name",
     "parse_front_matter",
     "split_front_matter",
 ]

@@ -7,13 +7,16 @@ variation-selector smuggling, Trojan Source bidi, homoglyphs, curl|sh installers
 base64-to-shell droppers, credential stealers posting to webhooks, persistence through
 authorized_keys and cron) and benign skills, several of which *talk about* those
 patterns (a security checklist, a prompt-injection detector, a red-team plan, install
-skills that download with curl and verify a checksum). Two parts: ``tune`` (the rules
-were developed against it) and ``holdout`` (written first, before the scanner, and
+skills that download with curl and verify a checksum). A fixture is a ``*.md`` file
+or a skill folder (``SKILL.md`` + ``scripts/``, ``references/``... shaped like published
+skills, issue 39), scanned as ``crystalmesh skill scan`` does. Two parts: ``tune`` (the
+rules were developed against it) and ``holdout`` (written first, before the scanner, and
 not looked at while tuning). For each part:
 
-- detection: malicious files whose verdict is ``quarantine``;
-- flagged: malicious files whose verdict is at least ``warn``;
-- false quarantine: benign files quarantined; false warn: benign files warned;
+- detection: malicious fixtures quarantined *by content* (a refusal is not a detection);
+- flagged: malicious fixtures whose verdict is at least ``warn``;
+- refused: fixtures the scanner would not read (too large, not text...), counted apart;
+- false quarantine: benign quarantined; false warn: benign warned; benign refused;
 - scan time per file (p50, max, ms) and, once, the time of a set of adversarial inputs
   (the size cap, a long line of one repeated token, many comment openers...).
 
@@ -31,7 +34,7 @@ from pathlib import Path
 
 from _bench import add_smoke_flag, print_result, quantiles, smoke
 
-from node.market import scan_text
+from node.market import scan_folder, scan_text
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "skill_scan"
 SCAN_LIMIT = 128 * 1024
@@ -56,26 +59,32 @@ def run_part(part: str, limit: int | None) -> dict[str, object]:
     result: dict[str, object] = {}
     times_ms: list[float] = []
     for label in ("malicious", "benign"):
-        files = sorted((CORPUS / part / label).glob("*.md"))[:limit]
+        folder = CORPUS / part / label
+        files = sorted([*folder.glob("*.md"), *(path for path in folder.iterdir() if path.is_dir())])[:limit]
         verdicts = {}
         for path in files:
-            text = path.read_text(encoding="utf-8")
             started = time.perf_counter()
-            verdicts[path.name] = str(scan_text(text).verdict)
+            if path.is_dir():
+                verdicts[path.name] = str(scan_folder(path).verdict)
+            else:
+                verdicts[path.name] = str(scan_text(path.read_text(encoding="utf-8")).verdict)
             times_ms.append((time.perf_counter() - started) * 1000)
         quarantined = [name for name, verdict in verdicts.items() if verdict == "quarantine"]
         warned = [name for name, verdict in verdicts.items() if verdict == "warn"]
         ok = [name for name, verdict in verdicts.items() if verdict == "ok"]
+        refused = [name for name, verdict in verdicts.items() if verdict == "refused"]
         if label == "malicious":
             result |= {"malicious": len(files),
                        "detection_rate": round(len(quarantined) / max(1, len(files)), 3),
                        "flagged_rate": round((len(quarantined) + len(warned)) / max(1, len(files)), 3),
-                       "missed": sorted(warned + ok)}
+                       "malicious_refused": sorted(refused), "missed": sorted(warned + ok)}
         else:
             result |= {"benign": len(files),
                        "false_quarantine_rate": round(len(quarantined) / max(1, len(files)), 3),
                        "false_warn_rate": round(len(warned) / max(1, len(files)), 3),
-                       "false_quarantined": sorted(quarantined), "warned_benign": sorted(warned)}
+                       "benign_refused_rate": round(len(refused) / max(1, len(files)), 3),
+                       "false_quarantined": sorted(quarantined), "warned_benign": sorted(warned),
+                       "benign_refused": sorted(refused)}
     result["scan_ms"] = quantiles(times_ms, (50,), digits=2)
     return result
 
@@ -98,7 +107,8 @@ def main() -> None:
         summary = result[part]
         assert isinstance(summary, dict)
         print(f"{part}: detection {summary['detection_rate']:.0%} of {summary['malicious']} malicious, "
-              f"false quarantine {summary['false_quarantine_rate']:.0%} of {summary['benign']} benign")
+              f"false quarantine {summary['false_quarantine_rate']:.0%}, refused "
+              f"{summary['benign_refused_rate']:.0%} of {summary['benign']} benign")
     print_result(result)
 
 

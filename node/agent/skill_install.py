@@ -105,8 +105,11 @@ def installed_skill_md(bundle: SkillBundle, source: SkillSource, keep_allowed_to
     is a grant nobody reviewed, so it is dropped unless ``keep_allowed_tools``.
     """
     front, body = split_front_matter(bundle.skill_md)
-    if ALLOWED_TOOLS in bundle.front_matter and not keep_allowed_tools:
-        kept = {key: value for key, value in bundle.front_matter.items() if key != ALLOWED_TOOLS}
+    drop_tools = ALLOWED_TOOLS in bundle.front_matter and not keep_allowed_tools
+    if drop_tools or bundle.front_matter.get("name") != bundle.name:
+        # The folder is named after the normalised name, and hosts require the two to match.
+        kept = {key: (bundle.name if key == "name" else value) for key, value in bundle.front_matter.items()
+                if not (drop_tools and key == ALLOWED_TOOLS)}
         front = yaml.safe_dump(kept, sort_keys=False, allow_unicode=True, width=100).rstrip("\n")
     return f"---\n{front}\n---\n{provenance_line(source)}\n{body}".rstrip("\n") + "\n"
 
@@ -122,14 +125,16 @@ def install(source: SkillSource, to_dir: Path, force: bool = False,
             keep_allowed_tools: bool = False, accept_scan_risk: bool = False) -> dict[str, Any]:
     """Write ``to_dir/<name>/SKILL.md`` (+ resources); returns what was written.
 
-    The skill is scanned first (``node.market.scan``): a ``quarantine`` verdict refuses the
-    install, and nothing is written, unless the operator passes ``accept_scan_risk``.
+    The skill is scanned first (``node.market.scan``): a ``quarantine`` or ``refused``
+    verdict refuses the install, and nothing is written, unless the operator passes
+    ``accept_scan_risk``.
     """
     bundle = bundle_for(source)
     report = scan_text(source.text)
-    if report.verdict == "quarantine" and not accept_scan_risk:
+    if report.blocked and not accept_scan_risk:
+        what = "could not read" if report.refused is not None else "quarantined"
         raise SkillInstallError(
-            f"the skill scan quarantined this skill ({report.summary()}); nothing was installed. "
+            f"the skill scan {what} this skill ({report.summary()}); nothing was installed. "
             "Read the findings (`crystalmesh skill scan ... --json`); install anyway with "
             "--accept-scan-risk")
     if not NAME.fullmatch(bundle.name):

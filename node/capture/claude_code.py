@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from node.capture.hook_input import HookInputRefused, load_json_object
 from node.errors import CrystalmeshError
 from node.memory import atomic_write, read_bytes
-from protocol.codec import json_too_deep
 
 HOOK_EVENTS = ("SessionStart", "PreCompact", "Stop", "SessionEnd")
 MCP_SERVER_NAME = "crystalmesh"
@@ -143,14 +143,10 @@ def load_settings(path: Path) -> tuple[bytes | None, Json]:
         raise SettingsRefused(f"{path}: {error}") from None
     if data is None:
         return None, {}
-    if json_too_deep(data, MAX_SETTINGS_DEPTH):
-        raise SettingsRefused(f"{path} nests deeper than {MAX_SETTINGS_DEPTH} levels; left as it is")
     try:
-        value = json.loads(data)
-    except (ValueError, RecursionError) as error:
-        raise SettingsRefused(f"{path} is not valid JSON ({error}); left as it is") from None
-    if not isinstance(value, dict):
-        raise SettingsRefused(f"{path} is not a JSON object; left as it is")
+        value = load_json_object(data, str(path), MAX_SETTINGS_BYTES, MAX_SETTINGS_DEPTH)
+    except HookInputRefused as error:
+        raise SettingsRefused(f"{error}; left as it is") from None
     return data, value
 
 
@@ -216,10 +212,10 @@ def _restored(path: Path, before: bytes | None, cleaned: Json, original: Json) -
                 return None
         else:
             try:
-                if not json_too_deep(data, MAX_SETTINGS_DEPTH) and json.loads(data) == cleaned:
+                if load_json_object(data, "the backup", MAX_SETTINGS_BYTES, MAX_SETTINGS_DEPTH) == cleaned:
                     return data
-            except (ValueError, RecursionError):
-                pass
+            except HookInputRefused:
+                pass  # a damaged backup: the file is rendered from the merge instead
     return render(cleaned, before)
 
 

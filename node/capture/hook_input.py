@@ -66,12 +66,14 @@ def session_id_of(value: object) -> str:
     return value
 
 
-def load_json_object(data: bytes, what: str) -> dict[str, object]:
-    """``data`` as one JSON object, within the size and depth limits."""
-    if len(data) > MAX_HOOK_INPUT_BYTES:
-        raise HookInputRefused(f"{what} is larger than {MAX_HOOK_INPUT_BYTES} bytes")
-    if json_too_deep(data, MAX_HOOK_INPUT_DEPTH):
-        raise HookInputRefused(f"{what} nests deeper than {MAX_HOOK_INPUT_DEPTH} levels")
+def load_json_object(data: bytes, what: str, max_bytes: int = MAX_HOOK_INPUT_BYTES,
+                     max_depth: int = MAX_HOOK_INPUT_DEPTH) -> dict[str, object]:
+    """``data`` as one JSON object, within the size and depth limits (the depth proved before
+    ``json.loads`` recurses: py_ecc raises the recursion limit past what the C stack holds)."""
+    if len(data) > max_bytes:
+        raise HookInputRefused(f"{what} is larger than {max_bytes} bytes")
+    if json_too_deep(data, max_depth):
+        raise HookInputRefused(f"{what} nests deeper than {max_depth} levels")
     try:
         value = json.loads(data)
     except (ValueError, RecursionError) as error:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import click
 
 from node.cli.context import CliContext, CliError, common_options, parse_usdc, usdc
-from protocol.skill_bundle import MAX_BUNDLE_BYTES, MAX_RESOURCES, SKILL_MD, SkillBundle, build
+from protocol.skill_bundle import MAX_BUNDLE_BYTES, MAX_RESOURCES, SkillBundle, build
 
 
 @click.group()
@@ -60,28 +59,22 @@ def crystallize(ctx: CliContext, crystal_id: str, text: str | None, category: st
 
 
 def read_skill_folder(folder: Path) -> SkillBundle:
-    """A local skill folder (SKILL.md + small text files) as a validated bundle."""
-    skill_md = folder / SKILL_MD if folder.is_dir() else folder
-    if not skill_md.is_file():
-        raise CliError(f"{skill_md} is not a file; give a skill folder with a SKILL.md or the file")
-    resources: dict[str, str] = {}
-    if folder.is_dir():
-        for root, dirs, files in os.walk(folder, followlinks=False):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for name in sorted(files):
-                path = Path(root) / name
-                relative = path.relative_to(folder).as_posix()
-                if relative == SKILL_MD or name.startswith(".") or path.is_symlink():
-                    continue
-                if len(resources) >= MAX_RESOURCES or path.stat().st_size > MAX_BUNDLE_BYTES:
-                    raise CliError(f"{folder} holds too many or too large files for a skill bundle")
-                try:
-                    resources[relative] = path.read_text(encoding="utf-8")
-                except UnicodeDecodeError as error:
-                    raise CliError(f"{relative} is not UTF-8 text (bundles hold text files only)") from error
-    if skill_md.stat().st_size > MAX_BUNDLE_BYTES:
-        raise CliError(f"{skill_md} is larger than {MAX_BUNDLE_BYTES} bytes")
-    return build(skill_md.read_text(encoding="utf-8"), resources)
+    """A local skill folder (SKILL.md + text files) as a validated bundle for the market.
+
+    Read by the scanner's folder reader within the wire limits; a file the bundle cannot
+    carry (an image, a binary, a hidden file) is refused with its name, not dropped."""
+    from node.market import WIRE_LIMITS, Unscannable, read_folder
+
+    try:
+        skill = read_folder(folder, WIRE_LIMITS)
+    except Unscannable as error:
+        raise CliError(f"{error} (market bundles carry up to {MAX_RESOURCES} text files, "
+                       f"{MAX_BUNDLE_BYTES} bytes in all)") from error
+    if skill.skipped or skill.executables:
+        names = [entry["file"] for entry in skill.skipped] + skill.executables
+        raise CliError(f"{', '.join(names[:5])}: a market bundle carries text files only; "
+                       "remove these files or host them elsewhere and link to them")
+    return build(skill.skill_md.lstrip("\ufeff"), skill.resources)
 
 
 @skill.command("add")
@@ -256,18 +249,13 @@ class Quarantined(click.ClickException):
 
 
 def _scan_source(ctx: CliContext, ref: str) -> str | dict[str, Any]:
-    """The text to scan: a local skill folder or file, else a skill this node holds; or the
-    refusal report of a local skill too large or malformed to read."""
+    """The text to scan, a skill this node holds; or the report of a local folder or file
+    (scanned as published, within the scan limits of ``node.market.scan.folder``)."""
+    from node.market import scan_folder
+
     path = Path(ref).expanduser()
     if path.exists():
-        try:
-            if path.is_dir():
-                return read_skill_folder(path).encode()
-            if path.stat().st_size > MAX_BUNDLE_BYTES * 2:
-                return _refused(f"{path} is larger than {MAX_BUNDLE_BYTES * 2} bytes")
-            return path.read_text(encoding="utf-8")
-        except (CliError, ValueError, OSError) as error:
-            return _refused(str(error))
+        return scan_folder(path).to_dict()
     from node.agent import source_from_node
 
     client = ctx.api()
@@ -275,12 +263,6 @@ def _scan_source(ctx: CliContext, ref: str) -> str | dict[str, Any]:
         return source_from_node(client, ref).text
     finally:
         client.close()
-
-
-def _refused(reason: str) -> dict[str, Any]:
-    from node.market import scan_refused
-
-    return scan_refused(reason).to_dict()
 
 
 @skill.command("scan")
@@ -299,13 +281,21 @@ def scan(ctx: CliContext, ref: str) -> None:
     report = source if isinstance(source, dict) else scan_text(source).to_dict()
 
     def human(data: dict[str, Any]) -> None:
+        if data.get("refused"):
+            click.echo(f"refused, not read ({data['refused']['code']}): {data['refused']['reason']}")
+            return
         click.echo(f"{data['verdict']} (score {data['score']})")
         for finding in data["findings"]:
             where = f"{finding['file']}:" if finding.get("file") else ""
-            click.echo(f"  {finding['severity']:6} {where}{finding['line']:<4} {finding['rule']}: "
-                       f"{finding['excerpt']}")
+            click.echo(f"  {finding['severity']:6} {finding['rule']}: {finding['excerpt']}"
+                       + (f"  [{finding['reason']}]" if finding.get("reason") else ""))
+            click.echo(f"         {where}{finding['line']}: {finding.get('evidence') or finding['excerpt']}")
+        for entry in data.get("skipped", []):
+            click.echo(f"  skipped {entry['file']}: {entry['reason']}")
 
     ctx.emit(report, human)
+    if report["verdict"] == "refused":
+        raise Quarantined("the skill scan could not read this skill (reason above); it is not a detection")
     if report["verdict"] == "quarantine":
         raise Quarantined("the skill scan quarantines this skill (findings above)")
 

@@ -25,7 +25,11 @@ if TYPE_CHECKING:
     from node.market.purchase.reconcile import reconcile_settlements as reconcile_settlements
     from node.market.purchase.seller import Seller as Seller
     from node.market.purchase.x402_seller import serve_seller as serve_seller
+    from node.market.scan import WIRE_LIMITS as WIRE_LIMITS
     from node.market.scan import ScanReport as ScanReport
+    from node.market.scan import Unscannable as Unscannable
+    from node.market.scan import read_folder as read_folder
+    from node.market.scan import scan_folder as scan_folder
     from node.market.scan import scan_refused as scan_refused
     from node.market.scan import scan_text as scan_text
     from node.market.selling.niche import niche_data as niche_data

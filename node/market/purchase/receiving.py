@@ -25,7 +25,7 @@ from node.market.ledger import MarketLedger
 from node.market.purchase.errors import DEFINITIVE_REFUSALS, PurchaseError, PurchaseRefused
 from node.market.purchase.payment_proof import settled_tx, transfer_problem
 from node.market.purchase.skill_import import imported_skill, released_skill
-from node.market.scan import Verdict, scan_text
+from node.market.scan import scan_text
 from node.market.states import PurchaseState
 from node.memory import AsyncMemory
 from node.net import PeerBusy, PeerUnreachable, ReqRespError
@@ -164,7 +164,7 @@ class Receiver:
         await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.PAID, tx_hash=delivery.tx_hash)
         report = await trio.to_thread.run_sync(scan_text, delivery.payload)
         scanned = {"scan": report.to_dict()}
-        if report.verdict == Verdict.QUARANTINE:
+        if report.blocked:  # quarantined, or refused as unreadable: not into memory
             # Paid for and delivered intact, but poisoned: kept aside, out of memory, until released.
             await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.QUARANTINED,
                                   reason=f"scan: {report.summary()}"[:500], payload=delivery.payload)

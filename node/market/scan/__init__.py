@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from node.market.scan.findings import ScanReport as ScanReport
     from node.market.scan.findings import Severity as Severity
     from node.market.scan.findings import Verdict as Verdict
+    from node.market.scan.folder import WIRE_LIMITS as WIRE_LIMITS
+    from node.market.scan.folder import read_folder as read_folder
+    from node.market.scan.folder import scan_folder as scan_folder
+    from node.market.scan.scanner import Unscannable as Unscannable
     from node.market.scan.scanner import scan_refused as scan_refused
     from node.market.scan.scanner import scan_text as scan_text
 

@@ -6,9 +6,15 @@ smuggle what it reports). The verdict weighs severities, each rule counted once 
 its highest severity (a rule that fires on ten lines is one behaviour, not ten):
 
     score = sum(max weight of each rule),  weights: high 10, medium 4, low 1
+            (0 for a low finding the context excused: it carries a ``reason``)
     quarantine  if any finding is high, or score >= QUARANTINE_SCORE (three medium rules)
     warn        if score >= WARN_SCORE (one medium rule)
     ok          otherwise
+
+A skill the scanner would not read (too large, not text, a format it cannot parse) is
+``refused``: a verdict of its own with ``refused = {"code", "reason"}`` and no findings,
+so a format refusal is never counted or shown as a detection. It blocks like a
+quarantine (``ScanReport.blocked``): what was not read was not checked.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ class Verdict(StrEnum):
     OK = "ok"
     WARN = "warn"
     QUARANTINE = "quarantine"
+    REFUSED = "refused"
 
 
 WEIGHTS = {Severity.LOW: 1, Severity.MEDIUM: 4, Severity.HIGH: 10}
@@ -35,6 +42,7 @@ WARN_SCORE = 4
 QUARANTINE_SCORE = 12
 MAX_EXCERPT_CHARS = 120
 MAX_FINDINGS = 200
+MAX_EVIDENCE_CHARS = 200
 
 
 def escape(text: str, limit: int = MAX_EXCERPT_CHARS) -> str:
@@ -58,19 +66,32 @@ class Finding:
     line: int
     excerpt: str
     file: str | None = None
+    # The whole line the finding is on (escaped), so the user sees the evidence itself.
+    evidence: str | None = None
+    # Why the context changed the rule's severity ("fenced example in security documentation").
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"rule": self.rule, "severity": str(self.severity),
                                 "line": self.line, "excerpt": self.excerpt}
         if self.file is not None:
             data["file"] = self.file
+        if self.evidence is not None:
+            data["evidence"] = self.evidence
+        if self.reason is not None:
+            data["reason"] = self.reason
         return data
+
+
+def weight(finding: Finding) -> int:
+    """A low finding the context excused (it has a ``reason``) is shown, and weighs nothing."""
+    return 0 if finding.severity == Severity.LOW and finding.reason is not None else WEIGHTS[finding.severity]
 
 
 def score_of(findings: list[Finding]) -> int:
     worst: dict[str, int] = {}
     for finding in findings:
-        worst[finding.rule] = max(worst.get(finding.rule, 0), WEIGHTS[finding.severity])
+        worst[finding.rule] = max(worst.get(finding.rule, 0), weight(finding))
     return sum(worst.values())
 
 
@@ -88,18 +109,36 @@ class ScanReport:
     verdict: Verdict
     findings: list[Finding] = field(default_factory=list)
     score: int = 0
+    # Set only for the ``refused`` verdict: {"code": ..., "reason": ...}.
+    refused: dict[str, str] | None = None
+    # Files of a skill folder that were not read, each {"file", "reason"} (images, fonts...).
+    skipped: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
-    def of(cls, findings: list[Finding]) -> ScanReport:
+    def of(cls, findings: list[Finding], skipped: list[dict[str, str]] | None = None) -> ScanReport:
         order = {Severity.HIGH: 0, Severity.MEDIUM: 1, Severity.LOW: 2}
         kept = sorted(findings, key=lambda f: (order[f.severity], f.file or "", f.line))[:MAX_FINDINGS]
-        return cls(verdict_for(findings), kept, score_of(findings))
+        return cls(verdict_for(findings), kept, score_of(findings), skipped=list(skipped or []))
+
+    @classmethod
+    def refusal(cls, code: str, reason: str) -> ScanReport:
+        return cls(Verdict.REFUSED, [], 0, refused={"code": code, "reason": escape(reason, 300)})
+
+    @property
+    def blocked(self) -> bool:
+        """Quarantined or refused: in neither case may the skill reach an agent unasked."""
+        return self.verdict in (Verdict.QUARANTINE, Verdict.REFUSED)
 
     def summary(self) -> str:
-        """One line for a person: the verdict and the worst rules."""
+        """One line for a person: the verdict and the worst rules (or why it was not read)."""
+        if self.refused is not None:
+            return f"{self.verdict}: {self.refused['reason']}"
         rules = sorted({f.rule for f in self.findings if f.severity != Severity.LOW})
         return f"{self.verdict}" + (f": {', '.join(rules)}" if rules else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": str(self.verdict), "score": self.score,
-                "findings": [finding.to_dict() for finding in self.findings]}
+        data: dict[str, Any] = {"verdict": str(self.verdict), "score": self.score, "refused": self.refused,
+                                "findings": [finding.to_dict() for finding in self.findings]}
+        if self.skipped:
+            data["skipped"] = self.skipped
+        return data

@@ -37,8 +37,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from node.market.scan import decode, rules, unicode
-from node.market.scan.findings import Finding, Severity, escape
+from node.market.scan import context, decode, rules, unicode
+from node.market.scan.findings import MAX_EVIDENCE_CHARS, Finding, Severity, escape
 
 MAX_LINES = 10_000
 NEAR_LINES = 8
@@ -88,7 +88,8 @@ RUNNABLE = re.compile(r"\.(?:sh|bash|zsh|py|pl|rb|js|ps1|exe|bin|run|command|app
                       r"|^[\w.-]{1,60}$", re.IGNORECASE)
 MARKDOWN_LINK = re.compile(r"\[[^\]\n]{1,200}\]\(\s{0,3}https?://", re.IGNORECASE)
 BINARY_PATH = re.compile(r"\.(?:zip|rar|7z|exe|msi|dmg|pkg|scr|appimage|jar|bin|tar\.gz|tgz)$", re.IGNORECASE)
-PATTERNS = (FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
+FENCE = re.compile(r"^\s{0,3}(?:`{3}|~{3})")
+PATTERNS = (FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
 
 
 @dataclass
@@ -97,15 +98,29 @@ class _Line:
     number: int
     text: str  # folded, one window
     caution: bool
+    in_fence: bool = False
+
+
+WEIGHT = {Severity.LOW: 0, Severity.MEDIUM: 1, Severity.HIGH: 2}
 
 
 @dataclass
 class _Skill:
+    name: str | None = None
+    description: str | None = None
     lines: list[_Line] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
-    def add(self, rule: str, severity: Severity, at: _Line, reason: str) -> None:
-        self.findings.append(Finding(rule, severity, at.number, escape(reason, 240), at.file))
+    def add(self, rule: str, severity: Severity, at: _Line, why: str) -> None:
+        """A finding at ``at``; in a security skill's tests or documented examples, capped as
+        the line rules cap them there (``context.example``), with the reason shown."""
+        example = context.example(context.file_context(self.name, self.description, at.file), at.in_fence,
+                                  False, at.text)
+        reason = None
+        if example is not None and WEIGHT[example[0]] < WEIGHT[severity]:
+            severity, reason = example
+        evidence = escape(at.text.strip(), MAX_EVIDENCE_CHARS) if at.text else None
+        self.findings.append(Finding(rule, severity, at.number, escape(why, 240), at.file, evidence, reason))
 
 
 def _where(line: _Line) -> str:
@@ -120,13 +135,17 @@ def _windows(raw: str) -> Iterator[str]:
         yield raw[start:start + rules.MAX_LINE_CHARS]
 
 
-def _read(files: list[tuple[str | None, str]]) -> _Skill:
-    skill = _Skill()
+def _read(files: list[tuple[str | None, str]], name: str | None, description: str | None,
+          max_lines: int) -> _Skill:
+    skill = _Skill(name, description)
     for path, text in files:
-        for index, raw in enumerate(text.split("\n")[:MAX_LINES]):
+        in_fence = False
+        for index, raw in enumerate(text.split("\n")[:max_lines]):
+            if FENCE.match(raw):
+                in_fence = not in_fence
             for window in _windows(raw):
                 folded = unicode.fold(window)
-                skill.lines.append(_Line(path, index + 1, folded, rules.cautionary(folded)))
+                skill.lines.append(_Line(path, index + 1, folded, rules.cautionary(folded), in_fence))
     return skill
 
 
@@ -367,6 +386,8 @@ DECODED_SIGNS = re.compile(
 
 def _decoded(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
     budget = decode.Budget()
+    # A decoded text is judged where its source line sits (a security skill's fenced example).
+    fenced = {(line.file, line.number) for line in skill.lines if line.in_fence}
     for path, text in files:
         seen = 0
         texts: set[tuple[int, str]] = set()
@@ -388,7 +409,7 @@ def _decoded(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
             if (rules.STRONG_SECRET.search(lowered) or rules.CODE_SECRET.search(lowered)) and (
                     rules.UPLOAD_SINK.search(lowered) or rules.EXFIL_SINK.search(lowered)):
                 hits.append("credential_exfiltration")
-            at = _Line(path, item.line, lowered, False)
+            at = _Line(path, item.line, lowered, False, (path, item.line) in fenced)
             if hits:
                 skill.add("decoded_payload", Severity.HIGH, at,
                           f"{item.how} decodes to a payload ({', '.join(hits)}): {item.text.strip()}")
@@ -401,9 +422,10 @@ def _decoded(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
                 break
 
 
-def scan_skill(files: list[tuple[str | None, str]], description: str | None) -> list[Finding]:
+def scan_skill(files: list[tuple[str | None, str]], description: str | None, name: str | None = None,
+               max_lines: int = MAX_LINES) -> list[Finding]:
     """The whole-skill findings for ``files`` (path or None for SKILL.md, text); never raises."""
-    skill = _read(files)
+    skill = _read(files, name, description, max_lines)
     _fetch_then_execute(skill)
     _secrets(skill, description)
     _disk_writes(skill, description)

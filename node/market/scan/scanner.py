@@ -21,8 +21,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from node.market.scan import flows, rules, unicode
-from node.market.scan.findings import Finding, ScanReport, Severity, escape
+from node.market.scan import context, flows, rules, unicode
+from node.market.scan.context import FileContext
+from node.market.scan.findings import MAX_EVIDENCE_CHARS, Finding, ScanReport, Severity, escape
 from protocol.skill_bundle import MARK, InvalidSkillBundle, build, decode, looks_like_bundle
 
 MAX_SCAN_CHARS = 128 * 1024  # twice the largest bundle (64 KiB)
@@ -39,9 +40,18 @@ STOPWORDS = frozenset(["with", "from", "that", "this", "into", "when", "then", "
 PRINTABLE_RATIO = 0.9
 
 
-def scan_refused(reason: str) -> ScanReport:
-    """The report for a text the scanner will not read (too large, malformed): quarantine."""
-    return ScanReport.of([Finding("unscannable", Severity.HIGH, 0, escape(reason))])
+def scan_refused(reason: str, code: str = "malformed") -> ScanReport:
+    """The report for a text the scanner will not read (too large, not text, malformed):
+    the ``refused`` verdict, with no findings (a refusal is not a detection)."""
+    return ScanReport.refusal(code, reason)
+
+
+class Unscannable(Exception):
+    """A file of the skill the scanner will not read; ``code`` and the message say why."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 @dataclass
@@ -49,6 +59,8 @@ class _Document:
     """What the per-line pass learns that only the whole document can judge."""
 
     file: str | None
+    context: FileContext = field(default_factory=FileContext)
+    lines: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     hidden: list[tuple[int, str, str]] = field(default_factory=list)  # line, where, text
     access: list[tuple[int, str, bool]] = field(default_factory=list)  # line, excerpt, strong
@@ -60,8 +72,9 @@ class _Document:
     zero_width: list[tuple[int, str]] = field(default_factory=list)
     body_words: set[str] = field(default_factory=set)
 
-    def add(self, rule: str, severity: Severity, line: int, excerpt: str) -> None:
-        self.findings.append(Finding(rule, severity, line, escape(excerpt), self.file))
+    def add(self, rule: str, severity: Severity, line: int, excerpt: str, reason: str | None = None) -> None:
+        evidence = escape(self.lines[line - 1].strip(), MAX_EVIDENCE_CHARS) if 0 < line <= len(self.lines) else None
+        self.findings.append(Finding(rule, severity, line, escape(excerpt), self.file, evidence, reason))
 
 
 def _windows(line: str) -> Iterator[str]:
@@ -77,9 +90,13 @@ def _excerpt(line: str, start: int, end: int) -> str:
     return line[max(0, start - 30):end + 30].strip()
 
 
-def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool) -> None:
-    """The line rules and the per-line credential, download and persistence evidence."""
+def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool,
+                in_fence: bool = False, fence_cautioned: bool = False) -> None:
+    """The line rules and the per-line credential, download and persistence evidence.
+
+    Outside hidden text, the file's context (``context``) may lower a finding and say why."""
     caution = not hidden and rules.cautionary(folded)
+    example = None if hidden else context.example(doc.context, in_fence, fence_cautioned, folded)
     for rule in rules.LINE_RULES:
         match = rule.pattern.search(folded)
         if match is None:
@@ -91,10 +108,22 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
         warned = caution and rules.cautionary(folded[:match.start()] + " " + folded[match.end():])
         if rule.softens and not hidden and not homoglyph_only and (warned or in_quotes):
             severity = rules.soften(severity)
-        if rule is rules.PERSISTENCE and severity == Severity.MEDIUM:
+        reason = None
+        if not hidden and not homoglyph_only:
+            spoken = doc.context.security and doc.context.doc_file and _in_backticks(folded, match)
+            adjusted = _in_context(doc.context, rule.rule, severity, folded, match.group(),
+                                   example or ((Severity.LOW, "quoted in security documentation") if spoken else None))
+            if adjusted is not None:
+                severity, reason = adjusted
+        if rule is rules.PERSISTENCE and severity == Severity.MEDIUM and example is None:
             doc.persistence.append((number, _excerpt(folded, match.start(), match.end())))
-        doc.add(rule.rule, severity, number, _excerpt(folded, match.start(), match.end()))
+        doc.add(rule.rule, severity, number, _excerpt(folded, match.start(), match.end()), reason)
+    if example is not None:
+        _example_secrets(doc, folded, number, example)
+        return
     strong = rules.STRONG_SECRET.search(folded)
+    if strong is not None and not hidden and context.browser_cookies(doc.context, folded, strong.group()):
+        strong = None  # "the existing logins/cookies" of a browser skill; cookies stay a soft secret
     soft = rules.SOFT_SECRET.search(folded)
     sink = rules.UPLOAD_SINK.search(folded)
     verb = rules.ACCESS_VERB.search(folded)
@@ -115,6 +144,37 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
         doc.chmods.append(number)
     if rules.CHECKSUM.search(folded):
         doc.checksum = True
+
+
+def _in_context(file_context: FileContext, rule: str, severity: Severity, folded: str, matched: str,
+                example: tuple[Severity, str] | None) -> tuple[Severity, str] | None:
+    """The severity the context gives a line rule's finding, and why; None: unchanged."""
+    candidates: list[tuple[Severity, str]] = []
+    if example is not None:
+        candidates.append(example)
+    if rule == "download_execute":
+        installer = context.installer_severity(file_context, folded)
+        if installer is not None:
+            candidates.append(installer)
+    if rule == "prompt_injection" and context.quiet_test_run(folded, matched):
+        candidates.append((Severity.LOW, "about a quiet test run, not about hiding from the user"))
+    order = {Severity.LOW: 0, Severity.MEDIUM: 1, Severity.HIGH: 2}
+    lowered = [candidate for candidate in candidates if order[candidate[0]] < order[severity]]
+    return min(lowered, key=lambda candidate: order[candidate[0]]) if lowered else None
+
+
+def _in_backticks(line: str, match: re.Match[str]) -> bool:
+    """True if the match sits inside one `code span` (an odd number of backticks before it)."""
+    return line.count("`", 0, match.start()) % 2 == 1 and "`" in line[match.end():] \
+        and "`" not in line[match.start():match.end()]
+
+
+def _example_secrets(doc: _Document, folded: str, number: int, example: tuple[Severity, str]) -> None:
+    """Secrets in a security skill's example: shown as low, never evidence for the document rules."""
+    secret = rules.STRONG_SECRET.search(folded) or rules.SOFT_SECRET.search(folded)
+    if secret is not None and (rules.UPLOAD_SINK.search(folded) or rules.ACCESS_VERB.search(folded)):
+        rule = "credential_exfiltration" if rules.UPLOAD_SINK.search(folded) else "credential_access"
+        doc.add(rule, Severity.LOW, number, folded.strip(), example[1])
 
 
 def _unicode(doc: _Document, raw: str, number: int) -> None:
@@ -217,7 +277,7 @@ def _add_comment(doc: _Document, number: int, text: str) -> None:
 
 def _scan_hidden(doc: _Document) -> None:
     for number, where, text in doc.hidden[:MAX_HIDDEN_SEGMENTS]:
-        inner = _Document(doc.file)
+        inner = _Document(doc.file, doc.context)
         for line in text[:MAX_DECODED_BLOB_CHARS].split("\n")[:200]:
             for window in _windows(line):
                 _line_rules(inner, unicode.fold(window), window, number, hidden=True)
@@ -249,20 +309,23 @@ def _document_rules(doc: _Document, description: str | None) -> None:
         severity = Severity.HIGH if len(doc.zero_width) >= 3 else Severity.MEDIUM
         number, excerpt = doc.zero_width[0]
         doc.add("zero_width", severity, number, f"{len(doc.zero_width)} zero-width characters: {excerpt}")
-    if description:
+    if description and doc.file is None:  # SKILL.md says what the skill does, not every reference file
         wanted = {word for word in WORD.findall(description.lower()) if word not in STOPWORDS}
         if wanted and not wanted & doc.body_words:
             doc.add("description_mismatch", Severity.LOW, 1,
                     f"no word of the description appears in the body: {description}")
 
 
-def _scan_file(text: str, file: str | None, description: str | None) -> list[Finding]:
+def _scan_file(text: str, file: str | None, description: str | None, name: str | None = None,
+               max_lines: int = MAX_LINES) -> list[Finding]:
     lines = text.split("\n")
-    if len(lines) > MAX_LINES:
-        return [Finding("unscannable", Severity.HIGH, 0, f"more than {MAX_LINES} lines", file)]
-    doc = _Document(file)
+    if len(lines) > max_lines:
+        raise Unscannable("too_many_lines", f"{file or 'the skill'} has more than {max_lines} lines")
+    doc = _Document(file, context.file_context(name, description, file), lines)
     state: dict[str, object] = {}
     in_fence = False
+    fence_cautioned = False
+    previous = ""
     front_matter = text.startswith("---")
     for index, raw in enumerate(lines):
         number = index + 1
@@ -272,10 +335,14 @@ def _scan_file(text: str, file: str | None, description: str | None) -> list[Fin
             doc.add("long_line", Severity.LOW, number, f"{len(raw)} characters")
         if FENCE.match(raw):
             in_fence = not in_fence
+            fence_cautioned = in_fence and rules.cautionary(unicode.fold(previous))
+        if raw.strip():
+            previous = raw
         for window in _windows(raw):
             folded = unicode.fold(window)
             _unicode(doc, window, number)
-            _line_rules(doc, folded, window, number, hidden=False)
+            _line_rules(doc, folded, window, number, hidden=False, in_fence=in_fence,
+                        fence_cautioned=fence_cautioned)
             _blobs(doc, window, number)
             if not in_fence:
                 _hidden_markup(doc, window, number, state)
@@ -288,26 +355,52 @@ def _scan_file(text: str, file: str | None, description: str | None) -> list[Fin
     return doc.findings
 
 
+def scan_skill(skill_md: str, resources: list[tuple[str, str]], skipped: list[dict[str, str]] | None = None,
+               max_lines: int = MAX_LINES) -> ScanReport:
+    """Scan a parsed skill: its SKILL.md (front matter included) and each text resource."""
+    from protocol.skill_bundle import parse_front_matter, split_front_matter
+
+    try:
+        if not looks_like_bundle(skill_md):  # a SKILL.md without front matter: read it all the same
+            findings = _scan_file(skill_md, None, None, None, max_lines)
+            for path, content in resources:
+                findings += _scan_file(content, path, None, None, max_lines)
+            findings += flows.scan_skill([(None, skill_md), *resources], None, None, max_lines)
+            return ScanReport.of(findings, skipped)
+        front = parse_front_matter(split_front_matter(skill_md)[0])
+        description = " ".join(str(front["description"]).split())
+        name = str(front["name"])
+        findings = _scan_file(skill_md, None, description, name, max_lines)
+        for path, content in resources:
+            findings += _scan_file(content, path, description, name, max_lines)
+        findings += flows.scan_skill([(None, skill_md), *resources], description, name, max_lines)
+        return ScanReport.of(findings, skipped)
+    except InvalidSkillBundle as error:
+        return scan_refused(f"malformed skill: {error}", "malformed")
+    except Unscannable as error:
+        return scan_refused(str(error), error.code)
+    except RecursionError:
+        return scan_refused("nested too deep", "malformed")
+
+
 def scan_text(text: str) -> ScanReport:
     """Scan a skill (a bundle's canonical text, a SKILL.md, or plain text); never raises."""
     if not isinstance(text, str):
-        return scan_refused("not text")
+        return scan_refused("not text", "not_text")
     if len(text) > MAX_SCAN_CHARS:
-        return scan_refused(f"{len(text)} characters > {MAX_SCAN_CHARS}")
+        return scan_refused(f"{len(text)} characters > {MAX_SCAN_CHARS}", "too_large")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if "\x00" in text:
-        return scan_refused("contains NUL characters")
+        return scan_refused("contains NUL characters (text only)", "not_text")
     try:
         if looks_like_bundle(text):
             try:
                 bundle = decode(text) if MARK in text else build(text)
             except InvalidSkillBundle as error:
-                return scan_refused(f"malformed skill: {error}")
-            findings = _scan_file(bundle.skill_md, None, bundle.description)
-            for path, content in bundle.resources:
-                findings += _scan_file(content, path, bundle.description)
-            findings += flows.scan_skill([(None, bundle.skill_md), *bundle.resources], bundle.description)
-            return ScanReport.of(findings)
+                return scan_refused(f"malformed skill: {error}", "malformed")
+            return scan_skill(bundle.skill_md, list(bundle.resources))
         return ScanReport.of(_scan_file(text, None, None) + flows.scan_skill([(None, text)], None))
+    except Unscannable as error:
+        return scan_refused(str(error), error.code)
     except RecursionError:
-        return scan_refused("nested too deep")
+        return scan_refused("nested too deep", "malformed")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from node.memory.conversations.clean import tidy as tidy
     from node.memory.conversations.dates import resolve_relative as resolve_relative
     from node.memory.conversations.ingest import MAX_WINDOW as MAX_WINDOW
+    from node.memory.conversations.ingest import TurnMemory as TurnMemory
     from node.memory.conversations.ingest import attach_turns as attach_turns
     from node.memory.conversations.ingest import embed_plan as embed_plan
     from node.memory.conversations.ingest import ingest_conversation as ingest_conversation

@@ -42,8 +42,8 @@ Progress = Callable[[int, int], None]
 Beside = Callable[[sqlite3.Connection, list[Any]], None]
 
 
-class Memory(Protocol):
-    """What ingestion needs of a node's memory (``node.memory.facade.Memory``, which calls back here)."""
+class TurnMemory(Protocol):
+    """What turn ingestion (conversations and session transcripts) needs of a node's memory (``node.memory.facade.Memory``, which calls back here)."""
 
     db: Database
 
@@ -100,7 +100,7 @@ class Plan:
     embedded: float = 0.0
 
 
-def plan_ingest(memory: Memory, data: bytes, namespace: str | None = None,
+def plan_ingest(memory: TurnMemory, data: bytes, namespace: str | None = None,
                 semantic_type: str = SemanticType.GENERAL.value) -> Plan:
     """Judge the file (:class:`ConversationRefused` if unsound) and prepare the turns not yet stored."""
     started = time.perf_counter()
@@ -132,7 +132,7 @@ class Embeddable(Protocol):
 P = TypeVar("P", bound=Embeddable)
 
 
-def embed_plan(memory: Memory, plan: P, progress: Progress | None = None) -> P:
+def embed_plan(memory: TurnMemory, plan: P, progress: Progress | None = None) -> P:
     """The vectors of the plan's crystals (and their second opinion's), in batches: no database,
     so ``AsyncMemory`` runs this off the single writer."""
     vectors: list[np.ndarray] = []
@@ -150,7 +150,7 @@ def embed_plan(memory: Memory, plan: P, progress: Progress | None = None) -> P:
     return plan
 
 
-def store_plan(memory: Memory, plan: Plan) -> dict[str, Any]:
+def store_plan(memory: TurnMemory, plan: Plan) -> dict[str, Any]:
     """Write the plan's crystals and their turn rows in one transaction; what was added."""
     at = now_ms()
     added = [0]
@@ -177,7 +177,7 @@ def store_plan(memory: Memory, plan: Plan) -> dict[str, Any]:
             "turns_per_s": round(len(plan.todo) / elapsed, 1) if plan.todo and elapsed > 0 else None}
 
 
-def ingest_conversation(memory: Memory, data: bytes, namespace: str | None = None,
+def ingest_conversation(memory: TurnMemory, data: bytes, namespace: str | None = None,
                         semantic_type: str = SemanticType.GENERAL.value,
                         progress: Progress | None = None) -> dict[str, Any]:
     """Store every turn of a conversation file not stored before; a summary of what happened.
@@ -217,7 +217,7 @@ def _rows_of(memory_db: Database, ids: Sequence[str]) -> dict[str, sqlite3.Row]:
     return {row["crystal_id"]: row for row in rows}  # the earliest turn of a repeated text wins
 
 
-def attach_turns(memory: Memory, hits: Sequence[SearchHit]) -> None:
+def attach_turns(memory: TurnMemory, hits: Sequence[SearchHit]) -> None:
     """Give each hit that is a conversation turn its origin (``source_id``, speaker, session, ...).
 
     A later version of a turn's memory keeps the turn's origin (matched by ``memory_id``).
@@ -230,7 +230,7 @@ def attach_turns(memory: Memory, hits: Sequence[SearchHit]) -> None:
             hit.turn = _turn_dict(row)
 
 
-def neighbours(memory: Memory, crystal_id: str, window: int = 2) -> dict[str, Any]:
+def neighbours(memory: TurnMemory, crystal_id: str, window: int = 2) -> dict[str, Any]:
     """The turns of the same session within ``window`` turns of a turn's memory, in order."""
     from node.crystals import CrystalNotFound
     from node.memory.search import MemoryInputError

@@ -28,12 +28,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from node.crystals import Crystal, Origin, SemanticType, Source, now_ms
-from node.memory.conversations import embed_plan
+from node.memory.conversations import TurnMemory, embed_plan
 from node.memory.namespaces import validate_namespace
 from node.memory.transcripts.feed import TranscriptChunk, TranscriptConflict, TranscriptRefused
 from node.memory.transcripts.lines import MAX_LINE_BYTES, split_lines
@@ -58,19 +58,6 @@ _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 _QUERY_BATCH = 500  # ids per "IN (...)" look-up
 
 
-class Memory(Protocol):
-    """What transcript ingest needs of a node's memory (``node.memory.facade.Memory``)."""
-
-    db: Database
-
-    def prepare(self, text: str, **kwargs: Any) -> Crystal: ...
-    def embed_windows(self, texts: Sequence[str],
-                      packed: bool = False) -> tuple[np.ndarray, list[np.ndarray | None]]: ...
-    def second_opinions(self, crystals: Sequence[Crystal], packed: bool = False) -> None: ...
-    def add_crystals(self, crystals: Sequence[Crystal], vectors: np.ndarray | None = None,
-                     windows: Sequence[np.ndarray | None] | None = None,
-                     beside: Beside | None = None) -> list[Any]: ...
-    def get(self, crystal_id: str) -> Crystal: ...
 
 
 @dataclass
@@ -109,7 +96,7 @@ def _check_transcript(transcript: str) -> str:
     return transcript
 
 
-def transcript_cursor(memory: Memory, transcript: str, namespace: str | None = None) -> dict[str, Any]:
+def transcript_cursor(memory: TurnMemory, transcript: str, namespace: str | None = None) -> dict[str, Any]:
     """Where the node stopped on ``transcript`` (offset 0 and no fingerprint if never read)."""
     space = validate_namespace(namespace)
     row = _cursor(memory.db, space, _check_transcript(transcript))
@@ -174,7 +161,7 @@ class ChunkStart:
     session_id: str  # likewise
 
 
-def start_chunk(memory: Memory, chunk: TranscriptChunk) -> ChunkStart:
+def start_chunk(memory: TurnMemory, chunk: TranscriptChunk) -> ChunkStart:
     """Check a chunk and that it starts the file again or continues where the node stopped
     (:class:`TranscriptRefused`, :class:`TranscriptConflict`). Reads the database: on its thread."""
     left_out = _check_chunk(chunk)
@@ -222,7 +209,7 @@ def parse_chunk(start: ChunkStart) -> ChunkPlan:
                      redacted, started)
 
 
-def select_new(memory: Memory, plan: ChunkPlan) -> ChunkPlan:
+def select_new(memory: TurnMemory, plan: ChunkPlan) -> ChunkPlan:
     """The plan's messages not stored yet (by id: whatever the cursor says, a message is stored
     once). Reads the database: on its thread."""
     known = _known_ids(memory.db, plan.namespace, plan.messages)
@@ -234,7 +221,7 @@ def select_new(memory: Memory, plan: ChunkPlan) -> ChunkPlan:
     return plan
 
 
-def prepare_new(memory: Memory, plan: ChunkPlan) -> ChunkPlan:
+def prepare_new(memory: TurnMemory, plan: ChunkPlan) -> ChunkPlan:
     """A crystal for each new message (classified, its influence computed), then embedded. CPU
     only: ``AsyncMemory`` runs it off the single writer."""
     plan.crystals = [memory.prepare(message.turn_text(), semantic_type=SemanticType.GENERAL,
@@ -281,7 +268,7 @@ def write_chunk(conn: sqlite3.Connection, plan: ChunkPlan, results: Sequence[Any
     return added
 
 
-def store_chunk(memory: Memory, plan: ChunkPlan) -> dict[str, Any]:
+def store_chunk(memory: TurnMemory, plan: ChunkPlan) -> dict[str, Any]:
     """Write the chunk (crystals, turn rows, cursor) in one transaction; what it added."""
     added = [0]
 
@@ -303,7 +290,7 @@ def store_chunk(memory: Memory, plan: ChunkPlan) -> dict[str, Any]:
             "total_s": round(time.perf_counter() - plan.started, 3)}
 
 
-def ingest_transcript_chunk(memory: Memory, chunk: TranscriptChunk) -> dict[str, Any]:
+def ingest_transcript_chunk(memory: TurnMemory, chunk: TranscriptChunk) -> dict[str, Any]:
     """Store one chunk: :func:`start_chunk`, :func:`parse_chunk`, :func:`select_new`,
     :func:`prepare_new`, :func:`store_chunk` (``AsyncMemory`` runs the same steps, those without
     the database off its writer); raises :class:`TranscriptRefused` or :class:`TranscriptConflict`

@@ -200,5 +200,16 @@ def test_skill_add_reads_a_skill_folder(initialised: Cli, tmp_path: Path) -> Non
     added = initialised.json("skill", "add", str(folder), "--category", "ops")
     assert added["skill_name"] == "pg-replica" and added["resources"] == ["scripts/resync.sh"]
     assert added["semanticType"] == "skill" and added["text"].startswith("---\nname: pg-replica")
+    # A published name that is no slug is kept in the front matter; the skill is named by its slug
+    # (issue 39), so "../../evil" can name no folder but "evil".
     (folder / "SKILL.md").write_text("---\nname: ../../evil\ndescription: x\n---\nbody")
-    assert "name must be" in initialised.fails("skill", "add", str(folder))
+    assert initialised.json("skill", "add", str(folder))["skill_name"] == "evil"
+    # More than the old 16 files (references/ of a real skill), within the wire limits.
+    (folder / "SKILL.md").write_text(SKILL_MD)
+    (folder / "references").mkdir()
+    for index in range(20):
+        (folder / "references" / f"note-{index}.md").write_text(f"note {index}\n")
+    assert len(initialised.json("skill", "add", str(folder))["resources"]) == 21
+    # What a bundle cannot carry is named, with what to do.
+    (folder / "references" / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x01")
+    assert "carries text files only" in initialised.fails("skill", "add", str(folder))

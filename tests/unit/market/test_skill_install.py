@@ -108,3 +108,22 @@ def test_a_skill_the_scan_quarantines_is_not_installed_unless_the_risk_is_accept
     result = install(source(poisoned.encode()), tmp_path / "skills", accept_scan_risk=True)
     assert result["scan"]["verdict"] == "quarantine"
     assert install(source(SKILL_MD), tmp_path / "clean")["scan"]["verdict"] == "ok"
+
+
+def test_a_skill_the_scan_could_not_read_is_not_installed_unless_the_risk_is_accepted(tmp_path: Path) -> None:
+    unread = sb.build(SKILL_MD, {"notes.txt": "\n" * 20_000})  # a valid bundle the scanner will not read
+    with pytest.raises(SkillInstallError, match="could not read"):
+        install(source(unread.encode()), tmp_path / "skills")
+    assert list(tmp_path.rglob("*")) == []
+    result = install(source(unread.encode()), tmp_path / "skills", accept_scan_risk=True)
+    assert result["scan"]["verdict"] == "refused" and result["scan"]["refused"]["code"] == "too_many_lines"
+
+
+def test_a_published_display_name_is_installed_under_its_slug(tmp_path: Path) -> None:
+    """Issue 39: a long display name is kept in the listing's front matter, but the installed
+    SKILL.md names the folder it sits in, as hosts require."""
+    published = SKILL_MD.replace("name: pg-replica", "name: Postgres Replica Recovery (streaming, 14+)")
+    result = install(source(sb.build(published).encode()), tmp_path / "skills")
+    assert result["name"] == "postgres-replica-recovery-streaming-14"
+    written = (tmp_path / "skills" / "postgres-replica-recovery-streaming-14" / "SKILL.md").read_text()
+    assert written.startswith("---\nname: postgres-replica-recovery-streaming-14\n")

@@ -23,12 +23,16 @@ from hypothesis import strategies as st
 
 from node.market.scan import decode, flows, rules, scanner
 from node.market.scan.findings import Severity
+from node.market.scan.folder import scan_folder
 from node.market.scan.scanner import MAX_SCAN_CHARS, scan_text
 from protocol.skill_bundle import build
 
 CORPUS = Path(__file__).resolve().parents[2] / "data" / "skill_scan" / "tune"
 MALICIOUS = sorted((CORPUS / "malicious").glob("*.md"))
 BENIGN = sorted((CORPUS / "benign").glob("*.md"))
+# Skill folders shaped like published ones (issue 39): scripts/, references/, nested metadata...
+MALICIOUS_FOLDERS = sorted(path for path in (CORPUS / "malicious").iterdir() if path.is_dir())
+BENIGN_FOLDERS = sorted(path for path in (CORPUS / "benign").iterdir() if path.is_dir())
 HEAD = "---\nname: helper\ndescription: Format Markdown tables neatly.\n---\n# Helper\n\n"
 
 
@@ -46,6 +50,18 @@ def test_every_malicious_skill_of_the_tune_corpus_is_quarantined(path: Path) -> 
 def test_no_benign_skill_of_the_tune_corpus_is_quarantined(path: Path) -> None:
     report = scan_text(path.read_text(encoding="utf-8"))
     assert report.verdict != "quarantine", report.to_dict()
+
+
+@pytest.mark.parametrize("path", MALICIOUS_FOLDERS, ids=lambda path: path.name)
+def test_every_malicious_skill_folder_of_the_tune_corpus_is_quarantined_by_content(path: Path) -> None:
+    report = scan_folder(path)
+    assert report.verdict == "quarantine" and report.refused is None, report.to_dict()
+
+
+@pytest.mark.parametrize("path", BENIGN_FOLDERS, ids=lambda path: path.name)
+def test_no_benign_skill_folder_of_the_tune_corpus_is_quarantined_or_refused(path: Path) -> None:
+    report = scan_folder(path)
+    assert report.verdict in ("ok", "warn"), report.to_dict()
 
 
 def test_the_corpus_is_large_enough_and_split() -> None:
@@ -120,16 +136,26 @@ def test_a_bundle_resource_is_scanned_with_its_path() -> None:
 
 
 # --- hostile input: refused or read in bounded time, never an exception ---------------------------
-def test_oversize_malformed_and_nested_input_is_refused() -> None:
-    assert rules_of("x" * (MAX_SCAN_CHARS + 1)) == {"unscannable"}
-    assert rules_of("a\x00b") == {"unscannable"}
-    assert rules_of("\n" * (scanner.MAX_LINES + 1)) == {"unscannable"}
-    nested = "---\nname: a\ndescription: b\nmetadata: {x: {y: {z: {w: 1}}}}\n---\nbody\n"
-    assert rules_of(nested) == {"unscannable"}
+def refusal_of(text: str) -> str | None:
+    report = scan_text(text)
+    assert report.findings == [] or report.refused is None  # a refusal carries no findings
+    return None if report.refused is None else report.refused["code"]
+
+
+def test_oversize_malformed_and_nested_input_is_refused_not_detected() -> None:
+    assert refusal_of("x" * (MAX_SCAN_CHARS + 1)) == "too_large"
+    assert refusal_of("a\x00b") == "not_text"
+    assert refusal_of("\n" * (scanner.MAX_LINES + 1)) == "too_many_lines"
+    nested = "---\nname: a\ndescription: b\nmetadata: {x: {y: {z: {w: {v: {u: 1}}}}}}\n---\nbody\n"
+    assert refusal_of(nested) == "malformed"
     broken = HEAD + "text\n<<<crystalmesh-skill-resource path=a.txt bytes=99>>>\nshort"
-    assert rules_of(broken) == {"unscannable"}
+    assert refusal_of(broken) == "malformed"
     for text in ("x" * (MAX_SCAN_CHARS + 1), "a\x00b", nested, broken):
-        assert scan_text(text).verdict == "quarantine"
+        report = scan_text(text)
+        # Refused, never a detection, and still kept from the agent like a quarantine.
+        assert report.verdict == "refused" and report.findings == [] and report.blocked
+        assert report.to_dict()["refused"]["reason"]
+    assert scan_text(HEAD + "fine").to_dict()["refused"] is None
 
 
 def _unbounded(pattern: str) -> list[str]:
@@ -182,7 +208,7 @@ def test_every_pattern_is_bounded() -> None:
 ])
 def test_adversarial_inputs_end_with_a_report(text: str) -> None:
     report = scan_text(text)
-    assert report.verdict in ("ok", "warn", "quarantine")
+    assert report.verdict in ("ok", "warn", "quarantine", "refused")
     assert len(report.findings) <= 200
 
 
@@ -190,7 +216,7 @@ def test_adversarial_inputs_end_with_a_report(text: str) -> None:
 @given(st.text(max_size=3000))
 def test_any_text_gives_a_report(text: str) -> None:
     report = scan_text(text)
-    assert report.to_dict()["verdict"] in ("ok", "warn", "quarantine")
+    assert report.to_dict()["verdict"] in ("ok", "warn", "quarantine", "refused")
 
 
 @settings(max_examples=60, deadline=None)

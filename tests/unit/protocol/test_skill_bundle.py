@@ -62,7 +62,7 @@ def test_non_canonical_encodings_are_refused() -> None:
 
 
 @pytest.mark.parametrize("path", ["../evil", "/etc/passwd", "a/../../b", ".hidden", "a\\b", "a//b",
-                                  "SKILL.md", "skill.md", "a/b/c/d/e", "x" * 200, "", "dir/.git/config",
+                                  "SKILL.md", "skill.md", "a/b/c/d/e/f/g", "x" * 200, "", "dir/.git/config",
                                   "C:evil", "a b"])
 def test_path_traversal_and_odd_resource_names_are_refused(path: str) -> None:
     with pytest.raises(sb.InvalidSkillBundle):
@@ -98,16 +98,17 @@ body"""
     "---\nname: x\ndescription: !!python/object/apply:os.system ['true']\n---\nbody",
     "---\nname: x\ndescription: !!str tagged\n---\nbody",
     "---\nname: x\ndescription: y\nmetadata: " + "[" * 500 + "]" * 500 + "\n---\nbody",
-    "---\nname: Flaky_CI\ndescription: y\n---\nbody",
-    "---\nname: -x\ndescription: y\n---\nbody",
-    "---\nname: a--b\ndescription: y\n---\nbody",
-    "---\nname: " + "a" * 65 + "\ndescription: y\n---\nbody",
+    "---\nname: x\ndescription: y\nmetadata: {a: {b: {c: {d: {e: {f: 1}}}}}}\n---\nbody",
+    "---\nname: x\ndescription: y\nmetadata: [1, 2]\n---\nbody",
+    "---\nname: x\ndescription: y\nallowed-tools: {Read: true}\n---\nbody",
+    "---\nname: x\ndescription: y\nallowed-tools: [Read, [Bash]]\n---\nbody",
+    "---\nname: x\ndescription: y\nmany: [" + ", ".join(["1"] * 2500) + "]\n---\nbody",
+    "---\nname: [a, b]\ndescription: y\n---\nbody",
+    "---\nname: true\ndescription: y\n---\nbody",
+    "---\nname: x\ndescription: " + "d" * 8193 + "\n---\nbody",
+    "---\n" + "# padding\n" * 2000 + "name: x\ndescription: y\n---\nbody",
     "---\nname: x\n---\nbody",
     "---\nname: x\ndescription: ''\n---\nbody",
-    "---\nname: x\ndescription: " + "d" * 1025 + "\n---\nbody",
-    "---\nname: x\ndescription: y\nrun: rm -rf /\n---\nbody",
-    "---\nname: x\ndescription: y\nmetadata:\n  version: 1.0\n---\nbody",
-    "---\nname: 2024-01-01\ndescription: y\n---\nbody",
     "---\n- name\n- description\n---\nbody",
     "---\nname: x\ndescription: y\n",
     "name: x\ndescription: y\n---\nbody",
@@ -115,11 +116,82 @@ body"""
     "---\nname: x\ndescription: y\n---\nbody with <<<crystalmesh-skill-resource inside",
     "---\nname: x\ndescription: y\n---\nnul \x00 inside",
     "---\nname: x\ndescription: lone \ud800 surrogate\n---\nbody",
-    "---\n" + "# padding\n" * 500 + "name: x\ndescription: y\n---\nbody",
 ])
 def test_hostile_front_matter_is_refused(front: str) -> None:
     with pytest.raises(InvalidMessage):  # InvalidSkillBundle is a wire-rule violation (HTTP 400)
         sb.build(front)
+
+
+CLAWHUB = """---
+name: GitHub PR Helper (by @someone) for reviewing pull requests across many repositories at once
+description: >
+  Review pull requests with the gh CLI. Use when the user asks to review a PR.
+version: 1.4.0
+homepage: https://example.org/pr-helper
+user-invocable: true
+allowed-tools:
+  - Read
+  - Bash(gh:*)
+metadata:
+  clawdbot:
+    emoji: "🔍"
+    requires:
+      bins: ["gh", "jq"]
+      env: [GITHUB_TOKEN]
+  author: someone
+---
+# PR helper
+Run `gh pr view`."""
+
+
+def test_front_matter_is_read_as_published() -> None:
+    """Issue 39: ClawHub's nested metadata, unknown keys, list allowed-tools, a long display name."""
+    bundle = sb.build(CLAWHUB)
+    assert bundle.name == "github-pr-helper-by-someone-for-reviewing-pull-requests-across"
+    assert sb.NAME.fullmatch(bundle.name) and len(bundle.name) <= 64
+    assert bundle.front_matter["name"].startswith("GitHub PR Helper")  # kept as written
+    assert bundle.front_matter["metadata"]["clawdbot"]["requires"]["bins"] == ["gh", "jq"]
+    assert bundle.front_matter["version"] == "1.4.0" and bundle.front_matter["user-invocable"] is True
+    assert sb.allowed_tools(bundle.front_matter) == ["Read", "Bash(gh:*)"]
+    assert sb.decode(bundle.encode()) == bundle  # the wire form round-trips
+    assert bundle.description == "Review pull requests with the gh CLI. Use when the user asks to review a PR."
+
+
+@pytest.mark.parametrize(("front", "name"), [
+    ("---\nname: Flaky_CI\ndescription: y\n---\nbody", "flaky-ci"),
+    ("---\nname: -x\ndescription: y\n---\nbody", "x"),
+    ("---\nname: a--b\ndescription: y\n---\nbody", "a-b"),
+    ("---\nname: " + "a" * 65 + "\ndescription: y\n---\nbody", "a" * 64),
+    ("---\nname: Données Pro\ndescription: y\n---\nbody", "donnees-pro"),
+    ("---\nname: '!!!'\ndescription: y\n---\nbody", "skill-" + __import__("hashlib").sha256(b"!!!").hexdigest()[:8]),
+    ("---\nname: 2024-01-01\ndescription: y\n---\nbody", "2024-01-01"),
+    ("---\nname: x\ndescription: " + "d" * 1025 + "\n---\nbody", "x"),
+    ("---\nname: x\ndescription: y\nrun: rm -rf /\n---\nbody", "x"),
+    ("---\nname: x\ndescription: y\nmetadata:\n  version: 1.0\n---\nbody", "x"),
+    ("---\nname: x\ndescription: y\nallowed-tools: Read Grep\n---\nbody", "x"),
+])
+def test_published_variants_are_accepted_with_a_slug_name(front: str, name: str) -> None:
+    bundle = sb.build(front)
+    assert bundle.name == name and len(bundle.description) <= 1024
+
+
+def test_a_colon_in_a_plain_value_is_read_as_hosts_read_it() -> None:
+    bundle = sb.build("---\nname: web-pilot\ndescription: Browser automation: open pages, fill forms\n---\nbody")
+    assert bundle.description == "Browser automation: open pages, fill forms"
+    assert sb.decode(bundle.encode()).skill_md == bundle.skill_md  # the text itself is not rewritten
+    with pytest.raises(sb.InvalidSkillBundle):  # only plain values: a broken list stays broken
+        sb.build("---\nname: x\ndescription: [a: b\n---\nbody")
+
+
+def test_front_matter_values_are_plain_json() -> None:
+    bundle = sb.build("---\nname: x\ndescription: y\nupdated: 2024-05-01\nmetadata:\n  1: one\n---\nbody")
+    assert bundle.front_matter["updated"] == "2024-05-01" and bundle.front_matter["metadata"] == {"1": "one"}
+    __import__("json").dumps(bundle.front_matter)
+
+
+def test_allowed_tools_string_forms() -> None:
+    assert sb.allowed_tools({"allowed-tools": "Read, Grep  Bash(git:*)"}) == ["Read", "Grep", "Bash(git:*)"]
+    assert sb.allowed_tools({}) == []
 
 
 def test_size_caps() -> None:

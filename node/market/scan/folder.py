@@ -1,0 +1,158 @@
+"""A skill folder on disk, read for scanning (or for a bundle) within stated limits.
+
+Published skills are folders: ``SKILL.md`` plus ``scripts/``, ``references/``,
+``assets/`` and sometimes fonts or images. The scanner reads every text file of the
+folder; what it cannot or will not read is said, never passed silently:
+
+- images, fonts, audio/video and office documents are ``skipped`` (listed in the
+  report with the reason): they are not instructions an agent follows;
+- a native executable (ELF, PE, Mach-O) is a *finding* (``embedded_executable``,
+  high): a skill that ships a binary asks to be trusted without being read;
+- an archive, any other file that is not UTF-8 text, or a folder over the limits is
+  a *refusal* (``Unscannable``, with a code and a reason the user can act on).
+
+The scan limits (``SCAN_LIMITS``) come from what skill hosts document (issue 39,
+docs/skills-safety.md): 200 files and about 1 MB of text per skill (Langfuse), 8 MB
+per upload (Claude API), 20 MB / 200 files (BigModel); Anthropic's own public skills
+(docx/pptx with their OOXML schemas) are the large end of that. ``WIRE_LIMITS`` are
+the market bundle's (``protocol.skill_bundle``): a skill sold on the network must
+also fit one memory text.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from node.market.scan.findings import Finding, ScanReport, Severity
+from node.market.scan.scanner import Unscannable, scan_refused, scan_skill, scan_text
+from protocol.skill_bundle import (
+    MARK,
+    MAX_BUNDLE_BYTES,
+    MAX_RESOURCE_BYTES,
+    MAX_RESOURCES,
+    MAX_SKILL_MD_BYTES,
+    SKILL_MD,
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_files: int
+    max_file_bytes: int
+    max_total_bytes: int
+    max_entries: int = 5000  # files and folders walked, skipped ones included
+    max_lines: int = 50_000  # per file
+    hidden: bool = True  # read hidden files (a scan must see them; a bundle cannot carry them)
+
+
+SCAN_LIMITS = Limits(max_files=200, max_file_bytes=1024 * 1024, max_total_bytes=2 * 1024 * 1024)
+WIRE_LIMITS = Limits(max_files=MAX_RESOURCES, max_file_bytes=MAX_RESOURCE_BYTES,
+                     max_total_bytes=MAX_BUNDLE_BYTES, max_lines=10_000, hidden=False)
+NOT_INSTRUCTIONS = frozenset({
+    "png", "jpg", "jpeg", "gif", "webp", "ico", "bmp", "tif", "tiff", "avif", "heic",
+    "ttf", "otf", "woff", "woff2", "eot", "mp3", "wav", "ogg", "flac", "m4a", "mp4", "mov", "webm",
+    "pdf", "docx", "xlsx", "pptx", "odt", "ods", "odp", "doc", "xls", "ppt"})
+ARCHIVES = frozenset({"zip", "tar", "gz", "tgz", "bz2", "xz", "7z", "rar", "jar", "whl", "dmg", "pkg", "iso"})
+EXECUTABLE_MAGIC = (b"\x7fELF", b"MZ", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe",
+                    b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
+NEVER_READ_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv"})
+
+
+@dataclass
+class SkillFolder:
+    skill_md: str
+    resources: dict[str, str] = field(default_factory=dict)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    executables: list[str] = field(default_factory=list)
+
+
+def _extension(name: str) -> str:
+    return name.rsplit(".", 1)[-1].lower() if "." in name else ""
+
+
+def read_folder(folder: Path, limits: Limits = SCAN_LIMITS) -> SkillFolder:
+    """``folder/SKILL.md`` and its files (or a lone SKILL.md file); raises ``Unscannable``."""
+    folder = Path(folder)
+    skill_md_path = folder / SKILL_MD if folder.is_dir() else folder
+    if not skill_md_path.is_file():
+        raise Unscannable("no_skill_md", f"{skill_md_path} is not a file: give a folder with a SKILL.md, or the file")
+    if skill_md_path.stat().st_size > min(limits.max_file_bytes, MAX_SKILL_MD_BYTES * 4):
+        raise Unscannable("too_large", f"{skill_md_path} is larger than "
+                          f"{min(limits.max_file_bytes, MAX_SKILL_MD_BYTES * 4)} bytes: split it into references/")
+    skill_md = _read_text(skill_md_path, SKILL_MD)
+    result = SkillFolder(skill_md)
+    if not folder.is_dir():
+        return result
+    total = len(skill_md.encode("utf-8"))
+    entries = 0
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in NEVER_READ_DIRS and (limits.hidden or not d.startswith(".")))
+        for name in sorted(files):
+            entries += 1
+            if entries > limits.max_entries:
+                raise Unscannable("too_many_files", f"{folder} holds more than {limits.max_entries} files")
+            path = Path(root) / name
+            relative = path.relative_to(folder).as_posix()
+            if relative == SKILL_MD or (name.startswith(".") and not limits.hidden) or name == ".DS_Store":
+                continue
+            if path.is_symlink():
+                result.skipped.append({"file": relative, "reason": "symbolic link, not followed"})
+                continue
+            extension = _extension(name)
+            if extension in NOT_INSTRUCTIONS:
+                result.skipped.append({"file": relative, "reason": f"{extension} file, not text (not read)"})
+                continue
+            if extension in ARCHIVES:
+                raise Unscannable("archive", f"{relative} is an archive the scanner cannot read: unpack it into "
+                                  "the folder (or remove it) and scan again")
+            size = path.stat().st_size
+            if size > limits.max_file_bytes:
+                raise Unscannable("too_large", f"{relative} is {size} bytes, over {limits.max_file_bytes} per "
+                                  "file: split it or leave it out of the skill")
+            with path.open("rb") as handle:
+                head = handle.read(4)
+            if head.startswith(EXECUTABLE_MAGIC):
+                result.executables.append(relative)
+                continue
+            total += size
+            if total > limits.max_total_bytes:
+                raise Unscannable("too_large", f"{folder} holds more than {limits.max_total_bytes} bytes of text")
+            if len(result.resources) >= limits.max_files:
+                raise Unscannable("too_many_files", f"{folder} holds more than {limits.max_files} text files")
+            result.resources[relative] = _read_text(path, relative)
+    return result
+
+
+def _read_text(path: Path, relative: str) -> str:
+    data = path.read_bytes()
+    if b"\x00" in data:
+        raise Unscannable("not_text", f"{relative} is not text (it holds NUL bytes): remove it, or convert "
+                          "it to UTF-8 text if the skill needs it")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise Unscannable("not_text", f"{relative} is not UTF-8 text (byte {error.start}): save it as "
+                          "UTF-8, or remove it if the skill does not need it") from error
+
+
+def scan_folder(folder: Path) -> ScanReport:
+    """Scan a skill folder as published; never raises for its content (see the module doc)."""
+    try:
+        skill = read_folder(folder, SCAN_LIMITS)
+    except Unscannable as error:
+        return scan_refused(str(error), error.code)
+    except OSError as error:
+        return scan_refused(f"cannot read {folder}: {error.strerror or error}", "unreadable")
+    if MARK in skill.skill_md and not Path(folder).is_dir():  # a bundle's canonical text in a file
+        return scan_text(skill.skill_md)
+    report = scan_skill(skill.skill_md.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").strip(),
+                        sorted((path, text.replace("\r\n", "\n").replace("\r", "\n"))
+                               for path, text in skill.resources.items()),
+                        skill.skipped, max_lines=SCAN_LIMITS.max_lines)
+    if not skill.executables or report.refused is not None:
+        return report
+    extra = [Finding("embedded_executable", Severity.HIGH, 0, f"a native executable file: {path}", path)
+             for path in skill.executables]
+    return ScanReport.of(report.findings + extra, report.skipped)
