@@ -14,6 +14,10 @@
   (``/crystalmesh/listings-sync/1``): a node asks a peer for the market
   state it lacks, page by page after a since-cursor; every entry is a complete
   signed envelope the receiver validates exactly as if it had been gossiped.
+- :class:`ListingsSyncRequestV2` (``/crystalmesh/listings-sync/2``): the same
+  exchange; its pages may also carry skill warnings and endorsement revocations
+  (kept :data:`NOTICE_SYNC_LIFETIME_MS`), and it names the listing shards the
+  asking node follows (``shard_count`` 0: every shard).
 """
 
 from __future__ import annotations
@@ -49,12 +53,15 @@ __all__ = [
     "MAX_SYNC_ENTRY_BYTES",
     "MAX_SYNC_PAGE_BYTES",
     "MAX_SYNC_PAGE_ITEMS",
+    "MAX_SYNC_SHARDS",
+    "NOTICE_SYNC_LIFETIME_MS",
     "WITHDRAWAL_LIFETIME_MS",
     "Bounty",
     "ListingBatch",
     "ListingWithdrawal",
     "ListingsSyncPage",
     "ListingsSyncRequest",
+    "ListingsSyncRequestV2",
 ]
 
 MAX_SYNC_PAGE_ITEMS = 128
@@ -63,6 +70,12 @@ MAX_SYNC_ENTRY_BYTES = 32 * 1024
 """One envelope in a sync page: a listing at its field bounds stays well below this."""
 MAX_SYNC_PAGE_BYTES = 200_000
 """Sum of the entries of one page, so the page envelope stays under MAX_MESSAGE_BYTES."""
+MAX_SYNC_SHARDS = 256
+"""At most this many shard ids in one ``ListingsSyncRequestV2`` (a node follows a few)."""
+NOTICE_SYNC_LIFETIME_MS = 30 * 86_400_000
+"""How long a skill warning or an endorsement revocation is re-served by listings sync after
+its issue (a listing lives at most ``MAX_LISTING_LIFETIME_MS``; a node away for longer than
+this syncs from scratch and never sees the warned listing's old announcements as live)."""
 MAX_BATCH_ITEMS = 128
 """At most this many listings in one ``listing_batch``."""
 MAX_BATCH_BYTES = 60_000
@@ -156,6 +169,40 @@ class ListingsSyncRequest(Message):
 
 
 @dataclass(frozen=True)
+class ListingsSyncRequestV2(Message):
+    """Version 2 of the request, only on ``listings-sync/2``: the page may carry notices
+    (skill warnings, endorsement revocations), and only listings of the ``shards`` of
+    ``shard_count`` are asked for (``shard_count`` 0 and no shards: every listing).
+    Withdrawals, bounties and notices are not filtered."""
+
+    KIND: ClassVar[str] = "listings_sync_request"
+    VERSION: ClassVar[int] = 2
+    FIELDS: ClassVar[Schema] = {
+        "cursor": Int(0, U63_MAX),
+        "limit": Int(1, MAX_SYNC_PAGE_ITEMS),
+        "shard_count": Int(0, 4096),
+        "shards": ListOf(Int(0, 4095), MAX_SYNC_SHARDS),
+    }
+    cursor: int
+    limit: int
+    shard_count: int = 0
+    shards: tuple[int, ...] = ()
+
+    def check(self) -> None:
+        count = self.shard_count
+        if count == 0:
+            if self.shards:
+                raise InvalidMessage("shards: listed without a shard_count")
+            return
+        if count & (count - 1):
+            raise InvalidMessage(f"shard_count: {count} is not a power of two")
+        if any(shard >= count for shard in self.shards):
+            raise InvalidMessage(f"shards: every shard is below shard_count {count}")
+        if list(self.shards) != sorted(set(self.shards)):
+            raise InvalidMessage("shards: ascending, each once")
+
+
+@dataclass(frozen=True)
 class ListingsSyncPage(Message):
     """Up to ``limit`` signed envelopes (listings, withdrawals, bounties) after the cursor.
 
@@ -202,5 +249,6 @@ LIVENESS_MESSAGES: tuple[type[Message], ...] = (
     ListingWithdrawal,
     Bounty,
     ListingsSyncRequest,
+    ListingsSyncRequestV2,
     ListingsSyncPage,
 )

@@ -21,6 +21,7 @@ from protocol.liveness import (
     ListingBatch,
     ListingsSyncPage,
     ListingsSyncRequest,
+    ListingsSyncRequestV2,
     ListingWithdrawal,
 )
 from protocol.purchase import (
@@ -91,6 +92,7 @@ __all__ = [
     "ListingWithdrawal",
     "ListingsSyncPage",
     "ListingsSyncRequest",
+    "ListingsSyncRequestV2",
     "Message",
     "PaidPurchaseRequest",
     "PaymentAuthorization",

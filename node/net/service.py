@@ -62,6 +62,7 @@ from protocol.topics import (
     BOUNTIES,
     DHT_PROTOCOL,
     LISTINGS_SYNC_PROTOCOL,
+    LISTINGS_SYNC_PROTOCOL_V2,
     PURCHASE_PROTOCOL,
     SKILLS,
     TRUST,
@@ -203,6 +204,8 @@ class NetService:
             clock_window_ms=int(config.clock_window_s * 1000),
             protocol_id=on_network(LISTINGS_SYNC_PROTOCOL, self.network),
             connect=self.reachability.connect,
+            protocol_id_v2=on_network(LISTINGS_SYNC_PROTOCOL_V2, self.network),
+            shards=self._followed_shards,
         )
         self._sync_source: SyncSource | None = None
         self._started = trio.Event()
@@ -240,8 +243,15 @@ class NetService:
     def on_bounty(self, handler: EnvelopeHandler) -> None:
         self.gossip.on(BOUNTIES, handler)
 
+    def _followed_shards(self) -> tuple[int, frozenset[int]] | None:
+        """(shard count, shards followed) for listings sync, None when every listing is wanted."""
+        shards = self.shards
+        if shards is None or len(shards.follows) >= shards.shards:
+            return None
+        return shards.shards, frozenset(shards.follows)
+
     def serve_listings_sync(self, source: SyncSource) -> None:
-        """Answer ``/crystalmesh/<network>/listings-sync/1`` from ``source``; sync with new peers."""
+        """Answer ``/crystalmesh/<network>/listings-sync/2`` and ``/1`` from ``source``."""
         self._sync_source = source
         self.sync.serve(source)
 
@@ -349,6 +359,8 @@ class NetService:
         """Listings sync: recent sessions per peer, pages served."""
         return {
             "protocol": str(self.sync.transport.protocol_id),
+            "protocols": [str(self.sync.transport_v2.protocol_id),
+                          str(self.sync.transport.protocol_id)],
             "served_pages": self.sync.served_pages,
             "cursors": dict(self.sync.cursors),
             "sessions": [dataclasses.asdict(report) for report in self.sync.reports[-16:]],

@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from node.config import ConfigError, NetConfig
@@ -76,7 +76,7 @@ from protocol.envelope import (
     InvalidEnvelope,
     open_envelope,
 )
-from protocol.liveness import WITHDRAWAL_LIFETIME_MS
+from protocol.liveness import NOTICE_SYNC_LIFETIME_MS, WITHDRAWAL_LIFETIME_MS
 from protocol.messages import (
     Bounty,
     EndorsementRevocation,
@@ -94,6 +94,7 @@ from protocol.topics import (
     BOUNTIES,
     SKILLS,
     SYNCABLE_KINDS,
+    SYNCABLE_KINDS_V1,
     TOPIC_KINDS,
     TRUST,
     WEATHER,
@@ -341,7 +342,7 @@ class MessageValidator:
             raise _reject(RATE_LIMITED, f"origin over its {topic} catalogue budget",
                           envelope.sender)
 
-    def check_synced(self, data: bytes) -> Envelope:
+    def check_synced(self, data: bytes, kinds: Mapping[str, str] = SYNCABLE_KINDS) -> Envelope:
         """Validate one envelope from a listings sync page; raise InvalidEnvelope.
 
         The same checks as gossip on the kind's topic (size, encoding,
@@ -351,8 +352,11 @@ class MessageValidator:
         message must still be live (``expired``: a listing's or bounty's
         ``expires_at_ms``, a withdrawal's issue + 7 days). The (sender, seq)
         replay rule is the listing book's: older states are ignored there.
+        A skill warning or an endorsement revocation (``listings-sync/2`` only:
+        ``kinds``) lives ``NOTICE_SYNC_LIFETIME_MS`` past its issue; who may
+        warn is the warning desk's rule, as for gossip.
         """
-        envelope, topic = self._inspect_synced(data)
+        envelope, topic = self._inspect_synced(data, kinds)
         buckets = self.sync_rate_limits.get(topic)
         if buckets is not None and envelope.sender not in self.management_keys:
             if not buckets.allows(envelope.sender):
@@ -360,12 +364,13 @@ class MessageValidator:
             buckets.spend(envelope.sender)
         return envelope
 
-    def _inspect_synced(self, data: bytes) -> tuple[Envelope, str]:
+    def _inspect_synced(self, data: bytes, kinds: Mapping[str, str] = SYNCABLE_KINDS_V1
+                        ) -> tuple[Envelope, str]:
         """``check_synced`` but the per-origin limit: the envelope and its kind's topic."""
         if len(data) > self.max_message_bytes:
             raise _reject(OVERSIZE, f"{len(data)} bytes > {self.max_message_bytes}")
         envelope = open_envelope(data, self.max_message_bytes)
-        topic = SYNCABLE_KINDS.get(envelope.kind)
+        topic = kinds.get(envelope.kind)
         if topic is None:
             raise _reject(WRONG_TOPIC, f"kind {envelope.kind!r} is not synced", envelope.sender)
         now = self.now_ms()
@@ -374,6 +379,8 @@ class MessageValidator:
         message = envelope.message()
         if isinstance(message, SkillListing | Bounty):
             expires = message.expires_at_ms
+        elif isinstance(message, SkillWarning | EndorsementRevocation):
+            expires = envelope.issued_at_ms + NOTICE_SYNC_LIFETIME_MS
         else:
             assert isinstance(message, ListingWithdrawal)
             expires = envelope.issued_at_ms + WITHDRAWAL_LIFETIME_MS
