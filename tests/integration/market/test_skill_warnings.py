@@ -192,3 +192,12 @@ async def test_trusted_peers_below_the_quorum_change_nothing_and_the_third_pulls
     [accepted] = await market.buyer.market.skill_warnings()
     assert accepted["target"] == listing_id
     assert sorted(accepted["senders"]) == sorted(key.hex() for key in trusted)
+    # The quorum's evidence, every peer's signed warning, is in the feed that listings sync
+    # (version 2) serves to nodes that were away; version 1 pages never carry it.
+    feed = market.buyer.publisher.lifecycle.feed
+    notices, _, _ = await market.buyer.memory.run(feed.page, 0, 128, 200_000, now_ms(), True)
+    evidence = [open_envelope(raw) for raw in notices if open_envelope(raw).kind == SkillWarning.KIND]
+    assert sorted(envelope.sender for envelope in evidence) == sorted(trusted)
+    assert {envelope.message().reason for envelope in evidence} == {"again", "second", "third"}  # type: ignore[attr-defined]
+    listings_only, _, _ = await market.buyer.memory.run(feed.page, 0, 128, 200_000, now_ms())
+    assert all(open_envelope(raw).kind != SkillWarning.KIND for raw in listings_only)
