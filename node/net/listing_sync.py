@@ -163,6 +163,7 @@ class ListingSync:
         self._source: SyncSource | None = None
         self._serve_buckets = TokenBuckets(self.limits.serve_per_minute, self.limits.serve_burst)
         self.cursors: dict[str, int] = {}
+        self.full_cursors: dict[str, int] = {}  # of every-shard sessions (network search)
         self._synced_at: dict[str, float] = {}
         self._running: set[str] = set()
         self.reports: list[SyncReport] = []
@@ -202,15 +203,20 @@ class ListingSync:
         return seal(self.identity, page.KIND, page, self.next_seq(), self.validator.now_ms())
 
     # ------------------------------------------------------------------ client
-    async def sync_with(self, peer_id: str) -> SyncReport:
-        """One session: pages from the peer's last cursor until done or a limit is hit."""
+    async def sync_with(self, peer_id: str, every_shard: bool = False) -> SyncReport:
+        """One session: pages from the peer's last cursor until done or a limit is hit.
+
+        ``every_shard``: ask for listings of every shard (a network search for what this node
+        does not follow), from a cursor of its own: the periodic, shard-filtered sessions
+        moved the usual cursor past listings of other shards."""
         report = SyncReport(peer_id)
         limits = self.limits
-        cursor = self.cursors.get(peer_id, 0)
+        cursors = self.full_cursors if every_shard and self.shards() is not None else self.cursors
+        cursor = cursors.get(peer_id, 0)
         entries_seen = 0
         version = self.peer_versions.get(peer_id, max(limits.versions))
         while report.pages < limits.max_pages:
-            request = self._request(version, cursor)
+            request = self._request(version, cursor, cursors is self.cursors)
             data = seal(self.identity, request.KIND, request, self.next_seq(),
                         self.validator.now_ms())
             transport = self.transport_v2 if version == 2 else self.transport
@@ -262,7 +268,7 @@ class ListingSync:
                 report.stopped = "too_many_rejects"
                 break
             cursor = max(cursor, page.next_cursor)
-            self.cursors[peer_id] = cursor
+            cursors[peer_id] = cursor
             if not page.more:
                 break
             if entries_seen >= limits.max_entries:
@@ -276,11 +282,11 @@ class ListingSync:
                     report.ignored, report.rejected, report.stopped)
         return report
 
-    def _request(self, version: int, cursor: int) -> Message:
+    def _request(self, version: int, cursor: int, scoped: bool) -> Message:
         limit = self.limits.page_items
         if version == 1:
             return ListingsSyncRequest(cursor=cursor, limit=limit)
-        followed = self.shards()
+        followed = self.shards() if scoped else None
         if followed is None:
             return ListingsSyncRequestV2(cursor=cursor, limit=limit)
         count, shards = followed

@@ -325,7 +325,7 @@ class NetService:
                 async def sync(info: Any) -> None:
                     if info.addrs:
                         self.host.get_peerstore().add_addrs(info.peer_id, info.addrs[:8], 600)
-                    result = await self.sync.sync_with(str(info.peer_id))
+                    result = await self.sync.sync_with(str(info.peer_id), every_shard=True)
                     report["synced"] += 1 if result.pages else 0
                     report["accepted"] += result.accepted
                     report["rejected"] += result.rejected

@@ -238,3 +238,8 @@ async def test_a_node_following_some_shards_is_served_only_their_listings(
                     if listing_shard(category, shards) == followed)
     assert sorted(envelope.message().category for envelope in got) == wanted  # type: ignore[attr-defined]
     assert len(wanted) < len(categories)  # the filter left some out
+    # A network search asks for every shard, from a cursor of its own.
+    report = await follower.sync.sync_with(new.net.peer_id, every_shard=True)
+    assert scopes[-1] == SyncScope(notices=True)
+    assert report.accepted == len(categories) and report.rejected == 0
+    assert follower.sync.cursors[new.net.peer_id] > 0  # the periodic cursor stays its own
