@@ -103,8 +103,9 @@ class Market:
                 await _connect(node, other)
                 continue
             other.net.connect(node.net.listen_addrs()[0])
-            await wait_until_async(lambda: node.identity.peer_id in other.net.connected_peers(),
-                                   WAIT_S, f"{name} connected again")
+            await wait_until_async(
+                lambda other=other: node.identity.peer_id in other.net.connected_peers(),  # type: ignore[misc]
+                WAIT_S, f"{name} connected again")
         return node
 
     async def add_buyer(self, tmp_path: Path, name: str) -> NodeService:
