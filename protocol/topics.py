@@ -4,7 +4,7 @@ Every id names the network first, then a version::
 
     /crystalmesh/<network>/1/skills        gossip topics (skills, weather, trust, bounties)
     /crystalmesh/<network>/purchase/1      request/response protocols
-    /crystalmesh/<network>/listings-sync/1
+    /crystalmesh/<network>/listings-sync/2 (and /1, served beside it for older nodes)
     /crystalmesh/<network>/kad/1.0.0       the Kademlia DHT (never the public /ipfs/kad/1.0.0)
 
 The network (``devnet``, ``testnet``, ``mainnet``, or ``devnet-<name>`` /

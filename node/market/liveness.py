@@ -2,7 +2,7 @@
 
 ``NodeService`` builds one ``MarketLiveness`` and hands the local API its
 methods (``NodeApi.market_liveness``); the net layer gets ``sync_source`` to
-answer ``/crystalmesh/listings-sync/1`` and ``on_bounty`` for the bounties topic.
+answer ``/crystalmesh/<net>/listings-sync/2`` and ``/1`` and ``on_bounty`` for the bounties topic.
 """
 
 from __future__ import annotations
