@@ -55,6 +55,7 @@ __all__ = [
     "MAX_SYNC_PAGE_ITEMS",
     "MAX_SYNC_SHARDS",
     "NOTICE_SYNC_LIFETIME_MS",
+    "TRUST_REPORT_SYNC_MAX_AGE_MS",
     "WITHDRAWAL_LIFETIME_MS",
     "Bounty",
     "ListingBatch",
@@ -62,6 +63,7 @@ __all__ = [
     "ListingsSyncPage",
     "ListingsSyncRequest",
     "ListingsSyncRequestV2",
+    "TrustReportsRequest",
 ]
 
 MAX_SYNC_PAGE_ITEMS = 128
@@ -76,6 +78,9 @@ NOTICE_SYNC_LIFETIME_MS = 30 * 86_400_000
 """How long a skill warning or an endorsement revocation is re-served by listings sync after
 its issue (a listing lives at most ``MAX_LISTING_LIFETIME_MS``; a node away for longer than
 this syncs from scratch and never sees the warned listing's old announcements as live)."""
+TRUST_REPORT_SYNC_MAX_AGE_MS = 86_400_000
+"""A synced trust report older than this is ``expired`` (a receiver keeps reports for its
+own ``trust.report_max_age_s`` / cadence, at most this; older ones say nothing about now)."""
 MAX_BATCH_ITEMS = 128
 """At most this many listings in one ``listing_batch``."""
 MAX_BATCH_BYTES = 60_000
@@ -203,6 +208,22 @@ class ListingsSyncRequestV2(Message):
 
 
 @dataclass(frozen=True)
+class TrustReportsRequest(Message):
+    """Ask a peer (``listings-sync/2`` only) for the latest signed trust report of every sender
+    it holds, ``cursor`` 0 first, then the page's ``next_cursor``: what a node that joins needs
+    for the EigenTrust levels before the next round of reports. Answered by a
+    ``listings_sync_page`` of ``trust_report`` envelopes."""
+
+    KIND: ClassVar[str] = "trust_reports_request"
+    FIELDS: ClassVar[Schema] = {
+        "cursor": Int(0, U63_MAX),
+        "limit": Int(1, MAX_SYNC_PAGE_ITEMS),
+    }
+    cursor: int
+    limit: int
+
+
+@dataclass(frozen=True)
 class ListingsSyncPage(Message):
     """Up to ``limit`` signed envelopes (listings, withdrawals, bounties) after the cursor.
 
@@ -250,5 +271,6 @@ LIVENESS_MESSAGES: tuple[type[Message], ...] = (
     Bounty,
     ListingsSyncRequest,
     ListingsSyncRequestV2,
+    TrustReportsRequest,
     ListingsSyncPage,
 )

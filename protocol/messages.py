@@ -23,6 +23,7 @@ from protocol.liveness import (
     ListingsSyncRequest,
     ListingsSyncRequestV2,
     ListingWithdrawal,
+    TrustReportsRequest,
 )
 from protocol.purchase import (
     ERROR_CODES,
@@ -106,6 +107,7 @@ __all__ = [
     "TransferAuthorization",
     "TrustEntry",
     "TrustReport",
+    "TrustReportsRequest",
     "WeatherAlert",
     "WeatherLift",
     "content_hash",

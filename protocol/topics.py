@@ -43,6 +43,7 @@ from protocol.messages import (
     SkillWarning,
     TermsChanged,
     TrustReport,
+    TrustReportsRequest,
     WeatherAlert,
     WeatherLift,
 )
@@ -61,7 +62,9 @@ __all__ = [
     "SKILLS",
     "SYNCABLE_KINDS",
     "SYNCABLE_KINDS_V1",
+    "SYNCED_TRUST_KINDS",
     "SYNC_EXCHANGES",
+    "SYNC_EXCHANGES_V2",
     "SYNC_NOTICE_KINDS",
     "TOPIC_KINDS",
     "TRUST",
@@ -157,6 +160,14 @@ SYNC_EXCHANGES: dict[str, frozenset[str]] = {
 }
 """Request kind -> response kinds on the listings sync protocol."""
 
+SYNC_EXCHANGES_V2: dict[str, frozenset[str]] = SYNC_EXCHANGES | {
+    TrustReportsRequest.KIND: frozenset({ListingsSyncPage.KIND}) | _REFUSALS,
+}
+"""Version 2 adds the trust-report catch-up of a joiner."""
+
+SYNCED_TRUST_KINDS: dict[str, str] = {TrustReport.KIND: TRUST}
+"""What a ``trust_reports_request`` page may carry -> the topic whose rules validate it."""
+
 BATCHABLE_KINDS = frozenset({SkillListing.KIND, ListingWithdrawal.KIND})
 """Kinds a ``listing_batch`` may carry (the sender's own announcements)."""
 
@@ -185,7 +196,7 @@ TOPIC_KINDS: dict[str, frozenset[str]] = {
     TRUST: frozenset({TrustReport.KIND}),
     PURCHASE_PROTOCOL: frozenset(PURCHASE_EXCHANGES).union(*PURCHASE_EXCHANGES.values()),
     LISTINGS_SYNC_PROTOCOL: frozenset(SYNC_EXCHANGES).union(*SYNC_EXCHANGES.values()),
-    LISTINGS_SYNC_PROTOCOL_V2: frozenset(SYNC_EXCHANGES).union(*SYNC_EXCHANGES.values()),
+    LISTINGS_SYNC_PROTOCOL_V2: frozenset(SYNC_EXCHANGES_V2).union(*SYNC_EXCHANGES_V2.values()),
 }
 """Envelope kinds accepted on each topic / protocol; anything else is "wrong_topic"."""
 

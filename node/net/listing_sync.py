@@ -63,13 +63,16 @@ from protocol.messages import (
     ListingsSyncRequest,
     ListingsSyncRequestV2,
     Message,
+    TrustReportsRequest,
 )
 from protocol.purchase import ERROR_RATE_LIMITED
 from protocol.topics import (
     LISTINGS_SYNC_PROTOCOL,
     SYNC_EXCHANGES,
+    SYNC_EXCHANGES_V2,
     SYNCABLE_KINDS,
     SYNCABLE_KINDS_V1,
+    SYNCED_TRUST_KINDS,
 )
 
 logger = logging.getLogger(__name__)
@@ -91,6 +94,8 @@ class SyncScope:
 
 V1_SCOPE = SyncScope()
 
+SyncPager = Callable[[int, int, int], Awaitable[tuple[list[bytes], int, bool]]]
+"""``await pager(cursor, limit, max_bytes) -> (envelopes, next_cursor, more)``: trust reports."""
 SyncSource = Callable[[int, int, int, SyncScope], Awaitable[tuple[list[bytes], int, bool]]]
 """``await source(cursor, limit, max_bytes, scope) -> (envelopes, next_cursor, more)``."""
 EntryHandler = Callable[[str, Envelope], Awaitable[None]]
@@ -123,6 +128,7 @@ class SyncReport:
     ignored: int = 0
     rejected: int = 0
     version: int = 0
+    trust: bool = False  # a trust-report catch-up session, not listings
     stopped: str = "done"
     ignore_reasons: dict[str, int] = field(default_factory=dict)
 
@@ -148,17 +154,20 @@ class ListingSync:
         # (shard_count, shards followed) for version 2 requests; None: every listing.
         self.shards = shards
 
-        def transport(protocol: str) -> PurchaseTransport:
+        def transport(protocol: str, exchanges: dict[str, frozenset[str]]) -> PurchaseTransport:
             return PurchaseTransport(
                 host, identity, next_seq, handler_timeout_s=self.limits.request_timeout_s,
                 is_banned=is_banned, protocol_id=protocol, max_streams_per_peer=2,
                 clock_window_ms=clock_window_ms, now_ms=validator.now_ms,
-                exchanges=SYNC_EXCHANGES, connect=connect,
+                exchanges=exchanges, connect=connect,
             )
 
-        self.transport = transport(protocol_id)
+        self.transport = transport(protocol_id, SYNC_EXCHANGES)
         v2 = protocol_id_v2 or protocol_id.removesuffix("/1") + "/2"
-        self.transport_v2 = transport(v2)
+        self.transport_v2 = transport(v2, SYNC_EXCHANGES_V2)
+        # Trust-report catch-up (version 2): served from ``_trust_source``, asked once per peer.
+        self._trust_source: SyncPager | None = None
+        self.trust_synced: set[str] = set()
         self.peer_versions: dict[str, int] = {}  # peers found not to speak version 2
         self._source: SyncSource | None = None
         self._serve_buckets = TokenBuckets(self.limits.serve_per_minute, self.limits.serve_burst)
@@ -180,12 +189,31 @@ class ListingSync:
     async def _handle_v1(self, peer_id: str, envelope: Envelope) -> bytes:
         return await self._handle(peer_id, envelope, V1_SCOPE)
 
+    def serve_trust_reports(self, source: SyncPager) -> None:
+        """Answer ``trust_reports_request`` (version 2) from ``source``; ask peers once each."""
+        self._trust_source = source
+
     async def _handle_v2(self, peer_id: str, envelope: Envelope) -> bytes:
         request = envelope.message()
+        if isinstance(request, TrustReportsRequest):
+            return await self._handle_trust(peer_id, request)
         scope = SyncScope(notices=True)
         if isinstance(request, ListingsSyncRequestV2) and request.shard_count:
             scope = SyncScope(True, request.shard_count, frozenset(request.shards))
         return await self._handle(peer_id, envelope, scope)
+
+    async def _handle_trust(self, peer_id: str, request: TrustReportsRequest) -> bytes:
+        if not self._serve_buckets.allows(peer_id):
+            return self.transport.error_reply(ERROR_RATE_LIMITED, "sync pages per minute")
+        self._serve_buckets.spend(peer_id)
+        entries: list[bytes] = []
+        next_cursor, more = request.cursor, False
+        if self._trust_source is not None:
+            entries, next_cursor, more = await self._trust_source(
+                request.cursor, min(request.limit, self.limits.page_items), MAX_SYNC_PAGE_BYTES)
+        page = ListingsSyncPage(entries=tuple(entries), next_cursor=next_cursor, more=more)
+        self.served_pages += 1
+        return seal(self.identity, page.KIND, page, self.next_seq(), self.validator.now_ms())
 
     async def _handle(self, peer_id: str, envelope: Envelope, scope: SyncScope) -> bytes:
         request = envelope.message()
@@ -203,20 +231,31 @@ class ListingSync:
         return seal(self.identity, page.KIND, page, self.next_seq(), self.validator.now_ms())
 
     # ------------------------------------------------------------------ client
-    async def sync_with(self, peer_id: str, every_shard: bool = False) -> SyncReport:
+    async def sync_trust_with(self, peer_id: str) -> SyncReport:
+        """One trust-report catch-up session (version 2 peers only), from cursor 0."""
+        return await self.sync_with(peer_id, trust=True)
+
+    async def sync_with(self, peer_id: str, every_shard: bool = False,
+                        trust: bool = False) -> SyncReport:
         """One session: pages from the peer's last cursor until done or a limit is hit.
 
         ``every_shard``: ask for listings of every shard (a network search for what this node
         does not follow), from a cursor of its own: the periodic, shard-filtered sessions
         moved the usual cursor past listings of other shards."""
-        report = SyncReport(peer_id)
+        report = SyncReport(peer_id, trust=trust)
         limits = self.limits
         cursors = self.full_cursors if every_shard and self.shards() is not None else self.cursors
         cursor = cursors.get(peer_id, 0)
+        if trust:  # the reports held now, from the start; never a listings cursor
+            cursors, cursor = {}, 0
         entries_seen = 0
         version = self.peer_versions.get(peer_id, max(limits.versions))
+        if trust and version != 2:
+            report.stopped = "unsupported"
+            return report
         while report.pages < limits.max_pages:
-            request = self._request(version, cursor, cursors is self.cursors)
+            request = (TrustReportsRequest(cursor=cursor, limit=limits.page_items) if trust
+                       else self._request(version, cursor, cursors is self.cursors))
             data = seal(self.identity, request.KIND, request, self.next_seq(),
                         self.validator.now_ms())
             transport = self.transport_v2 if version == 2 else self.transport
@@ -224,7 +263,7 @@ class ListingSync:
                 response = await transport.request_envelope(
                     peer_id, data, limits.request_timeout_s)
             except ProtocolUnsupported as error:
-                if version == 2 and 1 in limits.versions:  # an older peer: ask it version 1
+                if version == 2 and 1 in limits.versions and not trust:  # an older peer: ask it version 1
                     version = self.peer_versions[peer_id] = 1
                     continue
                 report.stopped = f"failed: {error}"
@@ -260,7 +299,7 @@ class ListingSync:
                 break
             for entry in page.entries:
                 entries_seen += 1
-                await self._take(peer_id, entry, report,
+                await self._take(peer_id, entry, report, SYNCED_TRUST_KINDS if trust else
                                  SYNCABLE_KINDS if version == 2 else SYNCABLE_KINDS_V1)
                 if report.rejected >= limits.max_rejects:
                     break
@@ -312,7 +351,7 @@ class ListingSync:
             return
         report.accepted += 1
         try:
-            await self.on_entry(SYNCABLE_KINDS[envelope.kind], envelope)
+            await self.on_entry(kinds[envelope.kind], envelope)
         except Exception:
             logger.exception("synced entry handler failed kind=%s", envelope.kind)
 
@@ -348,7 +387,13 @@ class ListingSync:
     async def _session(self, peer: str, limiter: trio.CapacityLimiter) -> None:
         try:
             async with limiter:
-                await self.sync_with(peer)
+                report = await self.sync_with(peer)
+                # A joiner (or a node back from downtime) also takes the peer's trust reports,
+                # once per peer for as long as this node runs: later ones come by gossip.
+                if (report.version == 2 and self._trust_source is not None
+                        and peer not in self.trust_synced):
+                    self.trust_synced.add(peer)
+                    await self.sync_trust_with(peer)
         except Exception:
             logger.exception("listings sync with %s failed", peer)
         finally:

@@ -41,7 +41,13 @@ from node.net.discovery import Discovery, DiscoveryConfig
 from node.net.gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
 from node.net.gossip_config import GossipConfig, build_pubsub, build_router
 from node.net.host import build_host, listen_addrs, to_peer_id
-from node.net.listing_sync import SYNC_STALLED, ListingSync, SyncLimits, SyncSource
+from node.net.listing_sync import (
+    SYNC_STALLED,
+    ListingSync,
+    SyncLimits,
+    SyncPager,
+    SyncSource,
+)
 from node.net.peers import PeerManager, PeerStatus
 from node.net.reach import Reachability, ReachabilityConfig
 from node.net.reqresp import PurchaseTransport, RequestHandler
@@ -254,6 +260,11 @@ class NetService:
         """Answer ``/crystalmesh/<network>/listings-sync/2`` and ``/1`` from ``source``."""
         self._sync_source = source
         self.sync.serve(source)
+
+    def serve_trust_reports(self, source: SyncPager) -> None:
+        """Answer ``trust_reports_request`` (listings-sync/2) from ``source``, and ask each new
+        version-2 peer for its trust reports once (a joiner's EigenTrust inputs)."""
+        self.sync.serve_trust_reports(source)
 
     async def publish(self, topic: str, message: Any, issued_at_ms: int | None = None) -> Envelope:
         """Seal ``message`` with our key and next seq, and gossip it on ``topic``.

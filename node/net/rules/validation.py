@@ -76,7 +76,11 @@ from protocol.envelope import (
     InvalidEnvelope,
     open_envelope,
 )
-from protocol.liveness import NOTICE_SYNC_LIFETIME_MS, WITHDRAWAL_LIFETIME_MS
+from protocol.liveness import (
+    NOTICE_SYNC_LIFETIME_MS,
+    TRUST_REPORT_SYNC_MAX_AGE_MS,
+    WITHDRAWAL_LIFETIME_MS,
+)
 from protocol.messages import (
     Bounty,
     EndorsementRevocation,
@@ -85,6 +89,7 @@ from protocol.messages import (
     ListingWithdrawal,
     SkillListing,
     SkillWarning,
+    TrustReport,
     WeatherAlert,
     WeatherLift,
     verify_endorsement,
@@ -140,7 +145,8 @@ def rate_limits(config: NetConfig) -> dict[str, tuple[float, int]]:
 DEFAULT_RATE_LIMITS: dict[str, tuple[float, int]] = rate_limits(NetConfig())
 # Envelopes taken in through the listings sync protocol are a seller's whole live
 # catalogue at once, not fresh announcements: a larger burst per origin key.
-DEFAULT_SYNC_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (60.0, 512), BOUNTIES: (20.0, 64)}
+DEFAULT_SYNC_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (60.0, 512), BOUNTIES: (20.0, 64),
+                                                           TRUST: (20.0, 8)}
 # Entries of listing batches per origin key: a seller announcing its whole catalogue at once
 # (the batch message itself is one of its skills-topic messages). As large as a sync's burst:
 # a catalogue that a late joiner may take in at once may as well be announced at once.
@@ -381,6 +387,8 @@ class MessageValidator:
             expires = message.expires_at_ms
         elif isinstance(message, SkillWarning | EndorsementRevocation):
             expires = envelope.issued_at_ms + NOTICE_SYNC_LIFETIME_MS
+        elif isinstance(message, TrustReport):
+            expires = envelope.issued_at_ms + TRUST_REPORT_SYNC_MAX_AGE_MS
         else:
             assert isinstance(message, ListingWithdrawal)
             expires = envelope.issued_at_ms + WITHDRAWAL_LIFETIME_MS

@@ -28,8 +28,14 @@ from node.service import NodeService
 from protocol.envelope import Envelope, open_envelope, seal, sign_envelope
 from protocol.identity import Identity
 from protocol.liveness import NOTICE_SYNC_LIFETIME_MS, ListingsSyncPage
-from protocol.messages import EndorsementRevocation, SkillListing, SkillWarning
-from protocol.topics import SKILLS, listing_shard
+from protocol.messages import (
+    EndorsementRevocation,
+    SkillListing,
+    SkillWarning,
+    TrustEntry,
+    TrustReport,
+)
+from protocol.topics import SKILLS, TRUST, listing_shard
 from tests.support.market import WAIT_S, start_market
 from tests.support.net import make_listing, make_net
 from tests.support.wait import wait_until_async
@@ -243,3 +249,35 @@ async def test_a_node_following_some_shards_is_served_only_their_listings(
     assert scopes[-1] == SyncScope(notices=True)
     assert report.accepted == len(categories) and report.rejected == 0
     assert follower.sync.cursors[new.net.peer_id] > 0  # the periodic cursor stays its own
+
+
+# --- a joiner catches up the trust reports --------------------------------------------------------
+
+async def test_a_joiner_takes_the_recent_signed_trust_reports_its_peer_holds(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    old = node_service(tmp_path, "old")
+    await nursery.start(old.run)
+    reporters = [Identity.generate() for _ in range(5)]
+    rated = Identity.generate().public_key
+    for index, reporter in enumerate(reporters):
+        issued = now_ms() - 60_000 * (index + 1)  # reported minutes ago: gossip is long past
+        report = TrustReport(epoch=issued // 1000, row=(TrustEntry(rated, 1_000_000),))
+        data = seal(reporter, TrustReport.KIND, report, issued, issued)
+        await old.trust.on_trust_report(old.net.validator.check_synced(data, {TrustReport.KIND: TRUST}))
+    stale = Identity.generate()  # older than receivers keep (trust.report_max_age_s): not held
+    issued = now_ms() - 2 * 86_400_000
+    await old.trust.on_trust_report(open_envelope(
+        seal(stale, TrustReport.KIND, TrustReport(epoch=issued // 1000, row=()), 1, issued)))
+    assert len(old.trust.matrix) == 5
+
+    init_node(tmp_path / "joiner", name="joiner", embedder="hashing",
+              listen="/ip4/127.0.0.1/tcp/0", api_port=0, bootstrap=[old.net.listen_addrs()[0]])
+    joiner = NodeService(load_config(tmp_path / "joiner", environ={}))
+    await nursery.start(joiner.run)
+    wanted = {reporter.public_key.hex() for reporter in reporters}
+    await wait_until_async(
+        lambda: wanted <= {report.sender for report in joiner.trust.matrix.reports()},
+        WAIT_S, "the joiner to hold the five trust reports")
+    [session] = [report for report in joiner.net.sync.reports if report.trust]
+    assert session.version == 2 and session.rejected == 0
+    assert stale.public_key.hex() not in {report.sender for report in joiner.trust.matrix.reports()}
