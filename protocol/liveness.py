@@ -78,9 +78,10 @@ NOTICE_SYNC_LIFETIME_MS = 30 * 86_400_000
 """How long a skill warning or an endorsement revocation is re-served by listings sync after
 its issue (a listing lives at most ``MAX_LISTING_LIFETIME_MS``; a node away for longer than
 this syncs from scratch and never sees the warned listing's old announcements as live)."""
-TRUST_REPORT_SYNC_MAX_AGE_MS = 86_400_000
-"""A synced trust report older than this is ``expired`` (a receiver keeps reports for its
-own ``trust.report_max_age_s`` / cadence, at most this; older ones say nothing about now)."""
+TRUST_REPORT_SYNC_MAX_AGE_MS = 21 * 86_400_000
+"""A synced trust report older than this is ``expired``: three of the longest report intervals
+(a week, in a network so large that reports are rare). Receivers keep a report for their own
+``max(trust.report_max_age_s, 3 × R)``, usually far less; this is only the protocol's bound."""
 MAX_BATCH_ITEMS = 128
 """At most this many listings in one ``listing_batch``."""
 MAX_BATCH_BYTES = 60_000

@@ -23,6 +23,10 @@ listing shards the asking node follows (``SyncScope``). Version 1 pages never
 carry notices: an older node rejects them as ``wrong_topic`` and would charge
 us. A client asks version 2 first and falls back to version 1 for a peer that
 does not speak it (remembered per peer), so older peers keep working both ways.
+On version 2 a node also asks each peer once, after its first listings session,
+for the latest signed trust report of every sender the peer holds
+(``TrustReportsRequest``; the trust layer's ``report_page``): a joiner's
+EigenTrust inputs without waiting for the next round of reports.
 
 Containment: each page is bounded by the protocol (``MAX_SYNC_PAGE_ITEMS``,
 ``MAX_SYNC_PAGE_BYTES``) and by the request's ``limit``; a session stops
