@@ -190,6 +190,7 @@ class NodeService:
         self.market.warnings = self.warnings
         self.net.on_weather(self.weather.on_weather)
         self.net.on_trust_report(self.trust.on_trust_report)
+        self.net.serve_trust_reports(self.trust.report_page)
         self.net.on_reject(self.trust.on_rejection)
         self.net.on_reject(
             lambda r: metrics.GOSSIP_MESSAGES.labels(topic=r.topic, outcome="rejected", reason=r.reason).inc()

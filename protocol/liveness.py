@@ -14,6 +14,10 @@
   (``/crystalmesh/listings-sync/1``): a node asks a peer for the market
   state it lacks, page by page after a since-cursor; every entry is a complete
   signed envelope the receiver validates exactly as if it had been gossiped.
+- :class:`ListingsSyncRequestV2` (``/crystalmesh/listings-sync/2``): the same
+  exchange; its pages may also carry skill warnings and endorsement revocations
+  (kept :data:`NOTICE_SYNC_LIFETIME_MS`), and it names the listing shards the
+  asking node follows (``shard_count`` 0: every shard).
 """
 
 from __future__ import annotations
@@ -49,12 +53,17 @@ __all__ = [
     "MAX_SYNC_ENTRY_BYTES",
     "MAX_SYNC_PAGE_BYTES",
     "MAX_SYNC_PAGE_ITEMS",
+    "MAX_SYNC_SHARDS",
+    "NOTICE_SYNC_LIFETIME_MS",
+    "TRUST_REPORT_SYNC_MAX_AGE_MS",
     "WITHDRAWAL_LIFETIME_MS",
     "Bounty",
     "ListingBatch",
     "ListingWithdrawal",
     "ListingsSyncPage",
     "ListingsSyncRequest",
+    "ListingsSyncRequestV2",
+    "TrustReportsRequest",
 ]
 
 MAX_SYNC_PAGE_ITEMS = 128
@@ -63,6 +72,16 @@ MAX_SYNC_ENTRY_BYTES = 32 * 1024
 """One envelope in a sync page: a listing at its field bounds stays well below this."""
 MAX_SYNC_PAGE_BYTES = 200_000
 """Sum of the entries of one page, so the page envelope stays under MAX_MESSAGE_BYTES."""
+MAX_SYNC_SHARDS = 256
+"""At most this many shard ids in one ``ListingsSyncRequestV2`` (a node follows a few)."""
+NOTICE_SYNC_LIFETIME_MS = 30 * 86_400_000
+"""How long a skill warning or an endorsement revocation is re-served by listings sync after
+its issue (a listing lives at most ``MAX_LISTING_LIFETIME_MS``; a node away for longer than
+this syncs from scratch and never sees the warned listing's old announcements as live)."""
+TRUST_REPORT_SYNC_MAX_AGE_MS = 21 * 86_400_000
+"""A synced trust report older than this is ``expired``: three of the longest report intervals
+(a week, in a network so large that reports are rare). Receivers keep a report for their own
+``max(trust.report_max_age_s, 3 × R)``, usually far less; this is only the protocol's bound."""
 MAX_BATCH_ITEMS = 128
 """At most this many listings in one ``listing_batch``."""
 MAX_BATCH_BYTES = 60_000
@@ -156,6 +175,56 @@ class ListingsSyncRequest(Message):
 
 
 @dataclass(frozen=True)
+class ListingsSyncRequestV2(Message):
+    """Version 2 of the request, only on ``listings-sync/2``: the page may carry notices
+    (skill warnings, endorsement revocations), and only listings of the ``shards`` of
+    ``shard_count`` are asked for (``shard_count`` 0 and no shards: every listing).
+    Withdrawals, bounties and notices are not filtered."""
+
+    KIND: ClassVar[str] = "listings_sync_request"
+    VERSION: ClassVar[int] = 2
+    FIELDS: ClassVar[Schema] = {
+        "cursor": Int(0, U63_MAX),
+        "limit": Int(1, MAX_SYNC_PAGE_ITEMS),
+        "shard_count": Int(0, 4096),
+        "shards": ListOf(Int(0, 4095), MAX_SYNC_SHARDS),
+    }
+    cursor: int
+    limit: int
+    shard_count: int = 0
+    shards: tuple[int, ...] = ()
+
+    def check(self) -> None:
+        count = self.shard_count
+        if count == 0:
+            if self.shards:
+                raise InvalidMessage("shards: listed without a shard_count")
+            return
+        if count & (count - 1):
+            raise InvalidMessage(f"shard_count: {count} is not a power of two")
+        if any(shard >= count for shard in self.shards):
+            raise InvalidMessage(f"shards: every shard is below shard_count {count}")
+        if list(self.shards) != sorted(set(self.shards)):
+            raise InvalidMessage("shards: ascending, each once")
+
+
+@dataclass(frozen=True)
+class TrustReportsRequest(Message):
+    """Ask a peer (``listings-sync/2`` only) for the latest signed trust report of every sender
+    it holds, ``cursor`` 0 first, then the page's ``next_cursor``: what a node that joins needs
+    for the EigenTrust levels before the next round of reports. Answered by a
+    ``listings_sync_page`` of ``trust_report`` envelopes."""
+
+    KIND: ClassVar[str] = "trust_reports_request"
+    FIELDS: ClassVar[Schema] = {
+        "cursor": Int(0, U63_MAX),
+        "limit": Int(1, MAX_SYNC_PAGE_ITEMS),
+    }
+    cursor: int
+    limit: int
+
+
+@dataclass(frozen=True)
 class ListingsSyncPage(Message):
     """Up to ``limit`` signed envelopes (listings, withdrawals, bounties) after the cursor.
 
@@ -202,5 +271,7 @@ LIVENESS_MESSAGES: tuple[type[Message], ...] = (
     ListingWithdrawal,
     Bounty,
     ListingsSyncRequest,
+    ListingsSyncRequestV2,
+    TrustReportsRequest,
     ListingsSyncPage,
 )

@@ -21,7 +21,9 @@ from protocol.liveness import (
     ListingBatch,
     ListingsSyncPage,
     ListingsSyncRequest,
+    ListingsSyncRequestV2,
     ListingWithdrawal,
+    TrustReportsRequest,
 )
 from protocol.purchase import (
     ERROR_CODES,
@@ -91,6 +93,7 @@ __all__ = [
     "ListingWithdrawal",
     "ListingsSyncPage",
     "ListingsSyncRequest",
+    "ListingsSyncRequestV2",
     "Message",
     "PaidPurchaseRequest",
     "PaymentAuthorization",
@@ -104,6 +107,7 @@ __all__ = [
     "TransferAuthorization",
     "TrustEntry",
     "TrustReport",
+    "TrustReportsRequest",
     "WeatherAlert",
     "WeatherLift",
     "content_hash",

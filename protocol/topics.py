@@ -4,7 +4,7 @@ Every id names the network first, then a version::
 
     /crystalmesh/<network>/1/skills        gossip topics (skills, weather, trust, bounties)
     /crystalmesh/<network>/purchase/1      request/response protocols
-    /crystalmesh/<network>/listings-sync/1
+    /crystalmesh/<network>/listings-sync/2 (and /1, served beside it for older nodes)
     /crystalmesh/<network>/kad/1.0.0       the Kademlia DHT (never the public /ipfs/kad/1.0.0)
 
 The network (``devnet``, ``testnet``, ``mainnet``, or ``devnet-<name>`` /
@@ -43,6 +43,7 @@ from protocol.messages import (
     SkillWarning,
     TermsChanged,
     TrustReport,
+    TrustReportsRequest,
     WeatherAlert,
     WeatherLift,
 )
@@ -54,12 +55,17 @@ __all__ = [
     "DHT_PROTOCOL",
     "GOSSIP_TOPICS",
     "LISTINGS_SYNC_PROTOCOL",
+    "LISTINGS_SYNC_PROTOCOL_V2",
     "LISTING_SHARDS_MAX",
     "PURCHASE_EXCHANGES",
     "PURCHASE_PROTOCOL",
     "SKILLS",
     "SYNCABLE_KINDS",
+    "SYNCABLE_KINDS_V1",
+    "SYNCED_TRUST_KINDS",
     "SYNC_EXCHANGES",
+    "SYNC_EXCHANGES_V2",
+    "SYNC_NOTICE_KINDS",
     "TOPIC_KINDS",
     "TRUST",
     "WEATHER",
@@ -128,6 +134,10 @@ TRUST = _on(DEFAULT_NETWORK, "1/trust")
 BOUNTIES = _on(DEFAULT_NETWORK, "1/bounties")
 PURCHASE_PROTOCOL = _on(DEFAULT_NETWORK, "purchase/1")
 LISTINGS_SYNC_PROTOCOL = _on(DEFAULT_NETWORK, "listings-sync/1")
+LISTINGS_SYNC_PROTOCOL_V2 = _on(DEFAULT_NETWORK, "listings-sync/2")
+"""Version 2: pages also carry skill warnings and endorsement revocations; the request names
+the shards the node follows. Served beside version 1, which never carries the new kinds (an
+older node would reject them as ``wrong_topic`` and charge the serving peer)."""
 DHT_PROTOCOL = _on(DEFAULT_NETWORK, "kad/1.0.0")
 """Kademlia (libp2p kad-dht wire format) under our own id: nothing joins the public IPFS DHT."""
 
@@ -150,15 +160,32 @@ SYNC_EXCHANGES: dict[str, frozenset[str]] = {
 }
 """Request kind -> response kinds on the listings sync protocol."""
 
+SYNC_EXCHANGES_V2: dict[str, frozenset[str]] = SYNC_EXCHANGES | {
+    TrustReportsRequest.KIND: frozenset({ListingsSyncPage.KIND}) | _REFUSALS,
+}
+"""Version 2 adds the trust-report catch-up of a joiner."""
+
+SYNCED_TRUST_KINDS: dict[str, str] = {TrustReport.KIND: TRUST}
+"""What a ``trust_reports_request`` page may carry -> the topic whose rules validate it."""
+
 BATCHABLE_KINDS = frozenset({SkillListing.KIND, ListingWithdrawal.KIND})
 """Kinds a ``listing_batch`` may carry (the sender's own announcements)."""
 
-SYNCABLE_KINDS: dict[str, str] = {
+SYNCABLE_KINDS_V1: dict[str, str] = {
     SkillListing.KIND: SKILLS,
     ListingWithdrawal.KIND: SKILLS,
     Bounty.KIND: BOUNTIES,
 }
-"""Kinds a sync page may carry -> the topic whose rules validate them."""
+"""Kinds a ``listings-sync/1`` page may carry -> the topic whose rules validate them."""
+
+SYNC_NOTICE_KINDS: dict[str, str] = {
+    SkillWarning.KIND: SKILLS,
+    EndorsementRevocation.KIND: SKILLS,
+}
+"""Kinds only a ``listings-sync/2`` page carries: what a node that was away must not miss."""
+
+SYNCABLE_KINDS: dict[str, str] = SYNCABLE_KINDS_V1 | SYNC_NOTICE_KINDS
+"""Kinds a ``listings-sync/2`` page may carry -> the topic whose rules validate them."""
 
 TOPIC_KINDS: dict[str, frozenset[str]] = {
     SKILLS: frozenset({SkillListing.KIND, ListingEndorsement.KIND, ListingWithdrawal.KIND,
@@ -169,6 +196,7 @@ TOPIC_KINDS: dict[str, frozenset[str]] = {
     TRUST: frozenset({TrustReport.KIND}),
     PURCHASE_PROTOCOL: frozenset(PURCHASE_EXCHANGES).union(*PURCHASE_EXCHANGES.values()),
     LISTINGS_SYNC_PROTOCOL: frozenset(SYNC_EXCHANGES).union(*SYNC_EXCHANGES.values()),
+    LISTINGS_SYNC_PROTOCOL_V2: frozenset(SYNC_EXCHANGES_V2).union(*SYNC_EXCHANGES_V2.values()),
 }
 """Envelope kinds accepted on each topic / protocol; anything else is "wrong_topic"."""
 

@@ -2,7 +2,7 @@
 
 ``NodeService`` builds one ``MarketLiveness`` and hands the local API its
 methods (``NodeApi.market_liveness``); the net layer gets ``sync_source`` to
-answer ``/crystalmesh/listings-sync/1`` and ``on_bounty`` for the bounties topic.
+answer ``/crystalmesh/<net>/listings-sync/2`` and ``/1`` and ``on_bounty`` for the bounties topic.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from node.market.bounty_desk import BountyDesk, BuySkill
 from node.market.selling import SWEEP_INTERVAL_S, Catalogue, Publisher
-from node.net import NetService
+from node.net import NetService, SyncScope
 from protocol.envelope import Envelope
 
 
@@ -30,12 +30,14 @@ class MarketLiveness:
         net.on_bounty(self.on_bounty)
         net.serve_listings_sync(self.sync_source)
 
-    async def sync_source(self, cursor: int, limit: int,
-                          max_bytes: int) -> tuple[list[bytes], int, bool]:
-        """The newest live state after ``cursor``, for a peer's listings-sync request."""
+    async def sync_source(self, cursor: int, limit: int, max_bytes: int,
+                          scope: SyncScope) -> tuple[list[bytes], int, bool]:
+        """The newest live state after ``cursor``, for a peer's listings-sync request (version 2:
+        with warnings and revocations, and only the listing shards the peer follows)."""
         feed = self.publisher.lifecycle.feed
         return await self.publisher.memory.run(feed.page, cursor, limit, max_bytes,
-                                               self.publisher.clock())
+                                               self.publisher.clock(), scope.notices,
+                                               scope.shard_count, scope.shards)
 
     async def on_bounty(self, envelope: Envelope) -> None:
         await self.desk.on_bounty(envelope)

@@ -15,7 +15,15 @@ Accepting a warning, in one place for every way it can arrive:
   deleted from memory (so it is neither in context nor searchable), its text kept in the
   purchase row, the purchase marked ``quarantined`` with the warning's reason (what the
   buyer's agent sees through the API, MCP and the dashboard); the operator can release it;
-- the seller is charged a ``skill_quarantined`` trust event once per quarantined purchase.
+- the seller is charged a ``skill_quarantined`` trust event once per quarantined purchase;
+- the warning's signed envelope, and for a quorum the envelopes of every peer warning that
+  made it up (its evidence), join the market feed (``MarketFeed.note``), so listings sync
+  (``listings-sync/2``) hands them to a node that was away when they were gossiped. That
+  node weighs them by its own rule: a management key's at once, peers' by its own trust.
+
+A peer's warning counts towards a quorum at its signed ``issued_at_ms`` (for gossip that is
+within the clock window of its receipt): warnings issued within ``QUORUM_WINDOW_MS`` of each
+other add up, whether gossip brought them now or a sync brought them days later.
 """
 
 from __future__ import annotations
@@ -28,12 +36,13 @@ from typing import Any
 
 from node.crystals import CrystalNotFound, now_ms
 from node.errors import NodeError
-from node.market.book import ListingBook
+from node.market.book import ListingBook, MarketFeed
 from node.market.ledger import MarketLedger
 from node.market.states import PurchaseState
 from node.memory import AsyncMemory
 from node.trust import TrustLevel
 from protocol.envelope import Envelope
+from protocol.liveness import NOTICE_SYNC_LIFETIME_MS
 from protocol.skill_warning import MAX_WARNING_REASON_CHARS, SkillWarning
 from protocol.topics import SKILLS
 
@@ -64,19 +73,20 @@ class WarningDesk:
         self.level = level
         self.record_trust = record_trust
         self.publish = publish
-        # target -> {sender: received_at_ms} of warnings below quorum (bounded, oldest out)
-        self._votes: OrderedDict[str, dict[bytes, int]] = OrderedDict()
+        self.feed = MarketFeed(listings.db)
+        # target -> {sender: (issued_at_ms, envelope)} of warnings below quorum (bounded)
+        self._votes: OrderedDict[str, dict[bytes, tuple[int, Envelope]]] = OrderedDict()
         # accepted / ignored_untrusted / quorum_vote: what gossip brought and what came of it
         self.counts: Counter[str] = Counter()
 
     async def on_warning(self, envelope: Envelope) -> None:
-        """A validated warning from gossip: accept it, count it towards a quorum, or note it."""
+        """A validated warning (gossip or sync): accept it, count it towards a quorum, or note it."""
         warning = envelope.message()
         assert isinstance(warning, SkillWarning)
         sender = envelope.sender
         if sender in self.management or sender == self.own_key:
             self.counts["accepted"] += 1
-            await self.accept(warning, [sender])
+            await self.accept(warning, [sender], [envelope])
             return
         level = await self.level(sender)
         if not level.at_least(TrustLevel.TRUSTED):
@@ -85,19 +95,24 @@ class WarningDesk:
                      sender.hex()[:16], level, warning.targets)
             return
         now = now_ms()
+        issued = envelope.issued_at_ms
         self.counts["quorum_vote"] += 1
         for target in warning.targets:
             votes = self._votes.setdefault(target, {})
             self._votes.move_to_end(target)
-            votes[sender] = now
-            for voter in [key for key, at in votes.items() if now - at > QUORUM_WINDOW_MS]:
+            votes[sender] = (issued, envelope)
+            for voter in [key for key, (at, _) in votes.items()
+                          if now - at > NOTICE_SYNC_LIFETIME_MS]:
                 del votes[voter]
             while len(self._votes) > MAX_PENDING_TARGETS:
                 self._votes.popitem(last=False)
-            if len(votes) >= QUORUM:
+            agreeing = {key: vote for key, (at, vote) in votes.items()
+                        if abs(at - issued) <= QUORUM_WINDOW_MS}
+            if len(agreeing) >= QUORUM:
                 del self._votes[target]
                 self.counts["accepted"] += 1
-                await self.accept(warning, sorted(votes))
+                await self.accept(warning, sorted(agreeing),
+                                  list(agreeing.values()))
                 return
 
     async def warn(self, target: str, reason: str) -> dict[str, Any]:
@@ -116,14 +131,18 @@ class WarningDesk:
         warning = SkillWarning(listing_id=listing_id, content_hash=content_hash,
                                reason=reason.strip()[:MAX_WARNING_REASON_CHARS], issued_at_ms=issued)
         seq = None
+        evidence = []
         if self.publish is not None:
             envelope = await self.publish(SKILLS, warning, issued_at_ms=issued)
             seq = envelope.seq
-        applied = await self.accept(warning, [self.own_key])
+            evidence.append(envelope)
+        applied = await self.accept(warning, [self.own_key], evidence)
         return applied | {"seq": seq, "issued_at_ms": issued}
 
-    async def accept(self, warning: SkillWarning, senders: list[bytes]) -> dict[str, Any]:
-        result = await self.memory.run(self._record_and_drop, warning, senders)
+    async def accept(self, warning: SkillWarning, senders: list[bytes],
+                     evidence: Collection[Envelope] = ()) -> dict[str, Any]:
+        """Apply ``warning``; ``evidence``: the signed warnings it rests on, re-served by sync."""
+        result = await self.memory.run(self._record_and_drop, warning, senders, list(evidence))
         for content_hash in result["hashes"]:
             crystal = await self.memory.find_by_hash(content_hash)
             if crystal is not None and crystal.governance.peer_origin:
@@ -149,12 +168,17 @@ class WarningDesk:
         return {"targets": list(warning.targets), "reason": warning.reason,
                 "dropped_listings": result["dropped"], "quarantined": quarantined}
 
-    def _record_and_drop(self, warning: SkillWarning, senders: list[bytes]) -> dict[str, Any]:
-        """In one transaction: remember the targets, drop their listings; what was held."""
+    def _record_and_drop(self, warning: SkillWarning, senders: list[bytes],
+                         evidence: list[Envelope]) -> dict[str, Any]:
+        """In one transaction: remember the targets, drop their listings, keep the evidence in
+        the sync feed; what was held."""
         db = self.listings.db
         targets = warning.targets
         marks = ",".join("?" * len(targets))
         with db.transaction() as conn:
+            now = now_ms()
+            for envelope in evidence:
+                self.feed.note(conn, envelope, now)
             new = 0
             for target in targets:
                 new += conn.execute(

@@ -112,6 +112,10 @@ class RequestFailed(ReqRespError):
     """The exchange broke: stream reset, protocol unsupported, or a frame over the size limit."""
 
 
+class ProtocolUnsupported(RequestFailed):
+    """The peer does not speak the protocol id asked for (an older or another node)."""
+
+
 class PeerBusy(RequestTimeout):
     """The peer answered busy until the timeout ran out: it is alive, only loaded."""
 
@@ -357,7 +361,7 @@ class PurchaseTransport:
         except RequestTimeoutError as error:
             raise RequestTimeout(f"{peer_id} did not answer within {timeout_s} s") from error
         except ProtocolNotSupportedError as error:
-            raise RequestFailed(f"{peer_id} does not speak {self.protocol_id}") from error
+            raise ProtocolUnsupported(f"{peer_id} does not speak {self.protocol_id}") from error
         except MessageTooLargeError as error:
             raise RequestFailed(f"frame over {self.max_message_bytes} bytes: {error}") from error
         except RequestResponseError as error:

@@ -41,7 +41,13 @@ from node.net.discovery import Discovery, DiscoveryConfig
 from node.net.gossip import TOPICS, EnvelopeHandler, Gossip, SequenceSource
 from node.net.gossip_config import GossipConfig, build_pubsub, build_router
 from node.net.host import build_host, listen_addrs, to_peer_id
-from node.net.listing_sync import SYNC_STALLED, ListingSync, SyncLimits, SyncSource
+from node.net.listing_sync import (
+    SYNC_STALLED,
+    ListingSync,
+    SyncLimits,
+    SyncPager,
+    SyncSource,
+)
 from node.net.peers import PeerManager, PeerStatus
 from node.net.reach import Reachability, ReachabilityConfig
 from node.net.reqresp import PurchaseTransport, RequestHandler
@@ -62,6 +68,7 @@ from protocol.topics import (
     BOUNTIES,
     DHT_PROTOCOL,
     LISTINGS_SYNC_PROTOCOL,
+    LISTINGS_SYNC_PROTOCOL_V2,
     PURCHASE_PROTOCOL,
     SKILLS,
     TRUST,
@@ -203,6 +210,8 @@ class NetService:
             clock_window_ms=int(config.clock_window_s * 1000),
             protocol_id=on_network(LISTINGS_SYNC_PROTOCOL, self.network),
             connect=self.reachability.connect,
+            protocol_id_v2=on_network(LISTINGS_SYNC_PROTOCOL_V2, self.network),
+            shards=self._followed_shards,
         )
         self._sync_source: SyncSource | None = None
         self._started = trio.Event()
@@ -240,10 +249,22 @@ class NetService:
     def on_bounty(self, handler: EnvelopeHandler) -> None:
         self.gossip.on(BOUNTIES, handler)
 
+    def _followed_shards(self) -> tuple[int, frozenset[int]] | None:
+        """(shard count, shards followed) for listings sync, None when every listing is wanted."""
+        shards = self.shards
+        if shards is None or len(shards.follows) >= shards.shards:
+            return None
+        return shards.shards, frozenset(shards.follows)
+
     def serve_listings_sync(self, source: SyncSource) -> None:
-        """Answer ``/crystalmesh/<network>/listings-sync/1`` from ``source``; sync with new peers."""
+        """Answer ``/crystalmesh/<network>/listings-sync/2`` and ``/1`` from ``source``."""
         self._sync_source = source
         self.sync.serve(source)
+
+    def serve_trust_reports(self, source: SyncPager) -> None:
+        """Answer ``trust_reports_request`` (listings-sync/2) from ``source``, and ask each new
+        version-2 peer for its trust reports once (a joiner's EigenTrust inputs)."""
+        self.sync.serve_trust_reports(source)
 
     async def publish(self, topic: str, message: Any, issued_at_ms: int | None = None) -> Envelope:
         """Seal ``message`` with our key and next seq, and gossip it on ``topic``.
@@ -315,7 +336,7 @@ class NetService:
                 async def sync(info: Any) -> None:
                     if info.addrs:
                         self.host.get_peerstore().add_addrs(info.peer_id, info.addrs[:8], 600)
-                    result = await self.sync.sync_with(str(info.peer_id))
+                    result = await self.sync.sync_with(str(info.peer_id), every_shard=True)
                     report["synced"] += 1 if result.pages else 0
                     report["accepted"] += result.accepted
                     report["rejected"] += result.rejected
@@ -349,6 +370,8 @@ class NetService:
         """Listings sync: recent sessions per peer, pages served."""
         return {
             "protocol": str(self.sync.transport.protocol_id),
+            "protocols": [str(self.sync.transport_v2.protocol_id),
+                          str(self.sync.transport.protocol_id)],
             "served_pages": self.sync.served_pages,
             "cursors": dict(self.sync.cursors),
             "sessions": [dataclasses.asdict(report) for report in self.sync.reports[-16:]],

@@ -99,6 +99,8 @@ class TrustService:
         self._run_in_store = run_in_store
         self.ledger = Ledger(store, weights, clock)
         self._matrix_lock = threading.Lock()
+        self._signed: dict[str, bytes] = {}  # sender hex -> its latest report's envelope
+        self._own_signed: bytes | None = None
         self.matrix = TrustMatrix(
             self.own_key,
             self.config.report_max_age_s,
@@ -186,11 +188,40 @@ class TrustService:
         return len(batch)
 
     async def on_trust_report(self, envelope: Envelope) -> None:
-        """Gossip handler for the trust topic (envelope already validated)."""
+        """Gossip (and listings-sync) handler for the trust topic (envelope already validated)."""
         message = envelope.message()
         if not isinstance(message, TrustReport):
             return
-        self.add_report(envelope.sender, message, envelope.issued_at_ms)
+        if self.add_report(envelope.sender, message, envelope.issued_at_ms):
+            # Kept signed, so a joiner can take it by listings sync (``report_page``).
+            self._signed[envelope.sender.hex()] = envelope.to_bytes()
+            if len(self._signed) > 2 * len(self.matrix) + 64:  # evicted senders: forget them
+                with self._matrix_lock:
+                    held = {report.sender for report in self.matrix.reports()}
+                self._signed = {key: raw for key, raw in self._signed.items() if key in held}
+
+    async def report_page(self, cursor: int, limit: int,
+                          max_bytes: int) -> tuple[list[bytes], int, bool]:
+        """The latest signed report of every sender held (and ours), for a joiner's catch-up:
+        entries after position ``cursor`` in sender order, within ``limit`` and ``max_bytes``."""
+        with self._matrix_lock:
+            self.matrix.prune(self.clock())
+            held = {report.sender for report in self.matrix.reports()}
+        # Aged out or evicted from the matrix: not served either.
+        self._signed = {key: raw for key, raw in self._signed.items() if key in held}
+        signed = [self._signed[key] for key in sorted(self._signed)]
+        if self._own_signed is not None:
+            signed.append(self._own_signed)
+        entries: list[bytes] = []
+        size = 0
+        position = cursor
+        for raw in signed[cursor:cursor + limit]:
+            if size + len(raw) > max_bytes:
+                break
+            entries.append(raw)
+            size += len(raw)
+            position += 1
+        return entries, position, position < len(signed)
 
     def add_report(self, sender: bytes, report: TrustReport, issued_at_ms: int) -> bool:
         """Keep a received report (not from ourselves, nor from a banned peer); True if kept."""
@@ -423,7 +454,9 @@ class TrustService:
             self.published += 1
             await self._in_store(lambda: self._save_last_published(report, now))
             try:
-                await publish(report)
+                sent = await publish(report)
+                if isinstance(sent, Envelope):
+                    self._own_signed = sent.to_bytes()
             except Exception:
                 logger.exception("publishing trust report failed")
         if ban is not None:

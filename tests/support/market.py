@@ -73,7 +73,12 @@ class Market:
     async def restart_seller(self) -> None:
         """Stop the seller's node (every task, its database closed) and start a new
         ``NodeService`` on the same data dir: same identity, wallet, listings and ledgers."""
-        old = self.running["seller"]
+        port = await self.stop("seller")
+        self.seller = await self.start_again("seller", port, [self.buyer])
+
+    async def stop(self, name: str) -> str:
+        """Stop node ``name`` (every task, its listener closed, as a dead process's); its port."""
+        old = self.running[name]
         # Back on its port, as a node with a fixed listen address in node.toml comes back.
         port = old.node.net.listen_addrs()[0].split("/")[4]
         old.scope.cancel()
@@ -82,12 +87,26 @@ class Market:
             # A dead process's sockets are closed by the OS; py-libp2p's TCP listener lives in
             # a trio system task that outlives the cancelled node, so close it as the OS would.
             await old.node.net.host.get_network().close()
-        config = old.node.config
+        return port
+
+    async def start_again(self, name: str, port: str, connect: list[NodeService],
+                          mesh: bool = True) -> NodeService:
+        """A new ``NodeService`` on the data dir of stopped node ``name``, connected to (``mesh``:
+        and in the skills mesh of) each of ``connect``."""
+        config = self.running[name].node.config
         config = dataclasses.replace(
             config, net=dataclasses.replace(config.net, listen=f"/ip4/127.0.0.1/tcp/{port}"))
-        self.seller = NodeService(config, chain_client=self.chain.client())
-        self.running["seller"] = await self.nursery.start(_run, self.seller)
-        await _connect(self.seller, self.buyer)
+        node = NodeService(config, chain_client=self.chain.client())
+        self.running[name] = await self.nursery.start(_run, node)
+        for other in connect:  # the nodes that stayed up dial the one that comes back
+            if mesh:
+                await _connect(node, other)
+                continue
+            other.net.connect(node.net.listen_addrs()[0])
+            await wait_until_async(
+                lambda other=other: node.identity.peer_id in other.net.connected_peers(),  # type: ignore[misc]
+                WAIT_S, f"{name} connected again")
+        return node
 
     async def add_buyer(self, tmp_path: Path, name: str) -> NodeService:
         """Another funded buyer, connected to the seller (for bursts from several buyers)."""

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from node.market.book.lifecycle import ACCEPT as ACCEPT
     from node.market.book.lifecycle import WITHDRAWN_MARK as WITHDRAWN_MARK
     from node.market.book.lifecycle import ListingLifecycle as ListingLifecycle
+    from node.market.book.lifecycle import MarketFeed as MarketFeed
     from node.market.book.listings import ListingBook as ListingBook
     from node.market.book.listings import StoredListing as StoredListing
 

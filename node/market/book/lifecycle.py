@@ -19,6 +19,11 @@ back. Every accepted state is also the newest row of the ``market_feed``
 table, whose autoincrement ``sync_seq`` is the cursor of the listings sync
 protocol (``node.net.listing_sync``): a peer asking "after cursor c" gets the
 newest state of every key that changed after c, still live.
+
+Notices ride the same feed (``MarketFeed.note``): a skill warning this node accepted
+(key ``warning:<sender>:<target>``, with the peer warnings that made up its quorum) and
+an endorsement revocation (key ``revocation:<sender>:<listing id>``), each live
+``NOTICE_SYNC_LIFETIME_MS`` after its issue. Only ``listings-sync/2`` pages carry them.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,14 +40,17 @@ import numpy as np
 from node.crystals import now_ms as wall_now_ms
 from node.db import Database
 from node.market.book.listings import ListingBook, endorser
+from protocol.codec import decode
 from protocol.envelope import Envelope
 from protocol.liveness import (
     MAX_SYNC_ENTRY_BYTES,
+    NOTICE_SYNC_LIFETIME_MS,
     WITHDRAWAL_LIFETIME_MS,
     Bounty,
     ListingWithdrawal,
 )
-from protocol.messages import SkillListing
+from protocol.messages import EndorsementRevocation, SkillListing, SkillWarning
+from protocol.topics import listing_shard
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +64,10 @@ IGNORE_SUPERSEDED = "superseded"
 IGNORE_WITHDRAWN = "withdrawn"
 IGNORE_EXPIRED = "expired"
 IGNORE_WARNED = "warned"  # a skill warning this node accepted names it (node.market.warnings)
+WARNED = "skill_warning"
+REVOKED = "endorsement_revocation"
+LISTING_FEED_KINDS = (LISTED, WITHDRAWN, "bounty")
+"""Feed kinds a ``listings-sync/1`` page carries (older nodes know no others)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,13 @@ def state_of(envelope: Envelope) -> tuple[str, SkillState]:
     if isinstance(message, Bounty):
         return (f"bounty:{seller}:{message.bounty_id}",
                 SkillState("bounty", 1, envelope.seq, message.expires_at_ms))
+    notice_expires = envelope.issued_at_ms + NOTICE_SYNC_LIFETIME_MS
+    if isinstance(message, SkillWarning):
+        return (f"warning:{seller}:{message.targets[0]}",
+                SkillState(WARNED, 1, envelope.seq, notice_expires))
+    if isinstance(message, EndorsementRevocation):
+        return (f"revocation:{seller}:{message.listing_id}",
+                SkillState(REVOKED, 1, envelope.seq, notice_expires))
     raise TypeError(f"{envelope.kind} has no lifecycle state")
 
 
@@ -123,12 +143,34 @@ class MarketFeed:
             (key, state.kind, state.skill_version, state.seq, state.expires_at_ms, raw),
         )
 
+    def note(self, conn: sqlite3.Connection, envelope: Envelope, now: int) -> bool:
+        """Keep an accepted notice (warning, revocation) in the feed, unless a newer one of
+        the same key is there or it is past its sync lifetime; True if recorded."""
+        key, state = state_of(envelope)
+        if decide(self.current(conn, key), state, now) != ACCEPT:
+            return False
+        self.record(conn, key, state, envelope.to_bytes())
+        return True
+
+    def keep(self, envelope: Envelope, now: int) -> bool:
+        """``note`` in a transaction of its own."""
+        with self.db.transaction() as conn:
+            return self.note(conn, envelope, now)
+
     def page(self, cursor: int, limit: int, max_bytes: int,
-             now: int | None = None) -> tuple[list[bytes], int, bool]:
-        """Live entries after ``cursor``: (envelopes, next cursor, more?), within ``max_bytes``."""
+             now: int | None = None, notices: bool = False, shard_count: int = 0,
+             shards: Collection[int] = ()) -> tuple[list[bytes], int, bool]:
+        """Live entries after ``cursor``: (envelopes, next cursor, more?), within ``max_bytes``.
+
+        ``notices``: warnings and revocations too (``listings-sync/2``), else only listings,
+        withdrawals and bounties. ``shard_count`` > 0: only the listings whose category falls
+        in ``shards`` (``protocol.topics.listing_shard``); the others are passed over (the
+        cursor moves past them), withdrawals, bounties and notices all go."""
+        only = "" if notices else (
+            f" AND kind IN ({','.join(repr(kind) for kind in LISTING_FEED_KINDS)})")
         rows = self.db.execute(
-            "SELECT sync_seq, envelope FROM market_feed WHERE sync_seq > ? AND expires_at_ms > ? "
-            "ORDER BY sync_seq LIMIT ?",
+            "SELECT sync_seq, envelope, kind FROM market_feed WHERE sync_seq > ? AND expires_at_ms > ?"
+            f"{only} ORDER BY sync_seq LIMIT ?",
             (cursor, now if now is not None else wall_now_ms(), limit + 1),
         ).fetchall()
         entries: list[bytes] = []
@@ -136,6 +178,9 @@ class MarketFeed:
         next_cursor = cursor
         for row in rows[:limit]:
             if len(row[1]) > MAX_SYNC_ENTRY_BYTES:  # cannot travel in a page: skip it
+                next_cursor = int(row[0])
+                continue
+            if shard_count and row[2] == LISTED and _shard(row[1], shard_count) not in shards:
                 next_cursor = int(row[0])
                 continue
             if size + len(row[1]) > max_bytes:
@@ -204,6 +249,12 @@ class ListingLifecycle:
                 (now - 86_400_000,),
             ).rowcount
         return {"feed": feed, "listings": listings}
+
+
+def _shard(raw: bytes, shard_count: int) -> int:
+    """The listing shard of a stored listing envelope (stored only after validation)."""
+    body = decode(bytes(raw)).get("body", {})
+    return listing_shard(str(body.get("category", "")), shard_count)
 
 
 def _refresh(conn: sqlite3.Connection, envelope: Envelope, listing: SkillListing, raw: bytes,

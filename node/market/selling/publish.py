@@ -242,6 +242,8 @@ class Publisher:
         assert isinstance(revocation, EndorsementRevocation)
         revoked = await self.memory.run(self.listings.revoke_endorsement, revocation.listing_id,
                                         envelope.sender, envelope.issued_at_ms)
+        # Re-served by listings sync (v2) to nodes that were away: a revocation must not be missed.
+        await self.memory.run(self.lifecycle.feed.keep, envelope, self.clock())
         log.info("endorsement revoked listing=%s by=%s applied=%s", revocation.listing_id[:16],
                  envelope.sender.hex()[:16], revoked)
         return bool(revoked)

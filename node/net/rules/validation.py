@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from node.config import ConfigError, NetConfig
@@ -76,7 +76,11 @@ from protocol.envelope import (
     InvalidEnvelope,
     open_envelope,
 )
-from protocol.liveness import WITHDRAWAL_LIFETIME_MS
+from protocol.liveness import (
+    NOTICE_SYNC_LIFETIME_MS,
+    TRUST_REPORT_SYNC_MAX_AGE_MS,
+    WITHDRAWAL_LIFETIME_MS,
+)
 from protocol.messages import (
     Bounty,
     EndorsementRevocation,
@@ -85,6 +89,7 @@ from protocol.messages import (
     ListingWithdrawal,
     SkillListing,
     SkillWarning,
+    TrustReport,
     WeatherAlert,
     WeatherLift,
     verify_endorsement,
@@ -94,6 +99,7 @@ from protocol.topics import (
     BOUNTIES,
     SKILLS,
     SYNCABLE_KINDS,
+    SYNCABLE_KINDS_V1,
     TOPIC_KINDS,
     TRUST,
     WEATHER,
@@ -139,7 +145,8 @@ def rate_limits(config: NetConfig) -> dict[str, tuple[float, int]]:
 DEFAULT_RATE_LIMITS: dict[str, tuple[float, int]] = rate_limits(NetConfig())
 # Envelopes taken in through the listings sync protocol are a seller's whole live
 # catalogue at once, not fresh announcements: a larger burst per origin key.
-DEFAULT_SYNC_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (60.0, 512), BOUNTIES: (20.0, 64)}
+DEFAULT_SYNC_RATE_LIMITS: dict[str, tuple[float, int]] = {SKILLS: (60.0, 512), BOUNTIES: (20.0, 64),
+                                                           TRUST: (20.0, 8)}
 # Entries of listing batches per origin key: a seller announcing its whole catalogue at once
 # (the batch message itself is one of its skills-topic messages). As large as a sync's burst:
 # a catalogue that a late joiner may take in at once may as well be announced at once.
@@ -341,7 +348,7 @@ class MessageValidator:
             raise _reject(RATE_LIMITED, f"origin over its {topic} catalogue budget",
                           envelope.sender)
 
-    def check_synced(self, data: bytes) -> Envelope:
+    def check_synced(self, data: bytes, kinds: Mapping[str, str] = SYNCABLE_KINDS) -> Envelope:
         """Validate one envelope from a listings sync page; raise InvalidEnvelope.
 
         The same checks as gossip on the kind's topic (size, encoding,
@@ -351,8 +358,11 @@ class MessageValidator:
         message must still be live (``expired``: a listing's or bounty's
         ``expires_at_ms``, a withdrawal's issue + 7 days). The (sender, seq)
         replay rule is the listing book's: older states are ignored there.
+        A skill warning or an endorsement revocation (``listings-sync/2`` only:
+        ``kinds``) lives ``NOTICE_SYNC_LIFETIME_MS`` past its issue; who may
+        warn is the warning desk's rule, as for gossip.
         """
-        envelope, topic = self._inspect_synced(data)
+        envelope, topic = self._inspect_synced(data, kinds)
         buckets = self.sync_rate_limits.get(topic)
         if buckets is not None and envelope.sender not in self.management_keys:
             if not buckets.allows(envelope.sender):
@@ -360,12 +370,13 @@ class MessageValidator:
             buckets.spend(envelope.sender)
         return envelope
 
-    def _inspect_synced(self, data: bytes) -> tuple[Envelope, str]:
+    def _inspect_synced(self, data: bytes, kinds: Mapping[str, str] = SYNCABLE_KINDS_V1
+                        ) -> tuple[Envelope, str]:
         """``check_synced`` but the per-origin limit: the envelope and its kind's topic."""
         if len(data) > self.max_message_bytes:
             raise _reject(OVERSIZE, f"{len(data)} bytes > {self.max_message_bytes}")
         envelope = open_envelope(data, self.max_message_bytes)
-        topic = SYNCABLE_KINDS.get(envelope.kind)
+        topic = kinds.get(envelope.kind)
         if topic is None:
             raise _reject(WRONG_TOPIC, f"kind {envelope.kind!r} is not synced", envelope.sender)
         now = self.now_ms()
@@ -374,6 +385,10 @@ class MessageValidator:
         message = envelope.message()
         if isinstance(message, SkillListing | Bounty):
             expires = message.expires_at_ms
+        elif isinstance(message, SkillWarning | EndorsementRevocation):
+            expires = envelope.issued_at_ms + NOTICE_SYNC_LIFETIME_MS
+        elif isinstance(message, TrustReport):
+            expires = envelope.issued_at_ms + TRUST_REPORT_SYNC_MAX_AGE_MS
         else:
             assert isinstance(message, ListingWithdrawal)
             expires = envelope.issued_at_ms + WITHDRAWAL_LIFETIME_MS

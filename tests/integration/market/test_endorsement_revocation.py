@@ -143,3 +143,37 @@ async def test_a_revoked_endorsement_stays_revoked_until_a_newer_one(
         await receiver.take(forged)
     assert refused.value.reason == "not_management"
     assert receiver.endorsed_by(listing_id) == MANAGEMENT.public_key.hex()
+
+
+async def test_a_node_away_when_an_endorsement_was_revoked_takes_the_revocation_by_sync(
+        tmp_path: Path, sides: tuple[HandClock, Side, Side, Side]) -> None:
+    clock, seller, management, receiver = sides
+    away = make_side(tmp_path, "away", clock, Identity.generate())
+    try:
+        seller.peers.append(away)
+        management.peers.append(away)
+        crystal = seller.memory.add("rotate the ingress TLS certificates with the ACME client",
+                                    semantic_type=SemanticType.SKILL, skill_category="ops")
+        for _ in range(3):
+            seller.memory.record_execution(crystal.id, True, 1.0)
+        listing_id = (await seller.publisher.publish_skill(crystal.id))["listing_id"]
+        clock.now += 1000
+        await management.publisher.endorse_listing(listing_id)
+        assert away.endorsed_by(listing_id) == MANAGEMENT.public_key.hex()
+
+        management.peers.remove(away)  # its connection drops
+        clock.now += 1000
+        await management.publisher.revoke_endorsement(listing_id)
+        assert away.endorsed_by(listing_id) == MANAGEMENT.public_key.hex()
+
+        # Back: the receiver's listings-sync feed (version 2 pages) carries the revocation.
+        clock.now += 3_600_000  # an hour later: gossip's clock window is long past
+        feed = receiver.publisher.lifecycle.feed
+        v1_page, _, _ = feed.page(0, 128, 200_000, clock.now)
+        assert all(open_envelope(raw).kind != EndorsementRevocation.KIND for raw in v1_page)
+        v2_page, _, _ = feed.page(0, 128, 200_000, clock.now, True)
+        for raw in v2_page:
+            await away.publisher.on_listing(away.validator.check_synced(raw))
+        assert away.endorsed_by(listing_id) is None
+    finally:
+        away.memory.close()

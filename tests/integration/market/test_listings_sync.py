@@ -90,7 +90,7 @@ async def victim_and_attacker(nursery: trio.Nursery, answer: Any
     victim = make_net(sync_limits=SMALL)
     own = listings(1, 3)
 
-    async def source(cursor: int, limit: int, max_bytes: int) -> tuple[list[bytes], int, bool]:
+    async def source(cursor: int, limit: int, max_bytes: int, scope: object = None) -> tuple[list[bytes], int, bool]:
         return own[cursor:cursor + limit], min(len(own), cursor + limit), cursor + limit < len(own)
 
     async def on_listing(envelope: Envelope) -> None:
@@ -120,7 +120,7 @@ async def still_serves(victim: NetService, nursery: trio.Nursery) -> None:
     async def on_listing(envelope: Envelope) -> None:
         got.append(envelope)
 
-    async def nothing(cursor: int, limit: int, max_bytes: int) -> tuple[list[bytes], int, bool]:
+    async def nothing(cursor: int, limit: int, max_bytes: int, scope: object = None) -> tuple[list[bytes], int, bool]:
         return [], cursor, False
 
     honest.on_listing(on_listing)

@@ -19,7 +19,8 @@ from node.chain.embedded import EmbeddedChain
 from node.net.rules.scoring import ScoringConfig
 from node.net.service import NetService
 from node.trust import TrustLevel
-from protocol.envelope import open_envelope, seal
+from protocol.envelope import Envelope, open_envelope, seal
+from protocol.identity import Identity
 from protocol.messages import SkillWarning
 from protocol.topics import GOSSIP_TOPICS, SKILLS
 from tests.support.market import WAIT_S, Market, start_market
@@ -192,3 +193,45 @@ async def test_trusted_peers_below_the_quorum_change_nothing_and_the_third_pulls
     [accepted] = await market.buyer.market.skill_warnings()
     assert accepted["target"] == listing_id
     assert sorted(accepted["senders"]) == sorted(key.hex() for key in trusted)
+    # The quorum's evidence, every peer's signed warning, is in the feed that listings sync
+    # (version 2) serves to nodes that were away; version 1 pages never carry it.
+    feed = market.buyer.publisher.lifecycle.feed
+    notices, _, _ = await market.buyer.memory.run(feed.page, 0, 128, 200_000, now_ms(), True)
+    evidence = [open_envelope(raw) for raw in notices if open_envelope(raw).kind == SkillWarning.KIND]
+    assert sorted(envelope.sender for envelope in evidence) == sorted(trusted)
+    assert {envelope.message().reason for envelope in evidence} == {"again", "second", "third"}  # type: ignore[attr-defined]
+    listings_only, _, _ = await market.buyer.memory.run(feed.page, 0, 128, 200_000, now_ms())
+    assert all(open_envelope(raw).kind != SkillWarning.KIND for raw in listings_only)
+
+
+async def test_synced_peer_warnings_count_at_their_signed_time(market: Market) -> None:
+    """A node back from days away takes in the evidence of a quorum it missed by sync: three
+    trusted peers' warnings issued two days ago within an hour of each other add up; one
+    issued more than an hour before the rest does not make a quorum with them."""
+    listing = await market.publish(SUBTLE)
+    listing_id = listing["listing_id"]
+    await market.known_to_buyer(listing)
+    peers = [Identity.generate() for _ in range(4)]
+    trusted = {peer.public_key for peer in peers}
+    desk = market.buyer.warnings
+
+    async def level(key: bytes) -> TrustLevel:
+        return TrustLevel.TRUSTED if key in trusted else TrustLevel.PROVISIONAL
+
+    desk.level = level
+    two_days_ago = now_ms() - 2 * 86_400_000
+    check = market.buyer.net.validator.check_synced
+
+    def synced(peer: Identity, issued: int) -> Envelope:
+        body = warning(listing_id, "poison", issued)
+        return check(seal(peer, SkillWarning.KIND, body, issued, issued))
+
+    await desk.on_warning(synced(peers[0], two_days_ago - 2 * 3_600_000))  # too early to agree
+    await desk.on_warning(synced(peers[1], two_days_ago))
+    await desk.on_warning(synced(peers[2], two_days_ago + 1_000))
+    assert desk.counts["accepted"] == 0 and await in_book(market.buyer, listing_id)
+    await desk.on_warning(synced(peers[3], two_days_ago + 30 * 60_000))
+    assert desk.counts["accepted"] == 1 and not await in_book(market.buyer, listing_id)
+    [accepted] = [row for row in await market.buyer.market.skill_warnings()
+                  if row["target"] == listing_id]
+    assert sorted(accepted["senders"]) == sorted(peer.public_key.hex() for peer in peers[1:])

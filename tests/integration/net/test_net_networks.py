@@ -135,7 +135,7 @@ async def test_nodes_of_two_networks_never_exchange_a_message(nursery: trio.Nurs
     # Listings sync: the testnet node gets no page from the devnet hub.
     served: list[int] = []
 
-    async def source(cursor: int, limit: int, max_bytes: int) -> tuple[list[bytes], int, bool]:
+    async def source(cursor: int, limit: int, max_bytes: int, scope: object = None) -> tuple[list[bytes], int, bool]:
         served.append(cursor)
         return [], cursor, False
 

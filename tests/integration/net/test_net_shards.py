@@ -100,7 +100,7 @@ async def test_a_node_receives_the_listings_of_its_shards_only(nursery: trio.Nur
 
 
 def sync_source(entries: list[bytes]) -> SyncSource:
-    async def source(cursor: int, limit: int, max_bytes: int) -> tuple[list[bytes], int, bool]:
+    async def source(cursor: int, limit: int, max_bytes: int, scope: object = None) -> tuple[list[bytes], int, bool]:
         page = entries[cursor:cursor + limit]
         return page, cursor + len(page), cursor + len(page) < len(entries)
 

@@ -66,7 +66,7 @@ def test_seal_open_round_trip(message: Message) -> None:
     identity = MANAGEMENT if isinstance(message, WeatherAlert) else SELLER
     data = seal(identity, message.KIND, message, 9, T0_MS)
     envelope = open_envelope(data)
-    assert envelope.kind == message.KIND and envelope.version == 1
+    assert envelope.kind == message.KIND and envelope.version == message.VERSION
     assert envelope.sender == identity.public_key
     assert envelope.peer_id == identity.peer_id
     assert (envelope.seq, envelope.issued_at_ms) == (9, T0_MS)

@@ -9,14 +9,23 @@ from protocol.envelope import InvalidEnvelope, seal, sign_envelope
 from protocol.identity import Identity
 from protocol.liveness import (
     MAX_SYNC_PAGE_BYTES,
+    NOTICE_SYNC_LIFETIME_MS,
+    TRUST_REPORT_SYNC_MAX_AGE_MS,
     WITHDRAWAL_LIFETIME_MS,
     Bounty,
     ListingsSyncPage,
     ListingsSyncRequest,
+    ListingsSyncRequestV2,
     ListingWithdrawal,
 )
-from protocol.messages import InvalidMessage, SkillListing, listing_id_for
-from protocol.topics import BOUNTIES, SKILLS, TRUST
+from protocol.messages import InvalidMessage, SkillListing, SkillWarning, listing_id_for
+from protocol.topics import (
+    BOUNTIES,
+    SKILLS,
+    SYNCABLE_KINDS_V1,
+    SYNCED_TRUST_KINDS,
+    TRUST,
+)
 from tests.support.net import make_listing
 
 SELLER = Identity.from_seed(b"\x01" * 32)
@@ -126,3 +135,32 @@ def test_bounties_travel_on_their_own_topic_with_a_rate_limit() -> None:
         check.check(BOUNTIES, seal(SELLER, Bounty.KIND, bounty(), 11, NOW))
     with pytest.raises(InvalidEnvelope, match="wrong_topic"):
         check.check(TRUST, seal(SELLER, Bounty.KIND, bounty(), 12, NOW))
+
+
+def test_synced_trust_reports_and_notices_have_their_own_kinds_and_lifetimes() -> None:
+    """A trust-report page carries only trust reports, each at most a day old; a listings page
+    of version 2 carries notices for 30 days, version 1 none (an older node's rule)."""
+    report = seal(SELLER, "trust_report", {"epoch": 1, "row": []}, 1, NOW)
+    assert validator(NOW + 3_600_000).check_synced(report, SYNCED_TRUST_KINDS).kind == "trust_report"
+    with pytest.raises(InvalidEnvelope, match="expired"):
+        validator(NOW + TRUST_REPORT_SYNC_MAX_AGE_MS + 1).check_synced(report, SYNCED_TRUST_KINDS)
+    with pytest.raises(InvalidEnvelope, match="wrong_topic"):
+        validator(NOW).check_synced(listing_bytes(NOW), SYNCED_TRUST_KINDS)
+    signature = sign_envelope(SELLER, "trust_report", 1, {"epoch": 1, "row": []}, 1, NOW).signature
+    forged = report.replace(signature, bytes(64))
+    with pytest.raises(InvalidEnvelope, match="bad_signature"):
+        validator(NOW).check_synced(forged, SYNCED_TRUST_KINDS)
+    warning = seal(SELLER, SkillWarning.KIND, SkillWarning(listing_id="ab" * 32, content_hash=None,
+                                                           reason="poison", issued_at_ms=NOW), 1, NOW)
+    assert validator(NOW + 29 * DAY).check_synced(warning).kind == SkillWarning.KIND
+    with pytest.raises(InvalidEnvelope, match="expired"):
+        validator(NOW + NOTICE_SYNC_LIFETIME_MS + 1).check_synced(warning)
+    with pytest.raises(InvalidEnvelope, match="wrong_topic"):
+        validator(NOW).check_synced(warning, SYNCABLE_KINDS_V1)
+
+
+def test_a_version_2_request_names_valid_shards_only() -> None:
+    assert ListingsSyncRequestV2(0, 128, 8, (1, 5)).shards == (1, 5)
+    for count, shards in ((0, (1,)), (6, (1,)), (8, (8,)), (8, (5, 1)), (8, (1, 1))):
+        with pytest.raises(InvalidMessage):
+            ListingsSyncRequestV2(0, 128, count, shards)
