@@ -302,7 +302,12 @@ def build(skill_md: str, resources: Mapping[str, str] | None = None) -> SkillBun
             raise InvalidSkillBundle(f"resource {path} contains a NUL character (text files only)")
         checked.append((path, content))
     description = " ".join(str(data["description"]).split())[:MAX_DESCRIPTION_CHARS]
-    bundle = SkillBundle(name=normalize_name(str(data["name"]).strip()), description=description, skill_md=text,
+    raw_name = str(data["name"]).strip()
+    if any(part in raw_name for part in ("/", "\\", "..")):
+        # A slug would make "../../evil" harmless here, but a reader of the stored SKILL.md
+        # that trusts its name (another tool, an older node) would not: refused, as before.
+        raise InvalidSkillBundle("SKILL.md front matter name must be a name, not a path ('/', '\\' or '..')")
+    bundle = SkillBundle(name=normalize_name(raw_name), description=description, skill_md=text,
                          resources=tuple(checked), front_matter=data)
     if len(encode(bundle).encode("utf-8")) > MAX_BUNDLE_BYTES:
         raise InvalidSkillBundle(f"the bundle is larger than {MAX_BUNDLE_BYTES} bytes")

@@ -10,6 +10,10 @@ import pytest
 from node.config import NodeConfig, load_config
 from node.memory.facade import Memory
 
+# Test data, not tests: the skill-scan corpus holds published skills' own test files
+# (e.g. a security skill's tests/test_patterns.py), which pytest would otherwise collect.
+collect_ignore = ["data"]
+
 
 @pytest.fixture
 def node_config(tmp_path: Path) -> NodeConfig:

@@ -200,10 +200,12 @@ def test_skill_add_reads_a_skill_folder(initialised: Cli, tmp_path: Path) -> Non
     added = initialised.json("skill", "add", str(folder), "--category", "ops")
     assert added["skill_name"] == "pg-replica" and added["resources"] == ["scripts/resync.sh"]
     assert added["semanticType"] == "skill" and added["text"].startswith("---\nname: pg-replica")
-    # A published name that is no slug is kept in the front matter; the skill is named by its slug
-    # (issue 39), so "../../evil" can name no folder but "evil".
+    # A published name that is no slug is kept in the front matter and the skill named by its slug
+    # (issue 39); a name that is a path is refused.
+    (folder / "SKILL.md").write_text("---\nname: PDF Tools (beta)\ndescription: x\n---\nbody")
+    assert initialised.json("skill", "add", str(folder))["skill_name"] == "pdf-tools-beta"
     (folder / "SKILL.md").write_text("---\nname: ../../evil\ndescription: x\n---\nbody")
-    assert initialised.json("skill", "add", str(folder))["skill_name"] == "evil"
+    assert "not a path" in initialised.fails("skill", "add", str(folder))
     # More than the old 16 files (references/ of a real skill), within the wire limits.
     (folder / "SKILL.md").write_text(SKILL_MD)
     (folder / "references").mkdir()
