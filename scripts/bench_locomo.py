@@ -26,7 +26,8 @@ is not in the conversation) against how often a category 1-4 question loses
 every evidence turn it had in its top 10.
 
 The conversations are not in the repository (LoCoMo's licence is the
-dataset's own): pass their paths.
+dataset's own): pass their paths. ``--smoke`` runs the bundled
+tests/data/locomo_smoke.json with the hashing embedder (the suite does).
 
     .venv/bin/python scripts/bench_locomo.py /work/shared/data/locomo-tune/*.json \\
         [--held-back 42,43] [--embedder minilm] [--relevance]

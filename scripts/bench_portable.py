@@ -11,7 +11,7 @@ no access recorded), the store is exported, imported into a fresh data dir with 
 same configuration (or ``--target-embedder``'s, which re-embeds), and the same
 questions asked again. Reported: for how many questions the top 10 is the same list,
 the same set, the export and import times and the file's size. The last line is one
-JSON object.
+JSON object. ``--smoke``: tests/data/locomo_smoke.json, the hashing embedder, 10 questions.
 
     .venv/bin/python scripts/bench_portable.py /work/shared/data/locomo-tune/*.json [--embedder minilm]
 
