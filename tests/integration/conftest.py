@@ -1,13 +1,15 @@
 """Shared integration fixtures: the market's in-process nodes (``tests/support/market.py``),
-the retrieval set in a real MiniLM store, and the CLI against a temporary data dir.
+the retrieval set in a real MiniLM store, the CLI against a temporary data dir, and one
+running node (``node``: hashing embedder, its API on a free loopback port).
 
-A module that defines its own ``chain`` (the chain tests do) overrides this one.
+A module that defines its own ``chain`` or ``node`` (the chain tests, a node with settings of
+its own) overrides this one.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,9 @@ import trio
 
 from node.chain.embedded import EmbeddedChain, start_embedded_chain
 from node.config import load_config
+from node.init import init_node
 from node.memory.facade import Memory
+from node.service import NodeService
 from tests.support.cli import Cli, isolate_home
 from tests.support.market import Market, start_market
 
@@ -72,3 +76,12 @@ def initialised(cli: Cli) -> Cli:
     summary = cli.json("init", "--embedder", "hashing")
     assert summary["created"] and summary["embedder"] == "hashing"
     return cli
+
+
+@pytest.fixture
+async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
+    """A node running in this test's trio run (hashing embedder; no peers configured)."""
+    init_node(tmp_path / "node", name="agent", embedder="hashing")
+    service = NodeService(load_config(tmp_path / "node", environ={}))
+    await nursery.start(service.run)
+    yield service

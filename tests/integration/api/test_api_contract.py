@@ -7,19 +7,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_from_bytes
 
 import httpx
-import pytest
-import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from node.config import load_config
-from node.init import init_node
 from node.service import NodeService
 from tests.support.sessions.conversations import jsonl_bytes
 
@@ -126,13 +120,6 @@ QUERY_PARAMS = {
     "/v1/memory/files": {"root", "namespace"},
 }
 
-
-@pytest.fixture
-async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
-    init_node(tmp_path / "node", name="contract", embedder="hashing")
-    service = NodeService(load_config(tmp_path / "node", environ={}))
-    await nursery.start(service.run)
-    yield service
 
 
 def client(node: NodeService, auth: bool = True) -> httpx.AsyncClient:

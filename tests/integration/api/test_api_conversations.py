@@ -4,33 +4,14 @@ transcript, neighbours, re-ingest, and hostile files refused with nothing stored
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import trio
 
-from node.config import load_config
-from node.init import init_node
 from node.service import NodeService
+from tests.support.api import call
 from tests.support.sessions.conversations import jsonl_bytes, locomo_bytes
-
-
-@pytest.fixture
-async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
-    init_node(tmp_path / "node", name="listener", embedder="hashing")
-    service = NodeService(load_config(tmp_path / "node", environ={}))
-    await nursery.start(service.run)
-    yield service
-
-
-async def call(node: NodeService, method: str, path: str, body: Any = None,
-               params: dict[str, Any] | None = None) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{node.api_port}", timeout=60,
-                                 headers={"authorization": f"Bearer {node.api_token}"}) as client:
-        return await client.request(method, path, json=body, params=params)
 
 
 def encoded(data: bytes) -> str:

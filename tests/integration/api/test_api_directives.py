@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-import trio
 
-from node.config import load_config
 from node.crystals import content_hash
-from node.init import init_node
 from node.market.book.listings import StoredListing
 from node.market.purchase.skill_import import imported_skill
 from node.service import NodeService
@@ -21,13 +15,6 @@ from tests.fixtures.messages import SELLER, T0_MS, sample_listing
 
 SKILL = "urgent fail error crash: parse the nginx access logs and count the 5xx lines"
 
-
-@pytest.fixture
-async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
-    init_node(tmp_path / "node", name="agent", embedder="hashing")
-    service = NodeService(load_config(tmp_path / "node", environ={}))
-    await nursery.start(service.run)
-    yield service
 
 
 async def search(node: NodeService, query: str) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import trio
 
@@ -17,6 +16,7 @@ from node.api.client import ApiClient
 from node.config import load_config, save_config
 from node.init import init_node
 from node.service import NodeService
+from tests.support.api import call
 from tests.support.wait import wait_until_async
 
 
@@ -40,12 +40,6 @@ async def node(tmp_path: Path, notes: Path, nursery: trio.Nursery) -> AsyncItera
     await nursery.start(service.run)
     yield service
 
-
-async def call(node: NodeService, method: str, path: str, body: Any = None,
-               params: dict[str, Any] | None = None) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{node.api_port}", timeout=60,
-                                 headers={"authorization": f"Bearer {node.api_token}"}) as client:
-        return await client.request(method, path, json=body, params=params)
 
 
 async def texts(node: NodeService, query: str) -> list[str]:

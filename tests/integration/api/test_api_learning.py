@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import trio
 
-from node.config import load_config
-from node.init import init_node
 from node.service import NodeService
 from protocol.testament import open_testament
-
-
-@pytest.fixture
-async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
-    init_node(tmp_path / "node", name="learner", embedder="hashing")
-    service = NodeService(load_config(tmp_path / "node", environ={}))
-    await nursery.start(service.run)
-    yield service
 
 
 async def call(node: NodeService, path: str, body: Any, method: str = "POST") -> httpx.Response:

@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import httpx
-import pytest
-import trio
 
-from node.config import load_config
-from node.init import init_node
 from node.service import NodeService
-
-
-@pytest.fixture
-async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
-    init_node(tmp_path / "node", name="relevance", embedder="hashing")
-    service = NodeService(load_config(tmp_path / "node", environ={}))
-    await nursery.start(service.run)
-    yield service
 
 
 async def test_search_returns_relevance_and_applies_min_relevance(node: NodeService) -> None:

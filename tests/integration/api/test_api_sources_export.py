@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import stat
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -14,18 +13,9 @@ import trio
 
 from node.api import ApiClient
 from node.config import load_config
-from node.init import init_node
 from node.memory import SearchRequest, import_path
 from node.memory.facade import Memory
 from node.service import NodeService
-
-
-@pytest.fixture
-async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
-    init_node(tmp_path / "node", name="sources", embedder="hashing")
-    service = NodeService(load_config(tmp_path / "node", environ={}))
-    await nursery.start(service.run)
-    yield service
 
 
 async def test_sources_origins_and_the_streamed_export(node: NodeService, tmp_path: Path) -> None:

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import trio
 
-from node.config import load_config
-from node.init import init_node
 from node.service import NodeService
 
 ORDINARY = "the coffee machine on the third floor was descaled on a tuesday"
 
-
-@pytest.fixture
-async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
-    init_node(tmp_path / "node", name="agent", embedder="hashing")
-    service = NodeService(load_config(tmp_path / "node", environ={}))
-    await nursery.start(service.run)
-    yield service
 
 
 async def post(node: NodeService, path: str, body: Any) -> httpx.Response:

@@ -9,8 +9,6 @@ agent or the node's own schedule would make them, never through the MCP server i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,8 +22,6 @@ from mcp_types import ResourceUpdatedNotification
 from node.agent import build_server
 from node.agent.mcp_progress import Progress
 from node.api import ApiClient
-from node.config import load_config
-from node.init import init_node
 from node.service import NodeService
 from tests.support.wait import wait_until_async
 
@@ -44,13 +40,6 @@ description: Rotate the TLS certificates of the ingress before they expire.
 2. Reload the ingress.
 """
 
-
-@pytest.fixture
-async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
-    init_node(tmp_path / "node", name="agent", embedder="hashing")
-    service = NodeService(load_config(tmp_path / "node", environ={}))
-    await nursery.start(service.run)
-    yield service
 
 
 def api(node: NodeService) -> ApiClient:

@@ -14,15 +14,12 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from node.config import load_config
-from node.init import init_node
 from node.service import NodeService
 from tests.support.tools import missing_tool
 
@@ -39,13 +36,6 @@ description: Rotate the TLS certificates of the ingress before they expire. Use 
 2. Reload the ingress.
 """
 
-
-@pytest.fixture
-async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
-    init_node(tmp_path / "node", name="agent", embedder="hashing")
-    service = NodeService(load_config(tmp_path / "node", environ={}))
-    await nursery.start(service.run)
-    yield service
 
 
 async def ts_client(data_dir: Path, calls: list[dict[str, Any]],

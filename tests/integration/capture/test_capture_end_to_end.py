@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -99,13 +98,6 @@ def test_a_session_without_a_node_is_stored_and_memory_md_opens_the_next(initial
     assert memory_md.strip() and memory_md.strip()[:2000] in context
     assert context == initialised.json("memory", "context")["context"]
 
-
-@pytest.fixture
-async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
-    init_node(tmp_path / "node", name="agent", embedder="hashing")
-    service = NodeService(load_config(tmp_path / "node", environ={}))
-    await nursery.start(service.run)
-    yield service
 
 
 def client_of(service: NodeService) -> ApiClient:

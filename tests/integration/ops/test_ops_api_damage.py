@@ -4,24 +4,10 @@ metrics, and stops writing to that store (a real NodeService and its HTTP API)."
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
-import pytest
-import trio
 
-from node.config import load_config
-from node.init import init_node
 from node.service import NodeService
-
-
-@pytest.fixture
-async def node(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[NodeService]:
-    init_node(tmp_path / "node", name="damage", embedder="hashing")
-    service = NodeService(load_config(tmp_path / "node", environ={}))
-    await nursery.start(service.run)
-    yield service
 
 
 def http(node: NodeService) -> httpx.AsyncClient:
