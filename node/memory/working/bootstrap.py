@@ -16,11 +16,11 @@ through a node does it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from node.memory.working.context import working_memory_block
 from node.memory.working.durable import UnsafeFile, file_lock, read_bytes
+from node.memory.working.journal import read_journal
 from node.memory.working.scratch import MAX_SCRATCH_BYTES, ScratchNote, parse
 from node.memory.working.state import BOOTSTRAP_BUDGETS, DEFAULT_WINDOW_TOKENS
 
@@ -32,22 +32,10 @@ _WINDOWS = (*tuple(window for window, _ in BOOTSTRAP_BUDGETS), 32000)
 def _journal_view(directory: Path) -> tuple[str, frozenset[str]] | None:
     """(MEMORY.md, consumed note ids) of a committed, unapplied dream; None without a sound one."""
     try:
-        data = read_bytes(directory / "dream.journal", 4 * MAX_STATE_BYTES)
-        if data is None:
-            return None
-        import hashlib  # only when a dream is pending: the common start pays nothing for it
-
-        sealed = json.loads(data)
-        body = sealed["journal"]
-        if hashlib.sha256(body.encode()).hexdigest() != sealed["sha256"]:
-            return None
-        journal = json.loads(body)
-        state, consumed = journal["state"], journal["consumed"]
-        if not isinstance(state, str) or not all(isinstance(item, str) for item in consumed):
-            return None
-        return state, frozenset(consumed)
+        journal = read_journal(directory / "dream.journal", 4 * MAX_STATE_BYTES)
     except (ValueError, KeyError, TypeError, AttributeError, UnsafeFile, RecursionError):
         return None
+    return None if journal is None else (journal["state"], frozenset(journal["consumed"]))
 
 
 def read_working_files(data_dir: Path, namespace: str) -> tuple[str, list[ScratchNote]]:

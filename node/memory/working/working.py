@@ -17,7 +17,6 @@ Before the commit point nothing visible changed; after it, the dream happens.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -41,6 +40,7 @@ from node.memory.working.dream import (
     first_dream_since,
 )
 from node.memory.working.durable import UnsafeFile, atomic_write, file_lock, fsync_dir, read_bytes
+from node.memory.working.journal import read_journal, seal_journal
 from node.memory.working.migration import chunk_markdown
 from node.memory.working.scratch import DEFAULT_IMPORTANCE, ScratchBuffer, ScratchNote
 from node.memory.working.state import TITLE, collapse_reason
@@ -274,14 +274,8 @@ class WorkingMemory:
         return self.backend.call(self.niche)
 
     # --- journal -----------------------------------------------------------------------------
-    @staticmethod
-    def _seal(journal: dict[str, Any]) -> bytes:
-        body = json.dumps(journal, sort_keys=True, ensure_ascii=False)
-        digest = hashlib.sha256(body.encode()).hexdigest()
-        return json.dumps({"sha256": digest, "journal": body}).encode()
-
     def _commit_locked(self, journal: dict[str, Any]) -> None:
-        atomic_write(self.journal_path, self._seal(journal))  # the commit point
+        atomic_write(self.journal_path, seal_journal(journal))  # the commit point
         self._apply_locked(journal)
 
     def _apply_locked(self, journal: dict[str, Any]) -> None:
@@ -298,18 +292,9 @@ class WorkingMemory:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.directory / "MEMORY.md.tmp")
         try:
-            data = read_bytes(self.journal_path, 4 * MAX_STATE_BYTES)
-            if data is None:
+            journal = read_journal(self.journal_path, 4 * MAX_STATE_BYTES)
+            if journal is None:
                 return
-            sealed = json.loads(data)
-            body = sealed["journal"]
-            if hashlib.sha256(body.encode()).hexdigest() != sealed["sha256"]:
-                raise ValueError("checksum mismatch")
-            journal = json.loads(body)
-            if not (isinstance(journal.get("state"), str) and isinstance(journal.get("consumed"), list)
-                    and all(isinstance(i, str) for i in journal["consumed"])
-                    and isinstance(journal.get("dream_ms"), int)):
-                raise ValueError("malformed journal")
         except (ValueError, KeyError, TypeError, AttributeError, UnsafeFile) as error:
             log.error("working memory: discarding an unsound dream journal (%s)", error)
             os.replace(self.journal_path, self.journal_path.with_name("dream.journal.rejected"))
