@@ -113,14 +113,16 @@ class ChannelPayments:
         self.wallet = wallet
         self.network = network_id(chain_id)  # from config: the chain may be down at start
         storage_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.facilitator = x402FacilitatorSync().register(
+        self.facilitator = x402FacilitatorSync()
+        self.facilitator.register(
             [self.network], BatchSettlementEvmFacilitator(ChainFacilitatorSigner(client, wallet)))
         self.scheme = BatchSettlementEvmScheme(wallet.address, BatchSettlementEvmSchemeServerConfig(
             storage=FileChannelStorage(str(storage_dir)),
             receiver_authorizer_signer=LocalAuthorizerSigner(wallet),
             withdraw_delay=withdraw_delay_s))
         self.server = x402ResourceServerSync(self.facilitator)
-        self.server.register(self.network, self.scheme)
+        # The SDK's own annotations disagree (payment_flows' dict vs its Mapping protocol).
+        self.server.register(self.network, self.scheme)  # type: ignore[arg-type]
         self.server.initialize()
         self._available_lock = threading.Lock()
         self._available: tuple[bool, float] | None = None
