@@ -300,38 +300,6 @@ def test_cooperative_refund_and_its_refusals(net: ChannelDevnet, buyer: LocalAcc
     assert net.usdc(seller.address) == 4 * PRICE
 
 
-def test_timed_withdrawal_after_the_delay_and_claims_around_it(
-        net: ChannelDevnet, buyer: LocalAccount, seller: LocalAccount) -> None:
-    channels, first = open_channel(net, buyer, seller)
-    chain_id = net.devnet.chain_id
-    settlement = contract(net)
-    config = to_contract_channel_config(first.channel)
-    payer_side = Channels(net.client, buyer)
-    fund(net.client.w3, [buyer.address], usdc_micro=0, eth_wei=10**17)  # the payer sends these itself
-    assert_reverts(settlement.functions.initiateWithdraw(config, PRICE), seller.address, "NotPayerSide")
-    assert_reverts(settlement.functions.initiateWithdraw(config, DEPOSIT + 1), buyer.address,
-                   "WithdrawAboveAvailable")
-    assert_reverts(settlement.functions.finalizeWithdraw(config), buyer.address, "NoPendingWithdrawal")
-    payer_side.initiate_withdraw(first.channel, DEPOSIT)
-    state = payer_side.state(first.channel_id)
-    assert state.withdrawing and state.withdraw_amount_micro == DEPOSIT
-    with pytest.raises(ChannelError, match="finalizeWithdraw_reverted"):
-        payer_side.finalize_withdraw(first.channel)
-    # The seller claims during the grace period: what it claims is not withdrawn.
-    channels.claim([sign_channel_voucher(buyer, first.channel, chain_id, 3 * PRICE)])
-    net.advance_time(WITHDRAW_DELAY_S)
-    payer_side.finalize_withdraw(first.channel)
-    state = payer_side.state(first.channel_id)
-    assert (state.balance_micro, state.total_claimed_micro, state.withdrawing) == (3 * PRICE, 3 * PRICE, False)
-    assert net.usdc(buyer.address) == START_USDC - 3 * PRICE
-    # Past the withdrawal, a later voucher can no longer be claimed: the money is gone.
-    late = sign_channel_voucher(buyer, first.channel, chain_id, 5 * PRICE)
-    assert_reverts(settlement.functions.claim(build_voucher_claim_args([late.claim()])), seller.address,
-                   "ClaimAboveBalance")
-    channels.settle()
-    assert net.usdc(seller.address) == 3 * PRICE
-
-
 def test_devnet_places_the_contracts_at_the_canonical_addresses_once(net: ChannelDevnet) -> None:
     for address, code in channel_contract_codes().items():
         assert bytes(net.client.w3.eth.get_code(address)) == code
@@ -341,7 +309,7 @@ def test_devnet_places_the_contracts_at_the_canonical_addresses_once(net: Channe
 
 # --- the seller's HTTP side (node.chain.x402_channels) on the SDK's resource server ------------------
 
-def test_channel_payments_verify_settle_replay_withdrawing_and_refund(
+def test_channel_payments_verify_settle_replay_and_a_withdrawing_channel(
         net: ChannelDevnet, buyer: LocalAccount, seller: LocalAccount, tmp_path: Any) -> None:
     from x402.schemas.hooks import PaymentResponseContext
 
@@ -394,3 +362,37 @@ def _config_of(raw: dict[str, Any]) -> Any:
     from x402.mechanisms.evm.batch_settlement.types import ChannelConfig
 
     return ChannelConfig.from_dict(raw["channelConfig"])
+
+
+# Last: it moves the chain's clock 15 minutes ahead of the wall clock, after which an
+# EIP-3009 deposit signed for the next 5 minutes (wall clock) looks expired on chain.
+def test_timed_withdrawal_after_the_delay_and_claims_around_it(
+        net: ChannelDevnet, buyer: LocalAccount, seller: LocalAccount) -> None:
+    channels, first = open_channel(net, buyer, seller)
+    chain_id = net.devnet.chain_id
+    settlement = contract(net)
+    config = to_contract_channel_config(first.channel)
+    payer_side = Channels(net.client, buyer)
+    fund(net.client.w3, [buyer.address], usdc_micro=0, eth_wei=10**17)  # the payer sends these itself
+    assert_reverts(settlement.functions.initiateWithdraw(config, PRICE), seller.address, "NotPayerSide")
+    assert_reverts(settlement.functions.initiateWithdraw(config, DEPOSIT + 1), buyer.address,
+                   "WithdrawAboveAvailable")
+    assert_reverts(settlement.functions.finalizeWithdraw(config), buyer.address, "NoPendingWithdrawal")
+    payer_side.initiate_withdraw(first.channel, DEPOSIT)
+    state = payer_side.state(first.channel_id)
+    assert state.withdrawing and state.withdraw_amount_micro == DEPOSIT
+    with pytest.raises(ChannelError, match="finalizeWithdraw_reverted"):
+        payer_side.finalize_withdraw(first.channel)
+    # The seller claims during the grace period: what it claims is not withdrawn.
+    channels.claim([sign_channel_voucher(buyer, first.channel, chain_id, 3 * PRICE)])
+    net.advance_time(WITHDRAW_DELAY_S)
+    payer_side.finalize_withdraw(first.channel)
+    state = payer_side.state(first.channel_id)
+    assert (state.balance_micro, state.total_claimed_micro, state.withdrawing) == (3 * PRICE, 3 * PRICE, False)
+    assert net.usdc(buyer.address) == START_USDC - 3 * PRICE
+    # Past the withdrawal, a later voucher can no longer be claimed: the money is gone.
+    late = sign_channel_voucher(buyer, first.channel, chain_id, 5 * PRICE)
+    assert_reverts(settlement.functions.claim(build_voucher_claim_args([late.claim()])), seller.address,
+                   "ClaimAboveBalance")
+    channels.settle()
+    assert net.usdc(seller.address) == 3 * PRICE
