@@ -20,7 +20,8 @@ import numpy as np
 from node import metrics
 from node.errors import NodeError
 from node.market.book import ACCEPT, StoredBounty
-from node.market.selling import GOSSIP_WINDOW_MS, Publisher
+from node.market.intake import GOSSIP_WINDOW_MS
+from node.market.selling import Publisher
 from protocol.envelope import Envelope
 from protocol.liveness import Bounty
 from protocol.messages import new_request_id

@@ -7,7 +7,7 @@ answer ``/crystalmesh/<net>/listings-sync/2`` and ``/1`` and ``on_bounty`` for t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from node.market.bounty_desk import BountyDesk, BuySkill
@@ -17,16 +17,17 @@ from protocol.envelope import Envelope
 
 
 class MarketLiveness:
-    def __init__(self, publisher: Publisher, buy: BuySkill) -> None:
+    def __init__(self, publisher: Publisher, buy: BuySkill,
+                 sync_status: Callable[[], dict[str, Any]]) -> None:
+        """``sync_status()``: the net's listings-sync status, for the API."""
         self.publisher = publisher
         self.catalogue = Catalogue(publisher)
         self.desk = BountyDesk(publisher, buy)
-        self.sync_status: Any = None  # set by the service: () -> dict
+        self.sync_status = sync_status
 
     # --- net -----------------------------------------------------------------------------
     def attach(self, net: NetService) -> None:
         """Take bounties from the topic; answer listings sync from the feed and ask new peers."""
-        self.sync_status = net.sync_status
         net.on_bounty(self.on_bounty)
         net.serve_listings_sync(self.sync_source)
 
@@ -76,4 +77,4 @@ class MarketLiveness:
         return await self.desk.fulfil(bounty_id, listing_id)
 
     def sync(self) -> dict[str, Any]:
-        return self.sync_status() if self.sync_status is not None else {}
+        return self.sync_status()

@@ -46,7 +46,10 @@ class ListingShards:
     """Shard subscriptions, the shard rule and shard routing of our own listings."""
 
     def __init__(self, gossip: Gossip, shards: int, interests: Iterable[str] = (ALL_SHARDS,),
-                 legacy_publish: bool = False, remembered: int = 65_536) -> None:
+                 legacy_publish: bool = False, remembered: int = 65_536,
+                 advertise: Callable[[list[str]], Any] | None = None) -> None:
+        """``advertise``: called with the category and tags of each listing we publish (DHT
+        provider records), if the node keeps them."""
         self.gossip = gossip
         self.shards = check_shards(shards)
         self.legacy_publish = legacy_publish
@@ -59,8 +62,7 @@ class ListingShards:
         self._remembered = remembered
         self._nursery: trio.Nursery | None = None
         self._join_lock = trio.Lock()
-        # Called with the category and tags of each listing we publish (DHT provider records).
-        self.advertise: Callable[[list[str]], Any] | None = None
+        self.advertise = advertise
         for shard in range(shards):
             gossip.carry(self.topic(shard), SKILLS, self._rule_for(shard))
         gossip.on(SKILLS, self._remember)

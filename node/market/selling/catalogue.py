@@ -62,8 +62,6 @@ class Catalogue:
         A skill that may not be listed is reported in ``failed`` and the others go on. If
         the network refuses a batch (this node's own validator: the catalogue budget), its
         listings and the rest are reported failed, nothing of them stored."""
-        if self.publisher.next_seq is None:
-            raise NodeError("publishing a catalogue needs the node's sequence source")
         failed: list[dict[str, str]] = []
         drafts: list[tuple[str, Draft, bytes]] = []
         for crystal_id in dict.fromkeys(crystal_ids):

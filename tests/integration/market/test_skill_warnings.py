@@ -89,7 +89,7 @@ async def test_a_management_warning_pulls_the_listing_from_every_node_and_quaran
 
     # The listing never comes back, whichever way it arrives: its signed envelope, offered
     # again as the sync protocol would, is not taken in.
-    await market.buyer.publisher.take_synced(market.buyer.net.validator.check_synced,
+    await market.buyer.intake.take_synced(market.buyer.net.validator.check_synced,
                                              open_envelope(stored.envelope))
     marker = await market.publish(MARKER)
     await market.known_to_buyer(marker)
