@@ -28,6 +28,7 @@ from node.errors import NodeError
 from node.keys import load_identity, load_or_create_api_token
 from node.market import (
     Buyer,
+    DeskParts,
     FlatReputation,
     ListingBook,
     Market,
@@ -157,11 +158,11 @@ class NodeService:
             self.memory, self.listings, self.ledger, self.config.net.management_keys,
             self.identity.public_key, self._trust_level, self._record_trust,
             self.net.gossip.publish, intake=self.intake)
+        desk_parts = DeskParts.build(self.config, self.identity, self.memory, self.listings,
+                                     self.net.publish, self.net.sequence.next)
         self.publisher = Publisher(
-            self.config, self.identity, self.memory, self.listings, self.ledger,
-            self.net.publish, lambda: self.reputation, self.wallet_address,
-            self.is_management, intake=self.intake, next_seq=self.net.sequence.next,
-            origin_level=self._trust_level,
+            desk_parts, self.ledger, lambda: self.reputation, self.wallet_address,
+            self.is_management, intake=self.intake, origin_level=self._trust_level,
             # This node sees only its shards: a thin book asks the network.
             ask_network=self.net.ask_network if self.net.shards is not None else None,
         )
@@ -183,7 +184,8 @@ class NodeService:
         self.operator = OperatorDesk(AuditLog(self.config.audit_path), self.trust, memory.db.run,
                                      self.net.ban, self.net.unban, self.weather,
                                      self.publisher.revoke_endorsement)
-        self.market_liveness = MarketLiveness(self.publisher, self._buy, self.net.sync_status)
+        self.market_liveness = MarketLiveness(self.publisher, desk_parts, self._buy,
+                                              self.net.sync_status)
         self.market = Market(self.memory, self.listings, self.ledger, self.publisher, self.buyer,
                              self.market_liveness, self._record_trust, self.wallet_address,
                              self.config.chain, lambda: self.engine, self.warnings)

@@ -11,18 +11,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from node.market.bounty_desk import BountyDesk, BuySkill
+from node.market.desk import DeskParts
 from node.market.selling import SWEEP_INTERVAL_S, Catalogue, Publisher
 from node.net import NetService, SyncScope
 from protocol.envelope import Envelope
 
 
 class MarketLiveness:
-    def __init__(self, publisher: Publisher, buy: BuySkill,
+    def __init__(self, publisher: Publisher, parts: DeskParts, buy: BuySkill,
                  sync_status: Callable[[], dict[str, Any]]) -> None:
         """``sync_status()``: the net's listings-sync status, for the API."""
-        self.publisher = publisher
-        self.catalogue = Catalogue(publisher)
-        self.desk = BountyDesk(publisher, buy)
+        self.parts = parts
+        self.catalogue = Catalogue(publisher, parts)
+        self.desk = BountyDesk(publisher, parts, buy)
         self.sync_status = sync_status
 
     # --- net -----------------------------------------------------------------------------
@@ -35,9 +36,9 @@ class MarketLiveness:
                           scope: SyncScope) -> tuple[list[bytes], int, bool]:
         """The newest live state after ``cursor``, for a peer's listings-sync request (version 2:
         with warnings and revocations, and only the listing shards the peer follows)."""
-        feed = self.publisher.lifecycle.feed
-        return await self.publisher.memory.run(feed.page, cursor, limit, max_bytes,
-                                               self.publisher.clock(), scope.notices,
+        feed = self.parts.lifecycle.feed
+        return await self.parts.memory.run(feed.page, cursor, limit, max_bytes,
+                                               self.parts.clock(), scope.notices,
                                                scope.shard_count, scope.shards)
 
     async def on_bounty(self, envelope: Envelope) -> None:

@@ -17,18 +17,16 @@ from typing import Any
 import numpy as np
 
 from node import metrics
-from node.config import NodeConfig
-from node.crystals import Crystal, now_ms
+from node.crystals import Crystal
 from node.crystals import governance as gov
 from node.errors import NodeError, NotManagementNode
-from node.market.book import ACCEPT, BountyBoard, ListingBook, ListingLifecycle, count_matches
+from node.market.book import ACCEPT, count_matches
+from node.market.desk import DeskParts
 from node.market.intake import SkillsIntake
 from node.market.ledger import MarketLedger
 from node.market.selling.gates import check_listable
 from node.market.selling.pricing import ReputationSource, quote, scarcity_for
-from node.memory import AsyncMemory
 from protocol.envelope import Envelope
-from protocol.identity import Identity
 from protocol.liveness import ListingWithdrawal
 from protocol.messages import (
     EndorsementRevocation,
@@ -44,7 +42,6 @@ from protocol.topics import SKILLS
 
 log = logging.getLogger(__name__)
 
-GossipPublish = Callable[..., Awaitable[Envelope]]
 OriginLevel = Callable[[bytes], Awaitable[str]]
 AskNetwork = Callable[..., Awaitable[dict[str, Any]]]
 
@@ -58,32 +55,28 @@ def _text(name: str, description: str, tags: tuple[str, ...]) -> str:
 
 
 class Publisher:
-    def __init__(self, config: NodeConfig, identity: Identity, memory: AsyncMemory,
-                 listings: ListingBook, ledger: MarketLedger, gossip_publish: GossipPublish,
+    def __init__(self, parts: DeskParts, ledger: MarketLedger,
                  reputation: Callable[[], ReputationSource], wallet_address: str,
-                 is_management: bool, *, intake: SkillsIntake, next_seq: Callable[[], int],
-                 origin_level: OriginLevel, ask_network: AskNetwork | None = None,
-                 clock: Callable[[], int] = now_ms) -> None:
-        """``next_seq`` seals listings carried in a batch (the net's sequence source);
-        ``origin_level`` is the trust gate at intake (the trust level of a listing's or
+                 is_management: bool, *, intake: SkillsIntake, origin_level: OriginLevel,
+                 ask_network: AskNetwork | None = None) -> None:
+        """``origin_level`` is the trust gate at intake (the trust level of a listing's or
         bounty's origin key); ``await ask_network(terms, timeout_s, max_sellers) -> report``
         is given when this node follows only some listing shards (net.listing_shards): a
         search that finds too little then asks the network. Registers the kinds it takes
         in ``intake``: listings, withdrawals, endorsements and their revocations."""
-        self.config = config
-        self.identity = identity
-        self.memory = memory
-        self.listings = listings
+        self.config = parts.config
+        self.identity = parts.identity
+        self.memory = parts.memory
+        self.listings = parts.listings
+        self.lifecycle = parts.lifecycle
+        self.bounties = parts.bounties
+        self.gossip_publish = parts.gossip_publish
+        self.clock = parts.clock
         self.ledger = ledger
-        self.gossip_publish = gossip_publish
         self.reputation = reputation
         self.wallet_address = wallet_address
         self.is_management = is_management
-        self.clock = clock
-        self.next_seq = next_seq
         self.origin_level = origin_level
-        self.lifecycle = ListingLifecycle(listings.db, listings)
-        self.bounties = BountyBoard(listings.db)
         self.ask_network = ask_network
         self.last_network_search: dict[str, Any] | None = None
         intake.register(SkillListing.KIND, self.take_listing)

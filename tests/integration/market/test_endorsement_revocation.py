@@ -18,6 +18,7 @@ import pytest
 from node.config import load_config
 from node.crystals.model import SemanticType
 from node.market.book.listings import ListingBook
+from node.market.desk import DeskParts
 from node.market.intake import SkillsIntake
 from node.market.ledger import MarketLedger
 from node.market.selling.pricing import FlatReputation
@@ -73,10 +74,11 @@ def make_side(root: Path, name: str, clock: HandClock, identity: Identity) -> Si
         return "provisional"
 
     intake = SkillsIntake(clock)
-    publisher = Publisher(config, identity, AsyncMemory(memory), ListingBook(memory.db),
-                          MarketLedger(memory.db), gossip_publish, lambda: FlatReputation(1.0),
+    parts = DeskParts.build(config, identity, AsyncMemory(memory), ListingBook(memory.db),
+                            gossip_publish, sequence.next, clock)
+    publisher = Publisher(parts, MarketLedger(memory.db), lambda: FlatReputation(1.0),
                           "0x" + "11" * 20, identity is MANAGEMENT, intake=intake,
-                          next_seq=sequence.next, origin_level=provisional, clock=clock)
+                          origin_level=provisional)
     side = Side(identity, memory, publisher, intake, MessageValidator([MANAGEMENT.public_key], now_ms=clock),
                 sequence)
     return side

@@ -20,6 +20,7 @@ import pytest
 from node.config import load_config
 from node.crystals.model import SemanticType
 from node.market.book.listings import ListingBook
+from node.market.desk import DeskParts
 from node.market.intake import SkillsIntake
 from node.market.ledger import MarketLedger
 from node.market.liveness import MarketLiveness
@@ -88,15 +89,16 @@ def make_side(root: Path, name: str, clock: HandClock, embedder: str = "hashing"
         return "banned" if key in banned else "provisional"
 
     intake = SkillsIntake(clock)
-    publisher = Publisher(config, identity, AsyncMemory(memory), ListingBook(memory.db),
-                          MarketLedger(memory.db), gossip_publish, lambda: FlatReputation(1.0),
-                          "0x" + "11" * 20, False, intake=intake, next_seq=sequence.next,
-                          origin_level=origin_level, clock=clock)
+    parts = DeskParts.build(config, identity, AsyncMemory(memory), ListingBook(memory.db),
+                            gossip_publish, sequence.next, clock)
+    publisher = Publisher(parts, MarketLedger(memory.db), lambda: FlatReputation(1.0),
+                          "0x" + "11" * 20, False, intake=intake,
+                          origin_level=origin_level)
 
     async def no_buy(listing_id: str, max_price: int | None) -> dict[str, Any]:
         raise AssertionError("no purchase in this test")
 
-    side = Side(memory, publisher, intake, MarketLiveness(publisher, no_buy, lambda: {}),
+    side = Side(memory, publisher, intake, MarketLiveness(publisher, parts, no_buy, lambda: {}),
                 MessageValidator([], now_ms=clock), banned)
     return side
 
