@@ -199,7 +199,7 @@ class NodeService:
         self.net.on_reject(
             lambda r: metrics.GOSSIP_MESSAGES.labels(topic=r.topic, outcome="rejected", reason=r.reason).inc()
         )
-        self.net.app_score_hooks.append(self.trust.app_score)
+        self.net.add_score_term(self.trust.app_score)
         self.net.serve_purchases(self.seller.handle)
         try:
             async with trio.open_nursery() as nursery:

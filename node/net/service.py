@@ -117,8 +117,8 @@ class NetService:
         self.management_peers = frozenset(
             peer_id_from_public_key(bytes.fromhex(key)) for key in config.management_keys
         )
-        # Extra application-specific score terms (the trust layer adds one).
-        self.app_score_hooks: list[Callable[[str], float]] = []
+        # Extra application-specific score terms (``add_score_term``: the trust layer's).
+        self._score_terms: list[Callable[[str], float]] = []
         self.rejections = RejectionCounter()
         self.validator = MessageValidator(
             management_keys=[bytes.fromhex(key) for key in config.management_keys],
@@ -354,6 +354,10 @@ class NetService:
                     report["timed_out"])
         return report
 
+    def add_score_term(self, term: Callable[[str], float]) -> None:
+        """Add ``term(peer_id)`` to every peer's gossipsub application score."""
+        self._score_terms.append(term)
+
     def on_reject(self, hook: RejectHook) -> None:
         """``hook(Rejection)`` for every rejected gossip message (for the trust ledger)."""
         self.rejections.on_reject(hook)
@@ -367,7 +371,7 @@ class NetService:
 
     def _app_score(self, peer: ID) -> float:
         peer_id = str(peer)
-        return self.scores.score(peer_id) + sum(hook(peer_id) for hook in self.app_score_hooks)
+        return self.scores.score(peer_id) + sum(term(peer_id) for term in self._score_terms)
 
     def sync_status(self) -> dict[str, Any]:
         """Listings sync: recent sessions per peer, pages served."""
