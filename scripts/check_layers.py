@@ -26,7 +26,10 @@ Fails (exit 1) on:
 What the two last rules can see: attribute syntax. Types are not inferred, so a private
 name that some module of the user's package also defines passes (a false negative), a
 private member reached through ``getattr(obj, "_name")`` passes, and a late assignment is
-recognised by the shape of its value (a callable stored in a variable first passes).
+recognised by the shape of its value: a lambda, a ``partial``, a method of ours reached from
+``self``, a function of the module. A callable stored in a variable first, a library
+object's method (``nursery.start_soon``) and a callable appended to another object's list
+pass. Only ``node/`` is checked; tests may wire doubles as they need.
 Justified exceptions are listed once, in ``ALLOWED_REACH_INS`` and ``ALLOWED_LATE``.
 
 A module of ``LONG_MODULE_LINES`` lines or more is reported as a warning, not a
