@@ -47,6 +47,11 @@ class SkillsIntake:
             raise ValueError(f"{kind!r} already has a handler")
         self._handlers[kind] = handler
 
+    @property
+    def kinds(self) -> frozenset[str]:
+        """The kinds some desk takes (a running node: every skills-topic kind but the batch)."""
+        return frozenset(self._handlers)
+
     async def take(self, envelope: Envelope) -> None:
         """A validated skills-topic envelope (gossip or listings sync)."""
         if envelope.kind == ListingBatch.KIND:
