@@ -28,6 +28,8 @@ from typing import Any
 import pytest
 import trio
 
+from node.api import running_node
+from node.config import load_config
 from node.init import init_node
 from node.service import NodeService
 from tests.support.cli import Cli
@@ -159,6 +161,11 @@ async def test_every_dual_command_answers_the_same_with_and_without_a_node(
         tmp_path: Path, node: NodeService, cli: Cli, capsys: pytest.CaptureFixture[str]) -> None:
     offline_dir = tmp_path / "offline"
     init_node(offline_dir, name="agent", embedder="hashing")
+    # One side answered by LocalNode, the other by the node through ApiClient.
+    assert running_node(load_config(offline_dir, environ={})) is None
+    served = running_node(node.config)
+    assert served is not None
+    served.close()
     offline = await trio.to_thread.run_sync(tour, Cli(capsys, offline_dir), tmp_path / "offline-work")
     online = await trio.to_thread.run_sync(tour, Cli(capsys, node.config.data_dir), tmp_path / "online-work")
 
