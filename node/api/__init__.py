@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from node.api.client import pid_alive as pid_alive
     from node.api.client import running_node as running_node
     from node.api.client import skill_body as skill_body
+    from node.api.client import update_body as update_body
     from node.api.routes import build_app as build_app
 
 __getattr__ = face(__name__)

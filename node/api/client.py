@@ -72,6 +72,11 @@ def add_body(text: str, *, semantic_type: str | None = None, scope: str | None =
                      "importance": importance, "lifespan": lifespan})
 
 
+def update_body(text: str | None = None, scope: str | None = None) -> Json:
+    """The "new version" request (``PATCH /v1/crystals/{id}``): the new text and/or scope."""
+    return _present({"text": text, "scope": scope})
+
+
 def skill_body(text: str, *, scope: str, category: str | None = None, tags: Sequence[str] = (),
                namespace: str | None = None) -> Json:
     """The "add a skill" request (``POST /v1/crystals`` with type skill), as ``add_skill`` spells it."""
@@ -189,8 +194,7 @@ class ApiClient:
 
     def memory_update(self, crystal_id: str, text: str | None = None, scope: str | None = None) -> Json:
         """A new version of a memory (new text and/or scope); the old one is closed."""
-        return dict(self.request("PATCH", f"/v1/crystals/{crystal_id}",
-                                 json=_present({"text": text, "scope": scope})))
+        return dict(self.request("PATCH", f"/v1/crystals/{crystal_id}", json=update_body(text, scope)))
 
     def memory_delete(self, crystal_id: str) -> Json:
         return dict(self.request("DELETE", f"/v1/crystals/{crystal_id}"))

@@ -115,10 +115,10 @@ class LocalNode:
         return [crystal.to_dict() for crystal in list_memories(self._memory(), namespace, tuple(types), limit)]
 
     def memory_update(self, crystal_id: str, text: str | None = None, scope: str | None = None) -> Json:
+        from node.api import update_body
         from node.memory import update_from_request
 
-        body = {key: value for key, value in (("text", text), ("scope", scope)) if value is not None}
-        return update_from_request(self._memory(), crystal_id, body)
+        return update_from_request(self._memory(), crystal_id, update_body(text, scope))
 
     def memory_delete(self, crystal_id: str) -> Json:
         from node.memory import delete
