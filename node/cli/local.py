@@ -5,8 +5,11 @@ A running node owns its database and index, so the CLI speaks to it through
 offline (memory, working memory, learning, skill records) get a ``LocalNode``
 from ``CliContext.client()`` instead: the same method names, arguments and
 JSON, answered by opening the data dir's ``Memory`` in this process (once, on
-the first call; the CLI closes it when the command ends). Every other method
-is missing on purpose: those commands need the node (``CliContext.api()``).
+the first call; the CLI closes it when the command ends) and calling the same
+operation function the node's face runs for that route: the executor differs,
+the operation does not (tests/integration/cli/test_cli_contract.py compares the
+answers). Every other method is missing on purpose: those commands need the node
+(``CliContext.api()``).
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ class LocalNode:
 
     ``open_memory`` opens the data dir's memory (``CliContext.memory``), called when a
     method first needs it. Each method only passes its arguments to the operation the node
-    runs for the same route (``node.memory``'s operation functions; node/memory's docs,
-    "One operation, two executors"): no operation is written here. What differs is the
+    runs for the same route (``node.memory``'s operation functions; README, "Adding an
+    operation"): no operation is written here. What differs is the
     executor: the node runs them on its database's single writer, this runs them in the
     CLI's own thread.
     """
