@@ -72,11 +72,7 @@ def node_router(node: NodeApi) -> APIRouter:
 
     @router.post("/crystals/search", tags=["memory"])
     async def search(body: SearchIn) -> Json:
-        hits = await node.memory.search(search_request(
-            body.query, body.k, types=[t.value for t in body.types], lifecycles=[lc.value for lc in body.lifecycles],
-            scopes=[s.value for s in body.scopes], namespace=body.namespace, all_namespaces=body.all_namespaces,
-            as_of_ms=body.as_of_ms, min_relevance=body.min_relevance,
-            sources=[source.value for source in body.sources]))
+        hits = await node.memory.search(search_request(**body.model_dump(mode="json")))
         return {"hits": [hit.to_dict() for hit in hits]}
 
     @router.get("/memory/status", tags=["memory"])

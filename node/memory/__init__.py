@@ -63,9 +63,9 @@ if TYPE_CHECKING:
     from node.memory.requests import MAX_TTL_MS as MAX_TTL_MS
     from node.memory.requests import add_from_request as add_from_request
     from node.memory.requests import consolidate_at as consolidate_at
-    from node.memory.requests import search_request as search_request
     from node.memory.search import SOURCES as SOURCES
     from node.memory.search import origin_label as origin_label
+    from node.memory.search import search_request as search_request
     from node.memory.transcripts import TranscriptChunk as TranscriptChunk
     from node.memory.transcripts import TranscriptConflict as TranscriptConflict
     from node.memory.transcripts import TranscriptRefused as TranscriptRefused

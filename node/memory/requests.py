@@ -9,13 +9,12 @@ never a crystal that later breaks consolidation (issue 12, row 5: a string
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from node.crystals import AccessScope, Crystal, LifespanPolicy, SemanticType, Source, now_ms
-from node.memory.facade import ConsolidationReport, Memory, MemoryInputError, SearchRequest
-from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
+from node.memory.facade import ConsolidationReport, Memory, MemoryInputError
+from node.memory.namespaces import validate_namespace
 from protocol.skill_bundle import decode, looks_like_bundle
 
 MAX_TEXT_CHARS = 65_536
@@ -141,17 +140,6 @@ def consolidation_time(value: Any, now: int) -> int:
     if at - now > MAX_AHEAD_MS:
         raise MemoryInputError("at is more than ten years ahead")
     return at
-
-
-def search_request(query: str, k: int = 10, *, types: Sequence[str] = (), lifecycles: Sequence[str] = (),
-                   scopes: Sequence[str] = (), namespace: str | None = None, all_namespaces: bool = False,
-                   as_of_ms: int | None = None, min_relevance: float = 0.0,
-                   sources: Sequence[str] = ()) -> SearchRequest:
-    """A search as the doors ask for it (``memory search``, the API's search route): one
-    namespace (default "default") or, with ``all_namespaces``, every one."""
-    spaces = () if all_namespaces else (validate_namespace(namespace or DEFAULT_NAMESPACE),)
-    return SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes), namespaces=spaces,
-                         as_of_ms=as_of_ms, min_relevance=min_relevance, sources=tuple(sources))
 
 
 def consolidate_at(memory: Memory, at: Any = None, *, purge: bool = False, dry_run: bool = False,

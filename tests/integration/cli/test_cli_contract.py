@@ -10,7 +10,8 @@ once what legitimately differs between two data dirs is normalised:
 * times (``*At``, ``*_ms``, ``at``, seconds taken, rates): the clock, not the operation;
 * the data dir and work folder paths (two temporary folders), and ``signer`` (each data
   dir has its own identity key), and byte sizes of files that embed those;
-* floats within 0.001 (importance and hormones decay by the seconds between the runs),
+* floats within 0.001 (importance decays by the seconds between the runs), hormone levels
+  (they decay by the clock: only which hormones are reported is compared),
   ``index.state`` (when this process opened the index), and the order of a consolidation's
   ``transitions`` (ordered by random id).
 
@@ -47,6 +48,8 @@ IDENTITY_KEYS = {"signer"}
 # (parent key, key) that say how this process opened the store, not what it holds: a node
 # loaded or rebuilt its index once at start, each command without a node opens it again.
 PROCESS_KEYS = {("index", "state")}
+# Levels that decay by the clock between two calls (hormones decay by the second): their keys count.
+CLOCK_DICTS = {"hormones"}
 # Lists in the order of random ids (two crystals expiring in one cycle): compared as sets.
 UNORDERED_KEYS = {"transitions"}
 
@@ -59,6 +62,8 @@ class Normaliser:
         self.folders = sorted((str(folder) for folder in folders), key=len, reverse=True)
 
     def __call__(self, value: Any, key: str = "") -> Any:
+        if isinstance(value, dict) and key in CLOCK_DICTS:
+            return {k: "<level>" for k in value}
         if isinstance(value, dict):
             return {k: self(v, k) for k, v in value.items() if (key, k) not in PROCESS_KEYS}
         if isinstance(value, list):
@@ -190,10 +195,19 @@ def _differences(alone: Any, served: Any, where: str = "") -> list[str]:
                 for d in _differences(a, s, f"{where}[{index}]")]
     if isinstance(alone, float) and isinstance(served, float):  # decayed by the seconds between the runs
         return [] if math.isclose(alone, served, abs_tol=1e-3) else [f"{where}: {alone} without a node, {served} with"]
+    if isinstance(alone, str) and isinstance(served, str) and alone != served:
+        return [f"{where}: {_text_difference(alone, served)}"]
     return [] if alone == served else [f"{where}: {_short(alone)} without a node, {_short(served)} with"]
 
 
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) < 160 else text[:157] + "..."
+
+
+def _text_difference(alone: str, served: str) -> str:
+    """Where two texts part: a few characters either side of the first difference."""
+    at = next((i for i, (a, s) in enumerate(zip(alone, served)) if a != s), min(len(alone), len(served)))
+    return f"from character {at}: {alone[max(0, at - 40):at + 60]!r} without a node, " \
+           f"{served[max(0, at - 40):at + 60]!r} with"
 
