@@ -118,6 +118,9 @@ def tour(cli: Cli, work: Path) -> list[tuple[str, Any]]:
     run("memory", "list", "--namespace", "user:jonas")
     updated = run("memory", "update", preference["id"], "jonas prefers very short answers")
     run("memory", "history", updated["id"])
+    # A note of what is stored already, asked as another type: "exists", with what differs.
+    run("memory", "note", "jonas prefers very short answers", "--namespace", "user:jonas", "--lifespan",
+        "permanent")
     run("memory", "pin", updated["id"])
     run("memory", "pin", updated["id"])
     run("memory", "unpin", updated["id"])
