@@ -210,7 +210,8 @@ def _short(value: Any) -> str:
 
 def _text_difference(alone: str, served: str) -> str:
     """Where two texts part: a few characters either side of the first difference."""
-    at = next((i for i, (a, s) in enumerate(zip(alone, served)) if a != s), min(len(alone), len(served)))
-    return f"from character {at}: {alone[max(0, at - 40):at + 60]!r} without a node, " \
-           f"{served[max(0, at - 40):at + 60]!r} with"
+    common = min(len(alone), len(served))
+    at = next((i for i in range(common) if alone[i] != served[i]), common)
+    return (f"from character {at}: {alone[max(0, at - 40):at + 60]!r} without a node, "
+            f"{served[max(0, at - 40):at + 60]!r} with")
 
