@@ -13,8 +13,11 @@ from node.face import face
 if TYPE_CHECKING:
     from node.api.client import ApiClient as ApiClient
     from node.api.client import ApiError as ApiError
+    from node.api.client import add_body as add_body
     from node.api.client import pid_alive as pid_alive
     from node.api.client import running_node as running_node
+    from node.api.client import skill_body as skill_body
+    from node.api.client import update_body as update_body
     from node.api.routes import build_app as build_app
 
 __getattr__ = face(__name__)

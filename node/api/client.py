@@ -62,6 +62,42 @@ def _present(body: Json) -> Json:
     return {key: value for key, value in body.items() if value is not None}
 
 
+def add_body(text: str, *, semantic_type: str | None = None, scope: str | None = None, path: str | None = None,
+             ttl_ms: int | None = None, category: str | None = None, tags: Sequence[str] | None = None,
+             namespace: str | None = None, importance: float | None = None, lifespan: str | None = None) -> Json:
+    """The "add a memory" request (``POST /v1/crystals``) as ``memory_add``'s arguments spell it;
+    ``LocalNode`` hands the same body to the same operation."""
+    return _present({"text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
+                     "category": category, "tags": None if tags is None else list(tags), "namespace": namespace,
+                     "importance": importance, "lifespan": lifespan})
+
+
+def update_body(text: str | None = None, scope: str | None = None) -> Json:
+    """The "new version" request (``PATCH /v1/crystals/{id}``): the new text and/or scope."""
+    return _present({"text": text, "scope": scope})
+
+
+def skill_body(text: str, *, scope: str, category: str | None = None, tags: Sequence[str] = (),
+               namespace: str | None = None) -> Json:
+    """The "add a skill" request (``POST /v1/crystals`` with type skill), as ``add_skill`` spells it."""
+    return {"text": text, "type": "skill", "scope": scope, "category": category, "tags": list(tags),
+            "namespace": namespace}
+
+
+def _export_summary(header: str) -> Json:
+    """The export's summary the node sends in a header (as ``export_jsonl`` returned it)."""
+    import json
+
+    from protocol.codec import json_too_deep
+
+    if len(header) > 16_384 or json_too_deep(header.encode(), 8):
+        raise ApiError("the node's export summary is oversized")
+    summary = json.loads(header)
+    if not isinstance(summary, dict):
+        raise ApiError("the node's export summary is not an object")
+    return summary
+
+
 class ApiClient:
     def __init__(self, base_url: str, token: str, timeout_s: float = 60.0) -> None:
         self.base_url = base_url.rstrip("/")
@@ -124,10 +160,9 @@ class ApiClient:
         """Store a memory; the crystal with ``outcome`` "created" or "exists" (and what ``differs``).
         ``importance``: stated explicitly, a floor it never decays below; ``lifespan``
         "permanent": pinned."""
-        return dict(self.post("/v1/crystals", _present({
-            "text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
-            "category": category, "tags": None if tags is None else list(tags), "namespace": namespace,
-            "importance": importance, "lifespan": lifespan})))
+        return dict(self.post("/v1/crystals", add_body(
+            text, semantic_type=semantic_type, scope=scope, path=path, ttl_ms=ttl_ms, category=category,
+            tags=tags, namespace=namespace, importance=importance, lifespan=lifespan)))
 
     def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> Json:
         """Pin (``permanent``: never expires by decay) or unpin (``decay``) a memory."""
@@ -159,8 +194,7 @@ class ApiClient:
 
     def memory_update(self, crystal_id: str, text: str | None = None, scope: str | None = None) -> Json:
         """A new version of a memory (new text and/or scope); the old one is closed."""
-        return dict(self.request("PATCH", f"/v1/crystals/{crystal_id}",
-                                 json=_present({"text": text, "scope": scope})))
+        return dict(self.request("PATCH", f"/v1/crystals/{crystal_id}", json=update_body(text, scope)))
 
     def memory_delete(self, crystal_id: str) -> Json:
         return dict(self.request("DELETE", f"/v1/crystals/{crystal_id}"))
@@ -208,13 +242,13 @@ class ApiClient:
                     done += len(chunk)
                     if progress is not None:
                         progress(done, total)
-                crystals = int(response.headers.get("x-crystalmesh-export-crystals") or 0)
+                summary = _export_summary(response.headers.get("x-crystalmesh-export-summary") or "{}")
             complete = True
         except httpx.HTTPError as exc:
             raise ApiError(f"cannot reach the node at {self.base_url}: {exc}") from exc
         finally:
             finish_private(handle, temporary, target, complete)
-        return {"path": str(target), "crystals": crystals, "bytes": done}
+        return summary | {"bytes": done, "path": str(target)}
 
     def memory_ingest_transcript(self, path: str, *, format: str | None = None, namespace: str | None = None,
                                  progress: Callable[[int, int], None] | None = None) -> Json:
@@ -335,9 +369,8 @@ class ApiClient:
     def add_skill(self, text: str, *, scope: str, category: str | None = None, tags: Sequence[str] = (),
                   namespace: str | None = None) -> Json:
         """Store a skill (plain text or a SKILL.md bundle) as a skill crystal."""
-        return dict(self.post("/v1/crystals", {"text": text, "type": "skill", "scope": scope,
-                                               "category": category, "tags": list(tags),
-                                               "namespace": namespace}))
+        return dict(self.post("/v1/crystals", skill_body(text, scope=scope, category=category, tags=tags,
+                                                         namespace=namespace)))
 
     def record_execution(self, crystal_id: str, success: bool, reward: float | None = None,
                          note: str | None = None) -> Json:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import tempfile
 from collections.abc import AsyncIterator
 from typing import IO, Annotated, Any, Literal
@@ -228,6 +229,7 @@ def memory_router(node: NodeApi) -> APIRouter:
             spool.close()
             raise
         headers = {"X-Crystalmesh-Export-Crystals": str(summary["crystals"]),
+                   "X-Crystalmesh-Export-Summary": json.dumps(summary, separators=(",", ":")),
                    "Content-Length": str(summary["bytes"])}
         return StreamingResponse(_chunks(spool), media_type="application/x-ndjson", headers=headers)
 

@@ -46,7 +46,8 @@ class CrystalIn(Body):
 
 
 class SearchIn(Body):
-    """``POST /v1/crystals/search``."""
+    """``POST /v1/crystals/search``: its fields are ``node.memory.search_request``'s parameters
+    (the route hands them all over, so a new filter needs no change to the route)."""
 
     query: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"\S")]
     k: Annotated[int, Field(strict=True, ge=1, le=100)] = 10

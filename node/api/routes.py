@@ -10,7 +10,6 @@ that guard wrapped round the FastAPI app; hypercorn's trio worker serves it.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query
@@ -41,7 +40,7 @@ from node.api.models import (
 from node.api.operator_routes import operator_router
 from node.api.safety_routes import safety_router
 from node.api.working_routes import working_memory_router
-from node.memory import SearchRequest
+from node.memory import search_request
 
 Json = dict[str, Any]
 
@@ -73,16 +72,7 @@ def node_router(node: NodeApi) -> APIRouter:
 
     @router.post("/crystals/search", tags=["memory"])
     async def search(body: SearchIn) -> Json:
-        hits = await node.memory.search(SearchRequest(
-            query=body.query, k=body.k,
-            semantic_types=tuple(t.value for t in body.types),
-            lifecycles=tuple(lc.value for lc in body.lifecycles),
-            scopes=tuple(s.value for s in body.scopes),
-            namespaces=() if body.all_namespaces else (body.namespace,),
-            as_of_ms=body.as_of_ms,
-            min_relevance=body.min_relevance,
-            sources=tuple(source.value for source in body.sources),
-        ))
+        hits = await node.memory.search(search_request(**body.model_dump(mode="json")))
         return {"hits": [hit.to_dict() for hit in hits]}
 
     @router.get("/memory/status", tags=["memory"])
@@ -92,10 +82,7 @@ def node_router(node: NodeApi) -> APIRouter:
     @router.post("/memory/consolidate", tags=["memory"])
     async def consolidate(body: ConsolidateIn | None = None) -> Json:
         request = body or ConsolidateIn()
-        report = await node.memory.consolidate(request.purge, request.at, request.dry_run)
-        if not request.dry_run:
-            await node.working.auto_scratch_logged()  # seed 001: hormonal spikes after a cycle
-        return asdict(report)
+        return await node.working.consolidate(request.purge, request.at, request.dry_run)
 
     # --- skills & market --------------------------------------------------------------------
     @router.post("/skills/{crystal_id}/executions", tags=["skills"])

@@ -103,7 +103,7 @@ def working_memory_router(node: NodeApi) -> APIRouter:
 
     @router.get("/memory/directives/proposals")
     async def proposals(query: Annotated[ProposalsQuery, Query()]) -> Json:
-        return await node.working.proposals(query.namespace, None if query.status == "all" else query.status)
+        return await node.working.proposals(query.namespace, query.status)
 
     @router.post("/memory/directives/proposals/{proposal_id}")
     async def decide(proposal_id: Annotated[str, Path(min_length=1, max_length=64)], body: DecisionIn) -> Json:

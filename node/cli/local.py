@@ -5,19 +5,21 @@ A running node owns its database and index, so the CLI speaks to it through
 offline (memory, working memory, learning, skill records) get a ``LocalNode``
 from ``CliContext.client()`` instead: the same method names, arguments and
 JSON, answered by opening the data dir's ``Memory`` in this process (once, on
-the first call; the CLI closes it when the command ends). Every other method
-is missing on purpose: those commands need the node (``CliContext.api()``).
+the first call; the CLI closes it when the command ends) and calling the same
+operation function the node's face runs for that route: the executor differs,
+the operation does not (tests/integration/cli/test_cli_contract.py compares the
+answers). Every other method is missing on purpose: those commands need the node
+(``CliContext.api()``).
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from node.memory import Document, FileState, Memory, WorkingMemory
+    from node.memory import Document, FileState, Memory, NicheData, WorkingMemory
 
 Json = dict[str, Any]
 
@@ -41,41 +43,51 @@ class LocalNode:
     """``ApiClient``'s memory methods over the data dir (see the module docstring).
 
     ``open_memory`` opens the data dir's memory (``CliContext.memory``), called when a
-    method first needs it.
+    method first needs it. Each method only passes its arguments to the operation the node
+    runs for the same route (``node.memory``'s operation functions; README, "Adding an
+    operation"): no operation is written here. What differs is the
+    executor: the node runs them on its database's single writer, this runs them in the
+    CLI's own thread.
     """
 
     def __init__(self, open_memory: Callable[[], Memory]) -> None:
         self._open_memory = open_memory
         self._opened: Memory | None = None
+        self._workings: dict[str, WorkingMemory] = {}
 
     def close(self) -> None:
         if self._opened is not None:
             self._opened.close()
             self._opened = None
+            self._workings.clear()
 
     def _memory(self) -> Memory:
         if self._opened is None:
             self._opened = self._open_memory()
         return self._opened
 
-    def _working(self, namespace: str) -> WorkingMemory:
-        from node.market import niche_source
-        from node.memory import working_memory_for
+    def _working(self, namespace: str = "default") -> WorkingMemory:
+        """The namespace's working memory, built as the node builds it (one per namespace)."""
+        from node.memory import validate_namespace, working_memory_for
 
-        memory = self._memory()
-        return working_memory_for(memory.config, memory, namespace, niche_source(memory))
+        namespace = validate_namespace(namespace)
+        if namespace not in self._workings:
+            memory = self._memory()
+            self._workings[namespace] = working_memory_for(memory.config, memory, namespace,
+                                                           _niche(memory))
+        return self._workings[namespace]
 
     # --- memory -------------------------------------------------------------------------------
     def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
                    path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
                    tags: Sequence[str] | None = None, namespace: str | None = None,
                    importance: float | None = None, lifespan: str | None = None) -> Json:
-        from node.memory import add_with_outcome
+        from node.api import add_body
+        from node.memory import versions
 
-        body = {"text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
-                "category": category, "tags": None if tags is None else list(tags), "namespace": namespace,
-                "importance": importance, "lifespan": lifespan}
-        return add_with_outcome(self._memory(), {k: v for k, v in body.items() if v is not None}).to_dict()
+        return versions.add_memory(self._memory(), add_body(
+            text, semantic_type=semantic_type, scope=scope, path=path, ttl_ms=ttl_ms, category=category,
+            tags=tags, namespace=namespace, importance=importance, lifespan=lifespan))
 
     def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> Json:
         from node.memory import set_lifespan
@@ -83,24 +95,21 @@ class LocalNode:
         return set_lifespan(self._memory(), crystal_id, lifespan)
 
     def memory_get(self, crystal_id: str) -> Json:
-        memory = self._memory()
-        crystal = memory.get(crystal_id)
-        return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, 20),
-                                    "knowledge": memory.learning.describe(crystal)}
+        from node.memory import versions
+
+        return versions.detail(self._memory(), crystal_id)
 
     def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
                       lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
                       namespace: str | None = None, all_namespaces: bool = False,
                       as_of_ms: int | None = None, min_relevance: float = 0.0,
                       sources: Sequence[str] = ()) -> list[Json]:
-        from node.memory import SearchRequest, validate_namespace
+        from node.memory import search_request
 
-        spaces = () if all_namespaces else (validate_namespace(namespace),)
-        memory = self._memory()
-        request = SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes),
-                                namespaces=spaces, as_of_ms=as_of_ms, min_relevance=min_relevance,
-                                sources=tuple(sources))
-        return [hit.to_dict() for hit in memory.search(request)]
+        request = search_request(query, k, types=types, lifecycles=lifecycles, scopes=scopes,
+                                 namespace=namespace, all_namespaces=all_namespaces, as_of_ms=as_of_ms,
+                                 min_relevance=min_relevance, sources=sources)
+        return [hit.to_dict() for hit in self._memory().search(request)]
 
     def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),
                     limit: int = 50) -> list[Json]:
@@ -109,10 +118,10 @@ class LocalNode:
         return [crystal.to_dict() for crystal in list_memories(self._memory(), namespace, tuple(types), limit)]
 
     def memory_update(self, crystal_id: str, text: str | None = None, scope: str | None = None) -> Json:
+        from node.api import update_body
         from node.memory import update_from_request
 
-        body = {key: value for key, value in (("text", text), ("scope", scope)) if value is not None}
-        return update_from_request(self._memory(), crystal_id, body)
+        return update_from_request(self._memory(), crystal_id, update_body(text, scope))
 
     def memory_delete(self, crystal_id: str) -> Json:
         from node.memory import delete
@@ -128,9 +137,9 @@ class LocalNode:
         return self._memory().status()
 
     def memory_consolidate(self, purge: bool = False, at: str | None = None, dry_run: bool = False) -> Json:
-        from node.memory import consolidate_at
+        from node.memory import memory_consolidate
 
-        return asdict(consolidate_at(self._memory(), at, purge=purge, dry_run=dry_run))
+        return memory_consolidate(self._working(), at, purge, dry_run)
 
     def memory_ingest_conversation(self, content_b64: str, *, namespace: str | None = None,
                                    semantic_type: str | None = None,
@@ -191,72 +200,73 @@ class LocalNode:
     # --- working memory (seed 001) ------------------------------------------------------------
     def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
                     scope: str | None = None, lifespan: str | None = None) -> Json:
-        from node.memory import note_kind
+        from node.memory import memory_note
 
-        kind = note_kind(semantic_type, scope, lifespan)
-        return self._working(namespace).note(text, importance, kind).to_dict()
+        return memory_note(self._working(namespace), text, importance, semantic_type, scope, lifespan)
 
     def memory_dream(self, namespace: str) -> Json:
-        return self._working(namespace).dream().to_dict()
+        from node.memory import memory_dream
+
+        return memory_dream(self._working(namespace))
 
     def directive_proposals(self, namespace: str = "default", status: str = "pending") -> Json:
-        found = self._working(namespace).proposals(None if status == "all" else status)
-        return {"namespace": namespace, "proposals": found}
+        from node.memory import directive_proposals
+
+        return directive_proposals(self._working(namespace), status)
 
     def decide_directive(self, proposal_id: str, adopt: bool, namespace: str = "default") -> Json:
-        return self._working(namespace).decide_proposal(proposal_id, adopt)
+        from node.memory import decide_directive
+
+        return decide_directive(self._working(namespace), proposal_id, adopt)
 
     def memory_context(self, window_tokens: int, namespace: str) -> Json:
-        return {"namespace": namespace, "window": window_tokens,
-                "context": self._working(namespace).context(window_tokens)}
+        from node.memory import memory_context
+
+        return memory_context(self._working(namespace), window_tokens)
 
     def crystallize_skill(self, crystal_id: str, text: str | None = None, category: str | None = None,
                           tags: Sequence[str] = ()) -> Json:
-        from node.memory import MemoryBackend
+        from node.memory import crystallize_skill
 
-        return MemoryBackend(self._memory()).crystallize(crystal_id, text, category, tuple(tags)).to_dict()
+        return crystallize_skill(self._working(), crystal_id, text, category, tags)
 
     # --- memory that learns (seed 003/004) ----------------------------------------------------
     def memory_feedback(self, crystal_id: str, verdict: str) -> Json:
-        return self._memory().learning.feedback(crystal_id, verdict)
+        from node.memory import learning_service
+
+        return learning_service.feedback(self._memory(), crystal_id, verdict)
 
     def session_end(self) -> Json:
-        from node.memory import end_session
+        from node.memory import learning_service
 
-        memory = self._memory()
-        return end_session(memory, memory.learning)
+        return learning_service.session_end(self._memory())
 
     def testament_export(self) -> Json:
         from node.keys import load_identity
-        from node.memory import export_testament
+        from node.memory import learning_service
 
         memory = self._memory()
-        result = export_testament(memory, memory.learning, load_identity(memory.config), None)
-        data: bytes = result.pop("data")
-        return result | {"testament_b64": base64.b64encode(data).decode("ascii")}
+        return learning_service.testament_export(memory, load_identity(memory.config))
 
     def testament_import(self, testament_b64: str) -> Json:
-        from node.memory import import_testament
+        from node.memory import learning_service
 
-        memory = self._memory()
-        return import_testament(memory, memory.learning, base64.b64decode(testament_b64, validate=True))
+        return learning_service.testament_import(self._memory(), testament_b64)
 
     def budget_context(self, query: str, budget_tokens: int, working_memory: str | None = None,
                        sources: Sequence[str] = ()) -> Json:
-        from node.memory import budget_context
+        from node.memory import learning_service
 
-        memory = self._memory()
-        return budget_context(memory, memory.learning, query, budget_tokens, working_memory,
-                              sources=tuple(sources)).to_dict()
+        return learning_service.budget(self._memory(), query, budget_tokens, working_memory, tuple(sources))
 
     # --- skills -------------------------------------------------------------------------------
     def add_skill(self, text: str, *, scope: str, category: str | None = None, tags: Sequence[str] = (),
                   namespace: str | None = None) -> Json:
-        from node.memory import add_from_request
+        from node.api import skill_body
+        from node.memory import versions
 
-        body = {"text": text, "type": "skill", "scope": scope, "category": category, "tags": list(tags),
-                "namespace": namespace}
-        return add_from_request(self._memory(), body).to_dict()
+        return versions.add_memory(self._memory(), skill_body(text, scope=scope, category=category, tags=tags,
+                                                              namespace=namespace))
 
     def record_execution(self, crystal_id: str, success: bool, reward: float | None = None,
                          note: str | None = None) -> Json:
@@ -264,3 +274,10 @@ class LocalNode:
 
     def new_skill_version(self, crystal_id: str, text: str) -> Json:
         return self._memory().new_skill_version(crystal_id, text).to_dict()
+
+
+def _niche(memory: Memory) -> Callable[[], NicheData | None]:
+    """The market's economics for The Niche, read from the data dir's ledger as the node reads it."""
+    from node.market import niche_source
+
+    return niche_source(memory)

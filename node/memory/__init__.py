@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from node.face import face
 
 if TYPE_CHECKING:
+    from node.memory import learning_service as learning_service
+    from node.memory import versions as versions
     from node.memory.async_memory import AsyncMemory as AsyncMemory
     from node.memory.conversations import MAX_CONVERSATION_BYTES as MAX_CONVERSATION_BYTES
     from node.memory.conversations import ConversationRefused as ConversationRefused
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
     from node.memory.requests import consolidate_at as consolidate_at
     from node.memory.search import SOURCES as SOURCES
     from node.memory.search import origin_label as origin_label
+    from node.memory.search import search_request as search_request
     from node.memory.transcripts import TranscriptChunk as TranscriptChunk
     from node.memory.transcripts import TranscriptConflict as TranscriptConflict
     from node.memory.transcripts import TranscriptRefused as TranscriptRefused
@@ -89,6 +92,14 @@ if TYPE_CHECKING:
     from node.memory.working.durable import open_nofollow as open_nofollow
     from node.memory.working.durable import read_bytes as read_bytes
     from node.memory.working.durable import write_all as write_all
+    from node.memory.working.requests import crystallize_skill as crystallize_skill
+    from node.memory.working.requests import decide_directive as decide_directive
+    from node.memory.working.requests import directive_proposals as directive_proposals
+    from node.memory.working.requests import memory_consolidate as memory_consolidate
+    from node.memory.working.requests import memory_context as memory_context
+    from node.memory.working.requests import memory_dream as memory_dream
+    from node.memory.working.requests import memory_note as memory_note
+    from node.memory.working.requests import working_state as working_state
     from node.memory.working.scratch import DEFAULT_IMPORTANCE as DEFAULT_IMPORTANCE
     from node.memory.working.scratch import parse_scratch as parse_scratch
     from node.memory.working.service import WorkingMemoryService as WorkingMemoryService

@@ -17,13 +17,12 @@ from typing import IO, Any, Concatenate, ParamSpec, TypeVar
 import numpy as np
 import trio
 
-from node import metrics
 from node.crystals import Crystal, CrystalNotFound
 from node.db import Database
 from node.memory import versions
 from node.memory.conversations import attach_turns, embed_plan, neighbours, plan_ingest, store_plan
 from node.memory.dynamics import HormonalStateManager
-from node.memory.facade import ConsolidationReport, ExecutionOutcome, Memory, MemoryInputError
+from node.memory.facade import ExecutionOutcome, Memory
 from node.memory.files import (
     MAX_DOCUMENT_BYTES,
     Document,
@@ -36,7 +35,7 @@ from node.memory.files import (
     store_sync,
 )
 from node.memory.portable import export_jsonl
-from node.memory.requests import add_from_request, consolidate_at
+from node.memory.requests import add_from_request
 from node.memory.search import SearchHit, SearchRequest, llm_search_steps
 from node.memory.transcripts import (
     TranscriptChunk,
@@ -94,7 +93,7 @@ class AsyncMemory:
 
     # --- memories as versioned records in namespaces (node.memory.versions) --------------------
     async def add_with_outcome(self, body: Any) -> dict[str, Any]:
-        return (await self.run(versions.add_with_outcome, self._memory, body)).to_dict()
+        return await self.run(versions.add_memory, self._memory, body)
 
     async def update(self, crystal_id: str, body: Any) -> dict[str, Any]:
         return await self.run(versions.update_from_request, self._memory, crystal_id, body)
@@ -222,34 +221,13 @@ class AsyncMemory:
         return await self.run(self._memory.store.find_by_hash, text_hash)
 
     async def detail(self, crystal_id: str, audit_rows: int = 20) -> dict[str, Any]:
-        memory = self._memory
-
-        def detail() -> dict[str, Any]:
-            crystal = memory.get(crystal_id)
-            return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, audit_rows),
-                                        "knowledge": memory.learning.describe(crystal)}
-
-        return await self.run(detail)
+        return await self.run(versions.detail, self._memory, crystal_id, audit_rows)
 
     async def status(self) -> dict[str, Any]:
         return await self.run(self._memory.status)
 
     async def stats(self) -> dict[str, Any]:
         return await self.run(self._memory.store.stats)
-
-    async def consolidate(self, purge: bool = False, at: str | None = None,
-                          dry_run: bool = False) -> ConsolidationReport:
-        """One cycle now, or as of ``at`` (``+90d``, an ISO date); ``dry_run``: nothing written."""
-        try:
-            report = await self.run(consolidate_at, self._memory, at, purge=purge, dry_run=dry_run)
-        except MemoryInputError:
-            raise  # a refused request (a bad ``at``) is not a failed run
-        except Exception:
-            metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
-            raise
-        if not dry_run:  # a preview is not a run
-            metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
-        return report
 
     async def save_periodically(self, interval_s: float) -> None:
         while True:

@@ -3,8 +3,10 @@
 ``node.service`` builds one over the node's ``memory`` (:class:`AsyncMemory`, one
 worker thread at a time on the database) and ``identity`` (the node's Ed25519 key,
 which signs testaments); the API's learning routes call it
-(``node.api.interface.LearningApi``). Each operation
-is a plain function of a :class:`Memory`, run by ``AsyncMemory.learn``.
+(``node.api.interface.LearningApi``). Each operation is written once, as the plain
+function of a :class:`Memory` above it that returns the JSON answer: the service runs it
+with ``AsyncMemory.learn`` (the database's thread), the CLI without a node
+(``node.cli.local.LocalNode``) calls it directly.
 """
 
 from __future__ import annotations
@@ -27,26 +29,37 @@ if TYPE_CHECKING:
     from protocol.identity import Identity
 
 
-def _feedback(memory: Memory, crystal_id: str, verdict: str) -> dict[str, Any]:
+def feedback(memory: Memory, crystal_id: str, verdict: str) -> dict[str, Any]:
+    """``memory feedback``: a retrieved crystal was useful (confidence up) or wrong (halved)."""
     return memory.learning.feedback(crystal_id, verdict)
 
 
-def _session_end(memory: Memory) -> dict[str, Any]:
+def session_end(memory: Memory) -> dict[str, Any]:
+    """``memory session end``: a session boundary (seed 004's energy tiers)."""
     return end_session(memory, memory.learning)
 
 
-def _export(memory: Memory, identity: Identity) -> dict[str, Any]:
-    return export_testament(memory, memory.learning, identity, None)
+def testament_export(memory: Memory, identity: Identity) -> dict[str, Any]:
+    """A signed testament of this node's knowledge, its bytes base64 in ``testament_b64``."""
+    result = export_testament(memory, memory.learning, identity, None)
+    data: bytes = result.pop("data")
+    return result | {"testament_b64": base64.b64encode(data).decode("ascii")}
 
 
-def _import(memory: Memory, data: bytes) -> dict[str, Any]:
+def testament_import(memory: Memory, testament_b64: str) -> dict[str, Any]:
+    """A testament (base64) verified whole, then imported (:func:`import_testament`)."""
+    try:
+        data = base64.b64decode(testament_b64, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise TestamentRefused("testament refused: not base64") from error
     return import_testament(memory, memory.learning, data)
 
 
-def _budget(memory: Memory, query: str, budget_tokens: int, working_memory: str | None,
-            sources: tuple[str, ...] = ()) -> dict[str, Any]:
+def budget(memory: Memory, query: str, budget_tokens: int, working_memory: str | None,
+           sources: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Typed memory blocks for ``query`` within ``budget_tokens`` (seed 003's context assembly)."""
     return budget_context(memory, memory.learning, query, budget_tokens, working_memory,
-                          sources=sources).to_dict()
+                          sources=tuple(sources)).to_dict()
 
 
 class LearningService:
@@ -55,23 +68,17 @@ class LearningService:
         self.identity = identity
 
     async def feedback(self, crystal_id: str, verdict: str) -> dict[str, Any]:
-        return await self.memory.learn(_feedback, crystal_id, verdict)
+        return await self.memory.learn(feedback, crystal_id, verdict)
 
     async def session_end(self) -> dict[str, Any]:
-        return await self.memory.learn(_session_end)
+        return await self.memory.learn(session_end)
 
     async def testament_export(self) -> dict[str, Any]:
-        result = await self.memory.learn(_export, self.identity)
-        data: bytes = result.pop("data")
-        return result | {"testament_b64": base64.b64encode(data).decode("ascii")}
+        return await self.memory.learn(testament_export, self.identity)
 
     async def testament_import(self, testament_b64: str) -> dict[str, Any]:
-        try:
-            data = base64.b64decode(testament_b64, validate=True)
-        except (binascii.Error, ValueError) as error:
-            raise TestamentRefused("testament refused: not base64") from error
-        return await self.memory.learn(_import, data)
+        return await self.memory.learn(testament_import, testament_b64)
 
     async def budget_context(self, query: str, budget_tokens: int, working_memory: str | None,
                              sources: tuple[str, ...] = ()) -> dict[str, Any]:
-        return await self.memory.learn(_budget, query, budget_tokens, working_memory, sources)
+        return await self.memory.learn(budget, query, budget_tokens, working_memory, sources)

@@ -83,6 +83,18 @@ def add_with_outcome(memory: Memory, body: Any) -> AddOutcome:
     return AddOutcome(stored, "exists", differs)
 
 
+def add_memory(memory: Memory, body: Any) -> dict[str, Any]:
+    """``memory add`` and ``skill add`` (the API's crystals route too): :func:`add_with_outcome` as answered."""
+    return add_with_outcome(memory, body).to_dict()
+
+
+def detail(memory: Memory, crystal_id: str, audit_rows: int = 20) -> dict[str, Any]:
+    """``memory show``: one crystal (any version) with its audit trail and what the node knows of it."""
+    crystal = memory.get(crystal_id)
+    return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, audit_rows),
+                                "knowledge": memory.learning.describe(crystal)}
+
+
 def current_version(memory: Memory, crystal_id: str) -> Crystal:
     """The current version of the memory ``crystal_id`` belongs to (404 if deleted or expired)."""
     memory_id = memory.store.memory_id_of(crystal_id)

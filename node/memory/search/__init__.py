@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from node.memory.search.pipeline import SearchRequest as SearchRequest
     from node.memory.search.pipeline import record_hits as record_hits
     from node.memory.search.pipeline import search as search
+    from node.memory.search.pipeline import search_request as search_request
     from node.memory.search.second_opinion import give_opinions as give_opinions
     from node.memory.search.second_opinion import open_second_opinion as open_second_opinion
     from node.memory.search.second_opinion import opinion_status as opinion_status

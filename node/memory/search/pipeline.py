@@ -29,6 +29,7 @@ from node.crystals import (
 from node.crystals import governance as gov
 from node.memory.dynamics import HormonalStateManager
 from node.memory.embedding import Embedder
+from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
 from node.memory.search.candidates import Rows, Visibility, lexical_candidates, sparse
 from node.memory.search.compound import coverage_order, merge_dense, split_clauses
 from node.memory.search.conflicts import settle_conflicts
@@ -110,6 +111,18 @@ class SearchRequest:
     as_of_ms: int | None = None  # None: what is valid now; else the versions valid then (seed 004)
     min_relevance: float = 0.0  # hits whose calibrated relevance is below it are left out
     sources: tuple[str, ...] = ()  # empty: every source; else node.crystals.Source values
+
+
+def search_request(query: str, k: int = 10, *, types: Sequence[str] = (), lifecycles: Sequence[str] = (),
+                   scopes: Sequence[str] = (), namespace: str | None = None, all_namespaces: bool = False,
+                   as_of_ms: int | None = None, min_relevance: float = 0.0,
+                   sources: Sequence[str] = ()) -> SearchRequest:
+    """A search as the doors ask for it (``memory search``, the API's search route, whose body
+    fields are these parameters): one namespace (default "default") or, with
+    ``all_namespaces``, every one. A new filter is a parameter here and a field above."""
+    spaces = () if all_namespaces else (validate_namespace(namespace or DEFAULT_NAMESPACE),)
+    return SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes), namespaces=spaces,
+                         as_of_ms=as_of_ms, min_relevance=min_relevance, sources=tuple(sources))
 
 
 def search(

@@ -5,7 +5,8 @@
 economics for The Niche; the API's working-memory routes call it
 (``node.api.interface.WorkingApi``).
 
-Working-memory operations block (fsync, file locks, maybe an LLM call), so
+Each operation is written once in :mod:`node.memory.working.requests` (a function of one
+``WorkingMemory``); this class only chooses where it runs. Working-memory operations block (fsync, file locks, maybe an LLM call), so
 they run on their own worker thread; each store access inside them hops back
 onto the memory writer through ``trio.from_thread``. A dream that waits a
 minute for an LLM therefore holds neither the event loop nor the database.
@@ -20,10 +21,12 @@ from typing import Any
 
 import trio
 
+from node import metrics
 from node.config import NodeConfig
 from node.memory.async_memory import AsyncMemory
-from node.memory.facade import Memory
-from node.memory.working.backend import MemoryBackend, note_kind
+from node.memory.facade import Memory, MemoryInputError
+from node.memory.working import requests
+from node.memory.working.backend import MemoryBackend
 from node.memory.working.build import working_memory_for
 from node.memory.working.dream import NicheData
 from node.memory.working.resource_versions import SKILL_INDEX_LIMIT, working_versions
@@ -57,44 +60,27 @@ class WorkingMemoryService:
     async def note(self, text: str, importance: float, namespace: str = DEFAULT_NAMESPACE,
                    semantic_type: str | None = None, scope: str | None = None,
                    lifespan: str | None = None) -> dict[str, Any]:
-        working = self.working_memory(namespace)
-        kind = note_kind(semantic_type, scope, lifespan)
-        result = await trio.to_thread.run_sync(working.note, text, importance, kind)
-        return result.to_dict() | {"namespace": working.namespace}
+        return await trio.to_thread.run_sync(partial(
+            requests.memory_note, self.working_memory(namespace), text, importance, semantic_type, scope, lifespan))
 
     async def dream(self, namespace: str = DEFAULT_NAMESPACE, force: bool = True) -> dict[str, Any]:
-        working = self.working_memory(namespace)
-        result = await trio.to_thread.run_sync(partial(working.dream, force=force))
-        return result.to_dict() | {"namespace": working.namespace}
+        return await trio.to_thread.run_sync(partial(requests.memory_dream, self.working_memory(namespace), force))
 
     async def context(self, window_tokens: int, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
-        working = self.working_memory(namespace)
-        text = await trio.to_thread.run_sync(working.context, window_tokens)
-        return {"namespace": working.namespace, "window": window_tokens, "context": text}
+        return await trio.to_thread.run_sync(requests.memory_context, self.working_memory(namespace), window_tokens)
 
     async def state(self, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
         """MEMORY.md as written and the notes not yet folded into it (what MCP serves as resources)."""
-        working = self.working_memory(namespace)
+        return await trio.to_thread.run_sync(requests.working_state, self.working_memory(namespace))
 
-        def read() -> tuple[str, list[Any]]:
-            working.activate()
-            return working.read_state(), working.pending_notes()
-
-        memory_md, notes = await trio.to_thread.run_sync(read)
-        return {"namespace": working.namespace, "memory_md": memory_md,
-                "notes": [note.to_dict() for note in notes]}
-
-    async def proposals(self, namespace: str = DEFAULT_NAMESPACE,
-                        status: str | None = "pending") -> dict[str, Any]:
+    async def proposals(self, namespace: str = DEFAULT_NAMESPACE, status: str = "pending") -> dict[str, Any]:
         """Directives a dream proposed (docs/memory.md): the user confirms or dismisses each."""
-        working = self.working_memory(namespace)
-        found = await trio.to_thread.run_sync(working.proposals, status)
-        return {"namespace": working.namespace, "proposals": found}
+        return await trio.to_thread.run_sync(requests.directive_proposals, self.working_memory(namespace), status)
 
     async def decide_proposal(self, proposal_id: str, adopt: bool,
                               namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
-        working = self.working_memory(namespace)
-        return await trio.to_thread.run_sync(working.decide_proposal, proposal_id, adopt)
+        return await trio.to_thread.run_sync(requests.decide_directive, self.working_memory(namespace),
+                                             proposal_id, adopt)
 
     async def versions(self, namespaces: Sequence[str], skills: bool = False) -> dict[str, Any]:
         """Versions of MEMORY.md and the notes of each namespace (and of the skill index), for a
@@ -109,35 +95,32 @@ class WorkingMemoryService:
 
     async def crystallize_skill(self, crystal_id: str, text: str | None, category: str | None,
                                 tags: Sequence[str]) -> dict[str, Any]:
-        backend = self.working_memory().backend
-        crystal = await trio.to_thread.run_sync(partial(backend.crystallize, crystal_id, text, category,
-                                                        tuple(tags)))
-        return crystal.to_dict()
+        return await trio.to_thread.run_sync(partial(requests.crystallize_skill, self.working_memory(), crystal_id,
+                                                     text, category, tuple(tags)))
 
-    async def auto_scratch(self) -> list[dict[str, Any]]:
-        """After a consolidation cycle: an ``[AUTO]`` note per hormone above 0.7 (default namespace)."""
-        notes = await trio.to_thread.run_sync(self.working_memory().auto_scratch)
-        return [note.to_dict() for note in notes]
-
-    async def auto_scratch_logged(self) -> None:
-        """Auto-scratch that never fails its caller (a consolidation cycle)."""
+    async def consolidate(self, purge: bool = False, at: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+        """One consolidation cycle now, or as of ``at`` (``+90d``, an ISO date), then the
+        auto-scratch (:func:`node.memory.working.requests.consolidate`); counted in the metrics."""
         try:
-            notes = await self.auto_scratch()
+            report = await trio.to_thread.run_sync(partial(requests.memory_consolidate, self.working_memory(), at,
+                                                           purge, dry_run))
+        except MemoryInputError:
+            raise  # a refused request (a bad ``at``) is not a failed run
         except Exception:
-            log.exception("auto-scratch failed")
-            return
-        if notes:
-            log.info("auto-scratch: %d hormonal spike note(s)", len(notes))
+            metrics.CONSOLIDATION_RUNS.labels(outcome="failed").inc()
+            raise
+        if not dry_run:  # a preview is not a run
+            metrics.CONSOLIDATION_RUNS.labels(outcome="ok").inc()
+        return report
 
     async def consolidate_periodically(self, interval_s: float) -> None:
         """Seed 000's consolidation cycle, then seed 001's auto-scratch, every ``interval_s``."""
         while True:
             await trio.sleep(interval_s)
             try:
-                await self.memory.consolidate()
+                await self.consolidate()
             except Exception:
                 log.exception("consolidation failed")
-            await self.auto_scratch_logged()
 
     async def dream_periodically(self, interval_s: float) -> None:
         """Every ``interval_s``: a dream in each active namespace that has enough new material."""

@@ -4,7 +4,9 @@ Every command is registered ``@group.command`` in its group's file (no callback
 replaced after the fact, no ``add_command`` of a function defined elsewhere;
 ``node/cli/main.py`` only adds the groups), no ``/v1/`` path is spelled outside
 ``node/api`` (everything else calls the typed client), and the local adapter
-answers with exactly the typed client's signatures.
+answers with exactly the typed client's signatures and writes no operation of its
+own: its methods only pass arguments on (no branch, loop or handler). That both
+answer the same JSON is tested by running them: tests/integration/cli/test_cli_contract.py.
 """
 
 from __future__ import annotations
@@ -120,3 +122,25 @@ def test_the_local_adapter_has_the_typed_clients_signatures() -> None:
     assert local and local <= set(dir(ApiClient))
     for name in sorted(local):
         assert inspect.signature(getattr(LocalNode, name)) == inspect.signature(getattr(ApiClient, name)), name
+
+
+def _control_flow(function: ast.FunctionDef) -> list[str]:
+    """Statements that make a method a second body of an operation rather than a hand-over."""
+    kinds = (ast.If, ast.For, ast.While, ast.Try, ast.With, ast.IfExp, ast.ListComp, ast.DictComp, ast.Match)
+    return [f"{function.name}:{node.lineno} {type(node).__name__}" for node in ast.walk(function)
+            if isinstance(node, kinds) and not (isinstance(node, ast.ListComp) and _serialises(node))]
+
+
+def _serialises(comprehension: ast.ListComp) -> bool:
+    """``[x.to_dict() for x in ...]``: the answer's JSON, as the node's face writes it."""
+    element = comprehension.elt
+    return (isinstance(element, ast.Call) and isinstance(element.func, ast.Attribute)
+            and element.func.attr == "to_dict")
+
+
+def test_the_local_adapter_only_hands_over_to_the_operations() -> None:
+    tree = ast.parse((CLI_DIR / "local.py").read_text(encoding="utf-8"))
+    local = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "LocalNode")
+    methods = [node for node in local.body if isinstance(node, ast.FunctionDef)
+               and not node.name.startswith("_") and node.name != "close"]
+    assert methods and [finding for method in methods for finding in _control_flow(method)] == []

@@ -95,7 +95,9 @@ def phenotype(crystals: Sequence[CrystalView], mood: str) -> list[str]:
     lines = []
     if live:
         by_type = Counter(c.semantic_type for c in live)
-        kinds = ", ".join(f"{count} {kind}" for kind, count in by_type.most_common(4))
+        # Ties by name: the same memories write the same MEMORY.md, whatever order their ids give.
+        common = sorted(by_type.items(), key=lambda item: (-item[1], item[0]))[:4]
+        kinds = ", ".join(f"{count} {kind}" for kind, count in common)
         lines.append(f"- Memory of {len(live)} crystals in view ({kinds}).")
     skills = [c for c in live if c.semantic_type == "skill"]
     if skills:
