@@ -1,5 +1,9 @@
-"""Memory CRUD with history and namespaces on the local API (issue 14).
+"""Routes of the node's memory: store, read, search, status and consolidate crystals; CRUD with
+history and namespaces (issue 14); conversations, transcripts, indexed files and export.
 
+``POST /v1/crystals`` stores a memory, ``GET /v1/crystals/{id}`` reads one with its
+audit trail, ``POST /v1/crystals/search`` searches (``node.memory.SearchRequest``),
+``GET /v1/memory/status`` and ``POST /v1/memory/consolidate`` run the memory's upkeep.
 ``GET /v1/crystals`` lists a namespace's current memories, ``PATCH
 /v1/crystals/{id}`` writes a new version, ``DELETE /v1/crystals/{id}`` tombstones
 the memory, ``POST /v1/crystals/{id}/lifespan`` pins or unpins it, ``GET
@@ -40,6 +44,7 @@ import base64
 import binascii
 import tempfile
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 from typing import IO, Annotated, Any, Literal
 
 import trio
@@ -49,7 +54,7 @@ from pydantic import BaseModel, Field
 
 from node.api.auth import require_auth
 from node.api.interface import NodeApi
-from node.api.models import NAMESPACE_PATTERN, Body
+from node.api.models import NAMESPACE_PATTERN, Body, ConsolidateIn, CrystalIn, SearchIn
 from node.crystals import AccessScope, SemanticType
 from node.memory import (
     MAX_PATH_CHARS,
@@ -57,6 +62,7 @@ from node.memory import (
     ConversationRefused,
     Document,
     MemoryInputError,
+    SearchRequest,
     TranscriptChunk,
     TranscriptRefused,
 )
@@ -152,6 +158,40 @@ class NeighboursQuery(BaseModel):
 
 def memory_router(node: NodeApi) -> APIRouter:
     router = APIRouter(prefix="/v1", dependencies=[Depends(require_auth)], tags=["memory"])
+
+    @router.post("/crystals")
+    async def add_crystal(body: CrystalIn) -> Json:
+        return await node.memory.add_with_outcome(body.model_dump(mode="json", exclude_none=True))
+
+    @router.get("/crystals/{crystal_id}")
+    async def get_crystal(crystal_id: str) -> Json:
+        return await node.memory.detail(crystal_id)
+
+    @router.post("/crystals/search")
+    async def search(body: SearchIn) -> Json:
+        hits = await node.memory.search(SearchRequest(
+            query=body.query, k=body.k,
+            semantic_types=tuple(t.value for t in body.types),
+            lifecycles=tuple(lc.value for lc in body.lifecycles),
+            scopes=tuple(s.value for s in body.scopes),
+            namespaces=() if body.all_namespaces else (body.namespace,),
+            as_of_ms=body.as_of_ms,
+            min_relevance=body.min_relevance,
+            sources=tuple(source.value for source in body.sources),
+        ))
+        return {"hits": [hit.to_dict() for hit in hits]}
+
+    @router.get("/memory/status")
+    async def memory_status() -> Json:
+        return await node.memory.status()
+
+    @router.post("/memory/consolidate")
+    async def consolidate(body: ConsolidateIn | None = None) -> Json:
+        request = body or ConsolidateIn()
+        report = await node.memory.consolidate(request.purge, request.at, request.dry_run)
+        if not request.dry_run:
+            await node.working.auto_scratch_logged()  # seed 001: hormonal spikes after a cycle
+        return asdict(report)
 
     @router.get("/crystals")
     async def list_memories(query: Annotated[MemoryListQuery, Query()]) -> Json:
