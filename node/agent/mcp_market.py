@@ -1,5 +1,7 @@
-"""MCP tools that close the agent's skill loop: record runs, crystallize, bounties, re-price,
-unpublish, and report how a bought skill did.
+"""MCP tools of the market: search and buy skills, install one, publish one or a catalogue,
+the wallet; the agent's skill loop: record runs, bounties, re-price, unpublish, and report
+how a bought skill did. (Crystallizing an emerging skill is working memory's:
+``node.agent.mcp_working``.)
 
 Registered by :func:`node.agent.mcp_server.build_server`; each tool is one or two calls of
 the node's typed client. Every description says what the call costs (USDC, signed network
@@ -9,16 +11,20 @@ agent decides from the description alone.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from node.agent.mcp_common import Call, path_segment
+from node.agent.mcp_progress import HEARTBEAT_S, Progress
+from node.agent.skill_install import install, source_from_node
 from node.api import ApiClient, ApiError
+from node.errors import CrystalmeshError
+from protocol.schema import InvalidMessage
 
-Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
 MICRO_PER_USDC = 1_000_000
 
 SkillId = Annotated[str, Field(min_length=1, max_length=128,
@@ -37,13 +43,6 @@ def usdc_to_micro(amount_usdc: float, field: str = "max_price_usdc") -> int:
     if micro < 0 or abs(micro - amount_usdc * MICRO_PER_USDC) > 1e-6 * MICRO_PER_USDC:
         raise ToolError(f"{field} must be a non-negative amount with at most 6 decimals, got {amount_usdc}")
     return micro
-
-
-def path_segment(value: str) -> str:
-    """``value`` as one URL path segment of the node's API, or a tool error."""
-    if "/" in value or "?" in value or "#" in value or value in {".", ".."}:
-        raise ToolError(f"not a valid id: {value!r}")
-    return value
 
 
 def _with_usdc(data: dict[str, Any], key: str = "price_micro_usdc") -> dict[str, Any]:
@@ -106,7 +105,104 @@ def report_outcome(client: ApiClient, ref: str, success: bool, reward: float | N
                 key: trust.get(key) for key in ("level", "reputation", "local", "events", "last_reason")}}
 
 
-def register_market_tools(server: MCPServer[Any], call: Call) -> None:
+def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float = HEARTBEAT_S) -> None:
+    @server.tool()
+    async def market_search(
+        query: Annotated[str, Field(min_length=1, description="The skill you need, in plain words.")],
+        k: Annotated[int, Field(ge=1, le=50)] = 10,
+        max_price_usdc: Annotated[float | None, Field(ge=0, description="Only skills at or below this price.")] = None,
+    ) -> dict[str, Any]:
+        """Search skills other nodes sell, by meaning. Prices are in USDC (and micro-USDC)."""
+        max_price = None if max_price_usdc is None else usdc_to_micro(max_price_usdc)
+        listings = await call(lambda client: client.search_listings(query, k, max_price_micro_usdc=max_price))
+        return {"listings": [_listing(listing) for listing in listings]}
+
+    @server.tool()
+    async def skill_buy(
+        ctx: Context[Any, Any],
+        listing_id: Annotated[str, Field(min_length=1, description="listing_id from market_search.")],
+        max_price_usdc: Annotated[float, Field(ge=0, description="Refuse to pay more than this (USDC).")],
+    ) -> dict[str, Any]:
+        """Buy a skill with USDC and store it in memory. COSTS USDC: pays the listing's price on
+        chain, at most max_price_usdc and never beyond the node's spend caps. Returns the price
+        actually paid and the stored skill's id. After running it, call skill_report_outcome.
+        Every bought skill is scanned first: "quarantined": true means it was NOT stored (its
+        "scan" findings say why; only the operator can release it) and the seller was charged.
+        Reports progress (terms, payment, delivery, verification, ingest) to a client that asks."""
+        max_price = usdc_to_micro(max_price_usdc)
+        progress = Progress(ctx, total=len(PURCHASE_STEPS), heartbeat_s=heartbeat_s)
+        await progress.step(0, PURCHASE_STEPS[0])
+        earlier = {row.get("request_id") for row in await call(lambda client: purchases_of(client, listing_id))}
+
+        async def observe() -> tuple[float, str] | None:
+            rows = await call(lambda client: purchases_of(client, listing_id))
+            state = next((row.get("state") for row in rows if row.get("request_id") not in earlier), None)
+            return purchase_step(state)
+
+        result = await progress.during(lambda: call(lambda client: client.buy(listing_id, max_price)),
+                                       PURCHASE_STEPS[0], observe)
+        await progress.step(len(PURCHASE_STEPS), "quarantined: paid, not stored" if result.get("quarantined")
+                            else "stored in memory")
+        paid = result.get("price_micro_usdc")
+        return result | ({"price_usdc": paid / MICRO_PER_USDC} if isinstance(paid, int) else {})
+
+    @server.tool()
+    async def skill_publish(
+        crystal_id: Annotated[str, Field(min_length=1, description="Id of a skill memory with a track record.")],
+    ) -> dict[str, Any]:
+        """List one of the agent's proven skills on the market (needs >= 3 recorded executions
+        and >= 60 % success, see skill_record_execution). Costs no USDC: one signed gossip
+        message. The price comes from the node's pricing engine (change it: listing_reprice)."""
+        segment = path_segment(crystal_id)
+        return await call(lambda client: client.publish_skill(segment))
+
+    @server.tool()
+    async def skill_publish_catalogue(
+        ctx: Context[Any, Any],
+        crystal_ids: Annotated[list[str] | None, Field(
+            description="Ids of skill memories to list; omit to list every listable skill "
+                        "this node never listed.")] = None,
+    ) -> dict[str, Any]:
+        """List many of the agent's proven skills at once (a catalogue), carried in signed
+        batches so the network's rate limit is no obstacle. Returns the listings made and the
+        skills that could not be listed, with the reason. Reports progress after each batch
+        to a client that asks for it."""
+        ids = [path_segment(crystal_id) for crystal_id in crystal_ids] if crystal_ids is not None else None
+        progress = Progress(ctx, total=len(ids) if ids is not None else None, heartbeat_s=heartbeat_s)
+        await progress.step(0, "publishing the catalogue")
+        report = progress.from_worker()
+
+        def batch_done(published: int, failed: int, remaining: int) -> None:
+            report(published + failed, published + failed + remaining)
+
+        return await progress.during(lambda: call(lambda client: client.publish_catalogue(ids, batch_done)),
+                                     "publishing the catalogue")
+
+    @server.tool()
+    async def skill_install(
+        skill: Annotated[str, Field(min_length=1, max_length=128,
+                                    description="listing_id of a bought skill, or a skill memory's id.")],
+        to_dir: Annotated[str, Field(min_length=1, description="Absolute path of the agent's skills folder.")],
+        force: Annotated[bool, Field(description="Replace an installed skill of the same name.")] = False,
+    ) -> dict[str, Any]:
+        """Install a skill as an Agent Skill: writes <to_dir>/<name>/SKILL.md (with a provenance
+        line naming seller, payment tx and content hash) and its resource files. A skill the scan
+        quarantines is refused: only the node's operator can release or accept it."""
+        if not Path(to_dir).is_absolute():
+            raise ToolError("to_dir must be an absolute path")
+
+        try:
+            installed: dict[str, Any] = await call(
+                lambda client: install(source_from_node(client, skill), Path(to_dir), force=force))
+        except (CrystalmeshError, InvalidMessage, OSError) as exc:  # node errors: already tool errors
+            raise ToolError(str(exc)) from exc
+        return installed
+
+    @server.tool()
+    async def wallet_balance() -> dict[str, Any]:
+        """The node's wallet address and USDC balance, and today's spending against its cap."""
+        return await call(lambda client: client.wallet())
+
     @server.tool()
     async def skill_record_execution(
         crystal_id: SkillId,
@@ -125,25 +221,6 @@ def register_market_tools(server: MCPServer[Any], call: Call) -> None:
                 "successes": crystal.get("successes"), "reward_sum": crystal.get("rewardSum"),
                 "confidence_before": crystal.get("confidenceBefore"),
                 "confidence": crystal.get("confidence"), "note": note}
-
-    @server.tool()
-    async def skill_crystallize(
-        crystal_id: Annotated[str, Field(min_length=1, max_length=128, description=(
-            "Id of an emerging skill (a task pattern listed under Emerging Skills in MEMORY.md)."))],
-        text: Annotated[str | None, Field(min_length=1, max_length=65536, description=(
-            "The skill's instructions (default: the pattern's text).")) ] = None,
-        category: Annotated[str | None, Field(min_length=1, max_length=64)] = None,
-        tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=32)]] | None,
-                        Field(max_length=16)] = None,
-    ) -> dict[str, Any]:
-        """Turn an emerging skill (a pattern you keep repeating) into a skill memory you can run,
-        record and later sell. Costs nothing: a local write. Call it when MEMORY.md lists an
-        Emerging Skill you use; then record its runs with skill_record_execution."""
-        segment = path_segment(crystal_id)
-        crystal: dict[str, Any] = await call(
-            lambda client: client.crystallize_skill(segment, text, category, tags or ()))
-        return {"id": crystal["id"], "type": crystal.get("semanticType"),
-                "executions": crystal.get("executions"), "successes": crystal.get("successes")}
 
     @server.tool()
     async def bounty_post(
@@ -226,3 +303,8 @@ def register_market_tools(server: MCPServer[Any], call: Call) -> None:
         result: dict[str, Any] = await call(
             lambda client: report_outcome(client, segment, success, reward, note))
         return result
+
+
+def _listing(listing: dict[str, Any]) -> dict[str, Any]:
+    price = listing.get("price_micro_usdc")
+    return listing | ({"price_usdc": price / MICRO_PER_USDC} if isinstance(price, int) else {})

@@ -1,21 +1,20 @@
-"""MCP tools of working memory (seed 001): the prompt context and an on-demand dream.
+"""MCP tools of working memory (seed 001): the prompt context, an on-demand dream, the
+directives a dream proposed, and an emerging skill crystallized into a skill memory.
 
 Notes go through ``memory_add`` (the seed's ``working_memory_note``: one tool,
-registered in :mod:`node.agent.mcp_server`). Each tool is one call of the node's typed client.
+registered in :mod:`node.agent.mcp_memory`). Each tool is one call of the node's typed client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from node.agent.mcp_common import Call, path_segment
 from node.agent.mcp_progress import HEARTBEAT_S, Progress
-from node.api import ApiClient
 
-Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
 Importance = Annotated[float, Field(ge=0.0, le=1.0, description="How much it matters, 0-1.")]
 MAX_NOTE_CHARS = 4000  # node.memory.working.scratch.MAX_NOTE_CHARS
 DEFAULT_NOTE_IMPORTANCE = 0.7  # node.memory.working.scratch.DEFAULT_IMPORTANCE (seed 001)
@@ -79,3 +78,22 @@ def register_working_tools(server: MCPServer[Any], call: Call, heartbeat_s: floa
         type "directive" instead."""
         result: dict[str, Any] = await call(lambda client: client.directive_proposals(namespace))
         return result
+
+    @server.tool()
+    async def skill_crystallize(
+        crystal_id: Annotated[str, Field(min_length=1, max_length=128, description=(
+            "Id of an emerging skill (a task pattern listed under Emerging Skills in MEMORY.md)."))],
+        text: Annotated[str | None, Field(min_length=1, max_length=65536, description=(
+            "The skill's instructions (default: the pattern's text).")) ] = None,
+        category: Annotated[str | None, Field(min_length=1, max_length=64)] = None,
+        tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=32)]] | None,
+                        Field(max_length=16)] = None,
+    ) -> dict[str, Any]:
+        """Turn an emerging skill (a pattern you keep repeating) into a skill memory you can run,
+        record and later sell. Costs nothing: a local write. Call it when MEMORY.md lists an
+        Emerging Skill you use; then record its runs with skill_record_execution."""
+        segment = path_segment(crystal_id)
+        crystal: dict[str, Any] = await call(
+            lambda client: client.crystallize_skill(segment, text, category, tags or ()))
+        return {"id": crystal["id"], "type": crystal.get("semanticType"),
+                "executions": crystal.get("executions"), "successes": crystal.get("successes")}
