@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from node.api.client import ApiError as ApiError
     from node.api.client import pid_alive as pid_alive
     from node.api.client import running_node as running_node
+    from node.api.models import SearchIn as SearchIn
     from node.api.routes import build_app as build_app
 
 __getattr__ = face(__name__)

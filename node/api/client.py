@@ -24,6 +24,7 @@ from node.config import NodeConfig
 from node.keyfiles import read_secret
 
 if TYPE_CHECKING:
+    from node.api.models import SearchIn
     from node.memory import Document, FileState, TranscriptChunk
 
 Json = dict[str, Any]
@@ -137,19 +138,15 @@ class ApiClient:
         """One crystal (any version) with its audit trail and what the node knows of it."""
         return dict(self.get(f"/v1/crystals/{crystal_id}"))
 
-    def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
-                      lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
-                      namespace: str | None = None, all_namespaces: bool = False,
-                      as_of_ms: int | None = None, min_relevance: float = 0.0,
-                      sources: Sequence[str] = ()) -> list[Json]:
+    def memory_search(self, query: str | SearchIn, k: int = 10, **filters: Any) -> list[Json]:
         """Hybrid search of one namespace (default "default"), or of all; the hits, best first,
-        each with its ``origin``. ``sources``: only memory, sessions, files and/or skills."""
-        body: Json = {"query": query, "k": k, "types": list(types), "lifecycles": list(lifecycles),
-                      "scopes": list(scopes), "as_of_ms": as_of_ms}
-        body |= {"sources": list(sources)} if sources else {}
-        body |= {"min_relevance": min_relevance} if min_relevance else {}
-        body |= {"all_namespaces": True} if all_namespaces else {"namespace": namespace or "default"}
-        return list(self.post("/v1/crystals/search", body)["hits"])
+        each with its ``origin``. ``query``: a :class:`SearchIn`, or the query text with
+        ``filters`` named as its fields (``types``, ``namespace``, ``sources``, ...)."""
+        # pydantic and the memory's limits, imported here: not every client searches.
+        from node.api.models import SearchIn
+
+        request = query if isinstance(query, SearchIn) else SearchIn.unchecked(query, k, **filters)
+        return list(self.post("/v1/crystals/search", request.wire())["hits"])
 
     def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),
                     limit: int = 50) -> list[Json]:

@@ -17,6 +17,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from node.api import SearchIn
     from node.memory import Document, FileState, Memory, WorkingMemory
 
 Json = dict[str, Any]
@@ -88,19 +89,11 @@ class LocalNode:
         return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, 20),
                                     "knowledge": memory.learning.describe(crystal)}
 
-    def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
-                      lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
-                      namespace: str | None = None, all_namespaces: bool = False,
-                      as_of_ms: int | None = None, min_relevance: float = 0.0,
-                      sources: Sequence[str] = ()) -> list[Json]:
-        from node.memory import SearchRequest, validate_namespace
+    def memory_search(self, query: str | SearchIn, k: int = 10, **filters: Any) -> list[Json]:
+        from node.api import SearchIn
 
-        spaces = () if all_namespaces else (validate_namespace(namespace),)
-        memory = self._memory()
-        request = SearchRequest(query, k, tuple(types), tuple(lifecycles), tuple(scopes),
-                                namespaces=spaces, as_of_ms=as_of_ms, min_relevance=min_relevance,
-                                sources=tuple(sources))
-        return [hit.to_dict() for hit in memory.search(request)]
+        request = query if isinstance(query, SearchIn) else SearchIn.unchecked(query, k, **filters)
+        return [hit.to_dict() for hit in self._memory().search(request.to_request())]
 
     def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),
                     limit: int = 50) -> list[Json]:

@@ -62,7 +62,6 @@ from node.memory import (
     ConversationRefused,
     Document,
     MemoryInputError,
-    SearchRequest,
     TranscriptChunk,
     TranscriptRefused,
 )
@@ -169,16 +168,7 @@ def memory_router(node: NodeApi) -> APIRouter:
 
     @router.post("/crystals/search")
     async def search(body: SearchIn) -> Json:
-        hits = await node.memory.search(SearchRequest(
-            query=body.query, k=body.k,
-            semantic_types=tuple(t.value for t in body.types),
-            lifecycles=tuple(lc.value for lc in body.lifecycles),
-            scopes=tuple(s.value for s in body.scopes),
-            namespaces=() if body.all_namespaces else (body.namespace,),
-            as_of_ms=body.as_of_ms,
-            min_relevance=body.min_relevance,
-            sources=tuple(source.value for source in body.sources),
-        ))
+        hits = await node.memory.search(body.to_request())
         return {"hits": [hit.to_dict() for hit in hits]}
 
     @router.get("/memory/status")
