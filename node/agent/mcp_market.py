@@ -21,7 +21,7 @@ from pydantic import Field
 from node.agent.mcp_common import Call, path_segment
 from node.agent.mcp_progress import HEARTBEAT_S, Progress
 from node.agent.skill_install import install, source_from_node
-from node.api import ApiClient, ApiError
+from node.api import ApiClient, ApiError, shapes
 from node.errors import CrystalmeshError
 from protocol.schema import InvalidMessage
 
@@ -59,9 +59,9 @@ _STEPS_DONE = {"authorized": 1, "pending": 1, "paid": 2, "paid_undelivered": 2, 
                "quarantined": 4, "completed": 4}
 
 
-def purchases_of(client: ApiClient, listing_id: str, limit: int = 50) -> list[dict[str, Any]]:
+def purchases_of(client: ApiClient, listing_id: str, limit: int = 50) -> list[shapes.Purchase]:
     """This node's newest purchases of one listing (newest first)."""
-    return [row for row in client.purchases(limit) if row.get("listing_id") == listing_id]
+    return [row for row in client.purchases(limit) if row["listing_id"] == listing_id]
 
 
 def purchase_step(state: object) -> tuple[float, str] | None:
@@ -72,19 +72,19 @@ def purchase_step(state: object) -> tuple[float, str] | None:
     return float(done), PURCHASE_STEPS[done]
 
 
-def bought_skill(client: ApiClient, ref: str) -> dict[str, Any]:
+def bought_skill(client: ApiClient, ref: str) -> shapes.CrystalDetail:
     """The crystal of a skill this node bought: ``ref`` is the listing id or the crystal id."""
     try:
         crystal = client.memory_get(ref)
     except ApiError as error:
         if error.status != 404:
             raise
-        purchase = next((p for p in client.purchases(1000)
-                         if p.get("listing_id") == ref and p.get("crystal_id")), None)
-        if purchase is None:
+        crystal_id = next((p["crystal_id"] for p in client.purchases(1000)
+                           if p["listing_id"] == ref and p["crystal_id"]), None)
+        if crystal_id is None:
             raise ToolError(f"{ref} is neither a skill memory nor a listing this node bought "
                             "and stored") from error
-        crystal = client.memory_get(purchase["crystal_id"])
+        crystal = client.memory_get(crystal_id)
     if not (crystal.get("governance") or {}).get("peerOrigin"):
         raise ToolError(f"{ref} is this agent's own skill, not a bought one: "
                         "use skill_record_execution")

@@ -37,6 +37,7 @@ from node.agent.mcp_working import (
     add_working_note,
     as_working_note,
 )
+from node.api import shapes
 from node.errors import CrystalmeshError
 
 # The API takes bodies up to 1 MiB; base64 makes 4 bytes of 3.
@@ -96,16 +97,16 @@ def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
         crystal = await call(lambda client: client.memory_add(
             text, semantic_type=type, scope=scope, ttl_ms=body.get("ttl_ms"), namespace=namespace,
             importance=importance, lifespan=body.get("lifespan")))
-        return {"id": crystal["id"], "outcome": crystal.get("outcome", "created"),
-                "namespace": crystal.get("namespace"), "type": crystal.get("semanticType"),
-                "scope": _scope(crystal)} | ({"differs": crystal["differs"]} if crystal.get("differs") else {})
+        return {"id": crystal["id"], "outcome": crystal["outcome"], "namespace": crystal["namespace"],
+                "type": crystal["semanticType"], "scope": crystal["governance"]["accessScope"]} | (
+            {"differs": crystal["differs"]} if crystal.get("differs") else {})
 
     @server.tool()
     async def memory_get(id: MemoryId) -> dict[str, Any]:
         """Read one memory (any version) with its audit trail."""
         segment = path_segment(id)
         crystal = await call(lambda client: client.memory_get(segment))
-        return _memory(crystal) | {"lifecycle": crystal.get("lifecycle"), "audit": crystal.get("audit", [])}
+        return _memory(crystal) | {"lifecycle": crystal["lifecycle"], "audit": crystal["audit"]}
 
     @server.tool()
     async def memory_list(
@@ -129,7 +130,7 @@ def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
             raise ToolError("memory_update needs text or scope")
         segment = path_segment(id)
         crystal = await call(lambda client: client.memory_update(segment, text, scope))
-        return _memory(crystal) | {"previous_id": crystal.get("previousId")}
+        return _memory(crystal) | {"previous_id": crystal["previousId"]}
 
     @server.tool()
     async def memory_delete(id: MemoryId) -> dict[str, Any]:
@@ -144,10 +145,9 @@ def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
         (created, updated, deleted, lifecycle changes), for any version's id."""
         segment = path_segment(id)
         result = await call(lambda client: client.memory_history(segment))
-        return {"memory_id": result.get("memory_id"), "namespace": result.get("namespace"),
-                "deleted": result.get("deleted", False),
-                "versions": [_memory(crystal) for crystal in result.get("versions", [])],
-                "transitions": result.get("transitions", [])}
+        return {"memory_id": result["memory_id"], "namespace": result["namespace"],
+                "deleted": result["deleted"], "versions": [_memory(crystal) for crystal in result["versions"]],
+                "transitions": result["transitions"]}
 
     @server.tool()
     async def memory_ingest_conversation(
@@ -224,8 +224,8 @@ def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
         deleted (pinning one that was just forgotten brings it back). pinned=false unpins it."""
         lifespan = "permanent" if pinned else "decay"
         crystal = await call(lambda client: client.memory_set_lifespan(id, lifespan))
-        return {"id": crystal.get("id"), "lifespan": (crystal.get("governance") or {}).get("lifespanPolicy"),
-                "changed": crystal.get("changed")}
+        return {"id": crystal["id"], "lifespan": crystal["governance"]["lifespanPolicy"],
+                "changed": crystal["changed"]}
 
     @server.tool()
     async def memory_consolidate_preview(
@@ -238,26 +238,21 @@ def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
         return {"at_ms": report.get("at_ms"), "forgotten": report.get("forgotten", [])}
 
 
-def _scope(crystal: dict[str, Any]) -> Any:
-    governance = crystal.get("governance")
-    return governance.get("accessScope") if isinstance(governance, dict) else None
+def _memory(crystal: shapes.Crystal) -> dict[str, Any]:
+    return {"id": crystal["id"], "text": crystal["text"], "type": crystal["semanticType"],
+            "namespace": crystal["namespace"], "scope": crystal["governance"]["accessScope"],
+            "memory_id": crystal["memoryId"], "version": crystal["version"],
+            "valid_from": crystal["validFrom"], "valid_to": crystal["validTo"],
+            "superseded_by": crystal["supersededBy"]}
 
 
-def _memory(crystal: dict[str, Any]) -> dict[str, Any]:
-    return {"id": crystal.get("id"), "text": crystal.get("text"), "type": crystal.get("semanticType"),
-            "namespace": crystal.get("namespace"), "scope": _scope(crystal),
-            "memory_id": crystal.get("memoryId"), "version": crystal.get("version"),
-            "valid_from": crystal.get("validFrom"), "valid_to": crystal.get("validTo"),
-            "superseded_by": crystal.get("supersededBy")}
-
-
-def _hit(hit: dict[str, Any]) -> dict[str, Any]:
-    crystal = hit.get("crystal", hit)
+def _hit(hit: shapes.Hit) -> dict[str, Any]:
+    crystal = hit["crystal"]
     turn = hit.get("turn") or {}  # a conversation turn: where it was said
-    return {"id": crystal.get("id"), "text": crystal.get("text"), "type": crystal.get("semanticType"),
-            "namespace": crystal.get("namespace"), "score": hit.get("score"), "relevance": hit.get("relevance"),
+    return {"id": crystal["id"], "text": crystal["text"], "type": crystal["semanticType"],
+            "namespace": crystal["namespace"], "score": hit["score"], "relevance": hit["relevance"],
             # What the user told (directive) outranks what was inferred; bought is marked with its seller.
-            "layer": crystal.get("epistemicLayer"), "provenance": crystal.get("provenance"),
-            "seller": crystal.get("seller"), "origin": hit.get("origin")} | (
-        {"source_id": hit.get("source_id"), "speaker": turn.get("speaker"), "session": turn.get("session"),
+            "layer": crystal["epistemicLayer"], "provenance": crystal["provenance"],
+            "seller": crystal["seller"], "origin": hit["origin"]} | (
+        {"source_id": hit["source_id"], "speaker": turn.get("speaker"), "session": turn.get("session"),
          "session_date": turn.get("session_date")} if turn else {})

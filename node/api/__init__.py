@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from node.face import face
 
 if TYPE_CHECKING:
+    from node.api import shapes as shapes
     from node.api.client import ApiClient as ApiClient
     from node.api.client import ApiError as ApiError
     from node.api.client import pid_alive as pid_alive

@@ -14,10 +14,10 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from node.api import SearchIn
+    from node.api import SearchIn, shapes
     from node.memory import Document, FileState, Memory, WorkingMemory
 
 Json = dict[str, Any]
@@ -70,52 +70,54 @@ class LocalNode:
     def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
                    path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
                    tags: Sequence[str] | None = None, namespace: str | None = None,
-                   importance: float | None = None, lifespan: str | None = None) -> Json:
+                   importance: float | None = None, lifespan: str | None = None) -> shapes.StoredCrystal:
         from node.memory import add_with_outcome
 
         body = {"text": text, "type": semantic_type, "scope": scope, "path": path, "ttl_ms": ttl_ms,
                 "category": category, "tags": None if tags is None else list(tags), "namespace": namespace,
                 "importance": importance, "lifespan": lifespan}
-        return add_with_outcome(self._memory(), {k: v for k, v in body.items() if v is not None}).to_dict()
+        return cast("shapes.StoredCrystal", add_with_outcome(
+            self._memory(), {k: v for k, v in body.items() if v is not None}).to_dict())
 
-    def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> Json:
+    def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> shapes.PinnedCrystal:
         from node.memory import set_lifespan
 
-        return set_lifespan(self._memory(), crystal_id, lifespan)
+        return cast("shapes.PinnedCrystal", set_lifespan(self._memory(), crystal_id, lifespan))
 
-    def memory_get(self, crystal_id: str) -> Json:
+    def memory_get(self, crystal_id: str) -> shapes.CrystalDetail:
         memory = self._memory()
         crystal = memory.get(crystal_id)
-        return crystal.to_dict() | {"audit": memory.store.audit_log(crystal.id, 20),
-                                    "knowledge": memory.learning.describe(crystal)}
+        return cast("shapes.CrystalDetail", crystal.to_dict() | {
+            "audit": memory.store.audit_log(crystal.id, 20), "knowledge": memory.learning.describe(crystal)})
 
-    def memory_search(self, query: str | SearchIn, k: int = 10, **filters: Any) -> list[Json]:
+    def memory_search(self, query: str | SearchIn, k: int = 10, **filters: Any) -> list[shapes.Hit]:
         from node.api import SearchIn
 
         request = query if isinstance(query, SearchIn) else SearchIn.unchecked(query, k, **filters)
-        return [hit.to_dict() for hit in self._memory().search(request.to_request())]
+        return [cast("shapes.Hit", hit.to_dict()) for hit in self._memory().search(request.to_request())]
 
     def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),
-                    limit: int = 50) -> list[Json]:
+                    limit: int = 50) -> list[shapes.Crystal]:
         from node.memory import list_memories
 
-        return [crystal.to_dict() for crystal in list_memories(self._memory(), namespace, tuple(types), limit)]
+        return [cast("shapes.Crystal", crystal.to_dict()) for crystal in list_memories(self._memory(), namespace, tuple(types), limit)]
 
-    def memory_update(self, crystal_id: str, text: str | None = None, scope: str | None = None) -> Json:
+    def memory_update(self, crystal_id: str, text: str | None = None,
+                      scope: str | None = None) -> shapes.UpdatedCrystal:
         from node.memory import update_from_request
 
         body = {key: value for key, value in (("text", text), ("scope", scope)) if value is not None}
-        return update_from_request(self._memory(), crystal_id, body)
+        return cast("shapes.UpdatedCrystal", update_from_request(self._memory(), crystal_id, body))
 
     def memory_delete(self, crystal_id: str) -> Json:
         from node.memory import delete
 
         return delete(self._memory(), crystal_id)
 
-    def memory_history(self, crystal_id: str) -> Json:
+    def memory_history(self, crystal_id: str) -> shapes.History:
         from node.memory import history
 
-        return history(self._memory(), crystal_id)
+        return cast("shapes.History", history(self._memory(), crystal_id))
 
     def memory_status(self) -> Json:
         return self._memory().status()
@@ -183,11 +185,11 @@ class LocalNode:
 
     # --- working memory (seed 001) ------------------------------------------------------------
     def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
-                    scope: str | None = None, lifespan: str | None = None) -> Json:
+                    scope: str | None = None, lifespan: str | None = None) -> shapes.Note:
         from node.memory import note_kind
 
         kind = note_kind(semantic_type, scope, lifespan)
-        return self._working(namespace).note(text, importance, kind).to_dict()
+        return cast("shapes.Note", self._working(namespace).note(text, importance, kind).to_dict())
 
     def memory_dream(self, namespace: str) -> Json:
         return self._working(namespace).dream().to_dict()

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
+from node.api import shapes
 from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import (
@@ -108,16 +109,16 @@ def market_router(node: NodeApi) -> APIRouter:
         fields = body or PublishIn()
         return await node.market.publish_skill(crystal_id, fields.name, fields.summary)
 
-    @router.get("/skills/own", tags=["skills"])
+    @router.get("/skills/own", tags=["skills"], response_model=shapes.OwnSkills)
     async def own_skills() -> Json:
         return {"skills": await node.market.own_skills()}
 
-    @router.get("/listings", tags=["market"])
+    @router.get("/listings", tags=["market"], response_model=shapes.Listings)
     async def listings(query: Annotated[ListingsQuery, Query()]) -> Json:
         return {"listings": await node.market.list_listings(
             category=query.category, max_price_micro_usdc=query.max_price, tags=tuple(query.tag))}
 
-    @router.get("/listings/search", tags=["market"])
+    @router.get("/listings/search", tags=["market"], response_model=shapes.Listings)
     async def search_listings(query: Annotated[ListingSearchQuery, Query()]) -> Json:
         return {"listings": await node.market.search_listings(
             query.q, k=query.k, category=query.category,
@@ -135,11 +136,11 @@ def market_router(node: NodeApi) -> APIRouter:
     async def redeliver(body: RedeliverIn) -> Json:
         return await node.market.redeliver(body.listing_id)
 
-    @router.get("/purchases", tags=["market"])
+    @router.get("/purchases", tags=["market"], response_model=shapes.Purchases)
     async def purchases(query: Annotated[LimitQuery, Query()]) -> Json:
         return {"purchases": await node.market.purchases(query.limit)}
 
-    @router.get("/sales", tags=["market"])
+    @router.get("/sales", tags=["market"], response_model=shapes.Sales)
     async def sales(query: Annotated[LimitQuery, Query()]) -> Json:
         return {"sales": await node.market.sales(query.limit)}
 

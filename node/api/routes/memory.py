@@ -52,6 +52,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
+from node.api import shapes
 from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import NAMESPACE_PATTERN, Body, ConsolidateIn, CrystalIn, SearchIn
@@ -158,15 +159,15 @@ class NeighboursQuery(BaseModel):
 def memory_router(node: NodeApi) -> APIRouter:
     router = APIRouter(prefix="/v1", dependencies=[Depends(require_auth)], tags=["memory"])
 
-    @router.post("/crystals")
+    @router.post("/crystals", response_model=shapes.StoredCrystal)
     async def add_crystal(body: CrystalIn) -> Json:
         return await node.memory.add_with_outcome(body.model_dump(mode="json", exclude_none=True))
 
-    @router.get("/crystals/{crystal_id}")
+    @router.get("/crystals/{crystal_id}", response_model=shapes.CrystalDetail)
     async def get_crystal(crystal_id: str) -> Json:
         return await node.memory.detail(crystal_id)
 
-    @router.post("/crystals/search")
+    @router.post("/crystals/search", response_model=shapes.Hits)
     async def search(body: SearchIn) -> Json:
         hits = await node.memory.search(body.to_request())
         return {"hits": [hit.to_dict() for hit in hits]}
@@ -183,12 +184,12 @@ def memory_router(node: NodeApi) -> APIRouter:
             await node.working.auto_scratch_logged()  # seed 001: hormonal spikes after a cycle
         return asdict(report)
 
-    @router.get("/crystals")
+    @router.get("/crystals", response_model=shapes.Crystals)
     async def list_memories(query: Annotated[MemoryListQuery, Query()]) -> Json:
         return {"crystals": await node.memory.list_memories(
             query.namespace, tuple(t.value for t in query.type), query.limit)}
 
-    @router.patch("/crystals/{crystal_id}")
+    @router.patch("/crystals/{crystal_id}", response_model=shapes.UpdatedCrystal)
     async def update_memory(crystal_id: str, body: UpdateIn) -> Json:
         return await node.memory.update(crystal_id, body.model_dump(mode="json", exclude_none=True))
 
@@ -196,11 +197,11 @@ def memory_router(node: NodeApi) -> APIRouter:
     async def delete_memory(crystal_id: str) -> Json:
         return await node.memory.delete(crystal_id)
 
-    @router.post("/crystals/{crystal_id}/lifespan")
+    @router.post("/crystals/{crystal_id}/lifespan", response_model=shapes.PinnedCrystal)
     async def set_lifespan(crystal_id: str, body: LifespanIn) -> Json:
         return await node.memory.set_lifespan(crystal_id, body.lifespan)
 
-    @router.get("/crystals/{crystal_id}/history")
+    @router.get("/crystals/{crystal_id}/history", response_model=shapes.History)
     async def memory_history(crystal_id: str) -> Json:
         return await node.memory.history(crystal_id)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
+from node.api import shapes
 from node.api.auth import require_auth
 from node.api.interface import NodeApi
 
@@ -18,7 +19,7 @@ Json = dict[str, Any]
 def status_router(node: NodeApi) -> APIRouter:
     router = APIRouter(prefix="/v1", dependencies=[Depends(require_auth)])
 
-    @router.get("/status", tags=["node"])
+    @router.get("/status", tags=["node"], response_model=shapes.Status)
     async def status() -> Json:
         return await node.status()
 
