@@ -2,17 +2,20 @@
 that recur (namespace, memory id, memory type, scope, sources).
 
 A tool module per face of the node (``mcp_memory``, ``mcp_working``, ``mcp_learning``,
-``mcp_market``, ``mcp_weather``) registers its tools with ``register_<face>_tools(server,
-call)``; :func:`node.agent.mcp_server.build_server` calls each once. ``call`` runs one
+``mcp_market``, ``mcp_weather``) writes its tools as the methods of one class (``MemoryTools``,
+...) and offers them with ``register_<face>_tools(server, call)``;
+:func:`node.agent.mcp_server.build_server` calls each once. A new tool is a new method. ``call`` runs one
 operation on a fresh :class:`node.api.ApiClient` off the event loop and turns a node error
 into a tool error carrying the node's one-line message.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
+from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
@@ -41,3 +44,11 @@ def path_segment(value: str) -> str:
     if "/" in value or "?" in value or "#" in value or value in {".", ".."}:
         raise ToolError(f"not a valid id: {value!r}")
     return value
+
+
+def offer(server: MCPServer[Any], tools: object) -> None:
+    """Each public coroutine method of ``tools`` as a tool of ``server``, in the order written
+    (its name, signature and docstring are what an agent sees)."""
+    for name, member in vars(type(tools)).items():
+        if not name.startswith("_") and inspect.iscoroutinefunction(member):
+            server.add_tool(getattr(tools, name))

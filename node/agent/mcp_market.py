@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from node.agent.mcp_common import Call, path_segment
+from node.agent.mcp_common import Call, offer, path_segment
 from node.agent.mcp_progress import HEARTBEAT_S, Progress
 from node.agent.skill_install import install, source_from_node
 from node.api import ApiClient, ApiError, shapes
@@ -105,20 +105,26 @@ def report_outcome(client: ApiClient, ref: str, success: bool, reward: float | N
                 key: trust.get(key) for key in ("level", "reputation", "local", "events", "last_reason")}}
 
 
-def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float = HEARTBEAT_S) -> None:
-    @server.tool()
+class MarketTools:
+    """The market's tools, one method each (what an agent sees is each method's signature and docstring)."""
+
+    def __init__(self, call: Call, heartbeat_s: float = HEARTBEAT_S) -> None:
+        self.call = call
+        self.heartbeat_s = heartbeat_s
+
     async def market_search(
+        self,
         query: Annotated[str, Field(min_length=1, description="The skill you need, in plain words.")],
         k: Annotated[int, Field(ge=1, le=50)] = 10,
         max_price_usdc: Annotated[float | None, Field(ge=0, description="Only skills at or below this price.")] = None,
     ) -> dict[str, Any]:
         """Search skills other nodes sell, by meaning. Prices are in USDC (and micro-USDC)."""
         max_price = None if max_price_usdc is None else usdc_to_micro(max_price_usdc)
-        listings = await call(lambda client: client.search_listings(query, k, max_price_micro_usdc=max_price))
+        listings = await self.call(lambda client: client.search_listings(query, k, max_price_micro_usdc=max_price))
         return {"listings": [_listing(listing) for listing in listings]}
 
-    @server.tool()
     async def skill_buy(
+        self,
         ctx: Context[Any, Any],
         listing_id: Annotated[str, Field(min_length=1, description="listing_id from market_search.")],
         max_price_usdc: Annotated[float, Field(ge=0, description="Refuse to pay more than this (USDC).")],
@@ -130,34 +136,34 @@ def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float
         "scan" findings say why; only the operator can release it) and the seller was charged.
         Reports progress (terms, payment, delivery, verification, ingest) to a client that asks."""
         max_price = usdc_to_micro(max_price_usdc)
-        progress = Progress(ctx, total=len(PURCHASE_STEPS), heartbeat_s=heartbeat_s)
+        progress = Progress(ctx, total=len(PURCHASE_STEPS), heartbeat_s=self.heartbeat_s)
         await progress.step(0, PURCHASE_STEPS[0])
-        earlier = {row.get("request_id") for row in await call(lambda client: purchases_of(client, listing_id))}
+        earlier = {row.get("request_id") for row in await self.call(lambda client: purchases_of(client, listing_id))}
 
         async def observe() -> tuple[float, str] | None:
-            rows = await call(lambda client: purchases_of(client, listing_id))
+            rows = await self.call(lambda client: purchases_of(client, listing_id))
             state = next((row.get("state") for row in rows if row.get("request_id") not in earlier), None)
             return purchase_step(state)
 
-        result = await progress.during(lambda: call(lambda client: client.buy(listing_id, max_price)),
+        result = await progress.during(lambda: self.call(lambda client: client.buy(listing_id, max_price)),
                                        PURCHASE_STEPS[0], observe)
         await progress.step(len(PURCHASE_STEPS), "quarantined: paid, not stored" if result.get("quarantined")
                             else "stored in memory")
         paid = result.get("price_micro_usdc")
         return result | ({"price_usdc": paid / MICRO_PER_USDC} if isinstance(paid, int) else {})
 
-    @server.tool()
     async def skill_publish(
+        self,
         crystal_id: Annotated[str, Field(min_length=1, description="Id of a skill memory with a track record.")],
     ) -> dict[str, Any]:
         """List one of the agent's proven skills on the market (needs >= 3 recorded executions
         and >= 60 % success, see skill_record_execution). Costs no USDC: one signed gossip
         message. The price comes from the node's pricing engine (change it: listing_reprice)."""
         segment = path_segment(crystal_id)
-        return await call(lambda client: client.publish_skill(segment))
+        return await self.call(lambda client: client.publish_skill(segment))
 
-    @server.tool()
     async def skill_publish_catalogue(
+        self,
         ctx: Context[Any, Any],
         crystal_ids: Annotated[list[str] | None, Field(
             description="Ids of skill memories to list; omit to list every listable skill "
@@ -168,18 +174,18 @@ def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float
         skills that could not be listed, with the reason. Reports progress after each batch
         to a client that asks for it."""
         ids = [path_segment(crystal_id) for crystal_id in crystal_ids] if crystal_ids is not None else None
-        progress = Progress(ctx, total=len(ids) if ids is not None else None, heartbeat_s=heartbeat_s)
+        progress = Progress(ctx, total=len(ids) if ids is not None else None, heartbeat_s=self.heartbeat_s)
         await progress.step(0, "publishing the catalogue")
         report = progress.from_worker()
 
         def batch_done(published: int, failed: int, remaining: int) -> None:
             report(published + failed, published + failed + remaining)
 
-        return await progress.during(lambda: call(lambda client: client.publish_catalogue(ids, batch_done)),
+        return await progress.during(lambda: self.call(lambda client: client.publish_catalogue(ids, batch_done)),
                                      "publishing the catalogue")
 
-    @server.tool()
     async def skill_install(
+        self,
         skill: Annotated[str, Field(min_length=1, max_length=128,
                                     description="listing_id of a bought skill, or a skill memory's id.")],
         to_dir: Annotated[str, Field(min_length=1, description="Absolute path of the agent's skills folder.")],
@@ -192,19 +198,18 @@ def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float
             raise ToolError("to_dir must be an absolute path")
 
         try:
-            installed: dict[str, Any] = await call(
+            installed: dict[str, Any] = await self.call(
                 lambda client: install(source_from_node(client, skill), Path(to_dir), force=force))
         except (CrystalmeshError, InvalidMessage, OSError) as exc:  # node errors: already tool errors
             raise ToolError(str(exc)) from exc
         return installed
 
-    @server.tool()
-    async def wallet_balance() -> dict[str, Any]:
+    async def wallet_balance(self) -> dict[str, Any]:
         """The node's wallet address and USDC balance, and today's spending against its cap."""
-        return await call(lambda client: client.wallet())
+        return await self.call(lambda client: client.wallet())
 
-    @server.tool()
     async def skill_record_execution(
+        self,
         crystal_id: SkillId,
         success: Annotated[bool, Field(description="Did this run of the skill do its job?")],
         reward: Reward = None,
@@ -215,15 +220,15 @@ def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float
         needs >= 3 recorded runs and >= 60 % success before skill_publish can list it, and
         its track record sets its price. For a skill you bought, call skill_report_outcome."""
         segment = path_segment(crystal_id)
-        crystal: dict[str, Any] = await call(
+        crystal: dict[str, Any] = await self.call(
             lambda client: client.record_execution(segment, success, reward, note))
         return {"id": crystal["id"], "executions": crystal.get("executions"),
                 "successes": crystal.get("successes"), "reward_sum": crystal.get("rewardSum"),
                 "confidence_before": crystal.get("confidenceBefore"),
                 "confidence": crystal.get("confidence"), "note": note}
 
-    @server.tool()
     async def bounty_post(
+        self,
         text: Annotated[str, Field(min_length=1, max_length=1024, description=(
             'What you need, e.g. "need: a skill that rotates TLS certificates".'))],
         reward_usdc: Annotated[float, Field(ge=0, description="The most you would pay for it (USDC).")],
@@ -235,21 +240,21 @@ def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float
         skills see the demand and their price rises. Pay only by bounty_fulfil. Call it when
         market_search finds nothing good enough."""
         reward = usdc_to_micro(reward_usdc, "reward_usdc")
-        result: dict[str, Any] = await call(lambda client: client.post_bounty(text, reward, ttl_seconds))
+        result: dict[str, Any] = await self.call(lambda client: client.post_bounty(text, reward, ttl_seconds))
         return _with_usdc(result, "reward_micro_usdc")
 
-    @server.tool()
     async def bounty_list(
+        self,
         only_open: Annotated[bool, Field(description="Hide fulfilled and expired bounties.")] = True,
     ) -> dict[str, Any]:
         """Bounties this node knows (yours and other agents'), with the listings that match
         each. Costs nothing. Call it to see demand before crystallizing or publishing a skill,
         or to find the listings that could fulfil your own bounty."""
-        items: list[dict[str, Any]] = await call(lambda client: client.bounties(only_open))
+        items: list[dict[str, Any]] = await self.call(lambda client: client.bounties(only_open))
         return {"bounties": [_with_usdc(item, "reward_micro_usdc") for item in items]}
 
-    @server.tool()
     async def bounty_fulfil(
+        self,
         bounty_id: Annotated[str, Field(min_length=1, max_length=128, description="One of your bounties.")],
         listing_id: Annotated[str | None, Field(min_length=1, max_length=128, description=(
             "Which matching listing to buy (default: the best match within the reward)."))] = None,
@@ -259,12 +264,12 @@ def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float
         chain, stores the skill, and gossips one signed message that closes the bounty. Call
         it when bounty_list shows a match you want."""
         segment = path_segment(bounty_id)
-        result: dict[str, Any] = await call(lambda client: client.fulfil_bounty(segment, listing_id))
+        result: dict[str, Any] = await self.call(lambda client: client.fulfil_bounty(segment, listing_id))
         purchase = result.get("purchase")
         return result | ({"purchase": _with_usdc(purchase)} if isinstance(purchase, dict) else {})
 
-    @server.tool()
     async def listing_reprice(
+        self,
         listing_id: ListingId,
         price_usdc: Annotated[float | None, Field(ge=0, description=(
             "The new fixed price in USDC; omit for a fresh quote from the pricing engine."))] = None,
@@ -274,20 +279,19 @@ def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float
         (lower) or demand and bounties grow (raise, or omit the price for a fresh quote)."""
         segment = path_segment(listing_id)
         price = None if price_usdc is None else usdc_to_micro(price_usdc, "price_usdc")
-        result: dict[str, Any] = await call(lambda client: client.reprice_listing(segment, price))
+        result: dict[str, Any] = await self.call(lambda client: client.reprice_listing(segment, price))
         return _with_usdc(result)
 
-    @server.tool()
-    async def listing_unpublish(listing_id: ListingId) -> dict[str, Any]:
+    async def listing_unpublish(self, listing_id: ListingId) -> dict[str, Any]:
         """Withdraw one of your listings from the market: every node drops it. Costs no USDC:
         one signed gossip message. Buyers who paid keep their copy. Call it when the skill is
         wrong, outdated or you no longer want to sell it."""
         segment = path_segment(listing_id)
-        result: dict[str, Any] = await call(lambda client: client.withdraw_listing(segment))
+        result: dict[str, Any] = await self.call(lambda client: client.withdraw_listing(segment))
         return result
 
-    @server.tool()
     async def skill_report_outcome(
+        self,
         skill: Annotated[str, Field(min_length=1, max_length=128, description=(
             "The listing id you bought, or the bought skill's memory id."))],
         success: Annotated[bool, Field(description="Did the bought skill do what it promised?")],
@@ -300,9 +304,13 @@ def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float
         priced and ingested accordingly. Call it after every run of a bought skill, and
         always when one was wrong, harmful or not what its listing said."""
         segment = path_segment(skill)
-        result: dict[str, Any] = await call(
+        result: dict[str, Any] = await self.call(
             lambda client: report_outcome(client, segment, success, reward, note))
         return result
+
+
+def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float = HEARTBEAT_S) -> None:
+    offer(server, MarketTools(call, heartbeat_s))
 
 
 def _listing(listing: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from node.agent.mcp_common import (
     Namespace,
     Scope,
     Sources,
+    offer,
     path_segment,
 )
 from node.agent.mcp_progress import Progress
@@ -44,9 +45,14 @@ from node.errors import CrystalmeshError
 MAX_SENT_BYTES = 750 * 1024
 
 
-def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
-    @server.tool()
+class MemoryTools:
+    """The memory's tools, one method each (what an agent sees is each method's signature and docstring)."""
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+
     async def memory_search(
+        self,
         query: Annotated[str, Field(min_length=1, description="What to look for, in plain words or exact identifiers.")],
         k: Annotated[int, Field(ge=1, le=50, description="How many memories to return.")] = 10,
         types: Annotated[list[MemoryType] | None, Field(description="Only these memory types.")] = None,
@@ -61,13 +67,13 @@ def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
         Returns the best matching current memories with id, text, type, namespace, score,
         relevance (0-1, calibrated) and origin: where each came from (a session's id, turn and
         time; a file's path and lines; a skill's id; or a stored memory)."""
-        hits = await call(lambda client: client.memory_search(
+        hits = await self.call(lambda client: client.memory_search(
             query, k, types=types or [], namespace=namespace, all_namespaces=all_namespaces,
             min_relevance=min_relevance, sources=source or ()))
         return {"hits": [_hit(hit) for hit in hits]}
 
-    @server.tool()
     async def memory_add(
+        self,
         text: Annotated[str, Field(min_length=1, max_length=65536, description="The memory, one self-contained statement.")],
         type: Annotated[MemoryType, Field(description=(
             'Kind of memory. "directive": an instruction or preference the user stated '
@@ -93,33 +99,32 @@ def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
         if permanent:
             body["lifespan"] = "permanent"
         if as_working_note(body):  # seed 001's working_memory_note (docs/memory.md)
-            return await add_working_note(call, body, DEFAULT_NOTE_IMPORTANCE if importance is None else importance)
-        crystal = await call(lambda client: client.memory_add(
+            return await add_working_note(self.call, body, DEFAULT_NOTE_IMPORTANCE if importance is None else importance)
+        crystal = await self.call(lambda client: client.memory_add(
             text, semantic_type=type, scope=scope, ttl_ms=body.get("ttl_ms"), namespace=namespace,
             importance=importance, lifespan=body.get("lifespan")))
         return {"id": crystal["id"], "outcome": crystal["outcome"], "namespace": crystal["namespace"],
                 "type": crystal["semanticType"], "scope": crystal["governance"]["accessScope"]} | (
             {"differs": crystal["differs"]} if crystal.get("differs") else {})
 
-    @server.tool()
-    async def memory_get(id: MemoryId) -> dict[str, Any]:
+    async def memory_get(self, id: MemoryId) -> dict[str, Any]:
         """Read one memory (any version) with its audit trail."""
         segment = path_segment(id)
-        crystal = await call(lambda client: client.memory_get(segment))
+        crystal = await self.call(lambda client: client.memory_get(segment))
         return _memory(crystal) | {"lifecycle": crystal["lifecycle"], "audit": crystal["audit"]}
 
-    @server.tool()
     async def memory_list(
+        self,
         namespace: Namespace = "default",
         types: Annotated[list[MemoryType] | None, Field(description="Only these memory types.")] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 50,
     ) -> dict[str, Any]:
         """The newest current memories of a namespace (deleted, expired and superseded ones are not listed)."""
-        crystals = await call(lambda client: client.memory_list(namespace, types or (), limit))
+        crystals = await self.call(lambda client: client.memory_list(namespace, types or (), limit))
         return {"memories": [_memory(crystal) for crystal in crystals]}
 
-    @server.tool()
     async def memory_update(
+        self,
         id: MemoryId,
         text: Annotated[str | None, Field(min_length=1, max_length=65536, description="The corrected memory.")] = None,
         scope: Annotated[Scope | None, Field(description="A new access scope.")] = None,
@@ -129,28 +134,26 @@ def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
         if text is None and scope is None:
             raise ToolError("memory_update needs text or scope")
         segment = path_segment(id)
-        crystal = await call(lambda client: client.memory_update(segment, text, scope))
+        crystal = await self.call(lambda client: client.memory_update(segment, text, scope))
         return _memory(crystal) | {"previous_id": crystal["previousId"]}
 
-    @server.tool()
-    async def memory_delete(id: MemoryId) -> dict[str, Any]:
+    async def memory_delete(self, id: MemoryId) -> dict[str, Any]:
         """Forget a memory (every version): it disappears from search, get and lists at once and is
         physically removed by the next consolidation; the deletion stays in memory_history."""
         segment = path_segment(id)
-        return await call(lambda client: client.memory_delete(segment))
+        return await self.call(lambda client: client.memory_delete(segment))
 
-    @server.tool()
-    async def memory_history(id: MemoryId) -> dict[str, Any]:
+    async def memory_history(self, id: MemoryId) -> dict[str, Any]:
         """Every version of a memory (oldest first, with valid_from/valid_to) and every transition
         (created, updated, deleted, lifecycle changes), for any version's id."""
         segment = path_segment(id)
-        result = await call(lambda client: client.memory_history(segment))
+        result = await self.call(lambda client: client.memory_history(segment))
         return {"memory_id": result["memory_id"], "namespace": result["namespace"],
                 "deleted": result["deleted"], "versions": [_memory(crystal) for crystal in result["versions"]],
                 "transitions": result["transitions"]}
 
-    @server.tool()
     async def memory_ingest_conversation(
+        self,
         path: Annotated[str, Field(min_length=1, description=(
             "Absolute path of a conversation file: a JSON list of turns {speaker, text, time, session, id}, "
             "JSONL (one turn a line) or a LoCoMo file."))],
@@ -172,12 +175,12 @@ def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
             raise ToolError(f"{path} is over {MAX_SENT_BYTES} bytes: ingest it with "
                             "`crystalmesh memory ingest --conversation` while the node is stopped")
         encoded = base64.b64encode(data).decode("ascii")
-        result: dict[str, Any] = await call(
+        result: dict[str, Any] = await self.call(
             lambda client: client.memory_ingest_conversation(encoded, namespace=namespace))
         return result
 
-    @server.tool()
     async def memory_ingest_transcript(
+        self,
         path: Annotated[str, Field(min_length=1, max_length=4096, description=(
             "Absolute path of a session transcript: Claude Code session JSONL, Codex CLI rollout JSONL, "
             "or JSONL of {role, content, timestamp} messages."))],
@@ -197,45 +200,49 @@ def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
         progress = Progress(ctx)  # per chunk read, and a heartbeat while one chunk is stored
         try:
             result: dict[str, Any] = await progress.during(
-                lambda: call(lambda client: client.memory_ingest_transcript(
+                lambda: self.call(lambda client: client.memory_ingest_transcript(
                     path, format=format, namespace=namespace, progress=progress.from_worker())),
                 "ingesting the transcript")
         except CrystalmeshError as error:  # an unreadable path, read here
             raise ToolError(str(error)) from error
         return result
 
-    @server.tool()
     async def memory_neighbours(
+        self,
         id: Annotated[str, Field(min_length=1, max_length=64, description="A conversation turn's id from memory_search.")],
         window: Annotated[int, Field(ge=0, le=20, description="Turns either side.")] = 2,
     ) -> dict[str, Any]:
         """The turns said just before and after a conversation turn (same session, in order), to
         read a hit in its context."""
         segment = path_segment(id)
-        result: dict[str, Any] = await call(lambda client: client.memory_neighbours(segment, window))
+        result: dict[str, Any] = await self.call(lambda client: client.memory_neighbours(segment, window))
         return result
 
-    @server.tool()
     async def memory_pin(
+        self,
         id: Annotated[str, Field(min_length=1, max_length=64, description="A memory id from memory_search.")],
         pinned: Annotated[bool, Field(description="True: keep it for good; False: let it decay again.")] = True,
     ) -> dict[str, Any]:
         """Pin a memory the user wants kept: it is never forgotten by decay or doubt, only when
         deleted (pinning one that was just forgotten brings it back). pinned=false unpins it."""
         lifespan = "permanent" if pinned else "decay"
-        crystal = await call(lambda client: client.memory_set_lifespan(id, lifespan))
+        crystal = await self.call(lambda client: client.memory_set_lifespan(id, lifespan))
         return {"id": crystal["id"], "lifespan": crystal["governance"]["lifespanPolicy"],
                 "changed": crystal["changed"]}
 
-    @server.tool()
     async def memory_consolidate_preview(
+        self,
         at: Annotated[str, Field(min_length=1, max_length=40, description=(
             'When: "+90d", "+12h" or an ISO date such as "2026-06-01".'))] = "+30d",
     ) -> dict[str, Any]:
         """Preview consolidation as of a later time, writing nothing: which memories would be
         forgotten if nobody used them until then (pin the ones the user wants kept)."""
-        report: dict[str, Any] = await call(lambda client: client.memory_consolidate(at=at, dry_run=True))
+        report: dict[str, Any] = await self.call(lambda client: client.memory_consolidate(at=at, dry_run=True))
         return {"at_ms": report.get("at_ms"), "forgotten": report.get("forgotten", [])}
+
+
+def register_memory_tools(server: MCPServer[Any], call: Call) -> None:
+    offer(server, MemoryTools(call))
 
 
 def _memory(crystal: shapes.Crystal) -> dict[str, Any]:

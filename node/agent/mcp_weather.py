@@ -10,12 +10,20 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from node.agent.mcp_common import Call
+from node.agent.mcp_common import Call, offer
+
+
+class WeatherTools:
+    """Cortisol weather's tools, one method each (signature and docstring are what an agent sees)."""
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+
+    async def weather_status(self) -> dict[str, Any]:
+        """The network's 'cortisol weather': whether a management alert currently restricts which
+        peers' skills are accepted."""
+        return await self.call(lambda client: client.weather())
 
 
 def register_weather_tools(server: MCPServer[Any], call: Call) -> None:
-    @server.tool()
-    async def weather_status() -> dict[str, Any]:
-        """The network's 'cortisol weather': whether a management alert currently restricts which
-        peers' skills are accepted."""
-        return await call(lambda client: client.weather())
+    offer(server, WeatherTools(call))
