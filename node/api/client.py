@@ -147,7 +147,7 @@ class ApiClient:
         # pydantic and the memory's limits, imported here: not every client searches.
         from node.api.models import SearchIn
 
-        request = query if isinstance(query, SearchIn) else SearchIn.unchecked(query, k, **filters)
+        request = SearchIn.coerce(query, k, **filters)
         return cast("shapes.Hits", self.post("/v1/crystals/search", request.wire()))["hits"]
 
     def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),

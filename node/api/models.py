@@ -76,6 +76,11 @@ class SearchIn(Body):
         return cls.model_construct(query=query, k=k, **{key: value for key, value in filters.items()
                                                          if value is not None})
 
+    @classmethod
+    def coerce(cls, query: str | SearchIn, k: int = 10, **filters: Any) -> SearchIn:
+        """``query`` if it is a request already, else :meth:`unchecked` of the query text."""
+        return query if isinstance(query, SearchIn) else cls.unchecked(query, k, **filters)
+
     def wire(self) -> dict[str, Any]:
         """The JSON body ``POST /v1/crystals/search`` takes: query, k and the filters that are set."""
         fields = {name: list(value) if isinstance(value, tuple) else value for name, value in self}

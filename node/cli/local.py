@@ -93,7 +93,7 @@ class LocalNode:
     def memory_search(self, query: str | SearchIn, k: int = 10, **filters: Any) -> list[shapes.Hit]:
         from node.api import SearchIn
 
-        request = query if isinstance(query, SearchIn) else SearchIn.unchecked(query, k, **filters)
+        request = SearchIn.coerce(query, k, **filters)
         return [cast("shapes.Hit", hit.to_dict()) for hit in self._memory().search(request.to_request())]
 
     def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),
