@@ -1,5 +1,7 @@
-"""MCP tools that close the agent's skill loop: record runs, crystallize, bounties, re-price,
-unpublish, and report how a bought skill did.
+"""MCP tools of the market: search and buy skills, install one, publish one or a catalogue,
+the wallet; the agent's skill loop: record runs, bounties, re-price, unpublish, and report
+how a bought skill did. (Crystallizing an emerging skill is working memory's:
+``node.agent.mcp_working``.)
 
 Registered by :func:`node.agent.mcp_server.build_server`; each tool is one or two calls of
 the node's typed client. Every description says what the call costs (USDC, signed network
@@ -9,16 +11,20 @@ agent decides from the description alone.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from node.api import ApiClient, ApiError
+from node.agent.mcp_common import Call, offer, path_segment
+from node.agent.mcp_progress import HEARTBEAT_S, Progress
+from node.agent.skill_install import install, source_from_node
+from node.api import ApiClient, ApiError, shapes
+from node.errors import CrystalmeshError
+from protocol.schema import InvalidMessage
 
-Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
 MICRO_PER_USDC = 1_000_000
 
 SkillId = Annotated[str, Field(min_length=1, max_length=128,
@@ -39,13 +45,6 @@ def usdc_to_micro(amount_usdc: float, field: str = "max_price_usdc") -> int:
     return micro
 
 
-def path_segment(value: str) -> str:
-    """``value`` as one URL path segment of the node's API, or a tool error."""
-    if "/" in value or "?" in value or "#" in value or value in {".", ".."}:
-        raise ToolError(f"not a valid id: {value!r}")
-    return value
-
-
 def _with_usdc(data: dict[str, Any], key: str = "price_micro_usdc") -> dict[str, Any]:
     amount = data.get(key)
     usdc_key = key.replace("_micro_usdc", "_usdc")
@@ -60,9 +59,9 @@ _STEPS_DONE = {"authorized": 1, "pending": 1, "paid": 2, "paid_undelivered": 2, 
                "quarantined": 4, "completed": 4}
 
 
-def purchases_of(client: ApiClient, listing_id: str, limit: int = 50) -> list[dict[str, Any]]:
+def purchases_of(client: ApiClient, listing_id: str, limit: int = 50) -> list[shapes.Purchase]:
     """This node's newest purchases of one listing (newest first)."""
-    return [row for row in client.purchases(limit) if row.get("listing_id") == listing_id]
+    return [row for row in client.purchases(limit) if row["listing_id"] == listing_id]
 
 
 def purchase_step(state: object) -> tuple[float, str] | None:
@@ -73,19 +72,19 @@ def purchase_step(state: object) -> tuple[float, str] | None:
     return float(done), PURCHASE_STEPS[done]
 
 
-def bought_skill(client: ApiClient, ref: str) -> dict[str, Any]:
+def bought_skill(client: ApiClient, ref: str) -> shapes.CrystalDetail:
     """The crystal of a skill this node bought: ``ref`` is the listing id or the crystal id."""
     try:
         crystal = client.memory_get(ref)
     except ApiError as error:
         if error.status != 404:
             raise
-        purchase = next((p for p in client.purchases(1000)
-                         if p.get("listing_id") == ref and p.get("crystal_id")), None)
-        if purchase is None:
+        crystal_id = next((p["crystal_id"] for p in client.purchases(1000)
+                           if p["listing_id"] == ref and p["crystal_id"]), None)
+        if crystal_id is None:
             raise ToolError(f"{ref} is neither a skill memory nor a listing this node bought "
                             "and stored") from error
-        crystal = client.memory_get(purchase["crystal_id"])
+        crystal = client.memory_get(crystal_id)
     if not (crystal.get("governance") or {}).get("peerOrigin"):
         raise ToolError(f"{ref} is this agent's own skill, not a bought one: "
                         "use skill_record_execution")
@@ -106,9 +105,111 @@ def report_outcome(client: ApiClient, ref: str, success: bool, reward: float | N
                 key: trust.get(key) for key in ("level", "reputation", "local", "events", "last_reason")}}
 
 
-def register_market_tools(server: MCPServer[Any], call: Call) -> None:
-    @server.tool()
+class MarketTools:
+    """The market's tools, one method each (what an agent sees is each method's signature and docstring)."""
+
+    def __init__(self, call: Call, heartbeat_s: float = HEARTBEAT_S) -> None:
+        self.call = call
+        self.heartbeat_s = heartbeat_s
+
+    async def market_search(
+        self,
+        query: Annotated[str, Field(min_length=1, description="The skill you need, in plain words.")],
+        k: Annotated[int, Field(ge=1, le=50)] = 10,
+        max_price_usdc: Annotated[float | None, Field(ge=0, description="Only skills at or below this price.")] = None,
+    ) -> dict[str, Any]:
+        """Search skills other nodes sell, by meaning. Prices are in USDC (and micro-USDC)."""
+        max_price = None if max_price_usdc is None else usdc_to_micro(max_price_usdc)
+        listings = await self.call(lambda client: client.search_listings(query, k, max_price_micro_usdc=max_price))
+        return {"listings": [_listing(listing) for listing in listings]}
+
+    async def skill_buy(
+        self,
+        ctx: Context[Any, Any],
+        listing_id: Annotated[str, Field(min_length=1, description="listing_id from market_search.")],
+        max_price_usdc: Annotated[float, Field(ge=0, description="Refuse to pay more than this (USDC).")],
+    ) -> dict[str, Any]:
+        """Buy a skill with USDC and store it in memory. COSTS USDC: pays the listing's price on
+        chain, at most max_price_usdc and never beyond the node's spend caps. Returns the price
+        actually paid and the stored skill's id. After running it, call skill_report_outcome.
+        Every bought skill is scanned first: "quarantined": true means it was NOT stored (its
+        "scan" findings say why; only the operator can release it) and the seller was charged.
+        Reports progress (terms, payment, delivery, verification, ingest) to a client that asks."""
+        max_price = usdc_to_micro(max_price_usdc)
+        progress = Progress(ctx, total=len(PURCHASE_STEPS), heartbeat_s=self.heartbeat_s)
+        await progress.step(0, PURCHASE_STEPS[0])
+        earlier = {row.get("request_id") for row in await self.call(lambda client: purchases_of(client, listing_id))}
+
+        async def observe() -> tuple[float, str] | None:
+            rows = await self.call(lambda client: purchases_of(client, listing_id))
+            state = next((row.get("state") for row in rows if row.get("request_id") not in earlier), None)
+            return purchase_step(state)
+
+        result = await progress.during(lambda: self.call(lambda client: client.buy(listing_id, max_price)),
+                                       PURCHASE_STEPS[0], observe)
+        await progress.step(len(PURCHASE_STEPS), "quarantined: paid, not stored" if result.get("quarantined")
+                            else "stored in memory")
+        paid = result.get("price_micro_usdc")
+        return result | ({"price_usdc": paid / MICRO_PER_USDC} if isinstance(paid, int) else {})
+
+    async def skill_publish(
+        self,
+        crystal_id: Annotated[str, Field(min_length=1, description="Id of a skill memory with a track record.")],
+    ) -> dict[str, Any]:
+        """List one of the agent's proven skills on the market (needs >= 3 recorded executions
+        and >= 60 % success, see skill_record_execution). Costs no USDC: one signed gossip
+        message. The price comes from the node's pricing engine (change it: listing_reprice)."""
+        segment = path_segment(crystal_id)
+        return await self.call(lambda client: client.publish_skill(segment))
+
+    async def skill_publish_catalogue(
+        self,
+        ctx: Context[Any, Any],
+        crystal_ids: Annotated[list[str] | None, Field(
+            description="Ids of skill memories to list; omit to list every listable skill "
+                        "this node never listed.")] = None,
+    ) -> dict[str, Any]:
+        """List many of the agent's proven skills at once (a catalogue), carried in signed
+        batches so the network's rate limit is no obstacle. Returns the listings made and the
+        skills that could not be listed, with the reason. Reports progress after each batch
+        to a client that asks for it."""
+        ids = [path_segment(crystal_id) for crystal_id in crystal_ids] if crystal_ids is not None else None
+        progress = Progress(ctx, total=len(ids) if ids is not None else None, heartbeat_s=self.heartbeat_s)
+        await progress.step(0, "publishing the catalogue")
+        report = progress.from_worker()
+
+        def batch_done(published: int, failed: int, remaining: int) -> None:
+            report(published + failed, published + failed + remaining)
+
+        return await progress.during(lambda: self.call(lambda client: client.publish_catalogue(ids, batch_done)),
+                                     "publishing the catalogue")
+
+    async def skill_install(
+        self,
+        skill: Annotated[str, Field(min_length=1, max_length=128,
+                                    description="listing_id of a bought skill, or a skill memory's id.")],
+        to_dir: Annotated[str, Field(min_length=1, description="Absolute path of the agent's skills folder.")],
+        force: Annotated[bool, Field(description="Replace an installed skill of the same name.")] = False,
+    ) -> dict[str, Any]:
+        """Install a skill as an Agent Skill: writes <to_dir>/<name>/SKILL.md (with a provenance
+        line naming seller, payment tx and content hash) and its resource files. A skill the scan
+        quarantines is refused: only the node's operator can release or accept it."""
+        if not Path(to_dir).is_absolute():
+            raise ToolError("to_dir must be an absolute path")
+
+        try:
+            installed: dict[str, Any] = await self.call(
+                lambda client: install(source_from_node(client, skill), Path(to_dir), force=force))
+        except (CrystalmeshError, InvalidMessage, OSError) as exc:  # node errors: already tool errors
+            raise ToolError(str(exc)) from exc
+        return installed
+
+    async def wallet_balance(self) -> dict[str, Any]:
+        """The node's wallet address and USDC balance, and today's spending against its cap."""
+        return await self.call(lambda client: client.wallet())
+
     async def skill_record_execution(
+        self,
         crystal_id: SkillId,
         success: Annotated[bool, Field(description="Did this run of the skill do its job?")],
         reward: Reward = None,
@@ -119,34 +220,15 @@ def register_market_tools(server: MCPServer[Any], call: Call) -> None:
         needs >= 3 recorded runs and >= 60 % success before skill_publish can list it, and
         its track record sets its price. For a skill you bought, call skill_report_outcome."""
         segment = path_segment(crystal_id)
-        crystal: dict[str, Any] = await call(
+        crystal: dict[str, Any] = await self.call(
             lambda client: client.record_execution(segment, success, reward, note))
         return {"id": crystal["id"], "executions": crystal.get("executions"),
                 "successes": crystal.get("successes"), "reward_sum": crystal.get("rewardSum"),
                 "confidence_before": crystal.get("confidenceBefore"),
                 "confidence": crystal.get("confidence"), "note": note}
 
-    @server.tool()
-    async def skill_crystallize(
-        crystal_id: Annotated[str, Field(min_length=1, max_length=128, description=(
-            "Id of an emerging skill (a task pattern listed under Emerging Skills in MEMORY.md)."))],
-        text: Annotated[str | None, Field(min_length=1, max_length=65536, description=(
-            "The skill's instructions (default: the pattern's text).")) ] = None,
-        category: Annotated[str | None, Field(min_length=1, max_length=64)] = None,
-        tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=32)]] | None,
-                        Field(max_length=16)] = None,
-    ) -> dict[str, Any]:
-        """Turn an emerging skill (a pattern you keep repeating) into a skill memory you can run,
-        record and later sell. Costs nothing: a local write. Call it when MEMORY.md lists an
-        Emerging Skill you use; then record its runs with skill_record_execution."""
-        segment = path_segment(crystal_id)
-        crystal: dict[str, Any] = await call(
-            lambda client: client.crystallize_skill(segment, text, category, tags or ()))
-        return {"id": crystal["id"], "type": crystal.get("semanticType"),
-                "executions": crystal.get("executions"), "successes": crystal.get("successes")}
-
-    @server.tool()
     async def bounty_post(
+        self,
         text: Annotated[str, Field(min_length=1, max_length=1024, description=(
             'What you need, e.g. "need: a skill that rotates TLS certificates".'))],
         reward_usdc: Annotated[float, Field(ge=0, description="The most you would pay for it (USDC).")],
@@ -158,21 +240,21 @@ def register_market_tools(server: MCPServer[Any], call: Call) -> None:
         skills see the demand and their price rises. Pay only by bounty_fulfil. Call it when
         market_search finds nothing good enough."""
         reward = usdc_to_micro(reward_usdc, "reward_usdc")
-        result: dict[str, Any] = await call(lambda client: client.post_bounty(text, reward, ttl_seconds))
+        result: dict[str, Any] = await self.call(lambda client: client.post_bounty(text, reward, ttl_seconds))
         return _with_usdc(result, "reward_micro_usdc")
 
-    @server.tool()
     async def bounty_list(
+        self,
         only_open: Annotated[bool, Field(description="Hide fulfilled and expired bounties.")] = True,
     ) -> dict[str, Any]:
         """Bounties this node knows (yours and other agents'), with the listings that match
         each. Costs nothing. Call it to see demand before crystallizing or publishing a skill,
         or to find the listings that could fulfil your own bounty."""
-        items: list[dict[str, Any]] = await call(lambda client: client.bounties(only_open))
+        items: list[dict[str, Any]] = await self.call(lambda client: client.bounties(only_open))
         return {"bounties": [_with_usdc(item, "reward_micro_usdc") for item in items]}
 
-    @server.tool()
     async def bounty_fulfil(
+        self,
         bounty_id: Annotated[str, Field(min_length=1, max_length=128, description="One of your bounties.")],
         listing_id: Annotated[str | None, Field(min_length=1, max_length=128, description=(
             "Which matching listing to buy (default: the best match within the reward)."))] = None,
@@ -182,12 +264,12 @@ def register_market_tools(server: MCPServer[Any], call: Call) -> None:
         chain, stores the skill, and gossips one signed message that closes the bounty. Call
         it when bounty_list shows a match you want."""
         segment = path_segment(bounty_id)
-        result: dict[str, Any] = await call(lambda client: client.fulfil_bounty(segment, listing_id))
+        result: dict[str, Any] = await self.call(lambda client: client.fulfil_bounty(segment, listing_id))
         purchase = result.get("purchase")
         return result | ({"purchase": _with_usdc(purchase)} if isinstance(purchase, dict) else {})
 
-    @server.tool()
     async def listing_reprice(
+        self,
         listing_id: ListingId,
         price_usdc: Annotated[float | None, Field(ge=0, description=(
             "The new fixed price in USDC; omit for a fresh quote from the pricing engine."))] = None,
@@ -197,20 +279,19 @@ def register_market_tools(server: MCPServer[Any], call: Call) -> None:
         (lower) or demand and bounties grow (raise, or omit the price for a fresh quote)."""
         segment = path_segment(listing_id)
         price = None if price_usdc is None else usdc_to_micro(price_usdc, "price_usdc")
-        result: dict[str, Any] = await call(lambda client: client.reprice_listing(segment, price))
+        result: dict[str, Any] = await self.call(lambda client: client.reprice_listing(segment, price))
         return _with_usdc(result)
 
-    @server.tool()
-    async def listing_unpublish(listing_id: ListingId) -> dict[str, Any]:
+    async def listing_unpublish(self, listing_id: ListingId) -> dict[str, Any]:
         """Withdraw one of your listings from the market: every node drops it. Costs no USDC:
         one signed gossip message. Buyers who paid keep their copy. Call it when the skill is
         wrong, outdated or you no longer want to sell it."""
         segment = path_segment(listing_id)
-        result: dict[str, Any] = await call(lambda client: client.withdraw_listing(segment))
+        result: dict[str, Any] = await self.call(lambda client: client.withdraw_listing(segment))
         return result
 
-    @server.tool()
     async def skill_report_outcome(
+        self,
         skill: Annotated[str, Field(min_length=1, max_length=128, description=(
             "The listing id you bought, or the bought skill's memory id."))],
         success: Annotated[bool, Field(description="Did the bought skill do what it promised?")],
@@ -223,6 +304,15 @@ def register_market_tools(server: MCPServer[Any], call: Call) -> None:
         priced and ingested accordingly. Call it after every run of a bought skill, and
         always when one was wrong, harmful or not what its listing said."""
         segment = path_segment(skill)
-        result: dict[str, Any] = await call(
+        result: dict[str, Any] = await self.call(
             lambda client: report_outcome(client, segment, success, reward, note))
         return result
+
+
+def register_market_tools(server: MCPServer[Any], call: Call, heartbeat_s: float = HEARTBEAT_S) -> None:
+    offer(server, MarketTools(call, heartbeat_s))
+
+
+def _listing(listing: dict[str, Any]) -> dict[str, Any]:
+    price = listing.get("price_micro_usdc")
+    return listing | ({"price_usdc": price / MICRO_PER_USDC} if isinstance(price, int) else {})

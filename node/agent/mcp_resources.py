@@ -48,7 +48,7 @@ from pydantic import AnyUrl
 
 from node.agent.mcp_subscriptions import ResourceWatch
 from node.agent.skill_install import bundle_for, installed_skill_md, source_from_crystal
-from node.api import ApiClient
+from node.api import ApiClient, shapes
 from node.errors import CrystalmeshError
 from protocol.schema import InvalidMessage
 from protocol.skill_bundle import SKILL_MD, parse_front_matter, split_front_matter
@@ -98,7 +98,7 @@ class ServedSkill:
                 "_meta": self.meta}
 
 
-def serve_skill(crystal: dict[str, Any], taken: set[str]) -> ServedSkill | None:
+def serve_skill(crystal: shapes.Crystal, taken: set[str]) -> ServedSkill | None:
     """A skill memory as served files, or None if it cannot be one (not a valid bundle)."""
     try:
         source = source_from_crystal(crystal)
@@ -116,7 +116,7 @@ def serve_skill(crystal: dict[str, Any], taken: set[str]) -> ServedSkill | None:
     if path in taken:
         path = f"{prefix}{crystal['id']}/{bundle.name}"
     taken.add(path)
-    meta = {_META + "origin": "bought" if bought else "own", _META + "crystalId": crystal["id"],
+    meta: dict[str, Any] = {_META + "origin": "bought" if bought else "own", _META + "crystalId": crystal["id"],
             _META + "executions": crystal.get("executions"), _META + "successes": crystal.get("successes")}
     if bought:
         meta |= {_META + "seller": source.seller, _META + "txHash": source.tx_hash,

@@ -60,7 +60,7 @@ Call = Callable[[Callable[[ApiClient], Any]], Awaitable[Any]]
 Key = tuple[str, str]  # ("memory_md" | "notes", namespace) or ("skills", "default")
 
 POLL_INTERVAL_S = 1.0  # a note shows within a second; an idle server (no subscription) polls nothing
-MAX_WATCHED_NAMESPACES = 64  # node.api.working_routes.MAX_VERSION_NAMESPACES: one request per poll
+MAX_WATCHED_NAMESPACES = 64  # node.api.routes.working.MAX_VERSION_NAMESPACES: one request per poll
 MAX_URIS_PER_CONNECTION = 128
 SKILLS: Key = ("skills", "default")
 _WORKING_URI = re.compile(

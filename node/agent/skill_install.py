@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from node.api import ApiClient, ApiError
+from node.api import ApiClient, ApiError, shapes
 from node.errors import CrystalmeshError
 from node.market import scan_text
 from protocol.skill_bundle import (
@@ -182,7 +182,7 @@ def install(source: SkillSource, to_dir: Path, force: bool = False,
             "scan": report.to_dict()}
 
 
-def _imported_from(crystal: dict[str, Any]) -> dict[str, Any]:
+def _imported_from(crystal: shapes.Crystal) -> dict[str, Any]:
     for node in crystal.get("provenanceDag") or []:
         if isinstance(node, dict) and node.get("operation") == "imported":
             metadata = node.get("metadata")
@@ -190,7 +190,7 @@ def _imported_from(crystal: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _from_crystal(crystal: dict[str, Any], name_hint: str | None = None) -> SkillSource:
+def _from_crystal(crystal: shapes.Crystal, name_hint: str | None = None) -> SkillSource:
     if crystal.get("semanticType") not in ("skill", "task_pattern"):
         raise SkillInstallError(f"{crystal.get('id')} is a {crystal.get('semanticType')} memory, not a skill")
     imported = _imported_from(crystal)
@@ -205,7 +205,7 @@ def _from_crystal(crystal: dict[str, Any], name_hint: str | None = None) -> Skil
     )
 
 
-def source_from_crystal(crystal: dict[str, Any]) -> SkillSource:
+def source_from_crystal(crystal: shapes.Crystal) -> SkillSource:
     """A skill memory (as the API returns it) as an installable source with its provenance."""
     return _from_crystal(crystal)
 
@@ -228,8 +228,8 @@ def source_from_node(client: ApiClient, ref: str) -> SkillSource:
     if not mine:
         raise SkillInstallError(f"{ref} is neither a skill crystal nor a listing this node bought")
     purchase = mine[0]
-    if purchase.get("crystal_id"):
-        crystal = client.memory_get(purchase["crystal_id"])
+    if crystal_id := purchase.get("crystal_id"):
+        crystal = client.memory_get(crystal_id)
         return _from_crystal(crystal, name_hint=purchase.get("name"))
     delivered = client.redeliver(ref)
     payload = delivered.get("payload")

@@ -4,7 +4,8 @@ Every route a caller uses is a method here, grouped as the node's concepts are
 (node, memory, working memory, learning, skills and market, bounties, trust,
 weather); this module is the one place outside ``node/api`` that knows the
 ``/v1`` paths. A method returns the route's JSON, unwrapped where the route
-wraps a single list (``{"hits": [...]}`` -> the hits). ``get``/``post``/``request``
+wraps a single list (``{"hits": [...]}`` -> the hits), typed by the answer's shape
+(``node.api.shapes``: plain dicts at run time, named keys for mypy). ``get``/``post``/``request``
 stay public for scripts and tests that speak to a route directly.
 
 With no node running, ``node.cli.local.LocalNode`` answers the memory methods
@@ -16,7 +17,7 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
@@ -24,6 +25,8 @@ from node.config import NodeConfig
 from node.keyfiles import read_secret
 
 if TYPE_CHECKING:
+    from node.api import shapes
+    from node.api.models import SearchIn
     from node.memory import Document, FileState, TranscriptChunk
 
 Json = dict[str, Any]
@@ -141,9 +144,9 @@ class ApiClient:
         return self.request("POST", path, json=body or {})
 
     # --- node ---------------------------------------------------------------------------------
-    def status(self) -> Json:
+    def status(self) -> shapes.Status:
         """Peer id, listen addresses, peers, listings, crystals, wallet, weather."""
-        return dict(self.get("/v1/status"))
+        return cast("shapes.Status", self.get("/v1/status"))
 
     def peers(self) -> list[Json]:
         return list(self.get("/v1/peers")["peers"])
@@ -156,52 +159,50 @@ class ApiClient:
     def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
                    path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
                    tags: Sequence[str] | None = None, namespace: str | None = None,
-                   importance: float | None = None, lifespan: str | None = None) -> Json:
+                   importance: float | None = None, lifespan: str | None = None) -> shapes.StoredCrystal:
         """Store a memory; the crystal with ``outcome`` "created" or "exists" (and what ``differs``).
         ``importance``: stated explicitly, a floor it never decays below; ``lifespan``
         "permanent": pinned."""
-        return dict(self.post("/v1/crystals", add_body(
+        return cast("shapes.StoredCrystal", self.post("/v1/crystals", add_body(
             text, semantic_type=semantic_type, scope=scope, path=path, ttl_ms=ttl_ms, category=category,
             tags=tags, namespace=namespace, importance=importance, lifespan=lifespan)))
 
-    def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> Json:
+    def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> shapes.PinnedCrystal:
         """Pin (``permanent``: never expires by decay) or unpin (``decay``) a memory."""
-        return dict(self.post(f"/v1/crystals/{crystal_id}/lifespan", {"lifespan": lifespan}))
+        return cast("shapes.PinnedCrystal", self.post(f"/v1/crystals/{crystal_id}/lifespan", {"lifespan": lifespan}))
 
-    def memory_get(self, crystal_id: str) -> Json:
+    def memory_get(self, crystal_id: str) -> shapes.CrystalDetail:
         """One crystal (any version) with its audit trail and what the node knows of it."""
-        return dict(self.get(f"/v1/crystals/{crystal_id}"))
+        return cast("shapes.CrystalDetail", self.get(f"/v1/crystals/{crystal_id}"))
 
-    def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
-                      lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
-                      namespace: str | None = None, all_namespaces: bool = False,
-                      as_of_ms: int | None = None, min_relevance: float = 0.0,
-                      sources: Sequence[str] = ()) -> list[Json]:
+    def memory_search(self, query: str | SearchIn, k: int = 10, **filters: Any) -> list[shapes.Hit]:
         """Hybrid search of one namespace (default "default"), or of all; the hits, best first,
-        each with its ``origin``. ``sources``: only memory, sessions, files and/or skills."""
-        body: Json = {"query": query, "k": k, "types": list(types), "lifecycles": list(lifecycles),
-                      "scopes": list(scopes), "as_of_ms": as_of_ms}
-        body |= {"sources": list(sources)} if sources else {}
-        body |= {"min_relevance": min_relevance} if min_relevance else {}
-        body |= {"all_namespaces": True} if all_namespaces else {"namespace": namespace or "default"}
-        return list(self.post("/v1/crystals/search", body)["hits"])
+        each with its ``origin``. ``query``: a :class:`SearchIn`, or the query text with
+        ``filters`` named as its fields (``types``, ``namespace``, ``sources``, ...)."""
+        # pydantic and the memory's limits, imported here: not every client searches.
+        from node.api.models import SearchIn
+
+        request = SearchIn.coerce(query, k, **filters)
+        return cast("shapes.Hits", self.post("/v1/crystals/search", request.wire()))["hits"]
 
     def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),
-                    limit: int = 50) -> list[Json]:
+                    limit: int = 50) -> list[shapes.Crystal]:
         """The newest current memories of a namespace."""
-        return list(self.get("/v1/crystals", namespace=namespace, type=list(types) or None,
-                             limit=limit)["crystals"])
+        return cast("shapes.Crystals", self.get("/v1/crystals", namespace=namespace, type=list(types) or None,
+                                         limit=limit))["crystals"]
 
-    def memory_update(self, crystal_id: str, text: str | None = None, scope: str | None = None) -> Json:
+    def memory_update(self, crystal_id: str, text: str | None = None,
+                      scope: str | None = None) -> shapes.UpdatedCrystal:
         """A new version of a memory (new text and/or scope); the old one is closed."""
-        return dict(self.request("PATCH", f"/v1/crystals/{crystal_id}", json=update_body(text, scope)))
+        return cast("shapes.UpdatedCrystal", self.request("PATCH", f"/v1/crystals/{crystal_id}",
+                                                          json=update_body(text, scope)))
 
     def memory_delete(self, crystal_id: str) -> Json:
         return dict(self.request("DELETE", f"/v1/crystals/{crystal_id}"))
 
-    def memory_history(self, crystal_id: str) -> Json:
+    def memory_history(self, crystal_id: str) -> shapes.History:
         """Every version of a memory and every transition."""
-        return dict(self.get(f"/v1/crystals/{crystal_id}/history"))
+        return cast("shapes.History", self.get(f"/v1/crystals/{crystal_id}/history"))
 
     def memory_status(self) -> Json:
         return dict(self.get("/v1/memory/status"))
@@ -305,10 +306,10 @@ class ApiClient:
 
     # --- working memory (seed 001) ------------------------------------------------------------
     def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
-                    scope: str | None = None, lifespan: str | None = None) -> Json:
+                    scope: str | None = None, lifespan: str | None = None) -> shapes.Note:
         """A scratch note (durable at once) that also becomes a searchable crystal; what was
         noted is explicit: its importance is a floor (``lifespan`` "permanent": also pinned)."""
-        return dict(self.post("/v1/memory/notes", _present({
+        return cast("shapes.Note", self.post("/v1/memory/notes", _present({
             "text": text, "type": semantic_type, "scope": scope, "namespace": namespace,
             "importance": importance, "lifespan": lifespan})))
 
@@ -417,14 +418,14 @@ class ApiClient:
         return dict(self.post(f"/v1/listings/{listing_id}/endorse", {}))
 
     def listings(self, category: str | None = None, max_price_micro_usdc: int | None = None,
-                 tags: Sequence[str] = ()) -> list[Json]:
-        return list(self.get("/v1/listings", category=category, max_price=max_price_micro_usdc,
-                             tag=list(tags) or None)["listings"])
+                 tags: Sequence[str] = ()) -> list[shapes.Listing]:
+        return cast("shapes.Listings", self.get("/v1/listings", category=category, max_price=max_price_micro_usdc,
+                                         tag=list(tags) or None))["listings"]
 
     def search_listings(self, query: str, k: int = 10, category: str | None = None,
-                        max_price_micro_usdc: int | None = None, tags: Sequence[str] = ()) -> list[Json]:
-        return list(self.get("/v1/listings/search", q=query, k=k, category=category,
-                             max_price=max_price_micro_usdc, tag=list(tags) or None)["listings"])
+                        max_price_micro_usdc: int | None = None, tags: Sequence[str] = ()) -> list[shapes.Listing]:
+        return cast("shapes.Listings", self.get("/v1/listings/search", q=query, k=k, category=category,
+                                         max_price=max_price_micro_usdc, tag=list(tags) or None))["listings"]
 
     def market_stats(self) -> Json:
         return dict(self.get("/v1/market/stats"))
@@ -452,11 +453,11 @@ class ApiClient:
     def skill_warnings(self) -> list[Json]:
         return list(self.get("/v1/skills/warnings")["warnings"])
 
-    def purchases(self, limit: int) -> list[Json]:
-        return list(self.get("/v1/purchases", limit=limit)["purchases"])
+    def purchases(self, limit: int) -> list[shapes.Purchase]:
+        return cast("shapes.Purchases", self.get("/v1/purchases", limit=limit))["purchases"]
 
-    def sales(self, limit: int) -> list[Json]:
-        return list(self.get("/v1/sales", limit=limit)["sales"])
+    def sales(self, limit: int) -> list[shapes.Sale]:
+        return cast("shapes.Sales", self.get("/v1/sales", limit=limit))["sales"]
 
     def wallet(self) -> Json:
         """Address, balances and today's spending against the cap."""

@@ -4,7 +4,7 @@ One small protocol per concept, and ``NodeApi`` composing them: a route reads
 ``node.memory.search(...)``, ``node.market.buy(...)``, ``node.weather.status()``.
 ``node.service.NodeService`` satisfies ``NodeApi`` by holding one object per
 concept (``AsyncMemory``, ``WorkingMemoryService``, ``LearningService``,
-``Market``, ``TrustService``, ``WeatherDesk``); tests may pass anything else that
+``Market``, ``TrustService``, ``WeatherDesk``, ``OperatorDesk``); tests may pass anything else that
 does. Keeping the HTTP layer on these interfaces is what lets ``node/api`` sit on
 top of the node without ``service`` and ``api`` importing each other.
 """
@@ -166,6 +166,8 @@ class NodeApi(Protocol):
     def trust(self) -> TrustApi: ...
     @property
     def weather(self) -> WeatherApi: ...
+    @property
+    def operator(self) -> OperatorApi: ...
 
     async def status(self) -> dict[str, Any]: ...
     def peers(self) -> list[dict[str, Any]]: ...

@@ -9,12 +9,12 @@ again, for the CLI path that does not pass through HTTP).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from node.crystals import AccessScope, Lifecycle, SemanticType, Source
-from node.memory import MAX_TAGS, MAX_TEXT_CHARS, MAX_TTL_MS
+from node.memory import MAX_TAGS, MAX_TEXT_CHARS, MAX_TTL_MS, SearchRequest, search_request
 
 MAX_MICRO_USDC = 10**12
 NAMESPACE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9._@-]{1,64})?$"
@@ -46,8 +46,13 @@ class CrystalIn(Body):
 
 
 class SearchIn(Body):
-    """``POST /v1/crystals/search``: its fields are ``node.memory.search_request``'s parameters
-    (the route hands them all over, so a new filter needs no change to the route)."""
+    """``POST /v1/crystals/search``: the one spelling of a memory search request.
+
+    The route validates its body against it, :meth:`ApiClient.memory_search` sends it, the
+    CLI without a node (``LocalNode``) answers it, and :meth:`to_request` is the one mapping
+    onto the memory's search operation (``node.memory.SearchRequest``). A new filter is a
+    field here, its line in :meth:`to_request` and its stage in the search pipeline.
+    """
 
     query: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"\S")]
     k: Annotated[int, Field(strict=True, ge=1, le=100)] = 10
@@ -59,6 +64,41 @@ class SearchIn(Body):
     as_of_ms: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1)] | None = None  # versions valid then
     min_relevance: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.0  # hits below it are left out
     sources: Annotated[list[Source], Field(max_length=8)] = []  # empty: every source
+
+    @classmethod
+    def unchecked(cls, query: str, k: int = 10, **filters: Any) -> SearchIn:
+        """A request from keyword filters named as the fields (None: the default), not checked
+        here: the node's route checks what a client sends, and the memory's search checks what
+        the CLI without a node asks, each naming what is wrong as it always has."""
+        unknown = set(filters) - set(cls.model_fields)
+        if unknown:
+            raise TypeError(f"unknown search filter(s): {', '.join(sorted(unknown))}")
+        return cls.model_construct(query=query, k=k, **{key: value for key, value in filters.items()
+                                                         if value is not None})
+
+    @classmethod
+    def coerce(cls, query: str | SearchIn, k: int = 10, **filters: Any) -> SearchIn:
+        """``query`` if it is a request already, else :meth:`unchecked` of the query text."""
+        return query if isinstance(query, SearchIn) else cls.unchecked(query, k, **filters)
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON body ``POST /v1/crystals/search`` takes: query, k and the filters that are set."""
+        fields = {name: list(value) if isinstance(value, tuple) else value for name, value in self}
+        return {name: value for name, value in fields.items()
+                if name in ("query", "k") or value != type(self).model_fields[name].default}
+
+    def to_request(self) -> SearchRequest:
+        """The memory's search operation for this request (``node.memory.search_request``, the
+        one mapping the node's route and the CLI without a node share)."""
+        return search_request(
+            self.query, self.k,
+            types=tuple(map(str, self.types)),  # StrEnum members, or unchecked strings
+            lifecycles=tuple(map(str, self.lifecycles)),
+            scopes=tuple(map(str, self.scopes)),
+            namespace=self.namespace, all_namespaces=self.all_namespaces,
+            as_of_ms=self.as_of_ms, min_relevance=self.min_relevance,
+            sources=tuple(map(str, self.sources)),
+        )
 
 
 class ConsolidateIn(Body):

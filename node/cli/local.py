@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    from node.api import SearchIn, shapes
     from node.memory import Document, FileState, Memory, NicheData, WorkingMemory
 
 Json = dict[str, Any]
@@ -81,57 +82,53 @@ class LocalNode:
     def memory_add(self, text: str, *, semantic_type: str | None = None, scope: str | None = None,
                    path: str | None = None, ttl_ms: int | None = None, category: str | None = None,
                    tags: Sequence[str] | None = None, namespace: str | None = None,
-                   importance: float | None = None, lifespan: str | None = None) -> Json:
+                   importance: float | None = None, lifespan: str | None = None) -> shapes.StoredCrystal:
         from node.api import add_body
         from node.memory import versions
 
-        return versions.add_memory(self._memory(), add_body(
+        return cast("shapes.StoredCrystal", versions.add_memory(self._memory(), add_body(
             text, semantic_type=semantic_type, scope=scope, path=path, ttl_ms=ttl_ms, category=category,
-            tags=tags, namespace=namespace, importance=importance, lifespan=lifespan))
+            tags=tags, namespace=namespace, importance=importance, lifespan=lifespan)))
 
-    def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> Json:
+    def memory_set_lifespan(self, crystal_id: str, lifespan: str) -> shapes.PinnedCrystal:
         from node.memory import set_lifespan
 
-        return set_lifespan(self._memory(), crystal_id, lifespan)
+        return cast("shapes.PinnedCrystal", set_lifespan(self._memory(), crystal_id, lifespan))
 
-    def memory_get(self, crystal_id: str) -> Json:
+    def memory_get(self, crystal_id: str) -> shapes.CrystalDetail:
         from node.memory import versions
 
-        return versions.detail(self._memory(), crystal_id)
+        return cast("shapes.CrystalDetail", versions.detail(self._memory(), crystal_id))
 
-    def memory_search(self, query: str, k: int = 10, *, types: Sequence[str] = (),
-                      lifecycles: Sequence[str] = (), scopes: Sequence[str] = (),
-                      namespace: str | None = None, all_namespaces: bool = False,
-                      as_of_ms: int | None = None, min_relevance: float = 0.0,
-                      sources: Sequence[str] = ()) -> list[Json]:
-        from node.memory import search_request
+    def memory_search(self, query: str | SearchIn, k: int = 10, **filters: Any) -> list[shapes.Hit]:
+        from node.api import SearchIn
 
-        request = search_request(query, k, types=types, lifecycles=lifecycles, scopes=scopes,
-                                 namespace=namespace, all_namespaces=all_namespaces, as_of_ms=as_of_ms,
-                                 min_relevance=min_relevance, sources=sources)
-        return [hit.to_dict() for hit in self._memory().search(request)]
+        request = SearchIn.coerce(query, k, **filters)
+        return [cast("shapes.Hit", hit.to_dict()) for hit in self._memory().search(request.to_request())]
 
     def memory_list(self, namespace: str | None = None, types: Sequence[str] = (),
-                    limit: int = 50) -> list[Json]:
+                    limit: int = 50) -> list[shapes.Crystal]:
         from node.memory import list_memories
 
-        return [crystal.to_dict() for crystal in list_memories(self._memory(), namespace, tuple(types), limit)]
+        return [cast("shapes.Crystal", crystal.to_dict()) for crystal in list_memories(self._memory(), namespace, tuple(types), limit)]
 
-    def memory_update(self, crystal_id: str, text: str | None = None, scope: str | None = None) -> Json:
+    def memory_update(self, crystal_id: str, text: str | None = None,
+                      scope: str | None = None) -> shapes.UpdatedCrystal:
         from node.api import update_body
         from node.memory import update_from_request
 
-        return update_from_request(self._memory(), crystal_id, update_body(text, scope))
+        return cast("shapes.UpdatedCrystal", update_from_request(self._memory(), crystal_id,
+                                                                 update_body(text, scope)))
 
     def memory_delete(self, crystal_id: str) -> Json:
         from node.memory import delete
 
         return delete(self._memory(), crystal_id)
 
-    def memory_history(self, crystal_id: str) -> Json:
+    def memory_history(self, crystal_id: str) -> shapes.History:
         from node.memory import history
 
-        return history(self._memory(), crystal_id)
+        return cast("shapes.History", history(self._memory(), crystal_id))
 
     def memory_status(self) -> Json:
         return self._memory().status()
@@ -199,10 +196,11 @@ class LocalNode:
 
     # --- working memory (seed 001) ------------------------------------------------------------
     def memory_note(self, text: str, importance: float, namespace: str, semantic_type: str | None = None,
-                    scope: str | None = None, lifespan: str | None = None) -> Json:
+                    scope: str | None = None, lifespan: str | None = None) -> shapes.Note:
         from node.memory import memory_note
 
-        return memory_note(self._working(namespace), text, importance, semantic_type, scope, lifespan)
+        return cast("shapes.Note", memory_note(self._working(namespace), text, importance, semantic_type,
+                                               scope, lifespan))
 
     def memory_dream(self, namespace: str) -> Json:
         from node.memory import memory_dream

@@ -448,17 +448,15 @@ function renderOwnSkills() {
   const skills = state.ownSkills !== null ? state.ownSkills : state.listings.filter((l) => l.own);
   const earned = earnedBySkill();
   if (!changed("own", { skills, earned: [...earned] })) return;
+  // Each skill is a listing (node/api/shapes.py, Listing): these fields are always there.
   const rows = skills.map((skill) => {
-    const executions = skill.executions ?? (skill.execution && skill.execution.executions);
-    const successes = skill.successes ?? (skill.execution && skill.execution.successes);
-    const rate = skill.success_rate ?? (executions ? successes / executions : null);
-    const earnedMicro = skill.earned_micro_usdc ?? earned.get(skill.stable_skill_id) ?? 0;
+    const earnedMicro = earned.get(skill.stable_skill_id) ?? 0;
     return el("tr", { "data-testid": "own-skill-row" },
       el("td", { class: "skill", title: skill.description || null },
         el("div", { class: "skill-name", text: skill.name || short(skill.crystal_id) })),
       el("td", { class: "num", text: skill.skill_version ?? "–" }),
-      el("td", { class: "num", text: executions ?? "–" }),
-      el("td", { class: "num", text: percent(rate) }),
+      el("td", { class: "num", text: skill.executions }),
+      el("td", { class: "num", text: percent(skill.success_rate) }),
       el("td", { class: "num", text: skill.unique_buyers ?? "–" }),
       el("td", { class: "num", text: formatUsdc(skill.price_micro_usdc) }),
       el("td", { class: "num", text: formatUsdc(earnedMicro) }));

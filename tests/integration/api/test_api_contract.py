@@ -14,6 +14,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from node.api import SearchIn
 from node.service import NodeService
 from tests.support.sessions.conversations import jsonl_bytes
 
@@ -153,6 +154,58 @@ async def test_openapi_lists_every_route_with_its_request_schema(node: NodeServi
     required = {p["name"] for p in spec["paths"]["/v1/listings/search"]["get"]["parameters"]
                 if p.get("required")}
     assert required == {"q"}
+
+
+async def test_the_typed_answers_are_what_the_faces_return(node: NodeService) -> None:
+    """Every answer with a ``response_model`` (node.api.shapes) is exactly what the node's face
+    returned: the shape drops, adds and converts nothing (an int stays an int), on the calls of
+    the README tour a real node answers."""
+    async with client(node) as http:
+        added = (await http.post("/v1/crystals", json={"text": "Skill: compress logs with zstd",
+                                                       "type": "skill", "tags": ["ops"]})).json()
+        note = (await http.post("/v1/memory/notes", json={"text": "user prefers tabs"})).json()
+        answers = {
+            "add": added, "note": note,
+            "search": (await http.post("/v1/crystals/search", json={"query": "compress logs"})).json(),
+            "list": (await http.get("/v1/crystals")).json(),
+            "own": (await http.get("/v1/skills/own")).json(),
+            "listings": (await http.get("/v1/listings")).json(),
+            "purchases": (await http.get("/v1/purchases")).json(),
+            "sales": (await http.get("/v1/sales")).json(),
+        }
+        detail = (await http.get(f"/v1/crystals/{added['id']}")).json()
+        status = (await http.get("/v1/status")).json()
+    faces = {
+        "search": {"hits": [hit.to_dict() for hit in await node.memory.search(SearchIn.unchecked(
+            "compress logs").to_request())]},
+        "list": {"crystals": await node.memory.list_memories("default", (), 50)},
+        "own": {"skills": await node.market.own_skills()},
+        "listings": {"listings": await node.market.list_listings()},
+        "purchases": {"purchases": await node.market.purchases(100)},
+        "sales": {"sales": await node.market.sales(100)},
+    }
+    assert answers["search"]["hits"] and answers["list"]["crystals"]
+    for name, face in faces.items():
+        # Counters a read moves (access counts, last access) aside, key for key and type for type.
+        assert _typed(answers[name]) == _typed(face), name
+    assert set(added) >= {"id", "outcome", "semanticType", "governance"} and added["outcome"] == "created"
+    assert _typed(detail) == _typed(await node.memory.detail(added["id"]))
+    assert set(note) >= {"id", "crystal_id", "crystal", "namespace", "importance"}
+    assert _typed(status) == _typed(await node.status())
+
+
+def _typed(value: Any) -> Any:
+    """``value`` as JSON, each leaf replaced by its JSON type (values a read changes do not count)."""
+    data = json.loads(json.dumps(value))
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, dict):
+            return {key: walk(child) for key, child in item.items()}
+        if isinstance(item, list):
+            return [walk(child) for child in item]
+        return type(item).__name__
+
+    return walk(data)
 
 
 JSON_VALUES = st.recursive(

@@ -132,8 +132,12 @@ def _control_flow(function: ast.FunctionDef) -> list[str]:
 
 
 def _serialises(comprehension: ast.ListComp) -> bool:
-    """``[x.to_dict() for x in ...]``: the answer's JSON, as the node's face writes it."""
+    """``[x.to_dict() for x in ...]``: the answer's JSON, as the node's face writes it (typed
+    with ``cast(shape, x.to_dict())`` or not)."""
     element = comprehension.elt
+    if (isinstance(element, ast.Call) and isinstance(element.func, ast.Name) and element.func.id == "cast"
+            and len(element.args) == 2):
+        element = element.args[1]
     return (isinstance(element, ast.Call) and isinstance(element.func, ast.Attribute)
             and element.func.attr == "to_dict")
 

@@ -1,5 +1,9 @@
-"""Memory CRUD with history and namespaces on the local API (issue 14).
+"""Routes of the node's memory: store, read, search, status and consolidate crystals; CRUD with
+history and namespaces (issue 14); conversations, transcripts, indexed files and export.
 
+``POST /v1/crystals`` stores a memory, ``GET /v1/crystals/{id}`` reads one with its
+audit trail, ``POST /v1/crystals/search`` searches (``node.memory.SearchRequest``),
+``GET /v1/memory/status`` and ``POST /v1/memory/consolidate`` run the memory's upkeep.
 ``GET /v1/crystals`` lists a namespace's current memories, ``PATCH
 /v1/crystals/{id}`` writes a new version, ``DELETE /v1/crystals/{id}`` tombstones
 the memory, ``POST /v1/crystals/{id}/lifespan`` pins or unpins it, ``GET
@@ -48,9 +52,10 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
+from node.api import shapes
 from node.api.auth import require_auth
 from node.api.interface import NodeApi
-from node.api.models import NAMESPACE_PATTERN, Body
+from node.api.models import NAMESPACE_PATTERN, Body, ConsolidateIn, CrystalIn, SearchIn
 from node.crystals import AccessScope, SemanticType
 from node.memory import (
     MAX_PATH_CHARS,
@@ -154,12 +159,34 @@ class NeighboursQuery(BaseModel):
 def memory_router(node: NodeApi) -> APIRouter:
     router = APIRouter(prefix="/v1", dependencies=[Depends(require_auth)], tags=["memory"])
 
-    @router.get("/crystals")
+    @router.post("/crystals", response_model=shapes.StoredCrystal)
+    async def add_crystal(body: CrystalIn) -> Json:
+        return await node.memory.add_with_outcome(body.model_dump(mode="json", exclude_none=True))
+
+    @router.get("/crystals/{crystal_id}", response_model=shapes.CrystalDetail)
+    async def get_crystal(crystal_id: str) -> Json:
+        return await node.memory.detail(crystal_id)
+
+    @router.post("/crystals/search", response_model=shapes.Hits)
+    async def search(body: SearchIn) -> Json:
+        hits = await node.memory.search(body.to_request())
+        return {"hits": [hit.to_dict() for hit in hits]}
+
+    @router.get("/memory/status")
+    async def memory_status() -> Json:
+        return await node.memory.status()
+
+    @router.post("/memory/consolidate")
+    async def consolidate(body: ConsolidateIn | None = None) -> Json:
+        request = body or ConsolidateIn()
+        return await node.working.consolidate(request.purge, request.at, request.dry_run)
+
+    @router.get("/crystals", response_model=shapes.Crystals)
     async def list_memories(query: Annotated[MemoryListQuery, Query()]) -> Json:
         return {"crystals": await node.memory.list_memories(
             query.namespace, tuple(t.value for t in query.type), query.limit)}
 
-    @router.patch("/crystals/{crystal_id}")
+    @router.patch("/crystals/{crystal_id}", response_model=shapes.UpdatedCrystal)
     async def update_memory(crystal_id: str, body: UpdateIn) -> Json:
         return await node.memory.update(crystal_id, body.model_dump(mode="json", exclude_none=True))
 
@@ -167,11 +194,11 @@ def memory_router(node: NodeApi) -> APIRouter:
     async def delete_memory(crystal_id: str) -> Json:
         return await node.memory.delete(crystal_id)
 
-    @router.post("/crystals/{crystal_id}/lifespan")
+    @router.post("/crystals/{crystal_id}/lifespan", response_model=shapes.PinnedCrystal)
     async def set_lifespan(crystal_id: str, body: LifespanIn) -> Json:
         return await node.memory.set_lifespan(crystal_id, body.lifespan)
 
-    @router.get("/crystals/{crystal_id}/history")
+    @router.get("/crystals/{crystal_id}/history", response_model=shapes.History)
     async def memory_history(crystal_id: str) -> Json:
         return await node.memory.history(crystal_id)
 

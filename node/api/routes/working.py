@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from node.api import shapes
 from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import Body
@@ -83,7 +84,7 @@ class CrystallizeIn(Body):
 def working_memory_router(node: NodeApi) -> APIRouter:
     router = APIRouter(prefix="/v1", dependencies=[Depends(require_auth)], tags=["working memory"])
 
-    @router.post("/memory/notes")
+    @router.post("/memory/notes", response_model=shapes.Note)
     async def note(body: NoteIn) -> Json:
         return await node.working.note(body.text, body.importance, body.namespace,
                                       body.type.value if body.type else None,
