@@ -64,7 +64,7 @@ from libp2p.request_response import (
 )
 from multiaddr import Multiaddr
 
-from node.net import failures
+from node.net import failures, progress
 from node.net.host import peer_info_from_addr
 from node.net.rules import ReplayGuard
 from protocol.codec import MAX_MESSAGE_BYTES
@@ -167,7 +167,7 @@ class PurchaseTransport:
         self.clock_window_ms = clock_window_ms
         self.now_ms = now_ms or _now_ms
         self.replays = ReplayGuard()
-        self._rr = RequestResponse(host)
+        self._rr = _TrackedRequestResponse(host)
         self._codec = BytesCodec()
         self._handler: RequestHandler | None = None
         self._open_streams: dict[ID, int] = {}
@@ -320,6 +320,7 @@ class PurchaseTransport:
                 if was_busy:
                     raise PeerBusy(f"{peer_id} stayed busy for {timeout_s} s")
                 raise RequestTimeout(f"no time left after dialling {peer_id}")
+            progress.step("stream", self._connection_kind(peer_id))
             try:
                 raw = await self._send(peer_id, data, remaining, timeout_s)
             except _NotSent as not_sent:
@@ -405,11 +406,33 @@ class PurchaseTransport:
         return peer_id
 
 
+    def _connection_kind(self, peer_id: ID) -> str:
+        connections = self.host.get_network().connections.get(peer_id, []) or []
+        relayed = sum(1 for conn in connections if _relayed(conn))
+        return f"connections={len(connections)} relayed={relayed}"
+
     async def _dial_direct(self, peer_id: ID, addrs: list[Multiaddr]) -> None:
         known = addrs or list(self.host.get_peerstore().addrs(peer_id))
         if not known:
             raise PeerUnreachable(f"no known address for {peer_id}")
         await self.host.connect(PeerInfo(peer_id, known))
+
+
+class _TrackedRequestResponse(RequestResponse):
+    """The library's request/response client marking when the request is out
+    (``node.net.progress``): after it, the time goes to the peer's answer."""
+
+    async def _write_message(self, stream: INetStream, payload: bytes, max_msg_size: int) -> None:
+        await super()._write_message(stream, payload, max_msg_size)
+        progress.step("answer")
+
+
+def _relayed(connection: object) -> bool:
+    try:
+        addrs = connection.get_transport_addresses()  # type: ignore[attr-defined]
+    except Exception:
+        return False
+    return any("/p2p-circuit" in str(addr) for addr in addrs or ())
 
 
 async def _reset(stream: INetStream) -> None:
