@@ -103,7 +103,8 @@ def _relayed(connection: Any) -> bool:
 
 
 class _UpgradeWatcher(INotifee):
-    """Counts relayed connections that gained a direct one (the DCUtR outcome)."""
+    """Counts relayed connections that gained a direct one (the DCUtR outcome) and tells the
+    relay client when a connection opens or closes (it replaces a lost relay at once)."""
 
     def __init__(self, reachability: Reachability) -> None:
         self.reachability = reachability
@@ -112,14 +113,16 @@ class _UpgradeWatcher(INotifee):
         peer = conn.muxed_conn.peer_id
         if _relayed(conn):
             self.reachability.relayed_peers.add(peer)
-        elif peer in self.reachability.relayed_peers:
+            return
+        self.reachability.client.on_connected(peer)
+        if peer in self.reachability.relayed_peers:
             self.reachability.relayed_peers.discard(peer)
             self.reachability.upgraded += 1
             metrics.HOLE_PUNCHES.labels(outcome="direct").inc()
             logger.info("relayed connection upgraded to direct peer=%s", peer)
 
     async def disconnected(self, network: INetwork, conn: INetConn) -> None:
-        pass
+        self.reachability.client.on_disconnected(conn.muxed_conn.peer_id)
 
     async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
         pass

@@ -46,6 +46,7 @@ from node.net.reach.relay import HOP_PROTOCOL_ID, RelayProtocol
 logger = logging.getLogger(__name__)
 
 RETRY_S = 300.0
+POLL_S = 5.0
 RESERVE_TIMEOUT_S = 10.0
 ADDRS_PER_RELAY = 2
 
@@ -79,6 +80,8 @@ def direct_addrs(host: IHost, peer: ID) -> list[multiaddr.Multiaddr]:
 
 def _directly_connected(host: IHost, peer: ID) -> bool:
     for connection in host.get_network().connections.get(peer, []) or []:
+        if getattr(connection, "is_closed", False):
+            continue
         try:
             addrs = connection.get_transport_addresses()
         except Exception:
@@ -102,6 +105,9 @@ class RelayClient:
         self._refresh_at: dict[ID, float] = {}
         self._not_before: dict[ID, float] = {}
         self._wake = trio.Event()
+        # Rounds run on events (a relay lost, a peer connected while we hold too few, the
+        # AutoNAT verdict); the poll is only the backstop (refreshes, retries).
+        self.poll_s = POLL_S
 
     # ------------------------------------------------------------------ addresses
     def circuit_addrs(self) -> list[multiaddr.Multiaddr]:
@@ -116,9 +122,19 @@ class RelayClient:
     def wake(self) -> None:
         self._wake.set()
 
+    def on_disconnected(self, peer: ID) -> None:
+        """A connection closed: a relay we hold a reservation on may be gone; replace it now
+        (the peers that dial us must not find a dead circuit address)."""
+        if peer in self.reservations:
+            self.wake()
+
+    def on_connected(self, peer: ID) -> None:
+        """A direct connection opened: a relay candidate, if we hold fewer than ``wanted``."""
+        if len(self.reservations) < self.wanted and not self.is_banned(peer):
+            self.wake()
+
     # ------------------------------------------------------------------ reservations
-    async def run(self, active: Callable[[], bool], task_status: Any = trio.TASK_STATUS_IGNORED,
-                  poll_s: float = 5.0) -> None:
+    async def run(self, active: Callable[[], bool], task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Hold ``wanted`` reservations while ``active()`` (the node is private)."""
         task_status.started()
         while True:
@@ -130,7 +146,7 @@ class RelayClient:
                 changed = False
             if changed:
                 self.on_change()
-            with trio.move_on_after(poll_s):
+            with trio.move_on_after(self.poll_s):
                 await self._wake.wait()
 
     async def _round(self, active: bool) -> bool:
@@ -139,13 +155,14 @@ class RelayClient:
                 if not active or expires <= now or not _directly_connected(self.host, relay)
                 or self.is_banned(relay)]
         for relay in gone:
-            self._drop(relay)
+            self._drop(relay, "inactive" if not active else "expired" if self.reservations[relay] <= now
+                       else "disconnected")
         changed = bool(gone)
         if not active:
             return changed
         for relay in [relay for relay, at in self._refresh_at.items() if at <= now]:
             if not await self.reserve(relay):
-                self._drop(relay)
+                self._drop(relay, "refresh refused")
                 changed = True
         for relay in self._candidates():
             if len(self.reservations) >= self.wanted:
@@ -202,10 +219,10 @@ class RelayClient:
             logger.info("relay reservation held relay=%s ttl_s=%d", relay, expires - time.time())
         return True
 
-    def _drop(self, relay: ID) -> None:
+    def _drop(self, relay: ID, why: str) -> None:
         self.reservations.pop(relay, None)
         self._refresh_at.pop(relay, None)
-        logger.info("relay reservation dropped relay=%s", relay)
+        logger.info("relay reservation dropped relay=%s why=%s", relay, why)
 
 
 async def dial_relayed(host: IHost, circuit: multiaddr.Multiaddr) -> None:

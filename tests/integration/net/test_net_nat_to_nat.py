@@ -1,0 +1,90 @@
+"""NAT to NAT over real py-libp2p hosts (issue 38): a relayed path whenever one exists.
+
+"Private" nodes here have closed their listeners once connected out (as behind a NAT:
+they reach others, nobody reaches them; a hole punch between two of them fails). Each
+test was seen failing with its fix removed (see the test's docstring).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+from libp2p.peer.id import ID
+
+from node.net.service import NetService
+from protocol.envelope import open_envelope
+from protocol.messages import ErrorReply
+from tests.integration.net.test_net_reachability import (
+    go_private,
+    kind,
+    purchase_request,
+    serve_echo,
+)
+from tests.support.net import make_net
+from tests.support.wait import wait_until_async
+
+
+async def run_until_cancelled(scope: trio.CancelScope, net: NetService,
+                              task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    with scope:
+        await net.run(task_status=task_status)
+
+
+async def start(nursery: trio.Nursery, net: NetService) -> trio.CancelScope:
+    scope = trio.CancelScope()
+    await nursery.start(run_until_cancelled, scope, net)
+    return scope
+
+
+def reservations(net: NetService) -> list[str]:
+    return list(net.reachability_status()["reservations"])
+
+
+async def private_node(nursery: trio.Nursery, relays: list[NetService], **overrides: Any) -> NetService:
+    """A node connected to every relay, then private, holding its reservations."""
+    net = make_net(bootstrap=[relay.listen_addrs()[0] for relay in relays], **overrides)
+    await start(nursery, net)
+    await wait_until_async(lambda: len(net.connected_peers()) >= len(relays), 20, "connected out")
+    await go_private(net)
+    await wait_until_async(lambda: net.reachability_status()["status"] == "private", 30, "private")
+    return net
+
+
+async def test_a_relay_that_leaves_is_replaced_before_it_is_needed(nursery: trio.Nursery) -> None:
+    """The seller holds two reservations among three relays; one relay goes away. The lost
+    reservation is replaced by the third relay and the advertised circuit addresses follow,
+    with no periodic round to help (the poll is an hour here): the relay's disconnection
+    itself triggers the replacement. A buyer then reaches the seller through a relay.
+    Seen failing without ``RelayClient.on_disconnected`` (the dead relay stays reserved)."""
+    scopes: dict[str, trio.CancelScope] = {}
+    relays: list[NetService] = []
+    for _ in range(3):
+        relay = make_net(bootstrap=[other.listen_addrs()[0] for other in relays],
+                         relay_service="on", hole_punching=False)
+        scopes[relay.peer_id] = await start(nursery, relay)
+        relays.append(relay)
+    seller = make_net(bootstrap=[relay.listen_addrs()[0] for relay in relays],
+                      hole_punching=False, relay_reservations=2)
+    assert seller.reachability is not None
+    seller.reachability.client.poll_s = 3600.0
+    await start(nursery, seller)
+    await serve_echo(seller)
+    await wait_until_async(lambda: len(seller.connected_peers()) == 3, 20, "seller connected")
+    await go_private(seller)
+    await wait_until_async(lambda: len(reservations(seller)) == 2, 30, "two reservations")
+    held = reservations(seller)
+    leaving = next(relay for relay in relays if relay.peer_id == held[0])
+    await leaving.host.close()
+    scopes[leaving.peer_id].cancel()
+    await wait_until_async(lambda: len(reservations(seller)) == 2 and leaving.peer_id not in
+                           reservations(seller), 20, "the lost reservation replaced")
+    circuits = [addr for addr in seller.listen_addrs() if "/p2p-circuit" in addr]
+    assert circuits and not any(leaving.peer_id in addr for addr in circuits)
+
+    staying = next(relay for relay in relays if relay is not leaving)
+    buyer = await private_node(nursery, [staying], hole_punching=False)
+    raw = await buyer.request(seller.peer_id, purchase_request(buyer), timeout_s=30)
+    reply = open_envelope(raw).message()
+    assert isinstance(reply, ErrorReply) and reply.message == f"echo {buyer.peer_id}"
+    assert kind(buyer, seller) == "relayed"
