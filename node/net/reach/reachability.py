@@ -17,9 +17,16 @@ One object per node ties four parts together (each in its own module):
 ``connect(peer)`` is how every request/response protocol reaches a peer:
 the known addresses, direct and relayed raced — relayed ones at once when the
 peer advertises them (it says it is private), after ``RELAY_STAGGER_S``
-otherwise — and, at once when nothing is known or ``RELAY_STAGGER_S`` later,
-a DHT lookup whose new addresses join the race (what we know may predate
-the peer's relays). The first connection wins; the others are cancelled.
+otherwise. When no circuit address is known the peer is looked up (DHT) at
+once, since what we know may predate its relays; while nothing has connected it
+is looked up again every ``LOOKUP_RETRY_S`` (``MAX_LOOKUPS`` times) and every
+circuit that failed is tried again (``CIRCUIT_TRIES`` each, ``CIRCUIT_TIMEOUT_S``
+each): a relay that refused because the peer was between two reservations, or
+a lookup that ran out of time after its answers had filled the peerstore, no
+longer ends the dial while a relayed path exists. The first connection wins;
+the others are cancelled. Each dial logs its attempts (``dialling``, ``dial
+attempt won/failed``, ``peer lookup``, ``dial failed/cancelled``) and marks its
+steps for ``node.net.progress``.
 """
 
 from __future__ import annotations

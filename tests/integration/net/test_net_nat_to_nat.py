@@ -88,3 +88,44 @@ async def test_a_relay_that_leaves_is_replaced_before_it_is_needed(nursery: trio
     reply = open_envelope(raw).message()
     assert isinstance(reply, ErrorReply) and reply.message == f"echo {buyer.peer_id}"
     assert kind(buyer, seller) == "relayed"
+
+
+async def test_a_circuit_refused_at_first_is_tried_again_within_the_deadline(
+        nursery: trio.Nursery) -> None:
+    """The buyer dials the seller's circuit while the relay holds no reservation for it (the
+    seller is between two reservations: its relay just left, the next one is being made):
+    the relay answers NO_RESERVATION. A moment later the reservation exists; the same dial,
+    still within its deadline, goes through. Seen failing when ``connect`` tried each circuit
+    once and looked the peer up once (``Unreachable`` before the reservation existed)."""
+    relay = make_net(relay_service="on", hole_punching=False)
+    await start(nursery, relay)
+    seller = make_net(bootstrap=[relay.listen_addrs()[0]], hole_punching=False)
+    assert seller.reachability is not None
+    seller.reachability.client.wanted = 0  # no reservation yet
+    await start(nursery, seller)
+    await serve_echo(seller)
+    await wait_until_async(lambda: relay.peer_id in seller.connected_peers(), 20, "seller up")
+    await go_private(seller)
+    await wait_until_async(lambda: seller.reachability_status()["status"] == "private", 30,
+                           "seller private")
+    buyer = make_net(bootstrap=[relay.listen_addrs()[0]], hole_punching=False)
+    await start(nursery, buyer)
+    await wait_until_async(lambda: relay.peer_id in buyer.connected_peers(), 20, "buyer up")
+    circuit = f"{relay.listen_addrs()[0]}/p2p-circuit/p2p/{seller.peer_id}"
+    replies: list[bytes] = []
+
+    async def buy() -> None:
+        replies.append(await buyer.request(circuit, purchase_request(buyer), timeout_s=30))
+
+    nursery.start_soon(buy)
+    refused = relay.reachability_status()["relay"]["refused"]
+    await wait_until_async(lambda: relay.reachability_status()["relay"]["refused"]
+                           .get("no_reservation", 0) > refused.get("no_reservation", 0), 20,
+                           "the first circuit refused")
+    seller.reachability.client.wanted = 1
+    seller.reachability.client.wake()
+    await wait_until_async(lambda: bool(replies), 30, "the purchase answered")
+    reply = open_envelope(replies[0]).message()
+    assert isinstance(reply, ErrorReply) and reply.message == f"echo {buyer.peer_id}"
+    assert kind(buyer, seller) == "relayed"
+    assert ID.from_base58(relay.peer_id) in seller.reachability.client.reservations
