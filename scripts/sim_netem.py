@@ -504,7 +504,8 @@ def measure(sim: Sim) -> dict[str, Any]:
         "restart_refound_s": restart,
         "burst": burst_result,
         "catalogue": catalogue,
-        "nodes": len(nodes), "nat_nodes": args.nat, "link_model": sim.link_model,
+        "nodes": len(nodes), "nat_nodes": args.nat, "nat_ports": args.nat_ports,
+        "link_model": sim.link_model,
         "delay_ms": args.delay_ms, "jitter_ms": args.jitter_ms, "loss": args.loss,
         "peers_per_node": quantiles([float(v) for v in peers.values()]),
         "listing_propagation_ms": quantiles(propagation) | {"missing": missing},
@@ -555,6 +556,9 @@ def main() -> None:
     parser.add_argument("--purchases", type=int, default=6, help="purchases of each kind")
     parser.add_argument("--dcutr-wait-s", type=float, default=30.0,
                         help="how long NAT purchases' connections may take to become direct")
+    parser.add_argument("--nat-ports", choices=("preserving", "random"), default="preserving",
+                        help="random: NAT routers map every connection to a random port "
+                             "(hole punching always fails; NAT to NAT goes over relays)")
     parser.add_argument("--delay-ms", type=float, default=40.0)
     parser.add_argument("--jitter-ms", type=float, default=10.0)
     parser.add_argument("--loss", type=float, default=0.01)
@@ -577,7 +581,7 @@ def main() -> None:
         return
     prefix = f"cm{os.getpid() % 100000}"
     topology = Topology(prefix, args.delay_ms, args.jitter_ms, args.loss,
-                        kernel_netem=kernel_has_netem(f"{prefix}-probe"))
+                        kernel_netem=kernel_has_netem(f"{prefix}-probe"), nat_ports=args.nat_ports)
     root = Path(tempfile.mkdtemp(prefix="sim-netem-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     started = time.monotonic()

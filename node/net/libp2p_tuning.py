@@ -113,6 +113,18 @@ All are applied by ``apply()`` (idempotent), called when a host is built.
    Forwarded messages still go to the mesh only: the extra cost is one send per
    subscribed neighbour for each message this node originates.
 
+13. Message sequence numbers survive a restart (py-libp2p 0.8.1, checked in
+   ``libp2p/pubsub/pubsub.py``). ``Pubsub.__init__`` seeds ``counter`` with
+   ``int(time.time())``, in seconds, and adds one per published message. A node
+   that published more messages than the seconds it was down starts again below
+   its last seqno, so its next messages repeat ``(from, seqno)`` pairs with new
+   data. GossipSub's ``_check_equivocation`` drops them ("Equivocation detected")
+   and charges the sender a behaviour penalty of 100: a restarted seller did not
+   rejoin a skills mesh within 120 s (issue 38). The counter is now seeded with
+   ``time.time_ns()``, as go-libp2p does (``uint64(time.Now().UnixNano())``):
+   past any earlier run's counter unless that run published more than a
+   billion messages a second.
+
 Not here, on purpose: the Kademlia protocol id. The library's
 ``/ipfs/kad/1.0.0`` is a module constant, but patching it would put every DHT
 of the process on one network; ``node.net.dht`` gives each DHT a view of its
@@ -488,6 +500,14 @@ def _flood_own_publish(original: Callable[..., Any]) -> Callable[..., Any]:
     return get_peers_to_send
 
 
+def _seqno_from_nanoseconds(original: Callable[..., None]) -> Callable[..., None]:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self.counter = time.time_ns()  # module doc, 13.
+
+    return __init__
+
+
 def apply() -> None:
     global _applied
     if _applied:
@@ -513,6 +533,9 @@ def apply() -> None:
     )
     gossipsub_module.GossipSub._get_peers_to_send = _flood_own_publish(  # type: ignore[method-assign]
         gossipsub_module.GossipSub._get_peers_to_send
+    )
+    pubsub_module.Pubsub.__init__ = _seqno_from_nanoseconds(  # type: ignore[method-assign]
+        pubsub_module.Pubsub.__init__
     )
     pubsub_module.Pubsub.write_msg = _write_msg  # type: ignore[method-assign,assignment]
     pubsub_module.Pubsub.handle_sending_messages = _send_loop  # type: ignore[method-assign]
