@@ -16,7 +16,12 @@ purchases end to end (public sellers and NATed sellers, balances checked on chai
 weather lock time to every node (from the nodes' log lines), and a late joiner's
 catch-up. Reachability (issue 26): each node's AutoNAT verdict, ``--purchases`` of
 each kind (public seller, NATed seller, NATed buyer from NATed seller: a relay
-carries the first connection), ``direct_after_dcutr`` (share of NAT purchases whose
+carries the first connection; each NATed seller publishes enough listings for that
+many NAT-to-NAT purchases), each kind's ``reasons``: every failure as
+``"<code> during <phase>"`` (the step the purchase stopped in, from the API's error:
+dial, lookup, circuit, stream, answer, verify…) with its count and first message;
+``--nat-ports random`` makes the NAT routers symmetric (every mapping a random port:
+hole punching always fails, NAT to NAT stays on relays), ``direct_after_dcutr`` (share of NAT purchases whose
 buyer-seller connection is direct within ``--dcutr-wait-s``), ``relay_bytes``, and
 every trader's on-chain USDC delta against the prices paid; a burst (``--burst`` listings
 of one seller bought by ``--burst-buyers`` buyers, ``--burst-at-once`` each at a time),
@@ -553,7 +558,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=25)
     parser.add_argument("--nat", type=int, default=3)
     parser.add_argument("--listings", type=int, default=4, help="listings from public sellers")
-    parser.add_argument("--purchases", type=int, default=6, help="purchases of each kind")
+    parser.add_argument("--purchases", type=int, default=20, help="purchases of each kind")
     parser.add_argument("--dcutr-wait-s", type=float, default=30.0,
                         help="how long NAT purchases' connections may take to become direct")
     parser.add_argument("--nat-ports", choices=("preserving", "random"), default="preserving",

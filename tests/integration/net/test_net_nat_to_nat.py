@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import multiaddr
 import trio
 from libp2p.peer.id import ID
 
 from node.net.service import NetService
-from protocol.envelope import open_envelope
-from protocol.messages import ErrorReply
+from protocol.envelope import Envelope, open_envelope, seal
+from protocol.messages import ErrorReply, PurchaseRequest
 from tests.integration.net.test_net_reachability import (
     go_private,
     kind,
+    now_ms,
     purchase_request,
     serve_echo,
 )
@@ -129,3 +131,53 @@ async def test_a_circuit_refused_at_first_is_tried_again_within_the_deadline(
     assert isinstance(reply, ErrorReply) and reply.message == f"echo {buyer.peer_id}"
     assert kind(buyer, seller) == "relayed"
     assert ID.from_base58(relay.peer_id) in seller.reachability.client.reservations
+
+
+async def test_a_direct_connection_never_closes_the_relayed_one_under_a_request(
+        nursery: trio.Nursery) -> None:
+    """A request is in flight on a relayed connection that has carried the pair for a while
+    (older than the swarm's 20 s grace); a direct connection to the same peer then opens
+    (a hole punch that succeeded on a later attempt). The request still gets its answer.
+    Seen failing without libp2p_tuning 14. (the swarm closed the older connection at once)."""
+    relay = make_net(relay_service="on", hole_punching=False, discovery=False)
+    await start(nursery, relay)
+    buyer = make_net(bootstrap=[relay.listen_addrs()[0]], hole_punching=False, discovery=False)
+    await start(nursery, buyer)
+    seller = make_net(bootstrap=[relay.listen_addrs()[0]], hole_punching=False, discovery=False)
+    await start(nursery, seller)
+    release = trio.Event()
+    entered = trio.Event()
+
+    async def slow_echo(peer_id: str, envelope: Envelope) -> bytes:
+        entered.set()
+        await release.wait()
+        request = envelope.message()
+        assert isinstance(request, PurchaseRequest)
+        reply = ErrorReply(request_id=request.request_id, code="bad_request", message=f"echo {peer_id}")
+        return seal(seller.identity, ErrorReply.KIND, reply, seller.sequence.next(), now_ms())
+
+    seller.serve_purchases(slow_echo)
+    await wait_until_async(lambda: relay.peer_id in seller.connected_peers()
+                           and relay.peer_id in buyer.connected_peers(), 20, "both up")
+    buyer_addr = buyer.listen_addrs()[0]
+    await go_private(seller)
+    await wait_until_async(lambda: len(reservations(seller)) == 1, 30, "seller's reservation")
+    circuit = next(addr for addr in seller.listen_addrs() if "/p2p-circuit" in addr)
+    replies: list[bytes] = []
+
+    async def buy() -> None:
+        replies.append(await buyer.request(circuit, purchase_request(buyer), timeout_s=30))
+
+    nursery.start_soon(buy)
+    await entered.wait()
+    assert kind(buyer, seller) == "relayed"
+    buyer_id = ID.from_base58(buyer.peer_id)
+    for connection in seller.host.get_network().connections.get(buyer_id, []):
+        connection._created_at -= 3600  # the relayed connection has carried the pair an hour
+    # The seller (behind NAT) opens a direct connection out to the buyer.
+    await seller.host.get_network().dial_addr(multiaddr.Multiaddr(buyer_addr), buyer_id)
+    await wait_until_async(lambda: kind(seller, buyer) == "direct", 20, "direct connection")
+    release.set()
+    await wait_until_async(lambda: bool(replies), 30, "the answer over the relayed connection")
+    reply = open_envelope(replies[0]).message()
+    assert isinstance(reply, ErrorReply) and reply.message == f"echo {buyer.peer_id}"
