@@ -154,6 +154,9 @@ class PurchaseTransport:
         # How a peer we are not connected to is reached: direct, else through a relay
         # (``Reachability.connect``); a direct dial of the known addresses by default.
         self.connect = connect or self._dial_direct
+        # A given ``connect`` (``Reachability.connect``) is asked even when connected: it
+        # renews a relayed connection whose circuit is about to end.
+        self._connect_decides = connect is not None
         self.exchanges = exchanges
         self.identity = identity
         self.next_seq = next_seq
@@ -393,7 +396,7 @@ class PurchaseTransport:
         peer_id = _peer_id_of(peer)
         if self.is_banned(peer_id):
             raise PeerUnreachable(f"{peer_id} is banned")
-        if self.host.get_network().connections.get(peer_id):
+        if self.host.get_network().connections.get(peer_id) and not self._connect_decides:
             return peer_id
         try:
             addrs = list(peer_info_from_addr(peer).addrs) if peer.startswith("/") else []

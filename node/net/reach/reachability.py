@@ -49,7 +49,13 @@ from node.config import ConfigError, NetConfig
 from node.net import progress
 from node.net.reach.autonat import PRIVATE, PUBLIC, AutoNat
 from node.net.reach.relay import RelayLimits, RelayProtocol
-from node.net.reach.relay_client import RelayClient, circuit_parts, dial_relayed, is_circuit
+from node.net.reach.relay_client import (
+    RelayClient,
+    circuit_ending,
+    circuit_parts,
+    dial_relayed,
+    is_circuit,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +67,7 @@ MAX_LOOKUPS = 5
 CIRCUIT_TRIES = 3
 CIRCUIT_TIMEOUT_S = 12.0  # the relay gives the target 10 s (relay.STOP_TIMEOUT_S)
 MAX_CIRCUITS_AT_ONCE = 4
+RENEW_DIAL_TIMEOUT_S = 5.0
 RELAY_MODES = ("auto", "on", "off")
 
 FindAddrs = Callable[[ID], Awaitable[list[multiaddr.Multiaddr]]]
@@ -222,23 +229,38 @@ class Reachability:
 
     # ------------------------------------------------------------------ dialling
     async def connect(self, peer: ID, addrs: list[multiaddr.Multiaddr] | None = None) -> None:
-        """Connect to ``peer`` directly or through a relay (the caller sets the deadline)."""
-        if self.host.get_network().connections.get(peer):
+        """Connect to ``peer`` directly or through a relay (the caller sets the deadline).
+
+        Connected already: nothing to do, unless the only connections are circuits their
+        relays end soon (``circuit_ending``): then a fresh circuit is dialled, so the
+        request about to start does not die with the old one (the swarm closes the old
+        one once it carries no request, libp2p_tuning 14.)."""
+        renewing = circuit_ending(self.host, peer)
+        if self.host.get_network().connections.get(peer) and not renewing:
             return
         # A request is an explicit action: dial even if an earlier attempt failed
         # (py-libp2p's negative cache would refuse for a while).
         unblock = getattr(self.host.get_network(), "unblock_peer", None)
         if unblock is not None:
             unblock(peer)
-        await _DialRace(self.host, peer, self.find_addrs).run(list(addrs or []))
+        if not renewing:
+            await _DialRace(self.host, peer, self.find_addrs).run(list(addrs or []))
+            return
+        logger.info("renewing a relayed connection whose circuit ends soon peer=%s", peer)
+        # Bounded: the old connection still serves a short request if no circuit comes.
+        with trio.move_on_after(RENEW_DIAL_TIMEOUT_S):
+            await _DialRace(self.host, peer, self.find_addrs, renewing=True).run(list(addrs or []))
 
 
 class _DialRace:
     """One ``connect``: direct and relayed attempts raced, the peer looked up again and
     failed circuits retried until one connects or every way is exhausted (module doc)."""
 
-    def __init__(self, host: IHost, peer: ID, find_addrs: FindAddrs | None) -> None:
+    def __init__(self, host: IHost, peer: ID, find_addrs: FindAddrs | None,
+                 renewing: bool = False) -> None:
         self.host, self.peer, self.find_addrs = host, peer, find_addrs
+        # Renewing a circuit: a direct dial would only find the connection we have.
+        self.renewing = renewing
         self.tried_direct: set[str] = set()
         self.circuit_failures: dict[str, int] = {}
         self.in_flight: set[str] = set()
@@ -282,8 +304,8 @@ class _DialRace:
     def launch(self, nursery: trio.Nursery, found: list[multiaddr.Multiaddr],
                relay_delay_s: float) -> None:
         """Dial what is new among ``found``, and the circuits that may work on another try."""
-        direct = [addr for addr in _unique(found)
-                  if not is_circuit(addr) and str(addr) not in self.tried_direct]
+        direct = [] if self.renewing else [
+            addr for addr in _unique(found) if not is_circuit(addr) and str(addr) not in self.tried_direct]
         if direct:
             self.tried_direct.update(str(addr) for addr in direct)
             nursery.start_soon(self.attempt, _bind(self.host.connect, PeerInfo(self.peer, direct)),

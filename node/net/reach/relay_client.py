@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -47,8 +48,31 @@ logger = logging.getLogger(__name__)
 
 RETRY_S = 300.0
 POLL_S = 5.0
+# A relayed connection whose circuit ends (the relay's duration limit) within this many
+# seconds is not given a new request: a fresh circuit is dialled first (``circuit_ending``).
+RENEW_BEFORE_END_S = 30.0
 RESERVE_TIMEOUT_S = 10.0
 ADDRS_PER_RELAY = 2
+
+
+# When the relay ends each relayed connection we dialled (trio clock), from its HOP STATUS limit.
+_circuit_ends: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def circuit_ending(host: IHost, peer: ID, within_s: float | None = None) -> bool:
+    """True when every open connection to ``peer`` is a circuit we dialled that its relay ends
+    within ``within_s`` (``RENEW_BEFORE_END_S``): a request started now could be cut mid-way."""
+    within_s = RENEW_BEFORE_END_S if within_s is None else within_s
+    connections = [connection for connection in host.get_network().connections.get(peer, []) or []
+                   if not getattr(connection, "is_closed", False)]
+    if not connections:
+        return False
+    now = trio.current_time()
+    for connection in connections:
+        ends = _circuit_ends.get(connection)
+        if ends is None or ends - now > within_s:
+            return False
+    return True
 
 
 class RelayDialError(ConnectionError):
@@ -246,7 +270,10 @@ async def dial_relayed(host: IHost, circuit: multiaddr.Multiaddr) -> None:
             raise RelayDialError(f"relay {relay} refused the circuit to {target}: {status.name}")
         raw = RawConnection(stream=stream, initiator=True, connection_type=ConnectionType.RELAYED,
                             addresses=[multiaddr.Multiaddr(f"/p2p/{relay}/p2p-circuit/p2p/{target}")])
-        await host.upgrade_outbound_connection(raw, target)
+        connection = await host.upgrade_outbound_connection(raw, target)
+        duration_s = answer.limit.duration if answer.HasField("limit") else 0
+        if duration_s > 0:
+            _circuit_ends[connection] = trio.current_time() + duration_s
     except BaseException as error:
         metrics.RELAYED_DIALS.labels(outcome="failed").inc()
         with trio.CancelScope(shield=True):

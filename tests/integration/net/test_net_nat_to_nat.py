@@ -10,12 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import multiaddr
+import pytest
 import trio
 from libp2p.peer.id import ID
 
+from node.net.reach import relay_client
 from node.net.service import NetService
 from protocol.envelope import Envelope, open_envelope, seal
-from protocol.messages import ErrorReply, PurchaseRequest
+from protocol.messages import ErrorReply, PurchaseRequest, new_request_id
 from tests.integration.net.test_net_reachability import (
     go_private,
     kind,
@@ -179,5 +181,62 @@ async def test_a_direct_connection_never_closes_the_relayed_one_under_a_request(
     await wait_until_async(lambda: kind(seller, buyer) == "direct", 20, "direct connection")
     release.set()
     await wait_until_async(lambda: bool(replies), 30, "the answer over the relayed connection")
+    reply = open_envelope(replies[0]).message()
+    assert isinstance(reply, ErrorReply) and reply.message == f"echo {buyer.peer_id}"
+
+
+async def test_a_request_does_not_start_on_a_circuit_about_to_end(
+        nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The relay ends every circuit after its duration limit (300 s by default; 5 s here, and
+    "about to end" is 3 s instead of 30). A request started on a relayed connection in its
+    last seconds goes over a fresh circuit, so it survives the old one's end. (The swarm's
+    20 s grace is 1 s here, so the old connection counts as old, as it would after minutes.)
+    Seen failing without ``circuit_ending`` in ``Reachability.connect`` (the request died
+    with the old circuit)."""
+    monkeypatch.setattr(relay_client, "RENEW_BEFORE_END_S", 3.0)
+    relay = make_net(relay_service="on", relay_circuit_duration_s=5, hole_punching=False,
+                     discovery=False)
+    await start(nursery, relay)
+    buyer = make_net(bootstrap=[relay.listen_addrs()[0]], hole_punching=False, discovery=False)
+    seller = make_net(bootstrap=[relay.listen_addrs()[0]], hole_punching=False, discovery=False)
+    for net in (buyer, seller):
+        net.host.get_network().connection_config.grace_period = 1.0
+        await start(nursery, net)
+    release = trio.Event()
+    held = trio.Event()
+
+    async def handle(peer_id: str, envelope: Envelope) -> bytes:
+        request = envelope.message()
+        assert isinstance(request, PurchaseRequest)
+        if request.listing_id == "cd" * 32:  # the request to hold
+            held.set()
+            await release.wait()
+        reply = ErrorReply(request_id=request.request_id, code="bad_request", message=f"echo {peer_id}")
+        return seal(seller.identity, ErrorReply.KIND, reply, seller.sequence.next(), now_ms())
+
+    seller.serve_purchases(handle)
+    await wait_until_async(lambda: relay.peer_id in seller.connected_peers()
+                           and relay.peer_id in buyer.connected_peers(), 20, "both up")
+    await go_private(seller)
+    await wait_until_async(lambda: len(reservations(seller)) == 1, 30, "seller's reservation")
+    circuit = next(addr for addr in seller.listen_addrs() if "/p2p-circuit" in addr)
+    await buyer.request(circuit, purchase_request(buyer), timeout_s=30)
+    seller_id = ID.from_base58(seller.peer_id)
+    [old] = buyer.host.get_network().connections[seller_id]
+    await wait_until_async(lambda: relay_client.circuit_ending(buyer.host, seller_id), 20,
+                           "the circuit in its last seconds")
+    replies: list[bytes] = []
+
+    async def held_request() -> None:
+        request = PurchaseRequest(request_id=new_request_id(), listing_id="cd" * 32,
+                                  buyer_address="0x" + "33" * 20)
+        data = seal(buyer.identity, PurchaseRequest.KIND, request, buyer.sequence.next(), now_ms())
+        replies.append(await buyer.request(seller.peer_id, data, timeout_s=30))
+
+    nursery.start_soon(held_request)
+    await held.wait()
+    await wait_until_async(lambda: old.is_closed, 20, "the old circuit ended")
+    release.set()
+    await wait_until_async(lambda: bool(replies), 30, "the held request's answer")
     reply = open_envelope(replies[0]).message()
     assert isinstance(reply, ErrorReply) and reply.message == f"echo {buyer.peer_id}"
