@@ -13,13 +13,14 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
 from node import metrics
 from node.audit import AuditLog
-from node.chain import ChainClient, SettlementEngine
+from node.chain import ChainClient, ChannelPayments, SettlementEngine
 from node.config import NodeConfig
 from node.crystals import CrystalNotFound, Lifecycle, now_ms
 from node.db import StoreDamaged
@@ -27,6 +28,7 @@ from node.errors import NodeError
 from node.keys import load_identity, load_or_create_api_token
 from node.market import (
     Buyer,
+    DeskParts,
     FlatReputation,
     ListingBook,
     Market,
@@ -36,6 +38,7 @@ from node.market import (
     ReputationSource,
     Sale,
     Seller,
+    SkillsIntake,
     WarningDesk,
     niche_data,
     reconcile_settlements,
@@ -54,7 +57,7 @@ from node.net import NetService
 from node.operator import OperatorDesk
 from node.ops import passphrase_for, run_scheduled_backups
 from node.supervisor import supervise
-from node.trust import GateDecision, TrustService
+from node.trust import GateDecision, TrustLevel, TrustService
 from node.weather import WeatherDesk
 from protocol.messages import TrustReport
 from protocol.topics import TRUST
@@ -116,6 +119,13 @@ class NodeService:
             batch_max_delay_ms=chain.batch_max_delay_ms,
         )
 
+    def _x402_channels(self) -> ChannelPayments | None:
+        """``batch-settlement`` for the x402 endpoint (the SDK's records under the data dir)."""
+        if self.engine is None:
+            return None
+        return ChannelPayments(self.engine.client, self.wallet, self.config.chain.chain_id,
+                               self.config.data_dir / "x402-channels")
+
     # --- wiring -------------------------------------------------------------------------------
     @property
     def is_management(self) -> bool:
@@ -139,15 +149,6 @@ class NodeService:
         self.working = WorkingMemoryService(self.config, self.memory, memory,
                                             functools.partial(niche_data, memory.db))
         self.learning = LearningService(self.memory, self.identity)
-        self.seller = Seller(
-            self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
-            lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
-        )
-        self.buyer = Buyer(
-            self.config, self.identity, self.net.sequence.next, self.net.purchases.request_envelope,
-            self.memory, self.listings, self.ledger, self.wallet,
-            lambda: self.engine.client if self.engine else None,
-        )
         self.trust = TrustService(
             memory.db,
             self.config,
@@ -158,36 +159,46 @@ class NodeService:
             network_size=self.net.network_size_estimate,
         )
         self.reputation = self.trust
-        self.buyer.gate = self._gate
-        self.buyer.on_outcome = self._record_trust
+        # Every skills-topic message goes to the desk that registered its kind here.
+        self.intake = SkillsIntake()
+        self.warnings = WarningDesk(
+            self.memory, self.listings, self.ledger, self.config.net.management_keys,
+            self.identity.public_key, self._trust_level, self._record_trust,
+            self.net.gossip.publish, intake=self.intake)
+        desk_parts = DeskParts.build(self.config, self.identity, self.memory, self.listings,
+                                     self.net.publish, self.net.sequence.next)
         self.publisher = Publisher(
-            self.config, self.identity, self.memory, self.listings, self.ledger,
-            self.net.publish, lambda: self.reputation, self.wallet_address,
-            self.is_management,
+            desk_parts, self.ledger, lambda: self.reputation, self.wallet_address,
+            self.is_management, intake=self.intake, origin_level=self._trust_level,
+            # This node sees only its shards: a thin book asks the network.
+            ask_network=self.net.ask_network if self.net.shards is not None else None,
         )
-        if self.net.shards is not None:  # this node sees only its shards: a thin book asks the net
-            self.publisher.ask_network = self.net.ask_network
-        self.publisher.next_seq = self.net.sequence.next
+        self.seller = Seller(
+            self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
+            lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
+        )
+        self.buyer = Buyer(
+            self.config, self.identity, self.net.sequence.next, self.net.purchases.request_envelope,
+            self.memory, self.listings, self.ledger, self.wallet,
+            lambda: self.engine.client if self.engine else None,
+            gate=self._gate, on_outcome=self._record_trust,
+            on_fresh_listing=functools.partial(self.intake.take_synced,
+                                               self.net.validator.check_synced),
+            spawn=self._spawn,
+        )
         self.weather = WeatherDesk(self.config, self.identity, self.memory,
                                    self.net.gossip.publish, self.is_management)
         self.operator = OperatorDesk(AuditLog(self.config.audit_path), self.trust, memory.db.run,
                                      self.net.ban, self.net.unban, self.weather,
                                      self.publisher.revoke_endorsement)
-        self.net.on_listing(self.publisher.on_listing)
-        self.buyer.on_fresh_listing = functools.partial(self.publisher.take_synced,
-                                                        self.net.validator.check_synced)
-        self.publisher.origin_level = lambda key: self.memory.run(self.trust.level, key)
-        self.market_liveness = MarketLiveness(self.publisher, self._buy)
-        self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)
+        self.market_liveness = MarketLiveness(self.publisher, desk_parts, self._buy,
+                                              self.net.sync_status)
         self.market = Market(self.memory, self.listings, self.ledger, self.publisher, self.buyer,
                              self.market_liveness, self._record_trust, self.wallet_address,
-                             self.config.chain, lambda: self.engine)
-        self.warnings = WarningDesk(
-            self.memory, self.listings, self.ledger, self.config.net.management_keys,
-            self.identity.public_key, lambda key: self.memory.run(self.trust.level, key),
-            self._record_trust, self.net.gossip.publish)
-        self.publisher.on_warning = self.warnings.on_warning
-        self.market.warnings = self.warnings
+                             self.config.chain, lambda: self.engine, self.warnings)
+        # The network hands each topic and protocol to the desk that owns it.
+        self.net.on_listing(self.intake.take)
+        self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)
         self.net.on_weather(self.weather.on_weather)
         self.net.on_trust_report(self.trust.on_trust_report)
         self.net.serve_trust_reports(self.trust.report_page)
@@ -195,12 +206,11 @@ class NodeService:
         self.net.on_reject(
             lambda r: metrics.GOSSIP_MESSAGES.labels(topic=r.topic, outcome="rejected", reason=r.reason).inc()
         )
-        self.net.app_score_hooks.append(self.trust.app_score)
+        self.net.add_score_term(self.trust.app_score)
         self.net.serve_purchases(self.seller.handle)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                self.buyer.spawn = nursery.start_soon
                 await nursery.start(self.net.run)
                 # Subsystems a bug or a hostile input could crash are restarted, not fatal.
                 await nursery.start(functools.partial(
@@ -214,7 +224,8 @@ class NodeService:
                 await nursery.start(self._serve_api)
                 if self.config.x402.enabled:  # the public x402 endpoint over our seller
                     self.x402_url = await nursery.start(functools.partial(
-                        serve_seller, self.seller, self.config.x402.host, self.config.x402.port))
+                        serve_seller, self.seller, self.config.x402.host, self.config.x402.port,
+                        self._x402_channels()))
                 nursery.start_soon(functools.partial(
                     supervise, "market-liveness", self.market_liveness.run, on_crash=_count_crash))
                 nursery.start_soon(functools.partial(
@@ -339,12 +350,21 @@ class NodeService:
     async def _gate(self, peer_key: bytes) -> GateDecision:
         return await self.memory.run(self.trust.gate, peer_key)
 
+    async def _trust_level(self, peer_key: bytes) -> TrustLevel:
+        return await self.memory.run(self.trust.level, peer_key)
+
     async def _record_trust(self, peer_key: bytes, event: str, detail: str) -> None:
         await self.memory.run(self.trust.record, peer_key, event, detail)
 
     async def _publish_trust_report(self, report: TrustReport) -> None:
         await self.net.publish(TRUST, report)
         metrics.GOSSIP_PUBLISHED.labels(topic=TRUST).inc()
+
+    def _spawn(self, task: Callable[[], Awaitable[None]]) -> None:
+        """Start ``task`` in the node's nursery (a purchase's receipt): purchases run only
+        once the node does."""
+        assert self._nursery is not None, "the node is not running"
+        self._nursery.start_soon(task)
 
     # --- listings -----------------------------------------------------------------------------
     async def _on_sale(self, sale: Sale) -> None:

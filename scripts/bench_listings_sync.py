@@ -57,7 +57,7 @@ async def catch_up(root: Path, count: int) -> dict[str, Any]:
             seller = sellers[index // 10]
             listing = make_listing(seller, name=f"skill-{index}", now_ms=issued)
             data = seal(seller, SkillListing.KIND, listing, issued * 1000 + index, issued)
-            await old.publisher.on_listing(old.net.validator.check(SKILLS, data, "bench"))
+            await old.intake.take(old.net.validator.check(SKILLS, data, "bench"))
         assert await old.memory.run(old.listings.count) == count
         started = trio.current_time()
         late = node(root, f"late-{count}", [old.net.listen_addrs()[0]])

@@ -13,7 +13,24 @@ Fails (exit 1) on:
   ``if TYPE_CHECKING:``), never a module behind it. ``protocol/`` is a spec whose
   modules are each public; tests and scripts may open a room to test it;
 * a folder holding more than ``MAX_MODULES_PER_FOLDER`` modules directly (STYLE.md:
-  a folder that holds more wants wings, subpackages by concept).
+  a folder that holds more wants wings, subpackages by concept);
+* a reach-in: ``obj._name`` in ``node/`` where ``obj`` is not ``self``/``cls``/``super()``
+  and ``_name`` is private to another package: no module of the user's own package
+  (``node.market``, ``node.net``, ...) defines it, whether another of our packages does
+  or a third-party library does (py-libp2p's private members are used only in
+  ``THIRD_PARTY_PRIVATE_ROOMS``, the compatibility modules that list and test them);
+* a late collaborator: a callable (a lambda, a ``partial``, a reference to a function
+  or method) assigned to an attribute of another object (``self.buyer.gate = ...``,
+  ``publisher.on_warning = ...``): collaborators are constructor arguments.
+
+What the two last rules can see: attribute syntax. Types are not inferred, so a private
+name that some module of the user's package also defines passes (a false negative), a
+private member reached through ``getattr(obj, "_name")`` passes, and a late assignment is
+recognised by the shape of its value: a lambda, a ``partial``, a method of ours reached from
+``self``, a function of the module. A callable stored in a variable first, a library
+object's method (``nursery.start_soon``) and a callable appended to another object's list
+pass. Only ``node/`` is checked; tests may wire doubles as they need.
+Justified exceptions are listed once, in ``ALLOWED_REACH_INS`` and ``ALLOWED_LATE``.
 
 A module of ``LONG_MODULE_LINES`` lines or more is reported as a warning, not a
 failure: a module is as long as its one concept needs.
@@ -37,6 +54,26 @@ TOP_LAYERS = ("node.api", "node.cli", "node.service", "node.agent")
 WIRING = ("node.devnet", "node.__main__")
 MAX_MODULES_PER_FOLDER = 15
 LONG_MODULE_LINES = 600
+# Where py-libp2p's private members may be touched: the module that patches the library and the
+# one that lists every private member the node relies on, with the version checked against.
+THIRD_PARTY_PRIVATE_ROOMS = ("node/net/libp2p_tuning.py", "node/net/libp2p_compat.py")
+# Underscored names that are public API by convention (namedtuple's, the interpreter's).
+PUBLIC_UNDERSCORED = frozenset({"_fields", "_make", "_replace", "_asdict", "_field_defaults",
+                                "_exit", "_getframe"})
+# (module path, private name): why it stays. Nothing else may reach in.
+ALLOWED_REACH_INS: dict[tuple[str, str], str] = {
+    ("node/agent/mcp_subscriptions.py", "_connection"): "the MCP SDK (2.3) carries a request's "
+    "connection only privately; one function reads it (``_connection_of``)",
+    ("node/agent/mcp_resources.py", "_lowlevel_server"): "the MCP SDK serves resources/subscribe "
+    "only through its low-level server, which MCPServer keeps private",
+}
+# (module path, attribute assigned): why a callable is assigned after construction there.
+ALLOWED_LATE: dict[tuple[str, str], str] = {
+    ("node/net/dht.py", "add_peer"): "wraps a py-libp2p routing table in place (our protocol id)",
+    ("node/net/dht.py", "add_provider"): "wraps a py-libp2p provider store in place (bounded)",
+    ("node/net/host.py", "get_addrs"): "wraps a py-libp2p host in place (relay addresses)",
+    ("node/net/service.py", "maybe_connect"): "py-libp2p's auto-connector would redial banned peers",
+}
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -249,6 +286,136 @@ def long_modules(root: Path) -> list[str]:
     return found
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__") and name not in PUBLIC_UNDERSCORED
+
+
+def defined_names(tree: ast.AST) -> set[str]:
+    """Private names a module defines: functions, classes, module and class attributes,
+    ``self._x = ...`` members, and keyword parameters (``_x=`` of a dataclass or call)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[-1])
+    return {name for name in names if _private(name)}
+
+
+def _own(value: ast.expr) -> bool:
+    """``self``, ``cls`` or ``super()``: a class's use of its own members."""
+    if isinstance(value, ast.Name):
+        return value.id in ("self", "cls")
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            and value.func.id == "super")
+
+
+def reach_ins(root: Path, modules: dict[str, Path]) -> Iterator[str]:
+    """``obj._name`` in ``node/`` where ``_name`` is private to another package."""
+    trees = {name: ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+             for name, path in modules.items()}
+    defined = {name: defined_names(tree) for name, tree in trees.items()}
+    by_package: dict[str, set[str]] = {}
+    for name, names in defined.items():
+        by_package.setdefault(package_of(name), set()).update(names)
+    ours = set().union(*defined.values()) if defined else set()
+    for name, tree in trees.items():
+        if not _within(name, "node"):
+            continue
+        where = modules[name].relative_to(root).as_posix()
+        own_package = by_package[package_of(name)]
+        if where in THIRD_PARTY_PRIVATE_ROOMS:
+            continue
+        for node in ast.walk(tree):
+            # ``self._x`` counts too when no module of the package defines ``_x``: a member
+            # inherited from a library class (``RelayProtocol(CircuitV2Protocol)``).
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            if node.attr in own_package or (where, node.attr) in ALLOWED_REACH_INS:
+                continue
+            owner = "another package" if node.attr in ours else "a library"
+            yield (f"reach-in: {where}:{node.lineno} .{node.attr} is private to {owner} "
+                   "(ask for a public hook, or list a library's in node/net/libp2p_compat.py)")
+
+
+def _callable_value(value: ast.expr, methods: set[str], functions: set[str]) -> bool:
+    """A lambda, a ``partial(...)``, a bound method reached from ``self`` (``self._gate``,
+    ``self.net.ask_network``) or a function of the module (``_no_auto_connect``)."""
+    if isinstance(value, ast.Lambda):
+        return True
+    if isinstance(value, ast.Call):
+        func = value.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name == "partial"
+    if isinstance(value, ast.Attribute):
+        root = value.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        return value.attr in methods and _own(root)
+    if isinstance(value, ast.Name):
+        return value.id in functions
+    return False
+
+
+def _functions(tree: ast.AST) -> set[str]:
+    return {node.name for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def _methods(tree: ast.AST) -> set[str]:
+    """Methods defined in a class body, less the names some class declares as a field."""
+    methods: set[str] = set()
+    fields: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    methods.add(item.name)
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    fields.add(item.target.id)
+    return methods - fields
+
+
+def _data_names(tree: ast.AST) -> set[str]:
+    """Names some code stores a value in: variables, attributes, annotated fields."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def late_collaborators(root: Path, modules: dict[str, Path]) -> Iterator[str]:
+    """A callable assigned to an attribute of another object, anywhere in ``node/``."""
+    trees = {name: ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+             for name, path in modules.items() if _within(name, "node")}
+    methods = set().union(*(_methods(tree) for tree in trees.values())) if trees else set()
+    for name, tree in trees.items():
+        where = modules[name].relative_to(root).as_posix()
+        if where in THIRD_PARTY_PRIVATE_ROOMS:  # patches of the library, each documented there
+            continue
+        functions = _functions(tree) - _data_names(tree) - _methods(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if (not isinstance(target, ast.Attribute) or _own(target.value)
+                        or (where, target.attr) in ALLOWED_LATE
+                        or not _callable_value(node.value, methods, functions)):
+                    continue
+                yield (f"late collaborator: {where}:{node.lineno} .{target.attr} of another "
+                       "object is assigned a callable (make it a constructor argument)")
+
+
 def check(root: Path) -> list[str]:
     """Every violation under ``root``, one readable line each."""
     modules = discover(root)
@@ -263,6 +430,8 @@ def check(root: Path) -> list[str]:
                 problems.append(f"upward import: {where}:{line} {name} -> {target} ({reason})")
     problems.extend(face_problems(root, modules))
     problems.extend(crowded_folders(root, modules))
+    problems.extend(reach_ins(root, modules))
+    problems.extend(late_collaborators(root, modules))
     for cycle in cycles(graph):
         problems.append("module cycle: " + " -> ".join(cycle))
     packages: dict[str, set[str]] = {}
@@ -288,7 +457,8 @@ def main(argv: list[str]) -> int:
         print(f"check_layers: FAILED, {len(problems)} violation(s) in {modules} modules")
         return 1
     print(f"check_layers: ok, {modules} modules, no cycle, no upward import, no import past "
-          f"a face, no folder of more than {MAX_MODULES_PER_FOLDER} modules")
+          f"a face, no folder of more than {MAX_MODULES_PER_FOLDER} modules, no reach-in, "
+          "no late collaborator")
     return 0
 
 

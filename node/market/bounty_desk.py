@@ -20,7 +20,9 @@ import numpy as np
 from node import metrics
 from node.errors import NodeError
 from node.market.book import ACCEPT, StoredBounty
-from node.market.selling import GOSSIP_WINDOW_MS, Publisher
+from node.market.desk import DeskParts
+from node.market.intake import GOSSIP_WINDOW_MS
+from node.market.selling import Publisher
 from protocol.envelope import Envelope
 from protocol.liveness import Bounty
 from protocol.messages import new_request_id
@@ -32,31 +34,33 @@ BuySkill = Callable[[str, int | None], Awaitable[dict[str, Any]]]
 
 
 class BountyDesk:
-    def __init__(self, publisher: Publisher, buy: BuySkill) -> None:
+    def __init__(self, publisher: Publisher, parts: DeskParts, buy: BuySkill) -> None:
+        """``publisher.admitted`` is the intake's trust gate, for bounties as for listings."""
         self.publisher = publisher
-        self.board = publisher.bounties
-        self.memory = publisher.memory
+        self.parts = parts
+        self.board = parts.bounties
+        self.memory = parts.memory
         self.buy = buy
 
     async def post(self, text: str, reward_micro_usdc: int,
                    ttl_s: int | None = None) -> dict[str, Any]:
-        market = self.publisher.config.market
+        market = self.parts.config.market
         if not 0 <= reward_micro_usdc <= market.max_per_purchase_micro_usdc:
             raise NodeError("reward must be 0 … market.max_per_purchase_micro_usdc "
                             f"({market.max_per_purchase_micro_usdc} micro-USDC)")
-        now = self.publisher.clock()
+        now = self.parts.clock()
         ttl_ms = (ttl_s if ttl_s is not None else market.bounty_ttl_s) * 1000
         bounty = Bounty(bounty_id=new_request_id(), text=text.strip(),
                         reward_micro_usdc=reward_micro_usdc, expires_at_ms=now + ttl_ms)
-        envelope = await self.publisher.gossip_publish(BOUNTIES, bounty, issued_at_ms=now)
+        envelope = await self.parts.gossip_publish(BOUNTIES, bounty, issued_at_ms=now)
         metrics.GOSSIP_PUBLISHED.labels(topic=BOUNTIES).inc()
         await self._store(envelope, own=True)
         return await self.show(bounty.bounty_id)
 
     async def on_bounty(self, envelope: Envelope) -> None:
-        if self.publisher.clock() - envelope.issued_at_ms <= GOSSIP_WINDOW_MS:
+        if self.parts.clock() - envelope.issued_at_ms <= GOSSIP_WINDOW_MS:
             metrics.count_accepted(BOUNTIES, envelope.issued_at_ms)
-        if envelope.sender == self.publisher.identity.public_key:
+        if envelope.sender == self.parts.identity.public_key:
             return
         if await self.publisher.admitted(envelope):
             await self._store(envelope, own=False)
@@ -66,7 +70,7 @@ class BountyDesk:
         assert isinstance(bounty, Bounty)
         vector = (await self.memory.embed([bounty.text]))[0]
         verdict = await self.memory.run(self.board.apply, envelope, envelope.to_bytes(), vector,
-                                        own, self.publisher.clock())
+                                        own, self.parts.clock())
         return verdict == ACCEPT
 
     async def _get(self, bounty_id: str) -> StoredBounty:
@@ -80,11 +84,11 @@ class BountyDesk:
         vector = await self.memory.run(self.board.embedding, bounty_id)
         if vector is None:
             return []
-        items = await self.memory.run(self.publisher.listings.active, self.publisher.clock(),
+        items = await self.memory.run(self.parts.listings.active, self.parts.clock(),
                                       None, None, (), False)
         ids = [item.listing.listing_id for item in items]
-        vectors = await self.memory.run(self.publisher.listings.embeddings, ids)
-        threshold = self.publisher.config.market.bounty_match_threshold
+        vectors = await self.memory.run(self.parts.listings.embeddings, ids)
+        threshold = self.parts.config.market.bounty_match_threshold
         found = []
         for item in items:
             listing_vector = vectors.get(item.listing.listing_id)
@@ -101,10 +105,10 @@ class BountyDesk:
     async def show(self, bounty_id: str) -> dict[str, Any]:
         stored = await self._get(bounty_id)
         matches = await self.matches(stored.bounty.bounty_id)
-        return stored.to_dict(self.publisher.clock()) | {"matches": matches}
+        return stored.to_dict(self.parts.clock()) | {"matches": matches}
 
     async def list(self, include_closed: bool = True) -> list[dict[str, Any]]:
-        now = self.publisher.clock()
+        now = self.parts.clock()
         items = await self.memory.run(self.board.all, now, include_closed)
         out = []
         for item in items:
@@ -117,8 +121,8 @@ class BountyDesk:
         stored = await self._get(bounty_id)
         if not stored.own:
             raise NodeError("only the node that posted a bounty can fulfil it")
-        if stored.status(self.publisher.clock()) != "open":
-            raise NodeError(f"bounty {stored.bounty.bounty_id} is {stored.status(self.publisher.clock())}")
+        if stored.status(self.parts.clock()) != "open":
+            raise NodeError(f"bounty {stored.bounty.bounty_id} is {stored.status(self.parts.clock())}")
         matches = await self.matches(stored.bounty.bounty_id)
         if listing_id is not None:
             matches = [m for m in matches if m["listing_id"].startswith(listing_id)]
@@ -129,8 +133,8 @@ class BountyDesk:
         choice = affordable[0]
         purchase = await self.buy(choice["listing_id"], stored.bounty.reward_micro_usdc)
         closed = dataclasses.replace(stored.bounty, fulfilled_by=choice["listing_id"])
-        envelope = await self.publisher.gossip_publish(BOUNTIES, closed,
-                                                       issued_at_ms=self.publisher.clock())
+        envelope = await self.parts.gossip_publish(BOUNTIES, closed,
+                                                       issued_at_ms=self.parts.clock())
         await self._store(envelope, own=True)
         log.info("bounty fulfilled bounty=%s listing=%s", bounty_id[:12], choice["listing_id"][:16])
         return {"bounty_id": stored.bounty.bounty_id, "fulfilled_by": choice["listing_id"],

@@ -36,7 +36,7 @@ class Market:
     def __init__(self, memory: AsyncMemory, listings: ListingBook, ledger: MarketLedger,
                  publisher: Publisher, buyer: Buyer, liveness: MarketLiveness,
                  record_trust: RecordTrust, wallet_address: str, chain: ChainConfig,
-                 engine: Callable[[], SettlementEngine | None]) -> None:
+                 engine: Callable[[], SettlementEngine | None], warnings: WarningDesk) -> None:
         self.memory = memory
         self.listings = listings
         self.ledger = ledger
@@ -47,7 +47,7 @@ class Market:
         self._wallet_address = wallet_address
         self._chain = chain
         self._engine = engine
-        self.warnings: WarningDesk | None = None  # set by the service once gossip is wired
+        self.warnings = warnings
 
     # --- skills -------------------------------------------------------------------------------
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
@@ -135,17 +135,15 @@ class Market:
         return await self.buyer.release(listing_id)
 
     async def warn(self, target: str, reason: str) -> dict[str, Any]:
-        if self.warnings is None:
-            raise PurchaseRefused("skill warnings need the running node", "no_network")
         return await self.warnings.warn(target, reason)
 
     async def skill_warnings(self) -> list[dict[str, Any]]:
-        return [] if self.warnings is None else await self.memory.run(self.warnings.warned)
+        return await self.memory.run(self.warnings.warned)
 
     async def safety_status(self) -> dict[str, Any]:
         """What the agent should know at a glance: purchases kept aside, warnings accepted."""
         counts = await self.memory.run(self.ledger.purchase_counts)
-        warnings = self.warnings.counts if self.warnings is not None else {}
+        warnings = self.warnings.counts
         return {"quarantined_purchases": counts.get("quarantined", 0),
                 "warnings_accepted": warnings.get("accepted", 0),
                 "warnings_ignored_untrusted": warnings.get("ignored_untrusted", 0)}

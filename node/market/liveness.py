@@ -7,26 +7,28 @@ answer ``/crystalmesh/<net>/listings-sync/2`` and ``/1`` and ``on_bounty`` for t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from node.market.bounty_desk import BountyDesk, BuySkill
+from node.market.desk import DeskParts
 from node.market.selling import SWEEP_INTERVAL_S, Catalogue, Publisher
 from node.net import NetService, SyncScope
 from protocol.envelope import Envelope
 
 
 class MarketLiveness:
-    def __init__(self, publisher: Publisher, buy: BuySkill) -> None:
-        self.publisher = publisher
-        self.catalogue = Catalogue(publisher)
-        self.desk = BountyDesk(publisher, buy)
-        self.sync_status: Any = None  # set by the service: () -> dict
+    def __init__(self, publisher: Publisher, parts: DeskParts, buy: BuySkill,
+                 sync_status: Callable[[], dict[str, Any]]) -> None:
+        """``sync_status()``: the net's listings-sync status, for the API."""
+        self.parts = parts
+        self.catalogue = Catalogue(publisher, parts)
+        self.desk = BountyDesk(publisher, parts, buy)
+        self.sync_status = sync_status
 
     # --- net -----------------------------------------------------------------------------
     def attach(self, net: NetService) -> None:
         """Take bounties from the topic; answer listings sync from the feed and ask new peers."""
-        self.sync_status = net.sync_status
         net.on_bounty(self.on_bounty)
         net.serve_listings_sync(self.sync_source)
 
@@ -34,9 +36,9 @@ class MarketLiveness:
                           scope: SyncScope) -> tuple[list[bytes], int, bool]:
         """The newest live state after ``cursor``, for a peer's listings-sync request (version 2:
         with warnings and revocations, and only the listing shards the peer follows)."""
-        feed = self.publisher.lifecycle.feed
-        return await self.publisher.memory.run(feed.page, cursor, limit, max_bytes,
-                                               self.publisher.clock(), scope.notices,
+        feed = self.parts.lifecycle.feed
+        return await self.parts.memory.run(feed.page, cursor, limit, max_bytes,
+                                               self.parts.clock(), scope.notices,
                                                scope.shard_count, scope.shards)
 
     async def on_bounty(self, envelope: Envelope) -> None:
@@ -76,4 +78,4 @@ class MarketLiveness:
         return await self.desk.fulfil(bounty_id, listing_id)
 
     def sync(self) -> dict[str, Any]:
-        return self.sync_status() if self.sync_status is not None else {}
+        return self.sync_status()

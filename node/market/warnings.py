@@ -37,6 +37,7 @@ from typing import Any
 from node.crystals import CrystalNotFound, now_ms
 from node.errors import NodeError
 from node.market.book import ListingBook, MarketFeed
+from node.market.intake import SkillsIntake
 from node.market.ledger import MarketLedger
 from node.market.states import PurchaseState
 from node.memory import AsyncMemory
@@ -64,7 +65,9 @@ Publish = Callable[..., Awaitable[Envelope]]
 class WarningDesk:
     def __init__(self, memory: AsyncMemory, listings: ListingBook, ledger: MarketLedger,
                  management_keys: Collection[str], own_key: bytes, level: Level,
-                 record_trust: RecordTrust, publish: Publish | None = None) -> None:
+                 record_trust: RecordTrust, publish: Publish | None = None, *,
+                 intake: SkillsIntake) -> None:
+        """Takes the skills topic's warnings (it registers their kind in ``intake``)."""
         self.memory = memory
         self.listings = listings
         self.ledger = ledger
@@ -78,6 +81,7 @@ class WarningDesk:
         self._votes: OrderedDict[str, dict[bytes, tuple[int, Envelope]]] = OrderedDict()
         # accepted / ignored_untrusted / quorum_vote: what gossip brought and what came of it
         self.counts: Counter[str] = Counter()
+        intake.register(SkillWarning.KIND, self.on_warning)
 
     async def on_warning(self, envelope: Envelope) -> None:
         """A validated warning (gossip or sync): accept it, count it towards a quorum, or note it."""

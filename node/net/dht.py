@@ -57,6 +57,7 @@ from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 from libp2p.records.validator import NamespacedValidator
 
+from node.net import libp2p_compat
 from protocol.topics import DHT_PROTOCOL
 
 logger = logging.getLogger(__name__)
@@ -195,8 +196,8 @@ class ProviderRecords:
 
     async def _ask(self, peer: ID, key: bytes, take: Callable[[Sequence[PeerInfo]], None]) -> None:
         try:
-            providers, _ = await self.dht.provider_store._get_providers_from_peer_with_closers(
-                peer, key)
+            providers, _ = await libp2p_compat.providers_from_peer(self.dht.provider_store,
+                                                                    peer, key)
         except Exception as error:  # a peer that answers garbage is only one answer lost
             logger.debug("GET_PROVIDERS to %s failed: %r", peer, error)
             return

@@ -35,7 +35,7 @@ from libp2p.abc import IHost
 from libp2p.peer.id import ID
 from libp2p.tools.anyio_service import background_trio_service
 
-from node.net import failures
+from node.net import failures, libp2p_compat
 from node.net.dht import build_dht
 from node.net.peers import PeerManager
 from protocol.topics import DHT_PROTOCOL
@@ -150,7 +150,8 @@ class Discovery:
         async with trio.open_nursery() as nursery:
             async def ask(server: ID) -> None:
                 try:
-                    await self.dht.peer_routing._query_peer_for_closest(server, peer.to_bytes())
+                    await libp2p_compat.query_peer_for_closest(self.dht.peer_routing, server,
+                                                                peer.to_bytes())
                 except Exception as error:
                     logger.debug("FIND_NODE %s to %s failed: %r", peer, server, error)
                 if any(str(addr) not in before for addr in known_now()):

@@ -12,6 +12,10 @@ envelope so the drain loop does not decode or verify twice. Validators also
 run on our own publishes: ``publish`` reports such a rejection to its caller
 as ``InvalidEnvelope`` and it is not counted against any peer.
 
+More wire topics can carry one topic's messages (``carry``: listing shards carry the
+skills topic's): the same validation path, plus an extra rule of the carrying topic,
+and the same handlers once ``follow`` subscribed to it.
+
 Callers name topics by the default network's ids (``protocol.topics.SKILLS``
 ...); on the wire each is the same topic on this node's network
 (``wire_topic``), so a node of another network never shares a topic with us.
@@ -57,6 +61,9 @@ TOPICS: tuple[str, ...] = (SKILLS, WEATHER, TRUST, BOUNTIES)
 
 EnvelopeHandler = Callable[[Envelope], Awaitable[None]]
 RejectionSink = Callable[[Rejection], None]
+# A carrying topic's own rule over an envelope that passed the carried topic's validation:
+# the rejection (its reason is charged to the forwarder), or None to accept.
+ExtraRule = Callable[[Envelope], InvalidEnvelope | None]
 
 
 class SequenceSource:
@@ -131,6 +138,25 @@ class Gossip:
                 wire = topic  # not a crystalmesh topic: no validator of ours runs on it
         return wire
 
+    def carry(self, topic: str, as_topic: str, rule: ExtraRule | None = None) -> None:
+        """Validate messages on wire topic ``topic`` exactly as ``as_topic``'s, then by ``rule``.
+
+        Accepted ones reach ``as_topic``'s handlers once ``follow(topic, as_topic)`` runs; a
+        rejection by ``rule`` is recorded against ``topic``, as any other against its topic.
+        """
+        if as_topic not in self.topics:
+            raise ValueError(f"not subscribed to {as_topic!r}")
+        self.pubsub.set_topic_validator(self.wire_topic(topic),
+                                        self._validator_for(as_topic, topic, rule), False)
+
+    async def follow(self, topic: str, as_topic: str,
+                     task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Subscribe to carried topic ``topic`` (see ``carry``) and hand what it brings to
+        ``as_topic``'s handlers until cancelled; started once subscribed."""
+        subscription = await self.pubsub.subscribe(self.wire_topic(topic))
+        task_status.started()
+        await self._drain(as_topic, subscription)
+
     # ----------------------------------------------------------------- handlers
     def on(self, topic: str, handler: EnvelopeHandler) -> None:
         """Call ``await handler(envelope)`` for every accepted envelope on ``topic``."""
@@ -168,11 +194,33 @@ class Gossip:
         return open_envelope(data, self.validator.max_message_bytes)
 
     # --------------------------------------------------------------- validation
-    def _validator_for(self, topic: str) -> Callable[[ID, rpc_pb2.Message], bool]:
+    def _validator_for(self, topic: str, carrier: str | None = None,
+                       rule: ExtraRule | None = None) -> Callable[[ID, rpc_pb2.Message], bool]:
         def validate(forwarder: ID, message: rpc_pb2.Message) -> bool:
-            return self._validate(topic, forwarder, message)
+            if not self._validate(topic, forwarder, message):
+                return False
+            return rule is None or self._passes(rule, carrier or topic, forwarder, message.data)
 
         return validate
+
+    def _passes(self, rule: ExtraRule, carrier: str, forwarder: ID, data: bytes) -> bool:
+        """``rule`` over an envelope ``_validate`` accepted; a rejection undoes the acceptance."""
+        envelope = self._accepted.get(data)
+        if envelope is None:
+            return True
+        try:
+            rejection = rule(envelope)
+        except Exception:  # a rule that raises must not kill the pubsub service either
+            logger.exception("topic rule crashed topic=%s forwarder=%s", carrier, forwarder)
+            rejection = InvalidEnvelope("malformed", "the topic rule failed", envelope.sender)
+        if rejection is None:
+            return True
+        self._accepted.pop(data, None)
+        if forwarder == self.pubsub.my_id:
+            self._own_rejection = rejection
+        else:
+            self._record(forwarder, carrier, rejection.reason, data, envelope.sender)
+        return False
 
     def _validate(self, topic: str, forwarder: ID, message: rpc_pb2.Message) -> bool:
         # An exception escaping a sync validator would kill the pubsub service:

@@ -2,6 +2,8 @@
 the wire or its semantics, others contain what could kill the node.
 
 All are applied by ``apply()`` (idempotent), called when a host is built.
+The library members a patch replaces are listed in ``node.net.libp2p_compat`` (with every
+other private member the node uses, and the version checked), whose test fails when one goes.
 
 1. Yamux window updates. py-libp2p defaults ``PY_YAMUX_RELEASE_ON_READ=1``:
    a WINDOW_UPDATE frame goes back to the sender after *every* read, i.e. one

@@ -111,11 +111,13 @@ class PeerManager:
         initial_backoff_s: float = 1.0,
         dial_timeout_s: float = 10.0,
         relocate_interval_s: float = 5.0,
+        locate: Locate | None = None,
     ) -> None:
+        """``await locate(peer)``: look the peer up by id (the DHT), filling the peerstore;
+        None when the node has no DHT."""
         self.host = host
         self.relocate_interval_s = relocate_interval_s
-        # ``await locate(peer)``: look the peer up by id (the DHT), filling the peerstore.
-        self.locate: Locate | None = None
+        self.locate = locate
         self.score_of = score_of
         self.max_backoff_s = max_backoff_s
         self.initial_backoff_s = initial_backoff_s

@@ -117,8 +117,8 @@ class NetService:
         self.management_peers = frozenset(
             peer_id_from_public_key(bytes.fromhex(key)) for key in config.management_keys
         )
-        # Extra application-specific score terms (the trust layer adds one).
-        self.app_score_hooks: list[Callable[[str], float]] = []
+        # Extra application-specific score terms (``add_score_term``: the trust layer's).
+        self._score_terms: list[Callable[[str], float]] = []
         self.rejections = RejectionCounter()
         self.validator = MessageValidator(
             management_keys=[bytes.fromhex(key) for key in config.management_keys],
@@ -141,21 +141,16 @@ class NetService:
             on_rejected=self._on_rejected,
             network=self.network,
         )
-        self.shards = (ListingShards(self.gossip, config.listing_shards, interests,
-                                     config.listing_legacy_publish)
-                       if config.listing_shards else None)
-        if self.shards is not None:
-            self.shards.advertise = self.advertise
-        # Subscriptions to any other topic (another network's) are not even tracked.
-        self.pubsub.allowed_topics = frozenset(self.gossip.wire_topic(topic) for topic in TOPICS) | (
-            self.shards.wire_topics() if self.shards is not None else frozenset())
+        discovery = discovery_config or DiscoveryConfig(enabled=config.discovery)
+        # Discovery drives the peer manager and the manager looks lost peers up in discovery's
+        # DHT: the manager gets ``_locate``, which asks the discovery built just below.
         self.peer_manager = PeerManager(
             self.host,
             list(config.bootstrap),
             score_of=self.scores.score,
             max_backoff_s=config.reconnect_max_backoff_s,
+            locate=self._locate if discovery.enabled else None,
         )
-        discovery = discovery_config or DiscoveryConfig(enabled=config.discovery)
         self.discovery = (
             Discovery(self.host, self.peer_manager, discovery,
                       protocol_id=on_network(DHT_PROTOCOL, self.network))
@@ -164,14 +159,17 @@ class NetService:
         self.reachability = Reachability(
             self.host, ReachabilityConfig.from_config(config),
             is_banned=lambda peer: peer in self.peer_manager.banned,
+            find_addrs=self.discovery.find_addrs if self.discovery is not None else None,
         )
-        if self.discovery is not None:
-            self.reachability.find_addrs = self.discovery.find_addrs
-        if self.discovery is not None:
-            self.peer_manager.locate = self.discovery.locate
         self.providers = (ProviderRecords(self.discovery.dht)
                           if self.discovery is not None else None)
         self._advertised: set[bytes] = set()
+        self.shards = (ListingShards(self.gossip, config.listing_shards, interests,
+                                     config.listing_legacy_publish, advertise=self.advertise)
+                       if config.listing_shards else None)
+        # Subscriptions to any other topic (another network's) are not even tracked.
+        self.pubsub.allowed_topics = frozenset(self.gossip.wire_topic(topic) for topic in TOPICS) | (
+            self.shards.wire_topics() if self.shards is not None else frozenset())
         self.last_network_search: dict[str, Any] | None = None
         self._background: trio.Nursery | None = None
         self.peers_path = peers_path
@@ -227,6 +225,11 @@ class NetService:
         A private node's ``/p2p-circuit`` addresses (through its relays) come last.
         """
         return listen_addrs(self.host)
+
+    async def _locate(self, peer: ID) -> None:
+        """The peer manager's look-up of a lost peer by id: discovery's DHT."""
+        if self.discovery is not None:
+            await self.discovery.locate(peer)
 
     def _extra_addrs(self) -> list[multiaddr.Multiaddr]:
         return self.reachability.extra_addrs() if self.reachability is not None else []
@@ -351,6 +354,10 @@ class NetService:
                     report["timed_out"])
         return report
 
+    def add_score_term(self, term: Callable[[str], float]) -> None:
+        """Add ``term(peer_id)`` to every peer's gossipsub application score."""
+        self._score_terms.append(term)
+
     def on_reject(self, hook: RejectHook) -> None:
         """``hook(Rejection)`` for every rejected gossip message (for the trust ledger)."""
         self.rejections.on_reject(hook)
@@ -364,7 +371,7 @@ class NetService:
 
     def _app_score(self, peer: ID) -> float:
         peer_id = str(peer)
-        return self.scores.score(peer_id) + sum(hook(peer_id) for hook in self.app_score_hooks)
+        return self.scores.score(peer_id) + sum(term(peer_id) for term in self._score_terms)
 
     def sync_status(self) -> dict[str, Any]:
         """Listings sync: recent sessions per peer, pages served."""

@@ -8,8 +8,8 @@ and a node subscribes to the shards of the categories it follows
 first publishes there). What reaches a node is then the listing traffic of its
 shards, not the network's: docs/protocol.md, "Listings that do not flood".
 
-Validation is the skills topic's (``Gossip``'s validator, unchanged) plus one rule
-of the shard: a ``skill_listing`` whose category does not hash to the shard it
+Validation is the skills topic's (``Gossip.carry``: the same path, unchanged) plus
+one rule of the shard: a ``skill_listing`` whose category does not hash to the shard it
 arrived on is rejected (``wrong_shard``: its origin signed a category and chose the
 wrong topic for it, or a relay moved it). Withdrawals, endorsements and
 catalogue batches carry no category of their own; the publisher puts them on the
@@ -29,8 +29,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import trio
-from libp2p.peer.id import ID
-from libp2p.pubsub.pb import rpc_pb2
 
 from node.net.gossip import Gossip
 from protocol.envelope import Envelope, InvalidEnvelope, open_envelope, seal
@@ -48,7 +46,10 @@ class ListingShards:
     """Shard subscriptions, the shard rule and shard routing of our own listings."""
 
     def __init__(self, gossip: Gossip, shards: int, interests: Iterable[str] = (ALL_SHARDS,),
-                 legacy_publish: bool = False, remembered: int = 65_536) -> None:
+                 legacy_publish: bool = False, remembered: int = 65_536,
+                 advertise: Callable[[list[str]], Any] | None = None) -> None:
+        """``advertise``: called with the category and tags of each listing we publish (DHT
+        provider records), if the node keeps them."""
         self.gossip = gossip
         self.shards = check_shards(shards)
         self.legacy_publish = legacy_publish
@@ -61,11 +62,9 @@ class ListingShards:
         self._remembered = remembered
         self._nursery: trio.Nursery | None = None
         self._join_lock = trio.Lock()
-        # Called with the category and tags of each listing we publish (DHT provider records).
-        self.advertise: Callable[[list[str]], Any] | None = None
+        self.advertise = advertise
         for shard in range(shards):
-            gossip.pubsub.set_topic_validator(self.wire_topic(shard), self._validator_for(shard),
-                                              False)
+            gossip.carry(self.topic(shard), SKILLS, self._rule_for(shard))
         gossip.on(SKILLS, self._remember)
 
     def topic(self, shard: int) -> str:
@@ -94,31 +93,21 @@ class ListingShards:
         async with self._join_lock:
             if shard in self.joined or self._nursery is None:
                 return
-            subscription = await self.gossip.pubsub.subscribe(self.wire_topic(shard))
+            await self._nursery.start(self.gossip.follow, self.topic(shard), SKILLS)
             self.joined.add(shard)
-            self._nursery.start_soon(self.gossip._drain, SKILLS, subscription)
 
     # ------------------------------------------------------------------ validation
-    def _validator_for(self, shard: int) -> Callable[[ID, rpc_pb2.Message], bool]:
-        def validate(forwarder: ID, message: rpc_pb2.Message) -> bool:
-            if not self.gossip._validate(SKILLS, forwarder, message):
-                return False
-            envelope = self.gossip._accepted.get(message.data)
-            if envelope is None or envelope.kind != SkillListing.KIND:
-                return True
+    def _rule_for(self, shard: int) -> Callable[[Envelope], InvalidEnvelope | None]:
+        def on_its_shard(envelope: Envelope) -> InvalidEnvelope | None:
+            if envelope.kind != SkillListing.KIND:
+                return None
             category = envelope.body.get("category", "")
             if self.shard_of(category) == shard:
-                return True
-            self.gossip._accepted.pop(message.data, None)
-            if forwarder == self.gossip.pubsub.my_id:
-                self.gossip._own_rejection = InvalidEnvelope(
-                    WRONG_SHARD, f"category {category!r} is not on shard {shard}", envelope.sender)
-            else:
-                self.gossip._record(forwarder, self.topic(shard), WRONG_SHARD, message.data,
-                                    envelope.sender)
-            return False
+                return None
+            return InvalidEnvelope(WRONG_SHARD, f"category {category!r} is not on shard {shard}",
+                                   envelope.sender)
 
-        return validate
+        return on_its_shard
 
     async def _remember(self, envelope: Envelope) -> None:
         if envelope.kind == SkillListing.KIND:

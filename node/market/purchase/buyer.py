@@ -206,7 +206,7 @@ class Buyer(Receiver):
         except InvalidEnvelope as error:
             raise PurchaseRefused(f"the seller's fresh terms are not a valid listing: {error}",
                                   "terms_mismatch") from error
-        if self.on_fresh_listing is not None and envelope.sender == stored.seller_key:
+        if envelope.sender == stored.seller_key:
             try:  # whatever we decide, the book learns the seller's current listing now
                 await self.on_fresh_listing(envelope)
             except InvalidEnvelope as error:

@@ -60,9 +60,16 @@ class Receiver:
         ledger: MarketLedger,
         wallet: LocalAccount,
         chain: Callable[[], ChainClient | None],
-        gate: Gate = admit_all,
-        on_outcome: Callable[[bytes, str, str], Awaitable[None]] | None = None,
+        *,
+        gate: Gate,
+        on_outcome: Callable[[bytes, str, str], Awaitable[None]],
+        on_fresh_listing: Callable[[Envelope], Awaitable[None]],
+        spawn: Callable[[Callable[[], Awaitable[None]]], None] | None = None,
     ) -> None:
+        """``gate``: the trust gate at ingestion (``admit_all`` without a trust layer);
+        ``on_outcome(seller key, event, detail)``: the trust ledger; ``on_fresh_listing``: a
+        TermsChanged listing, validated and stored as if synced; ``spawn`` starts a task in
+        the node's nursery (the receipt goes out in the background), None to send inline."""
         self.config = config
         self.identity = identity
         self.next_seq = next_seq
@@ -73,12 +80,10 @@ class Receiver:
         self.wallet = wallet
         self.chain = chain
         self.gate = gate
-        self.on_outcome = on_outcome  # (seller key, event, detail) for the trust ledger
-        # A TermsChanged listing, validated and stored as if synced (wired by the service).
-        self.on_fresh_listing: Callable[[Envelope], Awaitable[None]] | None = None
+        self.on_outcome = on_outcome
+        self.on_fresh_listing = on_fresh_listing
         self._lock = trio.Lock()  # serialises cap checks with the purchase record
-        # Starts a task in the node's nursery (set by the service once it runs).
-        self.spawn: Callable[[Callable[[], Awaitable[None]]], None] | None = None
+        self.spawn = spawn
 
     def _seal(self, message: Message) -> bytes:
         return seal(self.identity, message.KIND, message, self.next_seq(), now_ms())
@@ -102,8 +107,7 @@ class Receiver:
         return envelope.message()
 
     async def _outcome(self, seller_key: bytes, event: str, detail: str) -> None:
-        if self.on_outcome:
-            await self.on_outcome(seller_key, event, detail)
+        await self.on_outcome(seller_key, event, detail)
 
     async def _after_failed_delivery(self, request_id: str, stored: StoredListing, nonce: bytes,
                                      error: PurchaseError) -> None:

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from node.market.selling.niche import niche_source as niche_source
     from node.market.selling.pricing import FlatReputation as FlatReputation
     from node.market.selling.pricing import ReputationSource as ReputationSource
-    from node.market.selling.publish import GOSSIP_WINDOW_MS as GOSSIP_WINDOW_MS
     from node.market.selling.publish import Publisher as Publisher
 
 __getattr__ = face(__name__)

@@ -35,6 +35,7 @@ from node import metrics
 from node.crystals import KNOWLEDGE_TYPES
 from node.errors import CrystalmeshError, NodeError
 from node.market.book import WITHDRAWN_MARK, StoredListing
+from node.market.desk import DeskParts
 from node.market.selling.gates import NotListable, check_listable
 from node.market.selling.publish import Draft, Publisher, listing_name_and_summary
 from protocol.envelope import InvalidEnvelope, open_envelope, seal
@@ -50,9 +51,11 @@ _OVERRIDE_KEY = "market.price_override."
 
 
 class Catalogue:
-    def __init__(self, publisher: Publisher) -> None:
+    def __init__(self, publisher: Publisher, parts: DeskParts) -> None:
+        """Publishes through ``publisher`` (drafts, announcements, the book's state)."""
         self.publisher = publisher
-        self.db = publisher.listings.db
+        self.parts = parts
+        self.db = parts.listings.db
 
     async def publish(self, crystal_ids: Sequence[str]) -> dict[str, Any]:
         """Publish many skills as a catalogue: each listing signed on its own, carried to the
@@ -62,29 +65,27 @@ class Catalogue:
         A skill that may not be listed is reported in ``failed`` and the others go on. If
         the network refuses a batch (this node's own validator: the catalogue budget), its
         listings and the rest are reported failed, nothing of them stored."""
-        if self.publisher.next_seq is None:
-            raise NodeError("publishing a catalogue needs the node's sequence source")
         failed: list[dict[str, str]] = []
         drafts: list[tuple[str, Draft, bytes]] = []
         for crystal_id in dict.fromkeys(crystal_ids):
             try:
-                crystal = await self.publisher.memory.get(crystal_id)
+                crystal = await self.parts.memory.get(crystal_id)
                 name, summary = listing_name_and_summary(crystal, None, None)
-                check_listable(crystal, min_executions=self.publisher.config.market.min_executions,
-                               min_success_rate=self.publisher.config.market.min_success_rate)
-                crystal = await self.publisher.memory.ensure_stable_skill_id(crystal.id)
+                check_listable(crystal, min_executions=self.parts.config.market.min_executions,
+                               min_success_rate=self.parts.config.market.min_success_rate)
+                crystal = await self.parts.memory.ensure_stable_skill_id(crystal.id)
                 draft = await self.publisher.draft(crystal, name, summary, None)
             except CrystalmeshError as error:
                 failed.append({"crystal_id": crystal_id, "error": str(error)})
                 continue
-            data = seal(self.publisher.identity, SkillListing.KIND, draft.listing, self.publisher.next_seq(),
+            data = seal(self.parts.identity, SkillListing.KIND, draft.listing, self.parts.next_seq(),
                         draft.issued_at_ms)
             drafts.append((crystal.id, draft, data))
         published: list[dict[str, Any]] = []
         batches = 0
         for chunk in _chunks(drafts):
             try:
-                await self.publisher.gossip_publish(SKILLS, ListingBatch(entries=tuple(d for _, _, d in chunk)))
+                await self.parts.gossip_publish(SKILLS, ListingBatch(entries=tuple(d for _, _, d in chunk)))
             except InvalidEnvelope as error:
                 failed.extend({"crystal_id": crystal_id, "error": f"not announced: {error}"}
                               for crystal_id, _, _ in drafts[len(published):])
@@ -100,8 +101,8 @@ class Catalogue:
         """Ids of this node's current skill and task-pattern crystals, in every namespace,
         that pass the listing gates and were never listed (a withdrawn skill stays
         withdrawn): what ``skill publish --all`` publishes."""
-        memory = self.publisher.memory
-        market = self.publisher.config.market
+        memory = self.parts.memory
+        market = self.parts.config.market
         types = tuple(kind.value for kind in KNOWLEDGE_TYPES)
         found: list[str] = []
         for namespace in await memory.namespaces():
@@ -125,11 +126,11 @@ class Catalogue:
             "SELECT listing_id FROM listings WHERE own_crystal_id IS NOT NULL "
             "AND superseded_by IS NULL ORDER BY issued_at_ms",
         ).fetchall()
-        found = [self.publisher.listings.get(row[0]) for row in rows]
+        found = [self.parts.listings.get(row[0]) for row in rows]
         return [item for item in found if item is not None]
 
     async def _own(self, listing_id: str) -> StoredListing:
-        stored = await self.publisher.memory.run(self.publisher.listings.get, listing_id)
+        stored = await self.parts.memory.run(self.parts.listings.get, listing_id)
         if stored is None or stored.own_crystal_id is None:
             raise NodeError(f"{listing_id} is not a listing of this node")
         if stored.superseded_by is not None:
@@ -138,8 +139,8 @@ class Catalogue:
 
     async def _reannounce(self, stored: StoredListing) -> dict[str, Any]:
         assert stored.own_crystal_id is not None
-        crystal = await self.publisher.memory.get(stored.own_crystal_id)
-        raw = await self.publisher.memory.run(
+        crystal = await self.parts.memory.get(stored.own_crystal_id)
+        raw = await self.parts.memory.run(
             self.db.get_meta, _OVERRIDE_KEY + stored.listing.listing_id)
         override = int(raw) if raw is not None else None
         return await self.publisher.announce(
@@ -147,9 +148,9 @@ class Catalogue:
 
     async def refresh_due(self) -> list[str]:
         """Re-announce own listings whose last announcement is older than the refresh period."""
-        now = self.publisher.clock()
-        refresh_ms = self.publisher.config.market.listing_refresh_s * 1000
-        own = await self.publisher.memory.run(self._own_current)
+        now = self.parts.clock()
+        refresh_ms = self.parts.config.market.listing_refresh_s * 1000
+        own = await self.parts.memory.run(self._own_current)
         done: list[str] = []
         for stored in own:
             if len(done) >= MAX_PER_SWEEP:
@@ -169,14 +170,14 @@ class Catalogue:
     async def reprice(self, listing_id: str, price_micro_usdc: int | None) -> dict[str, Any]:
         """Re-announce now at ``price_micro_usdc`` (kept on refreshes) or at a fresh quote."""
         stored = await self._own(listing_id)
-        market = self.publisher.config.market
+        market = self.parts.config.market
         key = _OVERRIDE_KEY + stored.listing.listing_id
         if price_micro_usdc is None:
-            await self.publisher.memory.run(self._delete_meta, key)
+            await self.parts.memory.run(self._delete_meta, key)
         else:
             if not 0 <= price_micro_usdc <= market.max_price_micro_usdc:
                 raise NodeError(f"price must be 0 … {market.max_price_micro_usdc} micro-USDC")
-            await self.publisher.memory.run(self.db.set_meta, key, str(price_micro_usdc))
+            await self.parts.memory.run(self.db.set_meta, key, str(price_micro_usdc))
         return await self._reannounce(stored)
 
     def _delete_meta(self, key: str) -> None:
@@ -189,11 +190,11 @@ class Catalogue:
         message = ListingWithdrawal(listing_id=listing.listing_id,
                                     stable_skill_id=listing.stable_skill_id,
                                     skill_version=listing.skill_version)
-        envelope = await self.publisher.gossip_publish(SKILLS, message,
-                                                       issued_at_ms=self.publisher.clock())
+        envelope = await self.parts.gossip_publish(SKILLS, message,
+                                                       issued_at_ms=self.parts.clock())
         metrics.GOSSIP_PUBLISHED.labels(topic=SKILLS).inc()
         await self.publisher.store_listing(envelope)
-        await self.publisher.memory.run(self._delete_meta, _OVERRIDE_KEY + listing.listing_id)
+        await self.parts.memory.run(self._delete_meta, _OVERRIDE_KEY + listing.listing_id)
         return {"listing_id": listing.listing_id, "withdrawn": True,
                 "stable_skill_id": listing.stable_skill_id, "skill_version": listing.skill_version}
 
@@ -201,9 +202,9 @@ class Catalogue:
         """Refresh due listings and prune expired state, every ``interval_s``."""
         while True:
             await self.refresh_due()
-            now = self.publisher.clock()
-            await self.publisher.memory.run(self.publisher.lifecycle.prune, now)
-            await self.publisher.memory.run(self.publisher.bounties.prune, now)
+            now = self.parts.clock()
+            await self.parts.memory.run(self.parts.lifecycle.prune, now)
+            await self.parts.memory.run(self.parts.bounties.prune, now)
             await trio.sleep(interval_s)
 
 

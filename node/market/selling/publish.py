@@ -1,5 +1,6 @@
 """Selling side of the market on the network: publish a skill, take in listings and
-endorsements from gossip, list and search the listing book.
+endorsements from the skills topic (the kinds it registers in ``node.market.intake``),
+list and search the listing book.
 
 A listing shows peers a name and a seller-written summary, never the skill
 (``listing_name_and_summary``); the skill goes only to a paying buyer.
@@ -16,23 +17,21 @@ from typing import Any
 import numpy as np
 
 from node import metrics
-from node.config import NodeConfig
-from node.crystals import Crystal, now_ms
+from node.crystals import Crystal
 from node.crystals import governance as gov
 from node.errors import NodeError, NotManagementNode
-from node.market.book import ACCEPT, BountyBoard, ListingBook, ListingLifecycle, count_matches
+from node.market.book import ACCEPT, count_matches
+from node.market.desk import DeskParts
+from node.market.intake import SkillsIntake
 from node.market.ledger import MarketLedger
 from node.market.selling.gates import check_listable
 from node.market.selling.pricing import ReputationSource, quote, scarcity_for
-from node.memory import AsyncMemory
-from protocol.envelope import Envelope, open_envelope
-from protocol.identity import Identity
+from protocol.envelope import Envelope
+from protocol.liveness import ListingWithdrawal
 from protocol.messages import (
     EndorsementRevocation,
-    ListingBatch,
     ListingEndorsement,
     SkillListing,
-    SkillWarning,
     endorsement_valid,
     listing_id_for,
     listing_signing_bytes,
@@ -43,8 +42,8 @@ from protocol.topics import SKILLS
 
 log = logging.getLogger(__name__)
 
-GossipPublish = Callable[..., Awaitable[Envelope]]
-GOSSIP_WINDOW_MS = 120_000
+OriginLevel = Callable[[bytes], Awaitable[str]]
+AskNetwork = Callable[..., Awaitable[dict[str, Any]]]
 
 
 def listing_text(listing: SkillListing) -> str:
@@ -56,31 +55,34 @@ def _text(name: str, description: str, tags: tuple[str, ...]) -> str:
 
 
 class Publisher:
-    def __init__(self, config: NodeConfig, identity: Identity, memory: AsyncMemory,
-                 listings: ListingBook, ledger: MarketLedger, gossip_publish: GossipPublish,
+    def __init__(self, parts: DeskParts, ledger: MarketLedger,
                  reputation: Callable[[], ReputationSource], wallet_address: str,
-                 is_management: bool) -> None:
-        self.config = config
-        self.identity = identity
-        self.memory = memory
-        self.listings = listings
+                 is_management: bool, *, intake: SkillsIntake, origin_level: OriginLevel,
+                 ask_network: AskNetwork | None = None) -> None:
+        """``origin_level`` is the trust gate at intake (the trust level of a listing's or
+        bounty's origin key); ``await ask_network(terms, timeout_s, max_sellers) -> report``
+        is given when this node follows only some listing shards (net.listing_shards): a
+        search that finds too little then asks the network. Registers the kinds it takes
+        in ``intake``: listings, withdrawals, endorsements and their revocations."""
+        self.config = parts.config
+        self.identity = parts.identity
+        self.memory = parts.memory
+        self.listings = parts.listings
+        self.lifecycle = parts.lifecycle
+        self.bounties = parts.bounties
+        self.gossip_publish = parts.gossip_publish
+        self.clock = parts.clock
         self.ledger = ledger
-        self.gossip_publish = gossip_publish
         self.reputation = reputation
         self.wallet_address = wallet_address
         self.is_management = is_management
-        self.clock: Callable[[], int] = now_ms
-        # Seals listings carried in a batch (the net's sequence source; set by the service).
-        self.next_seq: Callable[[], int] | None = None
-        # The trust gate at intake: the trust level of a listing's or bounty's origin key.
-        self.origin_level: Callable[[bytes], Awaitable[str]] | None = None
-        self.on_warning: Callable[[Envelope], Awaitable[None]] | None = None
-        self.lifecycle = ListingLifecycle(listings.db, listings)
-        self.bounties = BountyBoard(listings.db)
-        # ``await ask_network(terms, timeout_s, max_sellers) -> report``: set by the service when
-        # this node follows only some listing shards (net.listing_shards); search then asks.
-        self.ask_network: Callable[..., Awaitable[dict[str, Any]]] | None = None
+        self.origin_level = origin_level
+        self.ask_network = ask_network
         self.last_network_search: dict[str, Any] | None = None
+        intake.register(SkillListing.KIND, self.take_listing)
+        intake.register(ListingWithdrawal.KIND, self.take_listing)
+        intake.register(ListingEndorsement.KIND, self._apply_endorsement)
+        intake.register(EndorsementRevocation.KIND, self._apply_revocation)
 
     async def publish_skill(self, crystal_id: str, name: str | None = None,
                             summary: str | None = None) -> dict[str, Any]:
@@ -187,38 +189,15 @@ class Publisher:
             log.debug("listing state ignored kind=%s reason=%s", envelope.kind, verdict)
         return verdict == ACCEPT
 
-    async def on_listing(self, envelope: Envelope) -> None:
-        if envelope.kind == ListingBatch.KIND:
-            # Every entry already passed node.net.rules.validation (the sync rules, same sender).
-            batch = envelope.message()
-            assert isinstance(batch, ListingBatch)
-            for entry in batch.entries:
-                await self.on_listing(open_envelope(entry))
-            return
-        if self.clock() - envelope.issued_at_ms <= GOSSIP_WINDOW_MS:  # synced state is older
-            metrics.count_accepted(SKILLS, envelope.issued_at_ms)
-        if envelope.kind == ListingEndorsement.KIND:
-            await self._apply_endorsement(envelope)
-            return
-        if envelope.kind == EndorsementRevocation.KIND:
-            await self._apply_revocation(envelope)
-            return
-        if envelope.kind == SkillWarning.KIND:
-            if self.on_warning is not None:  # node.market.warnings, wired by the service
-                await self.on_warning(envelope)
-            return
+    async def take_listing(self, envelope: Envelope) -> None:
+        """A peer's listing or withdrawal from the skills topic (ours we stored when we sent it)."""
         if envelope.sender == self.identity.public_key or not await self.admitted(envelope):
             return
         await self.store_listing(envelope)
 
-    async def take_synced(self, check: Callable[[bytes], Envelope], envelope: Envelope) -> None:
-        """A listing that came outside gossip (the one a seller's ``terms_changed`` carries):
-        ``check`` (the listings sync rules) raises InvalidEnvelope, else it is stored as gossip's."""
-        await self.on_listing(check(envelope.to_bytes()))
-
     async def admitted(self, envelope: Envelope) -> bool:
         """Listings and bounties (gossiped or synced) from a banned origin key are dropped."""
-        if self.origin_level is None or await self.origin_level(envelope.sender) != "banned":
+        if await self.origin_level(envelope.sender) != "banned":
             return True
         log.info("dropped %s from banned origin %s", envelope.kind, envelope.sender.hex()[:16])
         return False

@@ -48,6 +48,7 @@ from libp2p.host.autonat.pb.autonat_pb2 import Message
 from libp2p.peer.id import ID
 from libp2p.utils.varint import encode_varint_prefixed, read_varint_prefixed_bytes_limited
 
+from node.net import libp2p_compat
 from node.net.reach.relay_client import is_circuit
 from node.net.rules import TokenBuckets
 
@@ -119,11 +120,12 @@ class AutoNat(AutoNATService):
             return _refusal("dial requests over relayed connections are refused")
         if request.dial.peer.id and request.dial.peer.id != stream.muxed_conn.peer_id.to_bytes():
             return _refusal("a peer asks for itself only", Message.E_BAD_REQUEST)
-        observed = self._observed_ip(stream)
+        observed = libp2p_compat.observed_ip(self, stream)
         candidates = _dial_candidates([bytes(a) for a in request.dial.peer.addrs], observed)
         if not candidates:
             return _refusal("no address on the observed IP")
-        return await self._handle_dial(_with_addrs(request, candidates), observed, False)
+        return await libp2p_compat.handle_dial(self, _with_addrs(request, candidates), observed,
+                                               False)
 
     async def _try_dial(self, peer_id: ID, addrs: list[bytes]) -> bytes | None:
         """A fresh connection per address (never the one the request came on)."""

@@ -154,12 +154,13 @@ class _UpgradeWatcher(INotifee):
 class Reachability:
     def __init__(self, host: IHost, config: ReachabilityConfig | None = None,
                  is_banned: Callable[[ID], bool] = lambda peer: False,
-                 autonat_addrs: Callable[[], list[multiaddr.Multiaddr]] | None = None) -> None:
+                 autonat_addrs: Callable[[], list[multiaddr.Multiaddr]] | None = None,
+                 find_addrs: FindAddrs | None = None) -> None:
+        """``find_addrs``: fresh addresses of a peer from the network (the DHT), if any."""
         self.host = host
         self.config = config or ReachabilityConfig()
         self.is_banned = is_banned
-        # Fresh addresses of a peer from the network (the DHT), set by NetService.
-        self.find_addrs: FindAddrs | None = None
+        self.find_addrs = find_addrs
         self.protocol = RelayProtocol(host, self.config.relay_limits, is_banned)
         self.autonat = AutoNat(host, self.config.autonat_confirmations, addrs=autonat_addrs,
                                on_change=self._on_status)

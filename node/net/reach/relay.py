@@ -51,6 +51,7 @@ from libp2p.relay.circuit_v2.utils import read_delimited_msg, write_delimited_ms
 
 from node import metrics
 from node.config import NetConfig
+from node.net import libp2p_compat
 from node.net.rules import TokenBuckets
 
 logger = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ class RelayProtocol(CircuitV2Protocol):
 
     def reservations(self) -> int:
         self._drop_gone()
-        return len(self.resource_manager._reservations)
+        return len(libp2p_compat.relay_reservations(self.resource_manager))
 
     def status(self) -> dict[str, Any]:
         return {
@@ -194,7 +195,7 @@ class RelayProtocol(CircuitV2Protocol):
     def _drop_gone(self) -> None:
         """Reservations of peers no longer connected free their slot (spec: held while connected)."""
         connections = self.host.get_network().connections
-        reservations = self.resource_manager._reservations
+        reservations = libp2p_compat.relay_reservations(self.resource_manager)
         for peer in [peer for peer in reservations if not connections.get(peer)]:
             del reservations[peer]
         for peer in [peer for peer in self._reservation_ip if peer not in reservations]:
@@ -203,19 +204,20 @@ class RelayProtocol(CircuitV2Protocol):
     async def _reserve(self, stream: INetStream, peer: ID, message: HopMessage) -> None:
         self._drop_gone()
         message.ClearField("peer")  # a reservation is for the peer that asks, never another
-        if peer not in self.resource_manager._reservations:
+        if peer not in libp2p_compat.relay_reservations(self.resource_manager):
             ip = _remote_ip(stream)
             same_ip = sum(1 for held in self._reservation_ip.values() if held == ip)
             if same_ip >= self.relay_limits.max_reservations_per_ip:
                 self._refuse("reservations_per_ip")
                 await self._answer(stream, StatusCode.RESERVATION_REFUSED)
                 return
-            if len(self.resource_manager._reservations) >= self.relay_limits.max_reservations:
+            reservations = libp2p_compat.relay_reservations(self.resource_manager)
+            if len(reservations) >= self.relay_limits.max_reservations:
                 self._refuse("reservations")
                 await self._answer(stream, StatusCode.RESERVATION_REFUSED)
                 return
             self._reservation_ip[peer] = ip
-        await self._handle_reserve(stream, message)
+        await libp2p_compat.handle_reserve(self, stream, message)
         await stream.close()
 
     async def _connect(self, stream: INetStream, source: ID, message: HopMessage) -> None:

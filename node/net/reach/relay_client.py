@@ -42,6 +42,7 @@ from libp2p.relay.circuit_v2.transport import CircuitV2Transport
 from libp2p.relay.circuit_v2.utils import read_delimited_msg, write_delimited_msg
 
 from node import metrics
+from node.net import libp2p_compat
 from node.net.reach.relay import HOP_PROTOCOL_ID, RelayProtocol
 
 logger = logging.getLogger(__name__)
@@ -223,8 +224,8 @@ class RelayClient:
         try:
             with trio.fail_after(RESERVE_TIMEOUT_S):
                 stream = await self.host.new_stream(relay, [HOP_PROTOCOL_ID])
-                granted = await self._transport._make_reservation(stream, relay)
-                expires = float(self._transport._reservations.get(relay, 0))
+                granted = await libp2p_compat.make_reservation(self._transport, stream, relay)
+                expires = libp2p_compat.reservation_expiry(self._transport, relay)
         except Exception as error:
             logger.debug("reservation on %s failed: %r", relay, error)
             granted, expires = False, 0.0

@@ -18,6 +18,8 @@ import pytest
 from node.config import load_config
 from node.crystals.model import SemanticType
 from node.market.book.listings import ListingBook
+from node.market.desk import DeskParts
+from node.market.intake import SkillsIntake
 from node.market.ledger import MarketLedger
 from node.market.selling.pricing import FlatReputation
 from node.market.selling.publish import Publisher
@@ -40,6 +42,7 @@ class Side:
     identity: Identity
     memory: Memory
     publisher: Publisher
+    intake: SkillsIntake
     validator: MessageValidator
     sequence: SequenceSource
     peers: list[Side] = field(default_factory=list)
@@ -51,7 +54,7 @@ class Side:
         return stored.endorsed_by
 
     async def take(self, data: bytes) -> None:
-        await self.publisher.on_listing(self.validator.check(SKILLS, data, "peer"))
+        await self.intake.take(self.validator.check(SKILLS, data, "peer"))
 
 
 def make_side(root: Path, name: str, clock: HandClock, identity: Identity) -> Side:
@@ -67,11 +70,16 @@ def make_side(root: Path, name: str, clock: HandClock, identity: Identity) -> Si
             await peer.take(data)
         return open_envelope(data)
 
-    publisher = Publisher(config, identity, AsyncMemory(memory), ListingBook(memory.db),
-                          MarketLedger(memory.db), gossip_publish, lambda: FlatReputation(1.0),
-                          "0x" + "11" * 20, identity is MANAGEMENT)
-    publisher.clock = clock
-    side = Side(identity, memory, publisher, MessageValidator([MANAGEMENT.public_key], now_ms=clock),
+    async def provisional(key: bytes) -> str:
+        return "provisional"
+
+    intake = SkillsIntake(clock)
+    parts = DeskParts.build(config, identity, AsyncMemory(memory), ListingBook(memory.db),
+                            gossip_publish, sequence.next, clock)
+    publisher = Publisher(parts, MarketLedger(memory.db), lambda: FlatReputation(1.0),
+                          "0x" + "11" * 20, identity is MANAGEMENT, intake=intake,
+                          origin_level=provisional)
+    side = Side(identity, memory, publisher, intake, MessageValidator([MANAGEMENT.public_key], now_ms=clock),
                 sequence)
     return side
 
@@ -118,7 +126,7 @@ async def test_a_revoked_endorsement_stays_revoked_until_a_newer_one(
     with pytest.raises(InvalidEnvelope) as replayed:
         receiver.validator.check(SKILLS, endorsement, "peer")
     assert replayed.value.reason == "replayed"
-    await receiver.publisher.on_listing(open_envelope(endorsement))
+    await receiver.intake.take(open_envelope(endorsement))
     assert receiver.endorsed_by(listing_id) is None
 
     # The seller re-announces with the endorsement embedded (a valid signature, timeless).
@@ -173,7 +181,7 @@ async def test_a_node_away_when_an_endorsement_was_revoked_takes_the_revocation_
         assert all(open_envelope(raw).kind != EndorsementRevocation.KIND for raw in v1_page)
         v2_page, _, _ = feed.page(0, 128, 200_000, clock.now, True)
         for raw in v2_page:
-            await away.publisher.on_listing(away.validator.check_synced(raw))
+            await away.intake.take(away.validator.check_synced(raw))
         assert away.endorsed_by(listing_id) is None
     finally:
         away.memory.close()

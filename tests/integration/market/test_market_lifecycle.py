@@ -20,6 +20,8 @@ import pytest
 from node.config import load_config
 from node.crystals.model import SemanticType
 from node.market.book.listings import ListingBook
+from node.market.desk import DeskParts
+from node.market.intake import SkillsIntake
 from node.market.ledger import MarketLedger
 from node.market.liveness import MarketLiveness
 from node.market.selling.pricing import FlatReputation
@@ -42,8 +44,10 @@ T0 = 1_800_000_000_000
 class Side:
     memory: Memory
     publisher: Publisher
+    intake: SkillsIntake
     liveness: MarketLiveness
     validator: MessageValidator
+    banned: set[bytes]  # origin keys the side's trust layer holds banned
     peers: list[Side] = field(default_factory=list)
     sent: list[bytes] = field(default_factory=list)
 
@@ -59,7 +63,7 @@ class Side:
 async def deliver(side: Side, topic: str, data: bytes) -> None:
     envelope = side.validator.check(topic, data, "peer")
     if topic == SKILLS:
-        await side.publisher.on_listing(envelope)
+        await side.intake.take(envelope)
     else:
         await side.liveness.on_bounty(envelope)
 
@@ -79,16 +83,23 @@ def make_side(root: Path, name: str, clock: HandClock, embedder: str = "hashing"
             await deliver(peer, topic, data)
         return open_envelope(data)
 
-    publisher = Publisher(config, identity, AsyncMemory(memory), ListingBook(memory.db),
-                          MarketLedger(memory.db), gossip_publish, lambda: FlatReputation(1.0),
-                          "0x" + "11" * 20, False)
-    publisher.clock = clock
+    banned: set[bytes] = set()
+
+    async def origin_level(key: bytes) -> str:
+        return "banned" if key in banned else "provisional"
+
+    intake = SkillsIntake(clock)
+    parts = DeskParts.build(config, identity, AsyncMemory(memory), ListingBook(memory.db),
+                            gossip_publish, sequence.next, clock)
+    publisher = Publisher(parts, MarketLedger(memory.db), lambda: FlatReputation(1.0),
+                          "0x" + "11" * 20, False, intake=intake,
+                          origin_level=origin_level)
 
     async def no_buy(listing_id: str, max_price: int | None) -> dict[str, Any]:
         raise AssertionError("no purchase in this test")
 
-    side = Side(memory, publisher, MarketLiveness(publisher, no_buy),
-                MessageValidator([], now_ms=clock))
+    side = Side(memory, publisher, intake, MarketLiveness(publisher, parts, no_buy, lambda: {}),
+                MessageValidator([], now_ms=clock), banned)
     return side
 
 
@@ -241,17 +252,12 @@ async def test_foreign_withdrawals_and_wrong_topics_are_refused(pair: tuple[Side
 async def test_listings_and_bounties_from_a_banned_origin_are_dropped(
         pair: tuple[Side, Side], clock: HandClock) -> None:
     seller, buyer = pair
-    banned = seller.publisher.identity.public_key
-
-    async def level(key: bytes) -> str:
-        return "banned" if key == banned else "provisional"
-
-    buyer.publisher.origin_level = level
+    buyer.banned.add(seller.publisher.identity.public_key)
     listing_id = (await publish_skill(seller, *SKILL))["listing_id"]
     await seller.liveness.post_bounty("need: a skill that counts nginx timeouts", 10_000)
     assert buyer.visible(listing_id, clock.now) is None
     assert await buyer.liveness.bounties() == []
-    buyer.publisher.origin_level = None  # the same bytes are taken once the origin is not banned
+    buyer.banned.clear()  # the same bytes are taken once the origin is not banned
     envelope = open_envelope(seller.sent[0])
-    await buyer.publisher.on_listing(envelope)
+    await buyer.intake.take(envelope)
     assert buyer.visible(listing_id, clock.now) is not None

@@ -21,8 +21,8 @@ from node.net.service import NetService
 from node.trust import TrustLevel
 from protocol.envelope import Envelope, open_envelope, seal
 from protocol.identity import Identity
-from protocol.messages import SkillWarning
-from protocol.topics import GOSSIP_TOPICS, SKILLS
+from protocol.messages import ListingBatch, SkillWarning
+from protocol.topics import GOSSIP_TOPICS, SKILLS, TOPIC_KINDS
 from tests.support.market import WAIT_S, Market, start_market
 from tests.support.net import make_net
 from tests.support.wait import wait_until_async
@@ -53,6 +53,8 @@ async def test_a_management_warning_pulls_the_listing_from_every_node_and_quaran
     market = await start_market(tmp_path, chain, nursery, with_manager=True)
     manager = market.manager
     assert manager is not None and manager.is_management
+    # Every skills-topic kind reaches a desk: none is dropped for want of wiring.
+    assert market.buyer.intake.kinds == TOPIC_KINDS[SKILLS] - {ListingBatch.KIND}
     poisoned = await market.publish(SUBTLE)
     listing_id = poisoned["listing_id"]
     await market.known_to_buyer(poisoned)
@@ -89,7 +91,7 @@ async def test_a_management_warning_pulls_the_listing_from_every_node_and_quaran
 
     # The listing never comes back, whichever way it arrives: its signed envelope, offered
     # again as the sync protocol would, is not taken in.
-    await market.buyer.publisher.take_synced(market.buyer.net.validator.check_synced,
+    await market.buyer.intake.take_synced(market.buyer.net.validator.check_synced,
                                              open_envelope(stored.envelope))
     marker = await market.publish(MARKER)
     await market.known_to_buyer(marker)

@@ -58,7 +58,7 @@ async def test_a_node_started_after_200_listings_exist_has_all_of_them(
     await nursery.start(old.run)
     for data in listings(sellers=20, each=10):
         envelope = old.net.validator.check(SKILLS, data, "test")  # as if gossiped to it
-        await old.publisher.on_listing(envelope)
+        await old.intake.take(envelope)
     assert await old.memory.run(old.listings.count) == 200
 
     started = trio.current_time()

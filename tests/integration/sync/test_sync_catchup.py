@@ -132,7 +132,7 @@ async def test_an_old_peer_syncs_listings_from_a_new_node_and_is_never_sent_a_wa
     seller = Identity.generate()
     for name in ("kept", "poison"):
         envelope = new.net.validator.check(SKILLS, signed_listing(seller, name), "test")
-        await new.publisher.on_listing(envelope)
+        await new.intake.take(envelope)
     poison = next(hit for hit in await new.market.search_listings("poison", k=5)
                   if hit["name"] == "poison")
     await new.warnings.warn(poison["listing_id"], "poison")  # its own: accepted, in its feed
@@ -221,7 +221,7 @@ async def test_a_node_following_some_shards_is_served_only_their_listings(
     for category in ("ops", "cooking", "law", "music", "travel", "chess"):
         envelope = new.net.validator.check(
             SKILLS, signed_listing(seller, f"skill-{category}", category), "test")
-        await new.publisher.on_listing(envelope)
+        await new.intake.take(envelope)
         categories[category] = envelope
     follower = make_net(sync_limits=FAST, listing_shards=shards, interests=("ops",))
     got = collector(follower)

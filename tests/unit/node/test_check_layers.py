@@ -88,3 +88,63 @@ def test_a_crowded_folder_is_reported_and_a_long_module_only_warned(tmp_path: Pa
     run = subprocess.run([sys.executable, str(SCRIPT), str(root)], capture_output=True, text=True,
                          check=False)
     assert "warning: long module: node/market/room14.py has 600 lines" in run.stdout.splitlines()
+
+
+def test_a_reach_into_another_packages_or_a_librarys_private_member_is_reported(
+        tmp_path: Path) -> None:
+    files = dict(CLEAN)
+    files["node/market/seller.py"] = (
+        "class Seller:\n"
+        "    def __init__(self) -> None:\n"
+        "        self._stock = 1\n\n"
+        "    def _price(self) -> int:\n"
+        "        return self._stock\n\n"  # its own member: fine
+        "def sell() -> None: ...\n")
+    files["node/market/desk.py"] = (
+        "from node.market.seller import Seller\n\n"
+        "def stock(seller: Seller) -> int:\n"
+        "    return seller._price()\n")  # same package: fine
+    files["node/api/app.py"] = (
+        "from node.market import sell\n\n"
+        "def peek(seller, host) -> int:\n"
+        "    return seller._stock + host._peerstore\n")  # ours of another package; a library's
+    files["node/api/relay.py"] = (
+        "class Relay(LibraryRelay):\n"
+        "    def reserve(self) -> None:\n"
+        "        self._handle_reserve()\n")  # inherited from a library class
+    assert _check(_tree(tmp_path, files)) == [
+        "reach-in: node/api/app.py:4 ._stock is private to another package (ask for a public "
+        "hook, or list a library's in node/net/libp2p_compat.py)",
+        "reach-in: node/api/app.py:4 ._peerstore is private to a library (ask for a public "
+        "hook, or list a library's in node/net/libp2p_compat.py)",
+        "reach-in: node/api/relay.py:3 ._handle_reserve is private to a library (ask for a "
+        "public hook, or list a library's in node/net/libp2p_compat.py)",
+    ]
+    files["node/net/__init__.py"] = ""
+    files["node/net/libp2p_compat.py"] = "def peers(host):\n    return host._peerstore\n"
+    files["node/api/app.py"] = "from node.market import sell\n"
+    files["node/api/relay.py"] = ""
+    assert _check(_tree(tmp_path, files)) == []  # the compatibility module may
+
+
+def test_a_callable_assigned_to_another_object_after_construction_is_reported(
+        tmp_path: Path) -> None:
+    files = dict(CLEAN)
+    files["node/service.py"] = (
+        "import functools\n"
+        "from node.market import sell\nfrom node.api import app\n\n"
+        "class Service:\n"
+        "    def __init__(self, buyer, market) -> None:\n"
+        "        self.buyer = buyer\n"
+        "        self.on_sale = self._on_sale\n"  # its own attribute: fine
+        "        self.buyer.gate = self._gate\n"
+        "        buyer.on_outcome = lambda key: None\n"
+        "        market.spawn = functools.partial(print, 1)\n"
+        "        market.limit = 3\n"  # data, not a collaborator: fine
+        "        market.name = self.name\n\n"  # a value: fine
+        "    async def _gate(self, key: bytes) -> bool:\n        return True\n\n"
+        "    async def _on_sale(self) -> None: ...\n")
+    assert _check(_tree(tmp_path, files)) == [
+        f"late collaborator: node/service.py:{line} .{name} of another object is assigned a "
+        "callable (make it a constructor argument)"
+        for line, name in ((9, "gate"), (10, "on_outcome"), (11, "spawn"))]
