@@ -57,14 +57,13 @@ from libp2p.request_response import (
     BytesCodec,
     MessageTooLargeError,
     ProtocolNotSupportedError,
-    RequestResponse,
     RequestResponseConfig,
     RequestResponseError,
     RequestTimeoutError,
 )
 from multiaddr import Multiaddr
 
-from node.net import failures, progress
+from node.net import failures, libp2p_compat, progress
 from node.net.host import peer_info_from_addr
 from node.net.rules import ReplayGuard
 from protocol.codec import MAX_MESSAGE_BYTES
@@ -170,7 +169,9 @@ class PurchaseTransport:
         self.clock_window_ms = clock_window_ms
         self.now_ms = now_ms or _now_ms
         self.replays = ReplayGuard()
-        self._rr = _TrackedRequestResponse(host)
+        # Marks when the request is out (``node.net.progress``): after it, the time is the peer's.
+        self._rr = libp2p_compat.request_response_noting_writes(
+            host, lambda: progress.step("answer"))
         self._codec = BytesCodec()
         self._handler: RequestHandler | None = None
         self._open_streams: dict[ID, int] = {}
@@ -419,15 +420,6 @@ class PurchaseTransport:
         if not known:
             raise PeerUnreachable(f"no known address for {peer_id}")
         await self.host.connect(PeerInfo(peer_id, known))
-
-
-class _TrackedRequestResponse(RequestResponse):
-    """The library's request/response client marking when the request is out
-    (``node.net.progress``): after it, the time goes to the peer's answer."""
-
-    async def _write_message(self, stream: INetStream, payload: bytes, max_msg_size: int) -> None:
-        await super()._write_message(stream, payload, max_msg_size)
-        progress.step("answer")
 
 
 def _relayed(connection: object) -> bool:

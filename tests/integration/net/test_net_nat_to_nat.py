@@ -14,6 +14,7 @@ import pytest
 import trio
 from libp2p.peer.id import ID
 
+from node.net import progress
 from node.net.reach import relay_client
 from node.net.service import NetService
 from protocol.envelope import Envelope, open_envelope, seal
@@ -118,8 +119,12 @@ async def test_a_circuit_refused_at_first_is_tried_again_within_the_deadline(
     circuit = f"{relay.listen_addrs()[0]}/p2p-circuit/p2p/{seller.peer_id}"
     replies: list[bytes] = []
 
+    phases: list[str] = []
+
     async def buy() -> None:
-        replies.append(await buyer.request(circuit, purchase_request(buyer), timeout_s=30))
+        with progress.tracking() as trail:
+            replies.append(await buyer.request(circuit, purchase_request(buyer), timeout_s=30))
+        phases.extend(phase for _, phase, _ in trail.steps)
 
     nursery.start_soon(buy)
     refused = relay.reachability_status()["relay"]["refused"]
@@ -133,6 +138,10 @@ async def test_a_circuit_refused_at_first_is_tried_again_within_the_deadline(
     assert isinstance(reply, ErrorReply) and reply.message == f"echo {buyer.peer_id}"
     assert kind(buyer, seller) == "relayed"
     assert ID.from_base58(relay.peer_id) in seller.reachability.client.reservations
+    # The steps a timeout would name (node.net.progress): dial, the circuit tried twice, then
+    # the request written and the answer awaited.
+    assert phases[0] == "dial" and phases.count("circuit") >= 2
+    assert phases[-2:] == ["stream", "answer"]
 
 
 async def test_a_direct_connection_never_closes_the_relayed_one_under_a_request(
