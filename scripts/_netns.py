@@ -24,7 +24,7 @@ CLONE_NEWNET = 0x40000000
 PUBLIC_PREFIX = 16
 NAT_RULES = """
 table ip nat {
-  chain post { type nat hook postrouting priority 100; oifname "eth0" masquerade; }
+  chain post { type nat hook postrouting priority 100; oifname "eth0" masquerade%s; }
 }
 table inet gate {
   chain forward {
@@ -81,6 +81,9 @@ class Topology:
     jitter_ms: float
     loss: float
     kernel_netem: bool
+    # "preserving": the router keeps a connection's source port when it can (hole punching
+    # works); "random": every mapping gets a random port (a symmetric NAT: it never does).
+    nat_ports: str = "preserving"
     namespaces: list[str] = field(default_factory=list)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _ports: list[str] = field(default_factory=list)
@@ -132,7 +135,8 @@ class Topology:
         run("ip", "addr", "add", f"{lan}.2/24", "dev", "eth0", ns=ns)
         run("ip", "route", "add", "default", "via", f"{lan}.1", ns=ns)
         run("sysctl", "-qw", "net.ipv4.ip_forward=1", ns=router)
-        subprocess.run(["ip", "netns", "exec", router, "nft", "-f", "-"], input=NAT_RULES,
+        rules = NAT_RULES % (" fully-random" if self.nat_ports == "random" else "")
+        subprocess.run(["ip", "netns", "exec", router, "nft", "-f", "-"], input=rules,
                        text=True, check=True, capture_output=True)
         return ns, f"{lan}.2"
 

@@ -16,7 +16,12 @@ purchases end to end (public sellers and NATed sellers, balances checked on chai
 weather lock time to every node (from the nodes' log lines), and a late joiner's
 catch-up. Reachability (issue 26): each node's AutoNAT verdict, ``--purchases`` of
 each kind (public seller, NATed seller, NATed buyer from NATed seller: a relay
-carries the first connection), ``direct_after_dcutr`` (share of NAT purchases whose
+carries the first connection; each NATed seller publishes enough listings for that
+many NAT-to-NAT purchases), each kind's ``reasons``: every failure as
+``"<code> during <phase>"`` (the step the purchase stopped in, from the API's error:
+dial, lookup, circuit, stream, answer, verify…) with its count and first message;
+``--nat-ports random`` makes the NAT routers symmetric (every mapping a random port:
+hole punching always fails, NAT to NAT stays on relays), ``direct_after_dcutr`` (share of NAT purchases whose
 buyer-seller connection is direct within ``--dcutr-wait-s``), ``relay_bytes``, and
 every trader's on-chain USDC delta against the prices paid; a burst (``--burst`` listings
 of one seller bought by ``--burst-buyers`` buyers, ``--burst-at-once`` each at a time),
@@ -261,6 +266,7 @@ class Sim:
         return list(locked.values()), len(self.nodes) - 1 - len(locked)
 
     def buy(self, buyer: Node, listing: dict[str, Any]) -> tuple[bool, float, str]:
+        """(ok, ms, why): ``why`` is ``"<code> during <phase>: <message>"`` for a failure."""
         started = time.monotonic()
         try:
             bought = buyer.api("POST", "/v1/purchases", {"listing_id": listing["listing_id"],
@@ -269,7 +275,31 @@ class Sim:
             self.prices[(buyer.name, listing["listing_id"])] = int(bought["price_micro_usdc"])
             return True, (time.monotonic() - started) * 1000, ""
         except httpx.HTTPStatusError as error:
-            return False, (time.monotonic() - started) * 1000, error.response.text[:160]
+            return False, (time.monotonic() - started) * 1000, failure_reason(error.response)
+        except httpx.HTTPError as error:  # the API itself did not answer
+            return False, (time.monotonic() - started) * 1000, f"api during request: {error!r}"[:300]
+
+
+def failure_reason(response: httpx.Response) -> str:
+    """``"<code> during <phase>: <message>"`` from a purchase's error answer (any body)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return f"http_{response.status_code} during unknown: {response.text[:200]}"
+    return (f"{body.get('code', 'error')} during {body.get('phase') or 'unknown'}: "
+            f"{str(body.get('error', ''))[:200]}")
+
+
+def reason_counts(failures: list[str]) -> dict[str, dict[str, Any]]:
+    """``{"<code> during <phase>": {"count": n, "message": first message}}`` of failures."""
+    found: dict[str, dict[str, Any]] = {}
+    for why in failures:
+        key, _, message = why.partition(": ")
+        entry = found.setdefault(key, {"count": 0, "message": message})
+        entry["count"] += 1
+    return found
 
 
 def burst(sim: Sim, seller: Node, buyers: list[Node], listings_n: int,
@@ -338,6 +368,15 @@ def measure(sim: Sim) -> dict[str, Any]:
         node for node in nodes if node.nat]
     print(f"publishing {len(sellers)} listings ({args.nat} from NATed sellers)", file=sys.stderr)
     listings = {seller.name: sim.publish(seller, 1) for seller in sellers}
+    nat_nodes = [s for s in sellers if s.nat]
+    # Each NATed buyer can buy each other NATed seller's listings once: enough listings for
+    # ``--purchases`` NAT-to-NAT purchases (the first of each seller measures propagation).
+    pairs_per_listing = max(1, len(nat_nodes) * (len(nat_nodes) - 1))
+    per_seller = max(1, -(-args.purchases // pairs_per_listing))
+    more = {seller.name: [sim.publish(seller, n) for n in range(2, per_seller + 1)]
+            for seller in nat_nodes}
+    seller_of = {listing["listing_id"]: seller for seller in sellers
+                 for listing in [listings[seller.name], *more.get(seller.name, [])]}
     ids = [listing["listing_id"] for listing in listings.values()]
     seen = sim.listings_everywhere(ids, nodes, 120)
     published = {listing["listing_id"]: seen[seller][listing["listing_id"]]
@@ -346,8 +385,10 @@ def measure(sim: Sim) -> dict[str, Any]:
                    if lid in published and listings.get(name, {}).get("listing_id") != lid]
     missing = len(ids) * (len(nodes) - 1) - len(propagation)
 
+    extra_ids = [listing["listing_id"] for found in more.values() for listing in found]
+    if extra_ids:
+        sim.listings_everywhere(extra_ids, nat_nodes, 120)
     print("reachability: waiting for AutoNAT verdicts and relay reservations", file=sys.stderr)
-    nat_nodes = [s for s in sellers if s.nat]
     if "reachability" in nodes[0].api("GET", "/v1/status"):
         wait("NATed nodes private with a relay reservation", lambda: all(
             reach(node)["status"] == "private" and reach(node)["reservations"]
@@ -357,13 +398,15 @@ def measure(sim: Sim) -> dict[str, Any]:
     print("buying: public and NATed sellers, and NATed buyers from NATed sellers", file=sys.stderr)
     public_listings = [listings[s.name] for s in sellers if not s.nat]
     nat_listings = [listings[s.name] for s in sellers if s.nat]
+    all_nat_listings = nat_listings + [listing for n in range(per_seller - 1)
+                                       for listing in [more[s.name][n] for s in nat_nodes]]
     public_buyers = [node for node in public[1:]]
     per_kind = args.purchases
 
     def pairs(buyers: list[Node], offered: list[dict[str, Any]]) -> list[tuple[Node, dict[str, Any]]]:
         """``per_kind`` (buyer, listing) pairs, round robin, never a seller's own listing."""
         found = [(buyer, listing) for listing in offered for buyer in buyers
-                 if listing["listing_id"] != listings.get(buyer.name, {}).get("listing_id")]
+                 if seller_of[listing["listing_id"]] is not buyer]
         ordered: list[tuple[Node, dict[str, Any]]] = []
         by_buyer = {buyer.name: [pair for pair in found if pair[0] is buyer] for buyer in buyers}
         while len(ordered) < per_kind and any(by_buyer.values()):
@@ -373,9 +416,9 @@ def measure(sim: Sim) -> dict[str, Any]:
         return ordered
 
     plan = [(b, lst, "public_seller") for b, lst in pairs(public_buyers, public_listings)]
-    plan += [(b, lst, "nat_seller") for b, lst in pairs(public_buyers, nat_listings)]
+    plan += [(b, lst, "nat_seller") for b, lst in pairs(public_buyers, all_nat_listings)]
     # NAT to NAT: neither side can dial the other; a relay carries the first connection.
-    plan += [(b, lst, "nat_to_nat") for b, lst in pairs(nat_nodes, nat_listings)]
+    plan += [(b, lst, "nat_to_nat") for b, lst in pairs(nat_nodes, all_nat_listings)]
     # Sellers buy too: every node's balance must move by exactly what it earned minus spent.
     traders = list({node.name: node for item in plan for node in (item[0], *sellers)}.values())
     before = {n.name: sim.usdc(n.info["wallet_address"]) for n in traders}
@@ -395,7 +438,7 @@ def measure(sim: Sim) -> dict[str, Any]:
     moved = {n.name: 0 for n in traders}
     for ok, _, _, _, listing, buyer in outcomes:
         if ok:
-            seller = next(s for s in sellers if listings[s.name] is listing)
+            seller = seller_of[listing["listing_id"]]
             price = sim.prices[(buyer.name, listing["listing_id"])]
             moved[seller.name] += price
             moved[buyer.name] -= price
@@ -403,7 +446,6 @@ def measure(sim: Sim) -> dict[str, Any]:
     exact = all(after[name] - before[name] == moved[name] for name in moved)
 
     # DCUtR: which NAT purchases' buyer-seller connections are direct once the upgrade had time.
-    seller_of = {listings[s.name]["listing_id"]: s for s in sellers}
     nat_rows = [row for row in outcomes if row[3] in ("nat_seller", "nat_to_nat") and row[0]]
 
     def direct(row: tuple[Any, ...]) -> bool:
@@ -422,7 +464,8 @@ def measure(sim: Sim) -> dict[str, Any]:
         rows = [row for row in outcomes if row[3] == kind]
         return {"ok": sum(row[0] for row in rows), "total": len(rows),
                 "duration_ms": quantiles([row[1] for row in rows if row[0]]),
-                "errors": sorted({row[2][:120] for row in rows if not row[0]})[:3]}
+                "errors": sorted({row[2][:120] for row in rows if not row[0]})[:3],
+                "reasons": reason_counts([row[2] for row in rows if not row[0]])}
 
     # Before the weather drill: its lock-down rightly halts purchases from provisional sellers.
     burst_result: dict[str, Any] | None = None
@@ -466,7 +509,8 @@ def measure(sim: Sim) -> dict[str, Any]:
         "restart_refound_s": restart,
         "burst": burst_result,
         "catalogue": catalogue,
-        "nodes": len(nodes), "nat_nodes": args.nat, "link_model": sim.link_model,
+        "nodes": len(nodes), "nat_nodes": args.nat, "nat_ports": args.nat_ports,
+        "link_model": sim.link_model,
         "delay_ms": args.delay_ms, "jitter_ms": args.jitter_ms, "loss": args.loss,
         "peers_per_node": quantiles([float(v) for v in peers.values()]),
         "listing_propagation_ms": quantiles(propagation) | {"missing": missing},
@@ -514,9 +558,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=25)
     parser.add_argument("--nat", type=int, default=3)
     parser.add_argument("--listings", type=int, default=4, help="listings from public sellers")
-    parser.add_argument("--purchases", type=int, default=6, help="purchases of each kind")
+    parser.add_argument("--purchases", type=int, default=20, help="purchases of each kind")
     parser.add_argument("--dcutr-wait-s", type=float, default=30.0,
                         help="how long NAT purchases' connections may take to become direct")
+    parser.add_argument("--nat-ports", choices=("preserving", "random"), default="preserving",
+                        help="random: NAT routers map every connection to a random port "
+                             "(hole punching always fails; NAT to NAT goes over relays)")
     parser.add_argument("--delay-ms", type=float, default=40.0)
     parser.add_argument("--jitter-ms", type=float, default=10.0)
     parser.add_argument("--loss", type=float, default=0.01)
@@ -539,7 +586,7 @@ def main() -> None:
         return
     prefix = f"cm{os.getpid() % 100000}"
     topology = Topology(prefix, args.delay_ms, args.jitter_ms, args.loss,
-                        kernel_netem=kernel_has_netem(f"{prefix}-probe"))
+                        kernel_netem=kernel_has_netem(f"{prefix}-probe"), nat_ports=args.nat_ports)
     root = Path(tempfile.mkdtemp(prefix="sim-netem-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     started = time.monotonic()

@@ -80,7 +80,10 @@ async def _node_error(request: Request, exc: Exception) -> Response:
     status = exc.http_status
     if status >= 500:
         log.error("api node error path=%s: %s", request.url.path, exc)
-    return error_response(status, str(exc) or type(exc).__name__, code if isinstance(code, str) else "error")
+    phase = getattr(exc, "phase", None)  # where a purchase stopped (node.net.progress)
+    extra = {"phase": phase} if isinstance(phase, str) else {}
+    return error_response(status, str(exc) or type(exc).__name__,
+                          code if isinstance(code, str) else "error", **extra)
 
 
 async def _wire_error(request: Request, exc: Exception) -> Response:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from node.face import face
 
 if TYPE_CHECKING:
+    from node.net import progress as progress
     from node.net.listing_sync import SyncScope as SyncScope
     from node.net.reqresp import PeerBusy as PeerBusy
     from node.net.reqresp import PeerUnreachable as PeerUnreachable

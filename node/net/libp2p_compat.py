@@ -17,7 +17,7 @@ import ast
 import importlib
 import inspect
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,16 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
     PrivateMember("libp2p.host.autonat.autonat:AutoNATService", "_handle_dial",
                   "node.net.reach.autonat", "the library's dial-back, after our rate limit and "
                   "address filter"),
+    PrivateMember("libp2p.request_response.api:RequestResponse", "_write_message",
+                  "node.net.reqresp", "mark when a request is out (node.net.progress): "
+                  "send_request has no hook between writing the request and reading the answer"),
     # What node.net.libp2p_tuning replaces (its numbered patches): gone means a patch is lost.
+    PrivateMember("libp2p.network.swarm:Swarm", "_trim_connections",
+                  "node.net.libp2p_tuning", "patch 14, no trim under a request"),
+    PrivateMember("libp2p.network.swarm:Swarm", "_close_connection_async",
+                  "node.net.libp2p_tuning", "patch 14 closes a trimmed connection as the library does"),
+    PrivateMember("libp2p.network.connection.swarm_connection:SwarmConn", "_created_at",
+                  "node.net.libp2p_tuning", "patch 14, a connection's age (the grace period)"),
     PrivateMember("libp2p.pubsub.pubsub:Pubsub", "_teardown_if_connected",
                   "node.net.libp2p_tuning", "patch 3, the blacklist teardown race"),
     PrivateMember("libp2p.pubsub.pubsub:Pubsub", "_is_subscribed_to_msg",
@@ -112,6 +121,19 @@ def observed_ip(service: Any, stream: Any) -> str | None:
 async def handle_dial(service: Any, request: Any, observed: str | None, serve: bool) -> Any:
     """The library's AutoNAT dial-back for ``request``."""
     return await service._handle_dial(request, observed, serve)
+
+
+def request_response_noting_writes(host: Any, on_written: Callable[[], None]) -> Any:
+    """py-libp2p's ``RequestResponse`` calling ``on_written()`` each time it has written a
+    message (a client's request: the time after it is the peer's)."""
+    from libp2p.request_response import RequestResponse
+
+    class NotingWrites(RequestResponse):
+        async def _write_message(self, stream: Any, payload: bytes, max_msg_size: int) -> None:
+            await super()._write_message(stream, payload, max_msg_size)
+            on_written()
+
+    return NotingWrites(host)
 
 
 # ---------------------------------------------------------------------- the check

@@ -115,6 +115,30 @@ other private member the node uses, and the version checked), whose test fails w
    Forwarded messages still go to the mesh only: the extra cost is one send per
    subscribed neighbour for each message this node originates.
 
+13. Message sequence numbers survive a restart (py-libp2p 0.8.1, checked in
+   ``libp2p/pubsub/pubsub.py``). ``Pubsub.__init__`` seeds ``counter`` with
+   ``int(time.time())``, in seconds, and adds one per published message. A node
+   that published more messages than the seconds it was down starts again below
+   its last seqno, so its next messages repeat ``(from, seqno)`` pairs with new
+   data. GossipSub's ``_check_equivocation`` drops them ("Equivocation detected")
+   and charges the sender a behaviour penalty of 100: a restarted seller did not
+   rejoin a skills mesh within 120 s (issue 38). The counter is now seeded with
+   ``time.time_ns()``, as go-libp2p does (``uint64(time.Now().UnixNano())``):
+   past any earlier run's counter unless that run published more than a
+   billion messages a second.
+
+14. A connection carrying a request is never trimmed (py-libp2p 0.8.1,
+   ``Swarm._trim_connections`` in ``libp2p/network/swarm.py``). With one
+   connection per peer (``node.net.host``), a second connection to the same
+   peer makes the swarm close the older one at once unless it is younger than
+   the 20 s grace period, whatever streams it carries. A DCUtR hole punch that
+   succeeds on a later attempt (more than 20 s after the relayed connection
+   opened) thus killed the relayed connection under a purchase in flight.
+   The replacement is the library's rule plus one: a connection with an open
+   stream other than pubsub's (which reopens on the connection that stays) is
+   not a candidate; it stays until DCUtR closes the relayed leg after its
+   60 s grace, by when new streams use the direct connection.
+
 Not here, on purpose: the Kademlia protocol id. The library's
 ``/ipfs/kad/1.0.0`` is a module constant, but patching it would put every DHT
 of the process on one network; ``node.net.dht`` gives each DHT a view of its
@@ -131,6 +155,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import libp2p.network.swarm as swarm_module
 import libp2p.pubsub.gossipsub as gossipsub_module
 import libp2p.pubsub.pubsub as pubsub_module
 import libp2p.stream_muxer.yamux.yamux as yamux_module
@@ -490,6 +515,72 @@ def _flood_own_publish(original: Callable[..., Any]) -> Callable[..., Any]:
     return get_peers_to_send
 
 
+def _seqno_from_nanoseconds(original: Callable[..., None]) -> Callable[..., None]:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self.counter = time.time_ns()  # module doc, 13.
+
+    return __init__
+
+
+_LONG_LIVED_PREFIXES = ("/meshsub/", "/floodsub/")
+
+
+def _carries_requests(connection: Any) -> bool:
+    """Whether ``connection`` has an open stream other than pubsub's (module doc, 14.)."""
+    try:
+        streams = list(connection.get_streams())
+    except Exception:
+        return False
+    for stream in streams:
+        try:
+            protocol = str(stream.get_protocol() or "")
+        except Exception:
+            protocol = ""
+        if not protocol.startswith(_LONG_LIVED_PREFIXES):
+            return True
+    return False
+
+
+def _trim_connections(self: Any, peer_id: Any) -> None:
+    """``Swarm._trim_connections`` that never closes a connection carrying a request (14.)."""
+    connections = self.connections.get(peer_id, [])
+    keep_at_most = self.connection_config.max_connections_per_peer
+    if len(connections) <= keep_at_most:
+        return
+    grace_s = self.connection_config.grace_period
+    now = time.time()
+    candidates: list[tuple[int, float, Any]] = []
+    for connection in connections:
+        created = getattr(connection, "_created_at", None)
+        if isinstance(created, int | float) and now - created < grace_s:
+            continue
+        try:
+            if self.tag_store.is_protected(connection.muxed_conn.peer_id):
+                continue
+        except Exception:
+            pass
+        if _carries_requests(connection):
+            continue
+        try:
+            streams = len(connection.get_streams())
+        except Exception:
+            streams = 0
+        candidates.append((streams, float(created or 0.0), connection))
+    candidates.sort(key=lambda item: (item[0], item[1]))
+    trimmed = [item[2] for item in candidates[: max(0, len(connections) - keep_at_most)]]
+    for connection in trimmed:
+        self.cleanup_connection_health(peer_id, connection)
+        try:
+            self.manager.run_task(self._close_connection_async, connection)
+        except Exception:
+            nursery = getattr(self, "background_nursery", None)
+            if nursery is not None:
+                nursery.start_soon(self._close_connection_async, connection)
+    gone = {id(connection) for connection in trimmed}
+    self.connections[peer_id] = [c for c in self.connections[peer_id] if id(c) not in gone]
+
+
 def apply() -> None:
     global _applied
     if _applied:
@@ -516,6 +607,10 @@ def apply() -> None:
     gossipsub_module.GossipSub._get_peers_to_send = _flood_own_publish(  # type: ignore[method-assign]
         gossipsub_module.GossipSub._get_peers_to_send
     )
+    pubsub_module.Pubsub.__init__ = _seqno_from_nanoseconds(  # type: ignore[method-assign]
+        pubsub_module.Pubsub.__init__
+    )
+    swarm_module.Swarm._trim_connections = _trim_connections  # type: ignore[method-assign]
     pubsub_module.Pubsub.write_msg = _write_msg  # type: ignore[method-assign,assignment]
     pubsub_module.Pubsub.handle_sending_messages = _send_loop  # type: ignore[method-assign]
     pubsub_module.Pubsub._is_subscribed_to_msg = _is_wanted  # type: ignore[method-assign]

@@ -57,14 +57,13 @@ from libp2p.request_response import (
     BytesCodec,
     MessageTooLargeError,
     ProtocolNotSupportedError,
-    RequestResponse,
     RequestResponseConfig,
     RequestResponseError,
     RequestTimeoutError,
 )
 from multiaddr import Multiaddr
 
-from node.net import failures
+from node.net import failures, libp2p_compat, progress
 from node.net.host import peer_info_from_addr
 from node.net.rules import ReplayGuard
 from protocol.codec import MAX_MESSAGE_BYTES
@@ -154,6 +153,9 @@ class PurchaseTransport:
         # How a peer we are not connected to is reached: direct, else through a relay
         # (``Reachability.connect``); a direct dial of the known addresses by default.
         self.connect = connect or self._dial_direct
+        # A given ``connect`` (``Reachability.connect``) is asked even when connected: it
+        # renews a relayed connection whose circuit is about to end.
+        self._connect_decides = connect is not None
         self.exchanges = exchanges
         self.identity = identity
         self.next_seq = next_seq
@@ -167,7 +169,9 @@ class PurchaseTransport:
         self.clock_window_ms = clock_window_ms
         self.now_ms = now_ms or _now_ms
         self.replays = ReplayGuard()
-        self._rr = RequestResponse(host)
+        # Marks when the request is out (``node.net.progress``): after it, the time is the peer's.
+        self._rr = libp2p_compat.request_response_noting_writes(
+            host, lambda: progress.step("answer"))
         self._codec = BytesCodec()
         self._handler: RequestHandler | None = None
         self._open_streams: dict[ID, int] = {}
@@ -320,6 +324,7 @@ class PurchaseTransport:
                 if was_busy:
                     raise PeerBusy(f"{peer_id} stayed busy for {timeout_s} s")
                 raise RequestTimeout(f"no time left after dialling {peer_id}")
+            progress.step("stream", self._connection_kind(peer_id))
             try:
                 raw = await self._send(peer_id, data, remaining, timeout_s)
             except _NotSent as not_sent:
@@ -392,7 +397,7 @@ class PurchaseTransport:
         peer_id = _peer_id_of(peer)
         if self.is_banned(peer_id):
             raise PeerUnreachable(f"{peer_id} is banned")
-        if self.host.get_network().connections.get(peer_id):
+        if self.host.get_network().connections.get(peer_id) and not self._connect_decides:
             return peer_id
         try:
             addrs = list(peer_info_from_addr(peer).addrs) if peer.startswith("/") else []
@@ -405,11 +410,24 @@ class PurchaseTransport:
         return peer_id
 
 
+    def _connection_kind(self, peer_id: ID) -> str:
+        connections = self.host.get_network().connections.get(peer_id, []) or []
+        relayed = sum(1 for conn in connections if _relayed(conn))
+        return f"connections={len(connections)} relayed={relayed}"
+
     async def _dial_direct(self, peer_id: ID, addrs: list[Multiaddr]) -> None:
         known = addrs or list(self.host.get_peerstore().addrs(peer_id))
         if not known:
             raise PeerUnreachable(f"no known address for {peer_id}")
         await self.host.connect(PeerInfo(peer_id, known))
+
+
+def _relayed(connection: object) -> bool:
+    try:
+        addrs = connection.get_transport_addresses()  # type: ignore[attr-defined]
+    except Exception:
+        return False
+    return any("/p2p-circuit" in str(addr) for addr in addrs or ())
 
 
 async def _reset(stream: INetStream) -> None:

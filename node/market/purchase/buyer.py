@@ -36,6 +36,7 @@ from node.market.purchase.wire import (
     payment_message,
 )
 from node.market.states import PurchaseState
+from node.net import progress
 from protocol.envelope import REASON_UNKNOWN_KIND, InvalidEnvelope, open_envelope
 from protocol.identity import peer_id_from_public_key
 from protocol.messages import (
@@ -67,17 +68,27 @@ class Buyer(Receiver):
         same authorization or collects the settled payment, never pays twice.
         """
         timeout_s = self.config.market.purchase_timeout_s
-        with trio.move_on_after(timeout_s):
-            return await self._buy(listing_id, max_price_micro_usdc, again)
+        with progress.tracking() as trail:
+            try:
+                with trio.move_on_after(timeout_s):
+                    return await self._buy(listing_id, max_price_micro_usdc, again)
+            except PurchaseError as error:
+                error.phase = error.phase or trail.phase
+                if not isinstance(error, PurchaseRefused):
+                    log.info("purchase failed listing=%s code=%s phase=%s steps=[%s]",
+                             listing_id[:16], error.code, error.phase, trail.describe())
+                raise
         latest = await self.memory.run(self.ledger.latest_purchase, listing_id)
         if latest is not None and latest.state == PurchaseState.AUTHORIZED:
             await self.memory.run(self.ledger.update_purchase, latest.request_id, PurchaseState.PENDING,
-                                  reason=f"timed out after {timeout_s} s")
+                                  reason=f"timed out after {timeout_s} s during {trail.phase}")
+        log.warning("purchase timed out listing=%s phase=%s steps=[%s]", listing_id[:16],
+                    trail.phase, trail.describe())
         raise PurchaseError(
-            f"the purchase timed out after {timeout_s} s (seller or chain not answering). If a "
-            f"payment was signed it may still settle; `crystalmesh skill buy {listing_id}` again "
+            f"the purchase timed out after {timeout_s} s {_WHILE.get(trail.phase, 'in ' + trail.phase)}. "
+            f"If a payment was signed it may still settle; `crystalmesh skill buy {listing_id}` again "
             "resends the same authorization (it can never be paid twice) and collects the skill",
-            "timeout")
+            "timeout", phase=trail.phase)
 
     async def _buy(self, listing_id: str, max_price_micro_usdc: int | None,
                    again: bool) -> dict[str, Any]:
@@ -101,6 +112,7 @@ class Buyer(Receiver):
             listing.token_address.lower() != self.config.chain.token_address.lower()
         ):
             raise PurchaseRefused("listing is priced on another chain or token", "wrong_chain")
+        progress.step("gate")
         decision = await self.gate(stored.seller_key)
         if not decision.admitted:
             raise PurchaseRefused(
@@ -262,6 +274,21 @@ class Buyer(Receiver):
             raise
         return await self._accept(previous.request_id, stored, delivery,
                                   previous.price_micro_usdc)
+
+
+# What the buyer was waiting for in each phase (``node.net.progress``), for the timeout message.
+_WHILE = {
+    "start": "before it began (the node is overloaded)",
+    "gate": "while checking the seller's trust",
+    "dial": "while dialling the seller",
+    "lookup": "while looking the seller's addresses up",
+    "circuit": "while connecting to the seller through a relay",
+    "stream": "while opening a stream to the seller",
+    "answer": "waiting for the seller's answer (it settles the payment on chain first)",
+    "verify": "while checking the payment on chain",
+    "ingest": "while ingesting the skill",
+    "receipt": "while sending the receipt",
+}
 
 
 def _speaks_only_steps(reply: Message) -> bool:

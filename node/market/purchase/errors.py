@@ -17,10 +17,13 @@ class PurchaseError(CrystalmeshError, RuntimeError):
 
     http_status = 502
 
-    def __init__(self, message: str, code: str = "purchase_failed", money_moved: bool = False) -> None:
+    def __init__(self, message: str, code: str = "purchase_failed", money_moved: bool = False,
+                 phase: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.money_moved = money_moved
+        # The step it failed in (``node.net.progress.PHASES``): dial, circuit, answer, verify…
+        self.phase = phase
 
 
 class PurchaseRefused(PurchaseError):

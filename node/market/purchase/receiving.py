@@ -28,7 +28,7 @@ from node.market.purchase.skill_import import imported_skill, released_skill
 from node.market.scan import scan_text
 from node.market.states import PurchaseState
 from node.memory import AsyncMemory
-from node.net import PeerBusy, PeerUnreachable, ReqRespError
+from node.net import PeerBusy, PeerUnreachable, ReqRespError, progress
 from node.trust import GateDecision, TrustLevel
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity, peer_id_from_public_key
@@ -147,6 +147,7 @@ class Receiver:
                       price: int) -> dict[str, Any]:
         listing = stored.listing
         seller = peer_id_from_public_key(stored.seller_key)
+        progress.step("verify")
         # Delivery.check() already verified sha256(payload) == delivery.content_hash.
         if delivery.content_hash != listing.content_hash or delivery.listing_id != listing.listing_id:
             problem = await self._verify_transfer(delivery.tx_hash, listing.pay_to, price)
@@ -191,6 +192,7 @@ class Receiver:
                     "price_micro_usdc": price, "tx_hash": delivery.tx_hash, "crystal_id": None,
                     "seller_key": stored.seller_key.hex(), "ingested": False,
                     "not_ingested_because": decision.reason, "payload": delivery.payload} | scanned
+        progress.step("ingest")
         crystal = await self._ingest(stored, delivery)
         await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.COMPLETED,
                               crystal_id=crystal.id)

@@ -17,9 +17,16 @@ One object per node ties four parts together (each in its own module):
 ``connect(peer)`` is how every request/response protocol reaches a peer:
 the known addresses, direct and relayed raced — relayed ones at once when the
 peer advertises them (it says it is private), after ``RELAY_STAGGER_S``
-otherwise — and, at once when nothing is known or ``RELAY_STAGGER_S`` later,
-a DHT lookup whose new addresses join the race (what we know may predate
-the peer's relays). The first connection wins; the others are cancelled.
+otherwise. When no circuit address is known the peer is looked up (DHT) at
+once, since what we know may predate its relays; while nothing has connected it
+is looked up again every ``LOOKUP_RETRY_S`` (``MAX_LOOKUPS`` times) and every
+circuit that failed is tried again (``CIRCUIT_TRIES`` each, ``CIRCUIT_TIMEOUT_S``
+each): a relay that refused because the peer was between two reservations, or
+a lookup that ran out of time after its answers had filled the peerstore, no
+longer ends the dial while a relayed path exists. The first connection wins;
+the others are cancelled. Each dial logs its attempts (``dialling``, ``dial
+attempt won/failed``, ``peer lookup``, ``dial failed/cancelled``) and marks its
+steps for ``node.net.progress``.
 """
 
 from __future__ import annotations
@@ -39,15 +46,28 @@ from libp2p.tools.anyio_service import background_trio_service
 
 from node import metrics
 from node.config import ConfigError, NetConfig
+from node.net import progress
 from node.net.reach.autonat import PRIVATE, PUBLIC, AutoNat
 from node.net.reach.relay import RelayLimits, RelayProtocol
-from node.net.reach.relay_client import RelayClient, dial_relayed, is_circuit
+from node.net.reach.relay_client import (
+    RelayClient,
+    circuit_ending,
+    circuit_parts,
+    dial_relayed,
+    is_circuit,
+)
 
 logger = logging.getLogger(__name__)
 
 RELAY_STAGGER_S = 1.5
 DCUTR_DIAL_TIMEOUT_S = 4
 FIND_PEER_TIMEOUT_S = 10.0
+LOOKUP_RETRY_S = 2.0
+MAX_LOOKUPS = 5
+CIRCUIT_TRIES = 3
+CIRCUIT_TIMEOUT_S = 12.0  # the relay gives the target 10 s (relay.STOP_TIMEOUT_S)
+MAX_CIRCUITS_AT_ONCE = 4
+RENEW_DIAL_TIMEOUT_S = 5.0
 RELAY_MODES = ("auto", "on", "off")
 
 FindAddrs = Callable[[ID], Awaitable[list[multiaddr.Multiaddr]]]
@@ -97,7 +117,8 @@ def _relayed(connection: Any) -> bool:
 
 
 class _UpgradeWatcher(INotifee):
-    """Counts relayed connections that gained a direct one (the DCUtR outcome)."""
+    """Counts relayed connections that gained a direct one (the DCUtR outcome) and tells the
+    relay client when a connection opens or closes (it replaces a lost relay at once)."""
 
     def __init__(self, reachability: Reachability) -> None:
         self.reachability = reachability
@@ -106,14 +127,16 @@ class _UpgradeWatcher(INotifee):
         peer = conn.muxed_conn.peer_id
         if _relayed(conn):
             self.reachability.relayed_peers.add(peer)
-        elif peer in self.reachability.relayed_peers:
+            return
+        self.reachability.client.on_connected(peer)
+        if peer in self.reachability.relayed_peers:
             self.reachability.relayed_peers.discard(peer)
             self.reachability.upgraded += 1
             metrics.HOLE_PUNCHES.labels(outcome="direct").inc()
             logger.info("relayed connection upgraded to direct peer=%s", peer)
 
     async def disconnected(self, network: INetwork, conn: INetConn) -> None:
-        pass
+        self.reachability.client.on_disconnected(conn.muxed_conn.peer_id)
 
     async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
         pass
@@ -207,65 +230,149 @@ class Reachability:
 
     # ------------------------------------------------------------------ dialling
     async def connect(self, peer: ID, addrs: list[multiaddr.Multiaddr] | None = None) -> None:
-        """Connect to ``peer`` directly or through a relay (the caller sets the deadline)."""
-        if self.host.get_network().connections.get(peer):
+        """Connect to ``peer`` directly or through a relay (the caller sets the deadline).
+
+        Connected already: nothing to do, unless the only connections are circuits their
+        relays end soon (``circuit_ending``): then a fresh circuit is dialled, so the
+        request about to start does not die with the old one (the swarm closes the old
+        one once it carries no request, libp2p_tuning 14.)."""
+        renewing = circuit_ending(self.host, peer)
+        if self.host.get_network().connections.get(peer) and not renewing:
             return
         # A request is an explicit action: dial even if an earlier attempt failed
         # (py-libp2p's negative cache would refuse for a while).
         unblock = getattr(self.host.get_network(), "unblock_peer", None)
         if unblock is not None:
             unblock(peer)
-        tried: set[str] = set()
-        errors: list[str] = []
-        won = False
+        if not renewing:
+            await _DialRace(self.host, peer, self.find_addrs).run(list(addrs or []))
+            return
+        logger.info("renewing a relayed connection whose circuit ends soon peer=%s", peer)
+        # Bounded: the old connection still serves a short request if no circuit comes.
+        with trio.move_on_after(RENEW_DIAL_TIMEOUT_S):
+            await _DialRace(self.host, peer, self.find_addrs, renewing=True).run(list(addrs or []))
 
-        async def attempt(dial: Callable[[], Awaitable[Any]], delay_s: float,
-                          done: trio.CancelScope) -> None:
-            nonlocal won
+
+class _DialRace:
+    """One ``connect``: direct and relayed attempts raced, the peer looked up again and
+    failed circuits retried until one connects or every way is exhausted (module doc)."""
+
+    def __init__(self, host: IHost, peer: ID, find_addrs: FindAddrs | None,
+                 renewing: bool = False) -> None:
+        self.host, self.peer, self.find_addrs = host, peer, find_addrs
+        # Renewing a circuit: a direct dial would only find the connection we have.
+        self.renewing = renewing
+        self.tried_direct: set[str] = set()
+        self.circuit_failures: dict[str, int] = {}
+        self.in_flight: set[str] = set()
+        self.errors: list[str] = []
+        self.won = False
+        self.lookups = 0
+        self.started = trio.current_time()
+
+    def _ms(self) -> int:
+        return int((trio.current_time() - self.started) * 1000)
+
+    async def run(self, addrs: list[multiaddr.Multiaddr]) -> None:
+        peer = self.peer
+        known = _unique(addrs + _peerstore_addrs(self.host, peer))
+        has_circuits = any(is_circuit(addr) for addr in known)
+        progress.step("dial", f"known addresses: {len(known)}")
+        logger.info("dialling peer=%s known_direct=%d known_circuits=%d", peer,
+                    sum(1 for addr in known if not is_circuit(addr)),
+                    sum(1 for addr in known if is_circuit(addr)))
+        try:
+            async with trio.open_nursery() as nursery:
+                self.launch(nursery, known, 0.0 if has_circuits else RELAY_STAGGER_S)
+                # No circuit known: the peer may be private with relays we have not heard
+                # of (what we know may predate them), so look it up at once.
+                nursery.start_soon(self.keep_looking, nursery,
+                                   RELAY_STAGGER_S if has_circuits else 0.0)
+        except trio.Cancelled:
+            self._log_end("dial cancelled")
+            raise
+        if not self.won and not self.host.get_network().connections.get(peer):
+            self._log_end("dial failed")
+            if not self.tried_direct and not self.circuit_failures:
+                raise Unreachable(f"no known address for {peer}")
+            raise Unreachable(f"cannot connect to {peer}: {'; '.join(self.errors[-6:]) or 'no route'}")
+
+    def _log_end(self, what: str) -> None:
+        logger.info("%s peer=%s after_ms=%d direct=%d circuits=%d lookups=%d errors=%s", what,
+                    self.peer, self._ms(), len(self.tried_direct), len(self.circuit_failures),
+                    self.lookups, self.errors[-6:])
+
+    def launch(self, nursery: trio.Nursery, found: list[multiaddr.Multiaddr],
+               relay_delay_s: float) -> None:
+        """Dial what is new among ``found``, and the circuits that may work on another try."""
+        direct = [] if self.renewing else [
+            addr for addr in _unique(found) if not is_circuit(addr) and str(addr) not in self.tried_direct]
+        if direct:
+            self.tried_direct.update(str(addr) for addr in direct)
+            nursery.start_soon(self.attempt, _bind(self.host.connect, PeerInfo(self.peer, direct)),
+                               0.0, nursery.cancel_scope, f"direct({len(direct)})", None)
+        circuits = [_circuit_to(addr, self.peer) for addr in _unique(found) if is_circuit(addr)]
+        ready = [circuit for circuit in circuits if str(circuit) not in self.in_flight
+                 and self.circuit_failures.get(str(circuit), 0) < CIRCUIT_TRIES]
+        for index, circuit in enumerate(ready[:MAX_CIRCUITS_AT_ONCE]):
+            self.in_flight.add(str(circuit))
+            self.circuit_failures.setdefault(str(circuit), 0)
+            nursery.start_soon(self.attempt, _bind(_dial_circuit, self.host, circuit),
+                               relay_delay_s + 0.25 * index, nursery.cancel_scope,
+                               f"relay({circuit_parts(circuit)[1]})", str(circuit))
+
+    async def attempt(self, dial: Callable[[], Awaitable[Any]], delay_s: float,
+                      done: trio.CancelScope, how: str, circuit: str | None) -> None:
+        try:
             await trio.sleep(delay_s)
+            progress.step("circuit" if circuit else "dial", how)
             try:
                 await dial()
             except Exception as error:
-                errors.append(str(error)[:200])
+                self.errors.append(f"{how}: {str(error)[:200]}")
+                if circuit is not None:
+                    self.circuit_failures[circuit] = self.circuit_failures.get(circuit, 0) + 1
+                logger.info("dial attempt failed peer=%s how=%s after_ms=%d error=%s", self.peer,
+                            how, self._ms(), str(error)[:200])
                 return
-            won = True
-            done.cancel()
+        finally:
+            if circuit is not None:
+                self.in_flight.discard(circuit)
+        self.won = True
+        logger.info("dial attempt won peer=%s how=%s after_ms=%d", self.peer, how, self._ms())
+        done.cancel()
 
-        def launch(nursery: trio.Nursery, found: list[multiaddr.Multiaddr],
-                   relay_delay_s: float) -> None:
-            fresh = [addr for addr in _unique(found) if str(addr) not in tried]
-            tried.update(str(addr) for addr in fresh)
-            direct = [addr for addr in fresh if not is_circuit(addr)]
-            circuits = [_circuit_to(addr, peer) for addr in fresh if is_circuit(addr)]
-            if direct:
-                nursery.start_soon(attempt, _bind(self.host.connect, PeerInfo(peer, direct)),
-                                   0.0, nursery.cancel_scope)
-            for index, circuit in enumerate(circuits[:4]):
-                nursery.start_soon(attempt, _bind(dial_relayed, self.host, circuit),
-                                   relay_delay_s + 0.25 * index, nursery.cancel_scope)
-
-        async def look_up(nursery: trio.Nursery, delay_s: float) -> None:
-            """Fresh addresses from the network: ours may predate the peer's relays."""
-            assert self.find_addrs is not None
+    async def keep_looking(self, nursery: trio.Nursery, first_delay_s: float) -> None:
+        """Look the peer up (our addresses may predate its relays) and retry what failed,
+        ``MAX_LOOKUPS`` times, ``LOOKUP_RETRY_S`` apart, while nothing has connected."""
+        delay_s = first_delay_s
+        for _ in range(MAX_LOOKUPS):
             await trio.sleep(delay_s)
+            delay_s = LOOKUP_RETRY_S
             found: list[multiaddr.Multiaddr] = []
-            with trio.move_on_after(FIND_PEER_TIMEOUT_S):
-                try:
-                    found = await self.find_addrs(peer)
-                except Exception as error:
-                    logger.debug("DHT lookup of %s failed: %r", peer, error)
-            launch(nursery, found, 0.0)
-
-        known = list(addrs or []) + _peerstore_addrs(self.host, peer)
-        has_circuits = any(is_circuit(addr) for addr in known)
-        async with trio.open_nursery() as nursery:
-            launch(nursery, known, 0.0 if has_circuits else RELAY_STAGGER_S)
             if self.find_addrs is not None:
-                nursery.start_soon(look_up, nursery, RELAY_STAGGER_S if known else 0.0)
-        if not won and not self.host.get_network().connections.get(peer):
-            if not tried:
-                raise Unreachable(f"no known address for {peer}")
-            raise Unreachable(f"cannot connect to {peer}: {'; '.join(errors) or 'no route'}")
+                progress.step("lookup")
+                self.lookups += 1
+                with trio.move_on_after(FIND_PEER_TIMEOUT_S):
+                    try:
+                        found = await self.find_addrs(self.peer)
+                    except Exception as error:
+                        logger.debug("DHT lookup of %s failed: %r", self.peer, error)
+            # What the answers put in the peerstore counts even when the lookup ran out
+            # of time before returning it.
+            found = _unique(found + _peerstore_addrs(self.host, self.peer))
+            logger.info("peer lookup peer=%s after_ms=%d found=%d circuits=%d", self.peer,
+                        self._ms(), len(found), sum(1 for addr in found if is_circuit(addr)))
+            self.launch(nursery, found, 0.0)
+
+
+async def _dial_circuit(host: IHost, circuit: multiaddr.Multiaddr) -> None:
+    """``dial_relayed`` bounded: a relay that never answers is retried, not waited on."""
+    try:
+        with trio.fail_after(CIRCUIT_TIMEOUT_S):
+            await dial_relayed(host, circuit)
+    except trio.TooSlowError as error:
+        raise Unreachable(f"no answer through {circuit} within {CIRCUIT_TIMEOUT_S} s") from error
 
 
 def _bind(fn: Callable[..., Awaitable[Any]], *args: Any) -> Callable[[], Awaitable[Any]]:

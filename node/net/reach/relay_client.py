@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -47,8 +48,32 @@ from node.net.reach.relay import HOP_PROTOCOL_ID, RelayProtocol
 logger = logging.getLogger(__name__)
 
 RETRY_S = 300.0
+POLL_S = 5.0
+# A relayed connection whose circuit ends (the relay's duration limit) within this many
+# seconds is not given a new request: a fresh circuit is dialled first (``circuit_ending``).
+RENEW_BEFORE_END_S = 30.0
 RESERVE_TIMEOUT_S = 10.0
 ADDRS_PER_RELAY = 2
+
+
+# When the relay ends each relayed connection we dialled (trio clock), from its HOP STATUS limit.
+_circuit_ends: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def circuit_ending(host: IHost, peer: ID, within_s: float | None = None) -> bool:
+    """True when every open connection to ``peer`` is a circuit we dialled that its relay ends
+    within ``within_s`` (``RENEW_BEFORE_END_S``): a request started now could be cut mid-way."""
+    within_s = RENEW_BEFORE_END_S if within_s is None else within_s
+    connections = [connection for connection in host.get_network().connections.get(peer, []) or []
+                   if not getattr(connection, "is_closed", False)]
+    if not connections:
+        return False
+    now = trio.current_time()
+    for connection in connections:
+        ends = _circuit_ends.get(connection)
+        if ends is None or ends - now > within_s:
+            return False
+    return True
 
 
 class RelayDialError(ConnectionError):
@@ -80,6 +105,8 @@ def direct_addrs(host: IHost, peer: ID) -> list[multiaddr.Multiaddr]:
 
 def _directly_connected(host: IHost, peer: ID) -> bool:
     for connection in host.get_network().connections.get(peer, []) or []:
+        if getattr(connection, "is_closed", False):
+            continue
         try:
             addrs = connection.get_transport_addresses()
         except Exception:
@@ -103,6 +130,9 @@ class RelayClient:
         self._refresh_at: dict[ID, float] = {}
         self._not_before: dict[ID, float] = {}
         self._wake = trio.Event()
+        # Rounds run on events (a relay lost, a peer connected while we hold too few, the
+        # AutoNAT verdict); the poll is only the backstop (refreshes, retries).
+        self.poll_s = POLL_S
 
     # ------------------------------------------------------------------ addresses
     def circuit_addrs(self) -> list[multiaddr.Multiaddr]:
@@ -117,9 +147,19 @@ class RelayClient:
     def wake(self) -> None:
         self._wake.set()
 
+    def on_disconnected(self, peer: ID) -> None:
+        """A connection closed: a relay we hold a reservation on may be gone; replace it now
+        (the peers that dial us must not find a dead circuit address)."""
+        if peer in self.reservations:
+            self.wake()
+
+    def on_connected(self, peer: ID) -> None:
+        """A direct connection opened: a relay candidate, if we hold fewer than ``wanted``."""
+        if len(self.reservations) < self.wanted and not self.is_banned(peer):
+            self.wake()
+
     # ------------------------------------------------------------------ reservations
-    async def run(self, active: Callable[[], bool], task_status: Any = trio.TASK_STATUS_IGNORED,
-                  poll_s: float = 5.0) -> None:
+    async def run(self, active: Callable[[], bool], task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Hold ``wanted`` reservations while ``active()`` (the node is private)."""
         task_status.started()
         while True:
@@ -131,7 +171,7 @@ class RelayClient:
                 changed = False
             if changed:
                 self.on_change()
-            with trio.move_on_after(poll_s):
+            with trio.move_on_after(self.poll_s):
                 await self._wake.wait()
 
     async def _round(self, active: bool) -> bool:
@@ -140,13 +180,14 @@ class RelayClient:
                 if not active or expires <= now or not _directly_connected(self.host, relay)
                 or self.is_banned(relay)]
         for relay in gone:
-            self._drop(relay)
+            self._drop(relay, "inactive" if not active else "expired" if self.reservations[relay] <= now
+                       else "disconnected")
         changed = bool(gone)
         if not active:
             return changed
         for relay in [relay for relay, at in self._refresh_at.items() if at <= now]:
             if not await self.reserve(relay):
-                self._drop(relay)
+                self._drop(relay, "refresh refused")
                 changed = True
         for relay in self._candidates():
             if len(self.reservations) >= self.wanted:
@@ -203,10 +244,10 @@ class RelayClient:
             logger.info("relay reservation held relay=%s ttl_s=%d", relay, expires - time.time())
         return True
 
-    def _drop(self, relay: ID) -> None:
+    def _drop(self, relay: ID, why: str) -> None:
         self.reservations.pop(relay, None)
         self._refresh_at.pop(relay, None)
-        logger.info("relay reservation dropped relay=%s", relay)
+        logger.info("relay reservation dropped relay=%s why=%s", relay, why)
 
 
 async def dial_relayed(host: IHost, circuit: multiaddr.Multiaddr) -> None:
@@ -230,7 +271,10 @@ async def dial_relayed(host: IHost, circuit: multiaddr.Multiaddr) -> None:
             raise RelayDialError(f"relay {relay} refused the circuit to {target}: {status.name}")
         raw = RawConnection(stream=stream, initiator=True, connection_type=ConnectionType.RELAYED,
                             addresses=[multiaddr.Multiaddr(f"/p2p/{relay}/p2p-circuit/p2p/{target}")])
-        await host.upgrade_outbound_connection(raw, target)
+        connection = await host.upgrade_outbound_connection(raw, target)
+        duration_s = answer.limit.duration if answer.HasField("limit") else 0
+        if duration_s > 0:
+            _circuit_ends[connection] = trio.current_time() + duration_s
     except BaseException as error:
         metrics.RELAYED_DIALS.labels(outcome="failed").inc()
         with trio.CancelScope(shield=True):

@@ -17,7 +17,7 @@ import trio
 import node.market.purchase.buyer as buyer_module
 from node.chain.authorization import Authorization
 from node.crystals.model import now_ms
-from node.market.purchase.buyer import PurchaseRefused
+from node.market.purchase.buyer import PurchaseError, PurchaseRefused
 from node.memory import SearchRequest
 from protocol.envelope import Envelope, open_envelope, seal
 from protocol.messages import PaidPurchaseRequest
@@ -182,3 +182,26 @@ async def test_a_seller_of_the_multistep_version_is_still_bought_from(
     assert await market.balances() == (price, BUYER_USDC - price)
     assert await market.rows(listing["listing_id"]) == (
         [("completed", bought["tx_hash"], price)], [("delivered", bought["tx_hash"], price)])
+
+
+async def test_a_purchase_from_a_seller_that_is_gone_names_the_step_it_failed_in(
+        market: Market) -> None:
+    """Issue 38: every failure says where it stopped. The seller's node is down: the purchase
+    fails unpaid as ``seller_unreachable`` in a dialling step (the dial, a lookup or a circuit:
+    whichever was tried last), and the API answer carries that ``phase``."""
+    listing = await market.publish(SKILL)
+    await market.known_to_buyer(listing)
+    seller = market.seller.identity.peer_id
+    await market.stop("seller")
+    await wait_until_async(lambda: seller not in market.buyer.net.connected_peers(), WAIT_S,
+                           "the buyer sees the seller gone")
+    with pytest.raises(PurchaseError) as failed:
+        await market.buyer.market.buy(listing["listing_id"])
+    assert failed.value.code == "seller_unreachable"
+    assert failed.value.phase in ("dial", "lookup", "circuit")
+    assert not failed.value.money_moved
+    async with market.http(market.buyer) as client:
+        answer = await client.post("/v1/purchases", json={"listing_id": listing["listing_id"]})
+    body = answer.json()
+    assert answer.status_code == 502 and body["code"] == "seller_unreachable"
+    assert body["phase"] in ("dial", "lookup", "circuit")
