@@ -113,6 +113,19 @@ All are applied by ``apply()`` (idempotent), called when a host is built.
    Forwarded messages still go to the mesh only: the extra cost is one send per
    subscribed neighbour for each message this node originates.
 
+13. Validation cache in constant time. ``Pubsub.validate_msg`` looks every unique
+   message up in a ``ValidationCache`` and puts its verdict there; 0.8.1's cache keeps
+   its LRU order in a list, so each put scans it (``msg_id in access_order``) and each
+   eviction shifts it (``pop(0)``): 4,096 ids compared per message at our
+   ``validation_cache_size``, ~2 % of a receiving node's CPU (py-spy, 75 msg/s,
+   issue 38). ``_ValidationCache`` keeps the same entries, TTL and least recently
+   used eviction in an ``OrderedDict``: O(1) per get and put. The class is replaced
+   in the library module, so every ``Pubsub`` built after ``apply()`` uses it.
+
+The items are written against py-libp2p 0.8.1 (pinned in pyproject.toml) and
+``apply()`` refuses another version: most replace a library function with a copy
+that assumes its internals (``_SUPPORTED_LIBP2P``).
+
 Not here, on purpose: the Kademlia protocol id. The library's
 ``/ipfs/kad/1.0.0`` is a module constant, but patching it would put every DHT
 of the process on one network; ``node.net.dht`` gives each DHT a view of its
@@ -121,6 +134,7 @@ host that speaks ``/crystalmesh/<network>/kad/1.0.0`` instead.
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 import time
@@ -149,6 +163,7 @@ _RECORD_TTL_S = 1.0
 _SHARED_MAX_BYTES = 16 * 1024
 _SHARED_RPCS = 256
 _BATCH_BYTES = 32 * 1024
+_SUPPORTED_LIBP2P = "0.8.1"
 _applied = False
 logger = logging.getLogger(__name__)
 
@@ -488,10 +503,61 @@ def _flood_own_publish(original: Callable[..., Any]) -> Callable[..., Any]:
     return get_peers_to_send
 
 
+class _ValidationCache:
+    """``libp2p.pubsub.pubsub.ValidationCache`` in O(1) per operation (module doc, 13.).
+
+    Same interface and behaviour: a verdict expires ``ttl`` seconds after it was put,
+    ``get`` refreshes its recency, and a put into a full cache evicts the least
+    recently used entries first.
+    """
+
+    def __init__(self, ttl: int = 300, max_size: int = 1000) -> None:
+        self.ttl = ttl
+        self.max_size = max_size
+        self.cache: OrderedDict[bytes, Any] = OrderedDict()
+
+    def get(self, msg_id: bytes) -> Any:
+        result = self.cache.get(msg_id)
+        if result is None:
+            return None
+        if time.time() - result.timestamp > self.ttl:
+            del self.cache[msg_id]
+            return None
+        self.cache.move_to_end(msg_id)
+        return result
+
+    def put(self, msg_id: bytes, result: Any) -> None:
+        if msg_id in self.cache:
+            self.cache.move_to_end(msg_id)
+        else:
+            while self.cache and len(self.cache) >= self.max_size:
+                self.cache.popitem(last=False)
+        self.cache[msg_id] = result
+
+    def _remove(self, msg_id: bytes) -> None:
+        self.cache.pop(msg_id, None)
+
+    def clear_expired(self) -> None:
+        now = time.time()
+        for msg_id in [key for key, result in self.cache.items() if now - result.timestamp > self.ttl]:
+            del self.cache[msg_id]
+
+
+def check_version(installed: str | None = None) -> None:
+    """Refuse a py-libp2p other than the one these items were written for (module doc)."""
+    installed = installed or importlib.metadata.version("libp2p")
+    if installed != _SUPPORTED_LIBP2P:
+        raise RuntimeError(
+            f"node.net.libp2p_tuning patches py-libp2p {_SUPPORTED_LIBP2P}, found {installed}: "
+            "review every item of its docstring against the new version first"
+        )
+
+
 def apply() -> None:
     global _applied
     if _applied:
         return
+    check_version()
     _applied = True
     failures.install()
     os.environ.setdefault("PY_YAMUX_RELEASE_ON_READ", "0")
@@ -523,3 +589,4 @@ def apply() -> None:
     yamux_module.YamuxStream._auto_tune_and_send_window_update = (  # type: ignore[method-assign]
         _window_update
     )
+    pubsub_module.ValidationCache = _ValidationCache  # type: ignore[misc,assignment]
