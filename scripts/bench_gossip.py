@@ -67,20 +67,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _bench import add_smoke_flag, percentile, print_result, smoke
+from _bench import add_smoke_flag, percentile, print_result, process_cpu_s, smoke
 
 WORKER = Path(__file__).with_name("_gossip_worker.py")
 JS_WORKER = Path(__file__).with_name("_gossip_worker.mjs")
 NODE_MODULES = Path(__file__).resolve().parents[1] / "tools" / "node_modules"
 DEFAULT_STEPS = (10, 20, 35, 50, 75, 100, 150, 200)
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid``, all its threads (``/proc/<pid>/stat``)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime: fields 14, 15
 
 
 class Node:
