@@ -122,6 +122,16 @@ All are applied by ``apply()`` (idempotent), called when a host is built.
    used eviction in an ``OrderedDict``: O(1) per get and put. The class is replaced
    in the library module, so every ``Pubsub`` built after ``apply()`` uses it.
 
+14. Score gates that cannot refuse. Gossipsub asks ``allow_gossip`` for every mesh
+   peer a message goes to and ``allow_publish`` for every peer it is sent to and for
+   its forwarder (7 to 13 gate calls per message per node, 1–5 µs each: the topic
+   score's four counters, the behaviour penalties). Our ``ScoreParams`` leave
+   ``publish_threshold`` and ``gossip_threshold`` at 0.8.1's ``-inf`` (only the
+   graylist threshold is ours, gossip_config), and no finite score is below ``-inf``:
+   those gates now answer from the threshold alone (True for any topic; False for
+   none, as before). A finite threshold, set by anyone later, takes the library's
+   path unchanged. ``is_graylisted`` still scores every time.
+
 The items are written against py-libp2p 0.8.1 (pinned in pyproject.toml) and
 ``apply()`` refuses another version: most replace a library function with a copy
 that assumes its internals (``_SUPPORTED_LIBP2P``).
@@ -136,6 +146,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import math
 import os
 import time
 import weakref
@@ -145,6 +156,7 @@ from typing import Any
 
 import libp2p.pubsub.gossipsub as gossipsub_module
 import libp2p.pubsub.pubsub as pubsub_module
+import libp2p.pubsub.score as score_module
 import libp2p.stream_muxer.yamux.yamux as yamux_module
 from libp2p.io.exceptions import IOException, MessageTooLarge
 from libp2p.network.connection.exceptions import RawConnError
@@ -543,6 +555,17 @@ class _ValidationCache:
             del self.cache[msg_id]
 
 
+def _open_gate(original: Callable[..., bool], threshold: str) -> Callable[..., bool]:
+    """A ``PeerScorer`` gate answering without a score when its threshold is -inf (14.)."""
+
+    def gate(self: Any, peer: Any, topics: list[str]) -> bool:
+        if getattr(self.params, threshold) == -math.inf:
+            return bool(topics)  # the library: no topic -> False; any score >= -inf
+        return original(self, peer, topics)
+
+    return gate
+
+
 def check_version(installed: str | None = None) -> None:
     """Refuse a py-libp2p other than the one these items were written for (module doc)."""
     installed = installed or importlib.metadata.version("libp2p")
@@ -590,3 +613,6 @@ def apply() -> None:
         _window_update
     )
     pubsub_module.ValidationCache = _ValidationCache  # type: ignore[misc,assignment]
+    scorer = score_module.PeerScorer
+    scorer.allow_publish = _open_gate(scorer.allow_publish, "publish_threshold")  # type: ignore[method-assign]
+    scorer.allow_gossip = _open_gate(scorer.allow_gossip, "gossip_threshold")  # type: ignore[method-assign]
