@@ -143,9 +143,10 @@ class WarningDesk:
 
         The same signed warning can arrive several times (gossip, and a sync session with
         each peer that holds it; a returning node's sessions run at once): the database
-        applies it once, and the count says so (``already_known`` for the others)."""
-        new, _ = await self._apply(warning, senders, evidence)
-        self.counts["accepted" if new else "already_known"] += 1
+        applies it once, and the count says so (``already_known`` for the others). Counted
+        on the database's thread with the change itself, so whoever sees the listing gone
+        sees the count too."""
+        await self._apply(warning, senders, evidence, counted=True)
 
     async def accept(self, warning: SkillWarning, senders: list[bytes],
                      evidence: Collection[Envelope] = ()) -> dict[str, Any]:
@@ -153,9 +154,11 @@ class WarningDesk:
         return (await self._apply(warning, senders, evidence))[1]
 
     async def _apply(self, warning: SkillWarning, senders: list[bytes],
-                     evidence: Collection[Envelope]) -> tuple[bool, dict[str, Any]]:
+                     evidence: Collection[Envelope], counted: bool = False
+                     ) -> tuple[bool, dict[str, Any]]:
         """``accept``, and whether any of the warning's targets was new here."""
-        result = await self.memory.run(self._record_and_drop, warning, senders, list(evidence))
+        result = await self.memory.run(self._record_and_drop, warning, senders, list(evidence),
+                                       counted)
         for content_hash in result["hashes"]:
             crystal = await self.memory.find_by_hash(content_hash)
             if crystal is not None and crystal.governance.peer_origin:
@@ -184,9 +187,16 @@ class WarningDesk:
                                "dropped_listings": result["dropped"], "quarantined": quarantined}
 
     def _record_and_drop(self, warning: SkillWarning, senders: list[bytes],
-                         evidence: list[Envelope]) -> dict[str, Any]:
+                         evidence: list[Envelope], counted: bool = False) -> dict[str, Any]:
         """In one transaction: remember the targets, drop their listings, keep the evidence in
-        the sync feed; what was held."""
+        the sync feed; what was held. ``counted``: count it (accepted / already_known)."""
+        result = self._record_and_drop_once(warning, senders, evidence)
+        if counted:
+            self.counts["accepted" if result["new"] else "already_known"] += 1
+        return result
+
+    def _record_and_drop_once(self, warning: SkillWarning, senders: list[bytes],
+                              evidence: list[Envelope]) -> dict[str, Any]:
         db = self.listings.db
         targets = warning.targets
         marks = ",".join("?" * len(targets))
