@@ -4,8 +4,9 @@
 // the gossipsub parameters of a crystalmesh node (node/net/gossip_config.py): D / D_lo / D_hi
 // from --mesh (default 6,4,12), 1 s heartbeat, gossip window 3 of a 5-heartbeat history,
 // 60 s fanout TTL and prune backoff, 300 s seen cache, PX on, flood publishing (on in both),
-// /meshsub/1.1.0 only (a crystalmesh node speaks no 1.2, so no IDONTWANT), StrictSign, and
-// the message id of docs/protocol.md (sha256 of the data). Messages carry no application
+// /meshsub/1.1.0 only (a crystalmesh node speaks no 1.2, so no IDONTWANT), StrictSign, the
+// message id of docs/protocol.md (sha256 of the data), and no behaviour or IP colocation
+// penalties (crystalmesh's PeerScorer weighs neither). Messages carry no application
 // envelope: what is compared is what a stock js-libp2p node spends to carry one.
 //
 // Talks the JSON lines of scripts/_gossip_worker.py (commands on stdin, events on stdout):
@@ -73,6 +74,11 @@ async function main() {
     transports: [tcp()],
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
+    // js-libp2p 2.x pings every connection every 10 s and closes it when a ping times out;
+    // on a loaded machine that closed 4 of the publisher's 9 connections within seconds and
+    // cut the topology apart. py-libp2p 0.8.1 has no such monitor: off, so both sides keep
+    // the same connections (a ping per 10 s per connection is no measurable cost).
+    connectionMonitor: { enabled: false },
     services: {
       identify: identify(),
       pubsub: gossipsub({
@@ -88,6 +94,10 @@ async function main() {
         floodPublish: true,
         msgIdFn: (message) => createHash("sha256").update(message.data).digest(),
         emitSelf: false,
+        // Scored as a crystalmesh node scores (gossip_config): no behaviour penalty (js:
+        // -10 per broken IWANT promise, squared, which under CPU load graylists peers whose
+        // answers are late) and no IP colocation penalty (every node is on 127.0.0.1).
+        scoreParams: { behaviourPenaltyWeight: 0, IPColocationFactorWeight: 0 },
       }),
     },
   });
@@ -115,6 +125,7 @@ async function main() {
     const size = Number(options.bytes);
     const start = performance.now();
     let late = 0;
+    const recipients = [];
     for (let index = 0; index < count; index++) {
       const due = start + (index * 1000) / rate;
       const now = performance.now();
@@ -123,13 +134,15 @@ async function main() {
       const head = Buffer.from(`${phase}:${index}:${nowNs()}|`);
       const data = Buffer.concat([head, randomBytes(Math.max(0, size - head.length))]);
       try {
-        await pubsub.publish(TOPIC, data);
+        const result = await pubsub.publish(TOPIC, data);
+        recipients.push(result.recipients.length);
       } catch (error) {
         process.stderr.write(`publish ${phase}:${index} failed: ${error}\n`);
       }
     }
     const elapsed = (performance.now() - start) / 1000;
-    return { achieved_rate: elapsed > 0 ? count / elapsed : 0, late, sellers: 0 };
+    return { achieved_rate: elapsed > 0 ? count / elapsed : 0, late, sellers: 0,
+             recipients_min: Math.min(...recipients), recipients_max: Math.max(...recipients) };
   }
 
   const lines = createInterface({ input: process.stdin });
@@ -138,7 +151,8 @@ async function main() {
     const command = JSON.parse(line);
     if (command.cmd === "status") {
       emit({ event: "status", mesh: pubsub.getMeshPeers(TOPIC).length,
-             peers: node.getConnections().length });
+             peers: node.getConnections().length,
+             connected: Object.values(pubsub.dumpPeerScoreStats()).filter((s) => s.connected).length });
     } else if (command.cmd === "publish") {
       const result = await publish(command.phase, command.rate, command.count);
       emit({ event: "published", phase: command.phase, ...result });

@@ -27,8 +27,13 @@ node / tools/node_modules are missing): N stock js-libp2p 2.x nodes (TCP,
 Noise, yamux, @chainsafe/libp2p-gossipsub) started with the same dial graph
 (node i dials the same up-to-4 earlier indices), the same gossipsub parameters
 (D / D_lo / D_hi, 1 s heartbeat, gossip window and history, flood publishing,
-/meshsub/1.1.0, StrictSign, sha256 message ids), messages of ``--bytes``
-(728, a listing envelope's size) at the same rates and counts. Both sides run
+/meshsub/1.1.0, StrictSign, sha256 message ids, no behaviour or IP
+colocation score penalties: crystalmesh weighs neither), messages of
+``--bytes`` (728, a listing envelope's size) at the same rates and counts, and
+js-libp2p's connection monitor off (it closes a connection whose 10 s ping
+times out, which on a loaded machine cut the js topology apart; py-libp2p has
+none). The js messages carry no envelope: their figure is what a stock node
+spends to carry a message, ours adds our validator (CBOR + Ed25519). Both sides run
 all the time; at each rate the two steps run back to back (which side goes
 first alternates), so they share the machine's load. Before anything is
 measured both sides carry ``--warmup`` messages (a running js node is past its
