@@ -276,13 +276,14 @@ def by_rate(results: list[dict[str, Any]], js_results: list[dict[str, Any]]) -> 
     for row in results:
         entry = {
             key: row[key]
-            for key in ("delivered_fraction", "p50_ms", "p99_ms", "cpu_ms_per_msg_per_node",
-                        "cpu_ms_per_msg_per_node_less_idle")
+            for key in ("achieved_rate", "delivered_fraction", "p50_ms", "p99_ms",
+                        "cpu_ms_per_msg_per_node", "cpu_ms_per_msg_per_node_less_idle")
         }
         other = js.get(row["rate"])
         if other is not None:
             entry["js_cpu_ms_per_msg_per_node"] = other["cpu_ms_per_msg_per_node"]
             entry["js_cpu_ms_per_msg_per_node_less_idle"] = other["cpu_ms_per_msg_per_node_less_idle"]
+            entry["js_achieved_rate"] = other["achieved_rate"]
             entry["js_delivered_fraction"] = other["delivered_fraction"]
             entry["js_p50_ms"] = other["p50_ms"]
             entry["js_p99_ms"] = other["p99_ms"]
