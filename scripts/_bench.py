@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -74,3 +75,17 @@ def smoke(arguments: argparse.Namespace, **sizes: Any) -> argparse.Namespace:
 def print_result(result: dict[str, Any]) -> None:
     """The benchmark's last stdout line: one JSON object (what the docs and the smoke test read)."""
     print(json.dumps(result), flush=True)
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid``, all its threads (``/proc/<pid>/stat``).
+
+    Read from outside the process, so benchmarks measure workers written in any language
+    the same way (bench_gossip's Python and js-libp2p nodes, sim_scale's validation run).
+    """
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime: fields 14, 15

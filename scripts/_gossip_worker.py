@@ -7,8 +7,9 @@ Talks JSON lines: commands on stdin, events on stdout. Not a user tool.
                                                  <- {"event": "published", "phase": k, ...}
     -> {"cmd": "report", "phase": k, "full": b}  <- {"event": "report", "phase": k, "count": n,
                                                      "received": [[index, latency_us], ...],
-                                                     "cpu_s": ..., "dropped": ...}
-                                                     ("received" only when full is true)
+                                                     "dropped": ...}
+                                                     ("received" only when full is true;
+                                                     the harness reads CPU from /proc)
     -> {"cmd": "quit"}
 """
 
@@ -20,7 +21,6 @@ import dataclasses
 import json
 import logging
 import os
-import resource
 import sys
 import time
 from collections import defaultdict
@@ -40,11 +40,6 @@ from protocol.identity import Identity
 from protocol.messages import SkillListing
 from protocol.topics import SKILLS
 from tests.support.net import make_listing
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -130,7 +125,6 @@ class Worker:
                     "event": "report",
                     "phase": phase,
                     "count": len(received),
-                    "cpu_s": cpu_seconds(),
                     "dropped": self.net.gossip.dropped,
                 }
                 if command.get("full", True):

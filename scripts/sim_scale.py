@@ -55,7 +55,11 @@ Listing traffic, two designs:
   network's shard count, ``--nodes-per-shard`` nodes per shard (a power of two,
   at least 16; ``--fixed-shards`` shows what a fixed S does). Sellers keep
   provider records (category + ``--provider-tags`` tags) in the DHT, republished
-  every 22 h; a buyer runs ``--queries-per-hour`` network searches.
+  every 22 h; a buyer runs ``--queries-per-hour`` network searches. Every node also
+  syncs listings with ``--sync-peers`` connected peers every 5 minutes, from a cursor
+  per peer (``resync_entries``): with ``--sync-filter shards`` (the product,
+  listings-sync/2) a peer sends only the listings of the shards the asking node
+  follows, with ``none`` (listings-sync/1) those of every shard the peer follows.
 
 Trust reports (one global topic, every report reaches every node): the old rule (every
 ``--trust-interval-s``) against the cadence of node/trust/cadence.py, computed with the
@@ -84,7 +88,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _bench import add_smoke_flag, percentile, print_result, smoke
+from _bench import add_smoke_flag, percentile, print_result, process_cpu_s, smoke
 
 from node.net.dht import dht_size_estimate
 from node.trust import cadence
@@ -386,6 +390,47 @@ def shard_count(nodes: int, nodes_per_shard: int) -> int:
     return max(16, 1 << max(0, math.ceil(math.log2(max(1, nodes / nodes_per_shard)))))
 
 
+def resync_entries(follows: np.ndarray, shards: int, sync_peers: int, shard_rate: float,
+                   rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Listings per second each node receives from its periodic syncs, per design.
+
+    A node syncs with ``sync_peers`` connected peers every ``resync_s`` from a cursor per
+    peer, so each peer sends every listing that changed since: the rate does not depend on
+    ``resync_s``. A node's connections are its shards' meshes, so each peer is a random
+    member of one of the node's shards. A peer holds the listings of the shards it follows.
+    ``unfiltered`` (listings-sync/1, and /2 without a scope): the peer sends the changes of
+    all its shards. ``filtered`` (listings-sync/2 with the shards the node follows,
+    node/net/listing_sync.py): only those of the shards both follow. Entries the node holds
+    already (gossip brought them) are dropped after their signature check, so every entry
+    costs CPU.
+    """
+    nodes, width = follows.shape
+    flat = follows.ravel()
+    order = np.argsort(flat, kind="stable")
+    members = np.repeat(np.arange(nodes), width)[order]
+    starts = np.searchsorted(flat[order], np.arange(shards))
+    sizes = np.bincount(flat, minlength=shards)
+    # One row per (node, sync peer): a shard of the node, then a random member of it.
+    asking = np.repeat(np.arange(nodes), sync_peers)
+    shard = follows[asking, rng.integers(0, width, size=asking.size)]
+    peer = members[starts[shard] + (rng.random(asking.size) * sizes[shard]).astype(np.int64)]
+    mine, theirs = follows[asking], follows[peer]
+    # Distinct shards of a row: a value counts where it first appears in the row.
+    first = np.ones_like(mine, dtype=bool)
+    first_theirs = np.ones_like(theirs, dtype=bool)
+    for column in range(1, width):
+        first[:, column] = (mine[:, :column] != mine[:, column:column + 1]).all(axis=1)
+        first_theirs[:, column] = (theirs[:, :column] != theirs[:, column:column + 1]).all(axis=1)
+    shared = (first & (mine[:, :, None] == theirs[:, None, :]).any(axis=2)).sum(axis=1)
+    unfiltered = first_theirs.sum(axis=1)
+    shared[peer == asking] = 0  # drew itself: no such session
+    unfiltered[peer == asking] = 0
+    return {
+        "filtered": np.bincount(asking, weights=shared * shard_rate, minlength=nodes),
+        "unfiltered": np.bincount(asking, weights=unfiltered * shard_rate, minlength=nodes),
+    }
+
+
 def simulate(nodes: int, args: argparse.Namespace, p: Params, seed: int) -> dict[str, Any]:
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -431,12 +476,11 @@ def simulate(nodes: int, args: argparse.Namespace, p: Params, seed: int) -> dict
     search_msgs = search_per_s * mean_queries
     sync_bytes_per_s = search_per_s * args.sync_sellers * args.sync_page_bytes
     sync_cpu_per_s = search_per_s * args.sync_sellers * args.sync_page_entries * p.cpu_ms
-    # Periodic listings sync with connected peers (every resync_s, from each peer's cursor): not
-    # shard-filtered today, so each brings the changes of that peer's shards; entries this node
-    # already holds are ignored after their signature check, so they cost CPU all the same.
-    resync_entries = args.sync_peers * (args.interests + args.sells) * (flood_rate / shards)
-    sync_cpu_per_s += resync_entries * p.cpu_ms
-    sync_bytes_per_s += resync_entries * p.listing_bytes
+    # Periodic listings sync with connected peers (every resync_s, from each peer's cursor).
+    resync = resync_entries(follows, shards, args.sync_peers, shard_rate, rng)
+    resync_per_node = resync["filtered" if args.sync_filter == "shards" else "unfiltered"]
+    sync_cpu_per_s = sync_cpu_per_s + resync_per_node * p.cpu_ms
+    sync_bytes_per_s = sync_bytes_per_s + resync_per_node * p.listing_bytes
     dht_msgs = 2 * (provide_msgs + search_msgs)  # issued + served by others, symmetric
     dht_bytes = dht_msgs * dht_msg_bytes + 2 * sync_bytes_per_s
     dht_cpu_ms = dht_msgs * args.dht_cpu_ms + sync_cpu_per_s
@@ -454,7 +498,10 @@ def simulate(nodes: int, args: argparse.Namespace, p: Params, seed: int) -> dict
         "subscribers_per_shard_mean": round(float(shard_sizes.mean()), 1),
         "msgs_per_s": round(float(sharded_rate.mean()), 4),
         "dht_msgs_per_s": round(dht_msgs, 4),
-        "resync_entries_per_s": round(resync_entries, 4),
+        "sync_filter": args.sync_filter,
+        "resync_entries_per_s": round(float(resync_per_node.mean()), 4),
+        "resync_entries_per_s_filtered": round(float(resync["filtered"].mean()), 4),
+        "resync_entries_per_s_unfiltered": round(float(resync["unfiltered"].mean()), 4),
         "cpu_ms_per_s": round(float(sharded_cpu.mean()), 3),
         "cpu_ms_per_s_p99": round(float(np.percentile(sharded_cpu, 99)), 3),
         "bytes_per_s": round(float(sharded_bytes.mean())),
@@ -572,7 +619,8 @@ def validate(workers: int, args: argparse.Namespace, p: Params) -> dict[str, Any
         cpu_before = 0.0
         for node in nodes:
             node.send({"cmd": "report", "phase": -1})
-            cpu_before += node.expect("report")["cpu_s"]
+            node.expect("report")
+            cpu_before += process_cpu_s(node.process.pid)  # `nice` execs the worker: same pid
         count = args.validate_messages
         load_before = os.getloadavg()[0]
         started = time.monotonic()
@@ -586,7 +634,7 @@ def validate(workers: int, args: argparse.Namespace, p: Params) -> dict[str, Any
         for node in nodes:
             node.send({"cmd": "report", "phase": 1})
             report = node.expect("report")
-            cpu_after += report["cpu_s"]
+            cpu_after += process_cpu_s(node.process.pid)
             if node is nodes[0]:
                 continue  # the publisher hands its own sellers' listings to itself too
             for index, latency_us in report["received"]:
@@ -706,7 +754,10 @@ def main() -> None:
     parser.add_argument("--queries-per-hour", type=float, default=1.0)
     parser.add_argument("--sync-sellers", type=int, default=5)
     parser.add_argument("--sync-peers", type=int, default=8,
-                        help="connected peers synced every 5 min (0: the shard-filtered sync)")
+                        help="connected peers synced every 5 min")
+    parser.add_argument("--sync-filter", choices=("shards", "none"), default="shards",
+                        help="periodic sync asks only for followed shards (listings-sync/2, "
+                             "the product) or for everything (listings-sync/1)")
     parser.add_argument("--sync-page-entries", type=int, default=32)
     parser.add_argument("--sync-page-bytes", type=int, default=32 * 900)
     parser.add_argument("--bandwidth-bytes-s", type=float, default=2_500_000)

@@ -79,7 +79,8 @@ class WarningDesk:
         self.feed = MarketFeed(listings.db)
         # target -> {sender: (issued_at_ms, envelope)} of warnings below quorum (bounded)
         self._votes: OrderedDict[str, dict[bytes, tuple[int, Envelope]]] = OrderedDict()
-        # accepted / ignored_untrusted / quorum_vote: what gossip brought and what came of it
+        # accepted / already_known / ignored_untrusted / quorum_vote: what gossip and sync
+        # brought and what came of it
         self.counts: Counter[str] = Counter()
         intake.register(SkillWarning.KIND, self.on_warning)
 
@@ -89,8 +90,7 @@ class WarningDesk:
         assert isinstance(warning, SkillWarning)
         sender = envelope.sender
         if sender in self.management or sender == self.own_key:
-            self.counts["accepted"] += 1
-            await self.accept(warning, [sender], [envelope])
+            await self._accept_counted(warning, [sender], [envelope])
             return
         level = await self.level(sender)
         if not level.at_least(TrustLevel.TRUSTED):
@@ -114,9 +114,7 @@ class WarningDesk:
                         if abs(at - issued) <= QUORUM_WINDOW_MS}
             if len(agreeing) >= QUORUM:
                 del self._votes[target]
-                self.counts["accepted"] += 1
-                await self.accept(warning, sorted(agreeing),
-                                  list(agreeing.values()))
+                await self._accept_counted(warning, sorted(agreeing), list(agreeing.values()))
                 return
 
     async def warn(self, target: str, reason: str) -> dict[str, Any]:
@@ -143,10 +141,28 @@ class WarningDesk:
         applied = await self.accept(warning, [self.own_key], evidence)
         return applied | {"seq": seq, "issued_at_ms": issued}
 
+    async def _accept_counted(self, warning: SkillWarning, senders: list[bytes],
+                              evidence: list[Envelope]) -> None:
+        """``accept``, counted as ``accepted`` only when the warning was new here.
+
+        The same signed warning can arrive several times (gossip, and a sync session with
+        each peer that holds it; a returning node's sessions run at once): the database
+        applies it once, and the count says so (``already_known`` for the others). Counted
+        on the database's thread with the change itself, so whoever sees the listing gone
+        sees the count too."""
+        await self._apply(warning, senders, evidence, counted=True)
+
     async def accept(self, warning: SkillWarning, senders: list[bytes],
                      evidence: Collection[Envelope] = ()) -> dict[str, Any]:
         """Apply ``warning``; ``evidence``: the signed warnings it rests on, re-served by sync."""
-        result = await self.memory.run(self._record_and_drop, warning, senders, list(evidence))
+        return (await self._apply(warning, senders, evidence))[1]
+
+    async def _apply(self, warning: SkillWarning, senders: list[bytes],
+                     evidence: Collection[Envelope], counted: bool = False
+                     ) -> tuple[bool, dict[str, Any]]:
+        """``accept``, and whether any of the warning's targets was new here."""
+        result = await self.memory.run(self._record_and_drop, warning, senders, list(evidence),
+                                       counted)
         for content_hash in result["hashes"]:
             crystal = await self.memory.find_by_hash(content_hash)
             if crystal is not None and crystal.governance.peer_origin:
@@ -167,15 +183,24 @@ class WarningDesk:
             await self.record_trust(bytes.fromhex(purchase.seller_key), "skill_quarantined",
                                     f"warning {warning.reason[:80]}")
             quarantined.append(purchase.listing_id)
-        log.warning("skill warning accepted targets=%s senders=%d dropped=%d quarantined=%d reason=%s",
-                    warning.targets, len(senders), result["dropped"], len(quarantined), warning.reason)
-        return {"targets": list(warning.targets), "reason": warning.reason,
-                "dropped_listings": result["dropped"], "quarantined": quarantined}
+        if result["new"]:
+            log.warning("skill warning accepted targets=%s senders=%d dropped=%d quarantined=%d "
+                        "reason=%s", warning.targets, len(senders), result["dropped"],
+                        len(quarantined), warning.reason)
+        return result["new"], {"targets": list(warning.targets), "reason": warning.reason,
+                               "dropped_listings": result["dropped"], "quarantined": quarantined}
 
     def _record_and_drop(self, warning: SkillWarning, senders: list[bytes],
-                         evidence: list[Envelope]) -> dict[str, Any]:
+                         evidence: list[Envelope], counted: bool = False) -> dict[str, Any]:
         """In one transaction: remember the targets, drop their listings, keep the evidence in
-        the sync feed; what was held."""
+        the sync feed; what was held. ``counted``: count it (accepted / already_known)."""
+        result = self._record_and_drop_once(warning, senders, evidence)
+        if counted:
+            self.counts["accepted" if result["new"] else "already_known"] += 1
+        return result
+
+    def _record_and_drop_once(self, warning: SkillWarning, senders: list[bytes],
+                              evidence: list[Envelope]) -> dict[str, Any]:
         db = self.listings.db
         targets = warning.targets
         marks = ",".join("?" * len(targets))
@@ -191,7 +216,8 @@ class WarningDesk:
                     (target, warning.reason, json.dumps([key.hex() for key in senders]), now_ms()),
                 ).rowcount
             if not new:  # known already: what was released after it stays released
-                return {"listing_ids": [], "hashes": [], "crystal_ids": [], "dropped": 0}
+                return {"listing_ids": [], "hashes": [], "crystal_ids": [], "dropped": 0,
+                        "new": False}
             rows = conn.execute(
                 f"SELECT listing_id, content_hash, seller_key, stable_skill_id FROM listings "
                 f"WHERE listing_id IN ({marks}) OR content_hash IN ({marks})",
@@ -206,7 +232,8 @@ class WarningDesk:
             dropped = conn.execute(
                 f"DELETE FROM listings WHERE listing_id IN ({marks}) OR content_hash IN ({marks})",
                 (*targets, *targets)).rowcount
-        return {"listing_ids": listing_ids, "hashes": hashes, "crystal_ids": [], "dropped": dropped}
+        return {"listing_ids": listing_ids, "hashes": hashes, "crystal_ids": [], "dropped": dropped,
+                "new": True}
 
     def warned(self) -> list[dict[str, Any]]:
         rows = self.listings.db.execute(

@@ -118,6 +118,8 @@ class Gossip:
         self._accepted: OrderedDict[bytes, Envelope] = OrderedDict()
         self._accepted_max = 4096
         self._own_rejection: InvalidEnvelope | None = None
+        # data bytes -> envelope of our own publishes in flight (publish_sealed returns it).
+        self._own_accepted: dict[bytes, Envelope] = {}
         self._inbox_send, self._inbox_receive = trio.open_memory_channel[tuple[str, Envelope]](
             inbox_size
         )
@@ -184,14 +186,21 @@ class Gossip:
         return await self.publish_sealed(topic, data)
 
     async def publish_sealed(self, topic: str, data: bytes) -> Envelope:
-        """Gossip already sealed envelope bytes (tests, relays); validated like any message."""
+        """Gossip already sealed envelope bytes (tests, relays); validated like any message.
+
+        The envelope returned is the one our validator opened on the way out (its
+        signature checked once, not again here)."""
         await self._subscribed.wait()
         self._own_rejection = None
-        await self.pubsub.publish(self.wire_topic(topic), data)
+        try:
+            await self.pubsub.publish(self.wire_topic(topic), data)
+            opened = self._own_accepted.get(data)
+        finally:
+            self._own_accepted.pop(data, None)
         rejection, self._own_rejection = self._own_rejection, None
         if rejection is not None:
             raise rejection
-        return open_envelope(data, self.validator.max_message_bytes)
+        return opened if opened is not None else open_envelope(data, self.validator.max_message_bytes)
 
     # --------------------------------------------------------------- validation
     def _validator_for(self, topic: str, carrier: str | None = None,
@@ -246,6 +255,10 @@ class Gossip:
                 self._record(forwarder, topic, "malformed", data)
             return False
         self._accepted[data] = envelope
+        if own:
+            self._own_accepted[data] = envelope  # for publish_sealed, which removes it
+            if len(self._own_accepted) > self._accepted_max:  # published around publish_sealed
+                del self._own_accepted[next(iter(self._own_accepted))]
         if len(self._accepted) > self._accepted_max:
             self._accepted.popitem(last=False)
         return True

@@ -139,6 +139,39 @@ other private member the node uses, and the version checked), whose test fails w
    not a candidate; it stays until DCUtR closes the relayed leg after its
    60 s grace, by when new streams use the direct connection.
 
+15. Validation cache in constant time. ``Pubsub.validate_msg`` looks every unique
+   message up in a ``ValidationCache`` and puts its verdict there; 0.8.1's cache keeps
+   its LRU order in a list, so each put scans it (``msg_id in access_order``) and each
+   eviction shifts it (``pop(0)``): 4,096 ids compared per message at our
+   ``validation_cache_size``, ~2 % of a receiving node's CPU (py-spy, 75 msg/s,
+   issue 38). ``_ValidationCache`` keeps the same entries, TTL and least recently
+   used eviction in an ``OrderedDict``: O(1) per get and put. The class is replaced
+   in the library module, so every ``Pubsub`` built after ``apply()`` uses it.
+
+16. Score gates that cannot refuse. Gossipsub asks ``allow_gossip`` for every mesh
+   peer a message goes to and ``allow_publish`` for every peer it is sent to and for
+   its forwarder (7 to 13 gate calls per message per node, 1–5 µs each: the topic
+   score's four counters, the behaviour penalties). Our ``ScoreParams`` leave
+   ``publish_threshold`` and ``gossip_threshold`` at 0.8.1's ``-inf`` (only the
+   graylist threshold is ours, gossip_config), and no finite score is below ``-inf``:
+   those gates now answer from the threshold alone (True for any topic; False for
+   none, as before). A finite threshold, set by anyone later, takes the library's
+   path unchanged. ``is_graylisted`` still scores every time.
+
+17. Subscription queues as deep as our inbox. ``Pubsub`` hands each accepted message
+   to the topic's subscription through a 32-slot channel (``SUBSCRIPTION_CHANNEL_SIZE``)
+   and drops it when the channel is full ("fail to deliver message to subscription").
+   Since 6. and 9. the read loop handles every RPC of one read (up to 64 KiB, ~80
+   listings) without yielding, so a burst, or a node short of CPU whose drain task
+   (node.net.gossip) runs late, lost messages for good past the 32nd: 521 such drops
+   in one benchmark run at 35 msg/s on the shared machine. The channels now hold
+   ``_SUBSCRIPTION_SLOTS`` (4,096, the size of Gossip's own inbox): memory is bounded
+   by the same count, and a message is dropped only when both are full.
+
+The items are written against py-libp2p 0.8.1 (pinned in pyproject.toml) and
+``apply()`` refuses another version: most replace a library function with a copy
+that assumes its internals (``_SUPPORTED_LIBP2P``).
+
 Not here, on purpose: the Kademlia protocol id. The library's
 ``/ipfs/kad/1.0.0`` is a module constant, but patching it would put every DHT
 of the process on one network; ``node.net.dht`` gives each DHT a view of its
@@ -147,7 +180,9 @@ host that speaks ``/crystalmesh/<network>/kad/1.0.0`` instead.
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
+import math
 import os
 import time
 import weakref
@@ -158,6 +193,7 @@ from typing import Any
 import libp2p.network.swarm as swarm_module
 import libp2p.pubsub.gossipsub as gossipsub_module
 import libp2p.pubsub.pubsub as pubsub_module
+import libp2p.pubsub.score as score_module
 import libp2p.stream_muxer.yamux.yamux as yamux_module
 from libp2p.io.exceptions import IOException, MessageTooLarge
 from libp2p.network.connection.exceptions import RawConnError
@@ -176,6 +212,8 @@ _RECORD_TTL_S = 1.0
 _SHARED_MAX_BYTES = 16 * 1024
 _SHARED_RPCS = 256
 _BATCH_BYTES = 32 * 1024
+_SUBSCRIPTION_SLOTS = 4096
+_SUPPORTED_LIBP2P = "0.8.1"
 _applied = False
 logger = logging.getLogger(__name__)
 
@@ -580,11 +618,72 @@ def _trim_connections(self: Any, peer_id: Any) -> None:
     gone = {id(connection) for connection in trimmed}
     self.connections[peer_id] = [c for c in self.connections[peer_id] if id(c) not in gone]
 
+class _ValidationCache:
+    """``libp2p.pubsub.pubsub.ValidationCache`` in O(1) per operation (module doc, 15.).
+
+    Same interface and behaviour: a verdict expires ``ttl`` seconds after it was put,
+    ``get`` refreshes its recency, and a put into a full cache evicts the least
+    recently used entries first.
+    """
+
+    def __init__(self, ttl: int = 300, max_size: int = 1000) -> None:
+        self.ttl = ttl
+        self.max_size = max_size
+        self.cache: OrderedDict[bytes, Any] = OrderedDict()
+
+    def get(self, msg_id: bytes) -> Any:
+        result = self.cache.get(msg_id)
+        if result is None:
+            return None
+        if time.time() - result.timestamp > self.ttl:
+            del self.cache[msg_id]
+            return None
+        self.cache.move_to_end(msg_id)
+        return result
+
+    def put(self, msg_id: bytes, result: Any) -> None:
+        if msg_id in self.cache:
+            self.cache.move_to_end(msg_id)
+        else:
+            while self.cache and len(self.cache) >= self.max_size:
+                self.cache.popitem(last=False)
+        self.cache[msg_id] = result
+
+    def _remove(self, msg_id: bytes) -> None:
+        self.cache.pop(msg_id, None)
+
+    def clear_expired(self) -> None:
+        now = time.time()
+        for msg_id in [key for key, result in self.cache.items() if now - result.timestamp > self.ttl]:
+            del self.cache[msg_id]
+
+
+def _open_gate(original: Callable[..., bool], threshold: str) -> Callable[..., bool]:
+    """A ``PeerScorer`` gate answering without a score when its threshold is -inf (16.)."""
+
+    def gate(self: Any, peer: Any, topics: list[str]) -> bool:
+        if getattr(self.params, threshold) == -math.inf:
+            return bool(topics)  # the library: no topic -> False; any score >= -inf
+        return original(self, peer, topics)
+
+    return gate
+
+
+def check_version(installed: str | None = None) -> None:
+    """Refuse a py-libp2p other than the one these items were written for (module doc)."""
+    installed = installed or importlib.metadata.version("libp2p")
+    if installed != _SUPPORTED_LIBP2P:
+        raise RuntimeError(
+            f"node.net.libp2p_tuning patches py-libp2p {_SUPPORTED_LIBP2P}, found {installed}: "
+            "review every item of its docstring against the new version first"
+        )
+
 
 def apply() -> None:
     global _applied
     if _applied:
         return
+    check_version()
     _applied = True
     failures.install()
     os.environ.setdefault("PY_YAMUX_RELEASE_ON_READ", "0")
@@ -620,3 +719,8 @@ def apply() -> None:
     yamux_module.YamuxStream._auto_tune_and_send_window_update = (  # type: ignore[method-assign]
         _window_update
     )
+    pubsub_module.ValidationCache = _ValidationCache  # type: ignore[misc,assignment]
+    pubsub_module.SUBSCRIPTION_CHANNEL_SIZE = _SUBSCRIPTION_SLOTS  # type: ignore[misc]
+    scorer = score_module.PeerScorer
+    scorer.allow_publish = _open_gate(scorer.allow_publish, "publish_threshold")  # type: ignore[method-assign]
+    scorer.allow_gossip = _open_gate(scorer.allow_gossip, "gossip_threshold")  # type: ignore[method-assign]

@@ -237,3 +237,25 @@ async def test_synced_peer_warnings_count_at_their_signed_time(market: Market) -
     [accepted] = [row for row in await market.buyer.market.skill_warnings()
                   if row["target"] == listing_id]
     assert sorted(accepted["senders"]) == sorted(peer.public_key.hex() for peer in peers[1:])
+
+
+async def test_one_warning_arriving_twice_at_once_is_applied_and_counted_once(market: Market) -> None:
+    """A node back from downtime syncs with every peer at once, and each peer that holds a
+    warning serves it: the same signed warning arrives twice, concurrently (issue 38's
+    flaky catch-up test under load). It drops the listing once and counts one acceptance;
+    the other copy is ``already_known``."""
+    listing = await market.publish(SUBTLE)
+    listing_id = listing["listing_id"]
+    await market.known_to_buyer(listing)
+    manager = Identity.generate()
+    desk = market.buyer.warnings
+    desk.management.add(manager.public_key)
+    issued = now_ms()
+    envelope = market.buyer.net.validator.check_synced(
+        seal(manager, SkillWarning.KIND, warning(listing_id, "poison", issued), issued, issued))
+    async with trio.open_nursery() as both:
+        both.start_soon(desk.on_warning, envelope)
+        both.start_soon(desk.on_warning, envelope)
+    assert desk.counts["accepted"] == 1 and desk.counts["already_known"] == 1
+    assert not await in_book(market.buyer, listing_id)
+    assert [row["target"] for row in await market.buyer.market.skill_warnings()] == [listing_id]

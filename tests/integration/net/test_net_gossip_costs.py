@@ -309,3 +309,46 @@ def test_our_signed_peer_record_is_built_once_per_second_per_host() -> None:
     clock[0] += 1.0
     assert cached(first) == (b"record-2", True)
     assert built[id(first)] == 2 and built[id(second)] == 1
+
+
+async def test_our_own_publish_is_opened_once(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Publishing checks our envelope once, in the validator on the way out; the envelope
+    ``publish_sealed`` returns is that one, not opened (CBOR, Ed25519) a second time."""
+    import node.net.gossip as gossip_module
+
+    [publisher, _] = await start_mesh(nursery, 2, scoring=NO_BANS)
+    opened_again = Counter[int]()
+    original = gossip_module.open_envelope
+
+    def counting_open(data: bytes, max_bytes: int) -> Any:
+        opened_again[len(data)] += 1
+        return original(data, max_bytes)
+
+    monkeypatch.setattr(gossip_module, "open_envelope", counting_open)
+    seller = Identity.generate()
+    data = sealed_listing(seller, "opened-once")
+    envelope = await publisher.gossip.publish_sealed(SKILLS, data)
+    assert sum(opened_again.values()) == 0
+    assert envelope == original(data, publisher.validator.max_message_bytes)
+    assert envelope.sender == seller.public_key
+    assert publisher.gossip._own_accepted == {}
+
+
+async def test_a_burst_larger_than_the_librarys_subscription_queue_is_delivered(
+    nursery: trio.Nursery,
+) -> None:
+    """100 listings read together are handled in the read loop one after another (cuts 6
+    and 9); 0.8.1's 32-slot subscription queue between the read loop and our drain task
+    dropped all but the first 32 ("fail to deliver message to subscription")."""
+    nets = await start_mesh(nursery, 3, scoring=NO_BANS)
+    victim, attacker = nets[0], nets[1]
+    inbox = Inbox()
+    inbox.attach(victim)
+    datas = [sealed_listing(Identity.generate(), f"wave-{index}") for index in range(100)]
+    await send_raw(attacker, victim, b"".join(frame(pubsub_message(attacker, data))
+                                              for data in datas))
+    await wait_until_async(lambda: all(delivered(inbox, data) == 1 for data in datas), 30,
+                           "the whole burst at the victim")
+    assert victim.gossip.dropped == 0
