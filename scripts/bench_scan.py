@@ -29,6 +29,7 @@ The last line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -93,16 +94,18 @@ def run_part(part: str, limit: int | None) -> dict[str, object]:
     return result
 
 
-def _wire_fit(folder: Path) -> str:
-    """"fits", or why the skill cannot travel as one market bundle (a 64 KiB memory text)."""
+def _wire_fit(folder: Path) -> tuple[str, str]:
+    """("fits", "") or why the skill cannot travel as one market bundle (a 64 KiB memory text):
+    a code and the reason's shape (numbers and names cut out, so reasons can be counted)."""
     try:
         skill = read_folder(folder, WIRE_LIMITS)
         build(skill.skill_md, skill.resources)
     except Unscannable as error:
-        return error.code
+        return error.code, re.sub(r"\S*[/\d]\S*", "#", str(error))[:80]
     except InvalidSkillBundle as error:
-        return "too_large" if "larger than" in str(error) or "at most" in str(error) else "malformed"
-    return "fits"
+        code = "too_large" if "larger than" in str(error) or "at most" in str(error) else "malformed"
+        return code, re.sub(r"'[^']*'|\S*[/\d]\S*", "#", str(error))[:80]
+    return "fits", ""
 
 
 def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | None,
@@ -118,11 +121,12 @@ def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | No
     times_ms: list[float] = []
     sizes: list[tuple[int, int]] = []
     fit: dict[str, int] = {}
+    wire_reasons: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as temporary:
         for item in public.materialize(entries, mirror, Path(temporary)):
             entry = item.entry
             row = rows.setdefault((entry["source"], entry["split"]), {
-                "malicious": 0, "detected": 0, "malicious_warned": 0, "malicious_refused": 0,
+                "malicious": 0, "detected": 0, "malicious_warned": 0, "malicious_missed": 0, "malicious_refused": 0,
                 "benign": 0, "false_quarantine": 0, "benign_warned": 0, "benign_refused": 0,
                 "incomplete_in_mirror": 0, "names": {}})
             if item.folder is None:
@@ -133,20 +137,24 @@ def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | No
             started = time.perf_counter()
             report = scan_folder(item.folder)
             times_ms.append((time.perf_counter() - started) * 1000)
-            fitted = _wire_fit(item.folder)
+            fitted, why = _wire_fit(item.folder)
             fit[fitted] = fit.get(fitted, 0) + 1
+            if why:
+                wire_reasons[why] = wire_reasons.get(why, 0) + 1
             verdict = str(report.verdict)
             label = entry["label"]
             key = {("malicious", "quarantine"): "detected", ("malicious", "warn"): "malicious_warned",
                    ("malicious", "refused"): "malicious_refused", ("benign", "quarantine"): "false_quarantine",
-                   ("benign", "warn"): "benign_warned", ("benign", "refused"): "benign_refused"}.get((label, verdict))
+                   ("benign", "warn"): "benign_warned", ("benign", "refused"): "benign_refused",
+                   ("malicious", "ok"): "malicious_missed"}.get((label, verdict))
             row[label] = int(row[label]) + 1  # type: ignore[call-overload]
             if key is not None:
                 row[key] = int(row[key]) + 1  # type: ignore[call-overload]
             names = row["names"]
             assert isinstance(names, dict)
-            if (entry["split"] == "tune" or show_holdout) and key not in (None, "detected", "benign_warned"):
-                names.setdefault(key, []).append(f"{entry['path']}: {report.summary()[:160]}")
+            if (entry["split"] == "tune" or show_holdout) and key is not None:
+                high = sorted({f.rule for f in report.findings if f.severity == "high"})
+                names.setdefault(key, []).append(f"{entry['path']}: {verdict} {','.join(high) or report.summary()[:120]}")
     result: dict[str, object] = {}
     for (source, split), row in sorted(rows.items()):
         malicious, benign = int(row["malicious"]), int(row["benign"])  # type: ignore[call-overload]
@@ -159,6 +167,7 @@ def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | No
         total = {key: sum(int(row[key]) for (_, part), row in rows.items() if part == split)  # type: ignore[call-overload]
                  for key in ("malicious", "detected", "benign", "false_quarantine", "benign_refused", "benign_warned")}
         result[f"all [{split}]"] = total
+    result["market_bundle_refusals"] = wire_reasons
     files_sorted = sorted(size[0] for size in sizes)
     bytes_sorted = sorted(size[1] for size in sizes)
     result["sizes"] = {"skills": len(sizes), "files": quantiles(files_sorted, (50, 90, 99), digits=0),

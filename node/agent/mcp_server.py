@@ -29,6 +29,7 @@ from node.agent.mcp_market import (
 )
 from node.agent.mcp_progress import HEARTBEAT_S, Progress
 from node.agent.mcp_resources import AgentMcpServer, register_resources
+from node.agent.mcp_scan import register_scan_tools
 from node.agent.mcp_working import (
     DEFAULT_NOTE_IMPORTANCE,
     Importance,
@@ -101,6 +102,7 @@ def build_server(connect: Callable[[], ApiClient], *, heartbeat_s: float = HEART
     register_learning_tools(server, call)
     register_conversation_tools(server, call)
     register_market_tools(server, call)  # the skill loop: record, crystallize, bounties, reprice, report
+    register_scan_tools(server)  # skill_scan: a local skill, with the agent's own model as judge
     register_resources(server, call)  # MEMORY.md, pending notes, skill:// files (SEP-2640)
 
     @server.tool()

@@ -18,6 +18,8 @@ from node.face import face
 
 if TYPE_CHECKING:
     from node.memory.async_memory import AsyncMemory as AsyncMemory
+    from node.memory.chat import LlmError as LlmError
+    from node.memory.chat import chat_completion as chat_completion
     from node.memory.conversations import MAX_CONVERSATION_BYTES as MAX_CONVERSATION_BYTES
     from node.memory.conversations import ConversationRefused as ConversationRefused
     from node.memory.conversations import ingest_conversation as ingest_conversation

@@ -89,7 +89,10 @@ RUNNABLE = re.compile(r"\.(?:sh|bash|zsh|py|pl|rb|js|ps1|exe|bin|run|command|app
 MARKDOWN_LINK = re.compile(r"\[[^\]\n]{1,200}\]\(\s{0,3}https?://", re.IGNORECASE)
 BINARY_PATH = re.compile(r"\.(?:zip|rar|7z|exe|msi|dmg|pkg|scr|appimage|jar|bin|tar\.gz|tgz)$", re.IGNORECASE)
 FENCE = re.compile(r"^\s{0,3}(?:`{3}|~{3})")
-PATTERNS = (FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
+# A drop-site address written as a template for the user to fill in ("webhooks/YOUR_ID/YOUR_TOKEN").
+PLACEHOLDER = re.compile(r"/(?:your[_-]?\w{0,20}|<[\w-]{1,30}>|\{[\w-]{1,30}\}|x{3,20}|\.{3}|\$\{?\w{1,30}\}?)(?:/|\b)",
+                         re.IGNORECASE)
+PATTERNS = (PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
 
 
 @dataclass
@@ -159,14 +162,47 @@ def official(host: str) -> bool:
     return any(host == domain or host.endswith("." + domain) for domain in OFFICIAL_DOMAINS)
 
 
-def _one_edit(left: str, right: str) -> bool:
-    """True if ``left`` and ``right`` differ by exactly one substitution, insertion or deletion."""
-    if left == right or abs(len(left) - len(right)) > 1:
+# Characters (and pairs) that read alike in a URL bar; a label is compared on its skeleton.
+CONFUSABLE_PAIRS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
+CONFUSABLE_CHARS = str.maketrans({"0": "o", "1": "l", "i": "l", "|": "l", "3": "e", "5": "s", "4": "a", "7": "t",
+                                  "8": "b", "9": "g", "6": "b", "q": "g", "u": "v"})
+MAX_LABEL_CHARS = 63  # a DNS label; longer ones are not compared
+LONG_BRAND = 8  # brands this long are looked for within two edits (shorter ones: one)
+
+
+def skeleton(label: str) -> str:
+    """``label`` with look-alike characters made one (``rnicros0ft`` -> ``mlcrosoft``)."""
+    for pair, single in CONFUSABLE_PAIRS:
+        label = label.replace(pair, single)
+    return label.translate(CONFUSABLE_CHARS)
+
+
+def edit_distance(left: str, right: str, bound: int) -> int:
+    """Damerau-Levenshtein distance (adjacent swaps count one), or ``bound + 1`` once it exceeds
+    ``bound``; O(len * len) on labels of at most ``MAX_LABEL_CHARS``."""
+    if abs(len(left) - len(right)) > bound or len(left) > MAX_LABEL_CHARS or len(right) > MAX_LABEL_CHARS:
+        return bound + 1
+    previous2: list[int] = []
+    previous = list(range(len(right) + 1))
+    for i, a in enumerate(left, 1):
+        current = [i] + [0] * len(right)
+        for j, b in enumerate(right, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a != b))
+            if i > 1 and j > 1 and a == right[j - 2] and left[i - 2] == b:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        if min(current) > bound:
+            return bound + 1
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+def look_alike(label: str, brand: str) -> bool:
+    """True if ``label`` reads like ``brand`` without being it: one edit off (two for a long
+    brand, swaps counted once), or the same once look-alike characters are made one."""
+    if label == brand or len(label) > MAX_LABEL_CHARS or label in BRANDS:
         return False
-    if len(left) == len(right):
-        return sum(a != b for a, b in zip(left, right, strict=True)) == 1
-    short, long = sorted((left, right), key=len)
-    return any(long[:index] + long[index + 1:] == short for index in range(len(long)))
+    bound = 2 if len(brand) >= LONG_BRAND else 1
+    return edit_distance(label, brand, bound) <= bound or skeleton(label) == skeleton(brand)
 
 
 def host_risk(host: str) -> tuple[Severity, str] | None:
@@ -181,7 +217,7 @@ def host_risk(host: str) -> tuple[Severity, str] | None:
     labels = [label for part in host.split(".")[:-1] for label in [part, *part.split("-")]]
     for brand in BRANDS:
         for label in labels:
-            if len(brand) >= 5 and _one_edit(label, brand):
+            if len(brand) >= 5 and look_alike(label, brand):
                 # Medium on its own (some honest names are one letter off); high once it serves a download.
                 return Severity.MEDIUM, f"a look-alike of {brand} ({host})"
         if brand in EMBEDDED_BRANDS and any(brand in label for label in labels):
@@ -271,7 +307,8 @@ def _secrets(skill: _Skill, description: str | None) -> None:
             if any(rules.CODE_READ.search(other.text) for other in nearby):
                 opened.append(line)
                 reads.append((line, "opens a credential file"))
-    sinks = [line for line in skill.lines if rules.EXFIL_SINK.search(line.text) and not line.caution]
+    sinks = [line for line in skill.lines if rules.EXFIL_SINK.search(line.text) and not line.caution
+             and not PLACEHOLDER.search(line.text)]
     sends = [line for line in skill.lines if rules.SEND.search(line.text) and not line.caution]
     # A Telegram/Slack/Discord skill sends its own token to its own service.
     services = {match.group().lower() for sink in sinks for match in rules.SINK_SERVICE.finditer(sink.text)}
@@ -414,7 +451,7 @@ def _decoded(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
                 skill.add("decoded_payload", Severity.HIGH, at,
                           f"{item.how} decodes to a payload ({', '.join(hits)}): {item.text.strip()}")
                 seen += 1
-            elif DECODED_SIGNS.search(lowered) and item.how not in ("concatenation",):
+            elif DECODED_SIGNS.search(lowered) and not item.how.startswith(decode.ASSEMBLED_HOWS):
                 skill.add("decoded_payload", Severity.MEDIUM, at,
                           f"{item.how} decodes to a command or a link: {item.text.strip()}")
                 seen += 1

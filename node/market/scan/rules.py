@@ -234,6 +234,15 @@ STRONG_SECRET = _rx(
 SOFT_SECRET = _rx(
     r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\$\{?[a-z_]{0,30}(?:token|secret|api_?key"
     r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b")
+# The soft secrets that are a whole file or the whole environment, not one token.
+BULK_SECRET = _rx(r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\benv\s{0,4}\||\bprintenv\b")
+# A token variable used as the credential of the request it is on: an auth header, ``-u user:$TOKEN``,
+# or a ``key=$TOKEN`` query parameter. That is what an API skill does with its own key.
+AUTH_USE = _rx(
+    r"(?:authorization|x-api-key|api-key|apikey|x-auth-token|private-token|x-access-token|bearer|token)"
+    r"\s{0,3}[:=]\s{0,3}[^\n]{0,40}\$\{?[a-z_]{0,30}(?:token|secret|api_?key|password|passwd|private_key|access_key)"
+    r"|\s-u\s{1,4}[\"']?[^\s\"']{0,60}:\$\{?[a-z_]{0,30}(?:token|secret|api_?key|password|passwd)"
+    r"|[?&][a-z_]{1,30}=\$\{?[a-z_]{0,30}(?:token|secret|api_?key|password|passwd|access_key)")
 ACCESS_VERB = _rx(
     r"\b(?:cat|less|more|head|tail|cp|scp|rsync|tar|zip|base64|xxd|read|open|include|paste|copy|print"
     r"|dump|upload|send|exfiltrate|grep|find|sed|awk|type|get-content|gc)\b|<\s{0,2}~")
@@ -269,7 +278,7 @@ DECLARES = {
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
                                      *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
-    *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SOFT_SECRET, ACCESS_VERB, UPLOAD_SINK,
+    *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SOFT_SECRET, BULK_SECRET, AUTH_USE, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
     CODE_SECRET, ENV_DUMP, CODE_READ, EXFIL_SINK, SEND, URL, RAW_IP_HOST, PASTE_HOST, ARCHIVE_OR_BINARY,
     ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD, SKIP_PERMISSIONS, SANDBOX_WORDS, TOOL_REGISTRATION, MCP_WORDS,

@@ -129,9 +129,18 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
     verb = rules.ACCESS_VERB.search(folded)
     if sink is not None and not caution:
         doc.uploads.append(number)
+    if soft is not None and strong is None and sink is not None and rules.AUTH_USE.search(folded) \
+            and rules.BULK_SECRET.search(folded) is None:
+        soft = None  # an API skill's own key in the header or query of its request: its job
     if (strong or soft) and sink is not None:
-        severity = Severity.MEDIUM if caution else Severity.HIGH
-        doc.add("credential_exfiltration", severity, number, folded.strip())
+        # A key file, the .env or the whole environment sent anywhere, or any secret sent to a
+        # drop site, is high; a token or a cookie in a request body is a warning (where it goes
+        # may be its own service).
+        bulk = strong is not None or rules.BULK_SECRET.search(folded) is not None
+        dropped = rules.EXFIL_SINK.search(folded) is not None
+        severity = Severity.MEDIUM if caution or not (bulk or dropped) else Severity.HIGH
+        doc.add("credential_exfiltration", severity, number, folded.strip(),
+                None if severity == Severity.HIGH or caution else "a token sent with a request: check where it goes")
     elif (strong or soft) and verb is not None and not caution:
         doc.access.append((number, folded.strip(), strong is not None))
         if strong is not None:
@@ -291,11 +300,13 @@ def _scan_hidden(doc: _Document) -> None:
 def _document_rules(doc: _Document, description: str | None) -> None:
     declared = {concept: description is not None and pattern.search(description) is not None
                 for concept, pattern in rules.DECLARES.items()}
-    if doc.access and doc.uploads:
-        number, excerpt, _ = doc.access[0]
+    strong = [(number, excerpt) for number, excerpt, is_strong in doc.access if is_strong]
+    if strong and doc.uploads:
+        # Only a key file read here and an upload there; a token or .env read on one line and an
+        # unrelated request on another is what every API skill does.
+        number, excerpt = strong[0]
         doc.add("credential_exfiltration", Severity.HIGH, number,
                 f"{excerpt} (upload on line {doc.uploads[0]})")
-    strong = [(number, excerpt) for number, excerpt, is_strong in doc.access if is_strong]
     if strong and description is not None and not declared["credentials"]:
         doc.add("undeclared_capability", Severity.HIGH, strong[0][0],
                 f"reads credentials; description: {description}")
