@@ -71,7 +71,7 @@ OUTPUT = re.compile(
     r"(?:\s-[a-z]{0,6}(?:o|outfile)|--output(?:-document)?(?:=|\s)|\s>{1,2})\s{0,4}[\"']?(" + NAME_CHARS + r")", re.IGNORECASE)
 RETRIEVE = re.compile(r"\burlretrieve\s{0,3}\([^,\n]{1,300},\s{0,3}[\"'](" + NAME_CHARS + r")[\"']", re.IGNORECASE)
 RUN_BY = re.compile(
-    r"(?:\b(?:sudo\s{1,4})?(?:ba|z|da|k)?sh|\bpython[23]?|\bnode|\bperl|\bruby|\bpwsh|\bpowershell(?:\.exe)?"
+    r"(?:(?<![\w./-])(?:sudo\s{1,4})?(?:ba|z|da|k)?sh|\bpython[23]?|\bnode|\bperl|\bruby|\bpwsh|\bpowershell(?:\.exe)?"
     r"|\bsource|\bmsiexec\s{1,4}/i|\binstaller\s{1,4}-pkg|\bhdiutil\s{1,4}attach)\s{1,4}"
     r"(?:-{1,2}(?![mc]\s)[a-z]{1,12}\s{1,4}){0,3}[\"']?([\w./~$][\w./~$-]{0,199})",
     re.IGNORECASE)
@@ -86,13 +86,17 @@ CODE_EXEC = re.compile(
     r"|\bshell_exec\b|\bruntime\.getruntime\b|\bstart-process\b", re.IGNORECASE)
 RUNNABLE = re.compile(r"\.(?:sh|bash|zsh|py|pl|rb|js|ps1|exe|bin|run|command|app|dmg|pkg|msi|appimage|jar|bat|cmd)$"
                       r"|^[\w.-]{1,60}$", re.IGNORECASE)
+SAVES_URL_NAME = re.compile(r"\bwget\b(?![^\n]{0,200}\s-(?:q?o|o\s{0,2}-|-output-document))|\bcurl\b[^\n]{0,200}"
+                            r"(?:\s-[a-z]{0,6}O\b|--remote-name)", re.IGNORECASE)
+RUNNABLE_FILE = re.compile(r"\.(?:sh|bash|zsh|py|pl|rb|js|ps1|exe|bin|run|command|app|dmg|pkg|msi|appimage|jar|bat|cmd)$",
+                           re.IGNORECASE)
 MARKDOWN_LINK = re.compile(r"\[[^\]\n]{1,200}\]\(\s{0,3}https?://", re.IGNORECASE)
 BINARY_PATH = re.compile(r"\.(?:zip|rar|7z|exe|msi|dmg|pkg|scr|appimage|jar|bin|tar\.gz|tgz)$", re.IGNORECASE)
 FENCE = re.compile(r"^\s{0,3}(?:`{3}|~{3})")
 # A drop-site address written as a template for the user to fill in ("webhooks/YOUR_ID/YOUR_TOKEN").
 PLACEHOLDER = re.compile(r"/(?:your[_-]?\w{0,20}|<[\w-]{1,30}>|\{[\w-]{1,30}\}|x{3,20}|\.{3}|\$\{?\w{1,30}\}?)(?:/|\b)",
                          re.IGNORECASE)
-PATTERNS = (PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
+PATTERNS = (SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
 
 
 @dataclass
@@ -235,7 +239,10 @@ def _downloads(skill: _Skill) -> dict[str, list[tuple[_Line, str]]]:
         if not urls:
             continue
         host = urls[0].group("host")
-        found = [posixpath.basename((url.group("path") or "").split("?")[0]) for url in urls]
+        # curl prints to stdout unless told -O/-o; wget saves under the URL's name unless -O.
+        saves = SAVES_URL_NAME.search(line.text) is not None
+        found = [name for name in (posixpath.basename((url.group("path") or "").split("?")[0]) for url in urls)
+                 if saves or RUNNABLE_FILE.search(name)]
         found += [match.group(1) for match in OUTPUT.finditer(line.text)]
         found += [match.group(1) for match in RETRIEVE.finditer(line.text)]
         for name in found:
@@ -302,13 +309,13 @@ def _secrets(skill: _Skill, description: str | None) -> None:
             dumps.append(line)
         strong = rules.STRONG_SECRET.search(line.text)
         if strong is not None and ("/" in strong.group() or strong.group().startswith((".", "id_"))) \
-                and not line.caution:
+                and not line.caution and rules.foreign_key_file(strong.group(), line.text, skill.name):
             nearby = [other for other in skill.lines[index:index + NEAR_LINES] if other.file == line.file]
             if any(rules.CODE_READ.search(other.text) for other in nearby):
                 opened.append(line)
                 reads.append((line, "opens a credential file"))
     sinks = [line for line in skill.lines if rules.EXFIL_SINK.search(line.text) and not line.caution
-             and not PLACEHOLDER.search(line.text)]
+             and not PLACEHOLDER.search(line.text) and not (line.file or "").lower().endswith(".svg")]
     sends = [line for line in skill.lines if rules.SEND.search(line.text) and not line.caution]
     # A Telegram/Slack/Discord skill sends its own token to its own service.
     services = {match.group().lower() for sink in sinks for match in rules.SINK_SERVICE.finditer(sink.text)}
@@ -360,7 +367,11 @@ def _in_context(skill: _Skill, description: str | None) -> None:
             near = [other for other in skill.lines[max(0, index - 2):index + 3] if other.file == line.file]
             sandboxed = any(rules.SANDBOX_WORDS.search(other.text) for other in near)
             done.add("skip")
-            skill.add("permission_tampering", Severity.MEDIUM if sandboxed or line.caution else Severity.HIGH, line,
+            # A flag a person passes to the agent they run (agent-orchestration skills do) warns;
+            # said so that the agent stops asking its user, it is high. Writing bypassPermissions
+            # into the settings is the line rule's high finding.
+            unasked = any(rules.NO_ASKING.search(other.text) for other in near) and not sandboxed
+            skill.add("permission_tampering", Severity.HIGH if unasked and not line.caution else Severity.MEDIUM, line,
                       "turns off the agent's permission prompts"
                       f"{' (inside a sandbox, it says)' if sandboxed else ''}: {line.text.strip()}")
         if "tool" not in done and rules.TOOL_REGISTRATION.search(line.text):
@@ -385,7 +396,10 @@ def _lures(skill: _Skill) -> None:
             continue
         near = [signs[other] for other in range(max(0, index - 3), min(len(skill.lines), index + 4))
                 if skill.lines[other].file == line.file]
-        password, archive, run = (any(sign[position] for sign in near) for position in range(3))
+        password, archive = (any(sign[position] for sign in near) for position in range(2))
+        # "Extract it, then open X.exe" often comes a few lines after the link and the password.
+        run = any(signs[other][2] for other in range(max(0, index - 3), min(len(skill.lines), index + 9))
+                  if skill.lines[other].file == line.file)
         prerequisite = any(signs[other][3] for other in range(max(0, index - 6), min(len(skill.lines), index + 4))
                            if skill.lines[other].file == line.file)
         fetches = FETCH_LINE.search(line.text) is not None

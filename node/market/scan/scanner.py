@@ -71,6 +71,7 @@ class _Document:
     checksum: bool = False
     zero_width: list[tuple[int, str]] = field(default_factory=list)
     body_words: set[str] = field(default_factory=set)
+    name: str | None = None  # the skill's name: its own credentials path is not a foreign key file
 
     def add(self, rule: str, severity: Severity, line: int, excerpt: str, reason: str | None = None) -> None:
         evidence = escape(self.lines[line - 1].strip(), MAX_EVIDENCE_CHARS) if 0 < line <= len(self.lines) else None
@@ -109,6 +110,10 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
         if rule.softens and not hidden and not homoglyph_only and (warned or in_quotes):
             severity = rules.soften(severity)
         reason = None
+        if not hidden and not homoglyph_only and rule in rules.INJECTION and doc.context.security \
+                and doc.context.doc_file and severity == Severity.HIGH:
+            # A security skill's reference documents describe injections in prose; that warns.
+            severity, reason = Severity.MEDIUM, "an injection phrase in a security skill's documentation"
         if not hidden and not homoglyph_only:
             spoken = doc.context.security and doc.context.doc_file and _in_backticks(folded, match)
             adjusted = _in_context(doc.context, rule.rule, severity, folded, match.group(),
@@ -142,9 +147,14 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
         doc.add("credential_exfiltration", severity, number, folded.strip(),
                 None if severity == Severity.HIGH or caution else "a token sent with a request: check where it goes")
     elif (strong or soft) and verb is not None and not caution:
-        doc.access.append((number, folded.strip(), strong is not None))
-        if strong is not None:
+        # A key file named by path is evidence; "private key" or "seed phrase" in prose is not,
+        # nor the skill's own credentials file (``~/.clawdbot/<its name>/...``).
+        key_file = strong is not None and rules.foreign_key_file(strong.group(), folded, doc.name)
+        doc.access.append((number, folded.strip(), key_file))
+        if key_file:
             doc.add("credential_access", Severity.MEDIUM, number, folded.strip())
+        elif strong is not None:
+            doc.add("credential_access", Severity.LOW, number, folded.strip(), "a secret named, not a key file read")
     elif strong is not None and verb is not None:
         doc.add("credential_access", Severity.LOW, number, folded.strip())
     if rules.DOWNLOAD.search(folded):
@@ -311,8 +321,10 @@ def _document_rules(doc: _Document, description: str | None) -> None:
         doc.add("undeclared_capability", Severity.HIGH, strong[0][0],
                 f"reads credentials; description: {description}")
     if doc.persistence and description is not None and not declared["persistence"]:
-        doc.add("undeclared_capability", Severity.HIGH, doc.persistence[0][0],
-                f"installs persistence; description: {description}")
+        # Medium: a service of its own, a PATH line in ~/.bashrc are what install skills do.
+        doc.add("undeclared_capability", Severity.MEDIUM, doc.persistence[0][0],
+                f"installs persistence; description: {description}",
+                "persistence the description does not mention: check what it starts")
     if doc.downloads and doc.chmods and not doc.checksum:
         doc.add("unverified_download", Severity.MEDIUM, doc.chmods[0],
                 "a downloaded file is made executable without a checksum check")
@@ -332,7 +344,7 @@ def _scan_file(text: str, file: str | None, description: str | None, name: str |
     lines = text.split("\n")
     if len(lines) > max_lines:
         raise Unscannable("too_many_lines", f"{file or 'the skill'} has more than {max_lines} lines")
-    doc = _Document(file, context.file_context(name, description, file), lines)
+    doc = _Document(file, context.file_context(name, description, file), lines, name=name)
     state: dict[str, object] = {}
     in_fence = False
     fence_cautioned = False
