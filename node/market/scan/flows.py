@@ -96,7 +96,8 @@ FENCE = re.compile(r"^\s{0,3}(?:`{3}|~{3})")
 # A drop-site address written as a template for the user to fill in ("webhooks/YOUR_ID/YOUR_TOKEN").
 PLACEHOLDER = re.compile(r"/(?:your[_-]?\w{0,20}|<[\w-]{1,30}>|\{[\w-]{1,30}\}|x{3,20}|\.{3}|\$\{?\w{1,30}\}?)(?:/|\b)",
                          re.IGNORECASE)
-PATTERNS = (SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
+CODE_FILE = re.compile(r"\.(?:py|js|mjs|cjs|ts|sh|bash|rb|pl|php|ps1|go|rs)$", re.IGNORECASE)
+PATTERNS = (CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
 
 
 @dataclass
@@ -325,6 +326,7 @@ def _secrets(skill: _Skill, description: str | None) -> None:
         services -= {service for service in list(services) if service in read.text.lower()}
     sinks = [sink for sink in sinks if not rules.SINK_SERVICE.search(sink.text)
              or any(service in sink.text.lower() for service in services)]
+    _data_to_drop_site(skill, sinks)
     if reads and sinks:
         read, what = reads[0]
         severity = Severity.MEDIUM if read.caution else Severity.HIGH
@@ -344,6 +346,21 @@ def _secrets(skill: _Skill, description: str | None) -> None:
         if description is not None and not declared:
             skill.add("undeclared_capability", Severity.HIGH, opened[0],
                       f"opens a credential file the description does not mention; description: {description}")
+
+
+def _data_to_drop_site(skill: _Skill, sinks: list[_Line]) -> None:
+    """A script that reads local files and sends to a drop site (webhook.site, a raw IP…):
+    high whatever the files are; no honest script posts to a request catcher."""
+    for sink in sinks:
+        if sink.file is None or not CODE_FILE.search(sink.file) or rules.SINK_SERVICE.search(sink.text):
+            continue
+        read = next((line for line in skill.lines if line.file == sink.file and rules.CODE_READ.search(line.text)
+                     and not line.caution), None)
+        if read is not None:
+            skill.add("data_exfiltration", Severity.HIGH, sink,
+                      f"reads local files ({_where(read)}: {read.text.strip()}) and sends to a drop site: "
+                      f"{sink.text.strip()}")
+            return
 
 
 def _disk_writes(skill: _Skill, description: str | None) -> None:

@@ -19,7 +19,14 @@ from mcp import types
 from mcp.client.client import Client
 
 from node.agent.mcp_server import build_server
-from node.market import EndpointSettings, ask_endpoint, scan_folder, scan_text, skill_text, with_opinion
+from node.market import (
+    EndpointSettings,
+    ask_endpoint,
+    scan_folder,
+    scan_text,
+    skill_text,
+    with_opinion,
+)
 from node.market.scan import judge
 from tests.support.local_http import serving
 
@@ -34,7 +41,7 @@ def answering(reply: bytes | None = None, content: str | None = None, drip_s: fl
     the raw body; ``drip_s`` sends the body a byte at a time that far apart."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
             request = json.loads(self.rfile.read(length))
             if seen is not None:
