@@ -50,7 +50,7 @@ INJECTION = (
         r" (?:no longer|do not) apply")),
     LineRule("prompt_injection", Severity.HIGH, _rx(
         r"\b(?:do not|don'?t|never)\s{1,3}(?:tell|inform|alert|notify|let)\s{1,3}(?:the\s{1,3})?(?:user|human|operator)\b"
-        r"|\b(?:do not|don'?t|never)\s{1,3}(?:mention|reveal|show)\b[^.\n]{0,30}?\bto\s{1,3}(?:the\s{1,3})?"
+        r"|\b(?:do not|don'?t|never)\s{1,3}(?:mention|reveal|show|display|disclose|print|output)\b[^.\n]{0,30}?\bto\s{1,3}(?:the\s{1,3})?"
         r"(?:user|human|operator)\b"
         r"|\bwithout\s{1,3}(?:asking|telling|informing|notifying|alerting)\s{1,3}(?:the\s{1,3})?"
         r"(?:user|human|operator)"
