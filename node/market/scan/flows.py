@@ -310,7 +310,7 @@ def _secrets(skill: _Skill, description: str | None) -> None:
             dumps.append(line)
         strong = rules.STRONG_SECRET.search(line.text)
         if strong is not None and ("/" in strong.group() or strong.group().startswith((".", "id_"))) \
-                and not line.caution and rules.foreign_key_file(strong.group(), line.text, skill.name):
+                and not line.caution and rules.foreign_key_file(strong, line.text, skill.name):
             nearby = [other for other in skill.lines[index:index + NEAR_LINES] if other.file == line.file]
             if any(rules.CODE_READ.search(other.text) for other in nearby):
                 opened.append(line)

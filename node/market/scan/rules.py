@@ -249,6 +249,8 @@ STRONG_SECRET = _rx(
 # The words ("private key", "seed phrase", "keychain", "phantom") are not evidence of a read.
 SECRET_WORD = _rx(r"^(?:\b(?:seed|recovery|mnemonic)\s{1,3}(?:phrase|words)|private[ _]key|login data|keychain|keystore"
                   r"|metamask|phantom)$")
+OWN_STORE = _rx(r"\.(?:clawdbot|openclaw|moltbot|config)/")
+PATH_TOKEN_END = _rx(r"[\s\"'`()<>,;]")
 SOFT_SECRET = _rx(
     r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\$\{?[a-z_]{0,30}(?:token|secret|api_?key"
     r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b")
@@ -297,7 +299,7 @@ DECLARES = {
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
                                      *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
-    *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SECRET_WORD, SOFT_SECRET, BULK_SECRET, AUTH_USE, ACCESS_VERB, UPLOAD_SINK,
+    *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SECRET_WORD, OWN_STORE, PATH_TOKEN_END, SOFT_SECRET, BULK_SECRET, AUTH_USE, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
     CODE_SECRET, ENV_DUMP, CODE_READ, EXFIL_SINK, SEND, URL, RAW_IP_HOST, PASTE_HOST, ARCHIVE_OR_BINARY,
     ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD, SKIP_PERMISSIONS, NO_ASKING, SANDBOX_WORDS, TOOL_REGISTRATION, MCP_WORDS,
@@ -305,19 +307,30 @@ ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
 )
 
 
-def own_path(secret: str, name: str | None) -> bool:
-    """True if a credential path is the skill's own store (``~/.clawdbot/<its name>/credentials.json``):
-    a part of the skill's name (4+ letters) is in the path."""
-    if not name:
+
+
+def own_path(path: str, name: str | None) -> bool:
+    """True if a credential path is the skill's own store: under an agent's or the user's config
+    folder (``~/.clawdbot/``, ``~/.config/``…) with a part of the skill's name (4+ letters) in it
+    (``~/.clawdbot/gotify/config.json`` for the skill ``gotify``)."""
+    if not name or OWN_STORE.search(path) is None:
         return False
     parts = [part for part in re.split(r"[^a-z0-9]{1,10}", name.lower()) if len(part) >= 4]
-    lowered = secret.lower()
+    lowered = path.lower()
     return any(part in lowered for part in parts)
 
 
-def foreign_key_file(secret: str, line: str, name: str | None) -> bool:
-    """True if ``secret`` (a STRONG_SECRET match on ``line``) names a key file that is not the skill's own."""
-    return SECRET_WORD.search(secret.strip()) is None and not own_path(line, name)
+def foreign_key_file(secret: re.Match[str], line: str, name: str | None) -> bool:
+    """True if ``secret`` (a STRONG_SECRET match on ``line``) names a key file that is not the
+    skill's own: a path (not a word such as "private key"), judged on its own token of the line."""
+    if SECRET_WORD.search(secret.group().strip()) is not None:
+        return False
+    start, end = secret.start(), secret.end()
+    while start > 0 and not PATH_TOKEN_END.match(line[start - 1]) and secret.end() - start < 300:
+        start -= 1
+    while end < len(line) and not PATH_TOKEN_END.match(line[end]) and end - secret.start() < 300:
+        end += 1
+    return not own_path(line[start:end], name)
 
 
 def cautionary(line: str) -> bool:

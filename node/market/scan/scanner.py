@@ -149,7 +149,7 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
     elif (strong or soft) and verb is not None and not caution:
         # A key file named by path is evidence; "private key" or "seed phrase" in prose is not,
         # nor the skill's own credentials file (``~/.clawdbot/<its name>/...``).
-        key_file = strong is not None and rules.foreign_key_file(strong.group(), folded, doc.name)
+        key_file = strong is not None and rules.foreign_key_file(strong, folded, doc.name)
         doc.access.append((number, folded.strip(), key_file))
         if key_file:
             doc.add("credential_access", Severity.MEDIUM, number, folded.strip())
