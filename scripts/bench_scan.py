@@ -23,6 +23,14 @@ not looked at while tuning). For each part:
     .venv/bin/python scripts/bench_scan.py [--parts tune holdout] [--smoke]
 
 ``--smoke``: the first 3 files of each folder of the tune part, one adversarial input.
+
+``--public MANIFEST``: the skills of a committed manifest of public sources (published
+collections, scanner fixtures, the ClawHub archive's ClawHavoc publishers), read from git
+mirrors (``--mirror``, default /work/.mirror; skipped with a message when absent: CI does
+not run it), reported per source and split (tune / holdout) — malicious quarantined by
+content, warned, missed, refused; benign quarantined, warned, refused — with the sizes of
+the skills (files, bytes) and whether each would fit a market bundle. ``scripts/_public_skills.py``
+builds the manifest (``--build-manifest``) and says how labels and splits were decided.
 The last line is one JSON object.
 """
 

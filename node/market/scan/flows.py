@@ -15,15 +15,17 @@ file of one skill (SKILL.md and its resources) and reports:
   ``process.env.TOKEN``, the whole environment, a credential path opened a few lines
   below where it is named) and a place no honest skill sends data to (a webhook catcher,
   a paste site, a chat webhook, a raw IP address), or the whole environment and any send.
+- ``data_exfiltration``: a script that reads local files and sends to a drop site.
 - ``credential_access`` / ``undeclared_capability``: a credential path opened in code,
-  undeclared by the description.
+  undeclared by the description (not the skill's own store, ``rules.foreign_key_file``).
 - ``lure_archive``: a download link near a password for an archive (the ClawHavoc lure:
   a password keeps the payload away from scanners).
 - ``lure_prerequisite``: a "prerequisite" binary or archive to download and run.
 - ``suspicious_link``: links to raw IP addresses, paste sites, look-alike domains of
   well-known tools; high when something is fetched from them or a binary is served.
 - ``decoded_payload``: what ``decode.decoded_texts`` assembles (base64/85, hex, XOR with a
-  visible key, concatenation, reversal, slicing, character codes) matches a rule.
+  visible key, gzip/zlib, concatenation, shell variables, rot13, reversal, slicing, character
+  codes) matches a rule.
 
 Every finding names the file and line of its evidence and says why in words. The work is
 bounded like the scanner's: at most ``MAX_LINES`` lines per file, windows of
