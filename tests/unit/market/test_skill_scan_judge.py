@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -28,45 +26,12 @@ from node.market import (
     with_opinion,
 )
 from node.market.scan import judge
+from tests.support.local_http import chat_endpoint as answering
 from tests.support.local_http import serving
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "skill_scan" / "tune"
 BENIGN = DATA / "benign" / "test-runner"
 MALICIOUS = DATA / "malicious" / "fake-uv-installer"
-
-
-def answering(reply: bytes | None = None, content: str | None = None, drip_s: float = 0.0,
-              seen: list[dict[str, Any]] | None = None) -> type[BaseHTTPRequestHandler]:
-    """A fake chat-completions endpoint: ``content`` as the assistant's text, or ``reply`` as
-    the raw body; ``drip_s`` sends the body a byte at a time that far apart."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", 0))
-            request = json.loads(self.rfile.read(length))
-            if seen is not None:
-                seen.append({"body": request, "authorization": self.headers.get("Authorization")})
-            body = reply if reply is not None else json.dumps(
-                {"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            try:
-                if drip_s:
-                    for index in range(len(body)):
-                        self.wfile.write(body[index:index + 1])
-                        self.wfile.flush()
-                        time.sleep(drip_s)  # the hostile endpoint's behaviour, not synchronisation
-                else:
-                    self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    return Handler
 
 
 def settings(url: str, **extra: Any) -> EndpointSettings:
