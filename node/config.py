@@ -238,6 +238,20 @@ class BackupConfig:
 
 
 @dataclass
+class ScanConfig:
+    """The skill scanner's optional judge (node/market/scan/judge.py; docs/skills-safety.md):
+    an OpenAI-compatible chat-completions endpoint asked for a second opinion by
+    ``crystalmesh skill scan --judge``. The key comes from the environment variable named by
+    ``judge_key_env`` or from the 0600 file ``judge_key_file``, never from this file."""
+
+    judge_url: str = ""  # base URL, e.g. http://127.0.0.1:11434/v1 ("" : no endpoint judge)
+    judge_model: str = ""
+    judge_key_env: str = ""
+    judge_key_file: str = ""
+    judge_timeout_s: float = 60.0  # the whole answer, not each read
+
+
+@dataclass
 class NodeConfig:
     name: str = "default"
     data_dir: Path = field(default_factory=lambda: crystalmesh_home() / "default")
@@ -249,6 +263,7 @@ class NodeConfig:
     market: MarketConfig = field(default_factory=MarketConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
     backup: BackupConfig = field(default_factory=BackupConfig)
+    scan: ScanConfig = field(default_factory=ScanConfig)
 
     # --- well-known files in the data dir -------------------------------------------------
     @property

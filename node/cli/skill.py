@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from node.cli.context import CliContext, CliError, common_options, parse_usdc, usdc
 from protocol.skill_bundle import MAX_BUNDLE_BYTES, MAX_RESOURCES, SkillBundle, build
+
+if TYPE_CHECKING:
+    from node.market import ScanReport
 
 
 @click.group()
@@ -248,43 +251,61 @@ class Quarantined(click.ClickException):
     exit_code = 3
 
 
-def _scan_source(ctx: CliContext, ref: str) -> str | dict[str, Any]:
-    """The text to scan, a skill this node holds; or the report of a local folder or file
-    (scanned as published, within the scan limits of ``node.market.scan.folder``)."""
-    from node.market import scan_folder
+def _scan_source(ctx: CliContext, ref: str) -> tuple[str | Path, ScanReport]:
+    """The skill to scan (a local folder or file, or the text of a skill this node holds)
+    and its report; a local one is scanned as published, within the scan limits of
+    ``node.market.scan.folder``."""
+    from node.market import scan_folder, scan_text
 
     path = Path(ref).expanduser()
     if path.exists():
-        return scan_folder(path).to_dict()
+        return path, scan_folder(path)
     from node.agent import source_from_node
 
     client = ctx.api()
     try:
-        return source_from_node(client, ref).text
+        text = source_from_node(client, ref).text
     finally:
         client.close()
+    return text, scan_text(text)
+
+
+def _judged(ctx: CliContext, source: str | Path, report: ScanReport) -> ScanReport:
+    """``report`` with the configured endpoint's opinion (``scan.judge_url``; judge.py)."""
+    from node.market import EndpointSettings, ask_endpoint, not_judged, skill_text, with_opinion
+
+    settings = ctx.config().scan
+    endpoint = EndpointSettings(settings.judge_url, settings.judge_model, settings.judge_key_env,
+                                settings.judge_key_file, settings.judge_timeout_s)
+    if not settings.judge_url:
+        opinion = not_judged("endpoint", "no judge configured: set scan.judge_url and scan.judge_model")
+    else:
+        text = skill_text(source)
+        opinion = (ask_endpoint(text, endpoint) if text is not None
+                   else not_judged(endpoint.name, "the scanner could not read the skill (see refused)"))
+    return with_opinion(report, opinion)
 
 
 @skill.command("scan")
 @click.argument("ref", metavar="PATH_OR_LISTING")
+@click.option("--judge", is_flag=True, help="Also ask the judge configured in scan.judge_url for a second opinion "
+              "(it may raise ok to warn, never lower or quarantine).")
 @common_options
-def scan(ctx: CliContext, ref: str) -> None:
+def scan(ctx: CliContext, ref: str, judge: bool) -> None:
     """Scan a skill before it reaches an agent: a local folder or SKILL.md, or a skill this
     node bought (listing id) or holds (crystal id). Exit code 3 when it would be quarantined.
 
     \f
     Example: ``crystalmesh skill scan ./skills/pg-replica-recovery --json``
     """
-    from node.market import scan_text
-
-    source = _scan_source(ctx, ref)
-    report = source if isinstance(source, dict) else scan_text(source).to_dict()
+    source, scanned = _scan_source(ctx, ref)
+    report = (_judged(ctx, source, scanned) if judge else scanned).to_dict()
 
     def human(data: dict[str, Any]) -> None:
         if data.get("refused"):
             click.echo(f"refused, not read ({data['refused']['code']}): {data['refused']['reason']}")
-            return
-        click.echo(f"{data['verdict']} (score {data['score']})")
+        else:
+            click.echo(f"{data['verdict']} (score {data['score']})")
         for finding in data["findings"]:
             where = f"{finding['file']}:" if finding.get("file") else ""
             click.echo(f"  {finding['severity']:6} {finding['rule']}: {finding['excerpt']}"
@@ -292,6 +313,10 @@ def scan(ctx: CliContext, ref: str) -> None:
             click.echo(f"         {where}{finding['line']}: {finding.get('evidence') or finding['excerpt']}")
         for entry in data.get("skipped", []):
             click.echo(f"  skipped {entry['file']}: {entry['reason']}")
+        opinion = data.get("judge")
+        if opinion is not None:
+            said = opinion["verdict"] if opinion["status"] == "judged" else "not judged"
+            click.echo(f"  judge  {opinion['judge']}: {said}: {opinion['reason']}")
 
     ctx.emit(report, human)
     if report["verdict"] == "refused":

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from node.memory import learning_service as learning_service
     from node.memory import versions as versions
     from node.memory.async_memory import AsyncMemory as AsyncMemory
+    from node.memory.chat import LlmError as LlmError
+    from node.memory.chat import chat_completion as chat_completion
     from node.memory.conversations import MAX_CONVERSATION_BYTES as MAX_CONVERSATION_BYTES
     from node.memory.conversations import ConversationRefused as ConversationRefused
     from node.memory.conversations import ingest_conversation as ingest_conversation

@@ -12,6 +12,7 @@ anything that is not a chat completion with text content is an
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import httpx
@@ -31,10 +32,14 @@ class LlmError(CrystalmeshError, RuntimeError):
 
 
 def chat_completion(client: httpx.Client, url: str, body: dict[str, Any], max_reply_bytes: int,
-                    headers: dict[str, str] | None = None) -> str:
+                    headers: dict[str, str] | None = None, deadline_s: float | None = None) -> str:
     """The assistant's text for one request ``body`` POSTed to ``url``; :class:`LlmError`
     on an unreachable endpoint, a non-200 answer, a reply over ``max_reply_bytes``, or a
-    reply that is not a chat completion with text content."""
+    reply that is not a chat completion with text content.
+
+    ``deadline_s`` bounds the whole answer, not only each read: an endpoint that drips a byte
+    just inside the client's read timeout is cut off once the deadline has passed."""
+    started = time.monotonic()
     try:
         with client.stream("POST", url, json=body, headers=headers) as response:
             if response.status_code != 200:
@@ -44,6 +49,8 @@ def chat_completion(client: httpx.Client, url: str, body: dict[str, Any], max_re
                 size += len(chunk)
                 if size > max_reply_bytes:
                     raise LlmError(f"the LLM reply is larger than {max_reply_bytes} bytes")
+                if deadline_s is not None and time.monotonic() - started > deadline_s:
+                    raise LlmError(f"the LLM endpoint took longer than {deadline_s:g} s")
                 chunks.append(chunk)
     except httpx.HTTPError as error:
         raise LlmError(f"the LLM endpoint is unreachable: {type(error).__name__}") from error

@@ -30,6 +30,13 @@ if TYPE_CHECKING:
     from node.market.scan.folder import WIRE_LIMITS as WIRE_LIMITS
     from node.market.scan.folder import read_folder as read_folder
     from node.market.scan.folder import scan_folder as scan_folder
+    from node.market.scan.judge import EndpointSettings as EndpointSettings
+    from node.market.scan.judge import Opinion as Opinion
+    from node.market.scan.judge import ask_endpoint as ask_endpoint
+    from node.market.scan.judge import ask_sampling as ask_sampling
+    from node.market.scan.judge import not_judged as not_judged
+    from node.market.scan.judge import skill_text as skill_text
+    from node.market.scan.judge import with_opinion as with_opinion
     from node.market.scan.scanner import Unscannable as Unscannable
     from node.market.scan.scanner import scan_refused as scan_refused
     from node.market.scan.scanner import scan_text as scan_text

@@ -55,7 +55,9 @@ NOT_QUIET = re.compile(r"\b(?:user|human|operator|secretly|covertly|upload|send|
 URL = re.compile(r"https?://[^\s\"'`|)>]{1,300}", re.IGNORECASE)
 # A regular expression being defined: what a scanner's code is made of, never run as a command.
 PATTERN_LITERAL = re.compile(r"\bre\.(?:compile|search|match|fullmatch|findall|finditer)\s{0,3}\(\s{0,3}r?[\"']"
-                             r"|\bnew\s{1,3}regexp\s{0,3}\(|\bregexp?\.(?:mustcompile|compile)\s{0,3}\(", re.IGNORECASE)
+                             r"|\bnew\s{1,3}regexp\s{0,3}\(|\bregexp?\.(?:mustcompile|compile)\s{0,3}\("
+                             r"|\b(?:regex|pattern|re)\s{0,3}[:=]\s{0,3}r?[/\"']|^\s{0,12}r?[/\"'][^\n]{0,300}\\s[+*{]",
+                             re.IGNORECASE)
 DOC_DIRS = ("references/", "reference/", "docs/", "doc/", "examples/", "templates/", "assets/")
 TEST_FILE = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|fixtures)/|(?:^|/)test_[^/]{1,100}$"
                        r"|_test\.[a-z]{1,5}$|\.(?:test|spec)\.[a-z]{1,5}$", re.IGNORECASE)
@@ -77,7 +79,21 @@ OFFICIAL_INSTALLERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "Starship": ("starship.rs", ("/install.sh",)),
     "Volta": ("get.volta.sh", ("", "/")),
     "pixi": ("pixi.sh", ("/install.sh",)),
+    "Tailscale": ("tailscale.com", ("/install.sh",)),
+    "Proton Pass": ("proton.me", ("/download/",)),
+    "the Azure CLI": ("aka.ms", ("/InstallAzureCLI",)),
+    "flyctl": ("fly.io", ("/install.sh",)),
+    "Claude Code": ("claude.ai", ("/install.sh",)),
+    "babashka": ("raw.githubusercontent.com", ("/babashka/babashka/",)),
+    "the Solana CLI": ("release.solana.com", ("/",)),
+    "Foundry": ("foundry.paradigm.xyz", ("", "/")),
+    "Nix": ("nixos.org", ("/nix/install",)),
+    "SDKMAN": ("get.sdkman.io", ("", "/")),
+    "opencode": ("opencode.ai", ("/install",)),
 }
+# Where a project publishes its own installer: the skill's own repository (owner or name matches
+# the skill's name) on these hosts is "its own installer", a warning, never an excuse.
+REPOSITORY_HOSTS = ("raw.githubusercontent.com", "github.com", "gist.githubusercontent.com", "gitlab.com")
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,7 @@ class FileContext:
     security: bool = False
     browser: bool = False
     file: str | None = None
+    name: str | None = None  # the skill's (normalised) name
 
     @property
     def skill_md(self) -> bool:
@@ -117,7 +134,7 @@ def file_context(name: str | None, description: str | None, file: str | None) ->
     declared = f"{name or ''} {description or ''}"
     return FileContext(security=SECURITY.search(declared) is not None,
                        browser=description is not None and BROWSER.search(description) is not None,
-                       file=file)
+                       file=file, name=name)
 
 
 def example(context: FileContext, in_fence: bool, fence_cautioned: bool,
@@ -153,10 +170,30 @@ def official_installer(line: str) -> str | None:
     return None
 
 
+def own_installer(line: str, name: str | None) -> str | None:
+    """``owner/repo`` if the only URL on ``line`` is an https path of a repository named like the
+    skill (``raw.githubusercontent.com/<owner>/<repo>/…`` where owner or repo is the skill's name)."""
+    urls = URL.findall(line)
+    if len(urls) != 1 or not name:
+        return None
+    parts = urlsplit(urls[0].rstrip(".,;)\"'"))
+    if parts.scheme.lower() != "https" or (parts.hostname or "").lower() not in REPOSITORY_HOSTS:
+        return None
+    segments = [segment.lower() for segment in parts.path.split("/") if segment][:2]
+    wanted = {part for part in re.split(r"[^a-z0-9]{1,10}", name.lower()) if len(part) >= 4}
+    if len(segments) == 2 and any(part in segment for part in wanted for segment in segments):
+        return "/".join(segments)
+    return None
+
+
 def installer_severity(context: FileContext, raw: str) -> tuple[Severity, str] | None:
-    """download_execute of an official installer: low where tools are installed, else a warning."""
+    """download_execute of an official installer: low where tools are installed, else a warning;
+    of the skill's own repository's installer: a warning naming it."""
     tool = official_installer(raw)
     if tool is None:
+        repository = own_installer(raw, context.name)
+        if repository is not None:
+            return Severity.MEDIUM, f"runs the installer of its own repository ({repository}): read it before you run it"
         return None
     if context.install_file:
         return Severity.LOW, f"the official installer of {tool}"

@@ -1,8 +1,9 @@
 """Bounded decoding of what a skill assembles at run time, so the rules can read it.
 
 Attackers do not write ``curl … | sh``; they write it base64-encoded, base85 + XOR with
-a key in plain sight, as ``"cu" + "rl"``, reversed (``[::-1]``), or interleaved with noise
-and sliced (``s[::2]``), or as ``chr(99)+chr(117)…``. ``decoded_texts`` returns the
+a key in plain sight, gzip- or zlib-compressed inside base64, as ``"cu" + "rl"``, from
+shell variables (``a="cu"; b="rl"; $a$b …``), in rot13, reversed (``[::-1]``), or
+interleaved with noise and sliced (``s[::2]``), or as ``chr(99)+chr(117)…``. ``decoded_texts`` returns the
 plain texts a file's lines turn into under those transformations, each with the line it
 came from and how it was obtained, so the caller runs the same rules on them.
 
@@ -10,7 +11,9 @@ Hostile input: every pattern is bounded, each decoded text is cut to
 ``MAX_DECODED_CHARS``, one skill (all its files, through one ``Budget``) yields at most
 ``MAX_CANDIDATES`` texts, ``MAX_TOTAL_CHARS`` characters and ``MAX_WORK_BYTES`` of
 decoding work, nested encodings are followed ``MAX_DEPTH`` levels deep, and at most
-``MAX_KEYS`` XOR keys are tried. Only texts that are mostly printable count, and an
+``MAX_KEYS`` XOR keys are tried. Compressed data is inflated to at most
+``MAX_INFLATED_BYTES`` and ``MAX_INFLATE_RATIO`` times its compressed size (a
+decompression bomb yields its first few kilobytes, never more), counted as work. Only texts that are mostly printable count, and an
 assembled string (concatenated, reversed, sliced) only when it looks like a command or
 an address (a space, ``/``, ``:`` or ``|``), so ordinary string handling does not spend
 the budget. A budget spent to the end is itself reported by the caller (``Budget.full``):
@@ -21,7 +24,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import re
+import zlib
 from dataclasses import dataclass
 
 MAX_DECODED_CHARS = 8000
@@ -31,6 +36,9 @@ MAX_DEPTH = 3
 MAX_KEYS = 4
 MAX_LITERALS = 64
 MAX_WORK_BYTES = 2 * 1024 * 1024  # bytes decoded or XORed per skill, all attempts together
+MAX_INFLATED_BYTES = MAX_DECODED_CHARS
+MAX_INFLATE_RATIO = 64  # honest text compresses 3-10x; a bomb compresses 1000x
+MAX_SHELL_VARIABLES = 256
 ASSEMBLED = re.compile(r"[\s/:|]")
 PRINTABLE_RATIO = 0.9
 
@@ -49,7 +57,18 @@ CONCAT = re.compile(r"""["']\s{0,3}(?:\+|\.|,)\s{0,3}b?["']""")
 CHAR_CODES = re.compile(r"\b(?:chr|fromcharcode)\s{0,2}\(\s{0,2}(\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,400})",
                         re.IGNORECASE)
 CHR_NUMBER = re.compile(r"\bchr\s{0,2}\(\s{0,2}(\d{1,3})\s{0,2}\)", re.IGNORECASE)
-PATTERNS = (ASSEMBLED, LITERAL, B64, B85_CALL, HEX, XOR_INT, XOR_KEY, SHORT_ASSIGNMENT, XOR_WORD, REVERSE, SLICE, CONCAT, CHAR_CODES, CHR_NUMBER)
+# ``name=value`` (value quoted or a bare word) and the ``$name`` / ``${name}`` that use them.
+SHELL_ASSIGNMENT = re.compile(r"""(?:^|[\s;&(])(?:export\s{1,4}|local\s{1,4}|set\s{1,4})?([A-Za-z_][A-Za-z0-9_]{0,30})="""
+                              r"""(?:"([^"$`\\\n]{1,40})"|'([^'\n]{1,40})'|([^\s"'`$;&|()<>]{1,40}))""")
+SHELL_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]{0,30})\}?")
+ADJACENT_REFERENCES = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]{0,30}\}?[\w.-]{0,4}\$\{?[A-Za-z_]")
+ROT13 = re.compile(r"\brot[_-]?13\b|\btr\s{1,4}['\"]?a-za-z['\"]?\s{1,4}['\"]?n-za-mn-za-m", re.IGNORECASE)
+COMPRESSED_MAGIC = (b"\x1f\x8b", b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda")
+PATTERNS = (SHELL_ASSIGNMENT, SHELL_REFERENCE, ADJACENT_REFERENCES, ROT13, ASSEMBLED, LITERAL, B64, B85_CALL, HEX, XOR_INT, XOR_KEY, SHORT_ASSIGNMENT, XOR_WORD, REVERSE, SLICE, CONCAT, CHAR_CODES, CHR_NUMBER)
+
+
+# How a text was put together from pieces a person can read; only a command or an address counts.
+ASSEMBLED_HOWS = ("concatenation", "reversed", "sliced", "shell variables", "rot13")
 
 
 @dataclass(frozen=True)
@@ -99,6 +118,19 @@ def _hex(run: str) -> bytes:
         return b""
 
 
+def inflate(data: bytes) -> bytes:
+    """gzip or zlib ``data`` inflated, at most ``MAX_INFLATED_BYTES`` and ``MAX_INFLATE_RATIO``
+    times its size; b"" if it is neither or is broken. Never inflates more than that."""
+    if not data.startswith(COMPRESSED_MAGIC):
+        return b""
+    cap = min(MAX_INFLATED_BYTES, MAX_INFLATE_RATIO * len(data))
+    window = 16 + zlib.MAX_WBITS if data.startswith(b"\x1f\x8b") else zlib.MAX_WBITS
+    try:
+        return zlib.decompressobj(window).decompress(data, cap)
+    except zlib.error:
+        return b""
+
+
 def _xor(data: bytes, key: bytes) -> bytes:
     return bytes(byte ^ key[index % len(key)] for index, byte in enumerate(data))
 
@@ -138,7 +170,7 @@ class Budget:
         if self.full():
             return False
         text = text[:MAX_DECODED_CHARS]
-        if how.startswith(("concatenation", "reversed", "sliced")) and not ASSEMBLED.search(text):
+        if how.startswith(ASSEMBLED_HOWS) and not ASSEMBLED.search(text):
             return False
         self.chars += len(text)
         self.found.append(Decoded(line, how, text))
@@ -169,6 +201,11 @@ def _expand(budget: Budget, number: int, how: str, text: str, keys: list[bytes],
         if budget.full():
             return
         tried = [(step, data)] + [(f"{step}+xor", _xor(data[:MAX_DECODED_CHARS], key)) for key in keys]
+        inflated = inflate(data)
+        if inflated:
+            budget.work += len(inflated)
+            kind = "gzip" if data.startswith(COMPRESSED_MAGIC[0]) else "zlib"
+            tried.insert(0, (f"{step}+{kind}", inflated))
         for label, candidate in tried:
             plain = printable(candidate[:MAX_DECODED_CHARS])
             if plain is None:
@@ -176,6 +213,27 @@ def _expand(budget: Budget, number: int, how: str, text: str, keys: list[bytes],
             name = label if how == "line" else f"{how}>{label}"
             if budget.add(number, name, plain):
                 _expand(budget, number, name, plain, keys, depth + 1)
+
+
+def _shell_variables(text: str) -> dict[str, str]:
+    """Short values assigned to shell variables in the file (the last one wins)."""
+    found: dict[str, str] = {}
+    for match in SHELL_ASSIGNMENT.finditer(text[:MAX_TOTAL_CHARS]):
+        value = match.group(2) or match.group(3) or match.group(4) or ""
+        found[match.group(1)] = value
+        if len(found) >= MAX_SHELL_VARIABLES:
+            break
+    return found
+
+
+def _expand_variables(line: str, variables: dict[str, str]) -> str | None:
+    """``line`` with the file's variables substituted, if it joins two of them (``$a$b``)."""
+    if not ADJACENT_REFERENCES.search(line):
+        return None
+    known = [match for match in SHELL_REFERENCE.finditer(line) if match.group(1) in variables]
+    if len(known) < 2:
+        return None
+    return SHELL_REFERENCE.sub(lambda match: variables.get(match.group(1), match.group()), line)
 
 
 def _literals(line: str) -> list[str]:
@@ -188,6 +246,8 @@ def decoded_texts(text: str, budget: Budget | None = None) -> list[Decoded]:
     Pass the same ``budget`` for every file of one skill; it keeps every text found."""
     lines = text.split("\n")
     keys = _keys(text[:MAX_TOTAL_CHARS * 2]) if XOR_WORD.search(text) else []
+    variables = _shell_variables(text) if ADJACENT_REFERENCES.search(text) else {}
+    rot13 = ROT13.search(text) is not None
     budget = budget if budget is not None else Budget()
     first = len(budget.found)
     for index, line in enumerate(lines):
@@ -197,6 +257,13 @@ def decoded_texts(text: str, budget: Budget | None = None) -> list[Decoded]:
         line = line[:MAX_DECODED_CHARS * 2]
         _expand(budget, number, "line", line, keys, 0)
         literals = _literals(line)
+        if variables:
+            expanded = _expand_variables(line, variables)
+            if expanded is not None:
+                budget.add(number, "shell variables", expanded)
+        if rot13:
+            for literal in literals[:8]:
+                budget.add(number, "rot13", codecs.decode(literal, "rot13"))
         if len(literals) >= 2 and CONCAT.search(line):
             budget.add(number, "concatenation", "".join(literals))
         if literals and REVERSE.search(line):

@@ -7,9 +7,12 @@ its highest severity (a rule that fires on ten lines is one behaviour, not ten):
 
     score = sum(max weight of each rule),  weights: high 10, medium 4, low 1
             (0 for a low finding the context excused: it carries a ``reason``)
-    quarantine  if any finding is high, or score >= QUARANTINE_SCORE (three medium rules)
-    warn        if score >= WARN_SCORE (one medium rule)
+    quarantine  if any finding is high (a high-confidence rule: issue 39)
+    warn        if score >= WARN_SCORE (one medium rule; any number of them only warn,
+                each with its reason: medium findings add up to doubt, not to proof)
     ok          otherwise
+
+The score orders reports for a person; it never quarantines on its own.
 
 A skill the scanner would not read (too large, not text, a format it cannot parse) is
 ``refused``: a verdict of its own with ``refused = {"code", "reason"}`` and no findings,
@@ -39,7 +42,6 @@ class Verdict(StrEnum):
 
 WEIGHTS = {Severity.LOW: 1, Severity.MEDIUM: 4, Severity.HIGH: 10}
 WARN_SCORE = 4
-QUARANTINE_SCORE = 12
 MAX_EXCERPT_CHARS = 120
 MAX_FINDINGS = 200
 MAX_EVIDENCE_CHARS = 200
@@ -98,10 +100,7 @@ def score_of(findings: list[Finding]) -> int:
 def verdict_for(findings: list[Finding]) -> Verdict:
     if any(finding.severity == Severity.HIGH for finding in findings):
         return Verdict.QUARANTINE
-    score = score_of(findings)
-    if score >= QUARANTINE_SCORE:
-        return Verdict.QUARANTINE
-    return Verdict.WARN if score >= WARN_SCORE else Verdict.OK
+    return Verdict.WARN if score_of(findings) >= WARN_SCORE else Verdict.OK
 
 
 @dataclass(frozen=True)
@@ -113,6 +112,9 @@ class ScanReport:
     refused: dict[str, str] | None = None
     # Files of a skill folder that were not read, each {"file", "reason"} (images, fonts...).
     skipped: list[dict[str, str]] = field(default_factory=list)
+    # A second opinion when one was asked for (``judge.Opinion.to_dict``): shown next to the
+    # rules' verdict; it may have raised ``ok`` to ``warn``, never more (judge.py).
+    judge: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, findings: list[Finding], skipped: list[dict[str, str]] | None = None) -> ScanReport:
@@ -134,11 +136,17 @@ class ScanReport:
         if self.refused is not None:
             return f"{self.verdict}: {self.refused['reason']}"
         rules = sorted({f.rule for f in self.findings if f.severity != Severity.LOW})
-        return f"{self.verdict}" + (f": {', '.join(rules)}" if rules else "")
+        line = f"{self.verdict}" + (f": {', '.join(rules)}" if rules else "")
+        if self.judge is not None:
+            opinion = self.judge.get("verdict") or f"not judged: {self.judge.get('reason')}"
+            line += f" (judge: {opinion})"
+        return line
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"verdict": str(self.verdict), "score": self.score, "refused": self.refused,
                                 "findings": [finding.to_dict() for finding in self.findings]}
         if self.skipped:
             data["skipped"] = self.skipped
+        if self.judge is not None:
+            data["judge"] = self.judge
         return data

@@ -15,15 +15,17 @@ file of one skill (SKILL.md and its resources) and reports:
   ``process.env.TOKEN``, the whole environment, a credential path opened a few lines
   below where it is named) and a place no honest skill sends data to (a webhook catcher,
   a paste site, a chat webhook, a raw IP address), or the whole environment and any send.
+- ``data_exfiltration``: a script that reads local files and sends to a drop site.
 - ``credential_access`` / ``undeclared_capability``: a credential path opened in code,
-  undeclared by the description.
+  undeclared by the description (not the skill's own store, ``rules.foreign_key_file``).
 - ``lure_archive``: a download link near a password for an archive (the ClawHavoc lure:
   a password keeps the payload away from scanners).
 - ``lure_prerequisite``: a "prerequisite" binary or archive to download and run.
 - ``suspicious_link``: links to raw IP addresses, paste sites, look-alike domains of
   well-known tools; high when something is fetched from them or a binary is served.
 - ``decoded_payload``: what ``decode.decoded_texts`` assembles (base64/85, hex, XOR with a
-  visible key, concatenation, reversal, slicing, character codes) matches a rule.
+  visible key, gzip/zlib, concatenation, shell variables, rot13, reversal, slicing, character
+  codes) matches a rule.
 
 Every finding names the file and line of its evidence and says why in words. The work is
 bounded like the scanner's: at most ``MAX_LINES`` lines per file, windows of
@@ -71,7 +73,7 @@ OUTPUT = re.compile(
     r"(?:\s-[a-z]{0,6}(?:o|outfile)|--output(?:-document)?(?:=|\s)|\s>{1,2})\s{0,4}[\"']?(" + NAME_CHARS + r")", re.IGNORECASE)
 RETRIEVE = re.compile(r"\burlretrieve\s{0,3}\([^,\n]{1,300},\s{0,3}[\"'](" + NAME_CHARS + r")[\"']", re.IGNORECASE)
 RUN_BY = re.compile(
-    r"(?:\b(?:sudo\s{1,4})?(?:ba|z|da|k)?sh|\bpython[23]?|\bnode|\bperl|\bruby|\bpwsh|\bpowershell(?:\.exe)?"
+    r"(?:(?<![\w./-])(?:sudo\s{1,4})?(?:ba|z|da|k)?sh|\bpython[23]?|\bnode|\bperl|\bruby|\bpwsh|\bpowershell(?:\.exe)?"
     r"|\bsource|\bmsiexec\s{1,4}/i|\binstaller\s{1,4}-pkg|\bhdiutil\s{1,4}attach)\s{1,4}"
     r"(?:-{1,2}(?![mc]\s)[a-z]{1,12}\s{1,4}){0,3}[\"']?([\w./~$][\w./~$-]{0,199})",
     re.IGNORECASE)
@@ -86,10 +88,18 @@ CODE_EXEC = re.compile(
     r"|\bshell_exec\b|\bruntime\.getruntime\b|\bstart-process\b", re.IGNORECASE)
 RUNNABLE = re.compile(r"\.(?:sh|bash|zsh|py|pl|rb|js|ps1|exe|bin|run|command|app|dmg|pkg|msi|appimage|jar|bat|cmd)$"
                       r"|^[\w.-]{1,60}$", re.IGNORECASE)
+SAVES_URL_NAME = re.compile(r"\bwget\b(?![^\n]{0,200}\s-(?:q?o|o\s{0,2}-|-output-document))|\bcurl\b[^\n]{0,200}"
+                            r"(?:\s-[a-z]{0,6}O\b|--remote-name)", re.IGNORECASE)
+RUNNABLE_FILE = re.compile(r"\.(?:sh|bash|zsh|py|pl|rb|js|ps1|exe|bin|run|command|app|dmg|pkg|msi|appimage|jar|bat|cmd)$",
+                           re.IGNORECASE)
 MARKDOWN_LINK = re.compile(r"\[[^\]\n]{1,200}\]\(\s{0,3}https?://", re.IGNORECASE)
 BINARY_PATH = re.compile(r"\.(?:zip|rar|7z|exe|msi|dmg|pkg|scr|appimage|jar|bin|tar\.gz|tgz)$", re.IGNORECASE)
 FENCE = re.compile(r"^\s{0,3}(?:`{3}|~{3})")
-PATTERNS = (FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
+# A drop-site address written as a template for the user to fill in ("webhooks/YOUR_ID/YOUR_TOKEN").
+PLACEHOLDER = re.compile(r"/(?:your[_-]?\w{0,20}|<[\w-]{1,30}>|\{[\w-]{1,30}\}|x{3,20}|\.{3}|\$\{?\w{1,30}\}?)(?:/|\b)",
+                         re.IGNORECASE)
+CODE_FILE = re.compile(r"\.(?:py|js|mjs|cjs|ts|sh|bash|rb|pl|php|ps1|go|rs)$", re.IGNORECASE)
+PATTERNS = (CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
 
 
 @dataclass
@@ -159,14 +169,47 @@ def official(host: str) -> bool:
     return any(host == domain or host.endswith("." + domain) for domain in OFFICIAL_DOMAINS)
 
 
-def _one_edit(left: str, right: str) -> bool:
-    """True if ``left`` and ``right`` differ by exactly one substitution, insertion or deletion."""
-    if left == right or abs(len(left) - len(right)) > 1:
+# Characters (and pairs) that read alike in a URL bar; a label is compared on its skeleton.
+CONFUSABLE_PAIRS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
+CONFUSABLE_CHARS = str.maketrans({"0": "o", "1": "l", "i": "l", "|": "l", "3": "e", "5": "s", "4": "a", "7": "t",
+                                  "8": "b", "9": "g", "6": "b", "q": "g", "u": "v"})
+MAX_LABEL_CHARS = 63  # a DNS label; longer ones are not compared
+LONG_BRAND = 8  # brands this long are looked for within two edits (shorter ones: one)
+
+
+def skeleton(label: str) -> str:
+    """``label`` with look-alike characters made one (``rnicros0ft`` -> ``mlcrosoft``)."""
+    for pair, single in CONFUSABLE_PAIRS:
+        label = label.replace(pair, single)
+    return label.translate(CONFUSABLE_CHARS)
+
+
+def edit_distance(left: str, right: str, bound: int) -> int:
+    """Damerau-Levenshtein distance (adjacent swaps count one), or ``bound + 1`` once it exceeds
+    ``bound``; O(len * len) on labels of at most ``MAX_LABEL_CHARS``."""
+    if abs(len(left) - len(right)) > bound or len(left) > MAX_LABEL_CHARS or len(right) > MAX_LABEL_CHARS:
+        return bound + 1
+    previous2: list[int] = []
+    previous = list(range(len(right) + 1))
+    for i, a in enumerate(left, 1):
+        current = [i] + [0] * len(right)
+        for j, b in enumerate(right, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a != b))
+            if i > 1 and j > 1 and a == right[j - 2] and left[i - 2] == b:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        if min(current) > bound:
+            return bound + 1
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+def look_alike(label: str, brand: str) -> bool:
+    """True if ``label`` reads like ``brand`` without being it: one edit off (two for a long
+    brand, swaps counted once), or the same once look-alike characters are made one."""
+    if label == brand or len(label) > MAX_LABEL_CHARS or label in BRANDS:
         return False
-    if len(left) == len(right):
-        return sum(a != b for a, b in zip(left, right, strict=True)) == 1
-    short, long = sorted((left, right), key=len)
-    return any(long[:index] + long[index + 1:] == short for index in range(len(long)))
+    bound = 2 if len(brand) >= LONG_BRAND else 1
+    return edit_distance(label, brand, bound) <= bound or skeleton(label) == skeleton(brand)
 
 
 def host_risk(host: str) -> tuple[Severity, str] | None:
@@ -181,7 +224,7 @@ def host_risk(host: str) -> tuple[Severity, str] | None:
     labels = [label for part in host.split(".")[:-1] for label in [part, *part.split("-")]]
     for brand in BRANDS:
         for label in labels:
-            if len(brand) >= 5 and _one_edit(label, brand):
+            if len(brand) >= 5 and look_alike(label, brand):
                 # Medium on its own (some honest names are one letter off); high once it serves a download.
                 return Severity.MEDIUM, f"a look-alike of {brand} ({host})"
         if brand in EMBEDDED_BRANDS and any(brand in label for label in labels):
@@ -199,7 +242,10 @@ def _downloads(skill: _Skill) -> dict[str, list[tuple[_Line, str]]]:
         if not urls:
             continue
         host = urls[0].group("host")
-        found = [posixpath.basename((url.group("path") or "").split("?")[0]) for url in urls]
+        # curl prints to stdout unless told -O/-o; wget saves under the URL's name unless -O.
+        saves = SAVES_URL_NAME.search(line.text) is not None
+        found = [name for name in (posixpath.basename((url.group("path") or "").split("?")[0]) for url in urls)
+                 if saves or RUNNABLE_FILE.search(name)]
         found += [match.group(1) for match in OUTPUT.finditer(line.text)]
         found += [match.group(1) for match in RETRIEVE.finditer(line.text)]
         for name in found:
@@ -266,12 +312,13 @@ def _secrets(skill: _Skill, description: str | None) -> None:
             dumps.append(line)
         strong = rules.STRONG_SECRET.search(line.text)
         if strong is not None and ("/" in strong.group() or strong.group().startswith((".", "id_"))) \
-                and not line.caution:
+                and not line.caution and rules.foreign_key_file(strong, line.text, skill.name):
             nearby = [other for other in skill.lines[index:index + NEAR_LINES] if other.file == line.file]
             if any(rules.CODE_READ.search(other.text) for other in nearby):
                 opened.append(line)
                 reads.append((line, "opens a credential file"))
-    sinks = [line for line in skill.lines if rules.EXFIL_SINK.search(line.text) and not line.caution]
+    sinks = [line for line in skill.lines if rules.EXFIL_SINK.search(line.text) and not line.caution
+             and not PLACEHOLDER.search(line.text) and not (line.file or "").lower().endswith(".svg")]
     sends = [line for line in skill.lines if rules.SEND.search(line.text) and not line.caution]
     # A Telegram/Slack/Discord skill sends its own token to its own service.
     services = {match.group().lower() for sink in sinks for match in rules.SINK_SERVICE.finditer(sink.text)}
@@ -281,6 +328,7 @@ def _secrets(skill: _Skill, description: str | None) -> None:
         services -= {service for service in list(services) if service in read.text.lower()}
     sinks = [sink for sink in sinks if not rules.SINK_SERVICE.search(sink.text)
              or any(service in sink.text.lower() for service in services)]
+    _data_to_drop_site(skill, sinks)
     if reads and sinks:
         read, what = reads[0]
         severity = Severity.MEDIUM if read.caution else Severity.HIGH
@@ -300,6 +348,21 @@ def _secrets(skill: _Skill, description: str | None) -> None:
         if description is not None and not declared:
             skill.add("undeclared_capability", Severity.HIGH, opened[0],
                       f"opens a credential file the description does not mention; description: {description}")
+
+
+def _data_to_drop_site(skill: _Skill, sinks: list[_Line]) -> None:
+    """A script that reads local files and sends to a drop site (webhook.site, a raw IP…):
+    high whatever the files are; no honest script posts to a request catcher."""
+    for sink in sinks:
+        if sink.file is None or not CODE_FILE.search(sink.file) or rules.SINK_SERVICE.search(sink.text):
+            continue
+        read = next((line for line in skill.lines if line.file == sink.file and rules.CODE_READ.search(line.text)
+                     and not line.caution), None)
+        if read is not None:
+            skill.add("data_exfiltration", Severity.HIGH, sink,
+                      f"reads local files ({_where(read)}: {read.text.strip()}) and sends to a drop site: "
+                      f"{sink.text.strip()}")
+            return
 
 
 def _disk_writes(skill: _Skill, description: str | None) -> None:
@@ -323,7 +386,11 @@ def _in_context(skill: _Skill, description: str | None) -> None:
             near = [other for other in skill.lines[max(0, index - 2):index + 3] if other.file == line.file]
             sandboxed = any(rules.SANDBOX_WORDS.search(other.text) for other in near)
             done.add("skip")
-            skill.add("permission_tampering", Severity.MEDIUM if sandboxed or line.caution else Severity.HIGH, line,
+            # A flag a person passes to the agent they run (agent-orchestration skills do) warns;
+            # said so that the agent stops asking its user, it is high. Writing bypassPermissions
+            # into the settings is the line rule's high finding.
+            unasked = any(rules.NO_ASKING.search(other.text) for other in near) and not sandboxed
+            skill.add("permission_tampering", Severity.HIGH if unasked and not line.caution else Severity.MEDIUM, line,
                       "turns off the agent's permission prompts"
                       f"{' (inside a sandbox, it says)' if sandboxed else ''}: {line.text.strip()}")
         if "tool" not in done and rules.TOOL_REGISTRATION.search(line.text):
@@ -348,7 +415,10 @@ def _lures(skill: _Skill) -> None:
             continue
         near = [signs[other] for other in range(max(0, index - 3), min(len(skill.lines), index + 4))
                 if skill.lines[other].file == line.file]
-        password, archive, run = (any(sign[position] for sign in near) for position in range(3))
+        password, archive = (any(sign[position] for sign in near) for position in range(2))
+        # "Extract it, then open X.exe" often comes a few lines after the link and the password.
+        run = any(signs[other][2] for other in range(max(0, index - 3), min(len(skill.lines), index + 9))
+                  if skill.lines[other].file == line.file)
         prerequisite = any(signs[other][3] for other in range(max(0, index - 6), min(len(skill.lines), index + 4))
                            if skill.lines[other].file == line.file)
         fetches = FETCH_LINE.search(line.text) is not None
@@ -414,7 +484,7 @@ def _decoded(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
                 skill.add("decoded_payload", Severity.HIGH, at,
                           f"{item.how} decodes to a payload ({', '.join(hits)}): {item.text.strip()}")
                 seen += 1
-            elif DECODED_SIGNS.search(lowered) and item.how not in ("concatenation",):
+            elif DECODED_SIGNS.search(lowered) and not item.how.startswith(decode.ASSEMBLED_HOWS):
                 skill.add("decoded_payload", Severity.MEDIUM, at,
                           f"{item.how} decodes to a command or a link: {item.text.strip()}")
                 seen += 1

@@ -43,26 +43,38 @@ INJECTION = (
         r"|preceding|original|all|any|your|system|safety|user'?s?)\b[^.\n]{0,30}?\b(?:instructions?"
         r"|rules|guidelines|directions|prompts?|guardrails|polic(?:y|ies))\b")),
     LineRule("prompt_injection", Severity.HIGH, _rx(
-        r"\byou are (?:now|no longer)\b|\b(?:developer|dan|god|jailbreak|unrestricted) mode\b"
+        r"\byou are no longer\b|\byou are now\b[^.\n]{0,30}\b(?:unrestricted|free from|jailbroken|dan\b|in (?:developer|god)"
+        r" mode|without (?:any )?(?:rules|restrictions|limits))|\b(?:dan|jailbreak|unrestricted) mode\b"
         r"|\bsystem override\b|\bnew (?:system )?instructions\s{0,3}:|\[system\]|<\|im_start\|>"
         r"|<\|system\|>|\byour (?:previous|prior|original) (?:guidelines|instructions|rules)"
         r" (?:no longer|do not) apply")),
     LineRule("prompt_injection", Severity.HIGH, _rx(
-        r"\b(?:do not|don'?t|never)\s{1,3}(?:tell|inform|mention|reveal|show|alert|notify|let)\b"
-        r"[^.\n]{0,30}?\b(?:the\s{1,3})?(?:user|human|operator)\b"
+        r"\b(?:do not|don'?t|never)\s{1,3}(?:tell|inform|alert|notify|let)\s{1,3}(?:the\s{1,3})?(?:user|human|operator)\b"
+        r"|\b(?:do not|don'?t|never)\s{1,3}(?:mention|reveal|show|display|disclose|print|output)\b[^.\n]{0,30}?\bto\s{1,3}(?:the\s{1,3})?"
+        r"(?:user|human|operator)\b"
         r"|\bwithout\s{1,3}(?:asking|telling|informing|notifying|alerting)\s{1,3}(?:the\s{1,3})?"
         r"(?:user|human|operator)"
-        r"|\b(?:silently|secretly|covertly)\s{1,3}(?:run|send|upload|execute|install|append|add|forward"
+        r"|\b(?:secretly|covertly)\s{1,3}(?:run|send|upload|execute|install|append|add|forward"
         r"|copy|post|exfiltrate)\b"
-        r"|\b(?:run|execute|send|do|install)\b[^.\n]{0,40}\b(?:silently|secretly|covertly)\b")),
+        r"|\b(?:run|execute|send|install)\b[^.\n]{0,40}\b(?:secretly|covertly)\b")),
+    # "silently" is what honest agent skills say of output they keep short; sending or
+    # uploading silently is concealment all the same (high above when the object is the user).
+    LineRule("prompt_injection", Severity.MEDIUM, _rx(
+        r"\bsilently\s{1,3}(?:append|add|copy)\b|\b(?:run|execute|send|install)\b[^.\n]{0,40}\bsilently\b")),
+    LineRule("prompt_injection", Severity.HIGH, _rx(
+        r"\bsilently\s{1,3}(?:run|execute|install|send|upload|forward|post|exfiltrate)\b"
+        r"|\bsilently\b[^.\n]{0,40}\b(?:send|upload|forward|post)\b[^.\n]{0,60}(?:https?://|@|webhook)"
+        r"|\bso\s{1,3}(?:that\s{1,3})?(?:the\s{1,3})?(?:user|human|operator)\s{1,3}(?:does not|doesn'?t|won'?t|will not"
+        r"|cannot|can'?t|never)\s{1,3}(?:notice|know|see|find out|realize)")),
     LineRule("addressed_to_model", Severity.MEDIUM, _rx(
         r"\b(?:note|message|instructions?)\s{1,3}(?:for|to)\s{1,3}(?:the\s{1,3})?(?:ai|assistant"
-        r"|model|llm|agent|claude|gpt|chatgpt)\b|^\W{0,6}(?:assistant|ai|system)\s{0,2}:|\bas an ai\b")),
+        r"|model|llm|agent|claude|gpt|chatgpt)\b|^\W{0,6}(?:assistant|ai|system)\s{0,2}:|\bas an ai\b"
+        r"|\byou are now\b|\bdeveloper mode\b")),
 )
 
 DOWNLOAD_EXEC = (
     LineRule("download_execute", Severity.HIGH, _rx(
-        _FETCH + r"[^|\n]{0,300}\|\s{0,4}" + _INTERPRETER)),
+        _FETCH + r"[^|\n]{0,300}\|\s{0,4}" + _INTERPRETER + r"(?!\s{1,4}-[a-z]{0,3}[ce]\b)")),
     LineRule("download_execute", Severity.HIGH, _rx(
         r"\b(?:ba|z)?sh\s{1,4}<\(\s{0,4}(?:curl|wget)\b|\bsource\s{1,4}<\(\s{0,4}(?:curl|wget)\b"
         r"|\b(?:ba|z)?sh\s{1,4}-c\s{1,4}[\"']?\$\(\s{0,4}(?:curl|wget)\b")),
@@ -152,6 +164,8 @@ SHADOWING = (
 # sandbox or container), and registering a tool under a built-in's name (an MCP skill
 # may show it as an example).
 SKIP_PERMISSIONS = _rx(r"--dangerously-skip-permissions\b|--dangerously-bypass-approvals\b")
+NO_ASKING = _rx(r"\b(?:never|doesn'?t|does not|won'?t|no longer|without)\s{1,3}(?:stops?\s{1,3}to\s{1,3})?(?:ask(?:s|ing)?"
+               r"|prompt(?:s|ing)?|confirm(?:s|ing|ation)?|interrupt(?:s|ing)?)\b|\bso (?:it|you|the agent) never\b")
 SANDBOX_WORDS = _rx(r"\b(?:sandbox\w{0,4}|containers?|devcontainers?|docker|vms?|virtual machine|isolated|throwaway"
                     r"|disposable|ephemeral)\b")
 TOOL_REGISTRATION = _rx(
@@ -175,7 +189,7 @@ CODE_SECRET = _rx(
     r"|\b(?:system\.getenv|env::var|getenv|env\.fetch|env)\s{0,3}[(\[]\s{0,3}[\"']" + SECRET_NAME + r"[\"']"
     r"|\$env:" + SECRET_NAME + r"\b")
 ENV_DUMP = _rx(
-    r"\bdict\s{0,3}\(\s{0,3}os\.environ\s{0,3}\)|\bos\.environ\.(?:copy|items)\s{0,3}\(|json\.dumps\s{0,3}\(\s{0,3}"
+    r"\bdict\s{0,3}\(\s{0,3}os\.environ\s{0,3}\)|\bos\.environ\.items\s{0,3}\(|json\.dumps\s{0,3}\(\s{0,3}"
     r"(?:dict\s{0,3}\(\s{0,3})?os\.environ\b|json\.stringify\s{0,3}\(\s{0,3}process\.env\s{0,3}\)"
     r"|\bobject\.(?:entries|keys)\s{0,3}\(\s{0,3}process\.env\b|\bget-childitem\s{1,4}env:")
 # Reading a file in code, for a credential path named on a nearby line.
@@ -205,7 +219,7 @@ PASTE_HOST = _rx(
 ARCHIVE_OR_BINARY = _rx(
     r"\.(?:zip|rar|7z|exe|msi|dmg|pkg|scr|bat|cmd|appimage|jar|vbs)\b|\b(?:executable|binary|installer)\b")
 ARCHIVE_PASSWORD = _rx(
-    r"\b(?:password|passphrase|passcode|pass|pwd|archive key)\s{0,3}(?:is\s{1,3}|[:=]\s{0,3})[`\"'*]{0,3}[\w!@#$%^&*.-]{1,40}"
+    r"\b(?:password|passphrase|passcode|pass|pwd|archive key)[*_]{0,3}\s{0,3}(?:is\s{1,3}|[:=]\s{0,3})[`\"'*]{0,3}[\w!@#$%^&*.-]{1,40}"
     r"|\bpassword[- ]protected\b|\bencrypted (?:zip|archive|rar|7z)\b|\b(?:with|using) (?:the )?password\s{0,3}[`\"'*]")
 PREREQUISITE = _rx(
     r"\b(?:prerequisites?|requirements?|required|requires|before (?:using|you use|running|you run|you start)"
@@ -223,7 +237,7 @@ PERSISTENCE = LineRule("persistence", Severity.MEDIUM, _rx(
 # Where secrets live. Strong: reading them is never a skill's side business. Soft: a
 # .env file or a token variable, common in honest tooling; they count only when sent.
 STRONG_SECRET = _rx(
-    r"~/\.ssh\b(?!/[\w.-]{0,40}\.pub\b)(?!/known_hosts\b)(?!/config\b)|\bid_(?:rsa|ed25519|ecdsa|dsa)\b(?!\.pub)"
+    r"~/\.ssh\b(?!/[\w.-]{0,40}\.pub\b)(?!/known_hosts\b)(?!/config\b)(?!/authorized_keys\b)|\bid_(?:rsa|ed25519|ecdsa|dsa)\b(?!\.pub)"
     r"|\.aws/credentials\b|\.config/gh/hosts|\.npmrc\b|\.pypirc\b|\.netrc\b|\.docker/config\.json"
     r"|\.kube/config\b|\.gnupg\b|\bwallet\.(?:dat|key)\b|\bidentity\.key\b|\bkeystore\b"
     r"|\b(?:seed|recovery|mnemonic)\s{1,3}(?:phrase|words)\b|\bprivate[ _]key\b|\blogin data\b"
@@ -231,9 +245,25 @@ STRONG_SECRET = _rx(
     r"|\.(?:clawdbot|openclaw|moltbot)/[\w./-]{0,40}(?:\.env|credentials|auth\w{0,10}|tokens?)\b|\.claude/\.credentials\.json"
     r"|\.codex/auth\.json|application_default_credentials\.json|\.vault-token\b|\.password-store\b"
     r"|\.terraform\.d/credentials|\.config/gcloud/credentials")
+# The strong secrets a skill names by *path*: reading one is reading someone's key file.
+# The words ("private key", "seed phrase", "keychain", "phantom") are not evidence of a read.
+SECRET_WORD = _rx(r"^(?:\b(?:seed|recovery|mnemonic)\s{1,3}(?:phrase|words)|private[ _]key|login data|keychain|keystore"
+                  r"|metamask|phantom)$")
+OWN_STORE = _rx(r"\.(?:clawdbot|openclaw|moltbot|config)/")
+PATH_TOKEN_END = _rx(r"[\s\"'`()<>,;]")
 SOFT_SECRET = _rx(
     r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\$\{?[a-z_]{0,30}(?:token|secret|api_?key"
     r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b")
+# The soft secrets that are a whole file or the whole environment, not one token.
+BULK_SECRET = _rx(r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\benv\s{0,4}\||\bprintenv\b")
+# A token variable used as the credential of the request it is on: an auth header, ``-u user:$TOKEN``,
+# or a ``key=$TOKEN`` query parameter. That is what an API skill does with its own key.
+AUTH_USE = _rx(
+    r"(?:authorization|x-api-key|api-key|apikey|x-auth-token|private-token|x-access-token|bearer)"
+    r"\s{0,3}[:=]\s{0,3}[^\n]{0,40}\$\{?[a-z_]{0,30}(?:token|secret|api_?key|password|passwd|private_key|access_key)"
+    r"|\s-u\s{1,4}[\"']?[^\s\"']{0,60}:\$\{?[a-z_]{0,30}(?:token|secret|api_?key|password|passwd)"
+    r"|[?&][a-z_]{1,30}=\$\{?[a-z_]{0,30}(?:token|secret|api_?key|password|passwd|access_key)"
+    r"|api\.telegram\.org/bot\$\{?[a-z_]{0,30}token")
 ACCESS_VERB = _rx(
     r"\b(?:cat|less|more|head|tail|cp|scp|rsync|tar|zip|base64|xxd|read|open|include|paste|copy|print"
     r"|dump|upload|send|exfiltrate|grep|find|sed|awk|type|get-content|gc)\b|<\s{0,2}~")
@@ -269,12 +299,38 @@ DECLARES = {
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
                                      *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
-    *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SOFT_SECRET, ACCESS_VERB, UPLOAD_SINK,
+    *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SECRET_WORD, OWN_STORE, PATH_TOKEN_END, SOFT_SECRET, BULK_SECRET, AUTH_USE, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
     CODE_SECRET, ENV_DUMP, CODE_READ, EXFIL_SINK, SEND, URL, RAW_IP_HOST, PASTE_HOST, ARCHIVE_OR_BINARY,
-    ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD, SKIP_PERMISSIONS, SANDBOX_WORDS, TOOL_REGISTRATION, MCP_WORDS,
+    ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD, SKIP_PERMISSIONS, NO_ASKING, SANDBOX_WORDS, TOOL_REGISTRATION, MCP_WORDS,
     DISK_WRITE, DISK_WORDS, DOWNLOAD_WORD, SINK_SERVICE,
 )
+
+
+
+
+def own_path(path: str, name: str | None) -> bool:
+    """True if a credential path is the skill's own store: under an agent's or the user's config
+    folder (``~/.clawdbot/``, ``~/.config/``…) with a part of the skill's name (4+ letters) in it
+    (``~/.clawdbot/gotify/config.json`` for the skill ``gotify``)."""
+    if not name or OWN_STORE.search(path) is None:
+        return False
+    parts = [part for part in re.split(r"[^a-z0-9]{1,10}", name.lower()) if len(part) >= 4]
+    lowered = path.lower()
+    return any(part in lowered for part in parts)
+
+
+def foreign_key_file(secret: re.Match[str], line: str, name: str | None) -> bool:
+    """True if ``secret`` (a STRONG_SECRET match on ``line``) names a key file that is not the
+    skill's own: a path (not a word such as "private key"), judged on its own token of the line."""
+    if SECRET_WORD.search(secret.group().strip()) is not None:
+        return False
+    start, end = secret.start(), secret.end()
+    while start > 0 and not PATH_TOKEN_END.match(line[start - 1]) and secret.end() - start < 300:
+        start -= 1
+    while end < len(line) and not PATH_TOKEN_END.match(line[end]) and end - secret.start() < 300:
+        end += 1
+    return not own_path(line[start:end], name)
 
 
 def cautionary(line: str) -> bool:

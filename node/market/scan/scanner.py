@@ -71,6 +71,7 @@ class _Document:
     checksum: bool = False
     zero_width: list[tuple[int, str]] = field(default_factory=list)
     body_words: set[str] = field(default_factory=set)
+    name: str | None = None  # the skill's name: its own credentials path is not a foreign key file
 
     def add(self, rule: str, severity: Severity, line: int, excerpt: str, reason: str | None = None) -> None:
         evidence = escape(self.lines[line - 1].strip(), MAX_EVIDENCE_CHARS) if 0 < line <= len(self.lines) else None
@@ -109,6 +110,10 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
         if rule.softens and not hidden and not homoglyph_only and (warned or in_quotes):
             severity = rules.soften(severity)
         reason = None
+        if not hidden and not homoglyph_only and rule in rules.INJECTION and doc.context.security \
+                and doc.context.doc_file and severity == Severity.HIGH:
+            # A security skill's reference documents describe injections in prose; that warns.
+            severity, reason = Severity.MEDIUM, "an injection phrase in a security skill's documentation"
         if not hidden and not homoglyph_only:
             spoken = doc.context.security and doc.context.doc_file and _in_backticks(folded, match)
             adjusted = _in_context(doc.context, rule.rule, severity, folded, match.group(),
@@ -129,13 +134,27 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
     verb = rules.ACCESS_VERB.search(folded)
     if sink is not None and not caution:
         doc.uploads.append(number)
+    if soft is not None and strong is None and sink is not None and rules.AUTH_USE.search(folded) \
+            and rules.BULK_SECRET.search(folded) is None:
+        soft = None  # an API skill's own key in the header or query of its request: its job
     if (strong or soft) and sink is not None:
-        severity = Severity.MEDIUM if caution else Severity.HIGH
-        doc.add("credential_exfiltration", severity, number, folded.strip())
+        # A key file, the .env or the whole environment sent anywhere, or any secret sent to a
+        # drop site, is high; a token or a cookie in a request body is a warning (where it goes
+        # may be its own service).
+        bulk = strong is not None or rules.BULK_SECRET.search(folded) is not None
+        dropped = rules.EXFIL_SINK.search(folded) is not None
+        severity = Severity.MEDIUM if caution or not (bulk or dropped) else Severity.HIGH
+        doc.add("credential_exfiltration", severity, number, folded.strip(),
+                None if severity == Severity.HIGH or caution else "a token sent with a request: check where it goes")
     elif (strong or soft) and verb is not None and not caution:
-        doc.access.append((number, folded.strip(), strong is not None))
-        if strong is not None:
+        # A key file named by path is evidence; "private key" or "seed phrase" in prose is not,
+        # nor the skill's own credentials file (``~/.clawdbot/<its name>/...``).
+        key_file = strong is not None and rules.foreign_key_file(strong, folded, doc.name)
+        doc.access.append((number, folded.strip(), key_file))
+        if key_file:
             doc.add("credential_access", Severity.MEDIUM, number, folded.strip())
+        elif strong is not None:
+            doc.add("credential_access", Severity.LOW, number, folded.strip(), "a secret named, not a key file read")
     elif strong is not None and verb is not None:
         doc.add("credential_access", Severity.LOW, number, folded.strip())
     if rules.DOWNLOAD.search(folded):
@@ -291,17 +310,21 @@ def _scan_hidden(doc: _Document) -> None:
 def _document_rules(doc: _Document, description: str | None) -> None:
     declared = {concept: description is not None and pattern.search(description) is not None
                 for concept, pattern in rules.DECLARES.items()}
-    if doc.access and doc.uploads:
-        number, excerpt, _ = doc.access[0]
+    strong = [(number, excerpt) for number, excerpt, is_strong in doc.access if is_strong]
+    if strong and doc.uploads:
+        # Only a key file read here and an upload there; a token or .env read on one line and an
+        # unrelated request on another is what every API skill does.
+        number, excerpt = strong[0]
         doc.add("credential_exfiltration", Severity.HIGH, number,
                 f"{excerpt} (upload on line {doc.uploads[0]})")
-    strong = [(number, excerpt) for number, excerpt, is_strong in doc.access if is_strong]
     if strong and description is not None and not declared["credentials"]:
         doc.add("undeclared_capability", Severity.HIGH, strong[0][0],
                 f"reads credentials; description: {description}")
     if doc.persistence and description is not None and not declared["persistence"]:
-        doc.add("undeclared_capability", Severity.HIGH, doc.persistence[0][0],
-                f"installs persistence; description: {description}")
+        # Medium: a service of its own, a PATH line in ~/.bashrc are what install skills do.
+        doc.add("undeclared_capability", Severity.MEDIUM, doc.persistence[0][0],
+                f"installs persistence; description: {description}",
+                "persistence the description does not mention: check what it starts")
     if doc.downloads and doc.chmods and not doc.checksum:
         doc.add("unverified_download", Severity.MEDIUM, doc.chmods[0],
                 "a downloaded file is made executable without a checksum check")
@@ -321,7 +344,7 @@ def _scan_file(text: str, file: str | None, description: str | None, name: str |
     lines = text.split("\n")
     if len(lines) > max_lines:
         raise Unscannable("too_many_lines", f"{file or 'the skill'} has more than {max_lines} lines")
-    doc = _Document(file, context.file_context(name, description, file), lines)
+    doc = _Document(file, context.file_context(name, description, file), lines, name=name)
     state: dict[str, object] = {}
     in_fence = False
     fence_cautioned = False

@@ -101,3 +101,22 @@ def test_a_published_skill_folder_is_read_whole(initialised: Cli, tmp_path: Path
     assert report["verdict"] == "quarantine" and report["refused"] is None
     assert [f["rule"] for f in report["findings"] if f["severity"] != "low"] == ["embedded_executable"]
     assert report["findings"][0]["file"] == "scripts/helper"
+
+
+def test_scan_with_the_judge_shows_its_opinion_next_to_the_rules(
+        initialised: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--judge`` asks the endpoint of ``scan.judge_url`` (a FAKE served on 127.0.0.1: a real
+    model is the boundary these tests cannot run); without one configured it says so."""
+    from tests.support.local_http import chat_endpoint, serving
+
+    clean = str(CORPUS / "benign" / "secret-scanning.md")
+    unjudged = initialised.json("skill", "scan", clean, "--judge")
+    assert unjudged["verdict"] == "ok" and unjudged["judge"]["status"] == "not_judged"
+    assert "scan.judge_url" in unjudged["judge"]["reason"]
+    with serving(chat_endpoint(content='{"verdict": "suspicious", "reason": "reads .env files"}')) as url:
+        monkeypatch.setenv("CRYSTALMESH_SCAN_JUDGE_URL", url)
+        monkeypatch.setenv("CRYSTALMESH_SCAN_JUDGE_MODEL", "fake-judge")
+        judged = initialised.json("skill", "scan", clean, "--judge")
+        code, out, _ = initialised.run("skill", "scan", clean, "--judge")
+    assert judged["verdict"] == "warn" and judged["judge"]["verdict"] == "suspicious"
+    assert code == 0 and "judge" in out and "reads .env files" in out

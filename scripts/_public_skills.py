@@ -1,0 +1,196 @@
+"""Public skill sets for ``bench_scan.py --public``: a manifest, and the skills read from git mirrors.
+
+The scanner is measured on skills nobody on this project wrote (issue 39). Their code is
+never committed here: the committed manifest (``tests/data/skill_scan/public_manifest.json``)
+names, for every skill, the source repository, the commit, the skill's folder in it, its
+label, what the label rests on, and its split; the skills themselves are read from local git
+mirrors of those commits (``/work/.mirror/<owner>+<name>/repo``, or ``--mirror``). Without a
+mirror a source is skipped with a message (CI does not run this).
+
+Labels and splits were decided from paths alone, before any content was read:
+
+- the label comes from where the skill sits: a scanner project's ``malicious``/``safe``
+  fixture folders, a published collection (benign as published), or a ClawHub archive
+  folder of a publisher account that public write-ups of the 2026 ClawHavoc campaign name
+  (Koi Security's report and the follow-ups: ``hightower6eu``, ``sakaen736jih``,
+  ``zaycv``, ``aslaep123``, ``noreplyboter``, ``jordanprater``, ``gpaitai``, ``rjnpage``)
+  — malicious by publisher, not by reading;
+- the split is ``holdout`` when the first byte of sha256("source:path") is even, else
+  ``tune``; rules were changed only on what the tune part showed.
+
+A "benign" skill of a published collection is benign *as published*: a collection may
+carry malware nobody reported, so a quarantine there is counted as a false one but is
+worth reading (in the tune part only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MIRROR = Path("/work/.mirror")
+CLAWHAVOC_PUBLISHERS = frozenset({
+    "hightower6eu", "sakaen736jih", "zaycv", "aslaep123", "noreplyboter", "jordanprater", "gpaitai", "rjnpage"})
+CLAWHAVOC_BASIS = ("publisher named in public ClawHavoc write-ups (Koi Security, Feb 2026, and follow-ups)")
+# Never read, fetched or tuned on: held out by the issue to measure this project.
+FORBIDDEN = frozenset({"ShenaoW/MalSkills", "trailofbits/skills", "bolhasec/post-Empirically-Testing-Skill-Scanners",
+                       "ydarwish1/Malskill-Scanner"})
+
+
+def _cisco(path: str) -> tuple[str, str] | None:
+    if not path.startswith("evals/"):
+        return None
+    if "/safe" in path:
+        return "benign", "scanner fixture folder 'safe'"
+    return "malicious", "scanner fixture folder of an attack category"
+
+
+def _anthropic(path: str) -> tuple[str, str] | None:
+    return ("benign", "published collection") if path.startswith("skills/") else None
+
+
+def _collection(path: str) -> tuple[str, str] | None:
+    return "benign", "published collection"
+
+
+def _openclaw(path: str) -> tuple[str, str] | None:
+    parts = path.split("/")
+    if len(parts) < 3 or parts[0] != "skills":
+        return None
+    if parts[1].lower() in CLAWHAVOC_PUBLISHERS:
+        return "malicious", CLAWHAVOC_BASIS
+    return "benign", "ClawHub archive, publisher not named in a write-up"
+
+
+def _variants(path: str) -> tuple[str, str] | None:
+    return "malicious", "published dataset of malicious SKILL.md variants"
+
+
+LABELLERS: dict[str, Callable[[str], tuple[str, str] | None]] = {
+    "anthropics/skills": _anthropic,
+    "obra/superpowers": _collection,
+    "ComposioHQ/awesome-claude-skills": _collection,
+    "openclaw/skills": _openclaw,
+    "cisco-ai-defense/skill-scanner": _cisco,
+    "liangjinghan035-max/Malicious-SKILL.md-Research-Dataset-Adversarial-Variants": _variants,
+}
+
+
+def split_of(source: str, path: str) -> str:
+    return "holdout" if hashlib.sha256(f"{source}:{path}".encode()).digest()[0] % 2 == 0 else "tune"
+
+
+def mirror_of(mirror: Path, source: str) -> Path:
+    return mirror / source.replace("/", "+") / "repo"
+
+
+def _git(repo: Path, *arguments: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *arguments], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def build_manifest(mirror: Path = DEFAULT_MIRROR) -> list[dict[str, str]]:
+    """Every skill folder (a folder holding SKILL.md, not inside another one) of every source."""
+    entries: list[dict[str, str]] = []
+    for source, labeller in LABELLERS.items():
+        assert source not in FORBIDDEN
+        repo = mirror_of(mirror, source)
+        if not repo.exists():
+            print(f"{source}: no mirror at {repo}, not in the manifest")
+            continue
+        commit = _git(repo, "rev-parse", "HEAD").strip()
+        folders = sorted(posixpath.dirname(path) for path in _git(repo, "ls-tree", "-r", "--name-only", commit)
+                         .splitlines() if posixpath.basename(path) == "SKILL.md")
+        kept: list[str] = []
+        for folder in folders:
+            if folder and not any(folder.startswith(parent + "/") for parent in kept):
+                kept.append(folder)
+        for folder in kept:
+            labelled = labeller(folder)
+            if labelled is None:
+                continue
+            label, basis = labelled
+            entries.append({"source": source, "commit": commit, "path": folder, "label": label,
+                            "label_basis": basis, "split": split_of(source, folder)})
+    return entries
+
+
+@dataclass
+class Materialized:
+    entry: dict[str, str]
+    folder: Path | None  # None: not whole in the mirror
+    missing: int = 0
+
+
+def materialize(entries: list[dict[str, str]], mirror: Path, destination: Path) -> Iterator[Materialized]:
+    """Write each entry's files from its mirror under ``destination``; one ``cat-file`` per source."""
+    by_source: dict[str, list[dict[str, str]]] = {}
+    for entry in entries:
+        by_source.setdefault(entry["source"], []).append(entry)
+    for source, group in by_source.items():
+        repo = mirror_of(mirror, source)
+        if not repo.exists():
+            print(f"{source}: no mirror at {repo} (fetch it first); {len(group)} skills skipped")
+            continue
+        batch = subprocess.Popen(["git", "-C", str(repo), "cat-file", "--batch"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE)
+        assert batch.stdin is not None and batch.stdout is not None
+        try:
+            for index, entry in enumerate(group):
+                listing = _git(repo, "ls-tree", "-r", "-z", entry["commit"], "--", entry["path"] + "/")
+                target = destination / source.replace("/", "+") / str(index) / posixpath.basename(entry["path"])
+                missing = 0
+                for record in filter(None, listing.split("\0")):
+                    meta, path = record.split("\t", 1)
+                    mode, kind, oid = meta.split()
+                    if kind != "blob" or mode == "120000":
+                        continue
+                    batch.stdin.write(f"{oid}\n".encode())
+                    batch.stdin.flush()
+                    header = batch.stdout.readline().split()
+                    if len(header) < 3 or header[1] == b"missing":
+                        missing += 1
+                        continue
+                    data = batch.stdout.read(int(header[2]))
+                    batch.stdout.read(1)
+                    out = target / posixpath.relpath(path, entry["path"])
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_bytes(data)
+                yield Materialized(entry, None if missing else target, missing)
+        finally:
+            batch.stdin.close()
+            batch.wait()
+
+
+FIELDS = ("source", "path", "label", "split")
+
+
+def load(manifest: Path) -> list[dict[str, str]]:
+    """The manifest's skills as dicts (source, commit, path, label, label_basis, split)."""
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    out = []
+    for row in data["skills"]:
+        entry = dict(zip(FIELDS, row, strict=True))
+        source = data["sources"][entry["source"]]
+        out.append(entry | {"commit": source["commit"], "label_basis": source["label_basis"][entry["label"]]})
+    return out
+
+
+def save(manifest: Path, entries: list[dict[str, str]]) -> None:
+    """One line per skill ([source, path, label, split]); each source's commit and label bases once."""
+    sources: dict[str, dict[str, object]] = {}
+    for entry in entries:
+        source = sources.setdefault(entry["source"], {"commit": entry["commit"], "label_basis": {}})
+        bases = source["label_basis"]
+        assert isinstance(bases, dict)
+        bases[entry["label"]] = entry["label_basis"]
+    lines = ",\n".join(json.dumps([entry[field] for field in FIELDS], ensure_ascii=False) for entry in entries)
+    about = (__doc__ or "").split("\n\n")[0].replace("\n", " ")
+    manifest.write_text(f'{{"about": {json.dumps(about)},\n"split": "holdout if sha256(source:path)[0] is even",\n'
+                        f'"sources": {json.dumps(sources, indent=1, sort_keys=True)},\n"skills": [\n{lines}\n]}}\n',
+                        encoding="utf-8")
