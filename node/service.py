@@ -27,6 +27,9 @@ from node.errors import NodeError
 from node.keys import load_identity, load_or_create_api_token
 from node.market import (
     Buyer,
+    ChannelChain,
+    ChannelLedger,
+    Claimer,
     FlatReputation,
     ListingBook,
     Market,
@@ -91,6 +94,9 @@ class NodeService:
         self._nursery: trio.Nursery | None = None
         self.wallet_address = self._wallet_address()
         self.engine: SettlementEngine | None = None
+        # The chain's batch-settlement channels (vouchers); None: this node pays and sells
+        # with ``exact`` only.
+        self.channel_chain: ChannelChain | None = None
         self._open_chain(chain_client)
 
     def _wallet_address(self) -> str:
@@ -139,14 +145,19 @@ class NodeService:
         self.working = WorkingMemoryService(self.config, self.memory, memory,
                                             functools.partial(niche_data, memory.db))
         self.learning = LearningService(self.memory, self.identity)
+        self.channel_ledger = ChannelLedger(memory.db)
         self.seller = Seller(
             self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
             lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
+            channels=lambda: self.channel_chain, channel_ledger=self.channel_ledger,
+            channel_state_ttl_s=self.config.market.channel_state_ttl_s,
+            chain_id=self.config.chain.chain_id, token_address=self.config.chain.token_address,
         )
         self.buyer = Buyer(
             self.config, self.identity, self.net.sequence.next, self.net.purchases.request_envelope,
             self.memory, self.listings, self.ledger, self.wallet,
             lambda: self.engine.client if self.engine else None,
+            channel_ledger=self.channel_ledger,
         )
         self.trust = TrustService(
             memory.db,
@@ -158,6 +169,9 @@ class NodeService:
             network_size=self.net.network_size_estimate,
         )
         self.reputation = self.trust
+        self.claimer = Claimer(self.config.market, memory.db.run, self.channel_ledger,
+                               lambda: self.channel_chain,
+                               lambda key: self.memory.run(self.trust.level, bytes.fromhex(key)))
         self.buyer.gate = self._gate
         self.buyer.on_outcome = self._record_trust
         self.publisher = Publisher(
@@ -211,6 +225,10 @@ class NodeService:
                         supervise, "settlement", self.engine.run, startable=True,
                         on_crash=_count_crash))
                     nursery.start_soon(reconcile_settlements, self.engine, self.memory.db, self.ledger)
+                if self.channel_chain is not None:  # claims of the vouchers this node sold
+                    await nursery.start(functools.partial(
+                        supervise, "claims", self.claimer.run, startable=True,
+                        on_crash=_count_crash))
                 await nursery.start(self._serve_api)
                 if self.config.x402.enabled:  # the public x402 endpoint over our seller
                     self.x402_url = await nursery.start(functools.partial(

@@ -26,6 +26,7 @@ from node.chain import Authorization, sign_authorization
 from node.crystals import now_ms
 from node.market.book import StoredListing
 from node.market.ledger import DAY_MS, Purchase
+from node.market.purchase.channels import SCHEME_VOUCHER, ExactOnly, VoucherBuying
 from node.market.purchase.errors import PurchaseError, PurchaseRefused
 from node.market.purchase.receiving import Gate, Receiver, admit_all, expect_reply
 from node.market.purchase.terms import check_caps, check_fresh_terms, check_requirements
@@ -55,7 +56,7 @@ __all__ = ["Buyer", "Gate", "PurchaseError", "PurchaseRefused", "admit_all"]
 log = logging.getLogger(__name__)
 
 
-class Buyer(Receiver):
+class Buyer(VoucherBuying, Receiver):
     """The purchase: caps, terms from the listing, one paid request, fresh terms once."""
 
     async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
@@ -109,6 +110,12 @@ class Buyer(Receiver):
         seller = peer_id_from_public_key(stored.seller_key)
         request_id = secrets.token_hex(16)
         price = listing.price_micro_usdc
+        if self.takes_vouchers(stored):
+            try:
+                return await self._buy_with_voucher(request_id, stored, max_price_micro_usdc)
+            except ExactOnly:
+                log.info("seller takes exact only, paying with exact seller=%s", seller)
+                request_id = secrets.token_hex(16)
         async with self._lock:
             await self._check_caps(price, max_price_micro_usdc)
             authorization = self._sign(listing)
@@ -234,6 +241,10 @@ class Buyer(Receiver):
             raise PurchaseRefused(
                 f"this node already bought {listing_id[:16]} and quarantined it ({previous.reason}); "
                 f"`crystalmesh skill release {listing_id}` takes it in", "quarantined")
+        if previous.scheme == SCHEME_VOUCHER:
+            if previous.state in (PurchaseState.AUTHORIZED, PurchaseState.PENDING):
+                return await self._resume_voucher(previous, stored)
+            return None
         if previous.state == PurchaseState.PAID_UNDELIVERED:
             return await self.redeliver(listing_id)
         if previous.state not in (PurchaseState.AUTHORIZED, PurchaseState.PENDING) or previous.auth_nonce is None:

@@ -1,0 +1,164 @@
+"""Channels and vouchers between this protocol's wire form and the x402 SDK.
+
+Everything cryptographic is the SDK's (``x402.mechanisms.evm.batch_settlement``): the channel
+id (``compute_channel_id``), the channel checks a receiver makes (``validate_channel_config``),
+voucher signing (``sign_voucher``), the deposit authorization
+(``create_batch_settlement_eip3009_deposit_payload``) and voucher verification by one ECDSA
+recover (``verify_batch_settlement_voucher_typed_data``). This module only converts: the wire
+carries bytes and integers (:mod:`protocol.channel`), the SDK hex strings and dataclasses.
+Pure functions; no chain calls.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+from eth_utils import to_checksum_address
+from x402.mechanisms.evm.batch_settlement import (
+    ChannelConfig,
+    DepositPayload,
+    compute_channel_id,
+)
+from x402.mechanisms.evm.batch_settlement.client.eip3009 import (
+    create_batch_settlement_eip3009_deposit_payload,
+)
+from x402.mechanisms.evm.batch_settlement.client.voucher import sign_voucher as sdk_sign_voucher
+from x402.mechanisms.evm.batch_settlement.facilitator.utils import (
+    validate_channel_config,
+    verify_batch_settlement_voucher_typed_data,
+)
+from x402.mechanisms.evm.signers import EthAccountSigner
+from x402.schemas import PaymentRequirements
+
+from node.chain import TOKEN_DOMAIN_NAME, TOKEN_DOMAIN_VERSION
+from protocol.channel import ChannelDeposit, ChannelTerms
+
+SCHEME_VOUCHER = "batch-settlement"
+SCHEME_EXACT = "exact"
+ZERO_SALT = b"\x00" * 32
+# How long a deposit authorization stays usable: the seller submits it in the same exchange.
+DEPOSIT_WINDOW_S = 300
+
+
+def network(chain_id: int) -> str:
+    return f"eip155:{chain_id}"
+
+
+def requirements(pay_to: str, token: str, chain_id: int, price_micro_usdc: int,
+                 withdraw_delay_s: int) -> PaymentRequirements:
+    """x402 ``batch-settlement`` requirements for one purchase: the seller's pay-to is both
+    receiver and receiver authorizer (it authorises its own claims)."""
+    return PaymentRequirements(
+        scheme=SCHEME_VOUCHER, network=network(chain_id), asset=to_checksum_address(token),
+        amount=str(price_micro_usdc), pay_to=to_checksum_address(pay_to),
+        max_timeout_seconds=DEPOSIT_WINDOW_S,
+        extra={"receiverAuthorizer": to_checksum_address(pay_to), "withdrawDelay": withdraw_delay_s,
+               "name": TOKEN_DOMAIN_NAME, "version": TOKEN_DOMAIN_VERSION},
+    )
+
+
+def buyer_terms(payer: str, pay_to: str, token: str, withdraw_delay_s: int,
+                salt: bytes = ZERO_SALT) -> ChannelTerms:
+    """The channel a buyer opens to a seller: one per (payer, seller pay-to, token, salt)."""
+    return ChannelTerms(
+        payer=to_checksum_address(payer), payer_authorizer=to_checksum_address(payer),
+        receiver=to_checksum_address(pay_to), receiver_authorizer=to_checksum_address(pay_to),
+        token=to_checksum_address(token), withdraw_delay_s=withdraw_delay_s, salt=salt)
+
+
+def sdk_config(terms: ChannelTerms) -> ChannelConfig:
+    return ChannelConfig(
+        payer=terms.payer, payer_authorizer=terms.payer_authorizer, receiver=terms.receiver,
+        receiver_authorizer=terms.receiver_authorizer, token=terms.token,
+        withdraw_delay=terms.withdraw_delay_s, salt="0x" + terms.salt.hex())
+
+
+def channel_id(terms: ChannelTerms, chain_id: int) -> bytes:
+    return bytes.fromhex(compute_channel_id(sdk_config(terms), chain_id)[2:])
+
+
+def terms_problem(terms: ChannelTerms, claimed_id: bytes, pay_to: str, token: str,
+                  chain_id: int) -> str | None:
+    """Why a buyer's channel cannot pay this seller (the SDK's receiver-side check: the id is
+    the hash of these terms, the receiver and its authorizer are our pay-to, the token ours,
+    the withdraw delay within x402's bounds), or None."""
+    checked = requirements(pay_to, token, chain_id, 0, terms.withdraw_delay_s)
+    try:
+        return validate_channel_config(sdk_config(terms), "0x" + claimed_id.hex(), checked)
+    except (ValueError, TypeError) as error:
+        return f"channel terms unusable: {error}"
+
+
+def sign_voucher(wallet: LocalAccount, channel: bytes, total_micro_usdc: int,
+                 chain_id: int) -> bytes:
+    """The payer's EIP-712 ``Voucher(channelId, maxClaimableAmount)`` signature."""
+    fields = sdk_sign_voucher(EthAccountSigner(wallet), "0x" + channel.hex(), total_micro_usdc,
+                              network(chain_id))
+    return bytes.fromhex(fields.signature.removeprefix("0x"))
+
+
+def voucher_signed(terms: ChannelTerms, channel: bytes, total_micro_usdc: int, signature: bytes,
+                   chain_id: int) -> bool:
+    """True if ``signature`` is the payer authorizer's voucher for ``total`` on ``channel``:
+    one ECDSA recover, no chain call (a zero authorizer, i.e. a contract wallet needing
+    ERC-1271, is refused: it would need the chain)."""
+    if int(terms.payer_authorizer, 16) == 0:
+        return False
+    return verify_batch_settlement_voucher_typed_data(
+        signer=None,  # type: ignore[arg-type]  # ECDSA path only: the authorizer is non-zero
+        channel_id="0x" + channel.hex(), max_claimable_amount=str(total_micro_usdc),
+        payer_authorizer=terms.payer_authorizer, payer=terms.payer,
+        signature="0x" + signature.hex(), chain_id=chain_id)
+
+
+def sign_deposit(wallet: LocalAccount, terms: ChannelTerms, chain_id: int, price_micro_usdc: int,
+                 deposit_micro_usdc: int, voucher_total: int) -> tuple[ChannelDeposit, bytes]:
+    """A deposit into ``terms``' channel (EIP-3009 ``receiveWithAuthorization`` to x402's
+    deposit collector, its nonce bound to the channel) and the voucher for ``voucher_total``
+    that rides with it, both signed by the SDK's client code."""
+    payload: DepositPayload = create_batch_settlement_eip3009_deposit_payload(
+        EthAccountSigner(wallet),
+        requirements(terms.receiver, terms.token, chain_id, price_micro_usdc,
+                     terms.withdraw_delay_s),
+        sdk_config(terms), deposit_micro_usdc, voucher_total)
+    assert payload.deposit is not None and payload.voucher is not None
+    erc3009 = payload.deposit.authorization.erc3009_authorization
+    assert erc3009 is not None
+    deposit = ChannelDeposit(
+        value=int(payload.deposit.amount), valid_after=int(erc3009.valid_after),
+        valid_before=int(erc3009.valid_before), salt=_bytes32(erc3009.salt),
+        signature=bytes.fromhex(erc3009.signature.removeprefix("0x")))
+    return deposit, bytes.fromhex(payload.voucher.signature.removeprefix("0x"))
+
+
+def deposit_payload(terms: ChannelTerms, channel: bytes, deposit: ChannelDeposit,
+                    voucher_total: int, voucher_signature: bytes) -> dict[str, Any]:
+    """The x402 ``deposit`` payload (camelCase JSON, as the SDK's facilitator reads it)."""
+    return {
+        "type": "deposit",
+        "channelConfig": sdk_config(terms).to_dict(),
+        "voucher": {"channelId": "0x" + channel.hex(), "maxClaimableAmount": str(voucher_total),
+                    "signature": "0x" + voucher_signature.hex()},
+        "deposit": {"amount": str(deposit.value), "authorization": {"erc3009Authorization": {
+            "validAfter": str(deposit.valid_after), "validBefore": str(deposit.valid_before),
+            "salt": "0x" + deposit.salt.hex(), "signature": "0x" + deposit.signature.hex()}}},
+    }
+
+
+def deposit_expired(deposit: ChannelDeposit, now_s: int | None = None) -> bool:
+    return deposit.valid_before <= (now_s if now_s is not None else int(time.time())) + 6
+
+
+def terms_json(terms: ChannelTerms) -> dict[str, Any]:
+    return terms.to_body() | {"salt": "0x" + terms.salt.hex()}
+
+
+def terms_from_json(data: dict[str, Any]) -> ChannelTerms:
+    return ChannelTerms.from_body(data | {"salt": bytes.fromhex(str(data["salt"])[2:])})
+
+
+def _bytes32(value: str) -> bytes:
+    raw = value.removeprefix("0x")
+    return bytes.fromhex(raw.rjust(64, "0"))
