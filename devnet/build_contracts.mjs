@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Compiles devnet/contracts/*.sol with the solc-js and OpenZeppelin installed in
 // tools/node_modules (scripts/setup) and writes node/chain/artifacts/<Name>.json:
-// abi, creation and runtime bytecode, storage layout, compiler settings and the
+// abi, creation and runtime bytecode, immutable offsets, storage layout, compiler settings and the
 // sha256 of the contract sources (tests/unit/test_chain_artifacts.py checks it).
 //
 //   node devnet/build_contracts.mjs [--out DIR]
@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const TOOLS = join(ROOT, "tools", "node_modules");
 const CONTRACTS_DIR = join(ROOT, "devnet", "contracts");
-const CONTRACTS = ["USDC", "BatchSettler"];
+const CONTRACTS = ["USDC", "BatchSettler", "ChannelSettlement", "ERC3009DepositCollector", "Multicall3"];
 
 const outFlag = process.argv.indexOf("--out");
 const OUT = outFlag >= 0 ? resolve(process.argv[outFlag + 1]) : join(ROOT, "node", "chain", "artifacts");
@@ -44,7 +44,7 @@ const settings = {
   evmVersion: "cancun",
   optimizer: { enabled: true, runs: 10000 },
   outputSelection: {
-    "*": { "*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object", "storageLayout"] },
+    "*": { "*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object", "evm.deployedBytecode.immutableReferences", "storageLayout"] },
   },
 };
 
@@ -78,6 +78,10 @@ for (const name of CONTRACTS) {
     deployedBytecode: "0x" + compiled.evm.deployedBytecode.object,
     storageLayout: compiled.storageLayout.storage.map((s) => ({ label: s.label, slot: Number(s.slot), offset: s.offset, type: s.type })),
   };
+  // Where the runtime code holds immutables (byte offsets of 32-byte words), so their values
+  // can be written in when the runtime code is placed at an address without a constructor.
+  const immutables = Object.values(compiled.evm.deployedBytecode.immutableReferences || {}).flat().map((r) => r.start);
+  if (immutables.length) artifact.immutableOffsets = immutables;
   writeFileSync(join(OUT, `${name}.json`), JSON.stringify(artifact, null, 1) + "\n");
   console.log(`build_contracts: ${name} -> ${join(OUT, name + ".json")} (${compiled.evm.deployedBytecode.object.length / 2} bytes)`);
 }

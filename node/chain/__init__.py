@@ -1,5 +1,6 @@
-"""The chain: EIP-3009 authorizations, settlement through web3, the local anvil chain,
-the wallet and the x402 resource server.
+"""The chain: EIP-3009 authorizations, settlement through web3, payment channels (x402
+``batch-settlement`` through the x402 SDK), the local anvil chain, the wallet and the
+x402 resource server.
 
 Rule: outside this package, import only the names below (``node/face.py``;
 enforced by ``scripts/check_layers.py``).
@@ -14,6 +15,16 @@ from node.face import face
 if TYPE_CHECKING:
     from node.chain.authorization import Authorization as Authorization
     from node.chain.authorization import sign_authorization as sign_authorization
+    from node.chain.channels import ChannelError as ChannelError
+    from node.chain.channels import Channels as Channels
+    from node.chain.channels import ChannelState as ChannelState
+    from node.chain.channels import SignedVoucher as SignedVoucher
+    from node.chain.channels import channel_config as channel_config
+    from node.chain.channels import channel_requirements as channel_requirements
+    from node.chain.channels import new_salt as new_salt
+    from node.chain.channels import sign_channel_voucher as sign_channel_voucher
+    from node.chain.channels import sign_deposit as sign_deposit
+    from node.chain.channels import voucher_signature_valid as voucher_signature_valid
     from node.chain.client import ChainClient as ChainClient
     from node.chain.contracts import TOKEN_DOMAIN_NAME as TOKEN_DOMAIN_NAME
     from node.chain.contracts import TOKEN_DOMAIN_VERSION as TOKEN_DOMAIN_VERSION

@@ -1,4 +1,5 @@
-"""Compiled contract artifacts (USDC, BatchSettler) and where the devnet puts them.
+"""Compiled contract artifacts (USDC, BatchSettler, the batch-settlement channel contracts)
+and where the devnet puts them.
 
 The artifacts in ``node/chain/artifacts`` are built from ``devnet/contracts`` by
 ``node devnet/build_contracts.mjs`` and committed, so a node needs no compiler.
@@ -34,14 +35,23 @@ class Artifact:
     storage_slots: dict[str, int]
     sources_sha256: str
     compiler: dict[str, Any]
+    immutable_offsets: tuple[int, ...] = ()
 
     def slot(self, label: str) -> int:
         return self.storage_slots[label]
 
+    def runtime_with_immutables(self, value: int) -> bytes:
+        """The runtime code with every immutable set to ``value`` (one 32-byte word each):
+        what the constructor would have written, for placing the code without running it."""
+        code = bytearray(self.deployed_bytecode)
+        for offset in self.immutable_offsets:
+            code[offset:offset + 32] = value.to_bytes(32, "big")
+        return bytes(code)
+
 
 @cache
 def load_artifact(name: str) -> Artifact:
-    """Load ``artifacts/<name>.json`` ("USDC" or "BatchSettler")."""
+    """Load ``artifacts/<name>.json`` (a contract name in ``devnet/contracts``)."""
     raw = json.loads((ARTIFACTS_DIR / f"{name}.json").read_text())
     return Artifact(
         name=name,
@@ -51,6 +61,7 @@ def load_artifact(name: str) -> Artifact:
         storage_slots={entry["label"]: int(entry["slot"]) for entry in raw["storageLayout"]},
         sources_sha256=raw["sourcesSha256"],
         compiler=raw["compiler"],
+        immutable_offsets=tuple(int(offset) for offset in raw.get("immutableOffsets", ())),
     )
 
 
@@ -60,6 +71,30 @@ def usdc_artifact() -> Artifact:
 
 def settler_artifact() -> Artifact:
     return load_artifact("BatchSettler")
+
+
+def channel_contract_codes() -> dict[str, bytes]:
+    """The runtime code of the batch-settlement contracts, by the canonical address the x402
+    SDK calls them at: the channel contract, its EIP-3009 deposit collector (whose one
+    immutable is the channel contract's address) and the Multicall3 the SDK reads through.
+
+    A devnet places these with ``anvil_setCode`` (or in genesis); the SDK's Permit2 deposit
+    collector is not placed (Permit2 itself is absent from a devnet and our requirements
+    never ask for ``permit2``).
+    """
+    from x402.mechanisms.evm.batch_settlement.constants import (
+        BATCH_SETTLEMENT_ADDRESS,
+        ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+    )
+    from x402.mechanisms.evm.constants import MULTICALL3_ADDRESS
+
+    settlement = to_checksum_address(BATCH_SETTLEMENT_ADDRESS)
+    return {
+        settlement: load_artifact("ChannelSettlement").deployed_bytecode,
+        to_checksum_address(ERC3009_DEPOSIT_COLLECTOR_ADDRESS):
+            load_artifact("ERC3009DepositCollector").runtime_with_immutables(int(settlement, 16)),
+        to_checksum_address(MULTICALL3_ADDRESS): load_artifact("Multicall3").deployed_bytecode,
+    }
 
 
 def sources_sha256(contracts_dir: Path = CONTRACTS_DIR) -> str:

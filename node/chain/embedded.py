@@ -1,5 +1,6 @@
 """An in-process chain for tests: eth-tester's py-evm backend with the devnet layout
-(chain id 84532, USDC at Base Sepolia USDC's address, a BatchSettler, funded wallets),
+(chain id 84532, USDC at Base Sepolia USDC's address, a BatchSettler, the batch-settlement
+channel contracts at the x402 SDK's canonical addresses, funded wallets),
 behind a normal :class:`web3.Web3`. No processes, no ports; ~1 s to start.
 
 eth-tester is a dev dependency (``pip install -e .[dev]``).
@@ -17,7 +18,12 @@ from eth_utils import to_canonical_address, to_wei
 from web3 import Web3
 
 from node.chain.client import ChainClient
-from node.chain.contracts import settler_artifact, usdc_artifact, usdc_genesis_storage
+from node.chain.contracts import (
+    channel_contract_codes,
+    settler_artifact,
+    usdc_artifact,
+    usdc_genesis_storage,
+)
 from node.chain.localchain import check_token, deploy_contract, fund
 from node.config import BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC
 
@@ -63,6 +69,8 @@ def start_embedded_chain(
             "balance": 0, "nonce": 1, "code": usdc_artifact().deployed_bytecode,
             "storage": usdc_genesis_storage(deployer.address),
         },
+        **{to_canonical_address(address): {"balance": 0, "nonce": 1, "code": code, "storage": {}}
+           for address, code in channel_contract_codes().items()},
     }
     backend = PyEVMBackend(genesis_state=genesis_state)
     # The chain id lives on the py-evm chain class (signatures, CHAINID opcode) and,

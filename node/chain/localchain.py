@@ -1,5 +1,6 @@
 """The devnet chain: an anvil process with Base Sepolia's chain id, USDC at Base
-Sepolia USDC's address, a BatchSettler, and funded wallets.
+Sepolia USDC's address, a BatchSettler, the batch-settlement channel contracts at the
+x402 SDK's canonical addresses, and funded wallets.
 
 ``crystalmesh devnet up`` starts anvil detached (:func:`spawn_anvil`, it outlives the
 CLI), waits for it (:func:`wait_for_rpc`), then :func:`deploy_devnet` and :func:`fund`.
@@ -7,7 +8,10 @@ Tests use :func:`start_local_chain`, which owns the process and stops it.
 
 The token is not deployed by a constructor at its address: its runtime code is written
 there with ``anvil_setCode`` and its one storage word (``owner``) with
-``anvil_setStorageAt``, so x402 (which only trusts known USDC addresses) accepts it.
+``anvil_setStorageAt``, so x402 (which only trusts known USDC addresses) accepts it. The
+channel contracts (:func:`node.chain.contracts.channel_contract_codes`) are placed the same
+way, because the SDK signs and calls them at fixed addresses; code already at one of those
+addresses (a fork of Base with the audited deployment) is never replaced.
 """
 
 from __future__ import annotations
@@ -31,7 +35,13 @@ from web3 import Web3
 
 from node.chain.authorization import domain_separator
 from node.chain.client import ChainClient, connect_web3
-from node.chain.contracts import REPO_ROOT, settler_artifact, usdc_artifact, usdc_genesis_storage
+from node.chain.contracts import (
+    REPO_ROOT,
+    channel_contract_codes,
+    settler_artifact,
+    usdc_artifact,
+    usdc_genesis_storage,
+)
 from node.chain.errors import LocalChainError
 from node.config import BASE_SEPOLIA_CHAIN_ID, BASE_SEPOLIA_USDC
 
@@ -242,6 +252,7 @@ def deploy_devnet(rpc_url: str, deployer_key: str = ANVIL_DEV_KEY,
                                      [token_address, _word(slot), _word(value)])
     except Exception as exc:
         raise LocalChainError(f"cannot place USDC on {rpc_url} (not an anvil?): {exc}") from exc
+    place_channel_contracts(w3)
     client = ChainClient(w3, token_address)
     settler_address = deploy_contract(client, deployer, settler_artifact().bytecode)
     chain = DevnetChain(rpc_url=rpc_url, chain_id=client.chain_id, token_address=token_address,
@@ -249,6 +260,25 @@ def deploy_devnet(rpc_url: str, deployer_key: str = ANVIL_DEV_KEY,
     check_token(w3, chain.token_address, chain.chain_id)
     log.info("devnet deployed token=%s settler=%s", chain.token_address, chain.settler_address)
     return chain
+
+
+def place_channel_contracts(w3: Web3) -> dict[str, bool]:
+    """Put the batch-settlement contracts at the SDK's canonical addresses on an anvil.
+
+    Returns, per address, whether code was written (False: something is already there,
+    e.g. the audited deployment on a fork of Base, and it is kept).
+    """
+    placed: dict[str, bool] = {}
+    for address, code in channel_contract_codes().items():
+        if len(w3.eth.get_code(address)) > 0:
+            placed[address] = False
+            continue
+        try:
+            w3.provider.make_request("anvil_setCode", [address, "0x" + code.hex()])  # type: ignore[arg-type]
+        except Exception as exc:
+            raise LocalChainError(f"cannot place the channel contracts (not an anvil?): {exc}") from exc
+        placed[address] = True
+    return placed
 
 
 def deploy_contract(client: ChainClient, deployer: object, creation_code: bytes) -> str:

@@ -12,7 +12,7 @@ import pytest
 from node.chain.contracts import ARTIFACTS_DIR, REPO_ROOT, load_artifact, sources_sha256
 from tests.support.tools import missing_tool
 
-CONTRACTS = ["USDC", "BatchSettler"]
+CONTRACTS = ["USDC", "BatchSettler", "ChannelSettlement", "ERC3009DepositCollector", "Multicall3"]
 
 
 @pytest.mark.parametrize("name", CONTRACTS)
@@ -30,11 +30,28 @@ def test_usdc_has_no_immutables_and_owner_slot() -> None:
     """Code copied to another address must keep working: no immutables, owner in storage."""
     raw = json.loads((ARTIFACTS_DIR / "USDC.json").read_text())
     assert load_artifact("USDC").slot("owner") >= 0
-    # solc lists immutables in the runtime's immutableReferences; our build does not
-    # request them, so check the source instead.
-    source = (REPO_ROOT / "devnet" / "contracts" / "USDC.sol").read_text()
-    assert " immutable " not in source
+    assert not load_artifact("USDC").immutable_offsets
     assert raw["abi"]
+
+
+def test_channel_contracts_placed_without_constructor() -> None:
+    """The channel contract has no immutables (its EIP-712 domain uses address(this)); the
+    deposit collector's one immutable, the channel contract's address, is written in."""
+    from x402.mechanisms.evm.batch_settlement.constants import (
+        BATCH_SETTLEMENT_ADDRESS,
+        ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+    )
+
+    from node.chain.contracts import channel_contract_codes
+
+    assert not load_artifact("ChannelSettlement").immutable_offsets
+    collector = load_artifact("ERC3009DepositCollector")
+    assert collector.immutable_offsets
+    codes = channel_contract_codes()
+    placed = codes[ERC3009_DEPOSIT_COLLECTOR_ADDRESS]
+    for offset in collector.immutable_offsets:
+        assert placed[offset:offset + 32] == bytes(12) + bytes.fromhex(BATCH_SETTLEMENT_ADDRESS[2:])
+    assert len(placed) == len(collector.deployed_bytecode)
 
 
 def test_rebuild_gives_identical_bytecode(tmp_path: Path) -> None:
@@ -49,3 +66,4 @@ def test_rebuild_gives_identical_bytecode(tmp_path: Path) -> None:
         assert rebuilt["bytecode"] == committed["bytecode"], name
         assert rebuilt["deployedBytecode"] == committed["deployedBytecode"], name
         assert rebuilt["abi"] == committed["abi"], name
+        assert rebuilt.get("immutableOffsets") == committed.get("immutableOffsets"), name
