@@ -19,7 +19,7 @@ import trio
 
 from node import metrics
 from node.audit import AuditLog
-from node.chain import ChainClient, SettlementEngine
+from node.chain import ChainClient, Channels, SettlementEngine
 from node.config import NodeConfig
 from node.crystals import CrystalNotFound, Lifecycle, now_ms
 from node.db import StoreDamaged
@@ -30,6 +30,7 @@ from node.market import (
     ChannelChain,
     ChannelLedger,
     Claimer,
+    FacadeChannels,
     FlatReputation,
     ListingBook,
     Market,
@@ -121,6 +122,8 @@ class NodeService:
             batch_max_size=chain.batch_max_size,
             batch_max_delay_ms=chain.batch_max_delay_ms,
         )
+        if self.config.market.vouchers:
+            self.channel_chain = FacadeChannels(Channels(self.engine.client, self.wallet))
 
     # --- wiring -------------------------------------------------------------------------------
     @property
@@ -195,7 +198,9 @@ class NodeService:
         self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)
         self.market = Market(self.memory, self.listings, self.ledger, self.publisher, self.buyer,
                              self.market_liveness, self._record_trust, self.wallet_address,
-                             self.config.chain, lambda: self.engine)
+                             self.config.chain, lambda: self.engine,
+                             channel_ledger=self.channel_ledger,
+                             claimer=self.claimer if self.channel_chain is not None else None)
         self.warnings = WarningDesk(
             self.memory, self.listings, self.ledger, self.config.net.management_keys,
             self.identity.public_key, lambda key: self.memory.run(self.trust.level, key),

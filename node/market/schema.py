@@ -206,7 +206,8 @@ MIGRATIONS.append([
     """,
     """
     CREATE TABLE channel_claims (
-        tx_hash TEXT PRIMARY KEY,
+        claim_id TEXT PRIMARY KEY,
+        tx_hash TEXT,
         claims_json TEXT NOT NULL,
         total_micro_usdc INTEGER NOT NULL,
         state TEXT NOT NULL,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from node.market.purchase.channels import ChannelLedger as ChannelLedger
     from node.market.purchase.channels import ClaimEntry as ClaimEntry
     from node.market.purchase.channels import Claimer as Claimer
+    from node.market.purchase.channels import FacadeChannels as FacadeChannels
     from node.market.purchase.channels import OnChainChannel as OnChainChannel
     from node.market.purchase.reconcile import reconcile_settlements as reconcile_settlements
     from node.market.purchase.seller import Seller as Seller

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from node.market.purchase.channels.chain import ChainOutcome as ChainOutcome
     from node.market.purchase.channels.chain import ChannelChain as ChannelChain
     from node.market.purchase.channels.chain import ClaimEntry as ClaimEntry
+    from node.market.purchase.channels.chain import FacadeChannels as FacadeChannels
     from node.market.purchase.channels.chain import OnChainChannel as OnChainChannel
     from node.market.purchase.channels.claims import Claimer as Claimer
     from node.market.purchase.channels.claims import claim_bound as claim_bound

@@ -8,14 +8,15 @@ the buyer has asked the contract for its deposit back (the withdrawal waits the 
 shorter, so the claim lands well before the deposit could leave).
 
 :class:`Claimer` runs the rule on a timer and on demand (``market claim``). A claim is
-journaled with its transaction hash before it is broadcast (``ChannelLedger.claim_submitted``,
-through the chain facade's ``on_signed``); after a crash, :meth:`Claimer.reconcile` re-reads
+journaled (which channels, up to which totals) before it is sent
+(``ChannelLedger.claim_submitted``); after a crash, :meth:`Claimer.reconcile` re-reads
 every channel a journaled claim named and takes the chain's claimed totals as the truth.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -130,13 +131,10 @@ class Claimer:
                               total=channel.charged_total,
                               signature=str(channel.voucher_signature)) for channel in batch]
         totals = {entry.channel_id: entry.total for entry in entries}
-
-        def journal(tx_hash: str) -> None:
-            # Called in the worker thread between signing and broadcasting.
-            trio.from_thread.run(self.db_run, self.ledger.claim_submitted, tx_hash, totals)
-
+        claim_id = secrets.token_hex(16)
+        await self.db_run(self.ledger.claim_submitted, claim_id, totals)
         try:
-            outcome = await trio.to_thread.run_sync(chain.claim, entries, journal)
+            outcome = await trio.to_thread.run_sync(chain.claim, entries)
         except Exception as error:
             metrics.CHANNEL_CLAIMS.labels(outcome="failed").inc()
             log.warning("voucher claim failed channels=%d error=%s", len(batch), error)
@@ -145,8 +143,8 @@ class Claimer:
         claimed_after = await self._chain_totals(chain, [entry.channel_id for entry in entries])
         state = ClaimState.MINED if outcome.mined else ClaimState.FAILED
         before = sum(channel.claimed_total for channel in batch)
-        await self.db_run(self.ledger.claim_finished, outcome.tx_hash, state, claimed_after,
-                          outcome.gas_used)
+        await self.db_run(self.ledger.claim_finished, claim_id, state, claimed_after,
+                          outcome.gas_used, None, outcome.tx_hash)
         metrics.CHANNEL_CLAIMS.labels(outcome=str(state)).inc()
         metrics.CHANNEL_CLAIM_GAS.inc(outcome.gas_used)
         return {"tx_hash": outcome.tx_hash, "gas_used": outcome.gas_used, "state": str(state),
@@ -173,6 +171,6 @@ class Claimer:
                 log.warning("claim reconcile: chain unreadable error=%s", error)
                 return
             mined = all(totals[channel_id] >= total for channel_id, total in claim.totals.items())
-            await self.db_run(self.ledger.claim_finished, claim.tx_hash,
+            await self.db_run(self.ledger.claim_finished, claim.claim_id,
                               ClaimState.MINED if mined else ClaimState.FAILED, totals, None,
                               None if mined else "not on chain after a restart")

@@ -9,7 +9,7 @@ Rules, each kept by one transaction:
 - The seller records the sale *and* moves the channel's ``charged_total`` from the base the
   voucher was checked against to the voucher's total, compare-and-set: of two vouchers racing
   on one channel only one is recorded, and a voucher is never delivered on before it is.
-- A claim is journaled (``submitted``, with the transaction hash) before it is broadcast, so
+- A claim is journaled (``submitted``: its channels and totals) before it is sent, so
   after a crash the chain is asked about exactly the claims that may have happened.
 
 Synchronous: call through ``Database.run``.
@@ -110,7 +110,8 @@ class SellerChannel:
 
 @dataclass(frozen=True)
 class Claim:
-    tx_hash: str
+    claim_id: str
+    tx_hash: str | None
     claims_json: str
     total_micro_usdc: int
     state: str
@@ -303,21 +304,24 @@ class ChannelLedger:
         return int(row[0])
 
     # --- claims (seller) ----------------------------------------------------------------
-    def claim_submitted(self, tx_hash: str, totals: dict[str, int]) -> None:
+    def claim_submitted(self, claim_id: str, totals: dict[str, int]) -> None:
+        """Journal a claim before it is sent: which channels, up to which totals."""
         at = now_ms()
         with self.db.transaction() as conn:
             conn.execute(
-                "INSERT INTO channel_claims(tx_hash, claims_json, total_micro_usdc, state, "
-                "gas_used, reason, created_at_ms, updated_at_ms) VALUES (?,?,?,?,NULL,NULL,?,?)",
-                (tx_hash, json.dumps(totals), 0, ClaimState.SUBMITTED, at, at))
+                "INSERT INTO channel_claims(claim_id, tx_hash, claims_json, total_micro_usdc, "
+                "state, gas_used, reason, created_at_ms, updated_at_ms) "
+                "VALUES (?,NULL,?,?,?,NULL,NULL,?,?)",
+                (claim_id, json.dumps(totals), 0, ClaimState.SUBMITTED, at, at))
 
-    def claim_finished(self, tx_hash: str, state: ClaimState, claimed: dict[str, int],
-                       gas_used: int | None, reason: str | None = None) -> None:
+    def claim_finished(self, claim_id: str, state: ClaimState, claimed: dict[str, int],
+                       gas_used: int | None, reason: str | None = None,
+                       tx_hash: str | None = None) -> None:
         """The claim's outcome, and each channel's claimed total as the chain now shows it."""
         at = now_ms()
         with self.db.transaction() as conn:
-            row = conn.execute("SELECT claims_json FROM channel_claims WHERE tx_hash=?",
-                               (tx_hash,)).fetchone()
+            row = conn.execute("SELECT claims_json FROM channel_claims WHERE claim_id=?",
+                               (claim_id,)).fetchone()
             before = {key: 0 for key in (json.loads(row[0]) if row is not None else {})}
             total = 0
             for channel_id, claimed_total in claimed.items():
@@ -332,8 +336,8 @@ class ChannelLedger:
                     (claimed_total, claimed_total, at, channel_id))
             conn.execute(
                 "UPDATE channel_claims SET state=?, gas_used=?, reason=?, total_micro_usdc=?, "
-                "updated_at_ms=? WHERE tx_hash=?",
-                (state, gas_used, reason, total, at, tx_hash))
+                "tx_hash=COALESCE(?, tx_hash), updated_at_ms=? WHERE claim_id=?",
+                (state, gas_used, reason, total, tx_hash, at, claim_id))
 
     def open_claims(self) -> list[Claim]:
         return [_row(Claim, row) for row in self.db.execute(

@@ -70,12 +70,14 @@ class VoucherBuying:
     _exact_only: dict[str, float]
     _channel_locks: dict[str, trio.Lock]
 
-    async def _ask(self, peer: str, message: Message, timeout_s: float | None = None) -> Message:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by Receiver / Buyer
+        async def _ask(self, peer: str, message: Message,
+                       timeout_s: float | None = None) -> Message: ...
 
-    async def _accept(self, request_id: str, stored: StoredListing, delivery: Any,
-                      price: int) -> dict[str, Any]:
-        raise NotImplementedError
+        async def _accept(self, request_id: str, stored: StoredListing, delivery: Any,
+                          price: int) -> dict[str, Any]: ...
+
+        async def _check_caps(self, price: int, max_price: int | None) -> None: ...
 
     def takes_vouchers(self, stored: StoredListing) -> bool:
         """Pay this seller with a voucher? Not if vouchers are off or it said exact only."""
@@ -88,9 +90,6 @@ class VoucherBuying:
         assert self.channel_ledger is not None
         return [channel.to_dict() for channel in
                 await self.memory.run(self.channel_ledger.buyer_channels)]
-
-    async def _check_caps(self, price: int, max_price: int | None) -> None:
-        raise NotImplementedError
 
     _lock: trio.Lock
 
@@ -159,12 +158,11 @@ class VoucherBuying:
         it, a deposit (a pending one resent while still valid, else a fresh one)."""
         total = channel.charged_total + price
         chain_id = self.config.chain.chain_id
-        identifier = bytes.fromhex(channel.channel_id[2:])
         if total <= channel.deposited_micro_usdc:
-            return None, total, sign_voucher(self.wallet, identifier, total, chain_id)
+            return None, total, sign_voucher(self.wallet, channel.terms, total, chain_id)
         pending = _deposit_from_json(channel.pending_deposit_json)
         if pending is not None and not deposit_expired(pending):
-            return pending, total, sign_voucher(self.wallet, identifier, total, chain_id)
+            return pending, total, sign_voucher(self.wallet, channel.terms, total, chain_id)
         deposit, signature = sign_deposit(self.wallet, channel.terms, chain_id, price,
                                           self._deposit_amount(channel, price), total)
         return deposit, total, signature
@@ -215,7 +213,7 @@ class VoucherBuying:
                     break
                 channel, deposit = rebased
                 total = channel.charged_total + price
-                signature = sign_voucher(self.wallet, identifier, total, self.config.chain.chain_id)
+                signature = sign_voucher(self.wallet, channel.terms, total, self.config.chain.chain_id)
                 await self.memory.run(ledger.resign_voucher_purchase, request_id,
                                       channel.channel_id, total, "0x" + signature.hex())
                 continue

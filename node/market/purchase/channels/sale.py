@@ -84,7 +84,7 @@ class VoucherSelling:
         request_id = message.request_id
         chain = self.channels()
         ledger = self.channel_ledger
-        if chain is None or ledger is None:
+        if chain is None or ledger is None or not await trio.to_thread.run_sync(chain.available):
             return self._error(request_id, ERROR_SCHEME_UNSUPPORTED,
                                "this seller takes exact payments only (no channel contract)")
         found = await self._sellable(message.listing_id)

@@ -1,11 +1,10 @@
-"""Channels and vouchers between this protocol's wire form and the x402 SDK.
+"""Channels and vouchers between this protocol's wire form and the chain's channel face.
 
-Everything cryptographic is the SDK's (``x402.mechanisms.evm.batch_settlement``): the channel
-id (``compute_channel_id``), the channel checks a receiver makes (``validate_channel_config``),
-voucher signing (``sign_voucher``), the deposit authorization
-(``create_batch_settlement_eip3009_deposit_payload``) and voucher verification by one ECDSA
-recover (``verify_batch_settlement_voucher_typed_data``). This module only converts: the wire
-carries bytes and integers (:mod:`protocol.channel`), the SDK hex strings and dataclasses.
+Everything cryptographic is the x402 SDK's (``x402.mechanisms.evm.batch_settlement``), reached
+through ``node.chain``'s channel face where it offers the operation (requirements, deposit
+signing, voucher signing and the one-ECDSA-recover voucher check) and directly for the
+receiver's channel-config check (``validate_channel_config``). This module only converts: the
+wire carries bytes and integers (:mod:`protocol.channel`), the SDK hex strings and dataclasses.
 Pure functions; no chain calls.
 """
 
@@ -16,23 +15,17 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
-from x402.mechanisms.evm.batch_settlement import (
-    ChannelConfig,
-    DepositPayload,
-    compute_channel_id,
-)
-from x402.mechanisms.evm.batch_settlement.client.eip3009 import (
-    create_batch_settlement_eip3009_deposit_payload,
-)
-from x402.mechanisms.evm.batch_settlement.client.voucher import sign_voucher as sdk_sign_voucher
-from x402.mechanisms.evm.batch_settlement.facilitator.utils import (
-    validate_channel_config,
-    verify_batch_settlement_voucher_typed_data,
-)
-from x402.mechanisms.evm.signers import EthAccountSigner
+from x402.mechanisms.evm.batch_settlement import ChannelConfig, compute_channel_id
+from x402.mechanisms.evm.batch_settlement.facilitator.utils import validate_channel_config
 from x402.schemas import PaymentRequirements
 
-from node.chain import TOKEN_DOMAIN_NAME, TOKEN_DOMAIN_VERSION
+from node.chain import (
+    SignedVoucher,
+    channel_requirements,
+    sign_channel_voucher,
+    voucher_signature_valid,
+)
+from node.chain import sign_deposit as sign_channel_deposit
 from protocol.channel import ChannelDeposit, ChannelTerms
 
 SCHEME_VOUCHER = "batch-settlement"
@@ -42,21 +35,13 @@ ZERO_SALT = b"\x00" * 32
 DEPOSIT_WINDOW_S = 300
 
 
-def network(chain_id: int) -> str:
-    return f"eip155:{chain_id}"
-
-
 def requirements(pay_to: str, token: str, chain_id: int, price_micro_usdc: int,
                  withdraw_delay_s: int) -> PaymentRequirements:
     """x402 ``batch-settlement`` requirements for one purchase: the seller's pay-to is both
     receiver and receiver authorizer (it authorises its own claims)."""
-    return PaymentRequirements(
-        scheme=SCHEME_VOUCHER, network=network(chain_id), asset=to_checksum_address(token),
-        amount=str(price_micro_usdc), pay_to=to_checksum_address(pay_to),
-        max_timeout_seconds=DEPOSIT_WINDOW_S,
-        extra={"receiverAuthorizer": to_checksum_address(pay_to), "withdrawDelay": withdraw_delay_s,
-               "name": TOKEN_DOMAIN_NAME, "version": TOKEN_DOMAIN_VERSION},
-    )
+    return channel_requirements(chain_id=chain_id, token_address=token, pay_to=pay_to,
+                                price_micro=price_micro_usdc, receiver_authorizer=pay_to,
+                                withdraw_delay_s=withdraw_delay_s, max_timeout_s=DEPOSIT_WINDOW_S)
 
 
 def buyer_terms(payer: str, pay_to: str, token: str, withdraw_delay_s: int,
@@ -91,26 +76,25 @@ def terms_problem(terms: ChannelTerms, claimed_id: bytes, pay_to: str, token: st
         return f"channel terms unusable: {error}"
 
 
-def sign_voucher(wallet: LocalAccount, channel: bytes, total_micro_usdc: int,
+def signed_voucher(terms: ChannelTerms, channel: bytes, total_micro_usdc: int,
+                   signature: bytes) -> SignedVoucher:
+    return SignedVoucher(channel=sdk_config(terms), channel_id="0x" + channel.hex(),
+                         max_claimable_micro=total_micro_usdc, signature="0x" + signature.hex())
+
+
+def sign_voucher(wallet: LocalAccount, terms: ChannelTerms, total_micro_usdc: int,
                  chain_id: int) -> bytes:
     """The payer's EIP-712 ``Voucher(channelId, maxClaimableAmount)`` signature."""
-    fields = sdk_sign_voucher(EthAccountSigner(wallet), "0x" + channel.hex(), total_micro_usdc,
-                              network(chain_id))
-    return bytes.fromhex(fields.signature.removeprefix("0x"))
+    voucher = sign_channel_voucher(wallet, sdk_config(terms), chain_id, total_micro_usdc)
+    return bytes.fromhex(voucher.signature.removeprefix("0x"))
 
 
 def voucher_signed(terms: ChannelTerms, channel: bytes, total_micro_usdc: int, signature: bytes,
                    chain_id: int) -> bool:
-    """True if ``signature`` is the payer authorizer's voucher for ``total`` on ``channel``:
-    one ECDSA recover, no chain call (a zero authorizer, i.e. a contract wallet needing
-    ERC-1271, is refused: it would need the chain)."""
-    if int(terms.payer_authorizer, 16) == 0:
-        return False
-    return verify_batch_settlement_voucher_typed_data(
-        signer=None,  # type: ignore[arg-type]  # ECDSA path only: the authorizer is non-zero
-        channel_id="0x" + channel.hex(), max_claimable_amount=str(total_micro_usdc),
-        payer_authorizer=terms.payer_authorizer, payer=terms.payer,
-        signature="0x" + signature.hex(), chain_id=chain_id)
+    """True if ``signature`` is the payer authorizer's voucher for ``total`` on ``channel``
+    (whose id must be these terms'): one ECDSA recover, no chain call."""
+    return voucher_signature_valid(signed_voucher(terms, channel, total_micro_usdc, signature),
+                                   chain_id)
 
 
 def sign_deposit(wallet: LocalAccount, terms: ChannelTerms, chain_id: int, price_micro_usdc: int,
@@ -118,10 +102,9 @@ def sign_deposit(wallet: LocalAccount, terms: ChannelTerms, chain_id: int, price
     """A deposit into ``terms``' channel (EIP-3009 ``receiveWithAuthorization`` to x402's
     deposit collector, its nonce bound to the channel) and the voucher for ``voucher_total``
     that rides with it, both signed by the SDK's client code."""
-    payload: DepositPayload = create_batch_settlement_eip3009_deposit_payload(
-        EthAccountSigner(wallet),
-        requirements(terms.receiver, terms.token, chain_id, price_micro_usdc,
-                     terms.withdraw_delay_s),
+    payload = sign_channel_deposit(
+        wallet, requirements(terms.receiver, terms.token, chain_id, price_micro_usdc,
+                             terms.withdraw_delay_s),
         sdk_config(terms), deposit_micro_usdc, voucher_total)
     assert payload.deposit is not None and payload.voucher is not None
     erc3009 = payload.deposit.authorization.erc3009_authorization

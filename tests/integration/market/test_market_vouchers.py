@@ -1,0 +1,81 @@
+"""Issue 36 delivery 2: purchases with x402 batch-settlement vouchers between two real nodes
+(libp2p hosts, SQLite, the eth-tester chain with the channel contract at the SDK's address).
+
+The first purchase from a seller opens a channel (its deposit rides with the voucher and the
+seller submits it); later ones are one voucher, checked without the chain, recorded on both
+sides, delivered at once; the seller claims them in one transaction and the money arrives.
+A seller that takes only ``exact`` is still bought from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from node.chain import Channels
+from node.chain.embedded import EmbeddedChain
+from tests.support.market import BUYER_USDC, Market, start_market
+
+SKILLS = (
+    "Roll back a bad Helm release: helm history, helm rollback to the last good revision",
+    "Rotate a leaked AWS access key: create a new key, deploy it, deactivate the old one",
+    "Drain a Kubernetes node safely: cordon, drain with a PodDisruptionBudget, uncordon",
+)
+
+
+@pytest.fixture
+async def market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nursery) -> Market:
+    return await start_market(tmp_path, chain, nursery, vouchers=True)
+
+
+async def on_chain(market: Market, channel_id: str) -> tuple[int, int]:
+    """(balance, total claimed) of a channel, as the contract holds it."""
+    channels = Channels(market.chain.client(), market.chain.deployer)
+    state = await trio.to_thread.run_sync(channels.state, channel_id)
+    return state.balance_micro, state.total_claimed_micro
+
+
+async def test_voucher_purchases_deliver_at_once_and_are_claimed_in_one_transaction(
+        market: Market) -> None:
+    listings = [await market.publish(text) for text in SKILLS]
+    await market.known_to_buyer(*listings)
+    deposit = market.buyer.config.market.channel_deposit_micro_usdc
+    prices = [listing["price_micro_usdc"] for listing in listings]
+
+    first = await market.buyer.market.buy(listings[0]["listing_id"])
+    assert first["scheme"] == "batch-settlement" and first["crystal_id"]
+    assert first["deposit_micro_usdc"] == deposit and first["deposit_tx"]
+    channel_id = first["channel_id"]
+    assert await on_chain(market, channel_id) == (deposit, 0)
+    # The deposit left the buyer's wallet; nothing reached the seller yet.
+    assert await market.balances() == (0, BUYER_USDC - deposit)
+
+    block = await market.block()
+    second = await market.buyer.market.buy(listings[1]["listing_id"])
+    third = await market.buyer.market.buy(listings[2]["listing_id"])
+    # No chain transaction for a voucher purchase.
+    assert await market.block() == block
+    assert (second["deposit_micro_usdc"], third["deposit_micro_usdc"]) == (0, 0)
+    assert third["channel_total_micro_usdc"] == sum(prices)
+
+    [bought] = (await market.buyer.market.channels())["paying"]
+    assert (bought["spent_micro_usdc"], bought["deposit_micro_usdc"]) == (sum(prices), deposit)
+    seller_view = await market.seller.market.channels()
+    [sold] = seller_view["paid_by"]
+    assert (sold["charged_micro_usdc"], sold["unclaimed_micro_usdc"]) == (sum(prices), sum(prices))
+    assert seller_view["unclaimed_micro_usdc"] == sum(prices)
+    sales = await market.seller.market.sales(10)
+    assert sorted((sale["scheme"], sale["state"], sale["voucher_total"]) for sale in sales) == [
+        ("batch-settlement", "delivered", prices[0]),
+        ("batch-settlement", "delivered", prices[0] + prices[1]),
+        ("batch-settlement", "delivered", sum(prices))]
+
+    claimed = await market.seller.market.claim()
+    assert claimed["claimed_micro_usdc"] == sum(prices) and len(claimed["transactions"]) == 1
+    assert await on_chain(market, channel_id) == (deposit, sum(prices))
+    assert await market.balances() == (sum(prices), BUYER_USDC - deposit)
+    seller_view = await market.seller.market.channels()
+    assert seller_view["paid_by"][0]["unclaimed_micro_usdc"] == 0
+    assert seller_view["claims"]["claims"] == 1 and seller_view["claims"]["gas_used"] > 0
