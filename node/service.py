@@ -160,7 +160,7 @@ class NodeService:
             self.config, self.identity, self.net.sequence.next, self.net.purchases.request_envelope,
             self.memory, self.listings, self.ledger, self.wallet,
             lambda: self.engine.client if self.engine else None,
-            channel_ledger=self.channel_ledger,
+            channel_ledger=self.channel_ledger, channel_chain=lambda: self.channel_chain,
         )
         self.trust = TrustService(
             memory.db,

@@ -233,17 +233,23 @@ class ChannelState(Message):
 @dataclass(frozen=True)
 class RefundRequest(Message):
     """The payer asks the seller to close its account: claim what the vouchers owe, and return
-    the rest of the deposit to the payer (x402's cooperative refund)."""
+    the rest of the deposit to the payer (x402's cooperative refund). ``max_claimable`` /
+    ``signature`` is the payer's voucher for what it has been charged (x402's zero-charge
+    refund voucher); the seller claims the higher of it and the newest voucher it holds."""
 
     KIND: ClassVar[str] = "channel_refund_request"
     FIELDS: ClassVar[Schema] = {
         "request_id": REQUEST_ID,
         "channel": RecordField(ChannelTerms),
         "channel_id": _BYTES32,
+        "max_claimable": _AMOUNT,
+        "signature": _SIGNATURE,
     }
     request_id: str
     channel: ChannelTerms
     channel_id: bytes
+    max_claimable: int
+    signature: bytes
 
 
 @dataclass(frozen=True)

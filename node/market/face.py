@@ -25,9 +25,9 @@ from node.market.selling import Publisher
 from node.memory import AsyncMemory, ExecutionOutcome
 
 if TYPE_CHECKING:
-    from node.market.purchase import ChannelLedger, Claimer
     from node.chain import SettlementEngine
     from node.config import ChainConfig
+    from node.market.purchase import ChannelLedger, Claimer
     from node.market.warnings import WarningDesk
 
 RecordTrust = Callable[[bytes, str, str], Awaitable[None]]

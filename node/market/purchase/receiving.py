@@ -22,7 +22,7 @@ from node.config import NodeConfig
 from node.crystals import Crystal, now_ms
 from node.market.book import ListingBook, StoredListing
 from node.market.ledger import MarketLedger
-from node.market.purchase.channels import ChannelLedger
+from node.market.purchase.channels import ChannelChain, ChannelLedger
 from node.market.purchase.errors import DEFINITIVE_REFUSALS, PurchaseError, PurchaseRefused
 from node.market.purchase.payment_proof import settled_tx, transfer_problem
 from node.market.purchase.skill_import import imported_skill, released_skill
@@ -65,6 +65,7 @@ class Receiver:
         gate: Gate = admit_all,
         on_outcome: Callable[[bytes, str, str], Awaitable[None]] | None = None,
         channel_ledger: ChannelLedger | None = None,
+        channel_chain: Callable[[], ChannelChain | None] = lambda: None,
     ) -> None:
         self.config = config
         self.identity = identity
@@ -79,6 +80,7 @@ class Receiver:
         self.on_outcome = on_outcome  # (seller key, event, detail) for the trust ledger
         # Channels this node pays through (None: it pays with ``exact`` only).
         self.channel_ledger = channel_ledger
+        self.channel_chain = channel_chain  # for deposits this node submits itself
         self._exact_only: dict[str, float] = {}  # pay-to -> until when it takes exact only
         self._channel_locks: dict[str, trio.Lock] = {}
         # A TermsChanged listing, validated and stored as if synced (wired by the service).

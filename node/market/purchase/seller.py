@@ -40,7 +40,7 @@ from node.market.purchase.errors import Refusal
 from node.market.purchase.wire import authorization_of
 from node.market.states import SaleState
 from node.memory import AsyncMemory
-from protocol.channel import VoucherPurchaseRequest
+from protocol.channel import RefundRequest, VoucherPurchaseRequest
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity
 from protocol.messages import (
@@ -118,6 +118,8 @@ class Seller(VoucherSelling):
         message = envelope.message()
         if isinstance(message, VoucherPurchaseRequest):
             return await self._sell_voucher(envelope, message)
+        if isinstance(message, RefundRequest):
+            return await self._refund_channel(envelope, message)
         if isinstance(message, PaidPurchaseRequest):
             return await self._sell_paid(envelope, message)
         if isinstance(message, PurchaseRequest):

@@ -79,3 +79,48 @@ async def test_voucher_purchases_deliver_at_once_and_are_claimed_in_one_transact
     seller_view = await market.seller.market.channels()
     assert seller_view["paid_by"][0]["unclaimed_micro_usdc"] == 0
     assert seller_view["claims"]["claims"] == 1 and seller_view["claims"]["gas_used"] > 0
+
+
+async def test_a_refund_claims_what_is_owed_and_returns_the_rest(market: Market) -> None:
+    listing = await market.publish(SKILLS[0])
+    await market.known_to_buyer(listing)
+    price = listing["price_micro_usdc"]
+    bought = await market.buyer.market.buy(listing["listing_id"])
+
+    refunded = await market.buyer.market.refund(bought["channel_id"])
+    deposit = market.buyer.config.market.channel_deposit_micro_usdc
+    assert (refunded["spent_micro_usdc"], refunded["refunded_micro_usdc"]) == (price, deposit - price)
+    assert await market.balances() == (price, BUYER_USDC - price)
+    assert await on_chain(market, bought["channel_id"]) == (price, price)
+    [closed] = (await market.buyer.market.channels())["paying"]
+    assert (closed["state"], closed["refund_tx"]) == ("closed", refunded["tx_hash"])
+    [sold] = (await market.seller.market.channels())["paid_by"]
+    assert (sold["state"], sold["unclaimed_micro_usdc"]) == ("closed", 0)
+
+    # A closed channel is not paid through again: the next purchase opens a fresh deposit.
+    again = await market.buyer.market.buy(listing["listing_id"], again=True)
+    assert again["scheme"] == "batch-settlement" and again["deposit_micro_usdc"] == deposit
+
+
+async def test_a_deposit_made_ahead_is_spent_by_the_first_voucher(market: Market) -> None:
+    listing = await market.publish(SKILLS[1])
+    await market.known_to_buyer(listing)
+    seller_key = market.seller.identity.public_key.hex()
+    made = await market.buyer.market.deposit(seller_key, 300_000)
+    assert made["deposit_micro_usdc"] == 300_000 and made["tx_hash"]
+
+    bought = await market.buyer.market.buy(listing["listing_id"])
+    assert bought["channel_id"] == made["channel_id"] and bought["deposit_micro_usdc"] == 0
+    assert await on_chain(market, made["channel_id"]) == (300_000, 0)
+
+
+async def test_a_seller_without_channels_is_paid_with_exact(market: Market) -> None:
+    market.seller.channel_chain = None  # a seller whose chain has no channel contract
+    listing = await market.publish(SKILLS[2])
+    await market.known_to_buyer(listing)
+    price = listing["price_micro_usdc"]
+
+    bought = await market.buyer.market.buy(listing["listing_id"])
+    assert bought["scheme"] == "exact" and bought["tx_hash"]
+    assert await market.balances() == (price, BUYER_USDC - price)
+    assert (await market.buyer.market.channels())["paying"][0]["deposit_micro_usdc"] == 0

@@ -268,6 +268,12 @@ class ChannelLedger:
         assert channel is not None
         return channel
 
+    def seller_channel_closed(self, channel_id: str) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE seller_channels SET state=?, first_unclaimed_at_ms=NULL, "
+                         "updated_at_ms=? WHERE channel_id=?",
+                         (ChannelStatus.CLOSED, now_ms(), channel_id))
+
     def record_voucher_sale(self, sale: Sale, base_total: int, signature: str) -> bool:
         """Record the sale and move the channel from ``base_total`` to the voucher's total,
         in one transaction; False (nothing written) if the channel is no longer at the base."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -26,23 +27,33 @@ import trio
 from node.crystals import now_ms
 from node.market.book import StoredListing
 from node.market.ledger import Purchase
+from node.market.purchase.channels.chain import ChannelChain
 from node.market.purchase.channels.ledger import BuyerChannel, ChannelLedger
 from node.market.purchase.channels.terms import (
     SCHEME_VOUCHER,
     buyer_terms,
     channel_id,
     deposit_expired,
+    deposit_payload,
+    requirements,
     sign_deposit,
     sign_voucher,
     voucher_signed,
 )
 from node.market.purchase.errors import PurchaseError, PurchaseRefused
-from node.market.states import PurchaseState
-from protocol.channel import ChannelDeposit, ChannelState, VoucherDelivery, VoucherPurchaseRequest
+from node.market.states import ChannelStatus, PurchaseState
+from protocol.channel import (
+    ChannelDeposit,
+    ChannelRefunded,
+    ChannelState,
+    RefundRequest,
+    VoucherDelivery,
+    VoucherPurchaseRequest,
+)
 from protocol.envelope import REASON_UNKNOWN_KIND
 from protocol.identity import peer_id_from_public_key
 from protocol.messages import ErrorReply, Message, TermsChanged
-from protocol.purchase import ERROR_BAD_REQUEST, ERROR_SCHEME_UNSUPPORTED
+from protocol.purchase import ERROR_BAD_REQUEST, ERROR_SCHEME_UNSUPPORTED, new_request_id
 
 if TYPE_CHECKING:
     from eth_account.signers.local import LocalAccount
@@ -64,6 +75,8 @@ class VoucherBuying:
 
     config: NodeConfig
     wallet: LocalAccount
+    listings: Any
+    channel_chain: Callable[[], ChannelChain | None]
     memory: Any
     ledger: Any
     channel_ledger: ChannelLedger | None
@@ -267,6 +280,84 @@ class VoucherBuying:
             await self.memory.run(ledger.record_pending_deposit, channel.channel_id,
                                   _deposit_json(deposit))
         return channel, deposit
+
+    async def refund(self, channel_id: str) -> dict[str, Any]:
+        """Close a channel cooperatively: the seller claims what our vouchers owe and returns
+        the rest of the deposit to our wallet, in one transaction it pays for."""
+        ledger = self.channel_ledger
+        if ledger is None:
+            raise PurchaseRefused("this node has no payment channels", "no_channels")
+        channel = await self.memory.run(ledger.buyer_channel_by_id, channel_id.lower())
+        if channel is None:
+            raise PurchaseRefused(f"no channel {channel_id} (see `crystalmesh wallet channels`)",
+                                  "unknown_channel")
+        if channel.state == ChannelStatus.CLOSED:
+            raise PurchaseRefused(f"channel {channel_id[:18]} is already closed ({channel.refund_tx})",
+                                  "closed")
+        lock = self._channel_locks.setdefault(channel.receiver.lower(), trio.Lock())
+        async with lock:
+            await self.memory.run(ledger.buyer_channel_state, channel.channel_id,
+                                  ChannelStatus.REFUNDING)
+            # Our voucher for what we were charged: x402's zero-charge refund voucher.
+            total = max(channel.charged_total, channel.signed_total)
+            signature = sign_voucher(self.wallet, channel.terms, total, self.config.chain.chain_id)
+            reply = await self._ask(peer_id_from_public_key(bytes.fromhex(channel.seller_key)),
+                                    RefundRequest(request_id=new_request_id(), channel=channel.terms,
+                                                  channel_id=bytes.fromhex(channel.channel_id[2:]),
+                                                  max_claimable=total, signature=signature))
+            if not isinstance(reply, ChannelRefunded):
+                await self.memory.run(ledger.buyer_channel_state, channel.channel_id,
+                                      ChannelStatus.OPEN)
+                detail = (f"{reply.code}: {reply.message}" if isinstance(reply, ErrorReply)
+                          else reply.KIND)
+                raise PurchaseRefused(f"the seller did not refund: {detail}", "refund_refused")
+            await self.memory.run(ledger.rebase, channel.channel_id, reply.claimed_total, None)
+            await self.memory.run(ledger.buyer_channel_state, channel.channel_id,
+                                  ChannelStatus.CLOSED, reply.tx_hash, reply.refunded)
+        log.info("channel refunded channel=%s refunded=%d tx=%s", channel.channel_id[:18],
+                 reply.refunded, reply.tx_hash)
+        return {"channel_id": channel.channel_id, "spent_micro_usdc": reply.claimed_total,
+                "refunded_micro_usdc": reply.refunded, "tx_hash": reply.tx_hash}
+
+    async def deposit(self, seller_key: str, amount_micro_usdc: int) -> dict[str, Any]:
+        """Open or top up the channel to a seller before buying (this node submits the deposit
+        and pays its gas; the first purchase would otherwise carry it for the seller to
+        submit). The seller is named by its key; its pay-to comes from its listings."""
+        ledger = self.channel_ledger
+        chain = self.channel_chain()
+        if ledger is None or chain is None:
+            raise PurchaseRefused("this node has no payment channels", "no_channels")
+        if amount_micro_usdc <= 0:
+            raise PurchaseRefused("a deposit must be positive", "bad_amount")
+        stored = await self.memory.run(self.listings.any_of_seller, bytes.fromhex(seller_key))
+        if stored is None:
+            raise PurchaseRefused(f"no listing of seller {seller_key[:16]} is known: its pay-to "
+                                  "address is unknown", "unknown_seller")
+        lock = self._channel_locks.setdefault(stored.listing.pay_to.lower(), trio.Lock())
+        async with lock:
+            channel = await self._channel_for(stored)
+            price = stored.listing.price_micro_usdc
+            deposit, signature = sign_deposit(self.wallet, channel.terms, self.config.chain.chain_id,
+                                              price, amount_micro_usdc, channel.charged_total + price)
+            await self.memory.run(ledger.record_pending_deposit, channel.channel_id,
+                                  _deposit_json(deposit))
+            identifier = bytes.fromhex(channel.channel_id[2:])
+            payload = deposit_payload(channel.terms, identifier, deposit,
+                                      channel.charged_total + price, signature)
+            checked = requirements(channel.terms.receiver, channel.terms.token,
+                                   self.config.chain.chain_id, price, channel.terms.withdraw_delay_s)
+            try:
+                tx_hash = await trio.to_thread.run_sync(chain.deposit, payload,
+                                                        checked.model_dump(by_alias=True))
+            except Exception as error:
+                raise PurchaseError(f"the deposit was not accepted: {error}"[:300],
+                                    "deposit_failed") from error
+            state = await trio.to_thread.run_sync(chain.channel, channel.channel_id)
+            await self.memory.run(ledger.rebase, channel.channel_id,
+                                  max(channel.charged_total, state.total_claimed), state.balance)
+            await self.memory.run(ledger.drop_pending_deposit, channel.channel_id)
+        return {"channel_id": channel.channel_id, "deposit_micro_usdc": state.balance,
+                "deposited_micro_usdc": amount_micro_usdc, "tx_hash": tx_hash}
 
     async def _voucher_refused(self, request_id: str, reason: str) -> None:
         await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.REFUSED,

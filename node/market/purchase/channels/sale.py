@@ -28,19 +28,26 @@ from node import metrics
 from node.crystals import now_ms
 from node.market.book import StoredListing
 from node.market.ledger import Sale
-from node.market.purchase.channels.chain import ChannelChain, OnChainChannel
+from node.market.purchase.channels.chain import ChannelChain, ClaimEntry, OnChainChannel
 from node.market.purchase.channels.ledger import ChannelLedger, SellerChannel
 from node.market.purchase.channels.terms import (
     SCHEME_VOUCHER,
     deposit_expired,
     deposit_payload,
     requirements,
+    sdk_config,
     terms_problem,
     voucher_signed,
 )
 from node.market.purchase.errors import Refusal
 from node.market.states import SaleState
-from protocol.channel import ChannelState, VoucherDelivery, VoucherPurchaseRequest
+from protocol.channel import (
+    ChannelRefunded,
+    ChannelState,
+    RefundRequest,
+    VoucherDelivery,
+    VoucherPurchaseRequest,
+)
 from protocol.envelope import Envelope
 from protocol.messages import Message, TermsChanged
 from protocol.purchase import (
@@ -109,7 +116,10 @@ class VoucherSelling:
                                    "request id already used for another purchase")
             log.info("voucher purchase resent, delivering again request=%s", request_id)
             channel = await self.memory.run(ledger.seller_channel, channel_hex)
-            return self._voucher_delivery(message, stored, crystal.text, channel, None)
+            reply = self._voucher_delivery(message, stored, crystal.text, channel, None)
+            if existing.state == SaleState.VOUCHED:  # recorded, then the answer was lost
+                await self.memory.run(self.ledger.update_sale, request_id, SaleState.DELIVERED)
+            return reply
         if (message.price_micro_usdc != listing.price_micro_usdc
                 or message.channel.receiver.lower() != listing.pay_to.lower()):
             return self._seal(TermsChanged(
@@ -161,6 +171,47 @@ class VoucherSelling:
         return reply
 
     ledger: Any
+
+    async def _refund_channel(self, envelope: Envelope, message: RefundRequest) -> bytes:
+        """Cooperative refund: claim what the vouchers owe, return the rest to the payer, in
+        one transaction; only for the peer that pays through the channel."""
+        request_id = message.request_id
+        chain = self.channels()
+        ledger = self.channel_ledger
+        if chain is None or ledger is None or not await trio.to_thread.run_sync(chain.available):
+            return self._error(request_id, ERROR_SCHEME_UNSUPPORTED, "this seller has no channels")
+        problem = terms_problem(message.channel, message.channel_id, self.pay_to,
+                                self.token_address, self.chain_id)
+        if problem:
+            return self._refuse(request_id, WRONG_CHANNEL, problem)
+        if not voucher_signed(message.channel, message.channel_id, message.max_claimable,
+                              message.signature, self.chain_id):
+            return self._refuse(request_id, FORGED, "the refund voucher is not the payer's")
+        channel_hex = "0x" + message.channel_id.hex()
+        channel = await self.memory.run(ledger.seller_channel, channel_hex)
+        if channel is not None and channel.charged_total > 0 and \
+                channel.buyer_key != envelope.sender.hex():
+            return self._refuse(request_id, WRONG_CHANNEL, "only the channel's payer may close it")
+        if channel is not None and channel.voucher_signature and \
+                channel.charged_total >= message.max_claimable:
+            total, signature = channel.charged_total, channel.voucher_signature
+        else:
+            total, signature = message.max_claimable, "0x" + message.signature.hex()
+        entry = ClaimEntry(channel_id=channel_hex, config=sdk_config(message.channel).to_dict(),
+                           total=total, signature=signature)
+        try:
+            outcome, refunded = await trio.to_thread.run_sync(chain.refund, entry)
+        except Exception as error:
+            log.info("channel refund failed channel=%s error=%s", channel_hex[:18], error)
+            return self._error(request_id, ERROR_SETTLEMENT_FAILED, f"refund failed: {error}"[:280])
+        state = await _read(chain, channel_hex)
+        await self.memory.run(ledger.synced, channel_hex, message.channel, envelope.sender.hex(),
+                              state.balance, state.total_claimed, state.withdraw_requested_at_s)
+        await self.memory.run(ledger.seller_channel_closed, channel_hex)
+        metrics.CHANNEL_CLAIM_GAS.inc(outcome.gas_used)
+        return self._seal(ChannelRefunded(
+            request_id=request_id, channel_id=message.channel_id,
+            claimed_total=state.total_claimed, refunded=refunded, tx_hash=outcome.tx_hash))
 
     def _refuse(self, request_id: str, reason: str, detail: str) -> bytes:
         metrics.VOUCHERS.labels(outcome=reason).inc()
