@@ -425,6 +425,21 @@ class ApiClient:
     def sales(self, limit: int) -> list[Json]:
         return list(self.get("/v1/sales", limit=limit)["sales"])
 
+    def channels(self) -> Json:
+        """Payment channels: those this node pays through and those that pay it."""
+        return dict(self.get("/v1/wallet/channels"))
+
+    def deposit(self, seller_key: str, amount_micro_usdc: int) -> Json:
+        return dict(self.post("/v1/wallet/deposit", {"seller_key": seller_key,
+                                                     "amount_micro_usdc": amount_micro_usdc}))
+
+    def refund(self, channel_id: str) -> Json:
+        return dict(self.post("/v1/wallet/refund", {"channel_id": channel_id}))
+
+    def claim(self) -> Json:
+        """Claim every unclaimed voucher this node holds, now."""
+        return dict(self.post("/v1/market/claim"))
+
     def wallet(self) -> Json:
         """Address, balances and today's spending against the cap."""
         return dict(self.get("/v1/wallet"))

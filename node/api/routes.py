@@ -27,6 +27,7 @@ from node.api.metrics import metrics_router
 from node.api.models import (
     ConsolidateIn,
     CrystalIn,
+    DepositIn,
     ExecutionIn,
     LimitQuery,
     ListingSearchQuery,
@@ -34,6 +35,7 @@ from node.api.models import (
     PublishIn,
     PurchaseIn,
     RedeliverIn,
+    RefundIn,
     SearchIn,
     VersionIn,
     WeatherIn,
@@ -154,6 +156,22 @@ def node_router(node: NodeApi) -> APIRouter:
     @router.get("/wallet", tags=["market"])
     async def wallet() -> Json:
         return await node.market.wallet()
+
+    @router.get("/wallet/channels", tags=["market"])
+    async def wallet_channels() -> Json:
+        return await node.market.channels()
+
+    @router.post("/wallet/deposit", tags=["market"])
+    async def wallet_deposit(body: DepositIn) -> Json:
+        return await node.market.deposit(body.seller_key, body.amount_micro_usdc)
+
+    @router.post("/wallet/refund", tags=["market"])
+    async def wallet_refund(body: RefundIn) -> Json:
+        return await node.market.refund(body.channel_id)
+
+    @router.post("/market/claim", tags=["market"])
+    async def market_claim() -> Json:
+        return await node.market.claim()
 
     @router.get("/trust", tags=["trust"])
     async def trust() -> Json:

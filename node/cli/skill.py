@@ -195,10 +195,22 @@ def buy(ctx: CliContext, listing_id: str, max_price: str | None, again: bool) ->
     \f
     Example: ``crystalmesh skill buy 9c41d0e2a7b35f18 --max-price 0.05``
     """
-    data = ctx.api().buy(listing_id, parse_usdc(max_price) if max_price else None, again)
+    api = ctx.api()
+    config = ctx.config()
+    if config.market.vouchers:
+        # Said before the node signs anything: a first purchase from a seller deposits.
+        click.echo(f"a first purchase from a seller that takes vouchers deposits "
+                   f"{usdc(config.market.channel_deposit_micro_usdc)} (at least the price) into a "
+                   "refundable channel; later purchases from it spend that deposit "
+                   "(`crystalmesh wallet channels`)", err=True)
+    data = api.buy(listing_id, parse_usdc(max_price) if max_price else None, again)
     ctx.emit(data, lambda d: click.echo(
-        f"bought {d['listing_id'][:16]} for {usdc(d['price_micro_usdc'])}\n"
-        f"  tx       {d['tx_hash']}\n"
+        f"bought {d['listing_id'][:16]} for {usdc(d['price_micro_usdc'])} "
+        f"({d.get('scheme', 'exact')})\n"
+        + (f"  deposit  {usdc(d['deposit_micro_usdc'])} into channel {d['channel_id']}\n"
+           if d.get("deposit_micro_usdc") else "")
+        + (f"  tx       {d['tx_hash']}\n" if d.get("tx_hash") else
+           f"  voucher  channel total {usdc(d.get('channel_total_micro_usdc', 0))}\n")
         + (f"  crystal  {d['crystal_id']}" if d.get("crystal_id") else
            f"  not stored in memory ({d.get('not_ingested_because', 'ingestion gate')}); "
            "the skill text is in the purchase (--json)")))

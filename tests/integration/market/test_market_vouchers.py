@@ -124,3 +124,27 @@ async def test_a_seller_without_channels_is_paid_with_exact(market: Market) -> N
     assert bought["scheme"] == "exact" and bought["tx_hash"]
     assert await market.balances() == (price, BUYER_USDC - price)
     assert (await market.buyer.market.channels())["paying"][0]["deposit_micro_usdc"] == 0
+
+
+async def test_the_api_and_metrics_show_channels_exposure_and_claims(market: Market) -> None:
+    listing = await market.publish(SKILLS[0])
+    await market.known_to_buyer(listing)
+    price = listing["price_micro_usdc"]
+    async with market.http(market.buyer) as buyer_api, market.http(market.seller) as seller_api:
+        bought = (await buyer_api.post("/v1/purchases", json={"listing_id": listing["listing_id"]})).json()
+        assert bought["scheme"] == "batch-settlement"
+        paying = (await buyer_api.get("/v1/wallet/channels")).json()["paying"]
+        assert [channel["spent_micro_usdc"] for channel in paying] == [price]
+
+        metrics = (await seller_api.get("/metrics")).text
+        assert f"crystalmesh_unclaimed_exposure_micro_usdc {float(price)}" in metrics
+        claimed = (await seller_api.post("/v1/market/claim")).json()
+        assert claimed["claimed_micro_usdc"] == price
+        metrics = (await seller_api.get("/metrics")).text
+        assert "crystalmesh_unclaimed_exposure_micro_usdc 0.0" in metrics
+        assert 'crystalmesh_channel_claims_total{outcome="mined"}' in metrics
+
+        refused = await buyer_api.post("/v1/wallet/refund", json={"channel_id": "0x1234"})
+        assert refused.status_code == 400
+        unknown = await buyer_api.post("/v1/wallet/refund", json={"channel_id": "0x" + "ab" * 32})
+        assert unknown.status_code == 409
