@@ -19,7 +19,7 @@ import trio
 
 from node import metrics
 from node.audit import AuditLog
-from node.chain import ChainClient, Channels, SettlementEngine
+from node.chain import ChainClient, ChannelPayments, Channels, SettlementEngine
 from node.config import NodeConfig
 from node.crystals import CrystalNotFound, Lifecycle, now_ms
 from node.db import StoreDamaged
@@ -124,6 +124,13 @@ class NodeService:
         )
         if self.config.market.vouchers:
             self.channel_chain = FacadeChannels(Channels(self.engine.client, self.wallet))
+
+    def _x402_channels(self) -> ChannelPayments | None:
+        """``batch-settlement`` for the x402 endpoint (the SDK's records under the data dir)."""
+        if self.engine is None:
+            return None
+        return ChannelPayments(self.engine.client, self.wallet, self.config.chain.chain_id,
+                               self.config.data_dir / "x402-channels")
 
     # --- wiring -------------------------------------------------------------------------------
     @property
@@ -237,7 +244,8 @@ class NodeService:
                 await nursery.start(self._serve_api)
                 if self.config.x402.enabled:  # the public x402 endpoint over our seller
                     self.x402_url = await nursery.start(functools.partial(
-                        serve_seller, self.seller, self.config.x402.host, self.config.x402.port))
+                        serve_seller, self.seller, self.config.x402.host, self.config.x402.port,
+                        self._x402_channels()))
                 nursery.start_soon(functools.partial(
                     supervise, "market-liveness", self.market_liveness.run, on_crash=_count_crash))
                 nursery.start_soon(functools.partial(

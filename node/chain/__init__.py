@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from node.chain.wallet import load_or_create_wallet as load_or_create_wallet
     from node.chain.wallet import load_wallet as load_wallet
     from node.chain.x402 import payment_requirements as payment_requirements
+    from node.chain.x402_channels import ChannelPaymentRefused as ChannelPaymentRefused
+    from node.chain.x402_channels import ChannelPayments as ChannelPayments
+    from node.chain.x402_server import ChannelRefunded as ChannelRefunded
     from node.chain.x402_server import Offer as Offer
     from node.chain.x402_server import ResourceUnavailable as ResourceUnavailable
     from node.chain.x402_server import Sold as Sold

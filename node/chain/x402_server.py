@@ -7,9 +7,14 @@ Any x402 v2 client (the official SDKs, an agent framework) can buy a skill::
     GET /x402/skills/{listing_id}    PAYMENT-SIGNATURE: base64(PaymentPayload)
         <- 200, PAYMENT-RESPONSE: base64(SettleResponse), body: the skill (JSON)
 
-The seller settles the buyer's EIP-3009 authorization itself through the node's
+A 402 offers two schemes (``accepts``): ``exact`` (one EIP-3009 transfer, settled
+before delivery) and, where the chain has the channel contract, ``batch-settlement``
+(a deposit into a channel once, then one cumulative voucher per request, delivered at
+once; :mod:`node.chain.x402_channels`, the x402 SDK's server scheme). For ``exact`` the
+seller settles the buyer's EIP-3009 authorization itself through the node's
 settlement engine (no facilitator), so the same authorization never pays twice
-and presenting it again returns the same delivery. ``GET /x402/skills`` lists the
+and presenting it again returns the same delivery; a voucher presented again while
+it is the channel's latest gets the same delivery too. ``GET /x402/skills`` lists the
 offers. This is the node's one unauthenticated endpoint besides ``/metrics``: it
 sells only what the node already announces to the whole network, and everything
 in a request is treated as hostile (header size, encoding, terms, signature).
@@ -43,6 +48,7 @@ from node.chain.x402 import (
     payment_required,
     settle_response,
 )
+from node.chain.x402_channels import SCHEME_BATCH_SETTLEMENT, ChannelPaymentRefused
 from node.errors import CrystalmeshError
 
 log = logging.getLogger(__name__)
@@ -68,6 +74,12 @@ class Offer:
     name: str
     description: str
     requirements: dict[str, Any]
+    channel_requirements: dict[str, Any] | None = None
+
+    @property
+    def accepts(self) -> list[dict[str, Any]]:
+        """The schemes a buyer may pay with, ``exact`` first (every x402 client speaks it)."""
+        return [self.requirements] + ([self.channel_requirements] if self.channel_requirements else [])
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,15 @@ class Sold:
     payer: str
     amount_micro: int
     chain_id: int
+    receipt: dict[str, Any] | None = None  # the PAYMENT-RESPONSE content, if not the exact one
+
+
+@dataclass(frozen=True)
+class ChannelRefunded:
+    """A ``batch-settlement`` refund request was carried out: nothing sold."""
+
+    amount_micro: int
+    receipt: dict[str, Any]
 
 
 class X402Merchant(Protocol):
@@ -96,14 +117,32 @@ class X402Merchant(Protocol):
         :class:`Sold`). Raises :class:`PaymentRejected`, :class:`ChainError`,
         :class:`ResourceUnavailable`."""
 
+    async def sell_by_channel(self, offer: Offer, payment: dict[str, Any],
+                              resource: dict[str, Any]) -> Sold | ChannelRefunded:
+        """A ``batch-settlement`` payment (deposit, voucher or refund request): the voucher
+        is recorded before the skill is returned. Raises :class:`ChannelPaymentRefused`
+        (with its 402 body), :class:`PaymentRejected`, :class:`ChainError`,
+        :class:`ResourceUnavailable`."""
+
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def _payment_required(request: Request, offer: Offer, error: str | None = None) -> JSONResponse:
+def _resource(request: Request, offer: Offer) -> dict[str, Any]:
+    return {"url": str(request.url.replace(query="")), "description": offer.description,
+            "mimeType": "application/json"}
+
+
+def _payment_required(request: Request, offer: Offer, error: str | None = None,
+                      channel_entry: dict[str, Any] | None = None) -> JSONResponse:
+    """A 402 offering every scheme; ``channel_entry`` replaces the plain ``batch-settlement``
+    terms with the SDK's enriched ones (the channel's state, for a client to resync)."""
     body = payment_required(offer.requirements, resource_url=str(request.url.replace(query="")),
                             description=offer.description, error=error)
+    channel = channel_entry or offer.channel_requirements
+    if channel is not None:
+        body["accepts"] = [offer.requirements, channel]
     return JSONResponse(body, status_code=402, headers={PAYMENT_REQUIRED_HEADER: encode_header(body)})
 
 
@@ -117,7 +156,7 @@ def build_x402_app(merchant: X402Merchant) -> FastAPI:
         base = str(request.url.replace(query="")).rstrip("/")
         items = [{"listing_id": offer.listing_id, "name": offer.name,
                   "description": offer.description, "url": f"{base}/{offer.listing_id}",
-                  "accepts": [offer.requirements]} for offer in await merchant.offers()]
+                  "accepts": offer.accepts} for offer in await merchant.offers()]
         return JSONResponse({"x402Version": 2, "resources": items})
 
     @app.get(SKILLS_PATH + "/{listing_id}")
@@ -144,6 +183,11 @@ def build_x402_app(merchant: X402Merchant) -> FastAPI:
 async def _settle(request: Request, merchant: X402Merchant, offer: Offer, header: str) -> JSONResponse:
     try:
         payment = decode_payment_header(header)
+    except PaymentRejected as error:
+        return _payment_required(request, offer, str(error))
+    if payment["accepted"].get("scheme") == SCHEME_BATCH_SETTLEMENT and offer.channel_requirements:
+        return await _settle_by_channel(request, merchant, offer, payment)
+    try:
         check_accepted(payment["accepted"], offer.requirements)
         authorization = authorization_from_payment(payment["payload"])
         sold = await merchant.sell(offer, authorization)
@@ -162,6 +206,34 @@ async def _settle(request: Request, merchant: X402Merchant, offer: Offer, header
             "content_hash": sold.content_hash, "tx_hash": sold.tx_hash,
             "price_micro_usdc": sold.amount_micro}
     return JSONResponse(body, headers={PAYMENT_RESPONSE_HEADER: encode_header(receipt)})
+
+
+async def _settle_by_channel(request: Request, merchant: X402Merchant, offer: Offer,
+                             payment: dict[str, Any]) -> JSONResponse:
+    assert offer.channel_requirements is not None
+    try:
+        check_accepted(payment["accepted"], offer.channel_requirements)
+        outcome = await merchant.sell_by_channel(offer, payment, _resource(request, offer))
+    except ChannelPaymentRefused as refused:
+        accepts = refused.payment_required.get("accepts") or []
+        entry = accepts[0] if accepts and isinstance(accepts[0], dict) else None
+        return _payment_required(request, offer, refused.reason, channel_entry=entry)
+    except PaymentRejected as error:
+        log.info("x402 channel payment refused listing=%s reason=%s", offer.listing_id[:16], error.reason)
+        return _payment_required(request, offer, str(error))
+    except ResourceUnavailable as error:
+        return _error(404, str(error))
+    except ChainUnavailable as error:
+        return _error(503, f"chain unavailable: {error}")
+    except ChainError as error:
+        return _payment_required(request, offer, f"settlement failed: {error}")
+    if isinstance(outcome, ChannelRefunded):
+        return JSONResponse({"refunded_micro_usdc": outcome.amount_micro},
+                            headers={PAYMENT_RESPONSE_HEADER: encode_header(outcome.receipt)})
+    body = {"listing_id": outcome.listing_id, "name": outcome.name, "payload": outcome.payload,
+            "content_hash": outcome.content_hash, "tx_hash": outcome.tx_hash,
+            "price_micro_usdc": outcome.amount_micro, "scheme": SCHEME_BATCH_SETTLEMENT}
+    return JSONResponse(body, headers={PAYMENT_RESPONSE_HEADER: encode_header(outcome.receipt or {})})
 
 
 async def serve_x402(app: FastAPI, host: str, port: int, *,

@@ -1,7 +1,8 @@
 """x402 over HTTP on a devnet (anvil + node processes): the official x402 SDK's client,
-unmodified, buys a skill from a node's x402 resource server; hostile payment headers
-are refused over real HTTP without moving money or writing a sale; the same payment
-presented again gets the same delivery and no second charge."""
+unmodified, buys a skill from a node's x402 resource server, with ``exact`` and with
+``batch-settlement`` (a channel deposit, then vouchers; a cooperative refund); hostile
+payment headers are refused over real HTTP without moving money or writing a sale; the
+same payment presented again gets the same delivery and no second charge."""
 
 from __future__ import annotations
 
@@ -93,13 +94,18 @@ def test_unpaid_request_gets_402_with_x402_terms(devnet: Devnet, listing: dict[s
     assert answer.status_code == 402
     required = decode_payment_required_header(answer.headers["PAYMENT-REQUIRED"])
     assert answer.json() == required.model_dump(by_alias=True, exclude_none=True)
-    [terms] = required.accepts
+    [terms, channel] = required.accepts
     assert devnet.state is not None and devnet.state.chain is not None
     assert (terms.scheme, terms.network, terms.amount) == (
         "exact", f"eip155:{devnet.state.chain.chain_id}", str(listing["price_micro_usdc"]))
     assert terms.asset.lower() == devnet.state.chain.token_address.lower()
     assert terms.extra == {"name": "USDC", "version": "2"}
     assert terms.max_timeout_seconds > 0
+    seller_address = devnet.state.node(SELLER).wallet_address
+    assert (channel.scheme, channel.network, channel.amount, channel.pay_to) == (
+        "batch-settlement", terms.network, terms.amount, seller_address)
+    assert channel.extra["receiverAuthorizer"] == seller_address
+    assert channel.extra["withdrawDelay"] == 900
 
 
 def test_hostile_payments_are_refused_and_change_nothing(
@@ -212,3 +218,109 @@ async def test_official_x402_client_buys_once_and_a_replay_is_not_charged(
     assert [reply.status_code for reply in replies] == [200] * 5
     assert {reply.json()["tx_hash"] for reply in replies} == {body["tx_hash"]}
     assert (usdc(devnet, buyer.address), usdc(devnet, seller_address), len(sales(devnet))) == after
+
+
+# --- batch-settlement: the SDK's channel client -----------------------------------------------------
+
+async def test_sdk_channel_client_buys_with_vouchers_and_gets_its_deposit_back(
+        devnet: Devnet, listing: dict[str, Any]) -> None:
+    from x402 import x402Client
+    from x402.http.clients.httpx import x402AsyncTransport
+    from x402.http.utils import decode_payment_response_header
+    from x402.mechanisms.evm.batch_settlement.client import (
+        BatchSettlementDepositPolicy,
+        BatchSettlementEvmScheme,
+        BatchSettlementEvmSchemeOptions,
+    )
+
+    from node.chain.channels import Channels
+    from node.chain.client import ChainClient
+
+    assert devnet.state is not None and devnet.state.chain is not None
+    chain = devnet.state.chain
+    buyer: LocalAccount = Account.create()
+    fund(chain.rpc_url, [buyer.address], usdc_micro=5_000_000, eth_wei=0, token_address=chain.token_address)
+    url = f"{x402_url(devnet)}/x402/skills/{listing['listing_id']}"
+    seller_address = devnet.state.node(SELLER).wallet_address
+    price = int(listing["price_micro_usdc"])
+    deposit = 10 * price
+    sales_before, seller_before = len(sales(devnet)), usdc(devnet, seller_address)
+
+    scheme = BatchSettlementEvmScheme(buyer, BatchSettlementEvmSchemeOptions(
+        deposit_policy=BatchSettlementDepositPolicy(deposit_multiplier=10)))
+    client = x402Client()
+    client.register(f"eip155:{chain.chain_id}", scheme)  # only batch-settlement: it must pick it
+    recording = Recording()
+    receipts = []
+    async with httpx.AsyncClient(transport=x402AsyncTransport(client, recording), timeout=60) as http:
+        for _ in range(3):
+            answer = await http.get(url)
+            assert answer.status_code == 200, answer.text
+            body = answer.json()
+            assert body["scheme"] == "batch-settlement" and body["payload"] == SKILL
+            assert content_hash(body["payload"]) == body["content_hash"]
+            receipts.append(decode_payment_response_header(answer.headers["PAYMENT-RESPONSE"]))
+    # The first purchase deposits (a transaction), the next two are vouchers: no transaction.
+    assert [bool(receipt.transaction) for receipt in receipts] == [True, False, False]
+    assert [receipt.extra["channelState"]["chargedCumulativeAmount"] for receipt in receipts] == [
+        str(price), str(2 * price), str(3 * price)]
+    assert usdc(devnet, buyer.address) == 5_000_000 - deposit
+    assert len(sales(devnet)) == sales_before + 3  # each voucher recorded before delivery
+    assert usdc(devnet, seller_address) == seller_before  # nothing claimed yet
+
+    # The last voucher again (a lost answer): the same delivery, no charge, no new sale.
+    again = httpx.get(url, headers={"PAYMENT-SIGNATURE": recording.payments[-1]}, timeout=60)
+    assert again.status_code == 200 and again.json()["payload"] == SKILL
+    # An older voucher of the same channel is a replay.
+    older = httpx.get(url, headers={"PAYMENT-SIGNATURE": recording.payments[-2]}, timeout=60)
+    assert older.status_code == 402
+    assert len(sales(devnet)) == sales_before + 3
+
+    # The SDK client's cooperative refund: the seller claims the three vouchers and returns
+    # the rest in one transaction; anyone may then move the claimed money to the seller.
+    refund = await trio.to_thread.run_sync(scheme.refund, url)
+    assert refund.success, refund
+    assert usdc(devnet, buyer.address) == 5_000_000 - 3 * price
+    relayer = Account.create()
+    fund(chain.rpc_url, [relayer.address], usdc_micro=0, eth_wei=10**17, token_address=chain.token_address)
+    channels = Channels(ChainClient.connect(chain.rpc_url, chain.token_address), relayer)
+    await trio.to_thread.run_sync(channels.settle, seller_address)
+    assert usdc(devnet, seller_address) >= seller_before + 3 * price
+
+
+def test_hostile_channel_payments_are_refused_and_record_nothing(
+        devnet: Devnet, listing: dict[str, Any], buyer: LocalAccount) -> None:
+    from node.chain.channels import channel_config, sign_channel_voucher
+
+    assert devnet.state is not None and devnet.state.chain is not None
+    chain = devnet.state.chain
+    url = f"{x402_url(devnet)}/x402/skills/{listing['listing_id']}"
+    offered = httpx.get(url, timeout=30).json()["accepts"][1]
+    assert offered["scheme"] == "batch-settlement"
+    config = channel_config(payer=buyer.address, receiver=offered["payTo"],
+                            receiver_authorizer=offered["extra"]["receiverAuthorizer"],
+                            token_address=chain.token_address)
+    price = int(offered["amount"])
+    before = usdc(devnet, buyer.address), len(sales(devnet))
+
+    def voucher_header(signer: LocalAccount, total: int, signed_total: int | None = None,
+                       **payload: Any) -> str:
+        voucher = sign_channel_voucher(signer, config, chain.chain_id, signed_total or total)
+        inner = {"type": "voucher", "channelConfig": config.to_dict(),
+                 "voucher": {"channelId": voucher.channel_id, "maxClaimableAmount": str(total),
+                             "signature": voucher.signature}} | payload
+        return header({"x402Version": 2, "payload": inner, "accepted": offered})
+
+    cases = {
+        "no deposit behind it": voucher_header(buyer, price),
+        "forged signature": voucher_header(Account.create(), price),
+        "not a voucher": header({"x402Version": 2, "payload": {"type": "voucher"}, "accepted": offered}),
+        "huge total": voucher_header(buyer, 2**128 + price, signed_total=price),
+        "deep": header({"x402Version": 2, "payload": {"voucher": {"a": [[[[[[[[1]]]]]]]]}}, "accepted": offered}),
+        "wrong amount claimed": header({"x402Version": 2, "payload": {}, "accepted": offered | {"amount": "1"}}),
+    }
+    for name, value in cases.items():
+        answer = httpx.get(url, headers={"PAYMENT-SIGNATURE": value}, timeout=30)
+        assert answer.status_code == 402, (name, answer.text)
+        assert answer.json().get("error"), name
+    assert (usdc(devnet, buyer.address), len(sales(devnet))) == before
