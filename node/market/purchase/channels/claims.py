@@ -164,6 +164,10 @@ class Claimer:
         chain = self.chain()
         if chain is None:
             return
+        try:  # claimed totals (a claim or refund mined just before a crash) as the chain has them
+            await self.refresh_withdrawals()
+        except Exception as error:
+            log.warning("claim reconcile: channels unreadable error=%s", error)
         for claim in await self.db_run(self.ledger.open_claims):
             try:
                 totals = await self._chain_totals(chain, list(claim.totals))

@@ -296,6 +296,9 @@ class VoucherBuying:
                                   "closed")
         lock = self._channel_locks.setdefault(channel.receiver.lower(), trio.Lock())
         async with lock:
+            settled = await self._refunded_on_chain(channel)
+            if settled is not None:
+                return settled
             await self.memory.run(ledger.buyer_channel_state, channel.channel_id,
                                   ChannelStatus.REFUNDING)
             # Our voucher for what we were charged: x402's zero-charge refund voucher.
@@ -318,6 +321,28 @@ class VoucherBuying:
                  reply.refunded, reply.tx_hash)
         return {"channel_id": channel.channel_id, "spent_micro_usdc": reply.claimed_total,
                 "refunded_micro_usdc": reply.refunded, "tx_hash": reply.tx_hash}
+
+    async def _refunded_on_chain(self, channel: BuyerChannel) -> dict[str, Any] | None:
+        """A refund asked before (the answer lost: a crash on either side) may have happened:
+        the chain says so when nothing of a funded channel is left unclaimed."""
+        chain = self.channel_chain()
+        ledger = self.channel_ledger
+        if chain is None or ledger is None or channel.state != ChannelStatus.REFUNDING:
+            return None
+        try:
+            state = await trio.to_thread.run_sync(chain.channel, channel.channel_id)
+        except Exception as error:
+            log.info("channel state unreadable, asking the seller channel=%s error=%s",
+                     channel.channel_id[:18], error)
+            return None
+        if state.balance == 0 or state.balance > state.total_claimed:
+            return None
+        refunded = max(0, channel.deposited_micro_usdc - state.balance)
+        await self.memory.run(ledger.rebase, channel.channel_id, state.total_claimed, None)
+        await self.memory.run(ledger.buyer_channel_state, channel.channel_id,
+                              ChannelStatus.CLOSED, None, refunded)
+        return {"channel_id": channel.channel_id, "spent_micro_usdc": state.total_claimed,
+                "refunded_micro_usdc": refunded, "tx_hash": None}
 
     async def deposit(self, seller_key: str, amount_micro_usdc: int) -> dict[str, Any]:
         """Open or top up the channel to a seller before buying (this node submits the deposit
