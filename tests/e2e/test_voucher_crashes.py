@@ -70,7 +70,14 @@ def paying(devnet: Devnet) -> dict[str, Any]:
     return dict(channel)
 
 
-def test_kill_at_each_step_of_a_voucher_purchase_leaves_one_outcome(devnet: Devnet) -> None:
+@pytest.fixture(scope="module")
+def scene() -> dict[str, Any]:
+    """What the steps below hand on (they run in order, on one devnet)."""
+    return {}
+
+
+def test_kill_at_each_step_of_a_voucher_purchase_leaves_one_outcome(
+        devnet: Devnet, scene: dict[str, Any]) -> None:
     listings = [publish(devnet, SELLER, text) for text in (
         "Rebuild a broken Kubernetes node: cordon, drain, reimage, rejoin the cluster",
         "Rotate a leaked AWS access key: create a new key, deploy it, deactivate the old one",
@@ -115,8 +122,14 @@ def test_kill_at_each_step_of_a_voucher_purchase_leaves_one_outcome(devnet: Devn
         [("completed", "batch-settlement", sum(prices))],
         [("delivered", "batch-settlement", sum(prices))])
     channel = paying(devnet)
-    assert (channel["spent_micro_usdc"], channel["deposit_micro_usdc"]) == (sum(prices), deposit)
+    assert (channel["sum(prices)_micro_usdc"], channel["deposit_micro_usdc"]) == (sum(prices), deposit)
+    scene.update(channel=channel, spent=sum(prices), deposit=deposit, before=before)
 
+
+def test_kill_at_each_step_of_a_claim_leaves_the_chain_and_the_record_agreed(
+        devnet: Devnet, scene: dict[str, Any]) -> None:
+    channel, spent, deposit, before = (scene["channel"], scene["spent"], scene["deposit"],
+                                       scene["before"])
     # 4. The seller dies after journaling a claim, before sending it: nothing claimed.
     restart_with(devnet, SELLER, "crash_before_claim_sent")
     assert devnet.cli("market", "claim", node=SELLER, check=False).returncode != 0
@@ -127,18 +140,23 @@ def test_kill_at_each_step_of_a_voucher_purchase_leaves_one_outcome(devnet: Devn
     restart_with(devnet, SELLER, "crash_after_claim_mined")
     assert devnet.cli("market", "claim", node=SELLER, check=False).returncode != 0
     back(devnet, SELLER)
-    assert channel_on_chain(devnet, channel["channel_id"]) == (deposit, sum(prices))
+    assert channel_on_chain(devnet, channel["channel_id"]) == (deposit, spent)
     wait_until(lambda: devnet.api(SELLER).channels()["unclaimed_micro_usdc"] == 0, 60,
                "the seller's record to follow the chain's claim")
-    assert usdc(devnet, SELLER) == before[SELLER] + sum(prices)
+    assert usdc(devnet, SELLER) == before[SELLER] + spent
 
+
+def test_kill_after_a_refund_is_mined_leaves_the_deposit_returned_once(
+        devnet: Devnet, scene: dict[str, Any]) -> None:
+    channel, spent, deposit, before = (scene["channel"], scene["spent"], scene["deposit"],
+                                       scene["before"])
     # 6. The seller dies after the refund is mined, before answering: the buyer's retry reads it.
     restart_with(devnet, SELLER, "crash_after_refund_mined")
     failed = devnet.cli("wallet", "refund", channel["channel_id"], node=BUYER, check=False)
     assert failed.returncode != 0
     back(devnet, SELLER)
     refunded = devnet.cli_json("wallet", "refund", channel["channel_id"], node=BUYER)
-    assert refunded["refunded_micro_usdc"] == deposit - sum(prices)
-    assert usdc(devnet, BUYER) == before[BUYER] - sum(prices)
-    assert usdc(devnet, SELLER) == before[SELLER] + sum(prices)
-    assert channel_on_chain(devnet, channel["channel_id"]) == (sum(prices), sum(prices))
+    assert refunded["refunded_micro_usdc"] == deposit - spent
+    assert usdc(devnet, BUYER) == before[BUYER] - spent
+    assert usdc(devnet, SELLER) == before[SELLER] + spent
+    assert channel_on_chain(devnet, channel["channel_id"]) == (spent, spent)
