@@ -399,10 +399,11 @@ class ApiClient:
     def market_sync(self) -> Json:
         return dict(self.get("/v1/market/sync"))
 
-    def buy(self, listing_id: str, max_price_micro_usdc: int | None = None, again: bool = False) -> Json:
+    def buy(self, listing_id: str, max_price_micro_usdc: int | None = None, again: bool = False,
+            exact: bool = False) -> Json:
         return dict(self.post("/v1/purchases", {"listing_id": listing_id,
                                                 "max_price_micro_usdc": max_price_micro_usdc,
-                                                "again": again}))
+                                                "again": again, "exact": exact}))
 
     def redeliver(self, listing_id: str) -> Json:
         return dict(self.post("/v1/purchases/redeliver", {"listing_id": listing_id}))

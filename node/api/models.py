@@ -97,6 +97,8 @@ class PurchaseIn(Body):
     listing_id: Id
     max_price_micro_usdc: MicroUsdc | None = None
     again: Annotated[bool, Field(strict=True)] = False
+    # Pay with one on-chain transfer even where the seller takes vouchers.
+    exact: Annotated[bool, Field(strict=True)] = False
 
 
 class DepositIn(Body):

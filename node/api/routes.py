@@ -135,7 +135,8 @@ def node_router(node: NodeApi) -> APIRouter:
 
     @router.post("/purchases", tags=["market"])
     async def buy(body: PurchaseIn) -> Json:
-        return await node.market.buy(body.listing_id, body.max_price_micro_usdc, body.again)
+        return await node.market.buy(body.listing_id, body.max_price_micro_usdc, body.again,
+                                     body.exact)
 
     @router.post("/purchases/redeliver", tags=["market"])
     async def redeliver(body: RedeliverIn) -> Json:

@@ -91,9 +91,9 @@ class Market:
 
     # --- purchases ----------------------------------------------------------------------------
     async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
-                  again: bool = False) -> dict[str, Any]:
+                  again: bool = False, exact: bool = False) -> dict[str, Any]:
         try:
-            result = await self.buyer.buy(listing_id, max_price_micro_usdc, again)
+            result = await self.buyer.buy(listing_id, max_price_micro_usdc, again, exact)
         except PurchaseRefused:
             metrics.PURCHASES.labels(outcome="rejected").inc()
             raise

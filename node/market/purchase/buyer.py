@@ -60,7 +60,7 @@ class Buyer(VoucherBuying, Receiver):
     """The purchase: caps, terms from the listing, one paid request, fresh terms once."""
 
     async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
-                  again: bool = False) -> dict[str, Any]:
+                  again: bool = False, exact: bool = False) -> dict[str, Any]:
         """Buy ``listing_id``; the whole purchase honours ``market.purchase_timeout_s``.
 
         On timeout the purchase is left ``pending`` (its authorization may still
@@ -69,7 +69,7 @@ class Buyer(VoucherBuying, Receiver):
         """
         timeout_s = self.config.market.purchase_timeout_s
         with trio.move_on_after(timeout_s):
-            return await self._buy(listing_id, max_price_micro_usdc, again)
+            return await self._buy(listing_id, max_price_micro_usdc, again, exact)
         latest = await self.memory.run(self.ledger.latest_purchase, listing_id)
         if latest is not None and latest.state == PurchaseState.AUTHORIZED:
             await self.memory.run(self.ledger.update_purchase, latest.request_id, PurchaseState.PENDING,
@@ -81,7 +81,7 @@ class Buyer(VoucherBuying, Receiver):
             "timeout")
 
     async def _buy(self, listing_id: str, max_price_micro_usdc: int | None,
-                   again: bool) -> dict[str, Any]:
+                   again: bool, exact: bool = False) -> dict[str, Any]:
         stored = await self.memory.run(self.listings.get, listing_id)
         if stored is None:
             raise PurchaseRefused(f"unknown listing {listing_id} (see `crystalmesh market list`)",
@@ -110,7 +110,7 @@ class Buyer(VoucherBuying, Receiver):
         seller = peer_id_from_public_key(stored.seller_key)
         request_id = secrets.token_hex(16)
         price = listing.price_micro_usdc
-        if self.takes_vouchers(stored):
+        if not exact and self.takes_vouchers(stored):
             try:
                 return await self._buy_with_voucher(request_id, stored, max_price_micro_usdc)
             except ExactOnly:
