@@ -401,9 +401,11 @@ class ApiClient:
 
     def buy(self, listing_id: str, max_price_micro_usdc: int | None = None, again: bool = False,
             exact: bool = False) -> Json:
-        return dict(self.post("/v1/purchases", {"listing_id": listing_id,
-                                                "max_price_micro_usdc": max_price_micro_usdc,
-                                                "again": again, "exact": exact}))
+        body: Json = {"listing_id": listing_id, "max_price_micro_usdc": max_price_micro_usdc,
+                      "again": again}
+        if exact:  # only when asked: a node from before vouchers refuses the unknown key
+            body["exact"] = True
+        return dict(self.post("/v1/purchases", body))
 
     def redeliver(self, listing_id: str) -> Json:
         return dict(self.post("/v1/purchases/redeliver", {"listing_id": listing_id}))
