@@ -122,7 +122,7 @@ def test_kill_at_each_step_of_a_voucher_purchase_leaves_one_outcome(
         [("completed", "batch-settlement", sum(prices))],
         [("delivered", "batch-settlement", sum(prices))])
     channel = paying(devnet)
-    assert (channel["sum(prices)_micro_usdc"], channel["deposit_micro_usdc"]) == (sum(prices), deposit)
+    assert (channel["spent_micro_usdc"], channel["deposit_micro_usdc"]) == (sum(prices), deposit)
     scene.update(channel=channel, spent=sum(prices), deposit=deposit, before=before)
 
 
