@@ -270,7 +270,7 @@ def place_channel_contracts(w3: Web3) -> dict[str, bool]:
     """
     placed: dict[str, bool] = {}
     for address, code in channel_contract_codes().items():
-        if len(w3.eth.get_code(address)) > 0:
+        if len(w3.eth.get_code(to_checksum_address(address))) > 0:
             placed[address] = False
             continue
         try:

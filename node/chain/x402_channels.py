@@ -108,19 +108,25 @@ class ChannelPayments:
     """``batch-settlement`` for one seller wallet on one chain."""
 
     def __init__(self, client: ChainClient, wallet: LocalAccount, chain_id: int, storage_dir: Path,
-                 withdraw_delay_s: int = DEFAULT_WITHDRAW_DELAY_S) -> None:
+                 withdraw_delay_s: int = DEFAULT_WITHDRAW_DELAY_S,
+                 onchain_state_ttl_ms: int | None = None) -> None:
+        """``onchain_state_ttl_ms``: how old the SDK's copy of a channel's chain state may be
+        for a voucher to be checked without an RPC (the SDK's default: a third of the
+        withdraw delay, 30 s – 5 min; a withdrawal is noticed within it, well inside the delay)."""
         self.client = client
         self.wallet = wallet
         self.network = network_id(chain_id)  # from config: the chain may be down at start
         storage_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.facilitator = x402FacilitatorSync().register(
+        self.facilitator = x402FacilitatorSync()
+        self.facilitator.register(
             [self.network], BatchSettlementEvmFacilitator(ChainFacilitatorSigner(client, wallet)))
         self.scheme = BatchSettlementEvmScheme(wallet.address, BatchSettlementEvmSchemeServerConfig(
             storage=FileChannelStorage(str(storage_dir)),
             receiver_authorizer_signer=LocalAuthorizerSigner(wallet),
-            withdraw_delay=withdraw_delay_s))
+            withdraw_delay=withdraw_delay_s, onchain_state_ttl_ms=onchain_state_ttl_ms))
         self.server = x402ResourceServerSync(self.facilitator)
-        self.server.register(self.network, self.scheme)
+        # The SDK's own annotations disagree (payment_flows' dict vs its Mapping protocol).
+        self.server.register(self.network, self.scheme)  # type: ignore[arg-type]
         self.server.initialize()
         self._available_lock = threading.Lock()
         self._available: tuple[bool, float] | None = None

@@ -45,6 +45,10 @@ MANIFEST = "manifest.json"
 # Files of a data dir a backup carries as they are (besides the database snapshots).
 PLAIN_FILES = ("node.toml", "identity.key", "wallet.key", "api.token", "peers.json", "audit.jsonl")
 WORKING_FILES = ("MEMORY.md", "scratch.md", "scratch.rejected.md", "dream.journal", "MEMORY.md.seed-backup")
+# The x402 SDK's channel records (node.chain.x402_channels): the latest voucher of each channel
+# paying this node over HTTP, which is money until claimed.
+CHANNEL_RECORDS = ("x402-channels", "server")
+_CHANNEL_RECORD = re.compile(r"^0x[0-9a-f]{64}\.json$")
 MAX_MEMBERS = 10_000
 MAX_MEMBER_BYTES = 64 << 30
 MAX_TOTAL_BYTES = 256 << 30
@@ -66,6 +70,8 @@ def _allowed(name: str) -> bool:
     if name in (MANIFEST, *PLAIN_FILES, *STORE_FILES):
         return True
     parts = name.split("/")
+    if len(parts) == 3 and tuple(parts[:2]) == CHANNEL_RECORDS:
+        return bool(_CHANNEL_RECORD.match(parts[2]))
     return (len(parts) == 3 and parts[0] == "memory" and bool(_NAMESPACE.match(parts[1]))
             and parts[1] not in (".", "..") and parts[2] in WORKING_FILES)
 
@@ -78,6 +84,10 @@ def _members(data_dir: Path) -> list[str]:
             if namespace.is_dir() and not namespace.is_symlink():
                 names += [f"memory/{namespace.name}/{file}" for file in WORKING_FILES
                           if (namespace / file).is_file() and not (namespace / file).is_symlink()]
+    records = data_dir.joinpath(*CHANNEL_RECORDS)
+    if records.is_dir() and not records.is_symlink():
+        names += ["/".join((*CHANNEL_RECORDS, path.name)) for path in sorted(records.iterdir())
+                  if path.is_file() and not path.is_symlink()]
     return [name for name in names if _allowed(name)]
 
 

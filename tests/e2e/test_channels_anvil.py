@@ -26,7 +26,7 @@ from x402.mechanisms.evm.batch_settlement.facilitator.deposit_eip3009 import (
     build_eip3009_deposit_collector_data,
 )
 from x402.mechanisms.evm.batch_settlement.facilitator.utils import to_contract_channel_config
-from x402.schemas import PaymentPayload
+from x402.schemas import PaymentPayload, PaymentRequirements, ResourceInfo, SettleResponse
 
 from node.chain.channels import (
     ChannelError,
@@ -300,6 +300,72 @@ def test_cooperative_refund_and_its_refusals(net: ChannelDevnet, buyer: LocalAcc
     assert net.usdc(seller.address) == 4 * PRICE
 
 
+def test_devnet_places_the_contracts_at_the_canonical_addresses_once(net: ChannelDevnet) -> None:
+    for address, code in channel_contract_codes().items():
+        assert bytes(net.client.w3.eth.get_code(address)) == code
+    # Code already at an address (e.g. the audited deployment on a fork of Base) is kept.
+    assert place_channel_contracts(net.client.w3) == {address: False for address in channel_contract_codes()}
+
+
+# --- the seller's HTTP side (node.chain.x402_channels) on the SDK's resource server ------------------
+
+def test_channel_payments_verify_settle_replay_and_a_withdrawing_channel(
+        net: ChannelDevnet, buyer: LocalAccount, seller: LocalAccount, tmp_path: Any) -> None:
+    from x402.schemas.hooks import PaymentResponseContext
+
+    from node.chain.x402_channels import CHANNEL_WITHDRAWING, ChannelPaymentRefused, ChannelPayments
+
+    # A zero TTL: every voucher is checked against the chain (so a withdrawal is seen at once).
+    payments = ChannelPayments(net.client, seller, net.devnet.chain_id, tmp_path / "x402-channels",
+                               onchain_state_ttl_ms=0)
+    offered = payments.requirements(pay_to=seller.address, price_micro=PRICE, max_timeout_s=300)
+    resource = {"url": "http://seller.test/skill", "description": "a skill", "mimeType": "application/json"}
+    required = payments.server.create_payment_required_response(
+        [PaymentRequirements.model_validate(offered)],
+        ResourceInfo.model_validate(resource))
+    client, _scheme = sdk_client(buyer)
+
+    def pay() -> Any:
+        payload = client.create_payment_payload(required)
+        verified = payments.verify(payload.model_dump(by_alias=True, exclude_none=True), offered, resource)
+        settled = payments.settle(verified)
+        client.handle_payment_response(PaymentResponseContext(
+            payment_payload=payload, requirements=verified.requirements,
+            settle_response=SettleResponse.model_validate(settled.response), payment_required=required))
+        return verified, settled
+
+    first, deposited = pay()
+    assert deposited.transaction and deposited.charged_total_micro == PRICE
+    second, voucher = pay()
+    assert voucher.transaction == "" and voucher.charged_total_micro == 2 * PRICE
+    assert second.max_claimable_micro == 2 * PRICE and second.channel_id == first.channel_id
+    # The latest voucher again: the same receipt, not a second charge; an older one: none.
+    assert payments.replay_receipt(second.channel_id, 2 * PRICE, PRICE, buyer.address)["extra"][
+        "channelState"]["chargedCumulativeAmount"] == str(2 * PRICE)
+    assert payments.replay_receipt(second.channel_id, PRICE, PRICE, buyer.address) is None
+    # The payer starts withdrawing: the next voucher is refused with a clear reason.
+    fund(net.client.w3, [buyer.address], usdc_micro=0, eth_wei=10**17)
+    Channels(net.client, buyer).initiate_withdraw(_config_of(first.payload.payload), PRICE)
+    payload = client.create_payment_payload(required)
+    with pytest.raises(ChannelPaymentRefused) as refused:
+        payments.verify(payload.model_dump(by_alias=True, exclude_none=True), offered, resource)
+    assert refused.value.reason == CHANNEL_WITHDRAWING
+    assert refused.value.payment_required["error"] == CHANNEL_WITHDRAWING
+    held = net.usdc(buyer.address)
+    # The SDK's manager claims the two vouchers and pays the seller.
+    payments.claim_and_settle()
+    assert net.usdc(seller.address) == 2 * PRICE
+    assert net.usdc(buyer.address) == held
+
+
+def _config_of(raw: dict[str, Any]) -> Any:
+    from x402.mechanisms.evm.batch_settlement.types import ChannelConfig
+
+    return ChannelConfig.from_dict(raw["channelConfig"])
+
+
+# Last: it moves the chain's clock 15 minutes ahead of the wall clock, after which an
+# EIP-3009 deposit signed for the next 5 minutes (wall clock) looks expired on chain.
 def test_timed_withdrawal_after_the_delay_and_claims_around_it(
         net: ChannelDevnet, buyer: LocalAccount, seller: LocalAccount) -> None:
     channels, first = open_channel(net, buyer, seller)
@@ -330,10 +396,3 @@ def test_timed_withdrawal_after_the_delay_and_claims_around_it(
                    "ClaimAboveBalance")
     channels.settle()
     assert net.usdc(seller.address) == 3 * PRICE
-
-
-def test_devnet_places_the_contracts_at_the_canonical_addresses_once(net: ChannelDevnet) -> None:
-    for address, code in channel_contract_codes().items():
-        assert bytes(net.client.w3.eth.get_code(address)) == code
-    # Code already at an address (e.g. the audited deployment on a fork of Base) is kept.
-    assert place_channel_contracts(net.client.w3) == {address: False for address in channel_contract_codes()}

@@ -285,7 +285,7 @@ async def test_sdk_channel_client_buys_with_vouchers_and_gets_its_deposit_back(
     fund(chain.rpc_url, [relayer.address], usdc_micro=0, eth_wei=10**17, token_address=chain.token_address)
     channels = Channels(ChainClient.connect(chain.rpc_url, chain.token_address), relayer)
     await trio.to_thread.run_sync(channels.settle, seller_address)
-    assert usdc(devnet, seller_address) >= seller_before + 3 * price
+    assert usdc(devnet, seller_address) == seller_before + 3 * price
 
 
 def test_hostile_channel_payments_are_refused_and_record_nothing(
@@ -303,10 +303,14 @@ def test_hostile_channel_payments_are_refused_and_record_nothing(
     price = int(offered["amount"])
     before = usdc(devnet, buyer.address), len(sales(devnet))
 
+    elsewhere = channel_config(payer=buyer.address, receiver=buyer.address, receiver_authorizer=buyer.address,
+                               token_address=chain.token_address)
+
     def voucher_header(signer: LocalAccount, total: int, signed_total: int | None = None,
-                       **payload: Any) -> str:
-        voucher = sign_channel_voucher(signer, config, chain.chain_id, signed_total or total)
-        inner = {"type": "voucher", "channelConfig": config.to_dict(),
+                       channel: Any = None, **payload: Any) -> str:
+        channel = channel or config
+        voucher = sign_channel_voucher(signer, channel, chain.chain_id, signed_total or total)
+        inner = {"type": "voucher", "channelConfig": channel.to_dict(),
                  "voucher": {"channelId": voucher.channel_id, "maxClaimableAmount": str(total),
                              "signature": voucher.signature}} | payload
         return header({"x402Version": 2, "payload": inner, "accepted": offered})
@@ -314,6 +318,7 @@ def test_hostile_channel_payments_are_refused_and_record_nothing(
     cases = {
         "no deposit behind it": voucher_header(buyer, price),
         "forged signature": voucher_header(Account.create(), price),
+        "a channel paying someone else": voucher_header(buyer, price, channel=elsewhere),
         "not a voucher": header({"x402Version": 2, "payload": {"type": "voucher"}, "accepted": offered}),
         "huge total": voucher_header(buyer, 2**128 + price, signed_total=price),
         "deep": header({"x402Version": 2, "payload": {"voucher": {"a": [[[[[[[[1]]]]]]]]}}, "accepted": offered}),

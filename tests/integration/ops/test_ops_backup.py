@@ -46,7 +46,14 @@ def leftovers(parent: Path) -> list[str]:
     return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
 
 
+# An x402 channel record (the latest voucher paying this node over HTTP): money until claimed.
+CHANNEL_RECORD = Path("x402-channels", "server", "0x" + "ab" * 32 + ".json")
+
+
 def test_backup_restores_the_same_node(node: Cli, tmp_path: Path) -> None:
+    (node.data_dir / CHANNEL_RECORD).parent.mkdir(parents=True)
+    (node.data_dir / CHANNEL_RECORD).write_text('{"channelId": "0x' + "ab" * 32 + '"}\n')
+    (node.data_dir / CHANNEL_RECORD).with_name("notes.txt").write_text("not a record")
     archive = tmp_path / "node.cmbackup"
     summary = backup(node, archive)
     assert archive.stat().st_mode & 0o777 == 0o600
@@ -67,6 +74,8 @@ def test_backup_restores_the_same_node(node: Cli, tmp_path: Path) -> None:
                 == [hit["id"] for hit in node.json("memory", "search", query)])
     assert (target / "memory" / "default" / "scratch.md").read_bytes() == (
         node.data_dir / "memory" / "default" / "scratch.md").read_bytes()
+    assert (target / CHANNEL_RECORD).read_bytes() == (node.data_dir / CHANNEL_RECORD).read_bytes()
+    assert not (target / "x402-channels" / "server" / "notes.txt").exists()
     assert leftovers(tmp_path) == []
 
 
@@ -143,7 +152,9 @@ def _link(name: str, target: str) -> tarfile.TarInfo:
     _file("../escaped", b"evil"), _file("/tmp/absolute", b"evil"), _file("memory/../../x", b"evil"),
     _file("memory/default/../../identity.key", b"evil"), _file("unknown.bin", b"evil"),
     _link("identity.key", "/etc/passwd"), _file("node.toml", b"evil"),
-], ids=["dotdot", "absolute", "nested-dotdot", "namespace-dotdot", "unknown", "symlink", "duplicate"])
+    _file("x402-channels/server/../../identity.key", b"evil"), _file("x402-channels/server/evil.json", b"evil"),
+], ids=["dotdot", "absolute", "nested-dotdot", "namespace-dotdot", "unknown", "symlink", "duplicate",
+        "channel-dotdot", "channel-not-a-record"])
 def test_hostile_archive_members_are_refused(node: Cli, tmp_path: Path, member: tarfile.TarInfo) -> None:
     archive = tmp_path / "hostile.cmbackup"
     _hostile(archive, [member])
