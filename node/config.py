@@ -211,6 +211,9 @@ class MarketConfig:
     channel_withdraw_delay_s: int = 86_400
     # A seller re-reads a channel's balance / withdrawal from the chain at most this often.
     channel_state_ttl_s: float = 60.0
+    # The least deposit a seller submits for a buyer (it pays the deposit's gas): a stranger
+    # cannot make it open many tiny channels at its expense.
+    channel_min_deposit_micro_usdc: int = 100_000
     # A seller claims a buyer's vouchers when their unclaimed sum passes the bound for that
     # buyer's trust level, when the oldest is claim_max_age_s old, or at once when the buyer
     # asks to withdraw; it looks every claim_interval_s (far below any withdraw delay).

@@ -161,6 +161,7 @@ class NodeService:
             lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
             channels=lambda: self.channel_chain, channel_ledger=self.channel_ledger,
             channel_state_ttl_s=self.config.market.channel_state_ttl_s,
+            channel_min_deposit_micro_usdc=self.config.market.channel_min_deposit_micro_usdc,
             chain_id=self.config.chain.chain_id, token_address=self.config.chain.token_address,
         )
         self.buyer = Buyer(

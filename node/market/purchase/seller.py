@@ -89,6 +89,7 @@ class Seller(VoucherSelling):
         channels: Callable[[], ChannelChain | None] = lambda: None,
         channel_ledger: ChannelLedger | None = None,
         channel_state_ttl_s: float = 60.0,
+        channel_min_deposit_micro_usdc: int = 0,
         chain_id: int = 0,
         token_address: str = "",
     ) -> None:
@@ -97,6 +98,7 @@ class Seller(VoucherSelling):
         self.channels = channels
         self.channel_ledger = channel_ledger
         self.channel_state_ttl_s = channel_state_ttl_s
+        self.channel_min_deposit_micro_usdc = channel_min_deposit_micro_usdc
         self.chain_id = chain_id
         self.token_address = token_address
         self.identity = identity

@@ -21,6 +21,7 @@ from eth_account import Account
 from node.chain import Channels
 from node.chain.embedded import EmbeddedChain
 from node.crystals import now_ms
+from node.market.purchase import PurchaseRefused
 from node.market.purchase.channels.terms import sdk_config, sign_voucher
 from node.service import NodeService
 from protocol.channel import ChannelState, ChannelTerms, VoucherDelivery, VoucherPurchaseRequest
@@ -46,11 +47,12 @@ class Opened:
     total: int
 
 
-async def open_channel(market: Market) -> Opened:
+async def open_channel(market: Market, listing: dict[str, Any] | None = None) -> Opened:
     """One honest voucher purchase: the channel exists, funded, charged one price."""
-    listing = await market.publish(SKILL)
-    await market.known_to_buyer(listing)
-    bought = await market.buyer.market.buy(listing["listing_id"])
+    if listing is None:
+        listing = await market.publish(SKILL)
+        await market.known_to_buyer(listing)
+    bought = await market.buyer.market.buy(listing["listing_id"], again=True)
     [channel] = (await market.buyer.market.channels())["paying"]
     stored = await market.buyer.memory.run(market.buyer.channel_ledger.buyer_channel_by_id,
                                            bought["channel_id"])
@@ -127,9 +129,17 @@ async def test_forged_wrong_channel_non_increasing_and_over_deposit_vouchers_are
 
 async def test_an_over_deposit_voucher_gets_the_channel_state_and_nothing_else(
         market: Market) -> None:
-    # A deposit of exactly one price (the least a first purchase deposits).
+    # A tiny first deposit is refused (the seller pays its gas) ...
     market.buyer.config.market.channel_deposit_micro_usdc = 1
-    opened = await open_channel(market)
+    listing = await market.publish(SKILL)
+    await market.known_to_buyer(listing)
+    with pytest.raises(PurchaseRefused) as refused:
+        await market.buyer.market.buy(listing["listing_id"])
+    assert "deposit_below_minimum" in str(refused.value)
+    assert await market.seller.market.sales(10) == []
+    # ... unless the seller takes it: a deposit of exactly one price.
+    market.seller.seller.channel_min_deposit_micro_usdc = 0
+    opened = await open_channel(market, listing)
     price = opened.listing["price_micro_usdc"]
     before = await seller_record(market)
 

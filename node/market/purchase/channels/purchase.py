@@ -244,6 +244,8 @@ class VoucherBuying:
             detail = (f"{reply.code}: {reply.message}" if isinstance(reply, ErrorReply)
                       else f"{reply.KIND}: {getattr(reply, 'message', '')}")
             await self._voucher_refused(request_id, detail)
+            if deposit is not None:  # refused with it: the next purchase signs a fresh one
+                await self.memory.run(ledger.drop_pending_deposit, channel.channel_id)
             raise PurchaseRefused(f"seller refused the voucher: {detail}",
                                   reply.code if isinstance(reply, ErrorReply) else "voucher_refused")
         await self._voucher_refused(request_id, "the seller's channel record could not be agreed")

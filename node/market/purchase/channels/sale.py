@@ -67,6 +67,7 @@ WITHDRAWING = "channel_withdrawing"
 NON_INCREASING = "voucher_non_increasing"
 OVER_DEPOSIT = "voucher_over_deposit"
 BASE_MISMATCH = "voucher_base_mismatch"
+SMALL_DEPOSIT = "deposit_below_minimum"
 
 
 class VoucherSelling:
@@ -75,6 +76,7 @@ class VoucherSelling:
     channels: Callable[[], ChannelChain | None]
     channel_ledger: ChannelLedger | None
     channel_state_ttl_s: float
+    channel_min_deposit_micro_usdc: int
     chain_id: int
     token_address: str
     pay_to: str
@@ -127,6 +129,12 @@ class VoucherSelling:
                 message=(f"the listing asks {listing.price_micro_usdc} micro-USDC to "
                          f"{listing.pay_to}; your voucher was not recorded")))
         deposit_tx: str | None = None
+        if message.deposit is not None and message.deposit.value < max(
+                self.channel_min_deposit_micro_usdc, message.price_micro_usdc):
+            return self._refuse(request_id, SMALL_DEPOSIT,
+                                f"this seller takes deposits of at least "
+                                f"{max(self.channel_min_deposit_micro_usdc, message.price_micro_usdc)}"
+                                " micro-USDC")
         try:
             channel = await self._channel_now(chain, ledger, message, envelope.sender.hex(),
                                               force=message.deposit is not None)
