@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 import trio
+from eth_account import Account
 
 from node.chain import Channels
 from node.chain.embedded import EmbeddedChain
+from node.market.purchase import PurchaseRefused
+from node.market.purchase.channels.terms import sign_voucher
 from tests.support.market import BUYER_USDC, Market, start_market
 
 SKILLS = (
@@ -148,3 +151,39 @@ async def test_the_api_and_metrics_show_channels_exposure_and_claims(market: Mar
         assert refused.status_code == 400
         unknown = await buyer_api.post("/v1/wallet/refund", json={"channel_id": "0x" + "ab" * 32})
         assert unknown.status_code == 409
+
+
+async def test_a_buyer_behind_the_sellers_record_resyncs_on_its_own_voucher_only(
+        market: Market) -> None:
+    listings = [await market.publish(text) for text in SKILLS]
+    await market.known_to_buyer(*listings)
+    prices = [listing["price_micro_usdc"] for listing in listings]
+    first = await market.buyer.market.buy(listings[0]["listing_id"])
+    channel_id = first["channel_id"]
+    buyer_db = market.buyer.memory.run
+
+    def forget() -> None:  # the buyer's record rolled back (say, a restored backup)
+        with market.buyer.channel_ledger.db.transaction() as conn:
+            conn.execute("UPDATE buyer_channels SET charged_total=0 WHERE channel_id=?", (channel_id,))
+
+    await buyer_db(forget)
+    second = await market.buyer.market.buy(listings[1]["listing_id"])
+    # The seller answered with its record (the buyer's own voucher for prices[0]): re-signed on it.
+    assert second["channel_total_micro_usdc"] == prices[0] + prices[1]
+
+    # A seller whose record is not backed by the buyer's signature is not believed.
+    await buyer_db(forget)
+    stranger = Account.create()
+
+    def forge() -> None:
+        signature = sign_voucher(stranger, market.buyer.channel_ledger.buyer_channel_by_id(channel_id).terms,
+                                 prices[0] + prices[1], market.buyer.config.chain.chain_id)
+        with market.seller.channel_ledger.db.transaction() as conn:
+            conn.execute("UPDATE seller_channels SET voucher_signature=? WHERE channel_id=?",
+                         ("0x" + signature.hex(), channel_id))
+
+    await market.seller.memory.run(forge)
+    with pytest.raises(PurchaseRefused):
+        await market.buyer.market.buy(listings[2]["listing_id"])
+    sold = [sale["voucher_total"] for sale in await market.seller.market.sales(10)]
+    assert sorted(sold) == [prices[0], prices[0] + prices[1]]
