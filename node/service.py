@@ -180,9 +180,13 @@ class NodeService:
             network_size=self.net.network_size_estimate,
         )
         self.reputation = self.trust
+        # The x402 endpoint's channels (the SDK's records), claimed by the same claimer.
+        self.x402_channels = self._x402_channels() if self.config.x402.enabled else None
+        http_channels = self.x402_channels
         self.claimer = Claimer(self.config.market, memory.db.run, self.channel_ledger,
                                lambda: self.channel_chain,
-                               lambda key: self.memory.run(self.trust.level, bytes.fromhex(key)))
+                               lambda key: self.memory.run(self.trust.level, bytes.fromhex(key)),
+                               claim_http=http_channels.claim_and_settle if http_channels else None)
         self.buyer.gate = self._gate
         self.buyer.on_outcome = self._record_trust
         self.publisher = Publisher(
@@ -246,7 +250,7 @@ class NodeService:
                 if self.config.x402.enabled:  # the public x402 endpoint over our seller
                     self.x402_url = await nursery.start(functools.partial(
                         serve_seller, self.seller, self.config.x402.host, self.config.x402.port,
-                        self._x402_channels()))
+                        self.x402_channels))
                 nursery.start_soon(functools.partial(
                     supervise, "market-liveness", self.market_liveness.run, on_crash=_count_crash))
                 nursery.start_soon(functools.partial(

@@ -65,12 +65,17 @@ def claim_due(channel: SellerChannel, bound_micro_usdc: int, max_age_ms: int, no
 class Claimer:
     def __init__(self, market: MarketConfig, db_run: Callable[..., Awaitable[Any]],
                  ledger: ChannelLedger, chain: Callable[[], ChannelChain | None],
-                 level_of: LevelOf) -> None:
+                 level_of: LevelOf,
+                 claim_http: Callable[[], dict[str, Any]] | None = None) -> None:
         self.market = market
         self.db_run = db_run
         self.ledger = ledger
         self.chain = chain
         self.level_of = level_of
+        # The x402 HTTP endpoint's channels live in the SDK's own store: its channel manager
+        # claims them (every claim_max_age_s on the timer, and on ``market claim``).
+        self.claim_http = claim_http
+        self._http_claimed_at = 0.0
         self._lock = trio.Lock()  # one claim at a time: each reads what the last one left
 
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -82,6 +87,8 @@ class Claimer:
             try:
                 await self.refresh_withdrawals()
                 await self.claim(force=False)
+                if trio.current_time() - self._http_claimed_at >= self.market.claim_max_age_s:
+                    await self._claim_http()
             except Exception as error:  # the chain is down: try again next round
                 log.warning("voucher claim round failed error=%s", error)
 
@@ -122,8 +129,22 @@ class Claimer:
             if due:
                 log.info("claimed vouchers channels=%d micro_usdc=%d reasons=%s", len(due), claimed,
                          sorted({reason for _, reason in due}))
-            return {"claimed_channels": len(due), "claimed_micro_usdc": claimed,
-                    "transactions": transactions}
+            result: dict[str, Any] = {"claimed_channels": len(due), "claimed_micro_usdc": claimed,
+                                      "transactions": transactions}
+            if force and self.claim_http is not None:
+                result["x402"] = await self._claim_http()
+            return result
+
+    async def _claim_http(self) -> dict[str, Any]:
+        """The x402 endpoint's vouchers, through the SDK's channel manager."""
+        self._http_claimed_at = trio.current_time()
+        if self.claim_http is None:
+            return {}
+        try:
+            return await trio.to_thread.run_sync(self.claim_http)
+        except Exception as error:  # nothing to claim is an error to some SDK paths
+            log.info("x402 channel claim: %s", error)
+            return {"error": str(error)[:200]}
 
     async def _claim_batch(self, chain: ChannelChain, batch: list[SellerChannel]) -> dict[str, Any]:
         entries = [ClaimEntry(channel_id=channel.channel_id,
