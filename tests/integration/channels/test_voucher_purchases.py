@@ -143,6 +143,7 @@ async def test_the_api_and_metrics_show_channels_exposure_and_claims(market: Mar
         assert f"crystalmesh_unclaimed_exposure_micro_usdc {float(price)}" in metrics
         claimed = (await seller_api.post("/v1/market/claim")).json()
         assert claimed["claimed_micro_usdc"] == price
+        assert "x402" in claimed  # the x402 endpoint's channels were claimed in the same call
         metrics = (await seller_api.get("/metrics")).text
         assert "crystalmesh_unclaimed_exposure_micro_usdc 0.0" in metrics
         assert 'crystalmesh_channel_claims_total{outcome="mined"}' in metrics
