@@ -163,7 +163,11 @@ class VoucherBuying:
         return channel
 
     def _deposit_amount(self, channel: BuyerChannel, price: int) -> int:
-        return max(self.config.market.channel_deposit_micro_usdc, price)
+        """``channel_deposit_micro_usdc``, never more than a day's spending cap (a buyer with a
+        small budget does not lock more at one seller than it may spend in a day), and at least
+        the price."""
+        market = self.config.market
+        return max(price, min(market.channel_deposit_micro_usdc, market.max_per_day_micro_usdc))
 
     def _voucher_for(self, channel: BuyerChannel, price: int
                      ) -> tuple[ChannelDeposit | None, int, bytes]:
