@@ -201,6 +201,27 @@ class MarketConfig:
     network_search_min_results: int = 3
     network_search_timeout_s: float = 5.0
     network_search_sellers: int = 5
+    # x402 batch-settlement (docs/protocol.md, "Vouchers"): pay sellers that take vouchers from
+    # a channel per seller; the first purchase deposits this much (refundable; at least the
+    # price), so a buyer's money at one seller is bounded by it.
+    vouchers: bool = True
+    channel_deposit_micro_usdc: int = 1_000_000
+    # How long a withdrawal of an unrefunded deposit waits on chain (x402: 15 min to 30 days):
+    # the seller's time to claim what it is owed if the buyer leaves.
+    channel_withdraw_delay_s: int = 86_400
+    # A seller re-reads a channel's balance / withdrawal from the chain at most this often.
+    channel_state_ttl_s: float = 60.0
+    # The least deposit a seller submits for a buyer (it pays the deposit's gas): a stranger
+    # cannot make it open many tiny channels at its expense.
+    channel_min_deposit_micro_usdc: int = 100_000
+    # A seller claims a buyer's vouchers when their unclaimed sum passes the bound for that
+    # buyer's trust level, when the oldest is claim_max_age_s old, or at once when the buyer
+    # asks to withdraw; it looks every claim_interval_s (far below any withdraw delay).
+    claim_interval_s: float = 60.0
+    claim_max_age_s: float = 3_600.0
+    claim_bound_trusted_micro_usdc: int = 1_000_000
+    claim_bound_provisional_micro_usdc: int = 100_000
+    claim_bound_untrusted_micro_usdc: int = 0
 
 
 @dataclass

@@ -93,6 +93,32 @@ SETTLEMENTS = Counter(
     "On-chain settlements submitted, by outcome (ok, rejected, failed).",
     ("outcome",), registry=REGISTRY,
 )
+VOUCHERS = Counter(
+    "crystalmesh_vouchers",
+    "Voucher purchases this node sold, by outcome (recorded, or the refusal reason).",
+    ("outcome",), registry=REGISTRY,
+)
+CHANNEL_DEPOSITS = Counter(
+    "crystalmesh_channel_deposits",
+    "Buyers' channel deposits this node submitted, by outcome (ok, failed).",
+    ("outcome",), registry=REGISTRY,
+)
+CHANNEL_CLAIMS = Counter(
+    "crystalmesh_channel_claims",
+    "Voucher claims this node sent, by outcome (mined, failed).",
+    ("outcome",), registry=REGISTRY,
+)
+CHANNEL_CLAIM_GAS = Counter(
+    "crystalmesh_channel_claim_gas",
+    "Gas used by this node's mined voucher claims and refunds.",
+    registry=REGISTRY,
+)
+UNCLAIMED_EXPOSURE = Gauge(
+    "crystalmesh_unclaimed_exposure_micro_usdc",
+    "Vouchers this node recorded and has not claimed yet, across its channels (micro-USDC); "
+    "read at scrape time.",
+    registry=REGISTRY,
+)
 SETTLEMENT_GAS = Histogram(
     "crystalmesh_settlement_gas_used", "Gas used per settlement transaction.", registry=REGISTRY,
     buckets=(30_000, 50_000, 75_000, 100_000, 150_000, 250_000, 500_000, 1_000_000, 2_000_000),

@@ -20,7 +20,7 @@ import trio
 
 from node import metrics
 from node.audit import AuditLog
-from node.chain import ChainClient, ChannelPayments, SettlementEngine
+from node.chain import ChainClient, ChannelPayments, Channels, SettlementEngine
 from node.config import NodeConfig
 from node.crystals import CrystalNotFound, Lifecycle, now_ms
 from node.db import StoreDamaged
@@ -28,7 +28,11 @@ from node.errors import NodeError
 from node.keys import load_identity, load_or_create_api_token
 from node.market import (
     Buyer,
+    ChannelChain,
+    ChannelLedger,
+    Claimer,
     DeskParts,
+    FacadeChannels,
     FlatReputation,
     ListingBook,
     Market,
@@ -94,6 +98,9 @@ class NodeService:
         self._nursery: trio.Nursery | None = None
         self.wallet_address = self._wallet_address()
         self.engine: SettlementEngine | None = None
+        # The chain's batch-settlement channels (vouchers); None: this node pays and sells
+        # with ``exact`` only.
+        self.channel_chain: ChannelChain | None = None
         self._open_chain(chain_client)
 
     def _wallet_address(self) -> str:
@@ -118,6 +125,8 @@ class NodeService:
             batch_max_size=chain.batch_max_size,
             batch_max_delay_ms=chain.batch_max_delay_ms,
         )
+        if self.config.market.vouchers:
+            self.channel_chain = FacadeChannels(Channels(self.engine.client, self.wallet))
 
     def _x402_channels(self) -> ChannelPayments | None:
         """``batch-settlement`` for the x402 endpoint (the SDK's records under the data dir)."""
@@ -149,6 +158,7 @@ class NodeService:
         self.working = WorkingMemoryService(self.config, self.memory, memory,
                                             functools.partial(niche_data, memory.db))
         self.learning = LearningService(self.memory, self.identity)
+        self.channel_ledger = ChannelLedger(memory.db)
         self.trust = TrustService(
             memory.db,
             self.config,
@@ -167,6 +177,13 @@ class NodeService:
             self.net.gossip.publish, intake=self.intake)
         desk_parts = DeskParts.build(self.config, self.identity, self.memory, self.listings,
                                      self.net.publish, self.net.sequence.next)
+        # The x402 endpoint's channels (the SDK's records), claimed by the same claimer.
+        self.x402_channels = self._x402_channels() if self.config.x402.enabled else None
+        http_channels = self.x402_channels
+        self.claimer = Claimer(self.config.market, memory.db.run, self.channel_ledger,
+                               lambda: self.channel_chain,
+                               lambda key: self.memory.run(self.trust.level, bytes.fromhex(key)),
+                               claim_http=http_channels.claim_and_settle if http_channels else None)
         self.publisher = Publisher(
             desk_parts, self.ledger, lambda: self.reputation, self.wallet_address,
             self.is_management, intake=self.intake, origin_level=self._trust_level,
@@ -176,6 +193,10 @@ class NodeService:
         self.seller = Seller(
             self.identity, self.net.sequence.next, self.memory, self.listings, self.ledger,
             lambda: self.engine, self.wallet_address, on_sale=self._on_sale,
+            channels=lambda: self.channel_chain, channel_ledger=self.channel_ledger,
+            channel_state_ttl_s=self.config.market.channel_state_ttl_s,
+            channel_min_deposit_micro_usdc=self.config.market.channel_min_deposit_micro_usdc,
+            chain_id=self.config.chain.chain_id, token_address=self.config.chain.token_address,
         )
         self.buyer = Buyer(
             self.config, self.identity, self.net.sequence.next, self.net.purchases.request_envelope,
@@ -185,6 +206,7 @@ class NodeService:
             on_fresh_listing=functools.partial(self.intake.take_synced,
                                                self.net.validator.check_synced),
             spawn=self._spawn,
+            channel_ledger=self.channel_ledger, channel_chain=lambda: self.channel_chain,
         )
         self.weather = WeatherDesk(self.config, self.identity, self.memory,
                                    self.net.gossip.publish, self.is_management)
@@ -195,7 +217,9 @@ class NodeService:
                                               self.net.sync_status)
         self.market = Market(self.memory, self.listings, self.ledger, self.publisher, self.buyer,
                              self.market_liveness, self._record_trust, self.wallet_address,
-                             self.config.chain, lambda: self.engine, self.warnings)
+                             self.config.chain, lambda: self.engine, self.warnings,
+                             channel_ledger=self.channel_ledger,
+                             claimer=self.claimer if self.channel_chain is not None else None)
         # The network hands each topic and protocol to the desk that owns it.
         self.net.on_listing(self.intake.take)
         self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)
@@ -221,11 +245,15 @@ class NodeService:
                         supervise, "settlement", self.engine.run, startable=True,
                         on_crash=_count_crash))
                     nursery.start_soon(reconcile_settlements, self.engine, self.memory.db, self.ledger)
+                if self.channel_chain is not None:  # claims of the vouchers this node sold
+                    await nursery.start(functools.partial(
+                        supervise, "claims", self.claimer.run, startable=True,
+                        on_crash=_count_crash))
                 await nursery.start(self._serve_api)
                 if self.config.x402.enabled:  # the public x402 endpoint over our seller
                     self.x402_url = await nursery.start(functools.partial(
                         serve_seller, self.seller, self.config.x402.host, self.config.x402.port,
-                        self._x402_channels()))
+                        self.x402_channels))
                 nursery.start_soon(functools.partial(
                     supervise, "market-liveness", self.market_liveness.run, on_crash=_count_crash))
                 nursery.start_soon(functools.partial(

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
+from protocol.channel import CHANNEL_MESSAGES
 from protocol.codec import encode
 from protocol.identity import Identity, verify
 from protocol.liveness import (
@@ -373,6 +374,7 @@ _ALL_MESSAGES: tuple[type[Message], ...] = (
     WeatherLift,
     TrustReport,
     *PURCHASE_MESSAGES,
+    *CHANNEL_MESSAGES,
     *LIVENESS_MESSAGES,
     SkillWarning,
 )

@@ -105,6 +105,9 @@ ERROR_SETTLEMENT_FAILED = "settlement_failed"
 ERROR_BAD_REQUEST = "bad_request"
 ERROR_RATE_LIMITED = "rate_limited"
 ERROR_INTERNAL = "internal"
+ERROR_SCHEME_UNSUPPORTED = "scheme_unsupported"
+"""The seller cannot take vouchers (no channel contract on its chain): pay with ``exact``.
+Only ever sent in answer to a :mod:`protocol.channel` request, which older buyers never send."""
 ERROR_CODES = frozenset(
     {
         ERROR_UNKNOWN_LISTING,
@@ -115,6 +118,7 @@ ERROR_CODES = frozenset(
         ERROR_BAD_REQUEST,
         ERROR_RATE_LIMITED,
         ERROR_INTERNAL,
+        ERROR_SCHEME_UNSUPPORTED,
     }
 )
 

@@ -22,6 +22,13 @@ from __future__ import annotations
 import hashlib
 import re
 
+from protocol.channel import (
+    ChannelRefunded,
+    ChannelState,
+    RefundRequest,
+    VoucherDelivery,
+    VoucherPurchaseRequest,
+)
 from protocol.messages import (
     Bounty,
     Busy,
@@ -152,6 +159,9 @@ PURCHASE_EXCHANGES: dict[str, frozenset[str]] = {
     PaymentAuthorization.KIND: frozenset({Delivery.KIND}) | _REFUSALS,
     DeliveryRequest.KIND: frozenset({Delivery.KIND}) | _REFUSALS,
     Receipt.KIND: frozenset({Receipt.KIND}) | _REFUSALS,
+    VoucherPurchaseRequest.KIND: frozenset({VoucherDelivery.KIND, ChannelState.KIND,
+                                            TermsChanged.KIND}) | _REFUSALS,
+    RefundRequest.KIND: frozenset({ChannelRefunded.KIND}) | _REFUSALS,
 }
 """Request kind (buyer -> seller) -> the response kinds a seller may answer with."""
 

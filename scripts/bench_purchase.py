@@ -9,6 +9,13 @@ receipt. Reports p50/p99 latency of sequential purchases, purchases/s with
 concurrent buyers, and the ratio to a baseline API round trip (GET
 /v1/status) measured in the same run.
 
+Issue 36: the same buyer then buys as many listings again with vouchers (x402
+batch-settlement): one channel-opening purchase (its deposit submitted by the seller,
+reported apart), then voucher purchases (no chain transaction each). The sequential
+exact purchases above are forced to ``exact`` (``"exact": true``), so both schemes run
+in one devnet, one after the other: ``exact_p50_ms``, ``voucher_p50_ms`` and their ratio
+(target: voucher p50 ≤ 1/5 of exact).
+
     .venv/bin/python scripts/bench_purchase.py --count 40 --concurrency 4
 
 node-1 publishes one listing per purchase (80 by default) from its one key,
@@ -37,6 +44,7 @@ from _bench import add_smoke_flag, percentile, print_result, smoke
 
 # Generous caps: the benchmark buys far more than an agent would in a day.
 os.environ.setdefault("CRYSTALMESH_MARKET_MAX_PER_DAY_MICRO_USDC", str(10**12))
+os.environ["CRYSTALMESH_MARKET_VOUCHERS"] = "true"  # exact is asked for per purchase below
 
 from node.api.client import ApiClient, running_node
 from node.config import load_config
@@ -83,7 +91,7 @@ def main() -> None:
     parser.add_argument("--embedder", default="minilm")
     add_smoke_flag(parser)
     args = smoke(parser.parse_args(), count=3, concurrent_count=4, concurrency=2, embedder="hashing")
-    total = args.count + args.concurrent_count
+    total = 2 * args.count + 1 + args.concurrent_count
     burst = max(total, DEFAULT_RATE_LIMITS[SKILLS][1])
     os.environ["CRYSTALMESH_NET_ORIGIN_LISTINGS_BURST"] = str(burst)
 
@@ -105,10 +113,26 @@ def main() -> None:
             sequential = []
             for listing_id in listing_ids[: args.count]:
                 start = time.perf_counter()
-                buyer_b.post("/v1/purchases", {"listing_id": listing_id})
+                paid = buyer_b.post("/v1/purchases", {"listing_id": listing_id, "exact": True})
                 sequential.append((time.perf_counter() - start) * 1000)
+                assert paid["scheme"] == "exact", paid
 
-            remaining = listing_ids[args.count:]
+            voucher_ids = listing_ids[args.count: 2 * args.count + 1]
+            start = time.perf_counter()
+            opened = buyer_b.post("/v1/purchases", {"listing_id": voucher_ids[0]})
+            opening_ms = (time.perf_counter() - start) * 1000
+            assert opened["scheme"] == "batch-settlement" and opened["deposit_micro_usdc"], opened
+            vouchers = []
+            for listing_id in voucher_ids[1:]:
+                start = time.perf_counter()
+                paid = buyer_b.post("/v1/purchases", {"listing_id": listing_id})
+                vouchers.append((time.perf_counter() - start) * 1000)
+                assert paid["scheme"] == "batch-settlement" and not paid["deposit_micro_usdc"], paid
+            start = time.perf_counter()
+            claimed = seller.post("/v1/market/claim")
+            claim_ms = (time.perf_counter() - start) * 1000
+
+            remaining = listing_ids[2 * args.count + 1:]
             lock = threading.Lock()
             errors: list[str] = []
 
@@ -137,7 +161,18 @@ def main() -> None:
 
     p50, p99 = percentile(sequential, 50), percentile(sequential, 99)
     base_p50 = percentile(baseline, 50)
+    voucher_p50 = percentile(vouchers, 50)
     result = {
+        "exact_p50_ms": round(p50, 1),
+        "voucher_p50_ms": round(voucher_p50, 1),
+        "voucher_p99_ms": round(percentile(vouchers, 99), 1),
+        "ratio_voucher_to_exact_p50": round(voucher_p50 / p50, 3),
+        "voucher_target_ratio": 0.2,
+        "meets_voucher_target": voucher_p50 <= p50 / 5,
+        "purchases_voucher": len(vouchers),
+        "channel_opening_ms": round(opening_ms, 1),
+        "claim_ms": round(claim_ms, 1),
+        "claimed_micro_usdc": claimed["claimed_micro_usdc"],
         "purchases_sequential": len(sequential),
         "p50_ms": round(p50, 1),
         "p99_ms": round(p99, 1),
@@ -153,7 +188,10 @@ def main() -> None:
         "origin_listings_burst": burst,
         "meets_target": p50 <= 300,
     }
-    print(f"sequential purchases: {len(sequential)}  p50 {p50:.1f} ms  p99 {p99:.1f} ms")
+    print(f"sequential exact purchases: {len(sequential)}  p50 {p50:.1f} ms  p99 {p99:.1f} ms")
+    print(f"voucher purchases: {len(vouchers)}  p50 {voucher_p50:.1f} ms "
+          f"({result['ratio_voucher_to_exact_p50']}x exact); channel opening {opening_ms:.1f} ms; "
+          f"one claim of {claimed['claimed_micro_usdc']} micro-USDC {claim_ms:.1f} ms")
     print(f"concurrent ({args.concurrency} buyers): {concurrent_done} in {elapsed:.2f} s "
           f"= {result['purchases_per_s']} purchases/s, errors {len(errors)}")
     print(f"baseline API round trip p50 {base_p50:.2f} ms; purchase/baseline = "

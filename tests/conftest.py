@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +32,11 @@ def memory(node_config: NodeConfig) -> Iterator[Memory]:
         yield opened
     finally:
         opened.close()
+
+
+# Node processes the e2e tests start pay with ``exact`` (what their assertions are about);
+# the voucher tests turn vouchers on for their own nodes.
+os.environ.setdefault("CRYSTALMESH_MARKET_VOUCHERS", "false")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -129,9 +129,14 @@ class MarketTools:
         listing_id: Annotated[str, Field(min_length=1, description="listing_id from market_search.")],
         max_price_usdc: Annotated[float, Field(ge=0, description="Refuse to pay more than this (USDC).")],
     ) -> dict[str, Any]:
-        """Buy a skill with USDC and store it in memory. COSTS USDC: pays the listing's price on
-        chain, at most max_price_usdc and never beyond the node's spend caps. Returns the price
-        actually paid and the stored skill's id. After running it, call skill_report_outcome.
+        """Buy a skill with USDC and store it in memory. COSTS USDC: pays the listing's price, at
+        most max_price_usdc and never beyond the node's spend caps. Returns the price actually
+        paid, "scheme" (how it was paid: "batch-settlement" = a voucher from a deposit held for
+        that seller, "exact" = one on-chain transfer) and the stored skill's id. The FIRST
+        purchase from a seller that takes vouchers also deposits [market]
+        channel_deposit_micro_usdc (default 1 USDC, at least the price) into a refundable channel
+        ("deposit_usdc" in the result; see wallet_channels). After running it, call
+        skill_report_outcome.
         Every bought skill is scanned first: "quarantined": true means it was NOT stored (its
         "scan" findings say why; only the operator can release it) and the seller was charged.
         Reports progress (terms, payment, delivery, verification, ingest) to a client that asks."""
@@ -150,7 +155,10 @@ class MarketTools:
         await progress.step(len(PURCHASE_STEPS), "quarantined: paid, not stored" if result.get("quarantined")
                             else "stored in memory")
         paid = result.get("price_micro_usdc")
-        return result | ({"price_usdc": paid / MICRO_PER_USDC} if isinstance(paid, int) else {})
+        deposit = result.get("deposit_micro_usdc")
+        return (result | ({"price_usdc": paid / MICRO_PER_USDC} if isinstance(paid, int) else {})
+                | ({"deposit_usdc": deposit / MICRO_PER_USDC} if isinstance(deposit, int) else {})
+                | {"scheme": result.get("scheme", "exact")})
 
     async def skill_publish(
         self,
@@ -207,6 +215,12 @@ class MarketTools:
     async def wallet_balance(self) -> dict[str, Any]:
         """The node's wallet address and USDC balance, and today's spending against its cap."""
         return await self.call(lambda client: client.wallet())
+
+    async def wallet_channels(self) -> dict[str, Any]:
+        """Payment channels: per seller this node buys from, the deposit, what vouchers spent
+        and what is left (refundable); per buyer paying this node, what it was charged and
+        what is not yet claimed, and whether the buyer asked to withdraw."""
+        return await self.call(lambda client: client.channels())
 
     async def skill_record_execution(
         self,

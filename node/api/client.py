@@ -433,10 +433,13 @@ class ApiClient:
     def market_sync(self) -> Json:
         return dict(self.get("/v1/market/sync"))
 
-    def buy(self, listing_id: str, max_price_micro_usdc: int | None = None, again: bool = False) -> Json:
-        return dict(self.post("/v1/purchases", {"listing_id": listing_id,
-                                                "max_price_micro_usdc": max_price_micro_usdc,
-                                                "again": again}))
+    def buy(self, listing_id: str, max_price_micro_usdc: int | None = None, again: bool = False,
+            exact: bool = False) -> Json:
+        body: Json = {"listing_id": listing_id, "max_price_micro_usdc": max_price_micro_usdc,
+                      "again": again}
+        if exact:  # only when asked: a node from before vouchers refuses the unknown key
+            body["exact"] = True
+        return dict(self.post("/v1/purchases", body))
 
     def redeliver(self, listing_id: str) -> Json:
         return dict(self.post("/v1/purchases/redeliver", {"listing_id": listing_id}))
@@ -458,6 +461,21 @@ class ApiClient:
 
     def sales(self, limit: int) -> list[shapes.Sale]:
         return cast("shapes.Sales", self.get("/v1/sales", limit=limit))["sales"]
+
+    def channels(self) -> Json:
+        """Payment channels: those this node pays through and those that pay it."""
+        return dict(self.get("/v1/wallet/channels"))
+
+    def deposit(self, seller_key: str, amount_micro_usdc: int) -> Json:
+        return dict(self.post("/v1/wallet/deposit", {"seller_key": seller_key,
+                                                     "amount_micro_usdc": amount_micro_usdc}))
+
+    def refund(self, channel_id: str) -> Json:
+        return dict(self.post("/v1/wallet/refund", {"channel_id": channel_id}))
+
+    def claim(self) -> Json:
+        """Claim every unclaimed voucher this node holds, now."""
+        return dict(self.post("/v1/market/claim"))
 
     def wallet(self) -> Json:
         """Address, balances and today's spending against the cap."""

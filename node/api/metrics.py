@@ -26,6 +26,7 @@ from node.metrics import (
     REGISTRY,
     RELAY_CIRCUITS,
     RELAY_RESERVATIONS,
+    UNCLAIMED_EXPOSURE,
     UPTIME,
     WEATHER_ACTIVE,
     WEATHER_LEVEL,
@@ -66,6 +67,8 @@ def node_collector(node: NodeApi) -> Callable[[], Awaitable[None]]:
         NODE_INFO.clear()
         NODE_INFO.labels(name=status.get("name", ""), peer_id=status.get("peer_id", "")).set(1.0)
         UPTIME.set(float(status.get("uptime_s") or 0))
+        channels = await node.market.channels()
+        UNCLAIMED_EXPOSURE.set(float(channels.get("unclaimed_micro_usdc") or 0))
 
     return collect
 

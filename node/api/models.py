@@ -138,6 +138,21 @@ class PurchaseIn(Body):
     listing_id: Id
     max_price_micro_usdc: MicroUsdc | None = None
     again: Annotated[bool, Field(strict=True)] = False
+    # Pay with one on-chain transfer even where the seller takes vouchers.
+    exact: Annotated[bool, Field(strict=True)] = False
+
+
+class DepositIn(Body):
+    """``POST /v1/wallet/deposit``: open or top up the channel to a seller (by its key)."""
+
+    seller_key: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    amount_micro_usdc: MicroUsdc
+
+
+class RefundIn(Body):
+    """``POST /v1/wallet/refund``: close a channel; the seller returns the unspent deposit."""
+
+    channel_id: Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{64}$")]
 
 
 class RedeliverIn(Body):

@@ -15,6 +15,7 @@ from node.face import face
 if TYPE_CHECKING:
     from node.chain.authorization import Authorization as Authorization
     from node.chain.authorization import sign_authorization as sign_authorization
+    from node.chain.channels import CHANNEL_CONTRACT_ADDRESS as CHANNEL_CONTRACT_ADDRESS
     from node.chain.channels import ChannelError as ChannelError
     from node.chain.channels import Channels as Channels
     from node.chain.channels import ChannelState as ChannelState

@@ -75,6 +75,15 @@ def market_sync(ctx: CliContext) -> None:
           s["stopped"][:40]] for s in d.get("sessions", [])]))
 
 
+@market.command("claim")
+@common_options
+def market_claim(ctx: CliContext) -> None:
+    """Claim now every voucher buyers paid this node with (the node also claims on a timer)."""
+    ctx.emit(ctx.api().claim(), lambda d: click.echo(
+        f"claimed {usdc(d['claimed_micro_usdc'])} from {d['claimed_channels']} channels in "
+        f"{len(d['transactions'])} transactions"))
+
+
 @market.command("stats")
 @common_options
 def stats(ctx: CliContext) -> None:

@@ -188,8 +188,10 @@ def endorse(ctx: CliContext, listing_id: str, revoke: bool, reason: str) -> None
 @click.argument("listing_id")
 @click.option("--max-price", default=None, help="Refuse if the price is above this (USDC, e.g. 0.05).")
 @click.option("--again", is_flag=True, help="Buy a listing this node already owns once more.")
+@click.option("--exact", is_flag=True,
+              help="Pay with one on-chain transfer even if the seller takes vouchers.")
 @common_options
-def buy(ctx: CliContext, listing_id: str, max_price: str | None, again: bool) -> None:
+def buy(ctx: CliContext, listing_id: str, max_price: str | None, again: bool, exact: bool) -> None:
     """Buy a listed skill: pay in USDC, verify the delivery, ingest it.
 
     Running it again after an interrupted purchase never pays twice: it resends the
@@ -198,10 +200,22 @@ def buy(ctx: CliContext, listing_id: str, max_price: str | None, again: bool) ->
     \f
     Example: ``crystalmesh skill buy 9c41d0e2a7b35f18 --max-price 0.05``
     """
-    data = ctx.api().buy(listing_id, parse_usdc(max_price) if max_price else None, again)
+    api = ctx.api()
+    config = ctx.config()
+    if config.market.vouchers and not exact:
+        # Said before the node signs anything: a first purchase from a seller deposits.
+        click.echo(f"a first purchase from a seller that takes vouchers deposits "
+                   f"{usdc(config.market.channel_deposit_micro_usdc)} (at least the price) into a "
+                   "refundable channel; later purchases from it spend that deposit "
+                   "(`crystalmesh wallet channels`)", err=True)
+    data = api.buy(listing_id, parse_usdc(max_price) if max_price else None, again, exact)
     ctx.emit(data, lambda d: click.echo(
-        f"bought {d['listing_id'][:16]} for {usdc(d['price_micro_usdc'])}\n"
-        f"  tx       {d['tx_hash']}\n"
+        f"bought {d['listing_id'][:16]} for {usdc(d['price_micro_usdc'])} "
+        f"({d.get('scheme', 'exact')})\n"
+        + (f"  deposit  {usdc(d['deposit_micro_usdc'])} into channel {d['channel_id']}\n"
+           if d.get("deposit_micro_usdc") else "")
+        + (f"  tx       {d['tx_hash']}\n" if d.get("tx_hash") else
+           f"  voucher  channel total {usdc(d.get('channel_total_micro_usdc', 0))}\n")
         + (f"  crystal  {d['crystal_id']}" if d.get("crystal_id") else
            f"  not stored in memory ({d.get('not_ingested_because', 'ingestion gate')}); "
            "the skill text is in the purchase (--json)")))

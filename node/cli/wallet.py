@@ -1,10 +1,13 @@
-"""``crystalmesh wallet ...``: this node's USDC wallet, read from the data dir (no node needed)."""
+"""``crystalmesh wallet ...``: this node's USDC wallet, read from the data dir (no node needed),
+and its payment channels (through the running node)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from node.cli.context import CliContext, CliError, common_options, usdc
+from node.cli.context import CliContext, CliError, common_options, parse_usdc, table, usdc
 from node.config import NodeConfig
 
 
@@ -43,3 +46,55 @@ def balance(ctx: CliContext) -> None:
             "chain_id": config.chain.chain_id, "rpc_url": config.chain.rpc_url}
     ctx.emit(data, lambda d: click.echo(
         f"{d['address']}\n  {usdc(d['usdc_micro'])}\n  {d['eth_wei'] / 1e18:.6f} ETH (gas)"))
+
+
+def _render_channels(data: dict[str, Any]) -> None:
+    paying, paid_by = data.get("paying", []), data.get("paid_by", [])
+    table("paying (channels this node buys through)",
+          ["channel", "seller", "deposit", "spent", "left", "state"],
+          [[c["channel_id"][:18], c["seller_key"][:10], usdc(c["deposit_micro_usdc"]),
+            usdc(c["spent_micro_usdc"]), usdc(c["remaining_micro_usdc"]), c["state"]]
+           for c in paying])
+    table(f"paid by (unclaimed {usdc(data.get('unclaimed_micro_usdc', 0))})",
+          ["channel", "buyer", "deposit", "charged", "unclaimed", "withdraw", "state"],
+          [[c["channel_id"][:18], c["buyer_key"][:10], usdc(c["deposit_micro_usdc"]),
+            usdc(c["charged_micro_usdc"]), usdc(c["unclaimed_micro_usdc"]),
+            "requested" if c["withdraw_requested_at_s"] else "-", c["state"]] for c in paid_by])
+
+
+@wallet.command("channels")
+@common_options
+def channels(ctx: CliContext) -> None:
+    """Payment channels (x402 batch-settlement): deposit, spent, unclaimed, withdraw state.
+
+    \f
+    Example: ``crystalmesh wallet channels``
+    """
+    ctx.emit(ctx.api().channels(), _render_channels)
+
+
+@wallet.command("deposit")
+@click.argument("seller_key")
+@click.argument("amount")
+@common_options
+def deposit(ctx: CliContext, seller_key: str, amount: str) -> None:
+    """Deposit AMOUNT USDC into the channel to SELLER_KEY (opens it if needed; refundable).
+
+    \f
+    Example: ``crystalmesh wallet deposit 3b6a…e1 0.5``
+    """
+    micro = parse_usdc(amount)
+    click.echo(f"depositing {usdc(micro)} into a channel to {seller_key[:16]} "
+               "(refundable with `crystalmesh wallet refund`)", err=True)
+    ctx.emit(ctx.api().deposit(seller_key, micro), lambda d: click.echo(
+        f"channel {d['channel_id']} now holds {usdc(d['deposit_micro_usdc'])} (tx {d['tx_hash']})"))
+
+
+@wallet.command("refund")
+@click.argument("channel_id")
+@common_options
+def refund(ctx: CliContext, channel_id: str) -> None:
+    """Close CHANNEL_ID: the seller claims what was spent and returns the rest, in one transaction."""
+    ctx.emit(ctx.api().refund(channel_id), lambda d: click.echo(
+        f"refunded {usdc(d['refunded_micro_usdc'])} (spent {usdc(d['spent_micro_usdc'])}) "
+        f"in {d['tx_hash']}"))

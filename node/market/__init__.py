@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from node.market.ledger import Sale as Sale
     from node.market.liveness import MarketLiveness as MarketLiveness
     from node.market.purchase.buyer import Buyer as Buyer
+    from node.market.purchase.channels import ChannelChain as ChannelChain
+    from node.market.purchase.channels import ChannelLedger as ChannelLedger
+    from node.market.purchase.channels import Claimer as Claimer
+    from node.market.purchase.channels import FacadeChannels as FacadeChannels
     from node.market.purchase.reconcile import reconcile_settlements as reconcile_settlements
     from node.market.purchase.seller import Seller as Seller
     from node.market.purchase.x402_seller import serve_seller as serve_seller

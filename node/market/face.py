@@ -27,6 +27,7 @@ from node.memory import AsyncMemory, ExecutionOutcome
 if TYPE_CHECKING:
     from node.chain import SettlementEngine
     from node.config import ChainConfig
+    from node.market.purchase import ChannelLedger, Claimer
     from node.market.warnings import WarningDesk
 
 RecordTrust = Callable[[bytes, str, str], Awaitable[None]]
@@ -36,7 +37,9 @@ class Market:
     def __init__(self, memory: AsyncMemory, listings: ListingBook, ledger: MarketLedger,
                  publisher: Publisher, buyer: Buyer, liveness: MarketLiveness,
                  record_trust: RecordTrust, wallet_address: str, chain: ChainConfig,
-                 engine: Callable[[], SettlementEngine | None], warnings: WarningDesk) -> None:
+                 engine: Callable[[], SettlementEngine | None], warnings: WarningDesk,
+                 channel_ledger: ChannelLedger | None = None,
+                 claimer: Claimer | None = None) -> None:
         self.memory = memory
         self.listings = listings
         self.ledger = ledger
@@ -48,6 +51,8 @@ class Market:
         self._chain = chain
         self._engine = engine
         self.warnings = warnings
+        self._channel_ledger = channel_ledger
+        self._claimer = claimer
 
     # --- skills -------------------------------------------------------------------------------
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
@@ -86,9 +91,9 @@ class Market:
 
     # --- purchases ----------------------------------------------------------------------------
     async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
-                  again: bool = False) -> dict[str, Any]:
+                  again: bool = False, exact: bool = False) -> dict[str, Any]:
         try:
-            result = await self.buyer.buy(listing_id, max_price_micro_usdc, again)
+            result = await self.buyer.buy(listing_id, max_price_micro_usdc, again, exact)
         except PurchaseRefused:
             metrics.PURCHASES.labels(outcome="rejected").inc()
             raise
@@ -126,6 +131,36 @@ class Market:
         except Exception as error:
             info["error"] = str(error)
         return info
+
+    # --- payment channels (x402 batch-settlement) ---------------------------------------------
+    async def channels(self) -> dict[str, Any]:
+        """The channels this node pays through (deposit, spent, remaining, state) and those
+        that pay it (charged, claimed, unclaimed, withdrawal), with the claim totals."""
+        ledger = self._channel_ledger
+        if ledger is None:
+            return {"paying": [], "paid_by": [], "unclaimed_micro_usdc": 0,
+                    "claims": {"claims": 0, "claimed_micro_usdc": 0, "gas_used": 0}}
+        paying = await self.memory.run(ledger.buyer_channels)
+        paid_by = await self.memory.run(ledger.seller_channels)
+        return {"paying": [channel.to_dict() for channel in paying],
+                "paid_by": [channel.to_dict() for channel in paid_by],
+                "unclaimed_micro_usdc": await self.memory.run(ledger.exposure),
+                "claims": await self.memory.run(ledger.claim_totals)}
+
+    async def claim(self) -> dict[str, Any]:
+        """Claim every unclaimed voucher now (``market claim``), in as few transactions as
+        the claim size allows."""
+        if self._claimer is None:
+            raise PurchaseRefused("this node has no channel contract to claim from", "no_channels")
+        return await self._claimer.claim(force=True)
+
+    async def refund(self, channel_id: str) -> dict[str, Any]:
+        """Ask the seller of ``channel_id`` to claim what it is owed and return the rest."""
+        return await self.buyer.refund(channel_id)
+
+    async def deposit(self, seller_key: str, amount_micro_usdc: int) -> dict[str, Any]:
+        """Open or top up the channel to ``seller_key``'s pay-to before buying."""
+        return await self.buyer.deposit(seller_key, amount_micro_usdc)
 
     # --- skills an agent can trust (node.market.scan, node.market.warnings) -------------------
     async def scan(self, text: str) -> dict[str, Any]:

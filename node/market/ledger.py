@@ -40,6 +40,11 @@ class Sale:
     reason: str | None
     created_at_ms: int
     updated_at_ms: int
+    # ``exact`` (an EIP-3009 transfer, ``auth_nonce``/``tx_hash``) or ``batch-settlement``
+    # (a voucher: the channel and its total after this sale).
+    scheme: str = "exact"
+    channel_id: str | None = None
+    voucher_total: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -65,10 +70,16 @@ class Purchase:
     valid_before_s: int | None = None
     # A paid delivery the ingestion gate kept out of memory.
     payload: str | None = None
+    # Which scheme paid; for a voucher, the channel, its total and the signature sent.
+    scheme: str = "exact"
+    channel_id: str | None = None
+    voucher_total: int | None = None
+    voucher_signature: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
         del data["authorization_json"]
+        del data["voucher_signature"]
         data["has_payload"] = data.pop("payload") is not None
         return data
 

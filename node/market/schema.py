@@ -161,4 +161,70 @@ MIGRATIONS.append([
     """,
 ])
 
+MIGRATIONS.append([
+    # 7: x402 batch-settlement channels (node.market.purchase.channels.ledger). The buyer keeps
+    # each channel it pays through and the highest voucher it ever signed (its exposure) apart
+    # from what the seller acknowledged (the next voucher's base); the seller keeps each
+    # channel paying it, the newest voucher it recorded (what it may claim) and the chain
+    # state it last read; claims are journaled before they are broadcast. Sales and purchases
+    # say which scheme paid and, for a voucher, the channel and its total after the purchase.
+    """
+    CREATE TABLE buyer_channels (
+        channel_id TEXT PRIMARY KEY,
+        seller_key TEXT NOT NULL,
+        receiver TEXT NOT NULL,
+        token TEXT NOT NULL,
+        terms_json TEXT NOT NULL,
+        deposited_micro_usdc INTEGER NOT NULL,
+        pending_deposit_json TEXT,
+        charged_total INTEGER NOT NULL,
+        signed_total INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        refund_tx TEXT,
+        refunded_micro_usdc INTEGER NOT NULL DEFAULT 0,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL
+    )
+    """,
+    "CREATE INDEX buyer_channels_receiver ON buyer_channels(receiver, token)",
+    """
+    CREATE TABLE seller_channels (
+        channel_id TEXT PRIMARY KEY,
+        payer TEXT NOT NULL,
+        buyer_key TEXT NOT NULL,
+        terms_json TEXT NOT NULL,
+        charged_total INTEGER NOT NULL,
+        voucher_signature TEXT,
+        claimed_total INTEGER NOT NULL,
+        balance INTEGER NOT NULL,
+        withdraw_requested_at_s INTEGER NOT NULL,
+        synced_at_ms INTEGER NOT NULL,
+        first_unclaimed_at_ms INTEGER,
+        state TEXT NOT NULL,
+        updated_at_ms INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE channel_claims (
+        claim_id TEXT PRIMARY KEY,
+        tx_hash TEXT,
+        claims_json TEXT NOT NULL,
+        total_micro_usdc INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        gas_used INTEGER,
+        reason TEXT,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL
+    )
+    """,
+    "ALTER TABLE sales ADD COLUMN scheme TEXT NOT NULL DEFAULT 'exact'",
+    "ALTER TABLE sales ADD COLUMN channel_id TEXT",
+    "ALTER TABLE sales ADD COLUMN voucher_total INTEGER",
+    "CREATE INDEX sales_channel ON sales(channel_id, voucher_total)",
+    "ALTER TABLE purchases ADD COLUMN scheme TEXT NOT NULL DEFAULT 'exact'",
+    "ALTER TABLE purchases ADD COLUMN channel_id TEXT",
+    "ALTER TABLE purchases ADD COLUMN voucher_total INTEGER",
+    "ALTER TABLE purchases ADD COLUMN voucher_signature TEXT",
+])
+
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -26,7 +26,7 @@ SKILL = ("Recover a wedged Postgres replica: stop the replica, take a fresh pg_b
          "primary, restore the recovery signal file and restart with hot standby on")
 REQUIRED_TOOLS = {"memory_search", "memory_add", "memory_get", "memory_update", "memory_delete",
                   "memory_history", "memory_list", "market_search", "skill_buy", "skill_publish",
-                  "skill_install", "weather_status", "wallet_balance"}
+                  "skill_install", "weather_status", "wallet_balance", "wallet_channels"}
 SKILL_MD = """---
 name: pg-replica-recovery
 description: Recover a wedged Postgres streaming replica. Use when a replica stops replaying WAL.

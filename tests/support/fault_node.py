@@ -12,6 +12,20 @@ Faults (paths a well-behaved seller never takes, so the product cannot reach the
                       the buyer dies (exit 17) once the seller has answered its one-round-trip
                       paid request, before it reads the answer: the seller settled and
                       delivered into the void, the buyer's journal says only ``authorized``
+  crash_on_voucher_received
+                      the seller dies as a voucher purchase arrives, before it checks or
+                      records anything
+  crash_after_voucher_recorded
+                      the seller dies right after recording the voucher sale, before delivering
+  crash_buyer_after_voucher_sent
+                      the buyer dies once the seller has answered its voucher purchase (the
+                      seller recorded and delivered), before it reads the answer
+  crash_before_claim_sent
+                      the seller dies after journaling a claim, before sending it
+  crash_after_claim_mined
+                      the seller dies after its claim (and settle) is mined, before recording it
+  crash_after_refund_mined
+                      the seller dies after a cooperative refund is mined, before answering
 
 The product package carries no fault hooks: this launcher monkeypatches
 ``SettlementEngine.accept_payment_async`` (crash_before_settle) or
@@ -34,14 +48,21 @@ from node.net.reqresp import PurchaseTransport
 from protocol.envelope import Envelope, open_envelope
 from protocol.messages import PaidPurchaseRequest
 
+VOUCHER_FAULTS = ("crash_on_voucher_received", "crash_after_voucher_recorded",
+                  "crash_buyer_after_voucher_sent", "crash_before_claim_sent",
+                  "crash_after_claim_mined", "crash_after_refund_mined")
 FAULTS = ("crash_before_settle", "crash_after_settle", "tamper_delivery",
-          "crash_buyer_after_sending")
+          "crash_buyer_after_sending", *VOUCHER_FAULTS)
 log = logging.getLogger(__name__)
 
 
 def inject(fault: str) -> None:
     if fault not in FAULTS:
         raise SystemExit(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
+    if fault in VOUCHER_FAULTS:
+        _inject_voucher_fault(fault)
+        log.warning("test fault injection active fault=%s", fault)
+        return
     if fault == "crash_before_settle":
         async def crash(self: SettlementEngine, *args: Any, **kwargs: Any) -> Any:
             os._exit(17)
@@ -71,6 +92,49 @@ def inject(fault: str) -> None:
 
     Seller._deliver = faulty_deliver  # type: ignore[method-assign]
     log.warning("test fault injection active fault=%s", fault)
+
+
+def _inject_voucher_fault(fault: str) -> None:
+    from node.market.purchase.channels.chain import FacadeChannels
+    from node.market.purchase.channels.ledger import ChannelLedger
+    from protocol.channel import VoucherPurchaseRequest
+
+    def die(*args: Any, **kwargs: Any) -> Any:
+        os._exit(17)
+
+    if fault == "crash_on_voucher_received":
+        Seller._sell_voucher = die  # type: ignore[method-assign]
+    elif fault == "crash_after_voucher_recorded":
+        record = ChannelLedger.record_voucher_sale
+
+        def record_then_die(self: ChannelLedger, *args: Any) -> bool:
+            if record(self, *args):
+                os._exit(17)
+            return False
+
+        ChannelLedger.record_voucher_sale = record_then_die  # type: ignore[method-assign]
+    elif fault == "crash_buyer_after_voucher_sent":
+        exchange = PurchaseTransport.request_envelope
+
+        async def die_on_answer(self: PurchaseTransport, peer: str, data: bytes,
+                                timeout_s: float = 30.0) -> Envelope:
+            answer = await exchange(self, peer, data, timeout_s)
+            if open_envelope(data).kind == VoucherPurchaseRequest.KIND:
+                os._exit(17)
+            return answer
+
+        PurchaseTransport.request_envelope = die_on_answer  # type: ignore[method-assign]
+    elif fault == "crash_before_claim_sent":
+        FacadeChannels.claim = die  # type: ignore[method-assign]
+    elif fault in ("crash_after_claim_mined", "crash_after_refund_mined"):
+        name = "claim" if fault == "crash_after_claim_mined" else "refund"
+        real = getattr(FacadeChannels, name)
+
+        def mined_then_die(self: FacadeChannels, *args: Any) -> Any:
+            real(self, *args)
+            os._exit(17)
+
+        setattr(FacadeChannels, name, mined_then_die)
 
 
 def main(argv: list[str]) -> int:

@@ -108,9 +108,9 @@ class Market:
                 WAIT_S, f"{name} connected again")
         return node
 
-    async def add_buyer(self, tmp_path: Path, name: str) -> NodeService:
+    async def add_buyer(self, tmp_path: Path, name: str, vouchers: bool = False) -> NodeService:
         """Another funded buyer, connected to the seller (for bursts from several buyers)."""
-        buyer = _node(tmp_path, name, self.chain)
+        buyer = _node(tmp_path, name, self.chain, vouchers=vouchers)
         await trio.to_thread.run_sync(_fund, self.chain, buyer.wallet_address, BUYER_USDC)
         self.running[name] = await self.nursery.start(_run, buyer)
         await _connect(self.seller, buyer)
@@ -164,9 +164,11 @@ class Market:
 
 
 def _node(tmp_path: Path, name: str, chain: EmbeddedChain,
-          management_keys: tuple[str, ...] = ()) -> NodeService:
+          management_keys: tuple[str, ...] = (), vouchers: bool = False) -> NodeService:
     init_node(tmp_path / name, name=name, embedder="hashing")
-    overrides: dict[str, Any] = {"market": {"purchase_timeout_s": PURCHASE_TIMEOUT_S}}
+    # ``exact`` unless a test asks for vouchers (tests/integration/market/test_market_vouchers.py).
+    overrides: dict[str, Any] = {"market": {"purchase_timeout_s": PURCHASE_TIMEOUT_S,
+                                            "vouchers": vouchers}}
     if management_keys:
         overrides["net"] = {"management_keys": list(management_keys)}
     config = load_config(tmp_path / name, environ={}, overrides=overrides)
@@ -189,12 +191,13 @@ async def _connect(seller: NodeService, buyer: NodeService) -> None:
 
 
 async def start_market(tmp_path: Path, chain: EmbeddedChain, nursery: trio.Nursery,
-                       with_manager: bool = False) -> Market:
+                       with_manager: bool = False, vouchers: bool = False) -> Market:
     keys: tuple[str, ...] = ()
     if with_manager:  # its identity first, so every node starts with its key configured
         init_node(tmp_path / "manager", name="manager", embedder="hashing")
         keys = (load_identity(load_config(tmp_path / "manager", environ={})).public_key.hex(),)
-    seller, buyer = _node(tmp_path, "seller", chain, keys), _node(tmp_path, "buyer", chain, keys)
+    seller = _node(tmp_path, "seller", chain, keys, vouchers)
+    buyer = _node(tmp_path, "buyer", chain, keys, vouchers)
 
     def fund_wallets() -> None:
         _fund(chain, seller.wallet_address, 0)

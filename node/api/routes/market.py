@@ -20,6 +20,7 @@ from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import (
     Body,
+    DepositIn,
     ExecutionIn,
     Id,
     LimitQuery,
@@ -29,6 +30,7 @@ from node.api.models import (
     PublishIn,
     PurchaseIn,
     RedeliverIn,
+    RefundIn,
     VersionIn,
 )
 from node.errors import NodeError
@@ -130,7 +132,8 @@ def market_router(node: NodeApi) -> APIRouter:
 
     @router.post("/purchases", tags=["market"])
     async def buy(body: PurchaseIn) -> Json:
-        return await node.market.buy(body.listing_id, body.max_price_micro_usdc, body.again)
+        return await node.market.buy(body.listing_id, body.max_price_micro_usdc, body.again,
+                                     body.exact)
 
     @router.post("/purchases/redeliver", tags=["market"])
     async def redeliver(body: RedeliverIn) -> Json:
@@ -151,6 +154,22 @@ def market_router(node: NodeApi) -> APIRouter:
     @router.get("/wallet", tags=["market"])
     async def wallet() -> Json:
         return await node.market.wallet()
+
+    @router.get("/wallet/channels", tags=["market"])
+    async def wallet_channels() -> Json:
+        return await node.market.channels()
+
+    @router.post("/wallet/deposit", tags=["market"])
+    async def wallet_deposit(body: DepositIn) -> Json:
+        return await node.market.deposit(body.seller_key, body.amount_micro_usdc)
+
+    @router.post("/wallet/refund", tags=["market"])
+    async def wallet_refund(body: RefundIn) -> Json:
+        return await node.market.refund(body.channel_id)
+
+    @router.post("/market/claim", tags=["market"])
+    async def market_claim() -> Json:
+        return await node.market.claim()
 
     # --- the living market: catalogue, re-price, withdraw, sync, bounties --------------------
 

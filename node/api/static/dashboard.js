@@ -10,7 +10,7 @@ const MICRO = 1000000n;
 const TRUST_LEVELS = ["verified", "trusted", "provisional", "untrusted", "banned", "unknown"];
 
 const state = {
-  status: null, peers: [], trust: null, listings: [], ownSkills: null, wallet: null,
+  status: null, peers: [], trust: null, listings: [], ownSkills: null, wallet: null, channels: null,
   memory: null, market: null, purchases: null, sales: null, audit: null,
   weatherDeadline: null, lastOk: 0, confirming: new Map(), buying: new Set(),
   rendered: new Map(),
@@ -174,7 +174,8 @@ function reachabilityText(reach) {
 function renderWallet() {
   const wallet = state.wallet;
   const address = (wallet && wallet.address) || (state.status && state.status.wallet_address);
-  if (!changed("wallet", { wallet, address })) return;
+  const channels = state.channels;
+  if (!changed("wallet", { wallet, address, channels })) return;
   const usdc = wallet && wallet.usdc_micro !== null && wallet.usdc_micro !== undefined
     ? `${formatUsdc(wallet.usdc_micro)} USDC` : "balance unavailable";
   $("wallet-usdc").textContent = usdc;
@@ -183,6 +184,23 @@ function renderWallet() {
     rows.push(["gas", `${formatEth(wallet.eth_wei)} ETH`]);
     if (wallet.chain_id) rows.push(["chain", wallet.chain_id]);
     if (wallet.error) rows.push(["error", el("span", { class: "error-text", text: wallet.error })]);
+  }
+  if (channels) {
+    // Payment channels (vouchers): what this node holds at its sellers, what buyers owe it.
+    const open = (channels.paying || []).filter((c) => c.state !== "closed");
+    const sum = (list, key) => list.reduce((total, c) => total + Number(c[key] || 0), 0);
+    if (open.length) {
+      rows.push(["channels", `${open.length} · deposit ${formatUsdc(sum(open, "deposit_micro_usdc"))}` +
+        ` · spent ${formatUsdc(sum(open, "spent_micro_usdc"))} · left ${formatUsdc(sum(open, "remaining_micro_usdc"))} USDC`]);
+    }
+    const paidBy = channels.paid_by || [];
+    if (paidBy.length) {
+      const withdrawing = paidBy.filter((c) => c.withdraw_requested_at_s).length;
+      rows.push(["unclaimed", `${formatUsdc(channels.unclaimed_micro_usdc || 0)} USDC from ${paidBy.length} buyers` +
+        (withdrawing ? ` · ${withdrawing} withdrawing` : "")]);
+    }
+    const claims = channels.claims || {};
+    if (claims.claims) rows.push(["claims", `${claims.claims} · ${formatUsdc(claims.claimed_micro_usdc)} USDC · ${claims.gas_used} gas`]);
   }
   replace("wallet", kv(rows));
 }
@@ -602,10 +620,12 @@ async function pollFast() {
 }
 
 async function pollSlow() {
-  const [listings, trust, wallet, market, purchases, sales, own, audit] = await Promise.all([
+  const [listings, trust, wallet, market, purchases, sales, own, audit, channels] = await Promise.all([
     api("/v1/listings"), api("/v1/trust"), api("/v1/wallet"), api("/v1/market/stats"),
     api("/v1/purchases"), api("/v1/sales"), api("/v1/skills/own"), api("/v1/audit?limit=20"),
+    api("/v1/wallet/channels"),
   ]);
+  if (channels.ok) state.channels = channels.data;
   if (audit.ok) state.audit = audit.data.entries || [];
   if (listings.ok) state.listings = listings.data.listings || [];
   if (trust.ok) state.trust = new Map((trust.data.peers || []).map((p) => [p.peer_id, p]));

@@ -219,6 +219,13 @@ class ListingBook:
             row = rows[0] if len(rows) == 1 else None
         return None if row is None else _from_row(row)
 
+    def any_of_seller(self, seller_key: bytes) -> StoredListing | None:
+        """The seller's newest listing this node knows (its pay-to, token and chain)."""
+        row = self.db.execute(
+            "SELECT * FROM listings WHERE seller_key=? AND superseded_by IS NULL "
+            "ORDER BY issued_at_ms DESC LIMIT 1", (seller_key.hex(),)).fetchone()
+        return None if row is None else _from_row(row)
+
     def active(
         self,
         now: int | None = None,

@@ -26,6 +26,7 @@ from node.chain import Authorization, sign_authorization
 from node.crystals import now_ms
 from node.market.book import StoredListing
 from node.market.ledger import DAY_MS, Purchase
+from node.market.purchase.channels import SCHEME_VOUCHER, ExactOnly, VoucherBuying
 from node.market.purchase.errors import PurchaseError, PurchaseRefused
 from node.market.purchase.receiving import Gate, Receiver, admit_all, expect_reply
 from node.market.purchase.terms import check_caps, check_fresh_terms, check_requirements
@@ -56,11 +57,11 @@ __all__ = ["Buyer", "Gate", "PurchaseError", "PurchaseRefused", "admit_all"]
 log = logging.getLogger(__name__)
 
 
-class Buyer(Receiver):
+class Buyer(VoucherBuying, Receiver):
     """The purchase: caps, terms from the listing, one paid request, fresh terms once."""
 
     async def buy(self, listing_id: str, max_price_micro_usdc: int | None = None,
-                  again: bool = False) -> dict[str, Any]:
+                  again: bool = False, exact: bool = False) -> dict[str, Any]:
         """Buy ``listing_id``; the whole purchase honours ``market.purchase_timeout_s``.
 
         On timeout the purchase is left ``pending`` (its authorization may still
@@ -71,7 +72,7 @@ class Buyer(Receiver):
         with progress.tracking() as trail:
             try:
                 with trio.move_on_after(timeout_s):
-                    return await self._buy(listing_id, max_price_micro_usdc, again)
+                    return await self._buy(listing_id, max_price_micro_usdc, again, exact)
             except PurchaseError as error:
                 error.phase = error.phase or trail.phase
                 if not isinstance(error, PurchaseRefused):
@@ -91,7 +92,7 @@ class Buyer(Receiver):
             "timeout", phase=trail.phase)
 
     async def _buy(self, listing_id: str, max_price_micro_usdc: int | None,
-                   again: bool) -> dict[str, Any]:
+                   again: bool, exact: bool = False) -> dict[str, Any]:
         stored = await self.memory.run(self.listings.get, listing_id)
         if stored is None:
             raise PurchaseRefused(f"unknown listing {listing_id} (see `crystalmesh market list`)",
@@ -121,6 +122,12 @@ class Buyer(Receiver):
         seller = peer_id_from_public_key(stored.seller_key)
         request_id = secrets.token_hex(16)
         price = listing.price_micro_usdc
+        if not exact and self.takes_vouchers(stored):
+            try:
+                return await self._buy_with_voucher(request_id, stored, max_price_micro_usdc)
+            except ExactOnly:
+                log.info("seller takes exact only, paying with exact seller=%s", seller)
+                request_id = secrets.token_hex(16)
         async with self._lock:
             await self._check_caps(price, max_price_micro_usdc)
             authorization = self._sign(listing)
@@ -246,6 +253,10 @@ class Buyer(Receiver):
             raise PurchaseRefused(
                 f"this node already bought {listing_id[:16]} and quarantined it ({previous.reason}); "
                 f"`crystalmesh skill release {listing_id}` takes it in", "quarantined")
+        if previous.scheme == SCHEME_VOUCHER:
+            if previous.state in (PurchaseState.AUTHORIZED, PurchaseState.PENDING):
+                return await self._resume_voucher(previous, stored)
+            return None
         if previous.state == PurchaseState.PAID_UNDELIVERED:
             return await self.redeliver(listing_id)
         if previous.state not in (PurchaseState.AUTHORIZED, PurchaseState.PENDING) or previous.auth_nonce is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from node.errors import CrystalmeshError
 
 # Seller refusals that prove it did not (and will not) settle the authorization
@@ -33,3 +35,10 @@ class PurchaseRefused(PurchaseError):
 
     def __init__(self, message: str, code: str = "refused") -> None:
         super().__init__(message, code, money_moved=False)
+
+
+class Refusal(NamedTuple):
+    """Why a listing is not for sale: a protocol error code and a one-line message."""
+
+    code: str
+    message: str

@@ -22,6 +22,7 @@ from node.config import NodeConfig
 from node.crystals import Crystal, now_ms
 from node.market.book import ListingBook, StoredListing
 from node.market.ledger import MarketLedger
+from node.market.purchase.channels import ChannelChain, ChannelLedger
 from node.market.purchase.errors import DEFINITIVE_REFUSALS, PurchaseError, PurchaseRefused
 from node.market.purchase.payment_proof import settled_tx, transfer_problem
 from node.market.purchase.skill_import import imported_skill, released_skill
@@ -30,6 +31,7 @@ from node.market.states import PurchaseState
 from node.memory import AsyncMemory
 from node.net import PeerBusy, PeerUnreachable, ReqRespError, progress
 from node.trust import GateDecision, TrustLevel
+from protocol.channel import VoucherDelivery
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity, peer_id_from_public_key
 from protocol.messages import Delivery, DeliveryRequest, ErrorReply, Message, Receipt
@@ -65,6 +67,8 @@ class Receiver:
         on_outcome: Callable[[bytes, str, str], Awaitable[None]],
         on_fresh_listing: Callable[[Envelope], Awaitable[None]],
         spawn: Callable[[Callable[[], Awaitable[None]]], None] | None = None,
+        channel_ledger: ChannelLedger | None = None,
+        channel_chain: Callable[[], ChannelChain | None] = lambda: None,
     ) -> None:
         """``gate``: the trust gate at ingestion (``admit_all`` without a trust layer);
         ``on_outcome(seller key, event, detail)``: the trust ledger; ``on_fresh_listing``: a
@@ -82,6 +86,11 @@ class Receiver:
         self.gate = gate
         self.on_outcome = on_outcome
         self.on_fresh_listing = on_fresh_listing
+        # Channels this node pays through (None: it pays with ``exact`` only).
+        self.channel_ledger = channel_ledger
+        self.channel_chain = channel_chain  # for deposits this node submits itself
+        self._exact_only: dict[str, float] = {}  # pay-to -> until when it takes exact only
+        self._channel_locks: dict[str, trio.Lock] = {}
         self._lock = trio.Lock()  # serialises cap checks with the purchase record
         self.spawn = spawn
 
@@ -143,30 +152,36 @@ class Receiver:
     async def _verify_transfer(self, tx_hash: str, pay_to: str, price: int) -> str | None:
         return await transfer_problem(self.chain(), tx_hash, self.wallet.address, pay_to, price)
 
-    async def _accept(self, request_id: str, stored: StoredListing, delivery: Delivery,
-                      price: int) -> dict[str, Any]:
+    async def _accept(self, request_id: str, stored: StoredListing,
+                      delivery: Delivery | VoucherDelivery, price: int) -> dict[str, Any]:
+        """Take a delivery: an ``exact`` one once the chain shows its transfer, a voucher one
+        as it is (the voucher is the payment, recorded on both sides before delivery)."""
         listing = stored.listing
         seller = peer_id_from_public_key(stored.seller_key)
         progress.step("verify")
+        tx_hash = delivery.tx_hash if isinstance(delivery, Delivery) else None
         # Delivery.check() already verified sha256(payload) == delivery.content_hash.
         if delivery.content_hash != listing.content_hash or delivery.listing_id != listing.listing_id:
-            problem = await self._verify_transfer(delivery.tx_hash, listing.pay_to, price)
+            problem = (await self._verify_transfer(delivery.tx_hash, listing.pay_to, price)
+                       if isinstance(delivery, Delivery) else None)
             await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.TAMPERED,
-                                  tx_hash=delivery.tx_hash,
+                                  tx_hash=tx_hash,
                                   reason="delivered content does not match the listing's hash")
             await self._outcome(stored.seller_key, "delivery_tampered", "hash mismatch")
             await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=False)
             raise PurchaseError(
                 "delivered skill does not match the listing's content hash; it was NOT ingested"
-                + ("" if problem else f" (payment {delivery.tx_hash} did settle)"),
+                + ("" if problem else f" (payment {tx_hash or 'voucher'} did settle)"),
                 "tampered", money_moved=problem is None)
-        problem = await self._verify_transfer(delivery.tx_hash, listing.pay_to, price)
+        problem = (await self._verify_transfer(delivery.tx_hash, listing.pay_to, price)
+                   if isinstance(delivery, Delivery) else None)
         if problem:
             await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.FAILED,
-                                  tx_hash=delivery.tx_hash, reason=problem)
+                                  tx_hash=tx_hash, reason=problem)
             await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=False)
             raise PurchaseError(f"payment not verified on chain: {problem}", "unverified_payment")
-        await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.PAID, tx_hash=delivery.tx_hash)
+        await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.PAID, tx_hash=tx_hash)
+        scheme = {"scheme": "exact" if isinstance(delivery, Delivery) else "batch-settlement"}
         report = await trio.to_thread.run_sync(scan_text, delivery.payload)
         scanned = {"scan": report.to_dict()}
         if report.blocked:  # quarantined, or refused as unreadable: not into memory
@@ -177,10 +192,10 @@ class Receiver:
             await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=True)
             log.warning("bought skill quarantined listing=%s %s", listing.listing_id[:16], report.summary())
             return {"request_id": request_id, "listing_id": listing.listing_id,
-                    "price_micro_usdc": price, "tx_hash": delivery.tx_hash, "crystal_id": None,
+                    "price_micro_usdc": price, "tx_hash": tx_hash, "crystal_id": None,
                     "seller_key": stored.seller_key.hex(), "content_hash": delivery.content_hash,
                     "ingested": False, "quarantined": True,
-                    "not_ingested_because": f"quarantined by the skill scan: {report.summary()}"} | scanned
+                    "not_ingested_because": f"quarantined by the skill scan: {report.summary()}"} | scanned | scheme
         decision = await self.gate(stored.seller_key)
         if not decision.admitted:
             # Paid for and delivered: the buyer keeps it. The gate only keeps it out of memory.
@@ -189,9 +204,9 @@ class Receiver:
                                   payload=delivery.payload)
             await self._send_receipt(seller, request_id, listing.listing_id, delivery, ok=True)
             return {"request_id": request_id, "listing_id": listing.listing_id,
-                    "price_micro_usdc": price, "tx_hash": delivery.tx_hash, "crystal_id": None,
+                    "price_micro_usdc": price, "tx_hash": tx_hash, "crystal_id": None,
                     "seller_key": stored.seller_key.hex(), "ingested": False,
-                    "not_ingested_because": decision.reason, "payload": delivery.payload} | scanned
+                    "not_ingested_because": decision.reason, "payload": delivery.payload} | scanned | scheme
         progress.step("ingest")
         crystal = await self._ingest(stored, delivery)
         await self.memory.run(self.ledger.update_purchase, request_id, PurchaseState.COMPLETED,
@@ -202,17 +217,20 @@ class Receiver:
             "request_id": request_id,
             "listing_id": listing.listing_id,
             "price_micro_usdc": price,
-            "tx_hash": delivery.tx_hash,
+            "tx_hash": tx_hash,
             "crystal_id": crystal.id,
             "seller_key": stored.seller_key.hex(),
             "content_hash": delivery.content_hash,
             "ingested": True,
-        } | scanned
+        } | scanned | scheme
 
-    async def _send_receipt(self, seller: str, request_id: str, listing_id: str, delivery: Delivery,
-                            ok: bool) -> None:
+    async def _send_receipt(self, seller: str, request_id: str, listing_id: str,
+                            delivery: Delivery | VoucherDelivery, ok: bool) -> None:
         """The buyer's verdict, for the seller's log. Nothing waits for it: with ``spawn`` (the
-        node's nursery) it goes out in the background, so a purchase costs one round trip."""
+        node's nursery) it goes out in the background, so a purchase costs one round trip.
+        A voucher delivery has no transaction to name: none is sent."""
+        if not isinstance(delivery, Delivery):
+            return
         receipt = Receipt(request_id=request_id, listing_id=listing_id, tx_hash=delivery.tx_hash,
                           content_hash=delivery.content_hash, ok=ok)
         data = self._seal(receipt)
@@ -228,7 +246,7 @@ class Receiver:
         else:
             await send()
 
-    async def _ingest(self, stored: StoredListing, delivery: Delivery) -> Crystal:
+    async def _ingest(self, stored: StoredListing, delivery: Delivery | VoucherDelivery) -> Crystal:
         existing = await self.memory.find_by_hash(delivery.content_hash)
         if existing is not None:
             return existing

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -35,9 +35,12 @@ from node.chain import (
 from node.crystals import LOCAL_ONLY_SCOPES, CrystalNotFound, Sensitivity, now_ms
 from node.market.book import ListingBook, StoredListing
 from node.market.ledger import MarketLedger, Sale
+from node.market.purchase.channels import ChannelChain, ChannelLedger, VoucherSelling
+from node.market.purchase.errors import Refusal
 from node.market.purchase.wire import authorization_of
 from node.market.states import SaleState
 from node.memory import AsyncMemory
+from protocol.channel import RefundRequest, VoucherPurchaseRequest
 from protocol.envelope import Envelope, seal
 from protocol.identity import Identity
 from protocol.messages import (
@@ -71,14 +74,7 @@ CLOCK_SLACK_S = 60
 M = TypeVar("M", bound=Message)
 
 
-class Refusal(NamedTuple):
-    """Why a listing is not for sale: a protocol error code and a one-line message."""
-
-    code: str
-    message: str
-
-
-class Seller:
+class Seller(VoucherSelling):
     def __init__(
         self,
         identity: Identity,
@@ -89,7 +85,22 @@ class Seller:
         engine: Callable[[], SettlementEngine | None],
         pay_to: str,
         on_sale: Callable[[Sale], Awaitable[None]] | None = None,
+        *,
+        channels: Callable[[], ChannelChain | None] = lambda: None,
+        channel_ledger: ChannelLedger | None = None,
+        channel_state_ttl_s: float = 60.0,
+        channel_min_deposit_micro_usdc: int = 0,
+        chain_id: int = 0,
+        token_address: str = "",
     ) -> None:
+        # Vouchers (``voucher_sale``): the chain's channel facade, if the chain has the
+        # contract, and the durable channel record; without them only ``exact`` is sold.
+        self.channels = channels
+        self.channel_ledger = channel_ledger
+        self.channel_state_ttl_s = channel_state_ttl_s
+        self.channel_min_deposit_micro_usdc = channel_min_deposit_micro_usdc
+        self.chain_id = chain_id
+        self.token_address = token_address
         self.identity = identity
         self.next_seq = next_seq
         self.memory = memory
@@ -107,6 +118,10 @@ class Seller:
 
     async def handle(self, peer_id: str, envelope: Envelope) -> bytes:
         message = envelope.message()
+        if isinstance(message, VoucherPurchaseRequest):
+            return await self._sell_voucher(envelope, message)
+        if isinstance(message, RefundRequest):
+            return await self._refund_channel(envelope, message)
         if isinstance(message, PaidPurchaseRequest):
             return await self._sell_paid(envelope, message)
         if isinstance(message, PurchaseRequest):

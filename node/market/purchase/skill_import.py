@@ -22,6 +22,7 @@ from node.crystals import (
     provenance,
 )
 from node.market.book import StoredListing
+from protocol.channel import VoucherDelivery
 from protocol.messages import Delivery, verify_endorsement
 
 
@@ -37,12 +38,16 @@ def verified_by(stored: StoredListing, management_keys: Collection[str]) -> str 
     return endorser
 
 
-def imported_skill(stored: StoredListing, delivery: Delivery,
+def imported_skill(stored: StoredListing, delivery: Delivery | VoucherDelivery,
                    management_keys: Collection[str]) -> Crystal:
-    """The crystal to store for a verified delivery of ``stored``."""
+    """The crystal to store for a verified delivery of ``stored`` (a voucher delivery's
+    provenance names its channel and total instead of a transaction)."""
+    payment: dict[str, object] = ({"tx_hash": delivery.tx_hash} if isinstance(delivery, Delivery) else
+               {"channel_id": "0x" + delivery.channel_id.hex(),
+                "voucher_total": delivery.charged_total})
     return _bought_crystal(delivery.payload, stored.seller_key.hex(), stored,
                            verified_by(stored, management_keys),
-                           {"listing_id": stored.listing.listing_id, "tx_hash": delivery.tx_hash})
+                           {"listing_id": stored.listing.listing_id} | payment)
 
 
 def released_skill(payload: str, seller_hex: str, listing_id: str, tx_hash: str | None,

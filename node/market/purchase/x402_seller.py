@@ -53,6 +53,7 @@ from node.chain import (
 from node.crystals import CrystalNotFound, now_ms
 from node.market.book import StoredListing
 from node.market.ledger import SALE_SETTLED_STATES, Sale
+from node.market.purchase.channels import SCHEME_VOUCHER
 from node.market.purchase.seller import CLOCK_SLACK_S, QUOTE_VALID_S, Refusal, Seller
 from node.market.states import SaleState
 from protocol.purchase import content_hash
@@ -291,7 +292,8 @@ class X402Seller:
             buyer_address=sale.payer, price_micro_usdc=sale.price_micro_usdc,
             auth_nonce=sale.signature.lower(), state=SaleState.DELIVERED, tx_hash=sale.deposit_tx,
             reason=f"voucher {sale.channel_id} total {sale.voucher_total_micro}",
-            created_at_ms=created, updated_at_ms=created)
+            created_at_ms=created, updated_at_ms=created, scheme=SCHEME_VOUCHER,
+            channel_id=sale.channel_id.lower(), voucher_total=sale.voucher_total_micro)
         try:
             await seller.memory.run(seller.ledger.record_sale, row)
         except Exception as error:
