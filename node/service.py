@@ -216,7 +216,7 @@ class NodeService:
         self.market_liveness = MarketLiveness(self.publisher, desk_parts, self._buy,
                                               self.net.sync_status)
         self.market = Market(self.memory, self.listings, self.ledger, self.publisher, self.buyer,
-                             self.market_liveness, self._record_trust, self.wallet_address,
+                             self.market_liveness, self.trust.record, self.wallet_address,
                              self.config.chain, lambda: self.engine, self.warnings,
                              channel_ledger=self.channel_ledger,
                              claimer=self.claimer if self.channel_chain is not None else None)

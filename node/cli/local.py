@@ -268,7 +268,11 @@ class LocalNode:
 
     def record_execution(self, crystal_id: str, success: bool, reward: float | None = None,
                          note: str | None = None) -> Json:
-        return self._memory().record_execution(crystal_id, success, reward, note).to_dict()
+        from node.market import record_skill_run
+        from node.trust import Ledger
+
+        memory = self._memory()
+        return record_skill_run(memory, Ledger(memory.db).record, crystal_id, success, reward, note).to_dict()
 
     def new_skill_version(self, crystal_id: str, text: str) -> Json:
         return self._memory().new_skill_version(crystal_id, text).to_dict()

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from node.market.book.listings import ListingBook as ListingBook
     from node.market.desk import DeskParts as DeskParts
     from node.market.face import Market as Market
+    from node.market.face import record_skill_run as record_skill_run
     from node.market.intake import SkillsIntake as SkillsIntake
     from node.market.ledger import MarketLedger as MarketLedger
     from node.market.ledger import Sale as Sale

@@ -9,7 +9,7 @@ a bought skill's outcome). ``node.service`` builds it once the parts exist.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -22,7 +22,7 @@ from node.market.liveness import MarketLiveness
 from node.market.purchase import Buyer, PurchaseRefused
 from node.market.scan import scan_text
 from node.market.selling import Publisher
-from node.memory import AsyncMemory, ExecutionOutcome
+from node.memory import AsyncMemory, ExecutionOutcome, Memory
 
 if TYPE_CHECKING:
     from node.chain import SettlementEngine
@@ -30,13 +30,26 @@ if TYPE_CHECKING:
     from node.market.purchase import ChannelLedger, Claimer
     from node.market.warnings import WarningDesk
 
-RecordTrust = Callable[[bytes, str, str], Awaitable[None]]
+TrustRecord = Callable[[bytes, str, str], object]  # the trust ledger's record, on the store's thread
+
+
+def record_skill_run(memory: Memory, trust_record: TrustRecord, crystal_id: str, success: bool,
+                     reward: float | None, note: str | None = None) -> ExecutionOutcome:
+    """Record one run of a skill (``memory.record_execution``: counts, confidence, hormones);
+    a skill bought from a peer also gives the trust ledger evidence about that seller. The one
+    body the node's market face and the CLI without a node both run (store thread)."""
+    outcome = memory.record_execution(crystal_id, success, reward, note)
+    seller = outcome.crystal.governance.peer_origin
+    if seller:
+        event = "execution_success" if success else "execution_failure"
+        trust_record(bytes.fromhex(seller), event, outcome.crystal.id)
+    return outcome
 
 
 class Market:
     def __init__(self, memory: AsyncMemory, listings: ListingBook, ledger: MarketLedger,
                  publisher: Publisher, buyer: Buyer, liveness: MarketLiveness,
-                 record_trust: RecordTrust, wallet_address: str, chain: ChainConfig,
+                 trust_record: TrustRecord, wallet_address: str, chain: ChainConfig,
                  engine: Callable[[], SettlementEngine | None], warnings: WarningDesk,
                  channel_ledger: ChannelLedger | None = None,
                  claimer: Claimer | None = None) -> None:
@@ -46,7 +59,7 @@ class Market:
         self.publisher = publisher
         self.buyer = buyer
         self.liveness = liveness
-        self._record_trust = record_trust
+        self._trust_record = trust_record
         self._wallet_address = wallet_address
         self._chain = chain
         self._engine = engine
@@ -57,13 +70,7 @@ class Market:
     # --- skills -------------------------------------------------------------------------------
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
                                note: str | None = None) -> ExecutionOutcome:
-        outcome = await self.memory.record_execution(crystal_id, success, reward, note)
-        seller = outcome.crystal.governance.peer_origin
-        if seller:
-            # A skill bought from a peer: its outcome is evidence about that peer.
-            event = "execution_success" if success else "execution_failure"
-            await self._record_trust(bytes.fromhex(seller), event, outcome.crystal.id)
-        return outcome
+        return await self.memory.learn(record_skill_run, self._trust_record, crystal_id, success, reward, note)
 
     async def new_skill_version(self, crystal_id: str, text: str) -> Crystal:
         return await self.memory.new_skill_version(crystal_id, text)

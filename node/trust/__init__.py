@@ -13,6 +13,7 @@ from node.face import face
 
 if TYPE_CHECKING:
     from node.trust.gate import GateDecision as GateDecision
+    from node.trust.ledger import Ledger as Ledger
     from node.trust.levels import TrustLevel as TrustLevel
     from node.trust.service import TrustService as TrustService
 

@@ -91,3 +91,29 @@ def test_directive_proposals_from_the_cli(cli: Cli) -> None:
     for verb in ("confirm", "dismiss"):
         code, _out, err = cli.run("memory", "directives", verb, "0123456789abcdef")
         assert code != 0 and err.startswith("error:") and "Traceback" not in err
+
+
+def test_a_bought_skills_run_is_evidence_about_its_seller_without_a_node(cli: Cli) -> None:
+    """``skill record-execution`` runs the market face's one body (``record_skill_run``) without a
+    node too: a bought skill's failure is logged against its seller in the trust ledger."""
+    from node.config import load_config
+    from node.crystals import SemanticType
+    from node.memory import Memory
+    from node.trust import Ledger
+
+    seller = "ab" * 32
+    memory = Memory(load_config(cli.data_dir))
+    try:
+        crystal = memory.prepare("to rotate logs run logrotate -f", semantic_type=SemanticType.SKILL)
+        crystal.governance.peer_origin = seller
+        skill_id = memory.add_crystals([crystal])[0].id
+    finally:
+        memory.close()
+    ran = cli.json("skill", "record-execution", skill_id, "--failure")
+    assert ran["executions"] == 1 and ran["successes"] == 0
+    memory = Memory(load_config(cli.data_dir))
+    try:
+        events = Ledger(memory.db).events(seller)
+    finally:
+        memory.close()
+    assert [(event["kind"], event["detail"]) for event in events] == [("execution_failure", skill_id)]
