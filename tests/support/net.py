@@ -6,11 +6,14 @@ tests, e2e tests and the gossip benchmarks build nodes and listings the same way
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import multiaddr
 import trio
+from libp2p.peer.id import ID
 
 from node.config import NetConfig
 from node.net.gossip import TOPICS
@@ -18,9 +21,16 @@ from node.net.gossip_config import GossipConfig
 from node.net.listing_sync import SyncLimits
 from node.net.rules.scoring import ScoringConfig
 from node.net.service import NetService
-from protocol.envelope import Envelope
+from protocol.envelope import Envelope, seal
 from protocol.identity import Identity
-from protocol.messages import SkillListing, WeatherAlert, listing_id_for
+from protocol.messages import (
+    ErrorReply,
+    PurchaseRequest,
+    SkillListing,
+    WeatherAlert,
+    listing_id_for,
+    new_request_id,
+)
 from tests.support.wait import wait_until_async
 
 
@@ -144,3 +154,38 @@ async def start_mesh(
         "every node to have mesh peers on every topic",
     )
     return nets
+
+
+# --- reachability helpers (a "private" node: nobody can dial it) ------------------------------
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def go_private(net: NetService) -> list[multiaddr.Multiaddr]:
+    """Close the node's listeners: it can still dial out, nobody can dial it."""
+    was = [addr for addr in net.host.get_addrs() if "/p2p-circuit" not in str(addr)]
+    for listener in list(net.host.get_network().listeners.values()):
+        await listener.close()
+    net.host.get_network().listeners.clear()
+    return was
+
+
+def kind(net: NetService, peer: NetService) -> str | None:
+    assert net.reachability is not None
+    return net.reachability.kind(ID.from_base58(peer.peer_id))
+
+
+async def serve_echo(net: NetService) -> None:
+    async def handle(peer_id: str, envelope: Envelope) -> bytes:
+        request = envelope.message()
+        assert isinstance(request, PurchaseRequest)
+        reply = ErrorReply(request_id=request.request_id, code="bad_request", message=f"echo {peer_id}")
+        return seal(net.identity, ErrorReply.KIND, reply, net.sequence.next(), now_ms())
+
+    net.serve_purchases(handle)
+
+
+def purchase_request(buyer: NetService) -> bytes:
+    request = PurchaseRequest(request_id=new_request_id(), listing_id="ab" * 32,
+                              buyer_address="0x" + "33" * 20)
+    return seal(buyer.identity, PurchaseRequest.KIND, request, buyer.sequence.next(), now_ms())

@@ -19,14 +19,7 @@ from node.net.reach import relay_client
 from node.net.service import NetService
 from protocol.envelope import Envelope, open_envelope, seal
 from protocol.messages import ErrorReply, PurchaseRequest, new_request_id
-from tests.integration.net.test_net_reachability import (
-    go_private,
-    kind,
-    now_ms,
-    purchase_request,
-    serve_echo,
-)
-from tests.support.net import make_net
+from tests.support.net import go_private, kind, make_net, now_ms, purchase_request, serve_echo
 from tests.support.wait import wait_until_async
 
 

@@ -6,9 +6,6 @@ has connected out (as a node behind NAT: it reaches others, nobody reaches it).
 
 from __future__ import annotations
 
-import time
-
-import multiaddr
 import trio
 from libp2p.peer.id import ID
 from libp2p.relay.circuit_v2.pb.circuit_pb2 import HopMessage
@@ -18,49 +15,15 @@ from libp2p.relay.circuit_v2.utils import read_delimited_msg, write_delimited_ms
 
 from node.net.reach.relay import HOP_PROTOCOL_ID
 from node.net.service import NetService
-from protocol.envelope import Envelope, open_envelope, seal
-from protocol.messages import ErrorReply, PurchaseRequest, new_request_id
-from tests.support.net import make_net
+from protocol.envelope import open_envelope
+from protocol.messages import ErrorReply
+from tests.support.net import go_private, kind, make_net, purchase_request, serve_echo
 from tests.support.wait import wait_until_async
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 async def start(nursery: trio.Nursery, net: NetService) -> NetService:
     await nursery.start(net.run)
     return net
-
-
-async def go_private(net: NetService) -> list[multiaddr.Multiaddr]:
-    """Close the node's listeners: it can still dial out, nobody can dial it."""
-    was = [addr for addr in net.host.get_addrs() if "/p2p-circuit" not in str(addr)]
-    for listener in list(net.host.get_network().listeners.values()):
-        await listener.close()
-    net.host.get_network().listeners.clear()
-    return was
-
-
-def kind(net: NetService, peer: NetService) -> str | None:
-    assert net.reachability is not None
-    return net.reachability.kind(ID.from_base58(peer.peer_id))
-
-
-async def serve_echo(net: NetService) -> None:
-    async def handle(peer_id: str, envelope: Envelope) -> bytes:
-        request = envelope.message()
-        assert isinstance(request, PurchaseRequest)
-        reply = ErrorReply(request_id=request.request_id, code="bad_request", message=f"echo {peer_id}")
-        return seal(net.identity, ErrorReply.KIND, reply, net.sequence.next(), now_ms())
-
-    net.serve_purchases(handle)
-
-
-def purchase_request(buyer: NetService) -> bytes:
-    request = PurchaseRequest(request_id=new_request_id(), listing_id="ab" * 32,
-                              buyer_address="0x" + "33" * 20)
-    return seal(buyer.identity, PurchaseRequest.KIND, request, buyer.sequence.next(), now_ms())
 
 
 async def test_private_seller_is_reached_through_its_relay(nursery: trio.Nursery) -> None:
