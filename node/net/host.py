@@ -119,7 +119,14 @@ def _advertise_extra(host: IHost, extra_addrs: Callable[[], list[multiaddr.Multi
     suffix = multiaddr.Multiaddr(f"/p2p/{host.get_id()}")
 
     def get_addrs() -> list[multiaddr.Multiaddr]:
-        return [*own(), *(addr.encapsulate(suffix) for addr in extra_addrs())]
+        try:
+            direct = own()
+        except OSError:
+            # A listener closed while it is still listed (py-libp2p 0.8.1 reads getsockname()
+            # of every listed socket): advertise the relayed addresses rather than let a
+            # peer's identify request end the host.
+            direct = []
+        return [*direct, *(addr.encapsulate(suffix) for addr in extra_addrs())]
 
     host.get_addrs = get_addrs  # type: ignore[method-assign]
 
