@@ -152,10 +152,17 @@ def test_old_data_dir_is_converted_without_losing_a_row(tmp_path: Path, version:
         db.close()
     after = dump(path)
     for table, rows in before.items():
-        if table == "purchases" and version < 6:
-            # Market v3 added three columns (NULL for existing rows); nothing else changed.
-            assert [tuple(row)[:13] for row in after[table]] == [tuple(row) for row in rows]
-            assert all(tuple(row)[13:] == (None, None, None) for row in after[table])
+        if table in ("purchases", "sales"):
+            # Market v3 added three purchase columns (NULL for existing rows), v7 the scheme that
+            # paid ("exact" for every older row) and the voucher columns (NULL); nothing else changed.
+            voucher_columns = ("exact", None, None, None) if table == "purchases" else ("exact", None, None)
+            assert len(after[table]) == len(rows)
+            for old_row, new_row in zip(rows, after[table], strict=True):
+                width = len(tuple(old_row))
+                assert tuple(new_row)[:width] == tuple(old_row)
+                added = tuple(new_row)[width:]
+                assert added[len(added) - len(voucher_columns):] == voucher_columns
+                assert all(value is None for value in added[:len(added) - len(voucher_columns)])
         elif table == "crystals":
             # Crystals v3 (namespaces and versions) added eight columns: the old row lands in
             # "default" as version 1 of its own memory, valid since its creation, current.
