@@ -56,10 +56,10 @@ URL = re.compile(r"https?://[^\s\"'`|)>]{1,300}", re.IGNORECASE)
 # A regular expression being defined: what a scanner's code is made of, never run as a command.
 PATTERN_LITERAL = re.compile(r"\bre\.(?:compile|search|match|fullmatch|findall|finditer)\s{0,3}\(\s{0,3}r?[\"']"
                              r"|\bnew\s{1,3}regexp\s{0,3}\(|\bregexp?\.(?:mustcompile|compile)\s{0,3}\("
-                             r"|\b(?:regex|pattern|re)\s{0,3}[:=]\s{0,3}r?[/\"']|^\s{0,12}r?[/\"'][^\n]{0,300}\\s[+*{]",
+                             r"|\b(?:regex|pattern|re)[\"']?\s{0,3}[:=]\s{0,3}r?[/\"']|^\s{0,12}r?[/\"'][^\n]{0,300}\\s[+*{]",
                              re.IGNORECASE)
 DOC_DIRS = ("references/", "reference/", "docs/", "doc/", "examples/", "templates/", "assets/")
-TEST_FILE = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|fixtures)/|(?:^|/)test_[^/]{1,100}$"
+TEST_FILE = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|fixtures|tests?[-_](?:fixtures|data|cases)|testdata)/|(?:^|/)test_[^/]{1,100}$"
                        r"|_test\.[a-z]{1,5}$|\.(?:test|spec)\.[a-z]{1,5}$", re.IGNORECASE)
 
 # The documented one-line installers of well-known tools: exact https host and path prefix.
@@ -104,6 +104,7 @@ class FileContext:
     browser: bool = False
     file: str | None = None
     name: str | None = None  # the skill's (normalised) name
+    description: str | None = None
 
     @property
     def skill_md(self) -> bool:
@@ -121,6 +122,15 @@ class FileContext:
         return lowered.startswith(DOC_DIRS) or lowered.endswith((".md", ".markdown", ".rst", ".txt"))
 
     @property
+    def readme(self) -> bool:
+        """A README or CHANGELOG at any depth, or a saved report (``reports/``)."""
+        if self.file is None:
+            return False
+        lowered = self.file.lower()
+        base = lowered.rsplit("/", 1)[-1]
+        return base.startswith(("readme", "changelog")) or lowered.startswith("reports/")
+
+    @property
     def install_file(self) -> bool:
         """A file that installs tools for a person to run: a Dockerfile, a script, a document."""
         if self.file is None:
@@ -134,7 +144,7 @@ def file_context(name: str | None, description: str | None, file: str | None) ->
     declared = f"{name or ''} {description or ''}"
     return FileContext(security=SECURITY.search(declared) is not None,
                        browser=description is not None and BROWSER.search(description) is not None,
-                       file=file, name=name)
+                       file=file, name=name, description=description)
 
 
 def example(context: FileContext, in_fence: bool, fence_cautioned: bool,
@@ -150,6 +160,11 @@ def example(context: FileContext, in_fence: bool, fence_cautioned: bool,
         return Severity.LOW, "fenced example in security documentation"
     if in_fence and context.skill_md and fence_cautioned:
         return Severity.MEDIUM, "fenced example introduced as an attack to recognise"
+    if context.readme:
+        # A scanner's README (for people, not followed by the agent) lists what it catches
+        # ("- Crypto miners (xmrig, …)"), and its saved reports quote what it found; its references
+        # and SKILL.md are what the agent reads and are not excused.
+        return Severity.MEDIUM, "named in a security skill's README or reports"
     return None
 
 
@@ -170,30 +185,49 @@ def official_installer(line: str) -> str | None:
     return None
 
 
-def own_installer(line: str, name: str | None) -> str | None:
+def own_installer(line: str, name: str | None, description: str | None = None) -> str | None:
     """``owner/repo`` if the only URL on ``line`` is an https path of a repository named like the
-    skill (``raw.githubusercontent.com/<owner>/<repo>/…`` where owner or repo is the skill's name)."""
+    skill (``raw.githubusercontent.com/<owner>/<repo>/…`` where owner or repo is the skill's name,
+    or the owner is a word of its description: ``github.com/botpress/adk`` for "Botpress's ADK")."""
     urls = URL.findall(line)
-    if len(urls) != 1 or not name:
+    if len(urls) != 1 or not (name or description):
         return None
     parts = urlsplit(urls[0].rstrip(".,;)\"'"))
-    if parts.scheme.lower() != "https" or (parts.hostname or "").lower() not in REPOSITORY_HOSTS:
+    host = (parts.hostname or "").lower()
+    if parts.scheme.lower() != "https":
         return None
+    if host not in REPOSITORY_HOSTS:
+        # The skill's own domain: ``https://treeline.money/install.sh`` of the skill treeline-money.
+        labels = host.split(".")
+        own = labels[-2].replace("-", "") if len(labels) >= 2 else ""
+        whole = re.sub(r"[^a-z0-9]", "", (name or "").lower())
+        parts_of_name = {part for part in re.split(r"[^a-z0-9]{1,10}", (name or "").lower()) if len(part) >= 5}
+        return host if len(own) >= 5 and (own == whole or own in parts_of_name) else None
     segments = [segment.lower() for segment in parts.path.split("/") if segment][:2]
-    wanted = {part for part in re.split(r"[^a-z0-9]{1,10}", name.lower()) if len(part) >= 4}
+    wanted = {part for part in re.split(r"[^a-z0-9]{1,10}", (name or "").lower()) if len(part) >= 4}
     if len(segments) == 2 and any(part in segment for part in wanted for segment in segments):
+        return "/".join(segments)
+    described = {word for word in re.split(r"[^a-z0-9-]{1,10}", (description or "").lower()[:1000]) if len(word) >= 5}
+    if len(segments) == 2 and segments[0] in described:
         return "/".join(segments)
     return None
 
 
+# ``curl -sSL <url> | sudo bash``: a usage line with a placeholder where the address goes.
+NO_ADDRESS = re.compile(r"\b(?:curl|wget)\b[^|\n]{0,60}\s<[\w -]{1,30}>\s{0,3}\|", re.IGNORECASE)
+
+
 def installer_severity(context: FileContext, raw: str) -> tuple[Severity, str] | None:
     """download_execute of an official installer: low where tools are installed, else a warning;
-    of the skill's own repository's installer: a warning naming it."""
+    of the skill's own repository's installer: a warning naming it; a usage line without an
+    address (``curl <url> | bash``): a warning."""
+    if NO_ADDRESS.search(raw) and not URL.search(raw):
+        return Severity.MEDIUM, "a usage line with no address (<url>): check what the real command fetches"
     tool = official_installer(raw)
     if tool is None:
-        repository = own_installer(raw, context.name)
+        repository = own_installer(raw, context.name, context.description)
         if repository is not None:
-            return Severity.MEDIUM, f"runs the installer of its own repository ({repository}): read it before you run it"
+            return Severity.MEDIUM, f"runs the installer of its own repository or domain ({repository}): read it before you run it"
         return None
     if context.install_file:
         return Severity.LOW, f"the official installer of {tool}"

@@ -114,6 +114,10 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
                 and doc.context.doc_file and severity == Severity.HIGH:
             # A security skill's reference documents describe injections in prose; that warns.
             severity, reason = Severity.MEDIUM, "an injection phrase in a security skill's documentation"
+        if not hidden and not homoglyph_only and rule in rules.INJECTION and severity == Severity.HIGH and (
+                rules.REGEX_SYNTAX.search(match.group()) or rules.REGEX_LINE.search(folded)):
+            # ``/ignore (all )?(previous|prior) instructions/i``: what a filter looks for, written as one.
+            severity, reason = Severity.MEDIUM, "written as a regular expression (a filter's pattern)"
         if not hidden and not homoglyph_only:
             spoken = doc.context.security and doc.context.doc_file and _in_backticks(folded, match)
             adjusted = _in_context(doc.context, rule.rule, severity, folded, match.group(),
