@@ -189,13 +189,13 @@ def own_installer(line: str, name: str | None, description: str | None = None) -
     """``owner/repo`` if the only URL on ``line`` is an https path of a repository named like the
     skill (``raw.githubusercontent.com/<owner>/<repo>/…`` where owner or repo is the skill's name,
     or the owner is a word of its description: ``github.com/botpress/adk`` for "Botpress's ADK")."""
-    urls = URL.findall(line)
-    if len(urls) != 1 or not (name or description):
+    urls = [urlsplit(url.rstrip(".,;)\"'")) for url in URL.findall(line)[:8]]
+    if not urls or not (name or description) or any(url.scheme.lower() != "https" for url in urls):
         return None
-    parts = urlsplit(urls[0].rstrip(".,;)\"'"))
+    parts = urls[0]
     host = (parts.hostname or "").lower()
-    if parts.scheme.lower() != "https":
-        return None
+    if len(urls) != 1 and ({(url.hostname or "").lower() for url in urls} != {host} or host in REPOSITORY_HOSTS):
+        return None  # a second address: only the same own domain (``install.sh`` and ``install.ps1``)
     if host not in REPOSITORY_HOSTS:
         # The skill's own domain: ``https://treeline.money/install.sh`` of the skill treeline-money.
         labels = host.split(".")
