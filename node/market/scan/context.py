@@ -17,6 +17,10 @@ to nothing:
   other URL on the line: low in a Dockerfile, a script or a reference document,
   medium (a warning naming the tool) in SKILL.md. A look-alike host, plain http or a
   second URL keeps the rule's own severity.
+- **the skill's own installer**: ``curl … | bash`` from the repository of the skill (owner or
+  name like the skill's, or an owner its description names) or from the domain of its declared
+  ``homepage``: a warning naming it, never an excuse; ``curl <url> | bash`` (no address): a warning.
+- **a scanner's README and saved reports** (not what the agent follows): one step down.
 - **cookies in a browser-automation skill**: "use the existing logins/cookies" in a
   skill whose description says it drives a browser is what the skill is for; a
   browser profile path (``.../Default/Cookies``, ``Application Support``) is not
@@ -85,7 +89,8 @@ OFFICIAL_INSTALLERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "flyctl": ("fly.io", ("/install.sh",)),
     "Claude Code": ("claude.ai", ("/install.sh",)),
     "babashka": ("raw.githubusercontent.com", ("/babashka/babashka/",)),
-    "the Solana CLI": ("release.solana.com", ("/",)),
+    "the Solana CLI": ("release.solana.com", ("/stable/", "/beta/", "/edge/", "/v")),
+    "the Solana CLI (Anza)": ("release.anza.xyz", ("/stable/", "/beta/", "/edge/", "/v")),
     "Foundry": ("foundry.paradigm.xyz", ("", "/")),
     "Nix": ("nixos.org", ("/nix/install",)),
     "SDKMAN": ("get.sdkman.io", ("", "/")),
@@ -105,6 +110,7 @@ class FileContext:
     file: str | None = None
     name: str | None = None  # the skill's (normalised) name
     description: str | None = None
+    homepage: str | None = None  # the front matter's ``homepage``: the skill's own site
 
     @property
     def skill_md(self) -> bool:
@@ -140,11 +146,12 @@ class FileContext:
                 or self.doc_file or self.file.lower().startswith("scripts/"))
 
 
-def file_context(name: str | None, description: str | None, file: str | None) -> FileContext:
+def file_context(name: str | None, description: str | None, file: str | None,
+                 homepage: str | None = None) -> FileContext:
     declared = f"{name or ''} {description or ''}"
     return FileContext(security=SECURITY.search(declared) is not None,
                        browser=description is not None and BROWSER.search(description) is not None,
-                       file=file, name=name, description=description)
+                       file=file, name=name, description=description, homepage=homepage)
 
 
 def example(context: FileContext, in_fence: bool, fence_cautioned: bool,
@@ -185,10 +192,17 @@ def official_installer(line: str) -> str | None:
     return None
 
 
-def own_installer(line: str, name: str | None, description: str | None = None) -> str | None:
+def registrable(host: str) -> str:
+    parts = host.lower().rstrip(".").split(".")
+    return ".".join(parts[-2:])
+
+
+def own_installer(line: str, name: str | None, description: str | None = None,
+                  homepage: str | None = None) -> str | None:
     """``owner/repo`` if the only URL on ``line`` is an https path of a repository named like the
     skill (``raw.githubusercontent.com/<owner>/<repo>/…`` where owner or repo is the skill's name,
-    or the owner is a word of its description: ``github.com/botpress/adk`` for "Botpress's ADK")."""
+    or the owner is a word of its description: ``github.com/botpress/adk`` for "Botpress's ADK");
+    the host if it is the domain of the skill's declared ``homepage`` (``treeline.money``)."""
     urls = [urlsplit(url.rstrip(".,;)\"'")) for url in URL.findall(line)[:8]]
     if not urls or not (name or description) or any(url.scheme.lower() != "https" for url in urls):
         return None
@@ -197,12 +211,12 @@ def own_installer(line: str, name: str | None, description: str | None = None) -
     if len(urls) != 1 and ({(url.hostname or "").lower() for url in urls} != {host} or host in REPOSITORY_HOSTS):
         return None  # a second address: only the same own domain (``install.sh`` and ``install.ps1``)
     if host not in REPOSITORY_HOSTS:
-        # The skill's own domain: ``https://treeline.money/install.sh`` of the skill treeline-money.
-        labels = host.split(".")
-        own = labels[-2].replace("-", "") if len(labels) >= 2 else ""
-        whole = re.sub(r"[^a-z0-9]", "", (name or "").lower())
-        parts_of_name = {part for part in re.split(r"[^a-z0-9]{1,10}", (name or "").lower()) if len(part) >= 5}
-        return host if len(own) >= 5 and (own == whole or own in parts_of_name) else None
+        # The domain of the skill's declared homepage (``homepage: https://treeline.money``); a domain
+        # merely named like the skill is not enough (a lure is named like what it imitates).
+        site = urlsplit(homepage.strip()) if homepage else None
+        if site is None or site.scheme.lower() != "https" or not site.hostname or "." not in host:
+            return None
+        return host if registrable(site.hostname) == registrable(host) else None
     segments = [segment.lower() for segment in parts.path.split("/") if segment][:2]
     wanted = {part for part in re.split(r"[^a-z0-9]{1,10}", (name or "").lower()) if len(part) >= 4}
     if len(segments) == 2 and any(part in segment for part in wanted for segment in segments):
@@ -225,7 +239,7 @@ def installer_severity(context: FileContext, raw: str) -> tuple[Severity, str] |
         return Severity.MEDIUM, "a usage line with no address (<url>): check what the real command fetches"
     tool = official_installer(raw)
     if tool is None:
-        repository = own_installer(raw, context.name, context.description)
+        repository = own_installer(raw, context.name, context.description, context.homepage)
         if repository is not None:
             return Severity.MEDIUM, f"runs the installer of its own repository or domain ({repository}): read it before you run it"
         return None

@@ -99,9 +99,10 @@ FENCE = re.compile(r"^\s{0,3}(?:`{3}|~{3})")
 # A drop-site address written as a template for the user to fill in ("webhooks/YOUR_ID/YOUR_TOKEN").
 PLACEHOLDER = re.compile(r"/(?:your[_-]?\w{0,20}|<[\w-]{1,30}>|\{[\w-]{1,30}\}|x{3,20}|[\w-]{0,40}(?:\.{3}|…)"
                          r"|\$\{?\w{1,30}\}?)(?:/|\b|(?=[\"'\s`)\]])|$)", re.IGNORECASE)
+SINK_END = re.compile(r"[\s\"'`<>)\]]")
 IMAGE_PATH = re.compile(r"\.(?:png|jpe?g|gif|webp|svg|avif)$", re.IGNORECASE)
 CODE_FILE = re.compile(r"\.(?:py|js|mjs|cjs|ts|sh|bash|rb|pl|php|ps1|go|rs)$", re.IGNORECASE)
-PATTERNS = (IMAGE_PATH, CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
+PATTERNS = (SINK_END, IMAGE_PATH, CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
 
 
 @dataclass
@@ -322,8 +323,8 @@ def _secrets(skill: _Skill, description: str | None) -> None:
     # A skill that tells you to run ``ngrok http PORT`` sends to your own tunnel, not to a drop site.
     tunnel = any(rules.TUNNEL_RUN.search(line.text) for line in skill.lines)
     sinks = [line for line in skill.lines
-             if rules.EXFIL_SINK.search(rules.TUNNEL_HOST.sub(" ", line.text) if tunnel else line.text)
-             and not line.caution and not PLACEHOLDER.search(line.text) and not (line.file or "").lower().endswith(".svg")]
+             if _real_sink(rules.TUNNEL_HOST.sub(" ", line.text) if tunnel else line.text)
+             and not line.caution and not (line.file or "").lower().endswith(".svg")]
     sends = [line for line in skill.lines if rules.SEND.search(line.text) and not line.caution]
     # A Telegram/Slack/Discord skill sends its own token to its own service.
     services = {match.group().lower() for sink in sinks for match in rules.SINK_SERVICE.finditer(sink.text)}
@@ -353,6 +354,16 @@ def _secrets(skill: _Skill, description: str | None) -> None:
         if description is not None and not declared:
             skill.add("undeclared_capability", Severity.HIGH, opened[0],
                       f"opens a credential file the description does not mention; description: {description}")
+
+
+def _real_sink(text: str) -> bool:
+    """True if ``text`` names a drop site whose address is not a template: each address is read
+    up to its end, so a placeholder elsewhere on the line excuses nothing."""
+    for match in rules.EXFIL_SINK.finditer(text):
+        end = SINK_END.search(text, match.end())
+        if PLACEHOLDER.search(text[match.start():end.start() if end else len(text)]) is None:
+            return True
+    return False
 
 
 def _data_to_drop_site(skill: _Skill, sinks: list[_Line]) -> None:

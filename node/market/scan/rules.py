@@ -297,7 +297,7 @@ CHECKSUM = _rx(r"\b(?:sha(?:256|512|1)sum|shasum|gpg\s{1,4}--verify|cosign\s{1,4
 CAUTION = _rx(
     r"\b(?:never|avoid|must ?not|mustn'?t|should ?not|shouldn'?t|do ?not|don'?t|instead of|rather than"
     r"|blindly|reject|flag|detect|look (?:for|out)|watch for|beware|dangerous|malicious|attacker|phrasings?"
-    r"|test cases?|red[- ]team|refuses?|warning|theft|catch(?:es|ing)?)\b")
+    r"|test cases?|red[- ]team|refuses?|warning|theft|catches)\b")
 NOT_CAUTION = _rx(r"\b(?:never|do ?not|don'?t)\s{1,3}(?:forget|skip|mind|hesitate|omit|miss|stops?|asks?|prompts?"
                   r"|interrupts?|waits?)\b")
 HIDDEN_STYLE = _rx(
