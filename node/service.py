@@ -32,6 +32,7 @@ from node.market import (
     ChannelLedger,
     Claimer,
     DeskParts,
+    EndpointSettings,
     FacadeChannels,
     FlatReputation,
     ListingBook,
@@ -71,6 +72,15 @@ log = logging.getLogger(__name__)
 SAFE_RECURSION_LIMIT = 5_000
 
 INDEX_SAVE_INTERVAL_S = 30.0
+
+
+def scan_judge(config: NodeConfig) -> EndpointSettings | None:
+    """The endpoint judge of ``POST /v1/skills/scan`` with ``judge`` (``scan.judge_*``), if configured."""
+    scan = config.scan
+    if not scan.judge_url:
+        return None
+    return EndpointSettings(scan.judge_url, scan.judge_model, scan.judge_key_env, scan.judge_key_file,
+                            scan.judge_timeout_s)
 
 
 class NodeService:
@@ -219,7 +229,8 @@ class NodeService:
                              self.market_liveness, self.trust.record, self.wallet_address,
                              self.config.chain, lambda: self.engine, self.warnings,
                              channel_ledger=self.channel_ledger,
-                             claimer=self.claimer if self.channel_chain is not None else None)
+                             claimer=self.claimer if self.channel_chain is not None else None,
+                             judge=scan_judge(self.config))
         # The network hands each topic and protocol to the desk that owns it.
         self.net.on_listing(self.intake.take)
         self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MIRROR = Path("/work/.mirror")
+DEFAULT_REVIEW = Path(__file__).resolve().parents[1] / "tests" / "data" / "skill_scan" / "public_labels_review.json"
 CLAWHAVOC_PUBLISHERS = frozenset({
     "hightower6eu", "sakaen736jih", "zaycv", "aslaep123", "noreplyboter", "jordanprater", "gpaitai", "rjnpage"})
 CLAWHAVOC_BASIS = ("publisher named in public ClawHavoc write-ups (Koi Security, Feb 2026, and follow-ups)")
@@ -179,6 +180,15 @@ def load(manifest: Path) -> list[dict[str, str]]:
         source = data["sources"][entry["source"]]
         out.append(entry | {"commit": source["commit"], "label_basis": source["label_basis"][entry["label"]]})
     return out
+
+
+def load_review(review: Path) -> dict[tuple[str, str], str]:
+    """(source, path) -> the label given after reading a TUNE skill (``public_labels_review.json``);
+    the caller applies it to the tune part only."""
+    if not review.exists():
+        return {}
+    data = json.loads(review.read_text(encoding="utf-8"))
+    return {(row["source"], row["path"]): row["new"] for row in data["skills"]}
 
 
 def save(manifest: Path, entries: list[dict[str, str]]) -> None:

@@ -31,6 +31,9 @@ not run it), reported per source and split (tune / holdout) — malicious quaran
 content, warned, missed, refused; benign quarantined, warned, refused — with the sizes of
 the skills (files, bytes) and whether each would fit a market bundle. ``scripts/_public_skills.py``
 builds the manifest (``--build-manifest``) and says how labels and splits were decided.
+The tune part is also reported with the labels corrected after reading it (``--review``,
+default ``tests/data/skill_scan/public_labels_review.json``: path, old label, evidence, new
+label); a review never applies to the held-out part, which is measured, not read.
 The last line is one JSON object.
 """
 
@@ -123,12 +126,31 @@ def _wire_fit(folder: Path) -> tuple[str, str]:
     return "fits", ""
 
 
+VERDICT_KEYS = {("malicious", "quarantine"): "detected", ("malicious", "warn"): "malicious_warned",
+                ("malicious", "refused"): "malicious_refused", ("benign", "quarantine"): "false_quarantine",
+                ("benign", "warn"): "benign_warned", ("benign", "refused"): "benign_refused",
+                ("malicious", "ok"): "malicious_missed"}
+TOTAL_KEYS = ("malicious", "detected", "benign", "false_quarantine", "benign_refused", "benign_warned")
+
+
+def _reviewed_totals(rows: dict[tuple[str, str], dict[str, int]], source: str, label: str, verdict: str) -> None:
+    row = rows.setdefault((source, "tune"), dict.fromkeys(TOTAL_KEYS, 0))
+    if label in ("malicious", "benign"):
+        row[label] += 1
+        key = VERDICT_KEYS.get((label, verdict))
+        if key in row:
+            row[key] += 1
+
+
 def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | None,
-               splits: tuple[str, ...] = ("tune", "holdout")) -> dict[str, object]:
+               splits: tuple[str, ...] = ("tune", "holdout"), review: Path | None = None) -> dict[str, object]:
     """Scan every skill of the manifest read from its mirror; figures per source and split.
 
     Names are listed for the tune part only unless ``show_holdout`` (the held-out part is
-    measured, not read)."""
+    measured, not read). With ``review`` (``public.load_review``), the tune part is also
+    counted with the labels corrected after reading it (``reviewed``); never the held-out part."""
+    reviewed_labels = public.load_review(review) if review is not None else {}
+    reviewed_rows: dict[tuple[str, str], dict[str, int]] = {}
     entries = [entry for entry in public.load(manifest) if entry["split"] in splits]
     if limit is not None:
         entries = entries[:limit]
@@ -158,10 +180,10 @@ def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | No
                 wire_reasons[why] = wire_reasons.get(why, 0) + 1
             verdict = str(report.verdict)
             label = entry["label"]
-            key = {("malicious", "quarantine"): "detected", ("malicious", "warn"): "malicious_warned",
-                   ("malicious", "refused"): "malicious_refused", ("benign", "quarantine"): "false_quarantine",
-                   ("benign", "warn"): "benign_warned", ("benign", "refused"): "benign_refused",
-                   ("malicious", "ok"): "malicious_missed"}.get((label, verdict))
+            key = VERDICT_KEYS.get((label, verdict))
+            if entry["split"] == "tune" and reviewed_labels:
+                _reviewed_totals(reviewed_rows, entry["source"],
+                                 reviewed_labels.get((entry["source"], entry["path"]), label), verdict)
             row[label] = int(row[label]) + 1  # type: ignore[call-overload]
             if key is not None:
                 row[key] = int(row[key]) + 1  # type: ignore[call-overload]
@@ -178,10 +200,15 @@ def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | No
         row["benign_refused_rate"] = round(int(row["benign_refused"]) / benign, 3) if benign else None  # type: ignore[call-overload]
         row["benign_warned_rate"] = round(int(row["benign_warned"]) / benign, 3) if benign else None  # type: ignore[call-overload]
         result[f"{source} [{split}]"] = row
+    for (source, _), reviewed in sorted(reviewed_rows.items()):
+        result[f"{source} [tune, reviewed labels]"] = reviewed
     for split in ("tune", "holdout"):
         total = {key: sum(int(row[key]) for (_, part), row in rows.items() if part == split)  # type: ignore[call-overload]
-                 for key in ("malicious", "detected", "benign", "false_quarantine", "benign_refused", "benign_warned")}
+                 for key in TOTAL_KEYS}
         result[f"all [{split}]"] = total
+    if reviewed_rows:
+        result["all [tune, reviewed labels]"] = {key: sum(row[key] for row in reviewed_rows.values())
+                                                 for key in TOTAL_KEYS}
     result["market_bundle_refusals"] = wire_reasons
     files_sorted = sorted(size[0] for size in sizes)
     bytes_sorted = sorted(size[1] for size in sizes)
@@ -200,6 +227,8 @@ def main() -> None:
                         help="scan the public skills named in MANIFEST from git mirrors (see scripts/_public_skills.py)")
     parser.add_argument("--mirror", type=Path, default=public.DEFAULT_MIRROR)
     parser.add_argument("--splits", nargs="+", default=["tune", "holdout"], help="with --public")
+    parser.add_argument("--review", type=Path, default=public.DEFAULT_REVIEW,
+                        help="labels corrected after reading the tune part (applied to the tune part only)")
     parser.add_argument("--show-holdout", action="store_true", help="list held-out names too (after tuning)")
     parser.add_argument("--build-manifest", type=Path, metavar="MANIFEST",
                         help="write MANIFEST from the mirrors (labels and splits from paths only) and exit")
@@ -216,7 +245,7 @@ def main() -> None:
             print_result({"skipped": "no mirror"})
             return
         print_result(run_public(arguments.public, arguments.mirror, arguments.show_holdout, arguments.limit,
-                                tuple(arguments.splits)))
+                                tuple(arguments.splits), arguments.review))
         return
     result: dict[str, object] = {part: run_part(part, arguments.limit) for part in arguments.parts}
     adversarial = {}

@@ -444,8 +444,11 @@ class ApiClient:
     def redeliver(self, listing_id: str) -> Json:
         return dict(self.post("/v1/purchases/redeliver", {"listing_id": listing_id}))
 
-    def scan_skill(self, text: str) -> Json:
-        return dict(self.post("/v1/skills/scan", {"text": text}))
+    def scan_skill(self, text: str, judge: bool = False) -> Json:
+        body: dict[str, Any] = {"text": text}
+        if judge:  # only when asked: a node from before the judge refuses the unknown key
+            body["judge"] = True
+        return dict(self.post("/v1/skills/scan", body))
 
     def release(self, listing_id: str) -> Json:
         return dict(self.post("/v1/purchases/release", {"listing_id": listing_id}))

@@ -286,18 +286,12 @@ def _scan_source(ctx: CliContext, ref: str) -> tuple[str | Path, ScanReport]:
 
 def _judged(ctx: CliContext, source: str | Path, report: ScanReport) -> ScanReport:
     """``report`` with the configured endpoint's opinion (``scan.judge_url``; judge.py)."""
-    from node.market import EndpointSettings, ask_endpoint, not_judged, skill_text, with_opinion
+    from node.market import EndpointSettings, judge_with_endpoint
 
     settings = ctx.config().scan
     endpoint = EndpointSettings(settings.judge_url, settings.judge_model, settings.judge_key_env,
                                 settings.judge_key_file, settings.judge_timeout_s)
-    if not settings.judge_url:
-        opinion = not_judged("endpoint", "no judge configured: set scan.judge_url and scan.judge_model")
-    else:
-        text = skill_text(source)
-        opinion = (ask_endpoint(text, endpoint) if text is not None
-                   else not_judged(endpoint.name, "the scanner could not read the skill (see refused)"))
-    return with_opinion(report, opinion)
+    return judge_with_endpoint(report, source, endpoint)
 
 
 @skill.command("scan")

@@ -20,7 +20,7 @@ from node.market.book import ListingBook
 from node.market.ledger import MarketLedger
 from node.market.liveness import MarketLiveness
 from node.market.purchase import Buyer, PurchaseRefused
-from node.market.scan import scan_text
+from node.market.scan import judge_with_endpoint, scan_text
 from node.market.selling import Publisher
 from node.memory import AsyncMemory, ExecutionOutcome, Memory
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from node.chain import SettlementEngine
     from node.config import ChainConfig
     from node.market.purchase import ChannelLedger, Claimer
+    from node.market.scan import EndpointSettings
     from node.market.warnings import WarningDesk
 
 TrustRecord = Callable[[bytes, str, str], object]  # the trust ledger's record, on the store's thread
@@ -52,7 +53,7 @@ class Market:
                  trust_record: TrustRecord, wallet_address: str, chain: ChainConfig,
                  engine: Callable[[], SettlementEngine | None], warnings: WarningDesk,
                  channel_ledger: ChannelLedger | None = None,
-                 claimer: Claimer | None = None) -> None:
+                 claimer: Claimer | None = None, judge: EndpointSettings | None = None) -> None:
         self.memory = memory
         self.listings = listings
         self.ledger = ledger
@@ -66,6 +67,7 @@ class Market:
         self.warnings = warnings
         self._channel_ledger = channel_ledger
         self._claimer = claimer
+        self._judge = judge  # scan.judge_* from config; None: no endpoint judge configured
 
     # --- skills -------------------------------------------------------------------------------
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
@@ -170,8 +172,13 @@ class Market:
         return await self.buyer.deposit(seller_key, amount_micro_usdc)
 
     # --- skills an agent can trust (node.market.scan, node.market.warnings) -------------------
-    async def scan(self, text: str) -> dict[str, Any]:
-        return (await trio.to_thread.run_sync(scan_text, text)).to_dict()
+    async def scan(self, text: str, judge: bool = False) -> dict[str, Any]:
+        """The scanner's report on ``text``; with ``judge``, the configured endpoint's opinion
+        next to it (it may raise ok to warn, never lower or quarantine: judge.py)."""
+        report = await trio.to_thread.run_sync(scan_text, text)
+        if judge:
+            report = await trio.to_thread.run_sync(judge_with_endpoint, report, text, self._judge)
+        return report.to_dict()
 
     async def release(self, listing_id: str) -> dict[str, Any]:
         return await self.buyer.release(listing_id)

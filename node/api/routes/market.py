@@ -78,6 +78,8 @@ class ScanIn(Body):
     """``POST /v1/skills/scan``: a skill's text (bundle, SKILL.md or plain text)."""
 
     text: Annotated[str, Field(max_length=256 * 1024)]
+    # Also ask the endpoint judge of scan.judge_url (a second opinion shown next to the rules').
+    judge: bool = False
 
 
 class ReleaseIn(Body):
@@ -214,7 +216,7 @@ def market_router(node: NodeApi) -> APIRouter:
     # --- skill safety: scan, release a quarantined purchase, warn the network ----------------
     @router.post("/skills/scan", tags=["skills"])
     async def scan(body: ScanIn) -> Json:
-        return await node.market.scan(body.text)
+        return await node.market.scan(body.text, body.judge)
 
     @router.post("/purchases/release", tags=["market"])
     async def release(body: ReleaseIn) -> Json:

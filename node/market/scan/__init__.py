@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from node.market.scan.judge import Opinion as Opinion
     from node.market.scan.judge import ask_endpoint as ask_endpoint
     from node.market.scan.judge import ask_sampling as ask_sampling
+    from node.market.scan.judge import judge_with_endpoint as judge_with_endpoint
     from node.market.scan.judge import not_judged as not_judged
     from node.market.scan.judge import skill_text as skill_text
     from node.market.scan.judge import with_opinion as with_opinion

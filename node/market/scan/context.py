@@ -17,6 +17,10 @@ to nothing:
   other URL on the line: low in a Dockerfile, a script or a reference document,
   medium (a warning naming the tool) in SKILL.md. A look-alike host, plain http or a
   second URL keeps the rule's own severity.
+- **the skill's own installer**: ``curl … | bash`` from the repository of the skill (owner or
+  name like the skill's, or an owner its description names) or from the domain of its declared
+  ``homepage``: a warning naming it, never an excuse; ``curl <url> | bash`` (no address): a warning.
+- **a scanner's README and saved reports** (not what the agent follows): one step down.
 - **cookies in a browser-automation skill**: "use the existing logins/cookies" in a
   skill whose description says it drives a browser is what the skill is for; a
   browser profile path (``.../Default/Cookies``, ``Application Support``) is not
@@ -56,10 +60,10 @@ URL = re.compile(r"https?://[^\s\"'`|)>]{1,300}", re.IGNORECASE)
 # A regular expression being defined: what a scanner's code is made of, never run as a command.
 PATTERN_LITERAL = re.compile(r"\bre\.(?:compile|search|match|fullmatch|findall|finditer)\s{0,3}\(\s{0,3}r?[\"']"
                              r"|\bnew\s{1,3}regexp\s{0,3}\(|\bregexp?\.(?:mustcompile|compile)\s{0,3}\("
-                             r"|\b(?:regex|pattern|re)\s{0,3}[:=]\s{0,3}r?[/\"']|^\s{0,12}r?[/\"'][^\n]{0,300}\\s[+*{]",
+                             r"|\b(?:regex|pattern|re)[\"']?\s{0,3}[:=]\s{0,3}r?[/\"']|^\s{0,12}r?[/\"'][^\n]{0,300}\\s[+*{]",
                              re.IGNORECASE)
 DOC_DIRS = ("references/", "reference/", "docs/", "doc/", "examples/", "templates/", "assets/")
-TEST_FILE = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|fixtures)/|(?:^|/)test_[^/]{1,100}$"
+TEST_FILE = re.compile(r"(?:^|/)(?:tests?|__tests__|spec|fixtures|tests?[-_](?:fixtures|data|cases)|testdata)/|(?:^|/)test_[^/]{1,100}$"
                        r"|_test\.[a-z]{1,5}$|\.(?:test|spec)\.[a-z]{1,5}$", re.IGNORECASE)
 
 # The documented one-line installers of well-known tools: exact https host and path prefix.
@@ -85,7 +89,8 @@ OFFICIAL_INSTALLERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "flyctl": ("fly.io", ("/install.sh",)),
     "Claude Code": ("claude.ai", ("/install.sh",)),
     "babashka": ("raw.githubusercontent.com", ("/babashka/babashka/",)),
-    "the Solana CLI": ("release.solana.com", ("/",)),
+    "the Solana CLI": ("release.solana.com", ("/stable/", "/beta/", "/edge/", "/v")),
+    "the Solana CLI (Anza)": ("release.anza.xyz", ("/stable/", "/beta/", "/edge/", "/v")),
     "Foundry": ("foundry.paradigm.xyz", ("", "/")),
     "Nix": ("nixos.org", ("/nix/install",)),
     "SDKMAN": ("get.sdkman.io", ("", "/")),
@@ -104,6 +109,8 @@ class FileContext:
     browser: bool = False
     file: str | None = None
     name: str | None = None  # the skill's (normalised) name
+    description: str | None = None
+    homepage: str | None = None  # the front matter's ``homepage``: the skill's own site
 
     @property
     def skill_md(self) -> bool:
@@ -121,6 +128,15 @@ class FileContext:
         return lowered.startswith(DOC_DIRS) or lowered.endswith((".md", ".markdown", ".rst", ".txt"))
 
     @property
+    def readme(self) -> bool:
+        """A README or CHANGELOG at any depth, or a saved report (``reports/``)."""
+        if self.file is None:
+            return False
+        lowered = self.file.lower()
+        base = lowered.rsplit("/", 1)[-1]
+        return base.startswith(("readme", "changelog")) or lowered.startswith("reports/")
+
+    @property
     def install_file(self) -> bool:
         """A file that installs tools for a person to run: a Dockerfile, a script, a document."""
         if self.file is None:
@@ -130,11 +146,12 @@ class FileContext:
                 or self.doc_file or self.file.lower().startswith("scripts/"))
 
 
-def file_context(name: str | None, description: str | None, file: str | None) -> FileContext:
+def file_context(name: str | None, description: str | None, file: str | None,
+                 homepage: str | None = None) -> FileContext:
     declared = f"{name or ''} {description or ''}"
     return FileContext(security=SECURITY.search(declared) is not None,
                        browser=description is not None and BROWSER.search(description) is not None,
-                       file=file, name=name)
+                       file=file, name=name, description=description, homepage=homepage)
 
 
 def example(context: FileContext, in_fence: bool, fence_cautioned: bool,
@@ -150,6 +167,11 @@ def example(context: FileContext, in_fence: bool, fence_cautioned: bool,
         return Severity.LOW, "fenced example in security documentation"
     if in_fence and context.skill_md and fence_cautioned:
         return Severity.MEDIUM, "fenced example introduced as an attack to recognise"
+    if context.readme:
+        # A scanner's README (for people, not followed by the agent) lists what it catches
+        # ("- Crypto miners (xmrig, …)"), and its saved reports quote what it found; its references
+        # and SKILL.md are what the agent reads and are not excused.
+        return Severity.MEDIUM, "named in a security skill's README or reports"
     return None
 
 
@@ -170,30 +192,56 @@ def official_installer(line: str) -> str | None:
     return None
 
 
-def own_installer(line: str, name: str | None) -> str | None:
+def registrable(host: str) -> str:
+    parts = host.lower().rstrip(".").split(".")
+    return ".".join(parts[-2:])
+
+
+def own_installer(line: str, name: str | None, description: str | None = None,
+                  homepage: str | None = None) -> str | None:
     """``owner/repo`` if the only URL on ``line`` is an https path of a repository named like the
-    skill (``raw.githubusercontent.com/<owner>/<repo>/…`` where owner or repo is the skill's name)."""
-    urls = URL.findall(line)
-    if len(urls) != 1 or not name:
+    skill (``raw.githubusercontent.com/<owner>/<repo>/…`` where owner or repo is the skill's name,
+    or the owner is a word of its description: ``github.com/botpress/adk`` for "Botpress's ADK");
+    the host if it is the domain of the skill's declared ``homepage`` (``treeline.money``)."""
+    urls = [urlsplit(url.rstrip(".,;)\"'")) for url in URL.findall(line)[:8]]
+    if not urls or not (name or description) or any(url.scheme.lower() != "https" for url in urls):
         return None
-    parts = urlsplit(urls[0].rstrip(".,;)\"'"))
-    if parts.scheme.lower() != "https" or (parts.hostname or "").lower() not in REPOSITORY_HOSTS:
-        return None
+    parts = urls[0]
+    host = (parts.hostname or "").lower()
+    if len(urls) != 1 and ({(url.hostname or "").lower() for url in urls} != {host} or host in REPOSITORY_HOSTS):
+        return None  # a second address: only the same own domain (``install.sh`` and ``install.ps1``)
+    if host not in REPOSITORY_HOSTS:
+        # The domain of the skill's declared homepage (``homepage: https://treeline.money``); a domain
+        # merely named like the skill is not enough (a lure is named like what it imitates).
+        site = urlsplit(homepage.strip()) if homepage else None
+        if site is None or site.scheme.lower() != "https" or not site.hostname or "." not in host:
+            return None
+        return host if registrable(site.hostname) == registrable(host) else None
     segments = [segment.lower() for segment in parts.path.split("/") if segment][:2]
-    wanted = {part for part in re.split(r"[^a-z0-9]{1,10}", name.lower()) if len(part) >= 4}
+    wanted = {part for part in re.split(r"[^a-z0-9]{1,10}", (name or "").lower()) if len(part) >= 4}
     if len(segments) == 2 and any(part in segment for part in wanted for segment in segments):
+        return "/".join(segments)
+    described = {word for word in re.split(r"[^a-z0-9-]{1,10}", (description or "").lower()[:1000]) if len(word) >= 5}
+    if len(segments) == 2 and segments[0] in described:
         return "/".join(segments)
     return None
 
 
+# ``curl -sSL <url> | sudo bash``: a usage line with a placeholder where the address goes.
+NO_ADDRESS = re.compile(r"\b(?:curl|wget)\b[^|\n]{0,60}\s<[\w -]{1,30}>\s{0,3}\|", re.IGNORECASE)
+
+
 def installer_severity(context: FileContext, raw: str) -> tuple[Severity, str] | None:
     """download_execute of an official installer: low where tools are installed, else a warning;
-    of the skill's own repository's installer: a warning naming it."""
+    of the skill's own repository's installer: a warning naming it; a usage line without an
+    address (``curl <url> | bash``): a warning."""
+    if NO_ADDRESS.search(raw) and not URL.search(raw):
+        return Severity.MEDIUM, "a usage line with no address (<url>): check what the real command fetches"
     tool = official_installer(raw)
     if tool is None:
-        repository = own_installer(raw, context.name)
+        repository = own_installer(raw, context.name, context.description, context.homepage)
         if repository is not None:
-            return Severity.MEDIUM, f"runs the installer of its own repository ({repository}): read it before you run it"
+            return Severity.MEDIUM, f"runs the installer of its own repository or domain ({repository}): read it before you run it"
         return None
     if context.install_file:
         return Severity.LOW, f"the official installer of {tool}"

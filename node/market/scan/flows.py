@@ -58,6 +58,7 @@ OFFICIAL_DOMAINS = frozenset([
     "terraform.io", "ollama.com", "pnpm.io", "nvidia.com", "vercel.com", "sh.rustup.rs", "get.docker.com",
     "github.blog", "githubassets.com", "githubstatus.com", "ghcr.io", "azure.com", "windows.net", "live.com",
     "microsoftonline.com", "office.com", "npm.community", "pytorch.org", "readthedocs.io", "readthedocs.org",
+    "clawdhub.com",  # ClawHub's first domain (the registry was ClawdHub before the rename)
 ])
 # Names of well-known tools whose look-alike domains lure people (a name honest domains rarely embed).
 BRANDS = ("github", "gitlab", "anthropic", "openai", "openclaw", "clawhub", "homebrew", "rustup",
@@ -96,10 +97,12 @@ MARKDOWN_LINK = re.compile(r"\[[^\]\n]{1,200}\]\(\s{0,3}https?://", re.IGNORECAS
 BINARY_PATH = re.compile(r"\.(?:zip|rar|7z|exe|msi|dmg|pkg|scr|appimage|jar|bin|tar\.gz|tgz)$", re.IGNORECASE)
 FENCE = re.compile(r"^\s{0,3}(?:`{3}|~{3})")
 # A drop-site address written as a template for the user to fill in ("webhooks/YOUR_ID/YOUR_TOKEN").
-PLACEHOLDER = re.compile(r"/(?:your[_-]?\w{0,20}|<[\w-]{1,30}>|\{[\w-]{1,30}\}|x{3,20}|\.{3}|\$\{?\w{1,30}\}?)(?:/|\b)",
-                         re.IGNORECASE)
+PLACEHOLDER = re.compile(r"/(?:your[_-]?\w{0,20}|<[\w-]{1,30}>|\{[\w-]{1,30}\}|x{3,20}|[\w-]{0,40}(?:\.{3}|…)"
+                         r"|\$\{?\w{1,30}\}?)(?:/|\b|(?=[\"'\s`)\]])|$)", re.IGNORECASE)
+SINK_END = re.compile(r"[\s\"'`<>)\]]")
+IMAGE_PATH = re.compile(r"\.(?:png|jpe?g|gif|webp|svg|avif)$", re.IGNORECASE)
 CODE_FILE = re.compile(r"\.(?:py|js|mjs|cjs|ts|sh|bash|rb|pl|php|ps1|go|rs)$", re.IGNORECASE)
-PATTERNS = (CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
+PATTERNS = (SINK_END, IMAGE_PATH, CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
 
 
 @dataclass
@@ -317,8 +320,11 @@ def _secrets(skill: _Skill, description: str | None) -> None:
             if any(rules.CODE_READ.search(other.text) for other in nearby):
                 opened.append(line)
                 reads.append((line, "opens a credential file"))
-    sinks = [line for line in skill.lines if rules.EXFIL_SINK.search(line.text) and not line.caution
-             and not PLACEHOLDER.search(line.text) and not (line.file or "").lower().endswith(".svg")]
+    # A skill that tells you to run ``ngrok http PORT`` sends to your own tunnel, not to a drop site.
+    tunnel = any(rules.TUNNEL_RUN.search(line.text) for line in skill.lines)
+    sinks = [line for line in skill.lines
+             if _real_sink(rules.TUNNEL_HOST.sub(" ", line.text) if tunnel else line.text)
+             and not line.caution and not (line.file or "").lower().endswith(".svg")]
     sends = [line for line in skill.lines if rules.SEND.search(line.text) and not line.caution]
     # A Telegram/Slack/Discord skill sends its own token to its own service.
     services = {match.group().lower() for sink in sinks for match in rules.SINK_SERVICE.finditer(sink.text)}
@@ -348,6 +354,16 @@ def _secrets(skill: _Skill, description: str | None) -> None:
         if description is not None and not declared:
             skill.add("undeclared_capability", Severity.HIGH, opened[0],
                       f"opens a credential file the description does not mention; description: {description}")
+
+
+def _real_sink(text: str) -> bool:
+    """True if ``text`` names a drop site whose address is not a template: each address is read
+    up to its end, so a placeholder elsewhere on the line excuses nothing."""
+    for match in rules.EXFIL_SINK.finditer(text):
+        end = SINK_END.search(text, match.end())
+        if PLACEHOLDER.search(text[match.start():end.start() if end else len(text)]) is None:
+            return True
+    return False
 
 
 def _data_to_drop_site(skill: _Skill, sinks: list[_Line]) -> None:
@@ -435,18 +451,35 @@ def _lures(skill: _Skill) -> None:
                           f"download a password-protected archive from {host} and run what is inside "
                           f"(a password hides the payload from scanners): {line.text.strip()}")
             risk = host_risk(host)
+            # The skill's own service (``openclaws-….workers.dev`` of the skill openclaws) warns, never more.
+            own = risk is not None and _named_like_skill(host, skill.name)
             if prerequisite and run and "lure_prerequisite" not in reported and (binary or risk is not None) \
                     and (risk is not None or not official(host)):
                 reported.add("lure_prerequisite")
-                skill.add("lure_prerequisite", Severity.HIGH if risk is not None else Severity.MEDIUM, line,
+                skill.add("lure_prerequisite", Severity.HIGH if risk is not None and not own else Severity.MEDIUM, line,
                           f"asks you to download and run a 'prerequisite' from {host}"
                           f"{' (' + risk[1] + ')' if risk else ''}: {line.text.strip()}")
             if risk is not None and host not in reported and len(reported) < 64:
                 reported.add(host)
-                pasted = run and (rules.PASTE_HOST.search(host) or rules.RAW_IP_HOST.search(host))
-                severity = Severity.HIGH if fetches or binary or pasted else risk[0]
+                # An image shown from a file host (``![logo](https://files.catbox.moe/x.png)``) is not a lure.
+                image = IMAGE_PATH.search(path) is not None and "![" in line.text
+                pasted = run and not image and (rules.PASTE_HOST.search(host) or rules.RAW_IP_HOST.search(host))
+                severity = Severity.HIGH if (fetches or binary or pasted) and not own else risk[0]
                 skill.add("suspicious_link", severity, line,
-                          f"{'fetches from' if fetches else 'links to'} {risk[1]}: {line.text.strip()}")
+                          f"{'fetches from' if fetches else 'links to'} {risk[1]}"
+                          f"{', named like the skill itself' if own else ''}: {line.text.strip()}")
+
+
+def _named_like_skill(host: str, name: str | None) -> bool:
+    """True if a label of ``host`` is the skill's own name (hyphens aside, 5+ letters): a look-alike
+    of a brand that is the skill's own service, not a lure."""
+    if not name:
+        return False
+    wanted = re.sub(r"[^a-z0-9]", "", name.lower())
+    if len(wanted) < 5 or rules.RAW_IP_HOST.search(host) or rules.PASTE_HOST.search(host):
+        return False
+    return any(label.replace("-", "") == wanted or label == wanted
+               for part in host.lower().split(".")[:-1] for label in [part, *part.split("-")])
 
 
 DECODED_SIGNS = re.compile(

@@ -224,6 +224,23 @@ def ask_endpoint(text: str, settings: EndpointSettings, transport: httpx.BaseTra
     return parse_answer(answer, judge)
 
 
+NO_ENDPOINT = "no judge configured: set scan.judge_url and scan.judge_model"
+
+
+def judge_with_endpoint(report: ScanReport, source: Path | str, endpoint: EndpointSettings | None) -> ScanReport:
+    """``report`` with the configured endpoint's opinion on ``source`` (a folder or SKILL.md on
+    disk, or a skill's text): one implementation for ``skill scan --judge`` and the node's
+    ``POST /v1/skills/scan`` with ``judge``. No endpoint, or a skill the scanner could not read,
+    is a ``not_judged`` opinion saying so, never a silent pass. Blocking (bounded by the
+    endpoint's ``timeout_s``): run it in a worker thread from async code."""
+    if endpoint is None or not endpoint.url:
+        return with_opinion(report, not_judged("endpoint", NO_ENDPOINT))
+    text = skill_text(source)
+    if text is None:
+        return with_opinion(report, not_judged(endpoint.name, "the scanner could not read the skill (see refused)"))
+    return with_opinion(report, ask_endpoint(text, endpoint))
+
+
 Sample = Callable[[str, str, int], Awaitable[str | None]]
 """(system prompt, user message, max tokens) -> the model's text, or None if it gave none."""
 

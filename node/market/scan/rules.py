@@ -66,6 +66,11 @@ INJECTION = (
         r"|\bsilently\b[^.\n]{0,40}\b(?:send|upload|forward|post)\b[^.\n]{0,60}(?:https?://|@|webhook)"
         r"|\bso\s{1,3}(?:that\s{1,3})?(?:the\s{1,3})?(?:user|human|operator)\s{1,3}(?:does not|doesn'?t|won'?t|will not"
         r"|cannot|can'?t|never)\s{1,3}(?:notice|know|see|find out|realize)")),
+    # A tool told to loop until its result holds a secret (the MCPwn runaway-invocation pattern).
+    LineRule("prompt_injection", Severity.HIGH, _rx(
+        r"\b(?:retry|repeat|call|invoke|run|re-?run)\b[^.\n]{0,40}\b(?:indefinitely|forever|endlessly|infinitely)\b"
+        r"[^.\n]{0,40}\buntil\b[^.\n]{0,60}\b(?:api[ _-]?keys?|tokens?|secrets?|passwords?|credentials?|private[ _]keys?)\b"),
+        softens=False),  # quoted is how it arrives (a JSON hint in a tool result)
     LineRule("addressed_to_model", Severity.MEDIUM, _rx(
         r"\b(?:note|message|instructions?)\s{1,3}(?:for|to)\s{1,3}(?:the\s{1,3})?(?:ai|assistant"
         r"|model|llm|agent|claude|gpt|chatgpt)\b|^\W{0,6}(?:assistant|ai|system)\s{0,2}:|\bas an ai\b"
@@ -128,12 +133,12 @@ DISK_WORDS = _rx(r"\b(?:disks?|drives?|usb|sd ?cards?|partitions?|flash\w{0,3}|w
 # Permission tampering: turning the agent's own safety prompts off.
 PERMISSIONS = (
     LineRule("permission_tampering", Severity.HIGH, _rx(
-        r"\bbypasspermissions\b|\bchmod\s{1,4}(?:-r\s{1,4})?(?:0?7[0-7]7|a\+rwx|o\+w)\s{1,4}(?:~|\$home)/\.(?:ssh|gnupg|aws)\b"
+        r"\bchmod\s{1,4}(?:-r\s{1,4})?(?:0?7[0-7]7|a\+rwx|o\+w)\s{1,4}(?:~|\$home)/\.(?:ssh|gnupg|aws)\b"
         r"|\ballow\b[^\n]{0,100}\bbash\(\*\)|\bbash\(\*\)[^\n]{0,100}\ballow"
         r"|\"?defaultmode\"?\s{0,3}[:=]\s{0,3}\"?(?:bypasspermissions|dontask)\b")),
     LineRule("permission_tampering", Severity.MEDIUM, _rx(
         r"(?<!terraform apply )(?<!terraform destroy )(?<!-)\bauto[-_ ]?approv(?:e|al)\b(?!\s{0,3}(?:=\s{0,3})?false)"
-        r"|\b(?:always[-_ ]allow|yolo[-_ ]mode)\b|\"?bash\(\*\)\"?"
+        r"|\b(?:always[-_ ]allow|yolo[-_ ]mode|bypasspermissions)\b|\"?bash\(\*\)\"?"
         r"|\.claude/settings(?:\.local)?\.json\b[^\n]{0,200}\b(?:permissions?|allow)\b"
         r"|\b(?:permissions?|allow)\b[^\n]{0,200}\.claude/settings(?:\.local)?\.json\b")),
 )
@@ -163,7 +168,8 @@ SHADOWING = (
 # Judged in context by flows.py: skipping the agent's permission prompts (honest inside a
 # sandbox or container), and registering a tool under a built-in's name (an MCP skill
 # may show it as an example).
-SKIP_PERMISSIONS = _rx(r"--dangerously-skip-permissions\b|--dangerously-bypass-approvals\b")
+SKIP_PERMISSIONS = _rx(r"--dangerously-skip-permissions\b|--dangerously-bypass-approvals\b"
+                       r"|--permission-mode[= ]{1,3}[\"']?bypasspermissions\b")
 NO_ASKING = _rx(r"\b(?:never|doesn'?t|does not|won'?t|no longer|without)\s{1,3}(?:stops?\s{1,3}to\s{1,3})?(?:ask(?:s|ing)?"
                r"|prompt(?:s|ing)?|confirm(?:s|ing|ation)?|interrupt(?:s|ing)?)\b|\bso (?:it|you|the agent) never\b")
 SANDBOX_WORDS = _rx(r"\b(?:sandbox\w{0,4}|containers?|devcontainers?|docker|vms?|virtual machine|isolated|throwaway"
@@ -191,7 +197,8 @@ CODE_SECRET = _rx(
 ENV_DUMP = _rx(
     r"\bdict\s{0,3}\(\s{0,3}os\.environ\s{0,3}\)|\bos\.environ\.items\s{0,3}\(|json\.dumps\s{0,3}\(\s{0,3}"
     r"(?:dict\s{0,3}\(\s{0,3})?os\.environ\b|json\.stringify\s{0,3}\(\s{0,3}process\.env\s{0,3}\)"
-    r"|\bobject\.(?:entries|keys)\s{0,3}\(\s{0,3}process\.env\b|\bget-childitem\s{1,4}env:")
+    r"|\bobject\.(?:entries|keys)\s{0,3}\(\s{0,3}process\.env\s{0,3}\)(?!\s{0,3}\.filter\s{0,3}\()"
+    r"|\bget-childitem\s{1,4}env:")
 # Reading a file in code, for a credential path named on a nearby line.
 CODE_READ = _rx(
     r"\bopen\s{0,3}\(|\.read_(?:text|bytes)\s{0,3}\(|\breadfile(?:sync)?\s{0,3}\(|\bfile\.read\b"
@@ -201,17 +208,26 @@ EXFIL_SINK = _rx(
     r"discord(?:app)?\.com/api/webhooks|\bwebhook\.site\b|\bpastebin\.com\b|\bngrok(?:-free)?\.(?:io|app|dev)\b"
     r"|\btransfer\.sh\b|\bapi\.telegram\.org/bot|\brequestbin\b|\bpipedream\.net\b|\binteract\.sh\b"
     r"|\boast\.(?:fun|live|pro|site|me)\b|\bburpcollaborator\.net\b|\bhooks\.slack\.com/services\b"
-    r"|https?://(?!127\.|10\.|0\.0\.0\.0|192\.168\.|172\.(?:1[6-9]|2\d|3[01])\.|192\.0\.2\.|198\.51\.100\.|203\.0\.113\.)"
+    r"|https?://(?!127\.|10\.|0\.0\.0\.0|192\.168\.|172\.(?:1[6-9]|2\d|3[01])\.|192\.0\.2\.|198\.51\.100\.|203\.0\.113\."
+    r"|100\.(?:6[4-9]|[7-9]\d|1[01]\d|12[0-7])\.)"
     r"\d{1,3}(?:\.\d{1,3}){3}\b")
 SEND = _rx(
     r"\brequests\.(?:post|put|get)\s{0,3}\(|\burllib\.request\.(?:urlopen|request)\b|\bhttpx\.(?:post|put|get)\b"
     r"|\bfetch\s{0,3}\(|\baxios\.(?:post|put|get)\b|\bcurl\b|\bwget\b|\binvoke-(?:restmethod|webrequest)\b"
     r"|\bsocket\.(?:connect|send)|\.send(?:all)?\s{0,3}\(|\bhttp\.request\b|\bnc\s")
 
+# ``ngrok http 3000``: the skill tells you to run your own tunnel; its ngrok addresses are yours.
+TUNNEL_RUN = _rx(r"\bngrok\s{1,4}(?:http|tcp|tls|start)\b")
+TUNNEL_HOST = _rx(r"\bngrok(?:-free)?\.(?:io|app|dev)\b")
+# An injection phrase written as a regular expression (``/ignore (all )?(previous|prior) instructions/i``):
+# a detector's pattern, not an instruction.
+REGEX_SYNTAX = _rx(r"\\[sbwd][+*?{]?|\([^()\n]{0,60}\|[^()\n]{0,60}\)|\)\?")
+REGEX_LINE = _rx(r"^\s{0,12}/[^/\n]{1,300}/[gimsuy]{0,6}\s{0,3}[,;)\]]?\s{0,3}$")
+
 # Lures: links a person is told to follow.
 URL = _rx(r"\bhttps?://(?P<host>[a-z0-9.-]{1,253})(?::\d{1,5})?(?P<path>/[^\s)\"'`<>\]]{0,300})?")
 RAW_IP_HOST = _rx(r"^(?!127\.|10\.|0\.|192\.168\.|172\.(?:1[6-9]|2\d|3[01])\.|169\.254\.|192\.0\.2\.|198\.51\.100\."
-                  r"|203\.0\.113\.)\d{1,3}(?:\.\d{1,3}){3}$")
+                  r"|203\.0\.113\.|100\.(?:6[4-9]|[7-9]\d|1[01]\d|12[0-7])\.)\d{1,3}(?:\.\d{1,3}){3}$")
 PASTE_HOST = _rx(
     r"(?:^|\.)(?:pastebin\.com|paste\.ee|hastebin\.com|rentry\.(?:co|org)|glot\.io|ghostbin\.\w{2,6}|controlc\.com"
     r"|dpaste\.(?:com|org)|justpaste\.it|paste\.c-net\.org|privatebin\.net|pastes\.dev|termbin\.com"
@@ -281,7 +297,7 @@ CHECKSUM = _rx(r"\b(?:sha(?:256|512|1)sum|shasum|gpg\s{1,4}--verify|cosign\s{1,4
 CAUTION = _rx(
     r"\b(?:never|avoid|must ?not|mustn'?t|should ?not|shouldn'?t|do ?not|don'?t|instead of|rather than"
     r"|blindly|reject|flag|detect|look (?:for|out)|watch for|beware|dangerous|malicious|attacker|phrasings?"
-    r"|test cases?|red[- ]team|refuses?|warning)\b")
+    r"|test cases?|red[- ]team|refuses?|warning|theft|catches)\b")
 NOT_CAUTION = _rx(r"\b(?:never|do ?not|don'?t)\s{1,3}(?:forget|skip|mind|hesitate|omit|miss|stops?|asks?|prompts?"
                   r"|interrupts?|waits?)\b")
 HIDDEN_STYLE = _rx(
@@ -291,7 +307,8 @@ HIDDEN_STYLE = _rx(
 LINK_COMMENT = _rx(r"^\s{0,3}\[(?://|comment|_)\]:\s{0,4}#\s{0,4}[(\"'](?P<content>[^\n]{0,1000})")
 DECLARES = {
     "credentials": _rx(r"\b(?:ssh|keys?|credentials?|secrets?|tokens?|wallets?|auth\w{0,12}|security"
-                       r"|gpg|passwords?|signing|signer|vault|login|cookies?|backups?)\b"),
+                       r"|gpg|passwords?|signing|signer|vault|login|cookies?|backups?)\b"
+                       r"|\b[a-z0-9]{1,30}_(?:api_?)?(?:key|token|secret)\b"),
     "persistence": _rx(r"\b(?:schedul\w{0,6}|cron\w{0,4}|nightly|daily|hourly|startup|boot|service|timers?"
                        r"|ssh|access|login|keys?|dotfiles|shell)\b"),
 }
@@ -303,7 +320,7 @@ ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
     CODE_SECRET, ENV_DUMP, CODE_READ, EXFIL_SINK, SEND, URL, RAW_IP_HOST, PASTE_HOST, ARCHIVE_OR_BINARY,
     ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD, SKIP_PERMISSIONS, NO_ASKING, SANDBOX_WORDS, TOOL_REGISTRATION, MCP_WORDS,
-    DISK_WRITE, DISK_WORDS, DOWNLOAD_WORD, SINK_SERVICE,
+    DISK_WRITE, DISK_WORDS, DOWNLOAD_WORD, SINK_SERVICE, TUNNEL_RUN, TUNNEL_HOST, REGEX_SYNTAX, REGEX_LINE,
 )
 
 

@@ -114,6 +114,10 @@ def _line_rules(doc: _Document, folded: str, raw: str, number: int, hidden: bool
                 and doc.context.doc_file and severity == Severity.HIGH:
             # A security skill's reference documents describe injections in prose; that warns.
             severity, reason = Severity.MEDIUM, "an injection phrase in a security skill's documentation"
+        if not hidden and not homoglyph_only and rule in rules.INJECTION and severity == Severity.HIGH and (
+                rules.REGEX_SYNTAX.search(match.group()) or rules.REGEX_LINE.search(folded)):
+            # ``/ignore (all )?(previous|prior) instructions/i``: what a filter looks for, written as one.
+            severity, reason = Severity.MEDIUM, "written as a regular expression (a filter's pattern)"
         if not hidden and not homoglyph_only:
             spoken = doc.context.security and doc.context.doc_file and _in_backticks(folded, match)
             adjusted = _in_context(doc.context, rule.rule, severity, folded, match.group(),
@@ -340,11 +344,11 @@ def _document_rules(doc: _Document, description: str | None) -> None:
 
 
 def _scan_file(text: str, file: str | None, description: str | None, name: str | None = None,
-               max_lines: int = MAX_LINES) -> list[Finding]:
+               max_lines: int = MAX_LINES, homepage: str | None = None) -> list[Finding]:
     lines = text.split("\n")
     if len(lines) > max_lines:
         raise Unscannable("too_many_lines", f"{file or 'the skill'} has more than {max_lines} lines")
-    doc = _Document(file, context.file_context(name, description, file), lines, name=name)
+    doc = _Document(file, context.file_context(name, description, file, homepage), lines, name=name)
     state: dict[str, object] = {}
     in_fence = False
     fence_cautioned = False
@@ -393,9 +397,10 @@ def scan_skill(skill_md: str, resources: list[tuple[str, str]], skipped: list[di
         front = parse_front_matter(split_front_matter(skill_md)[0])
         description = " ".join(str(front["description"]).split())
         name = str(front["name"])
-        findings = _scan_file(skill_md, None, description, name, max_lines)
+        homepage = front.get("homepage") if isinstance(front.get("homepage"), str) else None
+        findings = _scan_file(skill_md, None, description, name, max_lines, homepage)
         for path, content in resources:
-            findings += _scan_file(content, path, description, name, max_lines)
+            findings += _scan_file(content, path, description, name, max_lines, homepage)
         findings += flows.scan_skill([(None, skill_md), *resources], description, name, max_lines)
         return ScanReport.of(findings, skipped)
     except InvalidSkillBundle as error:
