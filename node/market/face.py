@@ -158,6 +158,11 @@ class Market:
         """Ask the seller of ``channel_id`` to claim what it is owed and return the rest."""
         return await self.buyer.refund(channel_id)
 
+    async def withdraw(self, channel_id: str) -> dict[str, Any]:
+        """Take ``channel_id``'s unclaimed deposit back without the seller: start the timed
+        withdrawal, or finalize it once its delay has passed."""
+        return await self.buyer.withdraw(channel_id)
+
     async def deposit(self, seller_key: str, amount_micro_usdc: int) -> dict[str, Any]:
         """Open or top up the channel to ``seller_key``'s pay-to before buying."""
         return await self.buyer.deposit(seller_key, amount_micro_usdc)

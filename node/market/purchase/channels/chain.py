@@ -28,6 +28,7 @@ class OnChainChannel:
     balance: int
     total_claimed: int
     withdraw_requested_at_s: int
+    withdraw_amount: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,12 @@ class ChannelChain(Protocol):
         """Claim the channel up to ``entry`` and return the rest of the deposit to the payer
         (cooperative refund): the outcome and the amount refunded."""
 
+    def initiate_withdraw(self, config: dict[str, Any], amount: int) -> str:
+        """The payer starts the timed withdrawal of ``amount`` (its transaction, our gas)."""
+
+    def finalize_withdraw(self, config: dict[str, Any]) -> str:
+        """The payer completes it once the delay has passed (the contract refuses before)."""
+
 
 class FacadeChannels:
     """:class:`ChannelChain` over the chain package's channel face (``node.chain.Channels``,
@@ -90,7 +97,14 @@ class FacadeChannels:
     def channel(self, channel_id: str) -> OnChainChannel:
         state = self.channels.state(channel_id)
         return OnChainChannel(balance=state.balance_micro, total_claimed=state.total_claimed_micro,
-                              withdraw_requested_at_s=state.withdraw_requested_at_s)
+                              withdraw_requested_at_s=state.withdraw_requested_at_s,
+                              withdraw_amount=state.withdraw_amount_micro)
+
+    def initiate_withdraw(self, config: dict[str, Any], amount: int) -> str:
+        return self.channels.initiate_withdraw(ChannelConfig.from_dict(config), amount)
+
+    def finalize_withdraw(self, config: dict[str, Any]) -> str:
+        return self.channels.finalize_withdraw(ChannelConfig.from_dict(config))
 
     def deposit(self, payload: dict[str, Any], requirements: dict[str, Any]) -> str:
         response = self.channels.deposit(DepositPayload.from_dict(payload),
