@@ -68,6 +68,16 @@ def _render_channels(data: dict[str, Any]) -> None:
           [[c["channel_id"][:18], c["buyer_key"][:10], usdc(c["deposit_micro_usdc"]),
             usdc(c["charged_micro_usdc"]), usdc(c["unclaimed_micro_usdc"]),
             "requested" if c["withdraw_requested_at_s"] else "-", c["state"]] for c in paid_by])
+    http = data.get("http_paid_by", [])
+    if http or data.get("http_unreadable"):
+        unreadable = data.get("http_unreadable", 0)
+        table("paid over HTTP (the x402 endpoint)" + (f", {unreadable} unreadable records"
+                                                       if unreadable else ""),
+              ["channel", "payer", "deposit", "charged", "claimed", "unclaimed", "withdraw"],
+              [[c["channel_id"][:18], c["payer"][:12], usdc(c["deposit_micro_usdc"]),
+                usdc(c["charged_micro_usdc"]), usdc(c["claimed_micro_usdc"]),
+                usdc(c["unclaimed_micro_usdc"]),
+                "requested" if c["withdraw_requested_at_s"] else "-"] for c in http])
 
 
 @wallet.command("channels")

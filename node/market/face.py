@@ -39,7 +39,8 @@ class Market:
                  record_trust: RecordTrust, wallet_address: str, chain: ChainConfig,
                  engine: Callable[[], SettlementEngine | None], warnings: WarningDesk,
                  channel_ledger: ChannelLedger | None = None,
-                 claimer: Claimer | None = None) -> None:
+                 claimer: Claimer | None = None,
+                 http_channels: Callable[[], dict[str, Any]] | None = None) -> None:
         self.memory = memory
         self.listings = listings
         self.ledger = ledger
@@ -53,6 +54,8 @@ class Market:
         self.warnings = warnings
         self._channel_ledger = channel_ledger
         self._claimer = claimer
+        # The x402 HTTP endpoint's channels, read from the x402 SDK's own store (blocking).
+        self._http_channels = http_channels
 
     # --- skills -------------------------------------------------------------------------------
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
@@ -135,17 +138,23 @@ class Market:
     # --- payment channels (x402 batch-settlement) ---------------------------------------------
     async def channels(self) -> dict[str, Any]:
         """The channels this node pays through (deposit, spent, remaining, state) and those
-        that pay it (charged, claimed, unclaimed, withdrawal), with the claim totals."""
+        that pay it (charged, claimed, unclaimed, withdrawal), with the claim totals; those
+        that pay it over the x402 HTTP endpoint apart (``http_paid_by``, the SDK's records)."""
+        http: dict[str, Any] = {"channels": [], "unreadable": 0}
+        if self._http_channels is not None:
+            http = await trio.to_thread.run_sync(self._http_channels)
         ledger = self._channel_ledger
         if ledger is None:
             return {"paying": [], "paid_by": [], "unclaimed_micro_usdc": 0,
-                    "claims": {"claims": 0, "claimed_micro_usdc": 0, "gas_used": 0}}
+                    "claims": {"claims": 0, "claimed_micro_usdc": 0, "gas_used": 0},
+                    "http_paid_by": http["channels"], "http_unreadable": http["unreadable"]}
         paying = await self.memory.run(ledger.buyer_channels)
         paid_by = await self.memory.run(ledger.seller_channels)
         return {"paying": [channel.to_dict() for channel in paying],
                 "paid_by": [channel.to_dict() for channel in paid_by],
                 "unclaimed_micro_usdc": await self.memory.run(ledger.exposure),
-                "claims": await self.memory.run(ledger.claim_totals)}
+                "claims": await self.memory.run(ledger.claim_totals),
+                "http_paid_by": http["channels"], "http_unreadable": http["unreadable"]}
 
     async def claim(self) -> dict[str, Any]:
         """Claim every unclaimed voucher now (``market claim``), in as few transactions as
