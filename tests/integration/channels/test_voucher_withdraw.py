@@ -97,6 +97,10 @@ async def test_the_api_withdraws_and_refuses_what_is_not_a_channel(market: Marke
         assert started.status_code == 200 and started.json()["step"] == "initiated"
         again = await api.post("/v1/wallet/withdraw", json={"channel_id": bought["channel_id"]})
         assert again.status_code == 409 and again.json()["code"] == "withdraw_pending"
+        # While the channel is being withdrawn the seller is paid with exact.
+        exact = await api.post("/v1/purchases", json={"listing_id": listing["listing_id"],
+                                                      "again": True})
+        assert exact.status_code == 200 and exact.json()["scheme"] == "exact", exact.text
         malformed = await api.post("/v1/wallet/withdraw", json={"channel_id": "0x12"})
         assert malformed.status_code == 400
         unknown = await api.post("/v1/wallet/withdraw", json={"channel_id": "0x" + "ab" * 32})

@@ -116,6 +116,9 @@ class VoucherBuying:
         lock = self._channel_locks.setdefault(listing.pay_to.lower(), trio.Lock())
         async with lock:  # one voucher in flight per channel: each is built on the last
             channel = await self._channel_for(stored)
+            if channel.state == ChannelStatus.WITHDRAWING:
+                # The seller takes no voucher on a channel being withdrawn (``wallet withdraw``).
+                raise ExactOnly("our channel to this seller is being withdrawn")
             async with self._lock:  # caps and the record together, as for exact
                 await self._check_caps(listing.price_micro_usdc, max_price)
                 deposit, total, signature = self._voucher_for(channel, listing.price_micro_usdc)
