@@ -11,6 +11,7 @@ Every method blocks (web3): call it from a worker thread.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -81,18 +82,24 @@ class FacadeChannels:
         self.channels = channels
         self._available_checked_at = -math.inf
         self._available = False
+        self._checking = threading.Lock()
 
     def available(self) -> bool:
         """The contract's code is at its address (checked once; a miss is re-checked each
-        minute, so a devnet that gets the contract later is noticed)."""
-        if self._available or time.monotonic() - self._available_checked_at < 60.0:
+        minute, so a devnet that gets the contract later is noticed). Callers that arrive
+        while the check runs wait for its answer: a seller's first buyers ask at once, and a
+        "no" would send each of them to ``exact`` for an hour."""
+        if self._available:
+            return True
+        with self._checking:
+            if self._available or time.monotonic() - self._available_checked_at < 60.0:
+                return self._available
+            try:
+                self._available = len(self.channels.signer.get_code(CHANNEL_CONTRACT_ADDRESS)) > 0
+            except Exception:  # the chain is down: not now
+                self._available = False
+            self._available_checked_at = time.monotonic()
             return self._available
-        self._available_checked_at = time.monotonic()
-        try:
-            self._available = len(self.channels.signer.get_code(CHANNEL_CONTRACT_ADDRESS)) > 0
-        except Exception:  # the chain is down: not now
-            self._available = False
-        return self._available
 
     def channel(self, channel_id: str) -> OnChainChannel:
         state = self.channels.state(channel_id)
