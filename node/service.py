@@ -230,7 +230,8 @@ class NodeService:
                              self.config.chain, lambda: self.engine, self.warnings,
                              channel_ledger=self.channel_ledger,
                              claimer=self.claimer if self.channel_chain is not None else None,
-                             judge=scan_judge(self.config))
+                             judge=scan_judge(self.config),
+                             http_channels=http_channels.channels if http_channels else None)
         # The network hands each topic and protocol to the desk that owns it.
         self.net.on_listing(self.intake.take)
         self.market_liveness.attach(self.net)  # bounties topic, listings sync (serve and ask)

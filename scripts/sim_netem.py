@@ -12,7 +12,9 @@ the kernel has no sch_netem). Each node knows one bootstrap peer; the rest is
 discovery. ``--nat`` nodes sit behind masquerading routers (no inbound).
 
 Measures: listing propagation to every node (from the nodes' own ``received_at_ms``),
-purchases end to end (public sellers and NATed sellers, balances checked on chain),
+purchases end to end (public sellers and NATed sellers; with vouchers, issue 36, each
+buyer-seller pair opens a channel, then pays by voucher: both schemes reported apart,
+balances checked on chain after every seller's final claim),
 weather lock time to every node (from the nodes' log lines), and a late joiner's
 catch-up. Reachability (issue 26): each node's AutoNAT verdict, ``--purchases`` of
 each kind (public seller, NATed seller, NATed buyer from NATed seller: a relay
@@ -45,6 +47,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -109,7 +112,6 @@ class Sim:
         self.args, self.topology, self.root = args, topology, root
         self.nodes: list[Node] = []
         self.chain: dict[str, Any] = {}
-        self.prices: dict[tuple[str, str], int] = {}
         self.chain_exec = ThreadPoolExecutor(1, initializer=enter_namespace,
                                              initargs=(f"{topology.prefix}-chain",))
 
@@ -156,9 +158,9 @@ class Sim:
                                token_address=self.chain["token_address"]).result()
 
     def spawn(self, node: Node) -> None:
-        # Its purchases and balance checks are of ``exact`` payments (a voucher run, issue 36,
-        # would deposit once per buyer and seller): vouchers off unless the caller's env says.
-        env = {"CRYSTALMESH_MARKET_VOUCHERS": "false"} | os.environ | {"PYTHONPATH": str(REPO)}
+        # ``--scheme exact``: every purchase one on-chain transfer, as before issue 36.
+        vouchers = "true" if self.args.scheme == "voucher" else "false"
+        env = {"CRYSTALMESH_MARKET_VOUCHERS": vouchers} | os.environ | {"PYTHONPATH": str(REPO)}
         node.process = self.topology.spawn(
             node.ns, [sys.executable, "-m", "node.cli.main", "--data-dir", str(node.data_dir), "run"],
             node.data_dir / "node.log", env)
@@ -267,19 +269,37 @@ class Sim:
         wait("weather on every node", poll, 60, 0.25)
         return list(locked.values()), len(self.nodes) - 1 - len(locked)
 
-    def buy(self, buyer: Node, listing: dict[str, Any]) -> tuple[bool, float, str]:
-        """(ok, ms, why): ``why`` is ``"<code> during <phase>: <message>"`` for a failure."""
+    def buy(self, buyer: Node, listing: dict[str, Any], again: bool = False) -> Bought:
+        """One purchase (``again``: of a listing the buyer already owns, paid again)."""
         started = time.monotonic()
         try:
             bought = buyer.api("POST", "/v1/purchases", {"listing_id": listing["listing_id"],
-                                                         "max_price_micro_usdc": 1_000_000})
+                                                         "max_price_micro_usdc": 1_000_000,
+                                                         "again": again})
             # The price actually paid: a listing re-prices as its unique buyers grow.
-            self.prices[(buyer.name, listing["listing_id"])] = int(bought["price_micro_usdc"])
-            return True, (time.monotonic() - started) * 1000, ""
+            return Bought(True, (time.monotonic() - started) * 1000, "",
+                          int(bought["price_micro_usdc"]), str(bought.get("scheme") or "exact"),
+                          int(bought.get("deposit_micro_usdc") or 0))
         except httpx.HTTPStatusError as error:
-            return False, (time.monotonic() - started) * 1000, failure_reason(error.response)
+            return Bought(False, (time.monotonic() - started) * 1000,
+                          failure_reason(error.response))
         except httpx.HTTPError as error:  # the API itself did not answer
-            return False, (time.monotonic() - started) * 1000, f"api during request: {error!r}"[:300]
+            return Bought(False, (time.monotonic() - started) * 1000,
+                          f"api during request: {error!r}"[:300])
+
+
+@dataclass(frozen=True)
+class Bought:
+    """A purchase's outcome: ``why`` is ``"<code> during <phase>: <message>"`` for a failure;
+    ``scheme`` is what paid (``exact`` or ``batch-settlement``), ``deposit`` what the
+    purchase put into a channel (a channel-opening or top-up purchase waits for the chain)."""
+
+    ok: bool
+    ms: float
+    why: str
+    price: int = 0
+    scheme: str = ""
+    deposit: int = 0
 
 
 def failure_reason(response: httpx.Response) -> str:
@@ -324,8 +344,9 @@ def burst(sim: Sim, seller: Node, buyers: list[Node], listings_n: int,
 
         def one(listing_id: str) -> tuple[bool, float, str, int]:
             started = time.monotonic()
+            # ``exact``: one transfer per purchase, so balances move by the prices paid.
             answer = client.post("/v1/purchases", json={
-                "listing_id": listing_id, "max_price_micro_usdc": 1_000_000})
+                "listing_id": listing_id, "max_price_micro_usdc": 1_000_000, "exact": True})
             spent = (time.monotonic() - started) * 1000
             if answer.status_code != 200:
                 return False, spent, answer.text[:160], 0
@@ -346,6 +367,55 @@ def burst(sim: Sim, seller: Node, buyers: list[Node], listings_n: int,
             "at_once": at_once_per_buyer * len(buyers),
             "duration_ms": quantiles([row[1] for row in rows if row[0]]),
             "errors": sorted({row[2] for row in rows if not row[0]})[:3], "balances_exact": exact}
+
+
+def final_claims(sim: Sim, traders: list[Node], before: dict[str, int],
+                 exact_moved: dict[str, int], voucher_paid: dict[tuple[str, str], int]) -> dict[str, Any]:
+    """Every seller paid by voucher claims now (``POST /v1/market/claim``); then, from each
+    node's ``wallet channels`` and the chain: each buyer's channel to a seller spent exactly
+    the voucher prices it paid that seller (deposit − refundable), the seller claimed exactly
+    that, and every trader's USDC moved by claimed − deposited ± its ``exact`` prices."""
+    by_wallet = {node.info["wallet_address"].lower(): node.name for node in traders}
+    mismatches: list[str] = []
+    for name in sorted({seller for _, seller in voucher_paid}):
+        node = next(n for n in traders if n.name == name)
+        try:
+            node.api("POST", "/v1/market/claim")
+        except httpx.HTTPError as error:
+            mismatches.append(f"{name}: market claim failed: {error!r}"[:200])
+    channels = {node.name: node.api("GET", "/v1/wallet/channels") for node in traders}
+    after = {node.name: sim.usdc(node.info["wallet_address"]) for node in traders}
+    spent: dict[tuple[str, str], int] = {}
+    claimed: dict[tuple[str, str], int] = {}
+    deposited = refundable = income = 0
+    for node in traders:
+        paying, paid = channels[node.name]["paying"], channels[node.name]["paid_by"]
+        node_deposits = node_claims = 0
+        for channel in paying:
+            pair = (node.name, by_wallet.get(channel["receiver"].lower(), channel["receiver"]))
+            spent[pair] = channel["deposit_micro_usdc"] - channel["remaining_micro_usdc"]
+            node_deposits += channel["deposit_micro_usdc"]
+            refundable += channel["remaining_micro_usdc"]
+        for channel in paid:
+            pair = (by_wallet.get(channel["payer"].lower(), channel["payer"]), node.name)
+            claimed[pair] = channel["claimed_micro_usdc"]
+            node_claims += channel["claimed_micro_usdc"]
+        deposited += node_deposits
+        income += node_claims
+        expected = node_claims - node_deposits + exact_moved[node.name]
+        if after[node.name] - before[node.name] != expected:
+            mismatches.append(f"{node.name}: usdc moved {after[node.name] - before[node.name]}, "
+                              f"expected {expected} (claimed {node_claims}, deposited "
+                              f"{node_deposits}, exact {exact_moved[node.name]})")
+    for pair in sorted(set(voucher_paid) | set(spent) | set(claimed)):
+        paid_here = voucher_paid.get(pair, 0)
+        if not spent.get(pair, 0) == claimed.get(pair, 0) == paid_here:
+            mismatches.append(f"{pair[0]}→{pair[1]}: paid {paid_here} by voucher, channel spent "
+                              f"{spent.get(pair)}, seller claimed {claimed.get(pair)}")
+    return {"balances_exact": not mismatches, "mismatches": mismatches[:6],
+            "channels": len(spent), "deposited_micro_usdc": deposited,
+            "claimed_micro_usdc": income, "refundable_micro_usdc": refundable,
+            "paid_by_voucher_micro_usdc": sum(voucher_paid.values())}
 
 
 def reach(node: Node) -> dict[str, Any]:
@@ -371,10 +441,15 @@ def measure(sim: Sim) -> dict[str, Any]:
     print(f"publishing {len(sellers)} listings ({args.nat} from NATed sellers)", file=sys.stderr)
     listings = {seller.name: sim.publish(seller, 1) for seller in sellers}
     nat_nodes = [s for s in sellers if s.nat]
-    # Each NATed buyer can buy each other NATed seller's listings once: enough listings for
-    # ``--purchases`` NAT-to-NAT purchases (the first of each seller measures propagation).
+    # With vouchers each (buyer, listing) pair buys ``--voucher-repeats`` times (the first
+    # opens the channel, the rest pay by voucher): enough pairs for ``--purchases`` voucher
+    # purchases of each kind. With ``exact`` every pair buys once.
+    repeats = max(2, args.voucher_repeats) if args.scheme == "voucher" else 1
+    per_kind = -(-args.purchases // (repeats - 1)) if repeats > 1 else args.purchases
+    # Each NATed buyer can buy each other NATed seller's listings: enough listings for
+    # ``per_kind`` NAT-to-NAT pairs (the first of each seller measures propagation).
     pairs_per_listing = max(1, len(nat_nodes) * (len(nat_nodes) - 1))
-    per_seller = max(1, -(-args.purchases // pairs_per_listing))
+    per_seller = max(1, -(-per_kind // pairs_per_listing))
     more = {seller.name: [sim.publish(seller, n) for n in range(2, per_seller + 1)]
             for seller in nat_nodes}
     seller_of = {listing["listing_id"]: seller for seller in sellers
@@ -403,7 +478,6 @@ def measure(sim: Sim) -> dict[str, Any]:
     all_nat_listings = nat_listings + [listing for n in range(per_seller - 1)
                                        for listing in [more[s.name][n] for s in nat_nodes]]
     public_buyers = [node for node in public[1:]]
-    per_kind = args.purchases
 
     def pairs(buyers: list[Node], offered: list[dict[str, Any]]) -> list[tuple[Node, dict[str, Any]]]:
         """``per_kind`` (buyer, listing) pairs, round robin, never a seller's own listing."""
@@ -417,16 +491,18 @@ def measure(sim: Sim) -> dict[str, Any]:
                     ordered.append(by_buyer[name].pop(0))
         return ordered
 
-    plan = [(b, lst, "public_seller") for b, lst in pairs(public_buyers, public_listings)]
-    plan += [(b, lst, "nat_seller") for b, lst in pairs(public_buyers, all_nat_listings)]
+    pairs_plan = [(b, lst, "public_seller") for b, lst in pairs(public_buyers, public_listings)]
+    pairs_plan += [(b, lst, "nat_seller") for b, lst in pairs(public_buyers, all_nat_listings)]
     # NAT to NAT: neither side can dial the other; a relay carries the first connection.
-    plan += [(b, lst, "nat_to_nat") for b, lst in pairs(nat_nodes, all_nat_listings)]
+    pairs_plan += [(b, lst, "nat_to_nat") for b, lst in pairs(nat_nodes, all_nat_listings)]
+    # Round r of every pair before round r + 1: a pair's purchases are sequential.
+    plan = [(b, lst, kind, rounds > 0) for rounds in range(repeats) for b, lst, kind in pairs_plan]
     # Sellers buy too: every node's balance must move by exactly what it earned minus spent.
     traders = list({node.name: node for item in plan for node in (item[0], *sellers)}.values())
     before = {n.name: sim.usdc(n.info["wallet_address"]) for n in traders}
-    outcomes: list[tuple[bool, float, str, str, dict[str, Any], Node]] = []
+    outcomes: list[tuple[Bought, str, dict[str, Any], Node, bool]] = []
     # Waves in which each buyer buys once, so a purchase never waits for its buyer's previous one.
-    waves: list[list[tuple[Node, dict[str, Any], str]]] = []
+    waves: list[list[tuple[Node, dict[str, Any], str, bool]]] = []
     for item in plan:
         wave = next((w for w in waves if all(other[0] is not item[0] for other in w)), None)
         if wave is None:
@@ -435,24 +511,29 @@ def measure(sim: Sim) -> dict[str, Any]:
             wave.append(item)
     for wave in waves:
         with ThreadPoolExecutor(len(wave)) as pool:
-            outcomes += list(pool.map(lambda item: (*sim.buy(item[0], item[1]), item[2], item[1],
-                                                    item[0]), wave))
-    moved = {n.name: 0 for n in traders}
-    for ok, _, _, _, listing, buyer in outcomes:
-        if ok:
+            outcomes += list(pool.map(lambda item: (sim.buy(item[0], item[1], item[3]), item[2],
+                                                    item[1], item[0], item[3]), wave))
+    exact_moved = {n.name: 0 for n in traders}
+    voucher_paid: dict[tuple[str, str], int] = {}
+    for bought, _, listing, buyer, _ in outcomes:
+        if bought.ok:
             seller = seller_of[listing["listing_id"]]
-            price = sim.prices[(buyer.name, listing["listing_id"])]
-            moved[seller.name] += price
-            moved[buyer.name] -= price
-    after = {n.name: sim.usdc(n.info["wallet_address"]) for n in traders}
-    exact = all(after[name] - before[name] == moved[name] for name in moved)
+            if bought.scheme == "exact":
+                exact_moved[seller.name] += bought.price
+                exact_moved[buyer.name] -= bought.price
+            else:
+                pair = (buyer.name, seller.name)
+                voucher_paid[pair] = voucher_paid.get(pair, 0) + bought.price
+    print("final claims: every seller claims its vouchers, then balances", file=sys.stderr)
+    balances = final_claims(sim, traders, before, exact_moved, voucher_paid)
+    exact = balances["balances_exact"]
 
     # DCUtR: which NAT purchases' buyer-seller connections are direct once the upgrade had time.
-    nat_rows = [row for row in outcomes if row[3] in ("nat_seller", "nat_to_nat") and row[0]]
+    nat_rows = [row for row in outcomes if row[1] in ("nat_seller", "nat_to_nat") and row[0].ok]
 
     def direct(row: tuple[Any, ...]) -> bool:
-        seller = seller_of[row[4]["listing_id"]]
-        found = [p for p in row[5].api("GET", "/v1/peers")["peers"]
+        seller = seller_of[row[2]["listing_id"]]
+        found = [p for p in row[3].api("GET", "/v1/peers")["peers"]
                  if p["peer_id"] == seller.info["peer_id"]]
         return bool(found) and found[0]["connected"] and not found[0].get("relayed", False)
 
@@ -462,12 +543,25 @@ def measure(sim: Sim) -> dict[str, Any]:
     relay_bytes = sum(int((reach(node).get("relay") or {}).get("relayed_bytes") or 0)
                       for node in nodes)
 
+    def paid_by(row: tuple[Bought, str, dict[str, Any], Node, bool]) -> str:
+        """``voucher``, ``first`` (carried a deposit: the channel-opening purchase, or a
+        top-up) or ``exact``; a failed purchase by its place in the plan."""
+        bought, again = row[0], row[4]
+        if bought.ok:
+            return "exact" if bought.scheme == "exact" else "first" if bought.deposit else "voucher"
+        return "exact" if args.scheme == "exact" else "voucher" if again else "first"
+
+    def figures(rows: list[tuple[Bought, str, dict[str, Any], Node, bool]]) -> dict[str, Any]:
+        return {"ok": sum(row[0].ok for row in rows), "total": len(rows),
+                "duration_ms": quantiles([row[0].ms for row in rows if row[0].ok]),
+                "reasons": reason_counts([row[0].why for row in rows if not row[0].ok])}
+
     def summary(kind: str) -> dict[str, Any]:
-        rows = [row for row in outcomes if row[3] == kind]
-        return {"ok": sum(row[0] for row in rows), "total": len(rows),
-                "duration_ms": quantiles([row[1] for row in rows if row[0]]),
-                "errors": sorted({row[2][:120] for row in rows if not row[0]})[:3],
-                "reasons": reason_counts([row[2] for row in rows if not row[0]])}
+        rows = [row for row in outcomes if row[1] == kind]
+        return figures(rows) | {
+            "errors": sorted({row[0].why[:120] for row in rows if not row[0].ok})[:3],
+            **{scheme: figures([row for row in rows if paid_by(row) == scheme])
+               for scheme in ("voucher", "first", "exact")}}
 
     # Before the weather drill: its lock-down rightly halts purchases from provisional sellers.
     burst_result: dict[str, Any] | None = None
@@ -491,22 +585,23 @@ def measure(sim: Sim) -> dict[str, Any]:
 
     restart = restart_refound(sim, args.restart_timeout_s)
 
-
     catalogue: dict[str, Any] = {"published": 0, "reached_all_nodes_s": None}
     if args.catalogue:
         print(f"catalogue: one public node publishes {args.catalogue} skills at once", file=sys.stderr)
         seller = nodes[2]
         started_s = time.monotonic()
-        published = sim.catalogue(seller, args.catalogue)
+        catalogued = sim.catalogue(seller, args.catalogue)
         publishing_s = time.monotonic() - started_s
         started_s = time.monotonic()
-        seen = sim.listings_everywhere(published, nodes, 120)
-        everywhere = all(len(found) == len(published) for found in seen.values())
-        catalogue = {"published": len(published),
+        seen = sim.listings_everywhere(catalogued, nodes, 120)
+        everywhere = all(len(found) == len(catalogued) for found in seen.values())
+        catalogue = {"published": len(catalogued),
                      "publish_s": round(publishing_s, 1),
                      "reached_all_nodes_s": round(time.monotonic() - started_s, 1) if everywhere else None,
-                     "missing": sum(len(published) - len(found) for found in seen.values())}
+                     "missing": sum(len(catalogued) - len(found) for found in seen.values())}
 
+    purchases = {f"purchases_{kind}": summary(kind)
+                 for kind in ("public_seller", "nat_seller", "nat_to_nat")}
     return {
         "restart_refound_s": restart,
         "burst": burst_result,
@@ -516,9 +611,12 @@ def measure(sim: Sim) -> dict[str, Any]:
         "delay_ms": args.delay_ms, "jitter_ms": args.jitter_ms, "loss": args.loss,
         "peers_per_node": quantiles([float(v) for v in peers.values()]),
         "listing_propagation_ms": quantiles(propagation) | {"missing": missing},
-        "purchases_public_seller": summary("public_seller"),
-        "purchases_nat_seller": summary("nat_seller"), "purchases_nat_to_nat": summary("nat_to_nat"),
-        "balances_exact": exact,
+        **purchases,
+        "scheme": args.scheme, "voucher_repeats": repeats,
+        "balances_exact": exact, "balances": balances,
+        "voucher_targets_met": {
+            kind: (purchases[kind]["voucher"]["duration_ms"].get("p50") or float("inf")) <= bound
+            for kind, bound in (("purchases_public_seller", 250), ("purchases_nat_seller", 400))},
         "reachability": {state: sum(1 for v in reachability.values() if v == state)
                          for state in ("public", "private", "unknown")},
         "nat_nodes_private": all(reachability[n.name] == "private" for n in nat_nodes),
@@ -560,7 +658,14 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=25)
     parser.add_argument("--nat", type=int, default=3)
     parser.add_argument("--listings", type=int, default=4, help="listings from public sellers")
-    parser.add_argument("--purchases", type=int, default=20, help="purchases of each kind")
+    parser.add_argument("--purchases", type=int, default=20,
+                        help="purchases of each kind (with vouchers: voucher purchases, besides "
+                             "the channel-opening ones)")
+    parser.add_argument("--scheme", choices=("voucher", "exact"), default="voucher",
+                        help="voucher: x402 batch-settlement after a channel-opening purchase "
+                             "(issue 36); exact: every purchase one on-chain transfer")
+    parser.add_argument("--voucher-repeats", type=int, default=5,
+                        help="purchases per (buyer, listing) pair with vouchers (1 opening)")
     parser.add_argument("--dcutr-wait-s", type=float, default=30.0,
                         help="how long NAT purchases' connections may take to become direct")
     parser.add_argument("--nat-ports", choices=("preserving", "random"), default="preserving",

@@ -218,8 +218,10 @@ class MarketTools:
 
     async def wallet_channels(self) -> dict[str, Any]:
         """Payment channels: per seller this node buys from, the deposit, what vouchers spent
-        and what is left (refundable); per buyer paying this node, what it was charged and
-        what is not yet claimed, and whether the buyer asked to withdraw."""
+        and what is left (refundable), and when a started withdrawal can be finalized; per
+        buyer paying this node, what it was charged and what is not yet claimed, and whether
+        the buyer asked to withdraw; "http_paid_by": the same for buyers paying over the
+        x402 HTTP endpoint (charged, claimed)."""
         return await self.call(lambda client: client.channels())
 
     async def skill_record_execution(

@@ -476,6 +476,10 @@ class ApiClient:
     def refund(self, channel_id: str) -> Json:
         return dict(self.post("/v1/wallet/refund", {"channel_id": channel_id}))
 
+    def withdraw(self, channel_id: str) -> Json:
+        """Start a channel's timed withdrawal, or finalize it once its delay has passed."""
+        return dict(self.post("/v1/wallet/withdraw", {"channel_id": channel_id}))
+
     def claim(self) -> Json:
         """Claim every unclaimed voucher this node holds, now."""
         return dict(self.post("/v1/market/claim"))

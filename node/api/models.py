@@ -155,6 +155,12 @@ class RefundIn(Body):
     channel_id: Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{64}$")]
 
 
+class WithdrawIn(Body):
+    """``POST /v1/wallet/withdraw``: start a channel's timed withdrawal, or finalize it."""
+
+    channel_id: Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{64}$")]
+
+
 class RedeliverIn(Body):
     """``POST /v1/purchases/redeliver``."""
 

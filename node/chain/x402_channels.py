@@ -55,8 +55,14 @@ from node.chain.channels import (
 from node.chain.client import ChainClient
 from node.chain.errors import ChainError, PaymentRejected
 from node.chain.x402 import network_id
+from protocol.codec import json_too_deep
 
 log = logging.getLogger(__name__)
+
+# A channel record is a few hundred bytes, four levels deep; anything else in the directory
+# was not written by the SDK and is skipped before its JSON is parsed.
+_RECORD_MAX_BYTES = 64 * 1024
+_RECORD_MAX_DEPTH = 8
 
 SCHEME_BATCH_SETTLEMENT = "batch-settlement"
 CHANNEL_WITHDRAWING = "channel_withdrawing"
@@ -117,6 +123,7 @@ class ChannelPayments:
         self.wallet = wallet
         self.network = network_id(chain_id)  # from config: the chain may be down at start
         storage_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.storage_dir = storage_dir
         self.facilitator = x402FacilitatorSync()
         self.facilitator.register(
             [self.network], BatchSettlementEvmFacilitator(ChainFacilitatorSigner(client, wallet)))
@@ -222,6 +229,10 @@ class ChannelPayments:
                     "refundNonce": str(channel.refund_nonce),
                     "chargedCumulativeAmount": channel.charged_cumulative_amount}}}
 
+    def channels(self) -> dict[str, Any]:
+        """The channels that paid this seller over HTTP, as the SDK's store holds them."""
+        return http_channel_records(self.storage_dir)
+
     def claim_and_settle(self) -> dict[str, Any]:
         """Claim every voucher the SDK holds for this seller in one transaction per batch, then
         move the claimed money to the wallet (the SDK's channel manager)."""
@@ -234,3 +245,38 @@ class ChannelPayments:
         body = self.server.create_payment_required_response(
             [requirements], ResourceInfo.model_validate(resource), error=reason, payment_payload=payload)
         return ChannelPaymentRefused(reason, body.model_dump(by_alias=True, exclude_none=True))
+
+
+def http_channel_records(storage_dir: Path) -> dict[str, Any]:
+    """``{"channels": [...], "unreadable": n}``: each channel of the x402 endpoint (read with
+    the SDK's ``FileChannelStorage``, the store its server scheme writes) as ``wallet
+    channels`` shows a channel that pays this node: deposit, charged, claimed, unclaimed,
+    withdrawal. A file the SDK could not have written (too big, too deep, not a record) is
+    counted in ``unreadable``, never parsed into a crash."""
+    storage = FileChannelStorage(str(storage_dir))
+    records = storage_dir / "server"
+    rows: list[dict[str, Any]] = []
+    unreadable = 0
+    if not records.is_dir():
+        return {"channels": rows, "unreadable": 0}
+    for entry in sorted(records.glob("*.json")):
+        try:
+            if entry.stat().st_size > _RECORD_MAX_BYTES or json_too_deep(
+                    entry.read_bytes(), _RECORD_MAX_DEPTH):
+                unreadable += 1
+                continue
+            channel = storage.get(entry.stem)
+            if channel is None:
+                continue
+            charged, claimed = int(channel.charged_cumulative_amount), int(channel.total_claimed)
+            rows.append({
+                "channel_id": channel.channel_id.lower(), "payer": channel.channel_config.payer,
+                "deposit_micro_usdc": int(channel.balance), "charged_micro_usdc": charged,
+                "claimed_micro_usdc": claimed, "unclaimed_micro_usdc": max(0, charged - claimed),
+                "withdraw_requested_at_s": int(channel.withdraw_requested_at),
+                "withdraw_delay_s": int(channel.channel_config.withdraw_delay),
+                "last_request_at_ms": int(channel.last_request_timestamp)})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            log.info("x402 channel record unreadable file=%s error=%s", entry.name, error)
+            unreadable += 1
+    return {"channels": rows, "unreadable": unreadable}

@@ -3,6 +3,7 @@ and its payment channels (through the running node)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -48,18 +49,35 @@ def balance(ctx: CliContext) -> None:
         f"{d['address']}\n  {usdc(d['usdc_micro'])}\n  {d['eth_wei'] / 1e18:.6f} ETH (gas)"))
 
 
+def _when(unix_s: int | None) -> str:
+    if not unix_s:
+        return "-"
+    return datetime.fromtimestamp(unix_s, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def _render_channels(data: dict[str, Any]) -> None:
     paying, paid_by = data.get("paying", []), data.get("paid_by", [])
     table("paying (channels this node buys through)",
-          ["channel", "seller", "deposit", "spent", "left", "state"],
+          ["channel", "seller", "deposit", "spent", "left", "state", "withdraw from"],
           [[c["channel_id"][:18], c["seller_key"][:10], usdc(c["deposit_micro_usdc"]),
-            usdc(c["spent_micro_usdc"]), usdc(c["remaining_micro_usdc"]), c["state"]]
+            usdc(c["spent_micro_usdc"]), usdc(c["remaining_micro_usdc"]), c["state"],
+            _when(c.get("withdraw_finalize_after_s"))]
            for c in paying])
     table(f"paid by (unclaimed {usdc(data.get('unclaimed_micro_usdc', 0))})",
           ["channel", "buyer", "deposit", "charged", "unclaimed", "withdraw", "state"],
           [[c["channel_id"][:18], c["buyer_key"][:10], usdc(c["deposit_micro_usdc"]),
             usdc(c["charged_micro_usdc"]), usdc(c["unclaimed_micro_usdc"]),
             "requested" if c["withdraw_requested_at_s"] else "-", c["state"]] for c in paid_by])
+    http = data.get("http_paid_by", [])
+    if http or data.get("http_unreadable"):
+        unreadable = data.get("http_unreadable", 0)
+        table("paid over HTTP (the x402 endpoint)" + (f", {unreadable} unreadable records"
+                                                       if unreadable else ""),
+              ["channel", "payer", "deposit", "charged", "claimed", "unclaimed", "withdraw"],
+              [[c["channel_id"][:18], c["payer"][:12], usdc(c["deposit_micro_usdc"]),
+                usdc(c["charged_micro_usdc"]), usdc(c["claimed_micro_usdc"]),
+                usdc(c["unclaimed_micro_usdc"]),
+                "requested" if c["withdraw_requested_at_s"] else "-"] for c in http])
 
 
 @wallet.command("channels")
@@ -88,6 +106,27 @@ def deposit(ctx: CliContext, seller_key: str, amount: str) -> None:
                "(refundable with `crystalmesh wallet refund`)", err=True)
     ctx.emit(ctx.api().deposit(seller_key, micro), lambda d: click.echo(
         f"channel {d['channel_id']} now holds {usdc(d['deposit_micro_usdc'])} (tx {d['tx_hash']})"))
+
+
+@wallet.command("withdraw")
+@click.argument("channel_id")
+@common_options
+def withdraw(ctx: CliContext, channel_id: str) -> None:
+    """Take CHANNEL_ID's unclaimed deposit back without the seller: the first call starts the
+    contract's timed withdrawal, a call after the channel's delay completes it (gas: this node).
+
+    \f
+    Example: ``crystalmesh wallet withdraw 0x5f…c2``
+    """
+    def render(d: dict[str, Any]) -> None:
+        if d["step"] == "initiated":
+            click.echo(f"withdrawal of {usdc(d['withdraw_micro_usdc'])} started (tx {d['tx_hash']}); "
+                       f"run this again after {_when(d['withdraw_finalize_after_s'])}")
+        else:
+            click.echo(f"withdrew {usdc(d['withdrawn_micro_usdc'])} (spent "
+                       f"{usdc(d['spent_micro_usdc'])}) in {d['tx_hash']}")
+
+    ctx.emit(ctx.api().withdraw(channel_id), render)
 
 
 @wallet.command("refund")

@@ -53,7 +53,8 @@ class Market:
                  trust_record: TrustRecord, wallet_address: str, chain: ChainConfig,
                  engine: Callable[[], SettlementEngine | None], warnings: WarningDesk,
                  channel_ledger: ChannelLedger | None = None,
-                 claimer: Claimer | None = None, judge: EndpointSettings | None = None) -> None:
+                 claimer: Claimer | None = None, judge: EndpointSettings | None = None,
+                 http_channels: Callable[[], dict[str, Any]] | None = None) -> None:
         self.memory = memory
         self.listings = listings
         self.ledger = ledger
@@ -68,6 +69,8 @@ class Market:
         self._channel_ledger = channel_ledger
         self._claimer = claimer
         self._judge = judge  # scan.judge_* from config; None: no endpoint judge configured
+        # The x402 HTTP endpoint's channels, read from the x402 SDK's own store (blocking).
+        self._http_channels = http_channels
 
     # --- skills -------------------------------------------------------------------------------
     async def record_execution(self, crystal_id: str, success: bool, reward: float | None,
@@ -144,17 +147,23 @@ class Market:
     # --- payment channels (x402 batch-settlement) ---------------------------------------------
     async def channels(self) -> dict[str, Any]:
         """The channels this node pays through (deposit, spent, remaining, state) and those
-        that pay it (charged, claimed, unclaimed, withdrawal), with the claim totals."""
+        that pay it (charged, claimed, unclaimed, withdrawal), with the claim totals; those
+        that pay it over the x402 HTTP endpoint apart (``http_paid_by``, the SDK's records)."""
+        http: dict[str, Any] = {"channels": [], "unreadable": 0}
+        if self._http_channels is not None:
+            http = await trio.to_thread.run_sync(self._http_channels)
         ledger = self._channel_ledger
         if ledger is None:
             return {"paying": [], "paid_by": [], "unclaimed_micro_usdc": 0,
-                    "claims": {"claims": 0, "claimed_micro_usdc": 0, "gas_used": 0}}
+                    "claims": {"claims": 0, "claimed_micro_usdc": 0, "gas_used": 0},
+                    "http_paid_by": http["channels"], "http_unreadable": http["unreadable"]}
         paying = await self.memory.run(ledger.buyer_channels)
         paid_by = await self.memory.run(ledger.seller_channels)
         return {"paying": [channel.to_dict() for channel in paying],
                 "paid_by": [channel.to_dict() for channel in paid_by],
                 "unclaimed_micro_usdc": await self.memory.run(ledger.exposure),
-                "claims": await self.memory.run(ledger.claim_totals)}
+                "claims": await self.memory.run(ledger.claim_totals),
+                "http_paid_by": http["channels"], "http_unreadable": http["unreadable"]}
 
     async def claim(self) -> dict[str, Any]:
         """Claim every unclaimed voucher now (``market claim``), in as few transactions as
@@ -166,6 +175,11 @@ class Market:
     async def refund(self, channel_id: str) -> dict[str, Any]:
         """Ask the seller of ``channel_id`` to claim what it is owed and return the rest."""
         return await self.buyer.refund(channel_id)
+
+    async def withdraw(self, channel_id: str) -> dict[str, Any]:
+        """Take ``channel_id``'s unclaimed deposit back without the seller: start the timed
+        withdrawal, or finalize it once its delay has passed."""
+        return await self.buyer.withdraw(channel_id)
 
     async def deposit(self, seller_key: str, amount_micro_usdc: int) -> dict[str, Any]:
         """Open or top up the channel to ``seller_key``'s pay-to before buying."""

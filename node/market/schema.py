@@ -227,4 +227,11 @@ MIGRATIONS.append([
     "ALTER TABLE purchases ADD COLUMN voucher_signature TEXT",
 ])
 
+MIGRATIONS.append([
+    # 8: the buyer's timed withdrawal (``wallet withdraw``): when it was started on chain (unix
+    # seconds, the chain's clock) and how much it asked for; 0 while none is pending.
+    "ALTER TABLE buyer_channels ADD COLUMN withdraw_requested_at_s INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE buyer_channels ADD COLUMN withdraw_micro_usdc INTEGER NOT NULL DEFAULT 0",
+])
+
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -267,6 +267,10 @@ async def test_sdk_channel_client_buys_with_vouchers_and_gets_its_deposit_back(
     assert usdc(devnet, buyer.address) == 5_000_000 - deposit
     assert len(sales(devnet)) == sales_before + 3  # each voucher recorded before delivery
     assert usdc(devnet, seller_address) == seller_before  # nothing claimed yet
+    # ``wallet channels`` shows the channel, read from the SDK's store.
+    shown = devnet.cli_json("wallet", "channels", node=SELLER)["http_paid_by"]
+    [paid] = [row for row in shown if row["payer"].lower() == buyer.address.lower()]
+    assert (paid["charged_micro_usdc"], paid["unclaimed_micro_usdc"]) == (3 * price, 3 * price)
 
     # The last voucher again (a lost answer): the same delivery, no charge, no new sale.
     again = httpx.get(url, headers={"PAYMENT-SIGNATURE": recording.payments[-1]}, timeout=60)

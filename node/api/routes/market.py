@@ -32,6 +32,7 @@ from node.api.models import (
     RedeliverIn,
     RefundIn,
     VersionIn,
+    WithdrawIn,
 )
 from node.errors import NodeError
 
@@ -168,6 +169,10 @@ def market_router(node: NodeApi) -> APIRouter:
     @router.post("/wallet/refund", tags=["market"])
     async def wallet_refund(body: RefundIn) -> Json:
         return await node.market.refund(body.channel_id)
+
+    @router.post("/wallet/withdraw", tags=["market"])
+    async def wallet_withdraw(body: WithdrawIn) -> Json:
+        return await node.market.withdraw(body.channel_id)
 
     @router.post("/market/claim", tags=["market"])
     async def market_claim() -> Json:

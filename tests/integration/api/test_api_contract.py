@@ -35,6 +35,7 @@ ROUTES = {
     ("get", "/v1/market/stats"), ("get", "/v1/wallet"), ("get", "/v1/trust"),
     # payment channels (issue 36)
     ("get", "/v1/wallet/channels"), ("post", "/v1/wallet/deposit"), ("post", "/v1/wallet/refund"),
+    ("post", "/v1/wallet/withdraw"),
     ("post", "/v1/market/claim"),
     ("get", "/v1/weather"), ("post", "/v1/weather/broadcast"), ("post", "/v1/dashboard/login-link"),
     ("get", "/dashboard"), ("get", "/dashboard/login"), ("post", "/dashboard/login"),
@@ -89,6 +90,7 @@ BODY_MODELS = {
     "/v1/purchases": ("PurchaseIn", {"listing_id", "max_price_micro_usdc", "again", "exact"}),
     "/v1/wallet/deposit": ("DepositIn", {"seller_key", "amount_micro_usdc"}),
     "/v1/wallet/refund": ("RefundIn", {"channel_id"}),
+    "/v1/wallet/withdraw": ("WithdrawIn", {"channel_id"}),
     "/v1/purchases/redeliver": ("RedeliverIn", {"listing_id"}),
     "/v1/weather/broadcast": ("WeatherIn", {"level", "duration_s", "reason"}),
     "/dashboard/login": ("LoginIn", {"token"}),

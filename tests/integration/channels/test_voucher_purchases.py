@@ -188,3 +188,28 @@ async def test_a_buyer_behind_the_sellers_record_resyncs_on_its_own_voucher_only
         await market.buyer.market.buy(listings[2]["listing_id"])
     sold = [sale["voucher_total"] for sale in await market.seller.market.sales(10)]
     assert sorted(sold) == [prices[0], prices[0] + prices[1]]
+
+
+async def test_wallet_channels_shows_the_x402_endpoints_channels_from_the_sdks_store(
+        market: Market) -> None:
+    from x402.mechanisms.evm.batch_settlement.server import FileChannelStorage
+    from x402.mechanisms.evm.batch_settlement.server.storage import Channel
+
+    from node.chain.channels import channel_config
+
+    payer = Account.create().address
+    seller = market.seller.wallet_address
+    config = channel_config(payer=payer, receiver=seller, receiver_authorizer=seller,
+                            token_address=market.chain.token_address)
+    channel_id = "0x" + "5a" * 32
+    # What the SDK's server scheme writes for a channel paid over HTTP.
+    FileChannelStorage(str(market.seller.config.data_dir / "x402-channels")).update_channel(
+        channel_id, lambda _: Channel(channel_id=channel_id, channel_config=config,
+                                      charged_cumulative_amount="27000", balance="500000",
+                                      total_claimed="13500"))
+    async with market.http(market.seller) as seller_api:
+        shown = (await seller_api.get("/v1/wallet/channels")).json()
+    [http] = shown["http_paid_by"]
+    assert (http["channel_id"], http["payer"], http["charged_micro_usdc"], http["claimed_micro_usdc"],
+            http["unclaimed_micro_usdc"]) == (channel_id, payer, 27_000, 13_500, 13_500)
+    assert shown["paid_by"] == [] and shown["http_unreadable"] == 0

@@ -11,6 +11,7 @@ Every method blocks (web3): call it from a worker thread.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,6 +29,7 @@ class OnChainChannel:
     balance: int
     total_claimed: int
     withdraw_requested_at_s: int
+    withdraw_amount: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,12 @@ class ChannelChain(Protocol):
         """Claim the channel up to ``entry`` and return the rest of the deposit to the payer
         (cooperative refund): the outcome and the amount refunded."""
 
+    def initiate_withdraw(self, config: dict[str, Any], amount: int) -> str:
+        """The payer starts the timed withdrawal of ``amount`` (its transaction, our gas)."""
+
+    def finalize_withdraw(self, config: dict[str, Any]) -> str:
+        """The payer completes it once the delay has passed (the contract refuses before)."""
+
 
 class FacadeChannels:
     """:class:`ChannelChain` over the chain package's channel face (``node.chain.Channels``,
@@ -74,23 +82,36 @@ class FacadeChannels:
         self.channels = channels
         self._available_checked_at = -math.inf
         self._available = False
+        self._checking = threading.Lock()
 
     def available(self) -> bool:
         """The contract's code is at its address (checked once; a miss is re-checked each
-        minute, so a devnet that gets the contract later is noticed)."""
-        if self._available or time.monotonic() - self._available_checked_at < 60.0:
+        minute, so a devnet that gets the contract later is noticed). Callers that arrive
+        while the check runs wait for its answer: a seller's first buyers ask at once, and a
+        "no" would send each of them to ``exact`` for an hour."""
+        if self._available:
+            return True
+        with self._checking:
+            if self._available or time.monotonic() - self._available_checked_at < 60.0:
+                return self._available
+            try:
+                self._available = len(self.channels.signer.get_code(CHANNEL_CONTRACT_ADDRESS)) > 0
+            except Exception:  # the chain is down: not now
+                self._available = False
+            self._available_checked_at = time.monotonic()
             return self._available
-        self._available_checked_at = time.monotonic()
-        try:
-            self._available = len(self.channels.signer.get_code(CHANNEL_CONTRACT_ADDRESS)) > 0
-        except Exception:  # the chain is down: not now
-            self._available = False
-        return self._available
 
     def channel(self, channel_id: str) -> OnChainChannel:
         state = self.channels.state(channel_id)
         return OnChainChannel(balance=state.balance_micro, total_claimed=state.total_claimed_micro,
-                              withdraw_requested_at_s=state.withdraw_requested_at_s)
+                              withdraw_requested_at_s=state.withdraw_requested_at_s,
+                              withdraw_amount=state.withdraw_amount_micro)
+
+    def initiate_withdraw(self, config: dict[str, Any], amount: int) -> str:
+        return self.channels.initiate_withdraw(ChannelConfig.from_dict(config), amount)
+
+    def finalize_withdraw(self, config: dict[str, Any]) -> str:
+        return self.channels.finalize_withdraw(ChannelConfig.from_dict(config))
 
     def deposit(self, payload: dict[str, Any], requirements: dict[str, Any]) -> str:
         response = self.channels.deposit(DepositPayload.from_dict(payload),

@@ -85,12 +85,16 @@ class Claimer:
         while True:
             await trio.sleep(self.market.claim_interval_s)
             try:
-                await self.refresh_withdrawals()
-                await self.claim(force=False)
-                if trio.current_time() - self._http_claimed_at >= self.market.claim_max_age_s:
-                    await self._claim_http()
+                await self.round()
             except Exception as error:  # the chain is down: try again next round
                 log.warning("voucher claim round failed error=%s", error)
+
+    async def round(self) -> None:
+        """One look: buyers' withdrawals read from the chain, then whatever is due claimed."""
+        await self.refresh_withdrawals()
+        await self.claim(force=False)
+        if trio.current_time() - self._http_claimed_at >= self.market.claim_max_age_s:
+            await self._claim_http()
 
     async def refresh_withdrawals(self) -> None:
         """Re-read every channel with unclaimed vouchers (one call each): a withdrawal the

@@ -46,10 +46,19 @@ class BuyerChannel:
     refunded_micro_usdc: int
     created_at_ms: int
     updated_at_ms: int
+    withdraw_requested_at_s: int = 0
+    withdraw_micro_usdc: int = 0
 
     @property
     def terms(self) -> ChannelTerms:
         return terms_from_json(json.loads(self.terms_json))
+
+    @property
+    def withdraw_finalize_after_s(self) -> int | None:
+        """When (unix seconds, the chain's clock) a pending withdrawal can be finalized."""
+        if not self.withdraw_requested_at_s:
+            return None
+        return self.withdraw_requested_at_s + self.terms.withdraw_delay_s
 
     @property
     def remaining_micro_usdc(self) -> int:
@@ -68,6 +77,9 @@ class BuyerChannel:
             "state": self.state, "refund_tx": self.refund_tx,
             "refunded_micro_usdc": self.refunded_micro_usdc,
             "withdraw_delay_s": self.terms.withdraw_delay_s,
+            "withdraw_requested_at_s": self.withdraw_requested_at_s,
+            "withdraw_micro_usdc": self.withdraw_micro_usdc,
+            "withdraw_finalize_after_s": self.withdraw_finalize_after_s,
             "updated_at_ms": self.updated_at_ms,
         }
 
@@ -234,6 +246,17 @@ class ChannelLedger:
                 "UPDATE buyer_channels SET state=?, refund_tx=COALESCE(?, refund_tx), "
                 "refunded_micro_usdc=COALESCE(?, refunded_micro_usdc), updated_at_ms=? "
                 "WHERE channel_id=?", (state, refund_tx, refunded, now_ms(), channel_id))
+
+    def buyer_withdraw(self, channel_id: str, state: ChannelStatus, requested_at_s: int,
+                       amount: int, deposited: int | None = None, withdrawn: int = 0) -> None:
+        """The timed withdrawal's step: started (``withdrawing``, when, how much) or finalized
+        (``closed``, the deposit left on chain, what came back counted as refunded)."""
+        with self.db.transaction() as conn:
+            conn.execute(
+                "UPDATE buyer_channels SET state=?, withdraw_requested_at_s=?, "
+                "withdraw_micro_usdc=?, deposited_micro_usdc=COALESCE(?, deposited_micro_usdc), "
+                "refunded_micro_usdc=refunded_micro_usdc+?, updated_at_ms=? WHERE channel_id=?",
+                (state, requested_at_s, amount, deposited, withdrawn, now_ms(), channel_id))
 
     # --- seller -------------------------------------------------------------------------
     def seller_channel(self, channel_id: str) -> SellerChannel | None:

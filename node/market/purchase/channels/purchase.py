@@ -36,6 +36,7 @@ from node.market.purchase.channels.terms import (
     deposit_expired,
     deposit_payload,
     requirements,
+    sdk_config,
     sign_deposit,
     sign_voucher,
     voucher_signed,
@@ -115,6 +116,9 @@ class VoucherBuying:
         lock = self._channel_locks.setdefault(listing.pay_to.lower(), trio.Lock())
         async with lock:  # one voucher in flight per channel: each is built on the last
             channel = await self._channel_for(stored)
+            if channel.state == ChannelStatus.WITHDRAWING:
+                # The seller takes no voucher on a channel being withdrawn (``wallet withdraw``).
+                raise ExactOnly("our channel to this seller is being withdrawn")
             async with self._lock:  # caps and the record together, as for exact
                 await self._check_caps(listing.price_micro_usdc, max_price)
                 deposit, total, signature = self._voucher_for(channel, listing.price_micro_usdc)
@@ -349,6 +353,65 @@ class VoucherBuying:
                               ChannelStatus.CLOSED, None, refunded)
         return {"channel_id": channel.channel_id, "spent_micro_usdc": state.total_claimed,
                 "refunded_micro_usdc": refunded, "tx_hash": None}
+
+    async def withdraw(self, channel_id: str) -> dict[str, Any]:
+        """The payer's way out without the seller (``wallet withdraw``): the first call starts
+        the contract's timed withdrawal of the unclaimed deposit, a call after the channel's
+        ``withdraw_delay_s`` completes it. Meanwhile the seller sees the withdrawal and claims
+        what our vouchers owe it (the contract returns only what is still unclaimed). This
+        node sends both transactions and pays their gas."""
+        ledger = self.channel_ledger
+        chain = self.channel_chain()
+        if ledger is None or chain is None:
+            raise PurchaseRefused("this node has no payment channels", "no_channels")
+        channel = await self.memory.run(ledger.buyer_channel_by_id, channel_id.lower())
+        if channel is None:
+            raise PurchaseRefused(f"no channel {channel_id} (see `crystalmesh wallet channels`)",
+                                  "unknown_channel")
+        if channel.state in (ChannelStatus.CLOSED, ChannelStatus.REFUNDING):
+            raise PurchaseRefused(f"channel {channel_id[:18]} is {channel.state}", str(channel.state))
+        config = sdk_config(channel.terms).to_dict()
+        lock = self._channel_locks.setdefault(channel.receiver.lower(), trio.Lock())
+        async with lock:  # no voucher is signed on a channel while it is being withdrawn
+            state = await trio.to_thread.run_sync(chain.channel, channel.channel_id)
+            if not state.withdraw_requested_at_s:
+                unclaimed = state.balance - state.total_claimed
+                if unclaimed <= 0:
+                    raise PurchaseRefused("nothing of this channel's deposit is unclaimed",
+                                          "nothing_to_withdraw")
+                tx_hash = await self._withdraw_step(chain.initiate_withdraw, config, unclaimed)
+                state = await trio.to_thread.run_sync(chain.channel, channel.channel_id)
+                await self.memory.run(ledger.buyer_withdraw, channel.channel_id,
+                                      ChannelStatus.WITHDRAWING, state.withdraw_requested_at_s,
+                                      state.withdraw_amount)
+                started = await self.memory.run(ledger.buyer_channel_by_id, channel.channel_id)
+                log.info("channel withdrawal started channel=%s amount=%d", channel.channel_id[:18],
+                         state.withdraw_amount)
+                return {"channel_id": channel.channel_id, "step": "initiated", "tx_hash": tx_hash,
+                        "withdraw_micro_usdc": state.withdraw_amount,
+                        "withdraw_requested_at_s": state.withdraw_requested_at_s,
+                        "withdraw_finalize_after_s": started.withdraw_finalize_after_s}
+            finalize_after = state.withdraw_requested_at_s + channel.terms.withdraw_delay_s
+            try:
+                tx_hash = await self._withdraw_step(chain.finalize_withdraw, config)
+            except PurchaseError as error:
+                raise PurchaseRefused(
+                    f"the withdrawal can be finalized after {finalize_after} (unix seconds, the "
+                    f"chain's clock; {error})", "withdraw_pending") from error
+            after = await trio.to_thread.run_sync(chain.channel, channel.channel_id)
+            withdrawn = max(0, state.balance - after.balance)
+            await self.memory.run(ledger.rebase, channel.channel_id, after.total_claimed, None)
+            await self.memory.run(ledger.buyer_withdraw, channel.channel_id, ChannelStatus.CLOSED,
+                                  0, 0, after.balance, withdrawn)
+        log.info("channel withdrawn channel=%s withdrawn=%d", channel.channel_id[:18], withdrawn)
+        return {"channel_id": channel.channel_id, "step": "finalized", "tx_hash": tx_hash,
+                "withdrawn_micro_usdc": withdrawn, "spent_micro_usdc": after.total_claimed}
+
+    async def _withdraw_step(self, step: Callable[..., str], *args: Any) -> str:
+        try:
+            return await trio.to_thread.run_sync(step, *args)
+        except Exception as error:  # the contract refused (too early, a race) or the chain is down
+            raise PurchaseError(f"{error}"[:300], "withdraw_failed") from error
 
     async def deposit(self, seller_key: str, amount_micro_usdc: int) -> dict[str, Any]:
         """Open or top up the channel to a seller before buying (this node submits the deposit
