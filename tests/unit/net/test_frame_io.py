@@ -6,6 +6,7 @@ schedule point (its socket send), not one per lock it goes through. Same bytes, 
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any
 
@@ -56,7 +57,7 @@ async def tcp_pair(nursery: trio.Nursery) -> tuple[trio.SocketStream, trio.Socke
         ready.set()
         await trio.sleep_forever()
 
-    listeners = await nursery.start(trio.serve_tcp, handler, 0, "127.0.0.1")
+    listeners = await nursery.start(functools.partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
     port = listeners[0].socket.getsockname()[1]
     client = await trio.open_tcp_stream("127.0.0.1", port)
     await ready.wait()
@@ -181,9 +182,9 @@ async def test_a_prompt_lock_is_taken_at_once_when_free_and_in_turn_when_held(
             order.append(index)
 
     await lock.acquire()
-    for index in range(3):
+    for index in range(3):  # parked in this order
         nursery.start_soon(waiter, index)
-    await trio.testing.wait_all_tasks_blocked()
+        await trio.testing.wait_all_tasks_blocked()
     assert lock.statistics().tasks_waiting == 3 and order == []
     lock.release()
     await trio.testing.wait_all_tasks_blocked()
