@@ -87,8 +87,6 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
                   "node.net.libp2p_tuning", "patch 19 serialises frame writes on it"),
     PrivateMember("libp2p.stream_muxer.yamux.yamux:Yamux", "streams_lock",
                   "node.net.libp2p_tuning", "patch 20 replaces it by a prompt lock"),
-    PrivateMember("libp2p.network.stream.net_stream:NetStream", "_state_lock",
-                  "node.net.libp2p_tuning", "patch 20 replaces it by a prompt lock"),
     PrivateMember("libp2p.stream_muxer.yamux.yamux:YamuxStream", "window_lock",
                   "node.net.libp2p_tuning", "patch 19 writes at once only when it is free"),
     PrivateMember("libp2p.stream_muxer.rw_lock:ReadWriteLock", "_writer_lock",
