@@ -10,7 +10,8 @@ wakes its task for that one frame, the regime of a node carrying gossip at a low
 per-frame logging) is most of the cost. ``cpu_us_per_round_trip`` is this process's
 CPU time (user + system, ``time.process_time``) per round trip: two frames written, two
 read. Run it with ``PYTHONPATH`` on two checkouts to compare their libp2p_tuning; being
-one process it is far less sensitive to the machine's load than bench_gossip.
+one process it is far less sensitive to the machine's load than bench_gossip (tests/ is read
+from this checkout only when PYTHONPATH has none).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import info_from_p2p_addr
 from multiaddr import Multiaddr
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ is not installed
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # tests/, after PYTHONPATH
 
 from tests.support.net import make_net
 
