@@ -77,6 +77,21 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
     PrivateMember("libp2p.stream_muxer.yamux.yamux:YamuxStream",
                   "_auto_tune_and_send_window_update", "node.net.libp2p_tuning",
                   "patch 1, yamux window updates"),
+    PrivateMember("libp2p.io.trio:TrioTCPStream", "read_lock", "node.net.libp2p_tuning",
+                  "patch 19 refills its buffer through the library's read, under this lock"),
+    PrivateMember("libp2p.io.trio:TrioTCPStream", "write_lock", "node.net.libp2p_tuning",
+                  "patch 20 takes it without a pass when free"),
+    PrivateMember("libp2p.stream_muxer.yamux.yamux:Yamux", "_write_frame",
+                  "node.net.libp2p_tuning", "patch 20, frame writes without a pass per lock"),
+    PrivateMember("libp2p.stream_muxer.yamux.yamux:Yamux", "_write_lock",
+                  "node.net.libp2p_tuning", "patch 20 serialises frame writes on it"),
+    PrivateMember("libp2p.stream_muxer.yamux.yamux:Yamux", "streams_lock",
+                  "node.net.libp2p_tuning", "patch 21 replaces it by a prompt lock"),
+    PrivateMember("libp2p.stream_muxer.yamux.yamux:YamuxStream", "window_lock",
+                  "node.net.libp2p_tuning", "patch 20 writes at once only when it is free"),
+    PrivateMember("libp2p.stream_muxer.rw_lock:ReadWriteLock", "_writer_lock",
+                  "node.net.libp2p_tuning", "patch 20 writes at once only when no writer holds "
+                  "or waits for the stream"),
 )
 
 

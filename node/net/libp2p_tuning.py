@@ -178,6 +178,46 @@ other private member the node uses, and the version checked), whose test fails w
    protocol falls back to the library's one-at-a-time ``try_select`` for the others.
    Only the host's streams: the connection upgrade (security, muxer) is untouched.
 
+19. Buffered TCP reads. Every Noise message is read from the socket in two reads,
+   its 2-byte length and then its body (``FixedSizeLenMsgReadWriter``), and each
+   ``TrioTCPStream.read`` takes the stream's read lock and calls ``receive_some``:
+   two trio schedule points per read (the lock's and the socket's), each a pass
+   of the run loop with its own ``epoll_wait``, and a ``recv`` syscall, i.e. four
+   passes and two syscalls per yamux frame however many frames the socket holds.
+   ``_buffered_tcp_read`` receives up to ``_READ_CHUNK_BYTES`` at once and serves
+   the following reads from what it holds without a lock, a syscall or a pass; an
+   empty buffer reads through the library's own ``read`` (its lock, its errors,
+   its EOF). Reads return the same bytes in the same order; nothing else reads
+   the socket under a ``TrioTCPStream`` (0.8.1: the transports wrap a
+   ``trio.SocketStream`` in it once, and every layer above reads through it).
+
+20. Frame writes without a pass per lock. A yamux frame went through four trio
+   locks and an explicit checkpoint: the stream's writer semaphore and window
+   lock (``YamuxStream.write``), the connection's write lock plus a trailing
+   ``checkpoint()`` (``Yamux._write_frame``) and ``TrioTCPStream``'s write lock;
+   trio's ``Lock.acquire`` yields to the scheduler even when the lock is free, so
+   each pubsub write cost five run-loop passes before its ``send``, and
+   ``_write_frame`` also formatted a debug line (header unpacked, flag names)
+   for every frame with DEBUG off. The replacements take a free lock with
+   ``acquire_nowait`` (no pass) and wait on it as before when it is held (trio's
+   locks are FIFO, frames keep their order); ``YamuxStream.write`` builds a frame
+   that fits the send window at once when no other writer of the stream holds
+   or waits for its locks, and takes the library's path otherwise (a window to
+   wait for, a frame to split, a closed stream). The socket ``send`` still
+   yields, so a writing task still lets others run once per frame.
+
+21. The stream table's lock without a pass. ``Yamux.streams_lock`` guards the
+   connection's stream table; the incoming loop takes it for every DATA frame and
+   each stream read takes it again: two run-loop passes per received frame, and a
+   node receives each message once from each mesh peer. It is now a ``_PromptLock``:
+   the same trio lock, taken at once when free and awaited (FIFO) when held; only
+   the schedule point of the uncontended case is gone. No path loops on it alone:
+   the incoming loop yields when it has used what the socket held (19. serves at
+   most ``_READ_CHUNK_BYTES`` between two receives), a reader when its stream's
+   buffer is empty. Not ``NetStream._state_lock`` (one more pass per stream read
+   and write): made prompt too, it let a relayed request race its circuit's end
+   in ``test_a_request_does_not_start_on_a_circuit_about_to_end`` (3 of 4 runs).
+
 The items are written against py-libp2p 0.8.1 (pinned in pyproject.toml) and
 ``apply()`` refuses another version: most replace a library function with a copy
 that assumes its internals (``_SUPPORTED_LIBP2P``).
@@ -194,6 +234,7 @@ import importlib.metadata
 import logging
 import math
 import os
+import struct
 import time
 import weakref
 from collections import OrderedDict
@@ -201,13 +242,14 @@ from collections.abc import Callable
 from typing import Any
 
 import libp2p.host.basic_host as basic_host_module
+import libp2p.io.trio as trio_io_module
 import libp2p.network.swarm as swarm_module
 import libp2p.pubsub.gossipsub as gossipsub_module
 import libp2p.pubsub.pubsub as pubsub_module
 import libp2p.pubsub.score as score_module
 import libp2p.stream_muxer.yamux.yamux as yamux_module
 import trio
-from libp2p.io.exceptions import IOException, MessageTooLarge
+from libp2p.io.exceptions import ConnectionClosedError, IOException, MessageTooLarge
 from libp2p.network.connection.exceptions import RawConnError
 from libp2p.network.stream.exceptions import StreamClosed, StreamEOF, StreamError, StreamReset
 from libp2p.protocol_muxer.exceptions import (
@@ -729,6 +771,123 @@ class PipelinedMultiselectClient(MultiselectClient):
                                      f"protocols tried: {list(protocols)}")
 
 
+def _buffered_tcp_read(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``TrioTCPStream.read`` serving small reads from one large receive (module doc, 19.)."""
+
+    async def read(self: Any, n: int | None = None) -> bytes:
+        if n is not None and n <= 0:
+            return b""
+        held: bytes = self._crystalmesh_held
+        offset: int = self._crystalmesh_offset
+        if offset >= len(held):
+            wanted = _READ_CHUNK_BYTES if n is None or n < _READ_CHUNK_BYTES else n
+            received = await original(self, wanted)
+            if not received:
+                return received  # EOF or a locally closed socket, as the library says
+            held, offset = self._crystalmesh_held, self._crystalmesh_offset
+            held = received if offset >= len(held) else held[offset:] + received
+            offset = 0
+        end = len(held) if n is None else min(len(held), offset + n)
+        if offset == 0 and end == len(held):
+            self._crystalmesh_held, self._crystalmesh_offset = b"", 0
+            return held
+        self._crystalmesh_held, self._crystalmesh_offset = held, end
+        return held[offset:end]
+
+    return read
+
+
+async def _take(lock: trio.Lock) -> None:
+    """Acquire ``lock`` without a schedule point when it is free (module doc, 20.)."""
+    try:
+        lock.acquire_nowait()
+    except trio.WouldBlock:
+        await lock.acquire()
+
+
+async def _tcp_write(self: Any, data: bytes) -> None:
+    """``TrioTCPStream.write`` taking a free write lock without a pass (module doc, 20.)."""
+    await _take(self.write_lock)
+    try:
+        await self.stream.send_all(data)
+    except trio.BrokenResourceError as error:
+        logger.debug("write to a broken TCP stream (remote reset): %s", error)
+        raise ConnectionClosedError(
+            f"TCP connection reset by remote peer: {error}", transport="tcp"
+        ) from error
+    except trio.ClosedResourceError as error:
+        logger.debug("write attempted on a locally closed TCP stream: %s", error)
+    finally:
+        self.write_lock.release()
+
+
+async def _write_frame(self: Any, data: bytes) -> None:
+    """``Yamux._write_frame``: writes serialised, no per-frame log line (module doc, 20.)."""
+    await _take(self._write_lock)
+    try:
+        await self.secured_conn.write(data)
+    finally:
+        self._write_lock.release()
+
+
+def _direct_stream_write(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``YamuxStream.write`` building a frame that fits at once when uncontended (20.)."""
+    limit = yamux_module.MAX_MESSAGE_SIZE - yamux_module.HEADER_SIZE
+
+    async def write(self: Any, data: bytes) -> None:
+        size = len(data)
+        # A free semaphore has no waiter (a release with waiters hands it over at 0).
+        if (0 < size <= limit and size <= self.send_window and not self.send_closed
+                and not self.closed and self.rw_lock._writer_lock.value == 1
+                and not self.window_lock.locked()):
+            self.send_window -= size
+            header = struct.pack(yamux_module.YAMUX_HEADER_FORMAT, 0,
+                                              yamux_module.TYPE_DATA, 0, self.stream_id, size)
+            await self.conn._write_frame(header + data)
+            return
+        await original(self, data)
+
+    return write
+
+
+class _PromptLock:
+    """A ``trio.Lock`` taken without a schedule point when free (module doc, 21.)."""
+
+    def __init__(self) -> None:
+        self._lock = trio.Lock()
+
+    async def __aenter__(self) -> None:
+        await _take(self._lock)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+    async def acquire(self) -> None:
+        await _take(self._lock)
+
+    def acquire_nowait(self) -> None:
+        self._lock.acquire_nowait()
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def statistics(self) -> Any:
+        return self._lock.statistics()
+
+
+def _prompt_lock(original: Callable[..., None], name: str) -> Callable[..., None]:
+    """``__init__`` that makes the instance's lock ``name`` a ``_PromptLock`` (module doc, 21.)."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        setattr(self, name, _PromptLock())
+
+    return __init__
+
+
 def check_version(installed: str | None = None) -> None:
     """Refuse a py-libp2p other than the one these items were written for (module doc)."""
     installed = installed or importlib.metadata.version("libp2p")
@@ -785,3 +944,15 @@ def apply() -> None:
     scorer = score_module.PeerScorer
     scorer.allow_publish = _open_gate(scorer.allow_publish, "publish_threshold")  # type: ignore[method-assign]
     scorer.allow_gossip = _open_gate(scorer.allow_gossip, "gossip_threshold")  # type: ignore[method-assign]
+    tcp = trio_io_module.TrioTCPStream
+    tcp._crystalmesh_held = b""  # type: ignore[attr-defined]
+    tcp._crystalmesh_offset = 0  # type: ignore[attr-defined]
+    tcp.read = _buffered_tcp_read(tcp.read)  # type: ignore[method-assign]
+    tcp.write = _tcp_write  # type: ignore[method-assign]
+    yamux_module.Yamux._write_frame = _write_frame  # type: ignore[method-assign]
+    yamux_module.YamuxStream.write = _direct_stream_write(  # type: ignore[method-assign]
+        yamux_module.YamuxStream.write
+    )
+    yamux_module.Yamux.__init__ = _prompt_lock(  # type: ignore[method-assign]
+        yamux_module.Yamux.__init__, "streams_lock"
+    )

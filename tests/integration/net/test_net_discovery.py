@@ -64,6 +64,9 @@ async def test_nodes_that_know_one_bootstrap_find_each_other_and_survive_its_dea
     assert any(net.discovery is not None and net.discovery.discovered for net in others)
     # The network size the trust cadence scales with (node.trust.cadence): read from the real
     # DHT routing table, never below the peers we are connected to plus ourselves.
+    await wait_until_async(lambda: all(net.discovery is not None
+                                       and net.discovery.dht.routing_table.size() >= 1
+                                       for net in others), 30, "routing tables")
     for net in others:
         assert net.discovery is not None and net.discovery.dht.routing_table.size() >= 1
         assert net.network_size_estimate() >= max(len(net.connected_peers()) + 1,
