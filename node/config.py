@@ -262,7 +262,7 @@ class BackupConfig:
 class ScanConfig:
     """The skill scanner's optional judge (node/market/scan/judge.py; docs/skills-safety.md):
     an OpenAI-compatible chat-completions endpoint asked for a second opinion by
-    ``crystalmesh skill scan --judge`` and ``POST /v1/skills/scan`` with ``"judge": true``. The
+    ``crystalmesh skill scan --judge`` and the API's skill scan route with ``"judge": true``. The
     key comes from the environment variable named by ``judge_key_env`` or from the 0600 file
     ``judge_key_file``, never from this file."""
 

@@ -75,7 +75,7 @@ INDEX_SAVE_INTERVAL_S = 30.0
 
 
 def scan_judge(config: NodeConfig) -> EndpointSettings | None:
-    """The endpoint judge of ``POST /v1/skills/scan`` with ``judge`` (``scan.judge_*``), if configured."""
+    """The endpoint judge of the API's skill scan route with ``judge`` (``scan.judge_*``), if configured."""
     scan = config.scan
     if not scan.judge_url:
         return None

@@ -229,8 +229,8 @@ NO_ENDPOINT = "no judge configured: set scan.judge_url and scan.judge_model"
 
 def judge_with_endpoint(report: ScanReport, source: Path | str, endpoint: EndpointSettings | None) -> ScanReport:
     """``report`` with the configured endpoint's opinion on ``source`` (a folder or SKILL.md on
-    disk, or a skill's text): one implementation for ``skill scan --judge`` and the node's
-    ``POST /v1/skills/scan`` with ``judge``. No endpoint, or a skill the scanner could not read,
+    disk, or a skill's text): one implementation for ``skill scan --judge`` and
+    the API's skill scan route with ``judge``. No endpoint, or a skill the scanner could not read,
     is a ``not_judged`` opinion saying so, never a silent pass. Blocking (bounded by the
     endpoint's ``timeout_s``): run it in a worker thread from async code."""
     if endpoint is None or not endpoint.url:
