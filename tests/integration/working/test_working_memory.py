@@ -229,7 +229,7 @@ def test_auto_scratch_only_on_spikes_and_does_not_feed_itself(memory: Memory, no
     assert [n.note.text[:44] for n in notes] == ["[AUTO] Hormonal event: cortisol spike (frict"]
     assert notes[0].note.importance == 0.8 and notes[0].crystal_id
     assert "deploy crashed" in notes[0].note.text
-    assert memory.hormones.levels == levels
+    assert memory.hormones.levels == pytest.approx(levels, abs=1e-3)  # decay by the clock only: no spike fed back
 
 
 def test_crystallize_an_emerging_skill(memory: Memory, node_config: NodeConfig) -> None:
