@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import multiaddr
 from libp2p import new_host
@@ -146,3 +147,27 @@ def peer_info_from_addr(addr: str) -> PeerInfo:
 
 def to_peer_id(peer: str | ID) -> ID:
     return peer if isinstance(peer, ID) else ID.from_base58(peer)
+
+
+def live_connections(host: IHost, peer: ID) -> list[Any]:
+    """``peer``'s connections that are not closing.
+
+    py-libp2p 0.8.1 marks a connection closed, then closes its muxer (a write that can
+    wait on a slow peer) and only then takes it off the peer's list: in that window the
+    list is not empty, ``host.connect`` returns at once and ``new_stream`` finds "no valid
+    connections"."""
+    listed = host.get_network().connections.get(peer, []) or []
+    return [conn for conn in listed if not getattr(conn, "is_closed", False)]
+
+
+async def connect(host: IHost, info: PeerInfo) -> None:
+    """``host.connect``, except that a connection still listed while it closes is not a
+    connection: the peer is dialled again (the swarm's dial skips closed ones)."""
+    if live_connections(host, info.peer_id) or not host.get_network().connections.get(info.peer_id):
+        await host.connect(info)
+        return
+    host.get_peerstore().add_addrs(info.peer_id, info.addrs, 120)
+    connections = await host.get_network().dial_peer(info.peer_id)
+    started = getattr(connections[0], "event_started", None) if connections else None
+    if started is not None:
+        await started.wait()

@@ -35,7 +35,7 @@ from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 
 from node.net import failures
-from node.net.host import peer_info_from_addr
+from node.net.host import live_connections, peer_info_from_addr
 from node.net.reach import connection_kind
 
 logger = logging.getLogger(__name__)
@@ -169,7 +169,7 @@ class PeerManager:
         self.wake()
 
     def is_connected(self, peer: ID) -> bool:
-        return bool(self.host.get_network().connections.get(peer))
+        return bool(live_connections(self.host, peer))
 
     # ------------------------------------------------------------------- loops
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

@@ -51,6 +51,7 @@ from libp2p.abc import IHost, INetStream
 from libp2p.custom_types import TProtocol
 from libp2p.host.exceptions import StreamFailure
 from libp2p.io.msgio import VarIntLengthMsgReadWriter
+from libp2p.network.exceptions import SwarmException
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 from libp2p.request_response import (
@@ -64,7 +65,7 @@ from libp2p.request_response import (
 from multiaddr import Multiaddr
 
 from node.net import failures, libp2p_compat, progress
-from node.net.host import peer_info_from_addr
+from node.net.host import connect, live_connections, peer_info_from_addr
 from node.net.rules import ReplayGuard
 from protocol.codec import MAX_MESSAGE_BYTES
 from protocol.envelope import (
@@ -371,12 +372,13 @@ class PurchaseTransport:
             raise RequestFailed(f"frame over {self.max_message_bytes} bytes: {error}") from error
         except RequestResponseError as error:
             mapped: ReqRespError
-            if not self.host.get_network().connections.get(peer_id):
+            if not live_connections(self.host, peer_id):
                 mapped = PeerUnreachable(f"{peer_id}: {error}")
             else:
                 mapped = RequestFailed(f"{peer_id}: {error}")
             mapped.__cause__ = error
-            if isinstance(error.__cause__, StreamFailure):
+            # The stream never opened: no connection was usable, or it closed under us.
+            if isinstance(error.__cause__, (StreamFailure, SwarmException)):
                 raise _NotSent(mapped) from error
             raise mapped from error
 
@@ -397,7 +399,7 @@ class PurchaseTransport:
         peer_id = _peer_id_of(peer)
         if self.is_banned(peer_id):
             raise PeerUnreachable(f"{peer_id} is banned")
-        if self.host.get_network().connections.get(peer_id) and not self._connect_decides:
+        if live_connections(self.host, peer_id) and not self._connect_decides:
             return peer_id
         try:
             addrs = list(peer_info_from_addr(peer).addrs) if peer.startswith("/") else []
@@ -411,7 +413,7 @@ class PurchaseTransport:
 
 
     def _connection_kind(self, peer_id: ID) -> str:
-        connections = self.host.get_network().connections.get(peer_id, []) or []
+        connections = live_connections(self.host, peer_id)
         relayed = sum(1 for conn in connections if _relayed(conn))
         return f"connections={len(connections)} relayed={relayed}"
 
@@ -419,7 +421,7 @@ class PurchaseTransport:
         known = addrs or list(self.host.get_peerstore().addrs(peer_id))
         if not known:
             raise PeerUnreachable(f"no known address for {peer_id}")
-        await self.host.connect(PeerInfo(peer_id, known))
+        await connect(self.host, PeerInfo(peer_id, known))
 
 
 def _relayed(connection: object) -> bool:

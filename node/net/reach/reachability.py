@@ -47,6 +47,7 @@ from libp2p.tools.anyio_service import background_trio_service
 from node import metrics
 from node.config import ConfigError, NetConfig
 from node.net import progress
+from node.net.host import connect, live_connections
 from node.net.reach.autonat import PRIVATE, PUBLIC, AutoNat
 from node.net.reach.relay import RelayLimits, RelayProtocol
 from node.net.reach.relay_client import (
@@ -103,7 +104,7 @@ class ReachabilityConfig:
 
 def connection_kind(host: IHost, peer: ID) -> str | None:
     """``direct`` if any connection to ``peer`` is direct, ``relayed`` if all are, else None."""
-    connections = host.get_network().connections.get(peer, []) or []
+    connections = live_connections(host, peer)
     if not connections:
         return None
     return "relayed" if all(_relayed(conn) for conn in connections) else "direct"
@@ -237,7 +238,7 @@ class Reachability:
         request about to start does not die with the old one (the swarm closes the old
         one once it carries no request, libp2p_tuning 14.)."""
         renewing = circuit_ending(self.host, peer)
-        if self.host.get_network().connections.get(peer) and not renewing:
+        if live_connections(self.host, peer) and not renewing:
             return
         # A request is an explicit action: dial even if an earlier attempt failed
         # (py-libp2p's negative cache would refuse for a while).
@@ -291,7 +292,7 @@ class _DialRace:
         except trio.Cancelled:
             self._log_end("dial cancelled")
             raise
-        if not self.won and not self.host.get_network().connections.get(peer):
+        if not self.won and not live_connections(self.host, peer):
             self._log_end("dial failed")
             if not self.tried_direct and not self.circuit_failures:
                 raise Unreachable(f"no known address for {peer}")
@@ -309,7 +310,7 @@ class _DialRace:
             addr for addr in _unique(found) if not is_circuit(addr) and str(addr) not in self.tried_direct]
         if direct:
             self.tried_direct.update(str(addr) for addr in direct)
-            nursery.start_soon(self.attempt, _bind(self.host.connect, PeerInfo(self.peer, direct)),
+            nursery.start_soon(self.attempt, _bind(connect, self.host, PeerInfo(self.peer, direct)),
                                0.0, nursery.cancel_scope, f"direct({len(direct)})", None)
         circuits = [_circuit_to(addr, self.peer) for addr in _unique(found) if is_circuit(addr)]
         ready = [circuit for circuit in circuits if str(circuit) not in self.in_flight

@@ -254,3 +254,24 @@ async def test_a_stream_that_never_opened_is_sent_again_once(nursery: trio.Nurse
     with pytest.raises((PeerUnreachable, RequestFailed)):
         await buyer.request(seller.peer_id, purchase_request(buyer, "22" * 16), timeout_s=5)
     assert len(seen) == 2 and fail_next[0] == 0
+
+
+async def test_a_connection_closing_but_still_listed_is_not_used(nursery: trio.Nursery) -> None:
+    """py-libp2p sets a connection closed, then closes its muxer, and only then takes it
+    off the peer's list: a request in that window found "no valid connections" and
+    failed. Nothing was sent, so the peer is dialled again and the request goes."""
+    seller, buyer = await two_nodes(nursery)
+    seen: list[str] = []
+
+    async def handle(peer_id: str, envelope: Envelope) -> bytes:
+        seen.append(peer_id)
+        reply = ErrorReply(request_id=envelope.message().request_id, code="bad_request", message="no")
+        return seal(seller.identity, ErrorReply.KIND, reply, seller.sequence.next(), now_ms())
+
+    seller.serve_purchases(handle)
+    await buyer.request(seller.listen_addrs()[0], purchase_request(buyer, "00" * 16))
+    [connection] = buyer.host.get_network().connections[seller.host.get_id()]
+    connection.event_closed.set()  # the window: closed, its muxer not yet, still listed
+    raw = await buyer.request(seller.listen_addrs()[0], purchase_request(buyer, "11" * 16))
+    assert isinstance(open_envelope(raw).message(), ErrorReply)
+    assert len(seen) == 2
