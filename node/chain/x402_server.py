@@ -41,6 +41,7 @@ from node.chain.x402 import (
     PAYMENT_REQUIRED_HEADER,
     PAYMENT_RESPONSE_HEADER,
     PAYMENT_SIGNATURE_HEADER,
+    SCHEME_EXACT,
     authorization_from_payment,
     check_accepted,
     decode_payment_header,
@@ -180,6 +181,24 @@ def build_x402_app(merchant: X402Merchant) -> FastAPI:
     return app
 
 
+_REFUSALS = (PaymentRejected, ResourceUnavailable, ChainUnavailable, ChainError)
+
+
+def _refused(request: Request, offer: Offer, error: Exception, scheme: str) -> JSONResponse:
+    """What a refused payment answers, whichever scheme it came by: a payment we will not
+    take or a settlement that failed asks again (402), an unknown skill is 404, a chain
+    we cannot reach is 503 (nothing was taken)."""
+    if isinstance(error, PaymentRejected):
+        log.info("x402 payment refused scheme=%s listing=%s reason=%s", scheme,
+                 offer.listing_id[:16], error.reason)
+        return _payment_required(request, offer, str(error))
+    if isinstance(error, ResourceUnavailable):
+        return _error(404, str(error))
+    if isinstance(error, ChainUnavailable):
+        return _error(503, f"chain unavailable: {error}")
+    return _payment_required(request, offer, f"settlement failed: {error}")
+
+
 async def _settle(request: Request, merchant: X402Merchant, offer: Offer, header: str) -> JSONResponse:
     try:
         payment = decode_payment_header(header)
@@ -191,15 +210,8 @@ async def _settle(request: Request, merchant: X402Merchant, offer: Offer, header
         check_accepted(payment["accepted"], offer.requirements)
         authorization = authorization_from_payment(payment["payload"])
         sold = await merchant.sell(offer, authorization)
-    except PaymentRejected as error:
-        log.info("x402 payment refused listing=%s reason=%s", offer.listing_id[:16], error.reason)
-        return _payment_required(request, offer, str(error))
-    except ResourceUnavailable as error:
-        return _error(404, str(error))
-    except ChainUnavailable as error:
-        return _error(503, f"chain unavailable: {error}")
-    except ChainError as error:
-        return _payment_required(request, offer, f"settlement failed: {error}")
+    except _REFUSALS as error:
+        return _refused(request, offer, error, SCHEME_EXACT)
     receipt = settle_response(tx_hash=sold.tx_hash, chain_id=sold.chain_id, payer=sold.payer,
                               amount_micro=sold.amount_micro)
     body = {"listing_id": sold.listing_id, "name": sold.name, "payload": sold.payload,
@@ -218,15 +230,8 @@ async def _settle_by_channel(request: Request, merchant: X402Merchant, offer: Of
         accepts = refused.payment_required.get("accepts") or []
         entry = accepts[0] if accepts and isinstance(accepts[0], dict) else None
         return _payment_required(request, offer, refused.reason, channel_entry=entry)
-    except PaymentRejected as error:
-        log.info("x402 channel payment refused listing=%s reason=%s", offer.listing_id[:16], error.reason)
-        return _payment_required(request, offer, str(error))
-    except ResourceUnavailable as error:
-        return _error(404, str(error))
-    except ChainUnavailable as error:
-        return _error(503, f"chain unavailable: {error}")
-    except ChainError as error:
-        return _payment_required(request, offer, f"settlement failed: {error}")
+    except _REFUSALS as error:
+        return _refused(request, offer, error, SCHEME_BATCH_SETTLEMENT)
     if isinstance(outcome, ChannelRefunded):
         return JSONResponse({"refunded_micro_usdc": outcome.amount_micro},
                             headers={PAYMENT_RESPONSE_HEADER: encode_header(outcome.receipt)})

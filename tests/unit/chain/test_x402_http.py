@@ -177,3 +177,48 @@ def test_buyer_refuses_terms_under_another_token_domain() -> None:
     check_requirements(stored, terms)
     with pytest.raises(PurchaseRefused, match="token domain"):
         check_requirements(stored, dataclasses.replace(terms, extra=TokenDomain("USD Coin", "2")))
+
+
+@pytest.mark.parametrize("raised, status, says", [
+    ("rejected", 402, "replayed"),
+    ("unavailable", 404, "withdrawn"),
+    ("chain_down", 503, "chain unavailable"),
+    ("chain_error", 402, "settlement failed"),
+])
+async def test_a_refused_payment_answers_what_the_buyer_can_act_on(raised: str, status: int,
+                                                                   says: str) -> None:
+    """Whichever way a sale fails, the HTTP answer says so: pay again (402), not sold
+    here (404), the chain is out of reach and nothing was taken (503). The merchant is a
+    double raising what the real one raises; the payment header is the SDK's own."""
+    import httpx
+
+    from node.chain.errors import ChainError, ChainUnavailable
+    from node.chain.x402_server import SKILLS_PATH, Offer, ResourceUnavailable, build_x402_app
+
+    error = {"rejected": PaymentRejected("replayed"),
+             "unavailable": ResourceUnavailable("the listing was withdrawn"),
+             "chain_down": ChainUnavailable("rpc refused the connection"),
+             "chain_error": ChainError("transfer reverted")}[raised]
+    listing_id = "ab" * 32
+    offer = Offer(listing_id=listing_id, name="n", description="d", requirements=offered())
+
+    class RefusingMerchant:
+        async def offers(self) -> list[Offer]:
+            return [offer]
+
+        async def offer(self, wanted: str) -> Offer:
+            return offer
+
+        async def sell(self, offer: Offer, authorization: Authorization) -> object:
+            raise error  # type: ignore[misc]
+
+        async def sell_by_channel(self, *args: object) -> object:
+            raise error  # type: ignore[misc]
+
+    app = build_x402_app(RefusingMerchant())  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x") as client:
+        answer = await client.get(f"{SKILLS_PATH}/{listing_id}",
+                                  headers={"PAYMENT-SIGNATURE": signed_header()})
+    assert answer.status_code == status
+    body = answer.json()
+    assert says in (body.get("error") or "")
