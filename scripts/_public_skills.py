@@ -182,13 +182,38 @@ def load(manifest: Path) -> list[dict[str, str]]:
     return out
 
 
-def load_review(review: Path) -> dict[tuple[str, str], str]:
-    """(source, path) -> the label given after reading a TUNE skill (``public_labels_review.json``);
-    the caller applies it to the tune part only."""
+REVIEWED_LABELS = frozenset({"malicious", "benign", "excluded", "unclear"})
+
+
+def load_review(review: Path) -> dict[str, dict[tuple[str, str], str]]:
+    """split -> (source, path) -> the label given after reading the skill (``public_labels_review.json``):
+    ``skills`` holds the tune part's corrections, ``heldout.skills`` the blind review of the held-out
+    part (labels decided before any scanner output of a held-out skill was seen). Each section
+    applies to its own split only (``reviewed_label``); an unknown label is refused."""
     if not review.exists():
         return {}
     data = json.loads(review.read_text(encoding="utf-8"))
-    return {(row["source"], row["path"]): row["new"] for row in data["skills"]}
+    sections = {"tune": data.get("skills", []), "holdout": data.get("heldout", {}).get("skills", [])}
+    reviews: dict[str, dict[tuple[str, str], str]] = {}
+    for split, rows in sections.items():
+        labels: dict[tuple[str, str], str] = {}
+        for row in rows:
+            if row["new"] not in REVIEWED_LABELS:
+                raise ValueError(f"{review}: {row['source']}:{row['path']}: unknown label {row['new']!r}")
+            labels[(row["source"], row["path"])] = row["new"]
+        if labels:
+            reviews[split] = labels
+    return reviews
+
+
+def reviewed_label(reviews: dict[str, dict[tuple[str, str], str]], entry: dict[str, str]) -> str | None:
+    """The label of a manifest ``entry`` after review: what its own split's review says of it, else
+    the manifest's label (a reviewed split keeps every label nobody changed); None when its split
+    was not reviewed at all. A review of one split never relabels a skill of the other."""
+    labels = reviews.get(entry["split"])
+    if labels is None:
+        return None
+    return labels.get((entry["source"], entry["path"]), entry["label"])
 
 
 def save(manifest: Path, entries: list[dict[str, str]]) -> None:

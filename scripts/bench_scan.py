@@ -31,10 +31,13 @@ not run it), reported per source and split (tune / holdout) — malicious quaran
 content, warned, missed, refused; benign quarantined, warned, refused — with the sizes of
 the skills (files, bytes) and whether each would fit a market bundle. ``scripts/_public_skills.py``
 builds the manifest (``--build-manifest``) and says how labels and splits were decided.
-The tune part is also reported with the labels corrected after reading it (``--review``,
+Each split is also reported with the labels a reader gave after reading the skills (``--review``,
 default ``tests/data/skill_scan/public_labels_review.json``: path, old label, evidence, new
-label); a review never applies to the held-out part, which is measured, not read.
-The last line is one JSON object.
+label): the tune part's corrections, and the blind review of the held-out part (every
+malicious label and a seeded sample of benign ones, decided before any scanner output of a
+held-out skill was seen; no rule changed after). A section applies to its own split only;
+``unclear`` and ``excluded`` skills are counted apart, in neither rate. A table puts raw and
+reviewed figures side by side per split and source. The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -130,16 +133,47 @@ VERDICT_KEYS = {("malicious", "quarantine"): "detected", ("malicious", "warn"): 
                 ("malicious", "refused"): "malicious_refused", ("benign", "quarantine"): "false_quarantine",
                 ("benign", "warn"): "benign_warned", ("benign", "refused"): "benign_refused",
                 ("malicious", "ok"): "malicious_missed"}
-TOTAL_KEYS = ("malicious", "detected", "benign", "false_quarantine", "benign_refused", "benign_warned")
+TOTAL_KEYS = ("malicious", "detected", "malicious_warned", "malicious_missed", "malicious_refused", "benign",
+              "false_quarantine", "benign_refused", "benign_warned")
 
 
-def _reviewed_totals(rows: dict[tuple[str, str], dict[str, int]], source: str, label: str, verdict: str) -> None:
-    row = rows.setdefault((source, "tune"), dict.fromkeys(TOTAL_KEYS, 0))
-    if label in ("malicious", "benign"):
-        row[label] += 1
-        key = VERDICT_KEYS.get((label, verdict))
-        if key in row:
-            row[key] += 1
+REVIEWED_KEYS = ("malicious", "detected", "malicious_warned", "malicious_missed", "malicious_refused", "benign",
+                 "false_quarantine", "benign_warned", "benign_refused", "unclear", "excluded")
+
+
+def reviewed_totals(rows: dict[tuple[str, str], dict[str, int]], source: str, split: str, label: str,
+                    verdict: str) -> None:
+    """Count one scanned skill under its reviewed label: malicious and benign as the raw rows are;
+    ``unclear`` and ``excluded`` only counted, in neither side's rates."""
+    row = rows.setdefault((source, split), dict.fromkeys(REVIEWED_KEYS, 0))
+    row[label] += 1
+    key = VERDICT_KEYS.get((label, verdict))
+    if key is not None:
+        row[key] += 1
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return round(part / whole, 3) if whole else None
+
+
+def side_by_side(result: dict[str, object]) -> list[str]:
+    """Lines of a table: per split and source, the raw figures and the reviewed ones under them."""
+    header = (f"{'split':8} {'source':42} {'labels':9} {'malicious: quarantined/warned/missed/refused':46} "
+              f"{'benign: quarantined/warned/refused':36} unclear excluded")
+    lines: list[tuple[tuple[str, bool, str, bool], str]] = []
+    for name, row in result.items():
+        if not isinstance(row, dict) or "detected" not in row or " [" not in name:
+            continue
+        source, tail = name.split(" [", 1)
+        split, _, reviewed = tail.rstrip("]").partition(", ")
+        malicious = (f"{row['detected']}/{row['malicious']}" + (
+            f" {row['malicious_warned']} {row['malicious_missed']} {row['malicious_refused']}"
+            if "malicious_missed" in row else ""))
+        benign = (f"{row['false_quarantine']}/{row['benign']} {row['benign_warned']} {row['benign_refused']}")
+        apart = f"{row['unclear']} {row['excluded']}" if "unclear" in row else "- -"
+        line = f"{split:8} {source[:42]:42} {'reviewed' if reviewed else 'raw':9} {malicious:46} {benign:36} {apart}"
+        lines.append(((split, source == "all", source, bool(reviewed)), line))
+    return [header] + [line for _, line in sorted(lines)]
 
 
 def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | None,
@@ -147,9 +181,9 @@ def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | No
     """Scan every skill of the manifest read from its mirror; figures per source and split.
 
     Names are listed for the tune part only unless ``show_holdout`` (the held-out part is
-    measured, not read). With ``review`` (``public.load_review``), the tune part is also
-    counted with the labels corrected after reading it (``reviewed``); never the held-out part."""
-    reviewed_labels = public.load_review(review) if review is not None else {}
+    measured, not read). With ``review`` (``public.load_review``), each reviewed split is also
+    counted with the labels its own review gave (``public.reviewed_label``)."""
+    reviews = public.load_review(review) if review is not None else {}
     reviewed_rows: dict[tuple[str, str], dict[str, int]] = {}
     entries = [entry for entry in public.load(manifest) if entry["split"] in splits]
     if limit is not None:
@@ -181,9 +215,9 @@ def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | No
             verdict = str(report.verdict)
             label = entry["label"]
             key = VERDICT_KEYS.get((label, verdict))
-            if entry["split"] == "tune" and reviewed_labels:
-                _reviewed_totals(reviewed_rows, entry["source"],
-                                 reviewed_labels.get((entry["source"], entry["path"]), label), verdict)
+            reviewed = public.reviewed_label(reviews, entry)
+            if reviewed is not None:
+                reviewed_totals(reviewed_rows, entry["source"], entry["split"], reviewed, verdict)
             row[label] = int(row[label]) + 1  # type: ignore[call-overload]
             if key is not None:
                 row[key] = int(row[key]) + 1  # type: ignore[call-overload]
@@ -200,15 +234,22 @@ def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | No
         row["benign_refused_rate"] = round(int(row["benign_refused"]) / benign, 3) if benign else None  # type: ignore[call-overload]
         row["benign_warned_rate"] = round(int(row["benign_warned"]) / benign, 3) if benign else None  # type: ignore[call-overload]
         result[f"{source} [{split}]"] = row
-    for (source, _), reviewed in sorted(reviewed_rows.items()):
-        result[f"{source} [tune, reviewed labels]"] = reviewed
+    for (source, split), counted in sorted(reviewed_rows.items()):
+        result[f"{source} [{split}, reviewed labels]"] = counted | {
+            "detection_rate": _rate(counted["detected"], counted["malicious"]),
+            "false_quarantine_rate": _rate(counted["false_quarantine"], counted["benign"])}
     for split in ("tune", "holdout"):
         total = {key: sum(int(row[key]) for (_, part), row in rows.items() if part == split)  # type: ignore[call-overload]
                  for key in TOTAL_KEYS}
         result[f"all [{split}]"] = total
-    if reviewed_rows:
-        result["all [tune, reviewed labels]"] = {key: sum(row[key] for row in reviewed_rows.values())
-                                                 for key in TOTAL_KEYS}
+        counted_rows = [counted for (_, part), counted in reviewed_rows.items() if part == split]
+        if counted_rows:
+            summed = {key: sum(counted[key] for counted in counted_rows) for key in REVIEWED_KEYS}
+            result[f"all [{split}, reviewed labels]"] = summed | {
+                "detection_rate": _rate(summed["detected"], summed["malicious"]),
+                "false_quarantine_rate": _rate(summed["false_quarantine"], summed["benign"]),
+                "benign_warned_rate": _rate(summed["benign_warned"], summed["benign"]),
+                "benign_refused_rate": _rate(summed["benign_refused"], summed["benign"])}
     result["market_bundle_refusals"] = wire_reasons
     files_sorted = sorted(size[0] for size in sizes)
     bytes_sorted = sorted(size[1] for size in sizes)
@@ -228,7 +269,7 @@ def main() -> None:
     parser.add_argument("--mirror", type=Path, default=public.DEFAULT_MIRROR)
     parser.add_argument("--splits", nargs="+", default=["tune", "holdout"], help="with --public")
     parser.add_argument("--review", type=Path, default=public.DEFAULT_REVIEW,
-                        help="labels corrected after reading the tune part (applied to the tune part only)")
+                        help="labels given after reading the skills, per split (each applied to its own split)")
     parser.add_argument("--show-holdout", action="store_true", help="list held-out names too (after tuning)")
     parser.add_argument("--build-manifest", type=Path, metavar="MANIFEST",
                         help="write MANIFEST from the mirrors (labels and splits from paths only) and exit")
@@ -244,8 +285,10 @@ def main() -> None:
             print(f"no mirror of any public source under {arguments.mirror}: nothing to measure (skipped)")
             print_result({"skipped": "no mirror"})
             return
-        print_result(run_public(arguments.public, arguments.mirror, arguments.show_holdout, arguments.limit,
-                                tuple(arguments.splits), arguments.review))
+        measured = run_public(arguments.public, arguments.mirror, arguments.show_holdout, arguments.limit,
+                              tuple(arguments.splits), arguments.review)
+        print("\n".join(side_by_side(measured)))
+        print_result(measured)
         return
     result: dict[str, object] = {part: run_part(part, arguments.limit) for part in arguments.parts}
     adversarial = {}
