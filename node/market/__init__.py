@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from node.market.purchase.seller import Seller as Seller
     from node.market.purchase.x402_seller import serve_seller as serve_seller
     from node.market.scan import WIRE_LIMITS as WIRE_LIMITS
+    from node.market.scan import market_bundle as market_bundle
     from node.market.scan import EndpointSettings as EndpointSettings
     from node.market.scan import ScanReport as ScanReport
     from node.market.scan import Unscannable as Unscannable

@@ -16,9 +16,12 @@ def new_skill_version(memory: MemoryOwner, crystal_id: str, text: str) -> Crysta
     Execution statistics start from zero: the new text has not proven itself
     yet, so it must pass the quality gates again before it can be listed.
     """
+    from node.memory.requests import check_text_size  # requests imports the facade, which imports us
+
     previous = memory.store.get(crystal_id)
     if not previous.is_knowledge:
         raise MemoryInputError("only skill and task_pattern crystals have versions")
+    check_text_size(text, previous.semantic_type)
     if previous.deprecated:
         raise MemoryInputError(
             f"{previous.id} is already superseded; version its newest version instead"

@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from node.market.scan import context, flows, rules, unicode
 from node.market.scan.context import FileContext
 from node.market.scan.findings import MAX_EVIDENCE_CHARS, Finding, ScanReport, Severity, escape
-from protocol.skill_bundle import MARK, InvalidSkillBundle, build, decode, looks_like_bundle
+from protocol.skill_bundle import MARK, MAX_BUNDLE_BYTES, InvalidSkillBundle, build, decode, looks_like_bundle
 
-MAX_SCAN_CHARS = 128 * 1024  # twice the largest bundle (64 KiB)
+# The largest skill a node may deliver (a Delivery payload, a market bundle: 192 KiB of UTF-8,
+# so at most as many characters). Nothing larger arrives over the network; a larger cap would
+# only raise the worst case of a crafted text (bench_scan.py's adversarial inputs).
+MAX_SCAN_CHARS = MAX_BUNDLE_BYTES
 MAX_LINES = 10_000
 WINDOW_OVERLAP = 200
 MAX_HIDDEN_SEGMENTS = 64
