@@ -379,6 +379,10 @@ def decode_or_none(text: str) -> SkillBundle | None:
 __all__ = [
     "ALLOWED_TOOLS",
     "MAX_BUNDLE_BYTES",
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_RAW_NAME_CHARS",
+    "MAX_RESOURCE_BYTES",
+    "MAX_SKILL_MD_BYTES",
     "NAME",
     "SKILL_MD",
     "InvalidSkillBundle",
@@ -391,6 +395,7 @@ __all__ = [
     "encode",
     "looks_like_bundle",
     "normalize_name",
+    "normalize_skill_md",
     "parse_front_matter",
     "split_front_matter",
 ]

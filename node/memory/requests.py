@@ -15,15 +15,13 @@ from typing import Any
 from node.crystals import AccessScope, Crystal, LifespanPolicy, SemanticType, Source, now_ms
 from node.memory.facade import ConsolidationReport, Memory, MemoryInputError
 from node.memory.namespaces import validate_namespace
-from protocol.skill_bundle import MAX_BUNDLE_BYTES, decode, looks_like_bundle
+from node.memory.text_limits import (
+    KNOWLEDGE_TYPES,
+    MAX_SKILL_TEXT_BYTES,
+    check_text_size,
+)
+from protocol.skill_bundle import decode, looks_like_bundle
 
-MAX_TEXT_CHARS = 65_536
-# A skill is sold whole, as one Delivery (docs/protocol.md 4.5): its text may be as large as a
-# market bundle, 192 KiB of UTF-8, so published skills with scripts and references fit. Every
-# other memory keeps MAX_TEXT_CHARS (a statement, not a folder); the embedder reads the first
-# windows of any text (node/memory/embedding), so the larger skill costs no more to index.
-MAX_SKILL_TEXT_BYTES = MAX_BUNDLE_BYTES
-KNOWLEDGE_TYPES = (SemanticType.SKILL, SemanticType.TASK_PATTERN)
 MAX_TTL_MS = 10 * 365 * 86_400_000
 MAX_TAGS = 16
 ALLOWED_KEYS = frozenset({"text", "type", "scope", "path", "ttl_ms", "category", "tags", "namespace",
@@ -44,19 +42,6 @@ def _text(value: Any, name: str, limit: int, required: bool = False) -> str | No
     except UnicodeEncodeError as error:
         raise MemoryInputError(f"{name} is not valid Unicode text (lone surrogate)") from error
     return value
-
-
-def check_text_size(text: str, semantic_type: SemanticType) -> str:
-    """``text`` if its type may hold it: a skill up to ``MAX_SKILL_TEXT_BYTES`` of UTF-8,
-    any other memory up to ``MAX_TEXT_CHARS`` characters."""
-    if semantic_type in KNOWLEDGE_TYPES:
-        if len(text) > MAX_SKILL_TEXT_BYTES or len(text.encode("utf-8", "replace")) > MAX_SKILL_TEXT_BYTES:
-            raise MemoryInputError(f"a skill's text is larger than {MAX_SKILL_TEXT_BYTES} bytes (UTF-8): "
-                                   "move large references out of the skill or link to them")
-    elif len(text) > MAX_TEXT_CHARS:
-        raise MemoryInputError(f"text is longer than {MAX_TEXT_CHARS} characters"
-                               + (" (only a skill may hold more)" if len(text) <= MAX_SKILL_TEXT_BYTES else ""))
-    return text
 
 
 def _choice(value: Any, name: str, enum: Any) -> Any:

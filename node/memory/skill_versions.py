@@ -8,6 +8,7 @@ from node.crystals import Crystal, ProvenanceNode, ProvenanceOperation
 from node.crystals import governance as gov
 from node.memory.owner import MemoryOwner
 from node.memory.search import MemoryInputError, set_vectors
+from node.memory.text_limits import check_text_size
 
 
 def new_skill_version(memory: MemoryOwner, crystal_id: str, text: str) -> Crystal:
@@ -16,8 +17,6 @@ def new_skill_version(memory: MemoryOwner, crystal_id: str, text: str) -> Crysta
     Execution statistics start from zero: the new text has not proven itself
     yet, so it must pass the quality gates again before it can be listed.
     """
-    from node.memory.requests import check_text_size  # requests imports the facade, which imports us
-
     previous = memory.store.get(crystal_id)
     if not previous.is_knowledge:
         raise MemoryInputError("only skill and task_pattern crystals have versions")

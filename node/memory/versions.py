@@ -40,9 +40,10 @@ from node.crystals import (
 )
 from node.memory.facade import Memory, MemoryInputError
 from node.memory.namespaces import validate_namespace
-from node.memory.requests import MAX_SKILL_TEXT_BYTES, check_text_size, parse_add_request, parse_lifespan
+from node.memory.requests import parse_add_request, parse_lifespan
 from node.memory.search import set_vectors
 from node.memory.succession import next_version
+from node.memory.text_limits import MAX_SKILL_TEXT_BYTES, check_text_size
 
 UPDATE_KEYS = frozenset({"text", "scope"})
 

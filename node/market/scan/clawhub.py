@@ -113,7 +113,7 @@ def with_meta_front_matter(skill_md: str, meta_json: str | None) -> tuple[str, s
     described = _text_field(meta, "description", MAX_DESCRIPTION_CHARS)
     description = described or first_paragraph(text)
     if description is None:
-        raise InvalidSkillBundle(f"SKILL.md has no front matter and no paragraph saying what the skill does: "
+        raise InvalidSkillBundle("SKILL.md has no front matter and no paragraph saying what the skill does: "
                                  + FRONT_MATTER_TO_ADD)
     front: dict[str, Any] = {"name": name, "description": description}
     latest = meta.get("latest")

@@ -41,7 +41,6 @@ from protocol.skill_bundle import (
     normalize_skill_md,
 )
 
-
 # A SKILL.md is read whole into an agent's context: the Agent Skills guidance is a body under
 # ~5k tokens; a scan still reads one of 192 KiB (a bundle carries at most MAX_SKILL_MD_BYTES).
 MAX_SCANNED_SKILL_MD_BYTES = 192 * 1024

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from node.market.scan import context, flows, rules, unicode
 from node.market.scan.context import FileContext
 from node.market.scan.findings import MAX_EVIDENCE_CHARS, Finding, ScanReport, Severity, escape
-from protocol.skill_bundle import MARK, MAX_BUNDLE_BYTES, InvalidSkillBundle, build, decode, looks_like_bundle
+from protocol.skill_bundle import (
+    MARK,
+    MAX_BUNDLE_BYTES,
+    InvalidSkillBundle,
+    build,
+    decode,
+    looks_like_bundle,
+)
 
 # The largest skill a node may deliver (a Delivery payload, a market bundle: 192 KiB of UTF-8,
 # so at most as many characters). Nothing larger arrives over the network; a larger cap would

@@ -41,7 +41,7 @@ from node.memory.learning import (
     new_material,
 )
 from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
-from node.memory.requests import check_text_size
+from node.memory.text_limits import check_text_size
 from node.memory.working.dream import LIVE, TASK_TYPES, CrystalView, HormoneLevels
 from node.memory.working.migration import SEED_IMPORTANCE, Chunk
 from node.memory.working.scratch import ScratchNote, clean_note_text

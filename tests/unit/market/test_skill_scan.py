@@ -265,7 +265,7 @@ def test_clawhub_meta_json_gives_the_missing_front_matter(tmp_path: Path) -> Non
 
 
 def test_without_front_matter_or_meta_json_the_refusal_names_what_to_add(tmp_path: Path) -> None:
-    with pytest.raises(InvalidSkillBundle, match='add front matter, four lines at the top of SKILL.md: "---" / "name: '):
+    with pytest.raises(InvalidSkillBundle, match=re.escape('add front matter, four lines at the top of SKILL.md: "---" / "name: ')):
         market_bundle(clawhub_folder(tmp_path / "a", meta=None))
     with pytest.raises(InvalidSkillBundle, match="no slug or displayName: add front matter"):
         market_bundle(clawhub_folder(tmp_path / "b", meta='{"owner": "x"}'))

@@ -228,7 +228,7 @@ def test_a_bundle_carries_published_skills_up_to_its_limits() -> None:
         sb.decode(text + "x")
     body = SKILL_MD + "\n" + "y" * (sb.MAX_SKILL_MD_BYTES - len(SKILL_MD.encode()) - 1)
     assert len(sb.build(body).skill_md.encode()) == sb.MAX_SKILL_MD_BYTES
-    with pytest.raises(sb.InvalidSkillBundle, match="SKILL.md is larger than"):
+    with pytest.raises(sb.InvalidSkillBundle, match=r"SKILL\.md is larger than"):
         sb.build(body + "y")
 
 
