@@ -27,7 +27,7 @@ from pathlib import Path
 
 from node.market.scan.clawhub import META_JSON, with_meta_front_matter
 from node.market.scan.findings import Finding, ScanReport, Severity
-from node.market.scan.scanner import Unscannable, scan_refused, scan_skill, scan_text
+from node.market.scan.scanner import MAX_LINES, Unscannable, scan_refused, scan_skill, scan_text
 from protocol.skill_bundle import (
     MARK,
     MAX_BUNDLE_BYTES,
@@ -59,7 +59,7 @@ class Limits:
 
 SCAN_LIMITS = Limits(max_files=200, max_file_bytes=1024 * 1024, max_total_bytes=2 * 1024 * 1024)
 WIRE_LIMITS = Limits(max_files=MAX_RESOURCES, max_file_bytes=MAX_RESOURCE_BYTES,
-                     max_total_bytes=MAX_BUNDLE_BYTES, max_lines=10_000, hidden=False,
+                     max_total_bytes=MAX_BUNDLE_BYTES, max_lines=MAX_LINES, hidden=False,
                      max_skill_md_bytes=MAX_SKILL_MD_BYTES)
 NOT_INSTRUCTIONS = frozenset({
     "png", "jpg", "jpeg", "gif", "webp", "ico", "bmp", "tif", "tiff", "avif", "heic",
@@ -92,7 +92,7 @@ def read_folder(folder: Path, limits: Limits = SCAN_LIMITS) -> SkillFolder:
     largest = min(limits.max_file_bytes, limits.max_skill_md_bytes)
     if skill_md_path.stat().st_size > largest:
         raise Unscannable("too_large", f"{skill_md_path} is larger than {largest} bytes: split it into references/")
-    skill_md = _read_text(skill_md_path, SKILL_MD)
+    skill_md = _read_text(skill_md_path, SKILL_MD, limits.max_lines)
     result = SkillFolder(skill_md)
     if not folder.is_dir():
         return result
@@ -132,7 +132,7 @@ def read_folder(folder: Path, limits: Limits = SCAN_LIMITS) -> SkillFolder:
                 raise Unscannable("too_large", f"{folder} holds more than {limits.max_total_bytes} bytes of text")
             if len(result.resources) >= limits.max_files:
                 raise Unscannable("too_many_files", f"{folder} holds more than {limits.max_files} text files")
-            result.resources[relative] = _read_text(path, relative)
+            result.resources[relative] = _read_text(path, relative, limits.max_lines)
     return result
 
 
@@ -155,11 +155,15 @@ def market_bundle(folder: Path) -> tuple[SkillBundle, str | None]:
     return build(skill_md, skill.resources), note
 
 
-def _read_text(path: Path, relative: str) -> str:
+def _read_text(path: Path, relative: str, max_lines: int) -> str:
     data = path.read_bytes()
     if b"\x00" in data:
         raise Unscannable("not_text", f"{relative} is not text (it holds NUL bytes): remove it, or convert "
                           "it to UTF-8 text if the skill needs it")
+    if data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").count(b"\n") >= max_lines:  # as scan_text counts
+        # lines (a buyer scans each file of a bundle within MAX_LINES): what is added can be bought
+        raise Unscannable("too_many_lines", f"{relative} has more than {max_lines} lines: split it into "
+                          "several files, or leave it out of the skill")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
