@@ -234,7 +234,9 @@ def test_a_bundle_carries_published_skills_up_to_its_limits() -> None:
 
 def test_the_largest_bundle_travels_in_one_delivery_frame() -> None:
     """No wire limit changed for the larger bundle: its listing's size_bytes, its Delivery
-    payload and the sealed Delivery (one 256 KiB frame) all take the largest bundle."""
+    payload and the sealed Delivery or VoucherDelivery (one 256 KiB frame) all take the largest
+    bundle (x402 over HTTP answers JSON without a frame)."""
+    from protocol.channel import VoucherDelivery
     from protocol.codec import MAX_MESSAGE_BYTES
     from protocol.envelope import open_envelope, seal
     from protocol.identity import Identity
@@ -244,9 +246,15 @@ def test_the_largest_bundle_travels_in_one_delivery_frame() -> None:
     assert sb.MAX_BUNDLE_BYTES == MAX_SKILL_PAYLOAD_BYTES
     delivery = Delivery(request_id="0" * 32, listing_id="1" * 64, payload=text,
                         content_hash=content_hash(text), tx_hash="0x" + "2" * 64)
-    sealed = seal(Identity.generate(), Delivery.KIND, delivery, 1, 1_700_000_000_000)
+    identity = Identity.generate()
+    sealed = seal(identity, Delivery.KIND, delivery, 1, 1_700_000_000_000)
     assert len(sealed) <= MAX_MESSAGE_BYTES
     assert open_envelope(sealed).message() == delivery
+    voucher = VoucherDelivery(request_id="0" * 32, listing_id="1" * 64, payload=text, content_hash=content_hash(text),
+                              channel_id=b"\x03" * 32, charged_total=2**63 - 1, balance=2**63 - 1,
+                              deposit_tx="0x" + "4" * 64)
+    sealed = seal(identity, VoucherDelivery.KIND, voucher, 2, 1_700_000_000_000)
+    assert len(sealed) <= MAX_MESSAGE_BYTES and open_envelope(sealed).message() == voucher
 
 
 names = st.from_regex(r"[a-z0-9]{1,8}(-[a-z0-9]{1,8}){0,2}", fullmatch=True)
