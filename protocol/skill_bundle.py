@@ -44,16 +44,19 @@ from typing import Any
 
 import yaml
 
+from protocol.purchase import MAX_SKILL_PAYLOAD_BYTES
 from protocol.schema import InvalidMessage
 
 SKILL_MD = "SKILL.md"
-MAX_BUNDLE_BYTES = 64 * 1024  # fits a memory text (65,536 chars) and a Delivery payload
-MAX_SKILL_MD_BYTES = 48 * 1024
+# The largest skill every node already carries (a listing's size_bytes, a Delivery's payload,
+# one 256 KiB frame): 98.6 % of 3,175 published skills fit (docs/protocol.md 4.5, "Sizes").
+MAX_BUNDLE_BYTES = MAX_SKILL_PAYLOAD_BYTES
+MAX_SKILL_MD_BYTES = 128 * 1024  # the largest published SKILL.md measured: 125 KiB
 MAX_FRONT_MATTER_BYTES = 16 * 1024  # ClawHub's nested metadata and long descriptions fit
 MAX_FRONT_MATTER_DEPTH = 6  # front matter > metadata > clawdbot > requires > bins (a list)
 MAX_FRONT_MATTER_NODES = 2000  # YAML events: a bound on the work, whatever the shape
 MAX_RESOURCES = 64  # many small files (scripts/, references/) within the same total
-MAX_RESOURCE_BYTES = 48 * 1024
+MAX_RESOURCE_BYTES = 128 * 1024  # a reference or script as large as the largest SKILL.md
 MAX_PATH_CHARS = 128
 MAX_PATH_DEPTH = 6
 MAX_NAME_CHARS = 64
@@ -376,6 +379,10 @@ def decode_or_none(text: str) -> SkillBundle | None:
 __all__ = [
     "ALLOWED_TOOLS",
     "MAX_BUNDLE_BYTES",
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_RAW_NAME_CHARS",
+    "MAX_RESOURCE_BYTES",
+    "MAX_SKILL_MD_BYTES",
     "NAME",
     "SKILL_MD",
     "InvalidSkillBundle",
@@ -388,6 +395,7 @@ __all__ = [
     "encode",
     "looks_like_bundle",
     "normalize_name",
+    "normalize_skill_md",
     "parse_front_matter",
     "split_front_matter",
 ]

@@ -54,11 +54,11 @@ import _public_skills as public
 from _bench import add_smoke_flag, print_result, quantiles, smoke
 
 from node.market import scan_folder, scan_text
-from node.market.scan import WIRE_LIMITS, Unscannable, read_folder
-from protocol.skill_bundle import InvalidSkillBundle, build
+from node.market.scan import Unscannable, market_bundle
+from protocol.skill_bundle import MAX_BUNDLE_BYTES, MAX_RESOURCE_BYTES, InvalidSkillBundle, build
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "skill_scan"
-SCAN_LIMIT = 128 * 1024
+SCAN_LIMIT = MAX_BUNDLE_BYTES  # the scanner's cap on one text (scanner.MAX_SCAN_CHARS)
 ADVERSARIAL = {
     "repeated_fetch": "curl " * (SCAN_LIMIT // 5),
     "pipe_far_away": ("curl x" + " " * 290 + "|") * (SCAN_LIMIT // 300),
@@ -79,6 +79,24 @@ ADVERSARIAL = {
     "rot13_literals": ("rot13\n" + '"abcdef ghij/kl" ' * 8000)[:SCAN_LIMIT],
     "zlib_bomb_in_base64": ('x = "' + base64.b64encode(zlib.compress(b"A" * (20 * 1024 * 1024), 9)).decode())[:SCAN_LIMIT],
 }
+
+
+def as_bundle(text: str) -> str | None:
+    """``text`` as the largest market bundle it fills: a short SKILL.md and the text cut into
+    resource files of at most ``MAX_RESOURCE_BYTES`` (what a hostile seller can deliver)."""
+    skill_md = "---\nname: flood\ndescription: an adversarial bundle\n---\nSee the resources."
+    room = MAX_BUNDLE_BYTES - len(skill_md) - 200
+    data = text.encode("utf-8")[:room]
+    resources, index = {}, 0
+    while data:
+        part = data[:MAX_RESOURCE_BYTES - 100].decode("utf-8", "ignore")
+        resources[f"references/part{index}.md"] = part
+        data = data[len(part.encode("utf-8")):] if part else b""
+        index += 1
+    try:
+        return build(skill_md, resources).encode()
+    except InvalidSkillBundle:
+        return None
 
 
 def run_part(part: str, limit: int | None) -> dict[str, object]:
@@ -116,17 +134,17 @@ def run_part(part: str, limit: int | None) -> dict[str, object]:
 
 
 def _wire_fit(folder: Path) -> tuple[str, str]:
-    """("fits", "") or why the skill cannot travel as one market bundle (a 64 KiB memory text):
+    """("fits", "") or why ``skill add`` would refuse the skill as one market bundle (192 KiB,
+    ``node.market.market_bundle``, which builds ClawHub's missing front matter from _meta.json):
     a code and the reason's shape (numbers and names cut out, so reasons can be counted)."""
     try:
-        skill = read_folder(folder, WIRE_LIMITS)
-        build(skill.skill_md, skill.resources)
+        _, note = market_bundle(folder)
     except Unscannable as error:
         return error.code, re.sub(r"\S*[/\d]\S*", "#", str(error))[:80]
     except InvalidSkillBundle as error:
         code = "too_large" if "larger than" in str(error) or "at most" in str(error) else "malformed"
         return code, re.sub(r"'[^']*'|\S*[/\d]\S*", "#", str(error))[:80]
-    return "fits", ""
+    return ("fits, front matter from _meta.json", "") if note else ("fits", "")
 
 
 VERDICT_KEYS = {("malicious", "quarantine"): "detected", ("malicious", "warn"): "malicious_warned",
@@ -296,6 +314,12 @@ def main() -> None:
         started = time.perf_counter()
         verdict = scan_text(text).verdict
         adversarial[name] = {"verdict": str(verdict), "ms": round((time.perf_counter() - started) * 1000)}
+        bundle = as_bundle(text)
+        if bundle is not None:
+            started = time.perf_counter()
+            verdict = scan_text(bundle).verdict
+            adversarial[name] |= {"bundle_verdict": str(verdict),
+                                  "bundle_ms": round((time.perf_counter() - started) * 1000)}
     result["adversarial"] = adversarial
     for part in arguments.parts:
         summary = result[part]

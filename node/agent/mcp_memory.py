@@ -40,6 +40,7 @@ from node.agent.mcp_working import (
 )
 from node.api import shapes
 from node.errors import CrystalmeshError
+from protocol.skill_bundle import MAX_BUNDLE_BYTES
 
 # The API takes bodies up to 1 MiB; base64 makes 4 bytes of 3.
 MAX_SENT_BYTES = 750 * 1024
@@ -74,7 +75,9 @@ class MemoryTools:
 
     async def memory_add(
         self,
-        text: Annotated[str, Field(min_length=1, max_length=65536, description="The memory, one self-contained statement.")],
+        text: Annotated[str, Field(min_length=1, max_length=MAX_BUNDLE_BYTES, description=(
+            "The memory, one self-contained statement (at most 65,536 characters; a skill up to "
+            "196,608 bytes)."))],
         type: Annotated[MemoryType, Field(description=(
             'Kind of memory. "directive": an instruction or preference the user stated '
             "(it never fades and outranks inferred memories that contradict it)."))] = "general",
@@ -126,7 +129,8 @@ class MemoryTools:
     async def memory_update(
         self,
         id: MemoryId,
-        text: Annotated[str | None, Field(min_length=1, max_length=65536, description="The corrected memory.")] = None,
+        text: Annotated[str | None, Field(min_length=1, max_length=MAX_BUNDLE_BYTES, description=(
+            "The corrected memory (at most 65,536 characters; a skill up to 196,608 bytes)."))] = None,
         scope: Annotated[Scope | None, Field(description="A new access scope.")] = None,
     ) -> dict[str, Any]:
         """Change a memory: writes a new version (new id) and closes the old one, which stays

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from node.agent.mcp_common import Call, offer, path_segment
 from node.agent.mcp_progress import HEARTBEAT_S, Progress
+from protocol.skill_bundle import MAX_BUNDLE_BYTES
 
 Importance = Annotated[float, Field(ge=0.0, le=1.0, description="How much it matters, 0-1.")]
 MAX_NOTE_CHARS = 4000  # node.memory.working.scratch.MAX_NOTE_CHARS
@@ -87,7 +88,7 @@ class WorkingTools:
         self,
         crystal_id: Annotated[str, Field(min_length=1, max_length=128, description=(
             "Id of an emerging skill (a task pattern listed under Emerging Skills in MEMORY.md)."))],
-        text: Annotated[str | None, Field(min_length=1, max_length=65536, description=(
+        text: Annotated[str | None, Field(min_length=1, max_length=MAX_BUNDLE_BYTES, description=(
             "The skill's instructions (default: the pattern's text).")) ] = None,
         category: Annotated[str | None, Field(min_length=1, max_length=64)] = None,
         tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=32)]] | None,

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from node.crystals import AccessScope, Lifecycle, SemanticType, Source
-from node.memory import MAX_TAGS, MAX_TEXT_CHARS, MAX_TTL_MS, SearchRequest, search_request
+from node.memory import MAX_SKILL_TEXT_BYTES, MAX_TAGS, MAX_TTL_MS, SearchRequest, search_request
 
 MAX_MICRO_USDC = 10**12
 NAMESPACE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9._@-]{1,64})?$"
@@ -30,9 +30,9 @@ class Body(BaseModel):
 
 
 class CrystalIn(Body):
-    """``POST /v1/crystals``: one memory to store."""
+    """``POST /v1/crystals``: one memory to store (its type's size limit: ``check_text_size``)."""
 
-    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+    text: Annotated[str, Field(min_length=1, max_length=MAX_SKILL_TEXT_BYTES)]
     type: SemanticType | None = None
     scope: AccessScope | None = None
     path: Annotated[str, Field(max_length=1024)] | None = None
@@ -122,7 +122,7 @@ class ExecutionIn(Body):
 class VersionIn(Body):
     """``POST /v1/skills/{crystal_id}/versions``."""
 
-    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+    text: Annotated[str, Field(min_length=1, max_length=MAX_SKILL_TEXT_BYTES)]
 
 
 class PublishIn(Body):

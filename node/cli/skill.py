@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from node.cli.context import CliContext, CliError, common_options, parse_usdc, usdc
-from protocol.skill_bundle import MAX_BUNDLE_BYTES, MAX_RESOURCES, SkillBundle, build
+from protocol.skill_bundle import MAX_BUNDLE_BYTES, MAX_RESOURCE_BYTES, MAX_RESOURCES, SkillBundle
 
 if TYPE_CHECKING:
     from node.market import ScanReport
@@ -61,23 +61,16 @@ def crystallize(ctx: CliContext, crystal_id: str, text: str | None, category: st
         f"(record executions, then `crystalmesh skill publish {c['id'][:8]}`)"))
 
 
-def read_skill_folder(folder: Path) -> SkillBundle:
-    """A local skill folder (SKILL.md + text files) as a validated bundle for the market.
-
-    Read by the scanner's folder reader within the wire limits; a file the bundle cannot
-    carry (an image, a binary, a hidden file) is refused with its name, not dropped."""
-    from node.market import WIRE_LIMITS, Unscannable, read_folder
+def read_skill_folder(folder: Path) -> tuple[SkillBundle, str | None]:
+    """A local skill folder as a validated market bundle, and a note if its front matter
+    was built from ClawHub's ``_meta.json`` (``node.market.market_bundle``)."""
+    from node.market import Unscannable, market_bundle
 
     try:
-        skill = read_folder(folder, WIRE_LIMITS)
+        return market_bundle(folder)
     except Unscannable as error:
-        raise CliError(f"{error} (market bundles carry up to {MAX_RESOURCES} text files, "
-                       f"{MAX_BUNDLE_BYTES} bytes in all)") from error
-    if skill.skipped or skill.executables:
-        names = [entry["file"] for entry in skill.skipped] + skill.executables
-        raise CliError(f"{', '.join(names[:5])}: a market bundle carries text files only; "
-                       "remove these files or host them elsewhere and link to them")
-    return build(skill.skill_md.lstrip("\ufeff"), skill.resources)
+        raise CliError(f"{error} (market bundles carry up to {MAX_RESOURCES} text files of up to "
+                       f"{MAX_RESOURCE_BYTES} bytes, {MAX_BUNDLE_BYTES} bytes in all)") from error
 
 
 @skill.command("add")
@@ -95,10 +88,13 @@ def add(ctx: CliContext, folder: Path, scope: str, category: str | None, tags: t
     \f
     Example: ``crystalmesh skill add ./skills/pg-replica-recovery --category ops --tag postgres``
     """
-    bundle = read_skill_folder(folder)
+    bundle, note = read_skill_folder(folder)
     crystal = ctx.client().add_skill(bundle.encode(), scope=scope, category=category, tags=tags,
                                      namespace=namespace)
-    crystal = crystal | {"skill_name": bundle.name, "resources": [path for path, _ in bundle.resources]}
+    crystal = crystal | {"skill_name": bundle.name, "resources": [path for path, _ in bundle.resources],
+                         "front_matter_built": note}
+    if note and not ctx.as_json:
+        click.echo(note, err=True)
     ctx.emit(crystal, lambda c: click.echo(
         f"{c['id']}  skill {c['skill_name']} ({len(c['resources'])} resource file(s)), "
         f"content hash {c['hash'][:16]}…"))

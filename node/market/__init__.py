@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from node.market.scan import ask_endpoint as ask_endpoint
     from node.market.scan import ask_sampling as ask_sampling
     from node.market.scan import judge_with_endpoint as judge_with_endpoint
+    from node.market.scan import market_bundle as market_bundle
     from node.market.scan import not_judged as not_judged
     from node.market.scan import read_folder as read_folder
     from node.market.scan import scan_folder as scan_folder

@@ -61,13 +61,15 @@ if TYPE_CHECKING:
     from node.memory.portable import open_private as open_private
     from node.memory.reembedding import reembed as reembed
     from node.memory.requests import MAX_TAGS as MAX_TAGS
-    from node.memory.requests import MAX_TEXT_CHARS as MAX_TEXT_CHARS
     from node.memory.requests import MAX_TTL_MS as MAX_TTL_MS
     from node.memory.requests import add_from_request as add_from_request
     from node.memory.requests import consolidate_at as consolidate_at
     from node.memory.search import SOURCES as SOURCES
     from node.memory.search import origin_label as origin_label
     from node.memory.search import search_request as search_request
+    from node.memory.text_limits import MAX_SKILL_TEXT_BYTES as MAX_SKILL_TEXT_BYTES
+    from node.memory.text_limits import MAX_TEXT_CHARS as MAX_TEXT_CHARS
+    from node.memory.text_limits import check_text_size as check_text_size
     from node.memory.transcripts import TranscriptChunk as TranscriptChunk
     from node.memory.transcripts import TranscriptConflict as TranscriptConflict
     from node.memory.transcripts import TranscriptRefused as TranscriptRefused

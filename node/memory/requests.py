@@ -15,9 +15,13 @@ from typing import Any
 from node.crystals import AccessScope, Crystal, LifespanPolicy, SemanticType, Source, now_ms
 from node.memory.facade import ConsolidationReport, Memory, MemoryInputError
 from node.memory.namespaces import validate_namespace
+from node.memory.text_limits import (
+    KNOWLEDGE_TYPES,
+    MAX_SKILL_TEXT_BYTES,
+    check_text_size,
+)
 from protocol.skill_bundle import decode, looks_like_bundle
 
-MAX_TEXT_CHARS = 65_536
 MAX_TTL_MS = 10 * 365 * 86_400_000
 MAX_TAGS = 16
 ALLOWED_KEYS = frozenset({"text", "type", "scope", "path", "ttl_ms", "category", "tags", "namespace",
@@ -57,9 +61,10 @@ def parse_add_request(body: Any) -> tuple[str, dict[str, Any]]:
     unknown = sorted(set(body) - ALLOWED_KEYS)
     if unknown:
         raise MemoryInputError(f"unknown field(s): {', '.join(unknown)}")
-    text = _text(body.get("text"), "text", MAX_TEXT_CHARS, required=True)
+    text = _text(body.get("text"), "text", MAX_SKILL_TEXT_BYTES, required=True)
     assert text is not None
     semantic_type = _choice(body.get("type"), "type", SemanticType) or SemanticType.GENERAL
+    check_text_size(text, semantic_type)
     scope = _choice(body.get("scope"), "scope", AccessScope)
     path = _text(body.get("path"), "path", 1024)
     category = _text(body.get("category"), "category", 64)
@@ -77,7 +82,7 @@ def parse_add_request(body: Any) -> tuple[str, dict[str, Any]]:
         raise MemoryInputError("give ttl_ms or lifespan, not both (a TTL is its own lifespan)")
     extra: dict[str, Any] = {"namespace": validate_namespace(body.get("namespace")),
                              "importance_floor": floor}
-    if semantic_type in (SemanticType.SKILL, SemanticType.TASK_PATTERN):
+    if semantic_type in KNOWLEDGE_TYPES:
         # A skill is found under the "skills" source (search --source skills), however it was added.
         extra |= {"skill_category": category, "skill_tags": checked_tags, "source": Source.SKILLS}
         if looks_like_bundle(text.strip()):

@@ -8,6 +8,7 @@ from node.crystals import Crystal, ProvenanceNode, ProvenanceOperation
 from node.crystals import governance as gov
 from node.memory.owner import MemoryOwner
 from node.memory.search import MemoryInputError, set_vectors
+from node.memory.text_limits import check_text_size
 
 
 def new_skill_version(memory: MemoryOwner, crystal_id: str, text: str) -> Crystal:
@@ -19,6 +20,7 @@ def new_skill_version(memory: MemoryOwner, crystal_id: str, text: str) -> Crysta
     previous = memory.store.get(crystal_id)
     if not previous.is_knowledge:
         raise MemoryInputError("only skill and task_pattern crystals have versions")
+    check_text_size(text, previous.semantic_type)
     if previous.deprecated:
         raise MemoryInputError(
             f"{previous.id} is already superseded; version its newest version instead"

@@ -40,9 +40,10 @@ from node.crystals import (
 )
 from node.memory.facade import Memory, MemoryInputError
 from node.memory.namespaces import validate_namespace
-from node.memory.requests import MAX_TEXT_CHARS, parse_add_request, parse_lifespan
+from node.memory.requests import parse_add_request, parse_lifespan
 from node.memory.search import set_vectors
 from node.memory.succession import next_version
+from node.memory.text_limits import MAX_SKILL_TEXT_BYTES, check_text_size
 
 UPDATE_KEYS = frozenset({"text", "scope"})
 
@@ -109,7 +110,7 @@ def update(memory: Memory, crystal_id: str, text: str | None = None,
            scope: AccessScope | None = None) -> Crystal:
     """Write the next version of a memory with a new text and/or scope."""
     current = current_version(memory, crystal_id)
-    new_text = current.text if text is None else text
+    new_text = current.text if text is None else check_text_size(text, current.semantic_type)
     new_scope = current.governance.access_scope if scope is None else scope
     if new_text.strip() == current.text and new_scope is current.governance.access_scope:
         raise MemoryInputError("nothing to change: the text and scope are the memory's current ones")
@@ -133,8 +134,8 @@ def update_from_request(memory: Memory, crystal_id: str, body: Any) -> dict[str,
     text, scope = body.get("text"), body.get("scope")
     if text is None and scope is None:
         raise MemoryInputError("give text, scope, or both")
-    if text is not None and (not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT_CHARS):
-        raise MemoryInputError(f"text must be a non-empty string of at most {MAX_TEXT_CHARS} characters")
+    if text is not None and (not isinstance(text, str) or not text.strip() or len(text) > MAX_SKILL_TEXT_BYTES):
+        raise MemoryInputError(f"text must be a non-empty string of at most {MAX_SKILL_TEXT_BYTES} characters")
     try:
         chosen = None if scope is None else AccessScope(scope)
     except (ValueError, TypeError) as error:

@@ -59,7 +59,7 @@ from node.api.models import NAMESPACE_PATTERN, Body, ConsolidateIn, CrystalIn, S
 from node.crystals import AccessScope, SemanticType
 from node.memory import (
     MAX_PATH_CHARS,
-    MAX_TEXT_CHARS,
+    MAX_SKILL_TEXT_BYTES,
     ConversationRefused,
     Document,
     MemoryInputError,
@@ -74,7 +74,7 @@ Namespace = Annotated[str, Field(min_length=1, max_length=100, pattern=NAMESPACE
 class UpdateIn(Body):
     """``PATCH /v1/crystals/{crystal_id}``: the new text and/or scope (a new version)."""
 
-    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)] | None = None
+    text: Annotated[str, Field(min_length=1, max_length=MAX_SKILL_TEXT_BYTES)] | None = None
     scope: AccessScope | None = None
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from node.market.scan.findings import Severity as Severity
     from node.market.scan.findings import Verdict as Verdict
     from node.market.scan.folder import WIRE_LIMITS as WIRE_LIMITS
+    from node.market.scan.folder import market_bundle as market_bundle
     from node.market.scan.folder import read_folder as read_folder
     from node.market.scan.folder import scan_folder as scan_folder
     from node.market.scan.judge import EndpointSettings as EndpointSettings

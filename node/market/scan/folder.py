@@ -25,8 +25,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from node.market.scan.clawhub import META_JSON, with_meta_front_matter
 from node.market.scan.findings import Finding, ScanReport, Severity
-from node.market.scan.scanner import Unscannable, scan_refused, scan_skill, scan_text
+from node.market.scan.scanner import MAX_LINES, Unscannable, scan_refused, scan_skill, scan_text
 from protocol.skill_bundle import (
     MARK,
     MAX_BUNDLE_BYTES,
@@ -34,7 +35,15 @@ from protocol.skill_bundle import (
     MAX_RESOURCES,
     MAX_SKILL_MD_BYTES,
     SKILL_MD,
+    SkillBundle,
+    build,
+    looks_like_bundle,
+    normalize_skill_md,
 )
+
+# A SKILL.md is read whole into an agent's context: the Agent Skills guidance is a body under
+# ~5k tokens; a scan still reads one of 192 KiB (a bundle carries at most MAX_SKILL_MD_BYTES).
+MAX_SCANNED_SKILL_MD_BYTES = 192 * 1024
 
 
 @dataclass(frozen=True)
@@ -45,11 +54,13 @@ class Limits:
     max_entries: int = 5000  # files and folders walked, skipped ones included
     max_lines: int = 50_000  # per file
     hidden: bool = True  # read hidden files (a scan must see them; a bundle cannot carry them)
+    max_skill_md_bytes: int = MAX_SCANNED_SKILL_MD_BYTES
 
 
 SCAN_LIMITS = Limits(max_files=200, max_file_bytes=1024 * 1024, max_total_bytes=2 * 1024 * 1024)
 WIRE_LIMITS = Limits(max_files=MAX_RESOURCES, max_file_bytes=MAX_RESOURCE_BYTES,
-                     max_total_bytes=MAX_BUNDLE_BYTES, max_lines=10_000, hidden=False)
+                     max_total_bytes=MAX_BUNDLE_BYTES, max_lines=MAX_LINES, hidden=False,
+                     max_skill_md_bytes=MAX_SKILL_MD_BYTES)
 NOT_INSTRUCTIONS = frozenset({
     "png", "jpg", "jpeg", "gif", "webp", "ico", "bmp", "tif", "tiff", "avif", "heic",
     "ttf", "otf", "woff", "woff2", "eot", "mp3", "wav", "ogg", "flac", "m4a", "mp4", "mov", "webm",
@@ -78,10 +89,10 @@ def read_folder(folder: Path, limits: Limits = SCAN_LIMITS) -> SkillFolder:
     skill_md_path = folder / SKILL_MD if folder.is_dir() else folder
     if not skill_md_path.is_file():
         raise Unscannable("no_skill_md", f"{skill_md_path} is not a file: give a folder with a SKILL.md, or the file")
-    if skill_md_path.stat().st_size > min(limits.max_file_bytes, MAX_SKILL_MD_BYTES * 4):
-        raise Unscannable("too_large", f"{skill_md_path} is larger than "
-                          f"{min(limits.max_file_bytes, MAX_SKILL_MD_BYTES * 4)} bytes: split it into references/")
-    skill_md = _read_text(skill_md_path, SKILL_MD)
+    largest = min(limits.max_file_bytes, limits.max_skill_md_bytes)
+    if skill_md_path.stat().st_size > largest:
+        raise Unscannable("too_large", f"{skill_md_path} is larger than {largest} bytes: split it into references/")
+    skill_md = _read_text(skill_md_path, SKILL_MD, limits.max_lines)
     result = SkillFolder(skill_md)
     if not folder.is_dir():
         return result
@@ -121,15 +132,38 @@ def read_folder(folder: Path, limits: Limits = SCAN_LIMITS) -> SkillFolder:
                 raise Unscannable("too_large", f"{folder} holds more than {limits.max_total_bytes} bytes of text")
             if len(result.resources) >= limits.max_files:
                 raise Unscannable("too_many_files", f"{folder} holds more than {limits.max_files} text files")
-            result.resources[relative] = _read_text(path, relative)
+            result.resources[relative] = _read_text(path, relative, limits.max_lines)
     return result
 
 
-def _read_text(path: Path, relative: str) -> str:
+def market_bundle(folder: Path) -> tuple[SkillBundle, str | None]:
+    """A local skill folder as the market bundle ``skill add`` stores, and a note when its
+    front matter had to be built (ClawHub's layout, :mod:`node.market.scan.clawhub`).
+
+    Read within the wire limits; a file the bundle cannot carry (an image, a binary) is
+    refused with its name, never dropped. Raises ``Unscannable`` (what the folder holds)
+    or ``InvalidSkillBundle`` (the bundle's format and limits)."""
+    skill = read_folder(folder, WIRE_LIMITS)
+    if skill.skipped or skill.executables:
+        names = [entry["file"] for entry in skill.skipped] + skill.executables
+        raise Unscannable("not_text", f"{', '.join(names[:5])}: a market bundle carries text files only; "
+                          "remove these files or host them elsewhere and link to them")
+    skill_md = skill.skill_md.lstrip("\ufeff")
+    note = None
+    if not looks_like_bundle(normalize_skill_md(skill_md)):
+        skill_md, note = with_meta_front_matter(skill_md, skill.resources.get(META_JSON))
+    return build(skill_md, skill.resources), note
+
+
+def _read_text(path: Path, relative: str, max_lines: int) -> str:
     data = path.read_bytes()
     if b"\x00" in data:
         raise Unscannable("not_text", f"{relative} is not text (it holds NUL bytes): remove it, or convert "
                           "it to UTF-8 text if the skill needs it")
+    if data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").count(b"\n") >= max_lines:  # as scan_text counts
+        # lines (a buyer scans each file of a bundle within MAX_LINES): what is added can be bought
+        raise Unscannable("too_many_lines", f"{relative} has more than {max_lines} lines: split it into "
+                          "several files, or leave it out of the skill")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

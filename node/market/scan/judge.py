@@ -45,7 +45,9 @@ from node.memory import LlmError, chat_completion
 from protocol.codec import json_too_deep
 from protocol.skill_bundle import MARK, InvalidSkillBundle, decode
 
-MAX_JUDGE_CHARS = 60_000  # about 15k tokens: every market bundle (64 KiB) of mostly ASCII text
+# About 15k tokens, what a small local model's context holds: 94 % of the public skills that fit a
+# market bundle (192 KiB); a longer one is reported "not judged: too long", never passed.
+MAX_JUDGE_CHARS = 60_000
 MAX_REPLY_BYTES = 64 * 1024
 MAX_ANSWER_CHARS = 4000
 MAX_REASON_CHARS = 300

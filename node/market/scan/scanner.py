@@ -24,9 +24,19 @@ from dataclasses import dataclass, field
 from node.market.scan import context, flows, rules, unicode
 from node.market.scan.context import FileContext
 from node.market.scan.findings import MAX_EVIDENCE_CHARS, Finding, ScanReport, Severity, escape
-from protocol.skill_bundle import MARK, InvalidSkillBundle, build, decode, looks_like_bundle
+from protocol.skill_bundle import (
+    MARK,
+    MAX_BUNDLE_BYTES,
+    InvalidSkillBundle,
+    build,
+    decode,
+    looks_like_bundle,
+)
 
-MAX_SCAN_CHARS = 128 * 1024  # twice the largest bundle (64 KiB)
+# The largest skill a node may deliver (a Delivery payload, a market bundle: 192 KiB of UTF-8,
+# so at most as many characters). Nothing larger arrives over the network; a larger cap would
+# only raise the worst case of a crafted text (bench_scan.py's adversarial inputs).
+MAX_SCAN_CHARS = MAX_BUNDLE_BYTES
 MAX_LINES = 10_000
 WINDOW_OVERLAP = 200
 MAX_HIDDEN_SEGMENTS = 64
@@ -411,22 +421,28 @@ def scan_skill(skill_md: str, resources: list[tuple[str, str]], skipped: list[di
         return scan_refused("nested too deep", "malformed")
 
 
+def _lf(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def scan_text(text: str) -> ScanReport:
     """Scan a skill (a bundle's canonical text, a SKILL.md, or plain text); never raises."""
     if not isinstance(text, str):
         return scan_refused("not text", "not_text")
     if len(text) > MAX_SCAN_CHARS:
         return scan_refused(f"{len(text)} characters > {MAX_SCAN_CHARS}", "too_large")
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    delivered, text = text, _lf(text)
     if "\x00" in text:
         return scan_refused("contains NUL characters (text only)", "not_text")
     try:
         if looks_like_bundle(text):
             try:
-                bundle = decode(text) if MARK in text else build(text)
+                # A bundle is decoded as delivered: its resources are length-prefixed and keep their
+                # own line ends (a CRLF file), which are normalised only for reading, file by file.
+                bundle = decode(delivered) if MARK in delivered else build(text)
             except InvalidSkillBundle as error:
                 return scan_refused(f"malformed skill: {error}", "malformed")
-            return scan_skill(bundle.skill_md, list(bundle.resources))
+            return scan_skill(bundle.skill_md, [(path, _lf(content)) for path, content in bundle.resources])
         return ScanReport.of(_scan_file(text, None, None) + flows.scan_skill([(None, text)], None))
     except Unscannable as error:
         return scan_refused(str(error), error.code)

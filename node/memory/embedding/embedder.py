@@ -36,8 +36,8 @@ DEFAULT_EMBEDDER = "minilm"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 # A text longer than the model's window is embedded window by window (WINDOW_OVERLAP tokens
 # shared by neighbours) and its windows' vectors averaged, weighted by their token counts; past
-# MAX_WINDOWS windows (~3.6k tokens for MiniLM: a bound on what one crafted 64 KiB memory costs) the
-# rest is left to full-text search.
+# MAX_WINDOWS windows (~3.6k tokens for MiniLM: a bound on what one crafted memory costs, 64 KiB or a
+# 192 KiB skill alike) the rest is left to full-text search.
 MAX_WINDOWS = 16
 WINDOW_OVERLAP = 32
 SESSION_THREADS = 2

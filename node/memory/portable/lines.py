@@ -28,7 +28,7 @@ from protocol.codec import json_too_deep
 
 FORMAT = "crystalmesh-memory"
 VERSION = 1
-MAX_LINE_BYTES = 4 * 1024 * 1024  # a 64 KiB text escaped, its window vectors and rows fit many times
+MAX_LINE_BYTES = 4 * 1024 * 1024  # a 192 KiB skill escaped (6x at worst), its window vectors and rows fit
 MAX_DEPTH = 16  # a record nests 5 deep (crystal > provenanceDag > node > metadata > value)
 MAX_WINDOWS = 512
 MAX_PROVENANCE_NODES = 1024

@@ -41,13 +41,13 @@ from node.memory.learning import (
     new_material,
 )
 from node.memory.namespaces import DEFAULT_NAMESPACE, validate_namespace
+from node.memory.text_limits import check_text_size
 from node.memory.working.dream import LIVE, TASK_TYPES, CrystalView, HormoneLevels
 from node.memory.working.migration import SEED_IMPORTANCE, Chunk
 from node.memory.working.scratch import ScratchNote, clean_note_text
 
 SNAPSHOT_RECENT = 200
 SNAPSHOT_RANKED = 100
-MAX_SKILL_CHARS = 65_536
 _LIVE = tuple(sorted(LIVE | {"frozen"}))
 R = TypeVar("R")
 
@@ -197,8 +197,10 @@ class MemoryBackend:
         The pattern's recorded executions move with it (they are its track record);
         provenance links the skill to the pattern it was forked from.
         """
-        if text is not None and not 0 < len(text.strip()) <= MAX_SKILL_CHARS:
-            raise MemoryInputError(f"text must be 1 to {MAX_SKILL_CHARS} characters")
+        if text is not None and not text.strip():
+            raise MemoryInputError("text must not be empty")
+        if text is not None:
+            check_text_size(text, SemanticType.SKILL)
         if category is not None and not 0 < len(category) <= 64:
             raise MemoryInputError("category must be 1 to 64 characters")
         if len(tags) > 16 or not all(isinstance(t, str) and 0 < len(t) <= 32 for t in tags):

@@ -103,3 +103,22 @@ async def test_a_crafted_row_is_left_out_of_lists_and_named_when_asked_for(
     deleted = await ok(node, "DELETE", f"/v1/crystals/{broken['id']}")  # and it can be removed
     assert deleted["versions"] == 1
     assert (await ok(node, "GET", f"/v1/crystals/{kept['id']}"))["text"] == "the ferry leaves at nine"
+
+
+async def test_a_skill_may_hold_a_market_bundle_over_the_api(node: NodeService) -> None:
+    """Issue 39: POST /v1/crystals takes a skill of ~190 KiB (the client `skill add` uses); a fact of
+    65,537 characters and a skill of 192 KiB + 1 are refused with the limit, and nothing is stored."""
+    from protocol.skill_bundle import MAX_BUNDLE_BYTES, build
+
+    resources = {f"references/part-{index}.md": f"step {index}: check the replica lag\n" * 2100 for index in range(3)}
+    bundle = build("---\nname: big-runbook\ndescription: A large runbook.\n---\nRead the references.",
+                   resources).encode()
+    assert 180 * 1024 < len(bundle) <= MAX_BUNDLE_BYTES
+    skill = await ok(node, "POST", "/v1/crystals", {"text": bundle, "type": "skill"})
+    assert skill["outcome"] == "created" and skill["semanticType"] == "skill"
+    fact = await call(node, "POST", "/v1/crystals", {"text": "y" * 65_537, "type": "fact"}, None)
+    assert fact.status_code == 400 and "only a skill may hold more" in fact.text
+    over = await call(node, "POST", "/v1/crystals", {"text": "x" * (MAX_BUNDLE_BYTES + 1), "type": "skill"}, None)
+    assert over.status_code in (400, 422) and "196608" in over.text
+    listed = await ok(node, "GET", "/v1/crystals", types="skill")
+    assert [crystal["id"] for crystal in listed["crystals"]] == [skill["id"]]

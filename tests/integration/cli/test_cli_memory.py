@@ -215,3 +215,34 @@ def test_skill_add_reads_a_skill_folder(initialised: Cli, tmp_path: Path) -> Non
     # What a bundle cannot carry is named, with what to do.
     (folder / "references" / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x01")
     assert "carries text files only" in initialised.fails("skill", "add", str(folder))
+
+
+def test_skill_add_takes_real_sized_and_clawhub_skills(initialised: Cli, tmp_path: Path) -> None:
+    """Issue 39: a skill of about 150 KB (over the old 64 KiB bundle) is stored whole; one over
+    192 KiB is refused with the limits; ClawHub's SKILL.md without front matter gets its front
+    matter from _meta.json, and the user is told; without _meta.json the refusal says what to add."""
+    folder = tmp_path / "large"
+    (folder / "references").mkdir(parents=True)
+    (folder / "SKILL.md").write_text(SKILL_MD)
+    for index in range(3):
+        (folder / "references" / f"part-{index}.md").write_text(f"reference line {index}\n" * 3000)
+    added = initialised.json("skill", "add", str(folder))
+    assert len(added["text"].encode()) > 140 * 1024 and added["front_matter_built"] is None
+    (folder / "references" / "part-3.md").write_text("reference line 3\n" * 3000)
+    refused = initialised.fails("skill", "add", str(folder))
+    assert "196608 bytes" in refused and "131072 bytes" in refused
+
+    clawhub = tmp_path / "pihole"
+    clawhub.mkdir()
+    (clawhub / "SKILL.md").write_text("# Pi-hole Skill\n\nControl your Pi-hole DNS ad blocker.\n\n## Setup\n")
+    (clawhub / "_meta.json").write_text('{"owner": "baanish", "slug": "pihole", "displayName": "Pi-hole Control",'
+                                        ' "latest": {"version": "2.0.1"}, "history": []}')
+    code, out, err = initialised.run("skill", "add", str(clawhub))
+    assert code == 0 and "skill pihole" in out
+    assert "SKILL.md had no front matter: built name 'pihole' from _meta.json" in err
+    added = initialised.json("skill", "add", str(clawhub))
+    assert added["text"].startswith("---\nname: pihole\ndescription: Control your Pi-hole DNS ad blocker.\n")
+    assert "_meta.json" in added["front_matter_built"]
+    (clawhub / "_meta.json").unlink()
+    refused = initialised.fails("skill", "add", str(clawhub))
+    assert 'SKILL.md has no front matter: add front matter, four lines at the top of SKILL.md: "---"' in refused

@@ -147,3 +147,33 @@ def test_skill_versions_are_one_memory(memory: Memory) -> None:
     updated = versions.update(memory, skill.id, "Rerun a flaky job five times, diff lockfiles and env")
     assert (updated.skill_version, updated.stable_skill_id, updated.version) == (3, skill.id, 3)
     assert memory.store.get(newer.id).deprecated
+
+
+def test_a_skill_holds_a_market_bundle_other_memories_keep_their_limit(memory: Memory) -> None:
+    """Issue 39: a skill crystal's text may be a whole market bundle (192 KiB of UTF-8); every
+    other memory keeps 65,536 characters; nothing half-applies when a text is refused."""
+    from protocol.skill_bundle import MAX_BUNDLE_BYTES, build
+
+    skill_md = "---\nname: big-runbook\ndescription: A large runbook.\n---\nRead the references."
+    bundle = build(skill_md, {"references/runbook.md": "check the replica lag\n" * 5000,
+                              "references/more.md": "and the WAL position\n" * 2000}).encode()
+    assert 65_536 < len(bundle) <= MAX_BUNDLE_BYTES
+    skill = add(memory, bundle, type="skill").crystal
+    assert memory.get(skill.id).text == bundle
+    grown = versions.update(memory, skill.id, bundle.replace("A large runbook", "A larger runbook"))
+    assert grown.text.startswith("---\nname: big-runbook\ndescription: A larger runbook")
+    before = len(memory.store.versions(grown.memory_id))
+    for too_large in ("x" * (MAX_BUNDLE_BYTES + 1), "é" * (MAX_BUNDLE_BYTES // 2 + 1)):  # chars, then bytes
+        with pytest.raises(MemoryInputError, match="196608"):
+            add(memory, too_large, type="skill")
+        with pytest.raises(MemoryInputError, match="skill's text is larger than"):
+            versions.update(memory, grown.id, too_large)
+        with pytest.raises(MemoryInputError, match="skill's text is larger than"):
+            memory.new_skill_version(grown.id, too_large)
+    assert len(memory.store.versions(grown.memory_id)) == before
+    with pytest.raises(MemoryInputError, match="only a skill may hold more"):
+        add(memory, "y" * 65_537, type="fact")
+    fact = add(memory, FACT, type="fact").crystal
+    with pytest.raises(MemoryInputError, match="only a skill may hold more"):
+        versions.update(memory, fact.id, "y" * 65_537)
+    assert memory.get(fact.id).superseded_by is None

@@ -275,3 +275,37 @@ async def test_a_connection_closing_but_still_listed_is_not_used(nursery: trio.N
     raw = await buyer.request(seller.listen_addrs()[0], purchase_request(buyer, "11" * 16))
     assert isinstance(open_envelope(raw).message(), ErrorReply)
     assert len(seen) == 2
+
+
+async def test_a_frame_over_the_limit_is_refused_on_its_length_prefix(nursery: trio.Nursery) -> None:
+    """Issue 39 (hostile input): a peer announcing a frame one byte over MAX_MESSAGE_BYTES is reset
+    as soon as the length prefix is read, not after its body arrives (or the read timeout: 60 s
+    here); the same prefix at the limit is left waiting for its body. The seller keeps serving."""
+    from libp2p.network.stream.exceptions import StreamEOF, StreamReset
+    from libp2p.utils.varint import encode_uvarint
+
+    from protocol.codec import MAX_MESSAGE_BYTES
+
+    seller, buyer = await two_nodes(nursery)
+    attacker = make_net()
+    await nursery.start(attacker.run)
+    seller.purchases.read_timeout_s = 60.0
+
+    async def ok(peer_id: str, envelope: Envelope) -> bytes:
+        return seller.purchases.error_reply("not_for_sale", "", envelope.body["request_id"])
+
+    seller.serve_purchases(ok)
+    await attacker.host.connect(peer_info_from_addr(seller.listen_addrs()[0]))
+    protocol = [seller.purchases.protocol_id]
+    at_limit = await attacker.host.new_stream(seller.host.get_id(), protocol)
+    await at_limit.write(encode_uvarint(MAX_MESSAGE_BYTES) + b"\x00" * 1024)
+    over = await attacker.host.new_stream(seller.host.get_id(), protocol)
+    await over.write(encode_uvarint(MAX_MESSAGE_BYTES + 1) + b"\x00" * 1024)
+    with trio.fail_after(30):  # well under the 60 s read timeout
+        with pytest.raises((StreamEOF, StreamReset)):  # the seller reset the stream
+            await over.read(1)
+    await wait_until_async(lambda: sum(seller.purchases._open_streams.values()) == 1, 30,
+                           "only the stream at the limit still waiting for its body")
+    reply = await buyer.request(seller.listen_addrs()[0], purchase_request(buyer, new_request_id()), 30)
+    assert open_envelope(reply).message().code == "not_for_sale"  # type: ignore[attr-defined]
+    await at_limit.reset()

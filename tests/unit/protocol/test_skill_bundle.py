@@ -207,6 +207,56 @@ def test_size_caps() -> None:
         sb.decode("---\n" + "x" * (sb.MAX_BUNDLE_BYTES + 1))
 
 
+def largest_bundle() -> sb.SkillBundle:
+    """A bundle of exactly MAX_BUNDLE_BYTES: one full-size resource, the rest in a second one."""
+    first = "é" * (sb.MAX_RESOURCE_BYTES // 2)  # two bytes each: the UTF-8 size counts, not characters
+    partial = sb.build(SKILL_MD, {"references/a.md": first, "references/b.md": ""})
+    rest = sb.MAX_BUNDLE_BYTES - len(partial.encode().encode())
+    return sb.build(SKILL_MD, {"references/a.md": first,
+                               "references/b.md": "x" * (rest - len(str(rest)) + 1)})
+
+
+def test_a_bundle_carries_published_skills_up_to_its_limits() -> None:
+    """Issue 39: 192 KiB in all and 128 KiB a file (98.6 % of 3,175 public skills fit), one byte more refused."""
+    assert (sb.MAX_BUNDLE_BYTES, sb.MAX_RESOURCE_BYTES, sb.MAX_SKILL_MD_BYTES) == (192 * 1024, 128 * 1024, 128 * 1024)
+    bundle = largest_bundle()
+    text = bundle.encode()
+    assert len(text.encode()) == sb.MAX_BUNDLE_BYTES and sb.decode(text) == bundle
+    with pytest.raises(sb.InvalidSkillBundle, match="larger than"):
+        sb.build(SKILL_MD, dict(bundle.resources) | {"references/c.md": "x"})
+    with pytest.raises(sb.InvalidSkillBundle, match="larger than"):
+        sb.decode(text + "x")
+    body = SKILL_MD + "\n" + "y" * (sb.MAX_SKILL_MD_BYTES - len(SKILL_MD.encode()) - 1)
+    assert len(sb.build(body).skill_md.encode()) == sb.MAX_SKILL_MD_BYTES
+    with pytest.raises(sb.InvalidSkillBundle, match=r"SKILL\.md is larger than"):
+        sb.build(body + "y")
+
+
+def test_the_largest_bundle_travels_in_one_delivery_frame() -> None:
+    """No wire limit changed for the larger bundle: its listing's size_bytes, its Delivery
+    payload and the sealed Delivery or VoucherDelivery (one 256 KiB frame) all take the largest
+    bundle (x402 over HTTP answers JSON without a frame)."""
+    from protocol.channel import VoucherDelivery
+    from protocol.codec import MAX_MESSAGE_BYTES
+    from protocol.envelope import open_envelope, seal
+    from protocol.identity import Identity
+    from protocol.purchase import MAX_SKILL_PAYLOAD_BYTES, Delivery, content_hash
+
+    text = largest_bundle().encode()
+    assert sb.MAX_BUNDLE_BYTES == MAX_SKILL_PAYLOAD_BYTES
+    delivery = Delivery(request_id="0" * 32, listing_id="1" * 64, payload=text,
+                        content_hash=content_hash(text), tx_hash="0x" + "2" * 64)
+    identity = Identity.generate()
+    sealed = seal(identity, Delivery.KIND, delivery, 1, 1_700_000_000_000)
+    assert len(sealed) <= MAX_MESSAGE_BYTES
+    assert open_envelope(sealed).message() == delivery
+    voucher = VoucherDelivery(request_id="0" * 32, listing_id="1" * 64, payload=text, content_hash=content_hash(text),
+                              channel_id=b"\x03" * 32, charged_total=2**63 - 1, balance=2**63 - 1,
+                              deposit_tx="0x" + "4" * 64)
+    sealed = seal(identity, VoucherDelivery.KIND, voucher, 2, 1_700_000_000_000)
+    assert len(sealed) <= MAX_MESSAGE_BYTES and open_envelope(sealed).message() == voucher
+
+
 names = st.from_regex(r"[a-z0-9]{1,8}(-[a-z0-9]{1,8}){0,2}", fullmatch=True)
 paths = st.from_regex(r"[a-z0-9_-]{1,10}(/[a-z0-9_.-]{1,10}){0,2}", fullmatch=True).filter(
     lambda p: p.casefold() != "skill.md")
