@@ -171,3 +171,25 @@ async def connect(host: IHost, info: PeerInfo) -> None:
     started = getattr(connections[0], "event_started", None) if connections else None
     if started is not None:
         await started.wait()
+
+
+async def disconnect(host: IHost, peer: ID, rounds: int = 8) -> None:
+    """Close every connection to ``peer``, including one that registers meanwhile.
+
+    ``host.disconnect`` (py-libp2p 0.8.1 ``Swarm.close_peer``) closes the connections it
+    listed, awaiting each, and then drops the peer's whole list: a connection registered
+    during those awaits (the peer dialling again, or a second dial racing the first) is
+    unlisted without being closed — alive at both ends, unseen here, and taken for a live
+    connection by the peer. Closing them one by one (each takes itself off the list) and
+    looking again leaves none."""
+    network = host.get_network()
+    for _ in range(rounds):
+        listed = list(network.connections.get(peer, []) or [])
+        if not listed:
+            return
+        for connection in listed:
+            try:
+                await connection.close()
+            except Exception as error:
+                logger.debug("closing a connection failed peer=%s error=%r", peer, error)
+    logger.warning("peer=%s kept connecting while we closed its connections", peer)

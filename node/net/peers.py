@@ -2,7 +2,10 @@
 
 - Bootstrap peers (and peers added with ``connect``) are *kept*: when the
   connection drops they are redialled with exponential backoff
-  (1 s, 2 s, 4 s … capped at ``max_backoff_s``, with ±10 % jitter).
+  (1 s, 2 s, 4 s … capped at ``max_backoff_s``, with ±10 % jitter). A dial that
+  connects resets the backoff only once its connection has lived
+  ``STABLE_CONNECTION_S``: a peer that drops us on arrival (it banned us) is
+  redialled ever more slowly, not in a loop.
 - Banned peers are disconnected, blacklisted in pubsub, never redialled, and
   disconnected again if they dial us (py-libp2p has no connection gater for
   peer ids, so a network notifee does it).
@@ -35,7 +38,7 @@ from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 
 from node.net import failures
-from node.net.host import live_connections, peer_info_from_addr
+from node.net.host import connect, disconnect, live_connections, peer_info_from_addr
 from node.net.reach import connection_kind
 
 logger = logging.getLogger(__name__)
@@ -44,6 +47,8 @@ logger = logging.getLogger(__name__)
 # when fresh addresses appear (a DHT peer feeding addresses cannot make us spin).
 MAX_DIAL_ADDRS = 4
 MIN_ATTEMPT_GAP_S = 1.0
+# A connection that lived this long was a good one: its loss redials at the initial backoff.
+STABLE_CONNECTION_S = 10.0
 ADDR_TTL_S = 600
 Locate = Callable[[ID], Awaitable[None]]
 
@@ -71,6 +76,8 @@ class _Kept:
     # Addresses (without /p2p/) that failed since the last successful dial.
     tried: set[str] = field(default_factory=set)
     last_attempt: float = float("-inf")
+    # When our last dial connected (None once its loss was seen).
+    connected_at: float | None = None
 
 
 class _Watcher(INotifee):
@@ -127,6 +134,7 @@ class PeerManager:
         # peer-id gater: they live for a few ms, their gossip is dropped by the
         # pubsub blacklist meanwhile).
         self.refused_connections = 0
+        self.dial_attempts = 0  # dials of kept peers by the reconnect loop
         self._kept: dict[ID, _Kept] = {}
         self._wake = trio.Event()
         self._disconnect_send, self._disconnect_receive = trio.open_memory_channel[ID](1024)
@@ -168,6 +176,12 @@ class PeerManager:
         self.banned.discard(peer)
         self.wake()
 
+    def backoff_s(self, peer: ID) -> float | None:
+        """How long the next redial of kept ``peer`` will wait after a failure or a
+        short-lived connection (None: not kept)."""
+        entry = self._kept.get(peer)
+        return entry.backoff_s if entry is not None else None
+
     def is_connected(self, peer: ID) -> bool:
         return bool(live_connections(self.host, peer))
 
@@ -206,7 +220,7 @@ class PeerManager:
     async def _disconnect_loop(self) -> None:
         async for peer in self._disconnect_receive:
             try:
-                await self.host.disconnect(peer)
+                await disconnect(self.host, peer)
             except Exception as error:
                 logger.debug("disconnect failed peer=%s error=%s", peer, error)
 
@@ -219,6 +233,8 @@ class PeerManager:
             for peer, entry in self._kept.items():
                 if peer in self.banned or peer in dialling or self.is_connected(peer):
                     continue
+                if entry.connected_at is not None:
+                    self._lost(entry, now)
                 if entry.next_attempt <= now or (
                         now - entry.last_attempt >= MIN_ATTEMPT_GAP_S and self._fresh(peer, entry)):
                     dialling.add(peer)
@@ -227,6 +243,17 @@ class PeerManager:
                     next_due = min(next_due, entry.next_attempt)
             with trio.move_on_at(next_due):
                 await self._wake.wait()
+
+    def _lost(self, entry: _Kept, now: float) -> None:
+        """The connection our last dial made is gone: redial at once if it lived, else back
+        off (the peer refuses us on arrival, or the link cannot hold a connection)."""
+        lived = now - entry.connected_at if entry.connected_at is not None else 0.0
+        entry.connected_at = None
+        if lived >= STABLE_CONNECTION_S:
+            entry.backoff_s = self.initial_backoff_s
+            return
+        entry.next_attempt = now + entry.backoff_s * random.uniform(0.9, 1.1)
+        entry.backoff_s = min(entry.backoff_s * 2, self.max_backoff_s)
 
     def peerstore_addrs(self, peer: ID) -> list[str]:
         """What the peerstore knows of ``peer``'s addresses (identify, DHT, our dials)."""
@@ -270,7 +297,7 @@ class PeerManager:
             peerstore.add_addrs(peer, [address, *others], ADDR_TTL_S)
             try:
                 with trio.fail_after(self.dial_timeout_s):
-                    await self.host.connect(PeerInfo(peer, [address]))
+                    await connect(self.host, PeerInfo(peer, [address]))
             except Exception as failure:
                 entry.tried.add(text)
                 error = failure
@@ -281,6 +308,7 @@ class PeerManager:
 
     async def _dial(self, peer: ID, entry: _Kept, dialling: set[ID]) -> None:
         entry.last_attempt = trio.current_time()
+        self.dial_attempts += 1
         try:
             await self._connect(peer, entry)
         except Exception as error:  # any dial failure means: try again later
@@ -299,7 +327,7 @@ class PeerManager:
             )
         else:
             entry.failures = 0
-            entry.backoff_s = self.initial_backoff_s
+            entry.connected_at = trio.current_time()
             entry.next_attempt = 0.0
             logger.info("connected peer=%s", peer)
         finally:

@@ -115,9 +115,7 @@ def make_net(
         listen="/ip4/127.0.0.1/tcp/0",
         bootstrap=list(bootstrap),
         management_keys=[key.hex() for key in management_keys],
-        heartbeat_s=0.5,
-        reconnect_max_backoff_s=2.0,
-        **net_overrides,
+        **({"heartbeat_s": 0.5, "reconnect_max_backoff_s": 2.0} | net_overrides),
     )
     return NetService(
         config,

@@ -89,7 +89,12 @@ async def test_peer_sending_forgeries_is_disconnected_and_stays_out(
     await wait_until_async(
               lambda: all(net.is_banned(attacker.peer_id) for net in nets), 60, "banned everywhere"
     )
-    await wait_until_async(lambda: attacker.connected_peers() == [], 60, "attacker disconnected")
+    attacker_id = to_peer_id(attacker.peer_id)
+
+    def shut_out() -> bool:  # no honest node holds a live connection to it
+        return not any(net.peer_manager.is_connected(attacker_id) for net in nets)
+
+    await wait_until_async(shut_out, 60, "attacker disconnected")
     for net in nets:
         assert net.score(attacker.peer_id) < -50
         assert net.rejection_counts(attacker.peer_id) == {"bad_signature": 3}
@@ -100,7 +105,7 @@ async def test_peer_sending_forgeries_is_disconnected_and_stays_out(
     await wait_until_async(
               lambda: all(net.peer_manager.refused_connections >= 1 for net in nets), 60, "redial"
     )
-    await wait_until_async(lambda: attacker.connected_peers() == [], 60, "attacker dropped again")
+    await wait_until_async(shut_out, 60, "attacker dropped again")
 
 
 async def test_manual_ban_disconnects_and_unban_allows_back(nursery: trio.Nursery) -> None:
@@ -112,3 +117,42 @@ async def test_manual_ban_disconnects_and_unban_allows_back(nursery: trio.Nurser
 
     other.unban(keeper.peer_id)
     await wait_until_async(lambda: keeper.peer_id in other.connected_peers(), 60, "redial after unban")
+
+
+async def test_a_peer_that_drops_us_on_arrival_is_redialled_ever_more_slowly(
+    nursery: trio.Nursery,
+) -> None:
+    """Each dial to a peer that bans us connects and is dropped at once: that is not a
+    good connection, so the backoff grows instead of starting again at 1 s (a loop of
+    dials, and of refusals at the peer)."""
+    keeper = make_net()
+    await nursery.start(keeper.run)
+    kept_by = make_net(bootstrap=[keeper.listen_addrs()[0]], reconnect_max_backoff_s=30.0)
+    keeper.ban(kept_by.peer_id)
+    await nursery.start(kept_by.run)
+    keeper_id = to_peer_id(keeper.peer_id)
+    await wait_until_async(lambda: (kept_by.peer_manager.backoff_s(keeper_id) or 0) >= 8.0, 60,
+                           "the backoff grown to 8 s (1 + 2 + 4 s of refused dials)")
+    assert keeper.peer_manager.refused_connections >= 3
+    # 1 s, 2 s, 4 s: about four dials of ours (a dial may also fail while it is refused).
+    assert kept_by.peer_manager.dial_attempts <= 6
+
+
+async def test_refusing_a_banned_peer_leaves_it_no_half_open_connection(
+    nursery: trio.Nursery,
+) -> None:
+    """py-libp2p's ``close_peer`` drops the whole list after closing what it listed: a
+    connection registered meanwhile stayed open, unlisted here and live at the banned
+    peer, which then believed itself connected and never dialled again."""
+    keeper = make_net()
+    await nursery.start(keeper.run)
+    banned = make_net(bootstrap=[keeper.listen_addrs()[0]])
+    keeper.ban(banned.peer_id)
+    await nursery.start(banned.run)
+    keeper_id = to_peer_id(keeper.peer_id)
+    await wait_until_async(lambda: keeper.peer_manager.refused_connections >= 3, 60, "refusals")
+    await wait_until_async(lambda: not banned.peer_manager.is_connected(keeper_id), 60,
+                           "the banned peer sees no live connection")
+    live_at_keeper = [conn for conn in keeper.host.get_network().connections.get(
+        to_peer_id(banned.peer_id), []) if not conn.is_closed]
+    assert live_at_keeper == []
