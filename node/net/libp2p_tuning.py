@@ -243,13 +243,20 @@ from typing import Any
 
 import libp2p.host.basic_host as basic_host_module
 import libp2p.io.trio as trio_io_module
+import libp2p.io.utils as io_utils
 import libp2p.network.swarm as swarm_module
 import libp2p.pubsub.gossipsub as gossipsub_module
 import libp2p.pubsub.pubsub as pubsub_module
 import libp2p.pubsub.score as score_module
+import libp2p.security.noise.io as noise_io_module
 import libp2p.stream_muxer.yamux.yamux as yamux_module
 import trio
-from libp2p.io.exceptions import ConnectionClosedError, IOException, MessageTooLarge
+from libp2p.io.exceptions import (
+    ConnectionClosedError,
+    IncompleteReadError,
+    IOException,
+    MessageTooLarge,
+)
 from libp2p.network.connection.exceptions import RawConnError
 from libp2p.network.stream.exceptions import StreamClosed, StreamEOF, StreamError, StreamReset
 from libp2p.protocol_muxer.exceptions import (
@@ -261,6 +268,7 @@ from libp2p.protocol_muxer.multiselect_client import DEFAULT_NEGOTIATE_TIMEOUT, 
 from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicator
 from libp2p.pubsub import utils as pubsub_utils
 from libp2p.pubsub.pb import rpc_pb2
+from libp2p.stream_muxer.exceptions import MuxedStreamEOF, MuxedStreamReset
 from libp2p.utils import encode_varint_prefixed
 from libp2p.utils.varint import encode_delim, read_varint_prefixed_bytes_limited
 
@@ -888,6 +896,321 @@ def _prompt_lock(original: Callable[..., None], name: str) -> Callable[..., None
     return __init__
 
 
+# ------------------------------------------------------------- 22.-24. the receive path
+_yamux_log = yamux_module.logger  # the library's logger: node.net.failures filters it by prefix
+_FRAME_HEADER = struct.Struct(yamux_module.YAMUX_HEADER_FORMAT)
+_HEADER_BYTES = yamux_module.HEADER_SIZE
+_DATA, _WINDOW_UPDATE = yamux_module.TYPE_DATA, yamux_module.TYPE_WINDOW_UPDATE
+_PING, _GO_AWAY = yamux_module.TYPE_PING, yamux_module.TYPE_GO_AWAY
+_SYN, _ACK = yamux_module.FLAG_SYN, yamux_module.FLAG_ACK
+_FIN, _RST = yamux_module.FLAG_FIN, yamux_module.FLAG_RST
+_GO_AWAY_REASONS = {
+    yamux_module.GO_AWAY_NORMAL: "normal termination",
+    yamux_module.GO_AWAY_PROTOCOL_ERROR: "protocol error",
+    yamux_module.GO_AWAY_INTERNAL_ERROR: "internal error",
+    yamux_module.GO_AWAY_CONN_GARBAGE_COLLECTED: "connection garbage collected",
+}
+# What makes 0.8.1's loop give the connection up rather than sleep 10 ms and go on.
+_FATAL_LOOP_ERRORS = (RawConnError, OSError, IncompleteReadError, trio.ClosedResourceError,
+                      trio.BrokenResourceError)
+
+
+class _Plaintext:
+    """Decrypted bytes the receive loop holds and has not parsed yet (module doc, 22.)."""
+
+    __slots__ = ("_read", "buffer", "offset")
+
+    def __init__(self, secured_conn: Any) -> None:
+        self._read = secured_conn.read
+        self.buffer = bytearray()
+        self.offset = 0
+
+    async def fill(self, needed: int) -> None:
+        """Read whole messages until ``needed`` bytes are held (IncompleteReadError at EOF)."""
+        while len(self.buffer) - self.offset < needed:
+            chunk = await self._read()
+            if not chunk:
+                held = len(self.buffer) - self.offset
+                raise IncompleteReadError(
+                    f"Connection closed during read operation: expected {needed} bytes but "
+                    f"received {held} bytes", expected_bytes=needed, received_bytes=held)
+            if self.offset:
+                del self.buffer[:self.offset]
+                self.offset = 0
+            self.buffer += chunk
+
+    def take(self, size: int) -> bytearray:
+        start = self.offset
+        self.offset = start + size
+        return self.buffer[start:start + size]
+
+
+async def _handle_incoming(self: Any) -> None:
+    """``Yamux.handle_incoming``: frames parsed from whole decrypted messages (module doc, 22.)."""
+    plaintext = _Plaintext(self.secured_conn)
+    while not self.event_shutting_down.is_set():
+        try:
+            if len(plaintext.buffer) - plaintext.offset < _HEADER_BYTES:
+                await plaintext.fill(_HEADER_BYTES)
+            _, kind, flags, stream_id, length = _FRAME_HEADER.unpack_from(
+                plaintext.buffer, plaintext.offset)
+            plaintext.offset += _HEADER_BYTES
+            body: bytes | bytearray = b""
+            if kind == _DATA and length:
+                if length > yamux_module.MAX_WINDOW_SIZE:
+                    _yamux_log.warning("Yamux: peer %s announced oversized DATA frame "
+                                       "length=%d on stream %d, closing connection",
+                                       self.peer_id, length, stream_id)
+                    await _give_up(self)
+                    break
+                if len(plaintext.buffer) - plaintext.offset < length:
+                    with trio.fail_after(yamux_module._yamux_data_read_timeout()):
+                        await plaintext.fill(length)
+                body = plaintext.take(length)
+        except trio.TooSlowError:
+            _yamux_log.warning("Yamux: timed out reading DATA frame body for peer %s; "
+                               "closing connection", self.peer_id)
+            await _give_up(self)
+            break
+        except IncompleteReadError as error:
+            if error.is_clean_close:
+                _yamux_log.info("Yamux connection closed cleanly by peer %s", self.peer_id)
+            else:
+                _yamux_log.warning("Yamux connection closed unexpectedly for peer %s: %s",
+                                   self.peer_id, error)
+            await _give_up(self)
+            break
+        except Exception as error:  # 0.8.1: any failed read ends the connection
+            _yamux_log.debug("Error reading a frame for peer %s: %r", self.peer_id, error)
+            await _give_up(self)
+            break
+        try:
+            if kind == _DATA and not flags & (_SYN | _ACK):
+                await _on_data(self, stream_id, flags, body)
+            elif kind == _WINDOW_UPDATE and not flags & (_SYN | _ACK):
+                await _on_window_update(self, stream_id, flags, length)
+            elif kind in (_DATA, _WINDOW_UPDATE) and flags & _SYN:
+                await _on_new_stream(self, stream_id, kind, flags, length, body)
+            elif kind in (_DATA, _WINDOW_UPDATE):  # ACK
+                await _on_ack(self, stream_id, kind, length, body)
+            elif kind == _PING:
+                await _on_ping(self, flags, length)
+            elif kind == _GO_AWAY:
+                _yamux_log.debug("Received GO_AWAY for peer %s: %s", self.peer_id,
+                                 _GO_AWAY_REASONS.get(length, f"unknown code {length}"))
+                await _give_up(self)
+                break
+        except Exception as error:  # 0.8.1's handler: give up on a broken connection only
+            if not isinstance(error, RawConnError):
+                _yamux_log.error("Error in handle_incoming for peer %s: %s: %s",
+                                 self.peer_id, type(error).__name__, error)
+            elif str(error).strip():
+                _yamux_log.warning("RawConnError during connection handling for peer %s: %s",
+                                   self.peer_id, error)
+            if self.event_shutting_down.is_set() or isinstance(error, _FATAL_LOOP_ERRORS):
+                await _give_up(self)
+                break
+            await trio.sleep(0.01)
+
+
+async def _give_up(self: Any) -> None:
+    self.event_shutting_down.set()
+    await self._cleanup_on_error()
+
+
+def _receive(self: Any, stream: Any, stream_id: int, body: bytes | bytearray) -> None:
+    """Append a frame's body to its stream's buffer (caller holds ``streams_lock``)."""
+    self.stream_buffers[stream_id].extend(body)
+    stream.recv_window -= len(body)
+    if stream.recv_window < 0:
+        _yamux_log.warning("Stream %d: peer exceeded receive window by %d bytes",
+                           stream_id, -stream.recv_window)
+        stream.recv_window = 0
+
+
+def _end_flags(self: Any, stream: Any, stream_id: int, flags: int) -> None:
+    """FIN and RST on a DATA or WINDOW_UPDATE frame (caller holds ``streams_lock``)."""
+    if flags & _FIN:
+        stream.recv_closed = True
+        if stream.send_closed:
+            stream.closed = True
+        self.stream_events[stream_id].set()
+    if flags & _RST:
+        stream.closed = True
+        stream.reset_received = True
+        self.stream_events[stream_id].set()
+    if stream.closed:
+        self._finalize_stream_locked(stream, fully_closed=True)
+
+
+async def _on_data(self: Any, stream_id: int, flags: int, body: bytes | bytearray) -> None:
+    """A DATA frame on an open stream: its bytes to the stream's buffer, its reader woken."""
+    async with self.streams_lock:
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            return
+        try:
+            _receive(self, stream, stream_id, body)
+            self.stream_events[stream_id].set()
+            if flags:
+                _end_flags(self, stream, stream_id, flags)
+        except Exception as error:  # inconsistent stream tables: 0.8.1 ends that stream
+            _yamux_log.error("Error reading data for stream %d: %r", stream_id, error)
+            stream.recv_closed = True
+            if stream.send_closed:
+                stream.closed = True
+            event = self.stream_events.get(stream_id)
+            if event is not None:
+                event.set()
+
+
+async def _on_window_update(self: Any, stream_id: int, flags: int, increment: int) -> None:
+    async with self.streams_lock:
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            return
+        async with stream.window_lock:
+            stream.send_window += increment
+        _end_flags(self, stream, stream_id, flags)
+
+
+async def _on_new_stream(self: Any, stream_id: int, kind: int, flags: int, length: int,
+                         body: bytes | bytearray) -> None:
+    """A SYN: the peer opens ``stream_id`` (ACKed), or RSTs it if it exists already."""
+    reply: bytes | None = None
+    accepted = None
+    async with self.streams_lock:
+        if stream_id in self.streams:
+            reply = _FRAME_HEADER.pack(0, _WINDOW_UPDATE, _RST, stream_id, 0)
+        else:
+            stream = yamux_module.YamuxStream(stream_id, self, False)
+            self.streams[stream_id] = stream
+            self.stream_buffers[stream_id] = bytearray()
+            self.stream_events[stream_id] = trio.Event()
+            if kind == _WINDOW_UPDATE and length > 0:
+                async with stream.window_lock:
+                    stream.send_window += length
+            elif kind == _DATA and length > 0:
+                _receive(self, stream, stream_id, body)
+                self.stream_events[stream_id].set()
+            if flags & _FIN:
+                stream.recv_closed = True
+                if stream.send_closed:
+                    stream.closed = True
+                self.stream_events[stream_id].set()
+                if stream.closed:
+                    self._finalize_stream_locked(stream, fully_closed=True)
+            if flags & _RST:  # reset on arrival: delivered, not ACKed
+                stream.closed = True
+                stream.reset_received = True
+                self.stream_events[stream_id].set()
+                self._finalize_stream_locked(stream, fully_closed=True)
+            else:
+                reply = _FRAME_HEADER.pack(0, _WINDOW_UPDATE, _ACK, stream_id, 0)
+            accepted = stream
+    if reply is not None:
+        await self._write_frame(reply)
+    if accepted is not None:
+        await self.new_stream_send_channel.send(accepted)
+
+
+async def _on_ack(self: Any, stream_id: int, kind: int, length: int,
+                  body: bytes | bytearray) -> None:
+    """The peer accepted a stream we opened (its FIN/RST flags are ignored, as in 0.8.1)."""
+    async with self.streams_lock:
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            return
+        if kind == _WINDOW_UPDATE and length > 0:
+            async with stream.window_lock:
+                stream.send_window += length
+        elif kind == _DATA and length > 0:
+            _receive(self, stream, stream_id, body)
+            self.stream_events[stream_id].set()
+
+
+async def _on_ping(self: Any, flags: int, value: int) -> None:
+    if flags & _SYN:
+        await self._write_frame(_FRAME_HEADER.pack(0, _PING, _ACK, 0, value))
+    elif flags & _ACK:
+        rtt = trio.current_time() - self._ping_sent_time
+        self._rtt = rtt if self._rtt == 0.0 else (self._rtt + rtt) / 2
+        self._ping_event.set()
+
+
+async def _read_stream(self: Any, stream_id: int, n: int | None = -1) -> bytes:
+    """``Yamux.read_stream`` without its per-read debug lines (module doc, 24.)."""
+    if n is None:
+        n = -1
+    while True:
+        async with self.streams_lock:
+            stream = self.streams.get(stream_id)
+            if stream is None:
+                raise MuxedStreamEOF("Stream closed")
+            if self.event_shutting_down.is_set():
+                raise MuxedStreamEOF("Connection shut down")
+            buffer = self.stream_buffers.get(stream_id)
+            if buffer is None:
+                if stream.reset_received:
+                    raise MuxedStreamReset("Stream was reset")
+                raise MuxedStreamEOF("Stream buffer closed")
+            # Buffered bytes are served unless a reset arrived with the stream still open
+            # for receiving (0.8.1's order: FIN'd data first, then the reset, then data).
+            if buffer and (stream.recv_closed or not stream.reset_received):
+                if n == -1 or n >= len(buffer):
+                    data = bytes(buffer)
+                    buffer.clear()
+                else:
+                    data = bytes(buffer[:n])
+                    del buffer[:n]
+                if stream.closed:
+                    self._finalize_stream_locked(stream, fully_closed=True)
+                return data
+            if stream.reset_received:
+                raise MuxedStreamReset("Stream was reset")
+            if stream.recv_closed:
+                raise MuxedStreamEOF("Stream is closed for receiving")
+            if stream.closed:
+                raise MuxedStreamReset("Stream is reset or closed")
+        try:
+            await self.stream_events[stream_id].wait()
+            self.stream_events[stream_id] = trio.Event()
+        except KeyError:
+            raise MuxedStreamEOF("Stream was removed") from None
+
+
+async def _read_exactly(reader: Any, size: int) -> bytes:
+    """``read_exactly`` that returns one read's bytes as they are when they are all
+    ``size`` of them (module doc, 23.); a short read is completed by the library's."""
+    data = await reader.read(size)
+    if len(data) == size:
+        return data if type(data) is bytes else bytes(data)
+    try:
+        rest = await io_utils.read_exactly(reader, size - len(data))
+    except IncompleteReadError as error:
+        received = len(data) + error.received_bytes
+        raise IncompleteReadError(
+            f"Connection closed during read operation: expected {size} bytes but received "
+            f"{received} bytes", expected_bytes=size, received_bytes=received) from error
+    return bytes(data) + rest
+
+
+async def _noise_packet(self: Any) -> bytes:
+    """``NoisePacketReadWriter.read_msg``: the 2-byte length, then the body (module doc, 23.)."""
+    reader = self.read_write_closer
+    length = int.from_bytes(await _read_exactly(reader, noise_io_module.SIZE_NOISE_MESSAGE_LEN),
+                            "big")
+    return await _read_exactly(reader, length)
+
+
+async def _noise_read_msg(self: Any, prefix_encoded: bool = False) -> bytes:
+    """``BaseNoiseMsgReadWriter.read_msg`` without its three debug lines (module doc, 23.)."""
+    encrypted = await self.read_writer.read_msg()
+    if prefix_encoded:
+        encrypted = encrypted[len(self.prefix):]
+    return bytes(self.decrypt(encrypted))
+
+
 def check_version(installed: str | None = None) -> None:
     """Refuse a py-libp2p other than the one these items were written for (module doc)."""
     installed = installed or importlib.metadata.version("libp2p")
@@ -956,3 +1279,7 @@ def apply() -> None:
     yamux_module.Yamux.__init__ = _prompt_lock(  # type: ignore[method-assign]
         yamux_module.Yamux.__init__, "streams_lock"
     )
+    yamux_module.Yamux.handle_incoming = _handle_incoming  # type: ignore[method-assign]
+    yamux_module.Yamux.read_stream = _read_stream  # type: ignore[method-assign]
+    noise_io_module.NoisePacketReadWriter.read_msg = _noise_packet  # type: ignore[method-assign]
+    noise_io_module.BaseNoiseMsgReadWriter.read_msg = _noise_read_msg  # type: ignore[method-assign]
