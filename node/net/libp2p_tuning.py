@@ -407,6 +407,40 @@ class _BufferedStream:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def next_rpc(self, max_length: int) -> bytes | None:
+        """The next varint-prefixed RPC when the buffer holds all of it, else None (26.).
+
+        A length above ``max_length`` raises ``MessageTooLarge`` as the library's reader
+        does, before the body is read; a prefix of 9 bytes or more is left to the library
+        (its over-long and 64-bit checks).
+        """
+        buffer = self._buffer
+        length = shift = 0
+        for index in range(min(len(buffer), 9)):
+            byte = buffer[index]
+            length |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                break
+            shift += 7
+        else:
+            return None
+        if length > max_length:
+            raise MessageTooLarge(f"Message length {length} exceeds maximum allowed {max_length}")
+        start = index + 1
+        end = start + length
+        if end > len(buffer):
+            return None
+        rpc = bytes(buffer[start:end])
+        del buffer[:end]
+        return rpc
+
+    async def refill(self) -> None:
+        """One read of the stream appended to the buffer (its errors are the stream's)."""
+        self._buffer += await self._stream.read(_READ_CHUNK_BYTES)
+
     async def read(self, n: int | None = None) -> bytes:
         if n is None or n < 0:
             if not self._buffer:
@@ -458,6 +492,20 @@ def _buffered_read_loop(original: Callable[..., Any]) -> Callable[..., Any]:
     return continuously_read_stream
 
 
+async def read_rpc(stream: Any, max_length: int) -> bytes:
+    """The next varint-prefixed RPC of a pubsub stream (module doc, 26.): cut from what a
+    ``_BufferedStream`` holds, refilled by one read when it is empty; a partial RPC or an
+    unusual prefix goes through the library's reader (same limits, same errors)."""
+    if isinstance(stream, _BufferedStream):
+        rpc = stream.next_rpc(max_length)
+        if rpc is None and not stream.buffered():
+            await stream.refill()
+            rpc = stream.next_rpc(max_length)
+        if rpc is not None:
+            return rpc
+    return await read_varint_prefixed_bytes_limited(stream, max_length)
+
+
 async def _read_loop(self: Any, stream: Any) -> None:
     """``Pubsub.continuously_read_stream`` awaiting ``push_msg`` inline (module doc, 9.).
 
@@ -466,22 +514,17 @@ async def _read_loop(self: Any, stream: Any) -> None:
     peer_id = stream.muxed_conn.peer_id
     try:
         while self.manager.is_running:
-            incoming = await read_varint_prefixed_bytes_limited(stream, self.max_inbound_rpc_size)
+            incoming = await read_rpc(stream, self.max_inbound_rpc_size)
             rpc = rpc_pb2.RPC()
             rpc.ParseFromString(incoming)
             if not pubsub_module.maybe_consume_signed_record(rpc, self.host, peer_id):  # type: ignore[attr-defined]
                 logger.debug("ignored an RPC with an invalid signed record from %s", peer_id)
                 continue
-            event = pubsub_module.GossipsubEvent()
-            event.peer_id = peer_id.pretty()
-            event.message_size = len(incoming)
             if rpc.publish:
-                event.publish = True
                 for message in rpc.publish:
                     if self._is_subscribed_to_msg(message) and self.manager.is_running:
                         await self.push_msg(peer_id, message)
             if rpc.subscriptions:
-                event.subopts = True
                 if len(rpc.subscriptions) > self.max_subscriptions_per_rpc:
                     logger.warning("peer %s sent %d subscriptions in one RPC, limit %d: ignored",
                                    peer_id, len(rpc.subscriptions), self.max_subscriptions_per_rpc)
@@ -489,9 +532,13 @@ async def _read_loop(self: Any, stream: Any) -> None:
                     for subscription in rpc.subscriptions:
                         self.handle_subscription(peer_id, subscription)
             if rpc.HasField("control"):
-                event.control = True
                 await self.router.handle_rpc(rpc, peer_id)
-            if stream.metric_send_channel is not None:
+            if stream.metric_send_channel is not None:  # the metrics event, only when asked for
+                event = pubsub_module.GossipsubEvent()
+                event.peer_id = peer_id.pretty()
+                event.message_size = len(incoming)
+                event.publish, event.subopts = bool(rpc.publish), bool(rpc.subscriptions)
+                event.control = rpc.HasField("control")
                 await stream.metric_send_channel.send(event)
     except MessageTooLarge as error:
         logger.warning("inbound pubsub RPC from %s exceeded the size limit: %s", peer_id, error)
@@ -578,6 +625,7 @@ def _batch(first: Any, queue: Any) -> bytes:
 
 async def _send_loop(self: Any, peer_id: Any, stream: Any, queue: Any) -> None:
     """``Pubsub.handle_sending_messages`` writing what is queued together at once (11.)."""
+    _prompt_state_lock(stream)
     try:
         while True:
             rpc = await queue.pop()
@@ -588,6 +636,13 @@ async def _send_loop(self: Any, peer_id: Any, stream: Any, queue: Any) -> None:
     except Exception:
         logger.debug("sending loop for %s ended with an error", peer_id, exc_info=True)
         self._handle_dead_peer(peer_id)
+
+
+def _prompt_state_lock(stream: Any) -> None:
+    """Our outbound pubsub stream's state lock taken without a pass when free (module doc, 25.)."""
+    lock = getattr(stream, "_state_lock", None)
+    if type(lock) is trio.Lock and not lock.locked() and not lock.statistics().tasks_waiting:
+        stream._state_lock = _PromptLock()
 
 
 async def _write_bytes(self: Any, stream: Any, data: bytes) -> bool:
