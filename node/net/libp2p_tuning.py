@@ -218,6 +218,58 @@ other private member the node uses, and the version checked), whose test fails w
    and write): made prompt too, it let a relayed request race its circuit's end
    in ``test_a_request_does_not_start_on_a_circuit_about_to_end`` (3 of 4 runs).
 
+22. The yamux receive loop over whole messages. 0.8.1's ``Yamux.handle_incoming`` reads
+   each frame in two reads of the secured connection, ``read_exactly(12)`` for its header
+   and ``read_exactly(length)`` for its body, each through ``SecureSession``'s BytesIO
+   buffer, the body inside a ``trio.fail_after`` scope (its deadline registered and
+   removed, the ``PY_YAMUX_DATA_READ_TIMEOUT`` variable read and parsed) and the frame
+   announced by four debug lines built with f-strings, and a flag-name list, whether
+   DEBUG is on or not. ``_handle_incoming`` reads one whole decrypted message at a time
+   (``secured_conn.read()``) into a buffer and cuts every frame it holds from it; the
+   timeout scope is opened only when a body must be awaited from the network (a body
+   already held cannot stall), and nothing is logged for a routine frame. Same
+   semantics, branch by branch: SYN opens (ACKed) or RSTs an existing id, ACK, DATA,
+   WINDOW_UPDATE with FIN / RST, PING answered and its answer timed, GO_AWAY ends the
+   connection; the same guards (a DATA frame announcing more than ``MAX_WINDOW_SIZE``
+   ends the connection before any body is read; a body not there within the library's
+   timeout ends it; receive windows clamped and warned about as before; the 10-slot
+   new-stream channel still pushes back); the same end for a failed read (the
+   connection's cleanup) and the same warnings, on the library's logger, with the
+   prefixes ``node.net.failures`` counts. What the peer sends is parsed exactly once,
+   as before; only how many reads fetch it changes.
+
+23. Noise packets read without copies or log lines. ``NoisePacketReadWriter`` read a
+   packet with ``read_exactly`` twice (each a bytearray, an extend and a ``bytes()``
+   copy), and ``BaseNoiseMsgReadWriter.read_msg`` formatted two f-string debug lines
+   per message. ``_noise_packet`` returns a read's bytes as they are when the read gave
+   all that was asked (19. makes that the usual case) and completes a short one with
+   the library's ``read_exactly`` (its EOF error, with the bytes received counted);
+   ``_noise_read_msg`` decrypts with no logging. Every message is still decrypted and
+   authenticated (a bad tag raises, as before).
+
+24. Stream reads without debug lines. ``Yamux.read_stream`` formatted three to five
+   f-string debug lines per read (the stream's state, the bytes returned). ``_read_stream``
+   is the same sequence of checks in the same order (buffered data of a FIN'd stream
+   first, then a reset, then data, EOF, closed) and the same waits, without them.
+
+25. Pubsub writes without a pass on NetStream's lock. ``NetStream.write`` takes the
+   stream's ``_state_lock`` (a trio lock: a schedule point even when free) before every
+   write: with the socket send, two run-loop passes per RPC written to each peer.
+   Our outbound pubsub stream (written by its sending task only, and by the teardown's
+   reset) gets a ``_PromptLock`` (21.) when its sending task starts: same states, same
+   errors, FIFO when held; one pass per write (the send). Only that stream: a
+   request's stream keeps the library's lock (see 21. for the race that made prompt).
+
+26. Pubsub RPCs cut from the read buffer. The read loop read each RPC's varint length
+   a byte at a time through the buffered stream (6.), then its body, and built a
+   metrics event (with the peer id in base58) for every RPC. ``read_rpc`` decodes the
+   length from the bytes held, refuses one above ``max_inbound_rpc_size`` at once
+   (``MessageTooLarge``, as the library, before any body is read), and cuts the RPC
+   when the buffer holds all of it; an empty buffer is refilled by one read; a partial
+   RPC or a prefix of 9 bytes or more goes through the library's reader, limits and
+   errors included. The metrics event is built only when the stream has a metrics
+   channel (never in the node).
+
 The items are written against py-libp2p 0.8.1 (pinned in pyproject.toml) and
 ``apply()`` refuses another version: most replace a library function with a copy
 that assumes its internals (``_SUPPORTED_LIBP2P``).

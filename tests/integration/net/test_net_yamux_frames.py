@@ -207,10 +207,16 @@ async def test_a_data_body_that_never_comes_ends_its_connection_after_the_timeou
     await stream.write(b"open")
     await wait_until_async(lambda: collector.connections, 20, "the stream at the reader")
     server_conn = collector.connections[0]
-    # 1,000 bytes announced, 10 sent: the reader waits for the rest, then gives up.
-    await write_raw(muxed.conn, data_frame(muxed.stream_id, b"x" * 1000)[:22])
-    await wait_until_async(lambda: server_conn.event_shutting_down.is_set(), 20,
-                           "the stalled connection closed by the reader")
+    # 1,000 bytes announced, 10 sent, and the writer's frame lock kept so that no other
+    # frame (a heartbeat) follows to be taken for the rest: the reader waits, then gives up.
+    conn = muxed.conn
+    await conn._write_lock.acquire()
+    try:
+        await conn.secured_conn.write(data_frame(muxed.stream_id, b"x" * 1000)[:22])
+        await wait_until_async(lambda: server_conn.event_shutting_down.is_set(), 20,
+                               "the stalled connection closed by the reader")
+    finally:
+        conn._write_lock.release()
     assert bytes(collector.received[muxed.stream_id]) == b"open"  # nothing of the partial frame
     await still_serves(nursery, reader, collector)
 
