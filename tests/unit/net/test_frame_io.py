@@ -26,6 +26,8 @@ from libp2p.utils import encode_uvarint, encode_varint_prefixed
 from multiaddr import Multiaddr
 
 from node.net import libp2p_tuning
+from node.net.libp2p_tuning.frames import _PromptLock
+from node.net.libp2p_tuning.pubsub_receive import _BufferedStream
 from tests.support.net import make_net, start_mesh
 
 FRAMES_PROTOCOL = TProtocol("/crystalmesh-test/frames/1")
@@ -168,7 +170,7 @@ async def test_a_small_yamux_write_costs_one_schedule_point(nursery: trio.Nurser
 async def test_a_prompt_lock_is_taken_at_once_when_free_and_in_turn_when_held(
     nursery: trio.Nursery,
 ) -> None:
-    lock = libp2p_tuning._PromptLock()
+    lock = _PromptLock()
     counter = StepCounter(trio.lowlevel.current_task())
     trio.lowlevel.add_instrument(counter)
     try:
@@ -242,7 +244,7 @@ async def test_rpcs_are_cut_from_the_buffer_with_the_librarys_limits(nursery: tr
     done = trio.Event()
 
     async def handler(stream: Any) -> None:
-        buffered = libp2p_tuning._BufferedStream(stream)
+        buffered = _BufferedStream(stream)
         for _ in rpcs:
             got.append(await libp2p_tuning.read_rpc(buffered, limit))
         try:
