@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from libp2p.custom_types import TProtocol
 from libp2p.network.stream.exceptions import StreamClosed, StreamEOF, StreamReset
 from libp2p.peer.id import ID
@@ -223,6 +225,7 @@ async def test_a_data_body_that_never_comes_ends_its_connection_after_the_timeou
 
 async def still_serves(nursery: trio.Nursery, reader: NetService, collector: Collector) -> None:
     """A new peer opens a stream to ``reader`` and is answered."""
+    connections = len(collector.connections)
     other = make_net()
     await nursery.start(other.run)
     await other.host.connect(info_from_p2p_addr(Multiaddr(reader.listen_addrs()[0])))
@@ -231,4 +234,50 @@ async def still_serves(nursery: trio.Nursery, reader: NetService, collector: Col
     await stream.close()
     with trio.fail_after(20):
         assert await stream.read() == b"got 11"
-    assert len(collector.connections) == 2  # a new connection, the old one closed
+    assert len(collector.connections) == connections + 1  # on a new connection
+
+
+FRAME_KINDS = st.sampled_from([yamux_module.TYPE_DATA, yamux_module.TYPE_WINDOW_UPDATE,
+                               yamux_module.TYPE_PING, yamux_module.TYPE_GO_AWAY, 4, 255])
+RAW_FRAMES = st.builds(
+    lambda kind, flags, stream_id, length, body, honest: (
+        HEADER.pack(0, kind, flags, stream_id,
+                    len(body) if honest and kind == yamux_module.TYPE_DATA else length) + body),
+    FRAME_KINDS, st.integers(0, 15), st.sampled_from([0, 1, 2, 3, 7, 2**31, 2**32 - 1]),
+    st.integers(0, 3000), st.binary(max_size=300), st.booleans(),
+)
+
+
+async def test_generated_yamux_frames_end_at_most_their_connection(nursery: trio.Nursery) -> None:
+    """Any frame sequence (every type and flag, unknown types, lengths that lie, stream ids
+    nobody opened, bodies split anywhere), each on a fresh connection, costs the sender
+    that connection at most: the receiving node keeps serving everyone else."""
+    writer, reader = await connected_pair(nursery)
+    collector = Collector()
+    reader.host.set_stream_handler(FRAMES, collector.handle)
+    peer = ID.from_base58(reader.peer_id)
+    address = info_from_p2p_addr(Multiaddr(reader.listen_addrs()[0]))
+    sequences: list[tuple[bytes, bytes]] = []
+
+    @settings(max_examples=40, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.lists(RAW_FRAMES, min_size=1, max_size=8), st.integers(1, 400))
+    def collect(frames: list[bytes], cut: int) -> None:
+        wire = b"".join(frames)
+        sequences.append((wire[:cut], wire[cut:]))
+
+    collect()
+    written = 0
+    for first, rest in sequences:
+        with trio.fail_after(20):
+            await writer.host.disconnect(peer)
+            await writer.host.connect(address)
+            stream = await writer.host.new_stream(peer, [FRAMES])
+        conn: Yamux = stream.muxed_stream.conn  # type: ignore[attr-defined]
+        try:
+            await write_raw(conn, *(message for message in (first, rest) if message))
+            written += 1
+        except Exception:
+            continue  # the reader closed this connection: what a hostile sender may earn
+    assert written >= len(sequences) // 2, (written, len(sequences))
+    await still_serves(nursery, reader, collector)
