@@ -54,9 +54,12 @@ TOP_LAYERS = ("node.api", "node.cli", "node.service", "node.agent")
 WIRING = ("node.devnet", "node.__main__")
 MAX_MODULES_PER_FOLDER = 15
 LONG_MODULE_LINES = 600
-# Where py-libp2p's private members may be touched: the module that patches the library and the
-# one that lists every private member the node relies on, with the version checked against.
-THIRD_PARTY_PRIVATE_ROOMS = ("node/net/libp2p_tuning.py", "node/net/libp2p_compat.py")
+# Where py-libp2p's private members may be touched: the package that patches the library and the
+# module that lists every private member the node relies on, with the version checked against.
+THIRD_PARTY_PRIVATE_ROOMS = ("node/net/libp2p_compat.py", *(
+    f"node/net/libp2p_tuning/{name}.py" for name in (
+        "__init__", "connections", "frames", "incoming", "install", "pubsub_receive",
+        "pubsub_send")))
 # Underscored names that are public API by convention (namedtuple's, the interpreter's).
 PUBLIC_UNDERSCORED = frozenset({"_fields", "_make", "_replace", "_asdict", "_field_defaults",
                                 "_exit", "_getframe"})

@@ -35,7 +35,7 @@ from libp2p.security.noise.transport import Transport as NoiseTransport
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
 from libp2p.stream_muxer.yamux.yamux import Yamux
 
-from node.net import libp2p_tuning
+from node.net.libp2p_tuning import apply as apply_libp2p_tuning
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def build_host(seed: bytes, listen: str,
     The host is not listening yet: run it with ``host.run(parts.listen_addrs)``
     *after* the pubsub services have started (see ``node.net.service``).
     """
-    libp2p_tuning.apply()
+    apply_libp2p_tuning()
     key_pair = key_pair_from_seed(seed)
     listen_addr = multiaddr.Multiaddr(listen)
     host = new_host(

@@ -26,7 +26,8 @@ CHECKED_VERSION = "0.8.1"
 
 @dataclass(frozen=True)
 class PrivateMember:
-    """``owner`` (``module:Class``) has ``name``; ``used_by`` relies on it because ``why``."""
+    """``owner`` (``module:Class``, or a module for a module-level name) has ``name``;
+    ``used_by`` relies on it because ``why``."""
 
     owner: str
     name: str
@@ -92,6 +93,22 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
     PrivateMember("libp2p.stream_muxer.rw_lock:ReadWriteLock", "_writer_lock",
                   "node.net.libp2p_tuning", "patch 20 writes at once only when no writer holds "
                   "or waits for the stream"),
+    PrivateMember("libp2p.stream_muxer.yamux.yamux:Yamux", "_cleanup_on_error",
+                  "node.net.libp2p_tuning", "patch 22 ends a connection as the library's loop does"),
+    PrivateMember("libp2p.stream_muxer.yamux.yamux:Yamux", "_finalize_stream_locked",
+                  "node.net.libp2p_tuning", "patches 22 and 24 drop a closed stream as the "
+                  "library does"),
+    PrivateMember("libp2p.stream_muxer.yamux.yamux:Yamux", "_ping_sent_time",
+                  "node.net.libp2p_tuning", "patch 22 measures the RTT from a ping's answer"),
+    PrivateMember("libp2p.stream_muxer.yamux.yamux:Yamux", "_rtt",
+                  "node.net.libp2p_tuning", "patch 22 keeps the smoothed RTT"),
+    PrivateMember("libp2p.stream_muxer.yamux.yamux:Yamux", "_ping_event",
+                  "node.net.libp2p_tuning", "patch 22 wakes the RTT loop on a ping's answer"),
+    PrivateMember("libp2p.stream_muxer.yamux.yamux", "_yamux_data_read_timeout",
+                  "node.net.libp2p_tuning", "patch 22 waits for a DATA body as long as the "
+                  "library (PY_YAMUX_DATA_READ_TIMEOUT)"),
+    PrivateMember("libp2p.network.stream.net_stream:NetStream", "_state_lock",
+                  "node.net.libp2p_tuning", "patch 25 makes our outbound pubsub stream's prompt"),
 )
 
 
@@ -161,7 +178,10 @@ def missing_members(members: tuple[PrivateMember, ...] = PRIVATE_MEMBERS) -> lis
 def _has(member: PrivateMember) -> bool:
     module_name, _, class_name = member.owner.partition(":")
     try:
-        owner = getattr(importlib.import_module(module_name), class_name)
+        module = importlib.import_module(module_name)
+        if not class_name:
+            return hasattr(module, member.name)
+        owner = getattr(module, class_name)
     except (ImportError, AttributeError):
         return False
     if hasattr(owner, member.name):

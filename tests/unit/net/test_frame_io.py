@@ -1,7 +1,8 @@
 """Frames in and out of a real TCP connection with fewer syscalls and trio passes
-(node.net.libp2p_tuning, 19. and 20.): Noise messages that arrived together cost one
-receive, not two per message, and a yamux frame written on a quiet stream costs one
-schedule point (its socket send), not one per lock it goes through. Same bytes, same order.
+(node.net.libp2p_tuning, 19., 20., 23., 25. and 26.): Noise messages that arrived together
+cost one receive, not two per message, and a yamux frame written on a quiet stream costs one
+schedule point (its socket send), not one per lock it goes through; pubsub RPCs are cut from
+the read buffer under the library's limits. Same bytes, same order.
 """
 
 from __future__ import annotations
@@ -10,19 +11,24 @@ import functools
 import random
 from typing import Any
 
+import pytest
 import trio
 import trio.lowlevel
 import trio.testing
 from libp2p.custom_types import TProtocol
+from libp2p.io.exceptions import IncompleteReadError, MessageTooLarge
 from libp2p.io.trio import TrioTCPStream
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import info_from_p2p_addr
 from libp2p.security.noise.io import NoisePacketReadWriter
 from libp2p.stream_muxer.yamux.yamux import Yamux
+from libp2p.utils import encode_uvarint, encode_varint_prefixed
 from multiaddr import Multiaddr
 
 from node.net import libp2p_tuning
-from tests.support.net import make_net
+from node.net.libp2p_tuning.frames import _PromptLock
+from node.net.libp2p_tuning.pubsub_receive import _BufferedStream
+from tests.support.net import make_net, start_mesh
 
 FRAMES_PROTOCOL = TProtocol("/crystalmesh-test/frames/1")
 
@@ -164,7 +170,7 @@ async def test_a_small_yamux_write_costs_one_schedule_point(nursery: trio.Nurser
 async def test_a_prompt_lock_is_taken_at_once_when_free_and_in_turn_when_held(
     nursery: trio.Nursery,
 ) -> None:
-    lock = libp2p_tuning._PromptLock()
+    lock = _PromptLock()
     counter = StepCounter(trio.lowlevel.current_task())
     trio.lowlevel.add_instrument(counter)
     try:
@@ -189,3 +195,98 @@ async def test_a_prompt_lock_is_taken_at_once_when_free_and_in_turn_when_held(
     lock.release()
     await trio.testing.wait_all_tasks_blocked()
     assert order == [0, 1, 2]
+
+
+async def test_noise_messages_cut_anywhere_are_reassembled_and_a_cut_end_is_not_clean(
+    nursery: trio.Nursery,
+) -> None:
+    """Noise packets read without a copy when one read holds them (23.), and completed by
+    the library's loop when not: the same bytes, and EOF inside a packet is an unclean
+    close (IncompleteReadError with the bytes received), as in 0.8.1."""
+    libp2p_tuning.apply()
+    sender, receiver = await tcp_pair(nursery)
+    reader = NoisePacketReadWriter(TrioTCPStream(receiver))
+    bodies = [b"a" * 3, b"", b"b" * 1000, bytes(range(256)) * 40]
+    wire = b"".join(len(body).to_bytes(2, "big") + body for body in bodies)
+    rng = random.Random(23)
+
+    async def send() -> None:
+        position = 0
+        while position < len(wire):
+            step = rng.choice([1, 2, 3, 700, 5000])
+            await sender.send_all(wire[position:position + step])
+            position += step
+            await trio.testing.wait_all_tasks_blocked()
+        await sender.send_all((500).to_bytes(2, "big") + b"c" * 100)  # 100 of 500, then EOF
+        await sender.aclose()
+
+    nursery.start_soon(send)
+    with trio.fail_after(20):
+        got = [await reader.read_msg() for _ in bodies]
+        assert got == bodies
+        with pytest.raises(IncompleteReadError) as cut:
+            await reader.read_msg()
+    assert cut.value.received_bytes == 100 and not cut.value.is_clean_close
+
+
+async def test_rpcs_are_cut_from_the_buffer_with_the_librarys_limits(nursery: trio.Nursery) -> None:
+    """``read_rpc`` (26.) over a real stream: RPCs cut anywhere come out whole and in order;
+    a length above the limit is refused from its prefix alone, before any body arrives."""
+    libp2p_tuning.apply()
+    writer, reader = make_net(), make_net()
+    await nursery.start(writer.run)
+    await nursery.start(reader.run)
+    limit = 4096
+    rng = random.Random(26)
+    rpcs = [rng.randbytes(rng.choice([0, 1, 127, 128, 700, 4096])) for _ in range(60)]
+    got: list[bytes] = []
+    refused: list[Exception] = []
+    done = trio.Event()
+
+    async def handler(stream: Any) -> None:
+        buffered = _BufferedStream(stream)
+        for _ in rpcs:
+            got.append(await libp2p_tuning.read_rpc(buffered, limit))
+        try:
+            await libp2p_tuning.read_rpc(buffered, limit)
+        except MessageTooLarge as error:
+            refused.append(error)
+        done.set()
+
+    reader.host.set_stream_handler(FRAMES_PROTOCOL, handler)
+    await writer.host.connect(info_from_p2p_addr(Multiaddr(reader.listen_addrs()[0])))
+    stream = await writer.host.new_stream(ID.from_base58(reader.peer_id), [FRAMES_PROTOCOL])
+    wire = b"".join(encode_varint_prefixed(rpc) for rpc in rpcs)
+    position = 0
+    while position < len(wire):
+        step = rng.choice([1, 2, 50, 3000, 20_000])
+        await stream.write(wire[position:position + step])
+        position += step
+    await stream.write(encode_uvarint(limit + 1))  # a prefix only: no body will follow
+    with trio.fail_after(20):
+        await done.wait()
+    assert got == rpcs
+    assert len(refused) == 1
+
+
+async def test_a_pubsub_write_costs_one_schedule_point(nursery: trio.Nursery) -> None:
+    """Our outbound pubsub stream's state lock is taken without a pass when free (25.):
+    a write is one schedule point (its socket send), not two."""
+    writer, reader = await start_mesh(nursery, 2)
+    peer = next(p for p in writer.pubsub.peers if str(p) == reader.peer_id)
+    stream = writer.pubsub.peers[peer]
+    empty_rpc = encode_varint_prefixed(b"")
+    counter = StepCounter(trio.lowlevel.current_task())
+    trio.lowlevel.add_instrument(counter)
+    try:
+        steps = []
+        for _ in range(10):
+            counter.steps, counter.counting = 0, True
+            await stream.write(empty_rpc)
+            counter.counting = False
+            steps.append(counter.steps)
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+    # The library: a pass for NetStream's state lock, then the send (the median: the
+    # peer's sending task may hold a lock once in a while).
+    assert sorted(steps)[len(steps) // 2] <= 1, steps

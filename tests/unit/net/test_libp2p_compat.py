@@ -26,7 +26,11 @@ def test_a_member_that_is_gone_is_reported() -> None:
     gone = PrivateMember("libp2p.pubsub.pubsub:Pubsub", "_no_such_member", "tests", "a probe")
     instance_only = next(m for m in PRIVATE_MEMBERS if m.name == "_reservations")
     no_class = PrivateMember("libp2p.pubsub.pubsub:NoSuchClass", "_x", "tests", "a probe")
-    assert missing_members((gone, instance_only, no_class)) == [gone, no_class]
+    module_level = next(m for m in PRIVATE_MEMBERS if m.name == "_yamux_data_read_timeout")
+    gone_from_module = PrivateMember("libp2p.stream_muxer.yamux.yamux", "_no_such_function",
+                                     "tests", "a probe")
+    assert missing_members((gone, instance_only, no_class, module_level, gone_from_module)) == [
+        gone, no_class, gone_from_module]
 
 
 def test_every_function_of_the_module_uses_a_listed_member() -> None:
