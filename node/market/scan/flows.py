@@ -102,7 +102,15 @@ PLACEHOLDER = re.compile(r"/(?:your[_-]?\w{0,20}|<[\w-]{1,30}>|\{[\w-]{1,30}\}|x
 SINK_END = re.compile(r"[\s\"'`<>)\]]")
 IMAGE_PATH = re.compile(r"\.(?:png|jpe?g|gif|webp|svg|avif)$", re.IGNORECASE)
 CODE_FILE = re.compile(r"\.(?:py|js|mjs|cjs|ts|sh|bash|rb|pl|php|ps1|go|rs)$", re.IGNORECASE)
-PATTERNS = (SINK_END, IMAGE_PATH, CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
+# An instruction split between the text and a picture (SkillCamo's cloze and split forms): the text
+# says to complete placeholders or join fragments from an image the skill ships, so neither half
+# alone reads as an instruction.
+SPLIT_WORDS = re.compile(
+    r"\b(?:fill|complete|reconstruct\w{0,4}|assembl\w{0,4}|join|combine)\b[^\n]{0,120}\b(?:placeholders?|blanks?"
+    r"|fragments?)\b[^\n]{0,60}\bfrom\s{1,3}the\s{1,3}(?:referenced\s{1,3})?(?:card|image|picture|figure|png|asset)"
+    r"|\b(?:fragments?|placeholders?|blanks?)\b[^\n]{0,120}\b(?:reconstruct\w{0,4}|reassembl\w{0,4})\b", re.IGNORECASE)
+LOCAL_IMAGE = re.compile(r"!\[[^\]\n]{0,200}\]\(\s{0,3}(?!https?:|data:)[^)\s]{1,300}\)", re.IGNORECASE)
+PATTERNS = (SPLIT_WORDS, LOCAL_IMAGE, SINK_END, IMAGE_PATH, CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
 
 
 @dataclass
@@ -379,6 +387,20 @@ def _data_to_drop_site(skill: _Skill, sinks: list[_Line]) -> None:
                       f"reads local files ({_where(read)}: {read.text.strip()}) and sends to a drop site: "
                       f"{sink.text.strip()}")
             return
+        if rules.UPLOAD_SINK.search(sink.text) and not sink.caution and not _own_tunnel(skill):
+            skill.add("data_exfiltration", Severity.HIGH, sink,
+                      f"a script posts data to a request catcher or tunnel address the skill does not say it "
+                      f"uses: {sink.text.strip()}")
+            return
+
+
+def _own_tunnel(skill: _Skill) -> bool:
+    """True if the skill says it works with request catchers or tunnels (its name or description
+    names ngrok, webhooks, a tunnel) or runs its own (``ngrok http 3000``): then their addresses are its own."""
+    said = f"{skill.name or ''} {skill.description or ''}".lower()
+    if re.search(r"ngrok|webhook|tunnel|requestbin|pipedream|telegram|discord|slack", said):
+        return True
+    return any(rules.TUNNEL_RUN.search(line.text) for line in skill.lines)
 
 
 def _disk_writes(skill: _Skill, description: str | None) -> None:
@@ -482,6 +504,20 @@ def _named_like_skill(host: str, name: str | None) -> bool:
                for part in host.lower().split(".")[:-1] for label in [part, *part.split("-")])
 
 
+def _split_with_image(skill: _Skill) -> None:
+    """SKILL.md telling the agent to complete a sentence from a picture it ships: high."""
+    images = [line for line in skill.lines if line.file is None and LOCAL_IMAGE.search(line.text)]
+    for line in skill.lines:
+        if line.file is not None or not SPLIT_WORDS.search(line.text):
+            continue
+        image = next((other for other in images if abs(other.number - line.number) <= NEAR_LINES), None)
+        if image is not None:
+            skill.add("split_instruction", Severity.HIGH, line,
+                      f"tells the agent to complete an instruction from a picture the skill ships "
+                      f"({_where(image)}: {image.text.strip()}): what the sentence says is hidden in the image")
+            return
+
+
 DECODED_SIGNS = re.compile(
     r"\b(?:curl|wget|bash|powershell|iex|nc|ncat)\b[^\n]{0,200}(?:https?://|\|)|\bhttps?://[a-z0-9.-]{1,253}"
     r"|\b(?:eval|exec|system)\s{0,3}\(", re.IGNORECASE)
@@ -534,5 +570,6 @@ def scan_skill(files: list[tuple[str | None, str]], description: str | None, nam
     _disk_writes(skill, description)
     _in_context(skill, description)
     _lures(skill)
+    _split_with_image(skill)
     _decoded(skill, files)
     return skill.findings

@@ -5,7 +5,10 @@ Published skills are folders: ``SKILL.md`` plus ``scripts/``, ``references/``,
 folder; what it cannot or will not read is said, never passed silently:
 
 - images, fonts, audio/video and office documents are ``skipped`` (listed in the
-  report with the reason): they are not instructions an agent follows;
+  report with the reason): they are not instructions an agent follows. The text strings
+  inside an image or an audio/video file (EXIF, PNG text chunks, ID3 tags, bytes after the
+  picture) are read all the same (``MEDIA_TEXT``): a payload hidden in a picture's metadata is
+  text an agent can be told to decode;
 - a native executable (ELF, PE, Mach-O) is a *finding* (``embedded_executable``,
   high): a skill that ships a binary asks to be trusted without being read;
 - an archive, any other file that is not UTF-8 text, or a folder over the limits is
@@ -22,6 +25,7 @@ also fit one memory text.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +58,14 @@ NOT_INSTRUCTIONS = frozenset({
     "png", "jpg", "jpeg", "gif", "webp", "ico", "bmp", "tif", "tiff", "avif", "heic",
     "ttf", "otf", "woff", "woff2", "eot", "mp3", "wav", "ogg", "flac", "m4a", "mp4", "mov", "webm",
     "pdf", "docx", "xlsx", "pptx", "odt", "ods", "odp", "doc", "xls", "ppt"})
+# Media whose embedded text strings are scanned (printable runs of MEDIA_RUN_BYTES or more, MEDIA_TEXT_CHARS
+# at most per file): metadata is where a payload hides in a picture or a sound file.
+MEDIA = frozenset({"png", "jpg", "jpeg", "gif", "webp", "bmp", "tif", "tiff", "avif", "heic",
+                   "mp3", "wav", "ogg", "flac", "m4a", "mp4", "mov", "webm"})
+MEDIA_RUN_BYTES = 32
+MEDIA_TEXT_CHARS = 16_000
+MEDIA_RUN = re.compile(rb"[\x20-\x7e]{%d,4000}" % MEDIA_RUN_BYTES)
+MEDIA_TEXT = " (text strings inside the file)"
 ARCHIVES = frozenset({"zip", "tar", "gz", "tgz", "bz2", "xz", "7z", "rar", "jar", "whl", "dmg", "pkg", "iso"})
 EXECUTABLE_MAGIC = (b"\x7fELF", b"MZ", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe",
                     b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
@@ -66,6 +78,7 @@ class SkillFolder:
     resources: dict[str, str] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
     executables: list[str] = field(default_factory=list)
+    media_text: dict[str, str] = field(default_factory=dict)  # media file -> its embedded text strings
 
 
 def _extension(name: str) -> str:
@@ -103,6 +116,10 @@ def read_folder(folder: Path, limits: Limits = SCAN_LIMITS) -> SkillFolder:
             extension = _extension(name)
             if extension in NOT_INSTRUCTIONS:
                 result.skipped.append({"file": relative, "reason": f"{extension} file, not text (not read)"})
+                if extension in MEDIA and limits.hidden and path.stat().st_size <= limits.max_file_bytes:
+                    strings = media_strings(path.read_bytes())
+                    if strings:
+                        result.media_text[relative] = strings
                 continue
             if extension in ARCHIVES:
                 raise Unscannable("archive", f"{relative} is an archive the scanner cannot read: unpack it into "
@@ -123,6 +140,20 @@ def read_folder(folder: Path, limits: Limits = SCAN_LIMITS) -> SkillFolder:
                 raise Unscannable("too_many_files", f"{folder} holds more than {limits.max_files} text files")
             result.resources[relative] = _read_text(path, relative)
     return result
+
+
+def media_strings(data: bytes) -> str:
+    """The printable ASCII runs of a media file, one a line, ``MEDIA_TEXT_CHARS`` at most: what a
+    picture or a sound file carries as text (metadata, a tail after the picture), not its pixels."""
+    lines: list[str] = []
+    size = 0
+    for match in MEDIA_RUN.finditer(data):
+        text = match.group().decode("ascii")
+        lines.append(text)
+        size += len(text) + 1
+        if size >= MEDIA_TEXT_CHARS:
+            break
+    return "\n".join(lines)[:MEDIA_TEXT_CHARS]
 
 
 def _read_text(path: Path, relative: str) -> str:
@@ -148,8 +179,9 @@ def scan_folder(folder: Path) -> ScanReport:
     if MARK in skill.skill_md and not Path(folder).is_dir():  # a bundle's canonical text in a file
         return scan_text(skill.skill_md)
     report = scan_skill(skill.skill_md.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").strip(),
-                        sorted((path, text.replace("\r\n", "\n").replace("\r", "\n"))
-                               for path, text in skill.resources.items()),
+                        sorted([(path, text.replace("\r\n", "\n").replace("\r", "\n"))
+                                for path, text in skill.resources.items()]
+                               + [(path + MEDIA_TEXT, text) for path, text in skill.media_text.items()]),
                         skill.skipped, max_lines=SCAN_LIMITS.max_lines)
     if not skill.executables or report.refused is not None:
         return report

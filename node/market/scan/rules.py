@@ -183,6 +183,13 @@ REVERSE_SHELL = LineRule("reverse_shell", Severity.HIGH, _rx(
     r"/dev/(?:tcp|udp)/[\w.$-]{1,100}/\d{1,5}|\b(?:nc|ncat|netcat)\b[^\n]{0,60}\s-[a-z]{0,4}[ec]\s{1,4}/bin/(?:ba|z)?sh\b"
     r"|\bsocat\b[^\n]{0,100}\bexec:|\bos\.dup2\s{0,3}\(\s{0,3}\w{1,20}\.fileno\s{0,3}\(|\bmkfifo\b[^\n]{0,100}\b(?:nc|ncat)\b"
     r"|\bsystem\.net\.sockets\.tcpclient\b"))
+# Calling a built-in by a name computed at run time (``globals()[name](...)``, ``getattr(builtins, 'ev' + 'al')``):
+# the name is hidden because it is eval/exec/system; honest code calls a function by its name.
+DYNAMIC_DISPATCH = LineRule("dynamic_dispatch", Severity.HIGH, _rx(
+    r"\b(?:globals|locals|vars)\s{0,3}\(\s{0,3}\)\s{0,3}\[[^\]\n]{1,200}\]\s{0,3}\("
+    r"|\b__builtins__\s{0,3}(?:\.\s{0,3}__dict__\s{0,3})?\[[^\]\n]{1,200}\]\s{0,3}\("
+    r"|\bgetattr\s{0,3}\(\s{0,3}(?:builtins|__builtins__|__import__\s{0,3}\([^)\n]{1,40}\))\s{0,3},"
+    r"|\bvars\s{0,3}\(\s{0,3}(?:builtins|__builtins__)\s{0,3}\)\s{0,3}\["))
 CRYPTOMINER = LineRule("cryptominer", Severity.HIGH, _rx(
     r"\bxmrig\b|stratum\+(?:tcp|ssl)://|\b(?:minergate|nicehash|cpuminer|nbminer|phoenixminer)\b"))
 
@@ -314,7 +321,8 @@ DECLARES = {
 }
 
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
-                                     *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER)
+                                     *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER,
+                                     DYNAMIC_DISPATCH)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SECRET_WORD, OWN_STORE, PATH_TOKEN_END, SOFT_SECRET, BULK_SECRET, AUTH_USE, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
