@@ -7,8 +7,8 @@ folder; what it cannot or will not read is said, never passed silently:
 - images, fonts, audio/video and office documents are ``skipped`` (listed in the
   report with the reason): they are not instructions an agent follows. The text strings
   inside an image or an audio/video file (EXIF, PNG text chunks, ID3 tags, bytes after the
-  picture) are read all the same (``MEDIA_TEXT``): a payload hidden in a picture's metadata is
-  text an agent can be told to decode;
+  picture) and a text in the low bit of a PNG's channel are read all the same
+  (``media.media_strings``): a payload hidden in a picture is text an agent can be told to decode;
 - a native executable (ELF, PE, Mach-O) is a *finding* (``embedded_executable``,
   high): a skill that ships a binary asks to be trusted without being read;
 - an archive, any other file that is not UTF-8 text, or a folder over the limits is
@@ -25,11 +25,11 @@ also fit one memory text.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from node.market.scan.findings import Finding, ScanReport, Severity
+from node.market.scan.media import media_strings
 from node.market.scan.scanner import Unscannable, scan_refused, scan_skill, scan_text
 from protocol.skill_bundle import (
     MARK,
@@ -58,13 +58,11 @@ NOT_INSTRUCTIONS = frozenset({
     "png", "jpg", "jpeg", "gif", "webp", "ico", "bmp", "tif", "tiff", "avif", "heic",
     "ttf", "otf", "woff", "woff2", "eot", "mp3", "wav", "ogg", "flac", "m4a", "mp4", "mov", "webm",
     "pdf", "docx", "xlsx", "pptx", "odt", "ods", "odp", "doc", "xls", "ppt"})
-# Media whose embedded text strings are scanned (printable runs of MEDIA_RUN_BYTES or more, MEDIA_TEXT_CHARS
-# at most per file): metadata is where a payload hides in a picture or a sound file.
+# Media whose embedded text is scanned (``media.media_strings``): metadata and a PNG's low bits are
+# where a payload hides in a picture or a sound file. At most MAX_MEDIA_FILES of them per skill.
 MEDIA = frozenset({"png", "jpg", "jpeg", "gif", "webp", "bmp", "tif", "tiff", "avif", "heic",
                    "mp3", "wav", "ogg", "flac", "m4a", "mp4", "mov", "webm"})
-MEDIA_RUN_BYTES = 32
-MEDIA_TEXT_CHARS = 16_000
-MEDIA_RUN = re.compile(rb"[\x20-\x7e]{%d,4000}" % MEDIA_RUN_BYTES)
+MAX_MEDIA_FILES = 16
 MEDIA_TEXT = " (text strings inside the file)"
 ARCHIVES = frozenset({"zip", "tar", "gz", "tgz", "bz2", "xz", "7z", "rar", "jar", "whl", "dmg", "pkg", "iso"})
 EXECUTABLE_MAGIC = (b"\x7fELF", b"MZ", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe",
@@ -116,8 +114,9 @@ def read_folder(folder: Path, limits: Limits = SCAN_LIMITS) -> SkillFolder:
             extension = _extension(name)
             if extension in NOT_INSTRUCTIONS:
                 result.skipped.append({"file": relative, "reason": f"{extension} file, not text (not read)"})
-                if extension in MEDIA and limits.hidden and path.stat().st_size <= limits.max_file_bytes:
-                    strings = media_strings(path.read_bytes())
+                if (extension in MEDIA and limits.hidden and len(result.media_text) < MAX_MEDIA_FILES
+                        and path.stat().st_size <= limits.max_file_bytes):
+                    strings = media_strings(path.read_bytes(), extension)
                     if strings:
                         result.media_text[relative] = strings
                 continue
@@ -140,20 +139,6 @@ def read_folder(folder: Path, limits: Limits = SCAN_LIMITS) -> SkillFolder:
                 raise Unscannable("too_many_files", f"{folder} holds more than {limits.max_files} text files")
             result.resources[relative] = _read_text(path, relative)
     return result
-
-
-def media_strings(data: bytes) -> str:
-    """The printable ASCII runs of a media file, one a line, ``MEDIA_TEXT_CHARS`` at most: what a
-    picture or a sound file carries as text (metadata, a tail after the picture), not its pixels."""
-    lines: list[str] = []
-    size = 0
-    for match in MEDIA_RUN.finditer(data):
-        text = match.group().decode("ascii")
-        lines.append(text)
-        size += len(text) + 1
-        if size >= MEDIA_TEXT_CHARS:
-            break
-    return "\n".join(lines)[:MEDIA_TEXT_CHARS]
 
 
 def _read_text(path: Path, relative: str) -> str:
