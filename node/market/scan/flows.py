@@ -110,7 +110,19 @@ SPLIT_WORDS = re.compile(
     r"|fragments?)\b[^\n]{0,60}\bfrom\s{1,3}the\s{1,3}(?:referenced\s{1,3})?(?:card|image|picture|figure|png|asset)"
     r"|\b(?:fragments?|placeholders?|blanks?)\b[^\n]{0,120}\b(?:reconstruct\w{0,4}|reassembl\w{0,4})\b", re.IGNORECASE)
 LOCAL_IMAGE = re.compile(r"!\[[^\]\n]{0,200}\]\(\s{0,3}(?!https?:|data:)[^)\s]{1,300}\)", re.IGNORECASE)
-PATTERNS = (SPLIT_WORDS, LOCAL_IMAGE, SINK_END, IMAGE_PATH, CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
+# ``key = os.getenv("API_KEY")``, ``const token = process.env.TOKEN``: the variable a secret is read into.
+SECRET_ASSIGNMENT = re.compile(
+    r"^\s{0,40}(?:(?:const|let|var|self\.)\s{0,3})?([a-z_][a-z0-9_]{0,40})\s{0,3}(?::[^=\n]{0,40})?=\s{0,3}"
+    r"(?:os\.(?:getenv|environ)|process\.env|system\.getenv|env::var|getenv)\b", re.IGNORECASE)
+AUTH_HEADER = re.compile(r"\b(?:headers?|authorization|bearer|x-api-key|api-key|auth\s{0,3}=)", re.IGNORECASE)
+PUBLIC_HOST = re.compile(r"^(?!localhost$|127\.|10\.|0\.|192\.168\.|172\.(?:1[6-9]|2\d|3[01])\.)[a-z0-9-]{1,63}\.",
+                         re.IGNORECASE)
+CONFIG_OR_CODE = re.compile(r"\.(?:ya?ml|json|toml|ini|cfg|conf|env|py|js|mjs|cjs|ts)$", re.IGNORECASE)
+TUNNEL_ENDPOINT = re.compile(
+    r"(?:url|uri|endpoint|callback|redirect\w{0,10}|host|base|server|webhook)\w{0,20}[\"']?\s{0,3}[:=]\s{0,3}[\"']?"
+    r"https?://[a-z0-9.-]{1,200}\.(?:ngrok(?:-free)?\.(?:io|app|dev)|trycloudflare\.com|loca\.lt|serveo\.net"
+    r"|localtunnel\.me)\b", re.IGNORECASE)
+PATTERNS = (SECRET_ASSIGNMENT, AUTH_HEADER, PUBLIC_HOST, CONFIG_OR_CODE, TUNNEL_ENDPOINT, SPLIT_WORDS, LOCAL_IMAGE, SINK_END, IMAGE_PATH, CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
 
 
 @dataclass
@@ -343,6 +355,8 @@ def _secrets(skill: _Skill, description: str | None) -> None:
     sinks = [sink for sink in sinks if not rules.SINK_SERVICE.search(sink.text)
              or any(service in sink.text.lower() for service in services)]
     _data_to_drop_site(skill, sinks)
+    _secret_in_body(skill, reads)
+    _tunnel_endpoint(skill)
     if reads and sinks:
         read, what = reads[0]
         severity = Severity.MEDIUM if read.caution else Severity.HIGH
@@ -391,6 +405,56 @@ def _data_to_drop_site(skill: _Skill, sinks: list[_Line]) -> None:
             skill.add("data_exfiltration", Severity.HIGH, sink,
                       f"a script posts data to a request catcher or tunnel address the skill does not say it "
                       f"uses: {sink.text.strip()}")
+            return
+
+
+def _said_host(skill: _Skill, host: str) -> bool:
+    """True if the skill's name or description names ``host``'s organisation (``api.kagi.com`` in a
+    skill that says "Search with Kagi"), or the host is an official one: its own service."""
+    label = registrable(host).split(".")[0]
+    said = f"{skill.name or ''} {skill.description or ''}".lower()
+    return official(host) or (len(label) >= 3 and label in said)
+
+
+def _secret_in_body(skill: _Skill, reads: list[tuple[_Line, str]]) -> None:
+    """A script that reads a secret into a variable and puts that variable in the body of a request
+    to a literal host the skill does not name: the secret leaves for a stranger (high). In a header
+    it is the credential of an API call (``AUTH_HEADER``), and a host the description names is the
+    skill's own service."""
+    for read, _ in reads:
+        if read.file is None or not CODE_FILE.search(read.file) or read.caution:
+            continue
+        assigned = SECRET_ASSIGNMENT.search(read.text)
+        if assigned is None:
+            continue
+        variable = re.compile(rf"\b{re.escape(assigned.group(1))}\b")
+        for line in skill.lines:
+            if line.file != read.file or line.caution or not rules.SEND.search(line.text) \
+                    or not variable.search(line.text) or AUTH_HEADER.search(line.text):
+                continue
+            host = rules.URL.search(line.text)
+            if host is None or PLACEHOLDER.search(host.group()) or _said_host(skill, host.group("host")) \
+                    or not PUBLIC_HOST.search(host.group("host")):
+                continue
+            skill.add("credential_exfiltration", Severity.HIGH, line,
+                      f"sends {assigned.group(1)}, a secret read on {_where(read)} ({read.text.strip()}), in a "
+                      f"request to {host.group('host')}, a host the skill does not name: {line.text.strip()}")
+            return
+
+
+def _tunnel_endpoint(skill: _Skill) -> None:
+    """A tunnel address (ngrok, trycloudflare…) set as a service endpoint in a config or code file
+    of a skill that does not say it uses tunnels: its traffic (an OAuth callback, tokens) is routed
+    through a stranger's machine (high)."""
+    if _own_tunnel(skill):
+        return
+    for line in skill.lines:
+        if line.file is None or line.caution or not CONFIG_OR_CODE.search(line.file):
+            continue
+        if TUNNEL_ENDPOINT.search(line.text):
+            skill.add("data_exfiltration", Severity.HIGH, line,
+                      f"routes the skill's requests through a tunnel address the skill does not say it uses: "
+                      f"{line.text.strip()}")
             return
 
 

@@ -301,6 +301,8 @@ CHMOD_EXEC = _rx(r"\bchmod\s{1,4}(?:[ugoa]{0,3}\+x|[0-7]{0,2}[157][0-7]{0,2})\b"
 CHECKSUM = _rx(r"\b(?:sha(?:256|512|1)sum|shasum|gpg\s{1,4}--verify|cosign\s{1,4}verify|minisign|"
                r"get-filehash|certutil\s{1,4}-hashfile)\b")
 
+# A word inside an address (``https://attacker.example.com/x``) is a name, not a warning.
+URL_TEXT = _rx(r"\bhttps?://[^\s\"'`<>)\]]{1,300}")
 CAUTION = _rx(
     r"\b(?:never|avoid|must ?not|mustn'?t|should ?not|shouldn'?t|do ?not|don'?t|instead of|rather than"
     r"|blindly|reject|flag|detect|look (?:for|out)|watch for|beware|dangerous|malicious|attacker|phrasings?"
@@ -328,7 +330,7 @@ ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
     CODE_SECRET, ENV_DUMP, CODE_READ, EXFIL_SINK, SEND, URL, RAW_IP_HOST, PASTE_HOST, ARCHIVE_OR_BINARY,
     ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD, SKIP_PERMISSIONS, NO_ASKING, SANDBOX_WORDS, TOOL_REGISTRATION, MCP_WORDS,
-    DISK_WRITE, DISK_WORDS, DOWNLOAD_WORD, SINK_SERVICE, TUNNEL_RUN, TUNNEL_HOST, REGEX_SYNTAX, REGEX_LINE,
+    DISK_WRITE, DISK_WORDS, DOWNLOAD_WORD, URL_TEXT, SINK_SERVICE, TUNNEL_RUN, TUNNEL_HOST, REGEX_SYNTAX, REGEX_LINE,
 )
 
 
@@ -359,6 +361,8 @@ def foreign_key_file(secret: re.Match[str], line: str, name: str | None) -> bool
 
 
 def cautionary(line: str) -> bool:
+    if "://" in line:
+        line = URL_TEXT.sub(" ", line)
     return CAUTION.search(line) is not None and NOT_CAUTION.search(line) is None
 
 
