@@ -71,6 +71,12 @@ INJECTION = (
         r"\b(?:retry|repeat|call|invoke|run|re-?run)\b[^.\n]{0,40}\b(?:indefinitely|forever|endlessly|infinitely)\b"
         r"[^.\n]{0,40}\buntil\b[^.\n]{0,60}\b(?:api[ _-]?keys?|tokens?|secrets?|passwords?|credentials?|private[ _]keys?)\b"),
         softens=False),  # quoted is how it arrives (a JSON hint in a tool result)
+    # A tool hint asking the agent to repeat a credential in its reply (the mcp-atlassian CVE-2026-27825 hint).
+    LineRule("prompt_injection", Severity.HIGH, _rx(
+        r"\b(?:echo|print|repeat|reveal|output|include|show|display|paste|return)\b[^.\n]{0,40}\b(?:authorization"
+        r" header|bearer token|access token|api[ _-]?key|session (?:token|cookie)|password|private key|credentials?)\b"
+        r"[^.\n]{0,60}\bin\s{1,3}your\s{1,3}(?:next\s{1,3})?(?:response|reply|answer|message|output)\b"),
+        softens=False),  # quoted is how it arrives (a tool parameter's hint)
     LineRule("addressed_to_model", Severity.MEDIUM, _rx(
         r"\b(?:note|message|instructions?)\s{1,3}(?:for|to)\s{1,3}(?:the\s{1,3})?(?:ai|assistant"
         r"|model|llm|agent|claude|gpt|chatgpt)\b|^\W{0,6}(?:assistant|ai|system)\s{0,2}:|\bas an ai\b"
@@ -109,6 +115,14 @@ DECODE_EXEC = (
         r"|\b(?:powershell|pwsh)(?:\.exe)?\b[^\n]{0,60}\s-e(?:nc|ncodedcommand)?\s{1,4}[a-z0-9+/=]{20,400}"
         r"|\beval\s{1,4}[\"']?\$\(\s{0,4}(?:echo|printf|base64|curl|wget)\b")),
 )
+
+# Code in a data value: a JSON/YAML string holding JavaScript that loads child_process and runs a
+# command (Flowise CVE-2025-59528: an evaluated ``overrideConfig`` field). Honest JavaScript that
+# runs a command is a source file, not a quoted value under a key.
+CODE_IN_DATA = LineRule("code_injection", Severity.HIGH, _rx(
+    r"[\"']?[\w-]{1,60}[\"']?\s{0,3}:\s{0,3}[\"'][^\n]{0,200}\brequire\s{0,3}\(\s{0,3}\\{0,2}[\"']child_process"
+    r"\\{0,2}[\"']\s{0,3}\)\s{0,3}\.\s{0,3}(?:exec|execsync|execfile|execfilesync|spawn|spawnsync|fork)\s{0,3}\("),
+    softens=False)
 
 DESTRUCTIVE = (
     LineRule("destructive_command", Severity.HIGH, _rx(
@@ -324,7 +338,7 @@ DECLARES = {
 
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
                                      *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER,
-                                     DYNAMIC_DISPATCH)
+                                     DYNAMIC_DISPATCH, CODE_IN_DATA)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SECRET_WORD, OWN_STORE, PATH_TOKEN_END, SOFT_SECRET, BULK_SECRET, AUTH_USE, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
