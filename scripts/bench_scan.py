@@ -264,6 +264,13 @@ def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | No
                 result[f"all {round_name} [{split}]"] = summed_round | {
                     "detection_rate": _rate(summed_round["detected"], summed_round["malicious"]),
                     "false_quarantine_rate": _rate(summed_round["false_quarantine"], summed_round["benign"])}
+            counted_round = [counted for (source, part), counted in reviewed_rows.items()
+                             if part == split and (source in public.SECOND_ROUND) == in_round]
+            if counted_round:
+                summed_reviewed = {key: sum(counted[key] for counted in counted_round) for key in REVIEWED_KEYS}
+                result[f"all {round_name} [{split}, reviewed labels]"] = summed_reviewed | {
+                    "detection_rate": _rate(summed_reviewed["detected"], summed_reviewed["malicious"]),
+                    "false_quarantine_rate": _rate(summed_reviewed["false_quarantine"], summed_reviewed["benign"])}
     result["market_bundle_refusals"] = wire_reasons
     files_sorted = sorted(size[0] for size in sizes)
     bytes_sorted = sorted(size[1] for size in sizes)
