@@ -17,6 +17,10 @@ Labels and splits were decided from paths alone, before any content was read:
   — malicious by publisher, not by reading;
 - the split is ``holdout`` when the first byte of sha256("source:path") is even, else
   ``tune``; rules were changed only on what the tune part showed.
+- a second round of sources (``SECOND_ROUND``, ``"round": 2`` in the manifest: more scanner
+  projects' fixture skills, labelled by their folder names) was added and committed before any
+  of them was scanned, once the first round's held-out half had been read: the second round's
+  held-out half is the clean figure; the first round's held-out half now counts as tune.
 
 A "benign" skill of a published collection is benign *as published*: a collection may
 carry malware nobody reported, so a quarantine there is counted as a false one but is
@@ -72,6 +76,45 @@ def _variants(path: str) -> tuple[str, str] | None:
     return "malicious", "published dataset of malicious SKILL.md variants"
 
 
+def _fixture_named(malicious: tuple[str, ...], benign: tuple[str, ...]) -> Callable[[str], tuple[str, str] | None]:
+    """A scanner project's fixture folders labelled by the words in their names: a folder named by an
+    attack (``malicious``, ``exfil``, ``reverse_shell``, ...) is malicious, one named ``safe``/``benign``/
+    ``clean`` is benign; a name that says neither (``edge_cases``, ``golden``, schema tests) is left out."""
+    def label(path: str) -> tuple[str, str] | None:
+        lowered = path.lower()
+        if any(word in lowered for word in benign):
+            return "benign", "scanner fixture folder named safe/benign/clean/false-positive"
+        if any(word in lowered for word in malicious):
+            return "malicious", "scanner fixture folder named by an attack"
+        return None
+    return label
+
+
+def _skillcamo(path: str) -> tuple[str, str] | None:
+    """dongqingli6/skill-scan-aaa: its benchmark reports name the families (from the report, not the
+    skills): ``base-NNN`` clean bases, ``base-NNN--skillject``/``--skillcamo-*`` attack variants of them,
+    ``benign-eval-*`` benign; in the multimodal set ``benign-*`` benign, every other sample a payload
+    carrier; ``asg/samples`` named by attack or ``benign_*``; ``tools/scr_extra_cases/benign_*``. The
+    authorization-chain scenarios (``scr_adversarial``, ``auth_blur``/``cap_flow``/``trust_lift``) pair a
+    benign and an acting skill in one folder and are left out, as is ``analysis_results`` (real skills
+    under study, no label in the path)."""
+    name = posixpath.basename(path)
+    if path.startswith("artifacts/skillcamo-smoke/skills/"):
+        if "--skillject" in name or "--skillcamo" in name:
+            return "malicious", "attack family skillject/skillcamo named in the path"
+        return "benign", "clean base or benign-eval family named in the path"
+    if path.startswith("artifacts/multimodal-mix/skills/"):
+        if name.startswith("benign-"):
+            return "benign", "multimodal sample named benign-"
+        return "malicious", "multimodal payload-carrier sample (not named benign-)"
+    if path.startswith("asg/samples/"):
+        return ("benign", "sample named benign_") if name.startswith("benign") else (
+            "malicious", "sample named by an attack")
+    if path.startswith("tools/scr_extra_cases/benign_"):
+        return "benign", "scenario folder named benign_"
+    return None
+
+
 LABELLERS: dict[str, Callable[[str], tuple[str, str] | None]] = {
     "anthropics/skills": _anthropic,
     "obra/superpowers": _collection,
@@ -79,7 +122,22 @@ LABELLERS: dict[str, Callable[[str], tuple[str, str] | None]] = {
     "openclaw/skills": _openclaw,
     "cisco-ai-defense/skill-scanner": _cisco,
     "liangjinghan035-max/Malicious-SKILL.md-Research-Dataset-Adversarial-Variants": _variants,
+    # Added for a second, clean held-out measurement (the first held-out half was read while tuning).
+    "1997xxx/X-Skill-Scanner": _fixture_named(("/malicious/",), ("/safe/",)),
+    "thedevappsecguy/skill-scanner": _fixture_named(("payload", "exfil", "inject"), ("clean_",)),
+    "kkdub/skill-scan": _fixture_named(("red-team/",), ("valid-skill",)),
+    "xiexie-qiuligao/openclaw-skill-guard": _fixture_named(
+        ("high-risk", "install-risk", "prompt-risk", "hidden-instruction", "companion-doc-poisoning"),
+        ("/benign", "false-positive", "normal-")),
+    "dongqingli6/skill-scan-aaa": _skillcamo,
 }
+# The second round of sources (2026-11-28): added after the first held-out half had been read while
+# tuning, so their held-out half is the clean measurement; the first round's held-out half counts as tune.
+SECOND_ROUND = frozenset(source for source in LABELLERS if source in {
+    "1997xxx/X-Skill-Scanner", "thedevappsecguy/skill-scanner", "kkdub/skill-scan",
+    "xiexie-qiuligao/openclaw-skill-guard", "dongqingli6/skill-scan-aaa"})
+# A source read at a commit other than its newest (kkdub/skill-scan removed its red-team corpus later).
+PINNED = {"kkdub/skill-scan": "da98f37f3367c15eefabf35c5d12482e1d3d55a7"}
 
 
 def split_of(source: str, path: str) -> str:
@@ -104,7 +162,7 @@ def build_manifest(mirror: Path = DEFAULT_MIRROR) -> list[dict[str, str]]:
         if not repo.exists():
             print(f"{source}: no mirror at {repo}, not in the manifest")
             continue
-        commit = _git(repo, "rev-parse", "HEAD").strip()
+        commit = PINNED.get(source) or _git(repo, "rev-parse", "HEAD").strip()
         folders = sorted(posixpath.dirname(path) for path in _git(repo, "ls-tree", "-r", "--name-only", commit)
                          .splitlines() if posixpath.basename(path) == "SKILL.md")
         kept: list[str] = []
@@ -220,7 +278,8 @@ def save(manifest: Path, entries: list[dict[str, str]]) -> None:
     """One line per skill ([source, path, label, split]); each source's commit and label bases once."""
     sources: dict[str, dict[str, object]] = {}
     for entry in entries:
-        source = sources.setdefault(entry["source"], {"commit": entry["commit"], "label_basis": {}})
+        source = sources.setdefault(entry["source"], {
+            "commit": entry["commit"], "label_basis": {}, "round": 2 if entry["source"] in SECOND_ROUND else 1})
         bases = source["label_basis"]
         assert isinstance(bases, dict)
         bases[entry["label"]] = entry["label_basis"]

@@ -37,7 +37,10 @@ label): the tune part's corrections, and the blind review of the held-out part (
 malicious label and a seeded sample of benign ones, decided before any scanner output of a
 held-out skill was seen; no rule changed after). A section applies to its own split only;
 ``unclear`` and ``excluded`` skills are counted apart, in neither rate. A table puts raw and
-reviewed figures side by side per split and source. The last line is one JSON object.
+reviewed figures side by side per split and source. ``all second round [holdout]`` is the
+clean held-out figure (sources added after the first held-out half had been read, committed
+before they were scanned); ``all first round [holdout]`` was read while tuning and counts as
+tune. The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -268,6 +271,24 @@ def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | No
                 "false_quarantine_rate": _rate(summed["false_quarantine"], summed["benign"]),
                 "benign_warned_rate": _rate(summed["benign_warned"], summed["benign"]),
                 "benign_refused_rate": _rate(summed["benign_refused"], summed["benign"])}
+    # The second round of sources (public.SECOND_ROUND) is the clean held-out figure; the first
+    # round's held-out half was read while tuning (it counts as tune in the docs).
+    for round_name, in_round in (("second round", True), ("first round", False)):
+        for split in ("tune", "holdout"):
+            chosen = [row for (source, part), row in rows.items()
+                      if part == split and (source in public.SECOND_ROUND) == in_round]
+            if chosen:
+                summed_round = {key: sum(int(row[key]) for row in chosen) for key in TOTAL_KEYS}  # type: ignore[call-overload]
+                result[f"all {round_name} [{split}]"] = summed_round | {
+                    "detection_rate": _rate(summed_round["detected"], summed_round["malicious"]),
+                    "false_quarantine_rate": _rate(summed_round["false_quarantine"], summed_round["benign"])}
+            counted_round = [counted for (source, part), counted in reviewed_rows.items()
+                             if part == split and (source in public.SECOND_ROUND) == in_round]
+            if counted_round:
+                summed_reviewed = {key: sum(counted[key] for counted in counted_round) for key in REVIEWED_KEYS}
+                result[f"all {round_name} [{split}, reviewed labels]"] = summed_reviewed | {
+                    "detection_rate": _rate(summed_reviewed["detected"], summed_reviewed["malicious"]),
+                    "false_quarantine_rate": _rate(summed_reviewed["false_quarantine"], summed_reviewed["benign"])}
     result["market_bundle_refusals"] = wire_reasons
     files_sorted = sorted(size[0] for size in sizes)
     bytes_sorted = sorted(size[1] for size in sizes)

@@ -102,7 +102,27 @@ PLACEHOLDER = re.compile(r"/(?:your[_-]?\w{0,20}|<[\w-]{1,30}>|\{[\w-]{1,30}\}|x
 SINK_END = re.compile(r"[\s\"'`<>)\]]")
 IMAGE_PATH = re.compile(r"\.(?:png|jpe?g|gif|webp|svg|avif)$", re.IGNORECASE)
 CODE_FILE = re.compile(r"\.(?:py|js|mjs|cjs|ts|sh|bash|rb|pl|php|ps1|go|rs)$", re.IGNORECASE)
-PATTERNS = (SINK_END, IMAGE_PATH, CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
+# An instruction split between the text and a picture (SkillCamo's cloze and split forms): the text
+# says to complete placeholders or join fragments from an image the skill ships, so neither half
+# alone reads as an instruction.
+SPLIT_WORDS = re.compile(
+    r"\b(?:fill|complete|reconstruct\w{0,4}|assembl\w{0,4}|join|combine)\b[^\n]{0,120}\b(?:placeholders?|blanks?"
+    r"|fragments?)\b[^\n]{0,60}\bfrom\s{1,3}the\s{1,3}(?:referenced\s{1,3})?(?:card|image|picture|figure|png|asset)"
+    r"|\b(?:fragments?|placeholders?|blanks?)\b[^\n]{0,120}\b(?:reconstruct\w{0,4}|reassembl\w{0,4})\b", re.IGNORECASE)
+LOCAL_IMAGE = re.compile(r"!\[[^\]\n]{0,200}\]\(\s{0,3}(?!https?:|data:)[^)\s]{1,300}\)", re.IGNORECASE)
+# ``key = os.getenv("API_KEY")``, ``const token = process.env.TOKEN``: the variable a secret is read into.
+SECRET_ASSIGNMENT = re.compile(
+    r"^\s{0,40}(?:(?:const|let|var|self\.)\s{0,3})?([a-z_][a-z0-9_]{0,40})\s{0,3}(?::[^=\n]{0,40})?=\s{0,3}"
+    r"(?:os\.(?:getenv|environ)|process\.env|system\.getenv|env::var|getenv)\b", re.IGNORECASE)
+AUTH_HEADER = re.compile(r"\b(?:headers?|authorization|bearer|x-api-key|api-key|auth\s{0,3}=)", re.IGNORECASE)
+PUBLIC_HOST = re.compile(r"^(?!localhost$|127\.|10\.|0\.|192\.168\.|172\.(?:1[6-9]|2\d|3[01])\.)[a-z0-9-]{1,63}\.",
+                         re.IGNORECASE)
+CONFIG_OR_CODE = re.compile(r"\.(?:ya?ml|json|toml|ini|cfg|conf|env|py|js|mjs|cjs|ts)$", re.IGNORECASE)
+TUNNEL_ENDPOINT = re.compile(
+    r"(?:url|uri|endpoint|callback|redirect\w{0,10}|host|base|server|webhook)\w{0,20}[\"']?\s{0,3}[:=]\s{0,3}[\"']?"
+    r"https?://[a-z0-9.-]{1,200}\.(?:ngrok(?:-free)?\.(?:io|app|dev)|trycloudflare\.com|loca\.lt|serveo\.net"
+    r"|localtunnel\.me)\b", re.IGNORECASE)
+PATTERNS = (SECRET_ASSIGNMENT, AUTH_HEADER, PUBLIC_HOST, CONFIG_OR_CODE, TUNNEL_ENDPOINT, SPLIT_WORDS, LOCAL_IMAGE, SINK_END, IMAGE_PATH, CODE_FILE, SAVES_URL_NAME, RUNNABLE_FILE, PLACEHOLDER, FENCE, FETCH_LINE, OUTPUT, RETRIEVE, RUN_BY, RUN_OPEN, RUN_PATH, CODE_EXEC, RUNNABLE, MARKDOWN_LINK, BINARY_PATH)
 
 
 @dataclass
@@ -335,6 +355,8 @@ def _secrets(skill: _Skill, description: str | None) -> None:
     sinks = [sink for sink in sinks if not rules.SINK_SERVICE.search(sink.text)
              or any(service in sink.text.lower() for service in services)]
     _data_to_drop_site(skill, sinks)
+    _secret_in_body(skill, reads)
+    _tunnel_endpoint(skill)
     if reads and sinks:
         read, what = reads[0]
         severity = Severity.MEDIUM if read.caution else Severity.HIGH
@@ -379,6 +401,70 @@ def _data_to_drop_site(skill: _Skill, sinks: list[_Line]) -> None:
                       f"reads local files ({_where(read)}: {read.text.strip()}) and sends to a drop site: "
                       f"{sink.text.strip()}")
             return
+        if rules.UPLOAD_SINK.search(sink.text) and not sink.caution and not _own_tunnel(skill):
+            skill.add("data_exfiltration", Severity.HIGH, sink,
+                      f"a script posts data to a request catcher or tunnel address the skill does not say it "
+                      f"uses: {sink.text.strip()}")
+            return
+
+
+def _said_host(skill: _Skill, host: str) -> bool:
+    """True if the skill's name or description names ``host``'s organisation (``api.kagi.com`` in a
+    skill that says "Search with Kagi"), or the host is an official one: its own service."""
+    label = registrable(host).split(".")[0]
+    said = f"{skill.name or ''} {skill.description or ''}".lower()
+    return official(host) or (len(label) >= 3 and label in said)
+
+
+def _secret_in_body(skill: _Skill, reads: list[tuple[_Line, str]]) -> None:
+    """A script that reads a secret into a variable and puts that variable in the body of a request
+    to a literal host the skill does not name: the secret leaves for a stranger (high). In a header
+    it is the credential of an API call (``AUTH_HEADER``), and a host the description names is the
+    skill's own service."""
+    for read, _ in reads:
+        if read.file is None or not CODE_FILE.search(read.file) or read.caution:
+            continue
+        assigned = SECRET_ASSIGNMENT.search(read.text)
+        if assigned is None:
+            continue
+        variable = re.compile(rf"\b{re.escape(assigned.group(1))}\b")
+        for line in skill.lines:
+            if line.file != read.file or line.caution or not rules.SEND.search(line.text) \
+                    or not variable.search(line.text) or AUTH_HEADER.search(line.text):
+                continue
+            host = rules.URL.search(line.text)
+            if host is None or PLACEHOLDER.search(host.group()) or _said_host(skill, host.group("host")) \
+                    or not PUBLIC_HOST.search(host.group("host")):
+                continue
+            skill.add("credential_exfiltration", Severity.HIGH, line,
+                      f"sends {assigned.group(1)}, a secret read on {_where(read)} ({read.text.strip()}), in a "
+                      f"request to {host.group('host')}, a host the skill does not name: {line.text.strip()}")
+            return
+
+
+def _tunnel_endpoint(skill: _Skill) -> None:
+    """A tunnel address (ngrok, trycloudflare…) set as a service endpoint in a config or code file
+    of a skill that does not say it uses tunnels: its traffic (an OAuth callback, tokens) is routed
+    through a stranger's machine (high)."""
+    if _own_tunnel(skill):
+        return
+    for line in skill.lines:
+        if line.file is None or line.caution or not CONFIG_OR_CODE.search(line.file):
+            continue
+        if TUNNEL_ENDPOINT.search(line.text):
+            skill.add("data_exfiltration", Severity.HIGH, line,
+                      f"routes the skill's requests through a tunnel address the skill does not say it uses: "
+                      f"{line.text.strip()}")
+            return
+
+
+def _own_tunnel(skill: _Skill) -> bool:
+    """True if the skill says it works with request catchers or tunnels (its name or description
+    names ngrok, webhooks, a tunnel) or runs its own (``ngrok http 3000``): then their addresses are its own."""
+    said = f"{skill.name or ''} {skill.description or ''}".lower()
+    if re.search(r"ngrok|webhook|tunnel|requestbin|pipedream|telegram|discord|slack", said):
+        return True
+    return any(rules.TUNNEL_RUN.search(line.text) for line in skill.lines)
 
 
 def _disk_writes(skill: _Skill, description: str | None) -> None:
@@ -482,6 +568,20 @@ def _named_like_skill(host: str, name: str | None) -> bool:
                for part in host.lower().split(".")[:-1] for label in [part, *part.split("-")])
 
 
+def _split_with_image(skill: _Skill) -> None:
+    """SKILL.md telling the agent to complete a sentence from a picture it ships: high."""
+    images = [line for line in skill.lines if line.file is None and LOCAL_IMAGE.search(line.text)]
+    for line in skill.lines:
+        if line.file is not None or not SPLIT_WORDS.search(line.text):
+            continue
+        image = next((other for other in images if abs(other.number - line.number) <= NEAR_LINES), None)
+        if image is not None:
+            skill.add("split_instruction", Severity.HIGH, line,
+                      f"tells the agent to complete an instruction from a picture the skill ships "
+                      f"({_where(image)}: {image.text.strip()}): what the sentence says is hidden in the image")
+            return
+
+
 DECODED_SIGNS = re.compile(
     r"\b(?:curl|wget|bash|powershell|iex|nc|ncat)\b[^\n]{0,200}(?:https?://|\|)|\bhttps?://[a-z0-9.-]{1,253}"
     r"|\b(?:eval|exec|system)\s{0,3}\(", re.IGNORECASE)
@@ -534,5 +634,6 @@ def scan_skill(files: list[tuple[str | None, str]], description: str | None, nam
     _disk_writes(skill, description)
     _in_context(skill, description)
     _lures(skill)
+    _split_with_image(skill)
     _decoded(skill, files)
     return skill.findings

@@ -5,7 +5,10 @@ Published skills are folders: ``SKILL.md`` plus ``scripts/``, ``references/``,
 folder; what it cannot or will not read is said, never passed silently:
 
 - images, fonts, audio/video and office documents are ``skipped`` (listed in the
-  report with the reason): they are not instructions an agent follows;
+  report with the reason): they are not instructions an agent follows. The text strings
+  inside an image or an audio/video file (EXIF, PNG text chunks, ID3 tags, bytes after the
+  picture) and a text in the low bit of a PNG's channel are read all the same
+  (``media.media_strings``): a payload hidden in a picture is text an agent can be told to decode;
 - a native executable (ELF, PE, Mach-O) is a *finding* (``embedded_executable``,
   high): a skill that ships a binary asks to be trusted without being read;
 - an archive, any other file that is not UTF-8 text, or a folder over the limits is
@@ -27,6 +30,7 @@ from pathlib import Path
 
 from node.market.scan.clawhub import META_JSON, with_meta_front_matter
 from node.market.scan.findings import Finding, ScanReport, Severity
+from node.market.scan.media import media_strings
 from node.market.scan.scanner import MAX_LINES, Unscannable, scan_refused, scan_skill, scan_text
 from protocol.skill_bundle import (
     MARK,
@@ -65,6 +69,12 @@ NOT_INSTRUCTIONS = frozenset({
     "png", "jpg", "jpeg", "gif", "webp", "ico", "bmp", "tif", "tiff", "avif", "heic",
     "ttf", "otf", "woff", "woff2", "eot", "mp3", "wav", "ogg", "flac", "m4a", "mp4", "mov", "webm",
     "pdf", "docx", "xlsx", "pptx", "odt", "ods", "odp", "doc", "xls", "ppt"})
+# Media whose embedded text is scanned (``media.media_strings``): metadata and a PNG's low bits are
+# where a payload hides in a picture or a sound file. At most MAX_MEDIA_FILES of them per skill.
+MEDIA = frozenset({"png", "jpg", "jpeg", "gif", "webp", "bmp", "tif", "tiff", "avif", "heic",
+                   "mp3", "wav", "ogg", "flac", "m4a", "mp4", "mov", "webm"})
+MAX_MEDIA_FILES = 16
+MEDIA_TEXT = " (text strings inside the file)"
 ARCHIVES = frozenset({"zip", "tar", "gz", "tgz", "bz2", "xz", "7z", "rar", "jar", "whl", "dmg", "pkg", "iso"})
 EXECUTABLE_MAGIC = (b"\x7fELF", b"MZ", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe",
                     b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
@@ -77,6 +87,7 @@ class SkillFolder:
     resources: dict[str, str] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
     executables: list[str] = field(default_factory=list)
+    media_text: dict[str, str] = field(default_factory=dict)  # media file -> its embedded text strings
 
 
 def _extension(name: str) -> str:
@@ -114,6 +125,11 @@ def read_folder(folder: Path, limits: Limits = SCAN_LIMITS) -> SkillFolder:
             extension = _extension(name)
             if extension in NOT_INSTRUCTIONS:
                 result.skipped.append({"file": relative, "reason": f"{extension} file, not text (not read)"})
+                if (extension in MEDIA and limits.hidden and len(result.media_text) < MAX_MEDIA_FILES
+                        and path.stat().st_size <= limits.max_file_bytes):
+                    strings = media_strings(path.read_bytes(), extension)
+                    if strings:
+                        result.media_text[relative] = strings
                 continue
             if extension in ARCHIVES:
                 raise Unscannable("archive", f"{relative} is an archive the scanner cannot read: unpack it into "
@@ -182,8 +198,9 @@ def scan_folder(folder: Path) -> ScanReport:
     if MARK in skill.skill_md and not Path(folder).is_dir():  # a bundle's canonical text in a file
         return scan_text(skill.skill_md)
     report = scan_skill(skill.skill_md.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").strip(),
-                        sorted((path, text.replace("\r\n", "\n").replace("\r", "\n"))
-                               for path, text in skill.resources.items()),
+                        sorted([(path, text.replace("\r\n", "\n").replace("\r", "\n"))
+                                for path, text in skill.resources.items()]
+                               + [(path + MEDIA_TEXT, text) for path, text in skill.media_text.items()]),
                         skill.skipped, max_lines=SCAN_LIMITS.max_lines)
     if not skill.executables or report.refused is not None:
         return report

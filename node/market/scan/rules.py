@@ -71,6 +71,12 @@ INJECTION = (
         r"\b(?:retry|repeat|call|invoke|run|re-?run)\b[^.\n]{0,40}\b(?:indefinitely|forever|endlessly|infinitely)\b"
         r"[^.\n]{0,40}\buntil\b[^.\n]{0,60}\b(?:api[ _-]?keys?|tokens?|secrets?|passwords?|credentials?|private[ _]keys?)\b"),
         softens=False),  # quoted is how it arrives (a JSON hint in a tool result)
+    # A tool hint asking the agent to repeat a credential in its reply (the mcp-atlassian CVE-2026-27825 hint).
+    LineRule("prompt_injection", Severity.HIGH, _rx(
+        r"\b(?:echo|print|repeat|reveal|output|include|show|display|paste|return)\b[^.\n]{0,40}\b(?:authorization"
+        r" header|bearer token|access token|api[ _-]?key|session (?:token|cookie)|password|private key|credentials?)\b"
+        r"[^.\n]{0,60}\bin\s{1,3}your\s{1,3}(?:next\s{1,3})?(?:response|reply|answer|message|output)\b"),
+        softens=False),  # quoted is how it arrives (a tool parameter's hint)
     LineRule("addressed_to_model", Severity.MEDIUM, _rx(
         r"\b(?:note|message|instructions?)\s{1,3}(?:for|to)\s{1,3}(?:the\s{1,3})?(?:ai|assistant"
         r"|model|llm|agent|claude|gpt|chatgpt)\b|^\W{0,6}(?:assistant|ai|system)\s{0,2}:|\bas an ai\b"
@@ -109,6 +115,14 @@ DECODE_EXEC = (
         r"|\b(?:powershell|pwsh)(?:\.exe)?\b[^\n]{0,60}\s-e(?:nc|ncodedcommand)?\s{1,4}[a-z0-9+/=]{20,400}"
         r"|\beval\s{1,4}[\"']?\$\(\s{0,4}(?:echo|printf|base64|curl|wget)\b")),
 )
+
+# Code in a data value: a JSON/YAML string holding JavaScript that loads child_process and runs a
+# command (Flowise CVE-2025-59528: an evaluated ``overrideConfig`` field). Honest JavaScript that
+# runs a command is a source file, not a quoted value under a key.
+CODE_IN_DATA = LineRule("code_injection", Severity.HIGH, _rx(
+    r"[\"']?[\w-]{1,60}[\"']?\s{0,3}:\s{0,3}[\"'][^\n]{0,200}\brequire\s{0,3}\(\s{0,3}\\{0,2}[\"']child_process"
+    r"\\{0,2}[\"']\s{0,3}\)\s{0,3}\.\s{0,3}(?:exec|execsync|execfile|execfilesync|spawn|spawnsync|fork)\s{0,3}\("),
+    softens=False)
 
 DESTRUCTIVE = (
     LineRule("destructive_command", Severity.HIGH, _rx(
@@ -183,6 +197,13 @@ REVERSE_SHELL = LineRule("reverse_shell", Severity.HIGH, _rx(
     r"/dev/(?:tcp|udp)/[\w.$-]{1,100}/\d{1,5}|\b(?:nc|ncat|netcat)\b[^\n]{0,60}\s-[a-z]{0,4}[ec]\s{1,4}/bin/(?:ba|z)?sh\b"
     r"|\bsocat\b[^\n]{0,100}\bexec:|\bos\.dup2\s{0,3}\(\s{0,3}\w{1,20}\.fileno\s{0,3}\(|\bmkfifo\b[^\n]{0,100}\b(?:nc|ncat)\b"
     r"|\bsystem\.net\.sockets\.tcpclient\b"))
+# Calling a built-in by a name computed at run time (``globals()[name](...)``, ``getattr(builtins, 'ev' + 'al')``):
+# the name is hidden because it is eval/exec/system; honest code calls a function by its name.
+DYNAMIC_DISPATCH = LineRule("dynamic_dispatch", Severity.HIGH, _rx(
+    r"\b(?:globals|locals|vars)\s{0,3}\(\s{0,3}\)\s{0,3}\[[^\]\n]{1,200}\]\s{0,3}\("
+    r"|\b__builtins__\s{0,3}(?:\.\s{0,3}__dict__\s{0,3})?\[[^\]\n]{1,200}\]\s{0,3}\("
+    r"|\bgetattr\s{0,3}\(\s{0,3}(?:builtins|__builtins__|__import__\s{0,3}\([^)\n]{1,40}\))\s{0,3},"
+    r"|\bvars\s{0,3}\(\s{0,3}(?:builtins|__builtins__)\s{0,3}\)\s{0,3}\["))
 CRYPTOMINER = LineRule("cryptominer", Severity.HIGH, _rx(
     r"\bxmrig\b|stratum\+(?:tcp|ssl)://|\b(?:minergate|nicehash|cpuminer|nbminer|phoenixminer)\b"))
 
@@ -294,6 +315,8 @@ CHMOD_EXEC = _rx(r"\bchmod\s{1,4}(?:[ugoa]{0,3}\+x|[0-7]{0,2}[157][0-7]{0,2})\b"
 CHECKSUM = _rx(r"\b(?:sha(?:256|512|1)sum|shasum|gpg\s{1,4}--verify|cosign\s{1,4}verify|minisign|"
                r"get-filehash|certutil\s{1,4}-hashfile)\b")
 
+# A word inside an address (``https://attacker.example.com/x``) is a name, not a warning.
+URL_TEXT = _rx(r"\bhttps?://[^\s\"'`<>)\]]{1,300}")
 CAUTION = _rx(
     r"\b(?:never|avoid|must ?not|mustn'?t|should ?not|shouldn'?t|do ?not|don'?t|instead of|rather than"
     r"|blindly|reject|flag|detect|look (?:for|out)|watch for|beware|dangerous|malicious|attacker|phrasings?"
@@ -314,13 +337,14 @@ DECLARES = {
 }
 
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
-                                     *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER)
+                                     *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER,
+                                     DYNAMIC_DISPATCH, CODE_IN_DATA)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SECRET_WORD, OWN_STORE, PATH_TOKEN_END, SOFT_SECRET, BULK_SECRET, AUTH_USE, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
     CODE_SECRET, ENV_DUMP, CODE_READ, EXFIL_SINK, SEND, URL, RAW_IP_HOST, PASTE_HOST, ARCHIVE_OR_BINARY,
     ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD, SKIP_PERMISSIONS, NO_ASKING, SANDBOX_WORDS, TOOL_REGISTRATION, MCP_WORDS,
-    DISK_WRITE, DISK_WORDS, DOWNLOAD_WORD, SINK_SERVICE, TUNNEL_RUN, TUNNEL_HOST, REGEX_SYNTAX, REGEX_LINE,
+    DISK_WRITE, DISK_WORDS, DOWNLOAD_WORD, URL_TEXT, SINK_SERVICE, TUNNEL_RUN, TUNNEL_HOST, REGEX_SYNTAX, REGEX_LINE,
 )
 
 
@@ -351,6 +375,8 @@ def foreign_key_file(secret: re.Match[str], line: str, name: str | None) -> bool
 
 
 def cautionary(line: str) -> bool:
+    if "://" in line:
+        line = URL_TEXT.sub(" ", line)
     return CAUTION.search(line) is not None and NOT_CAUTION.search(line) is None
 
 

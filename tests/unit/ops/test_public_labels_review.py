@@ -120,7 +120,11 @@ def test_the_committed_review_names_skills_of_its_own_split_with_their_manifest_
         for row in rows:
             assert skills[(row["source"], row["path"])] == (row["old"], split), row
             assert row["new"] in ("malicious", "benign", "excluded", "unclear") and row["evidence"], row
-    # the held-out review read every held-out skill labelled malicious
-    malicious = {key for key, (label, split) in skills.items() if (label, split) == ("malicious", "holdout")}
+    # the held-out review read every held-out skill labelled malicious of the first round (the
+    # second round's held-out half is measured with its path labels, not reviewed)
+    first = {source for source, about in manifest["sources"].items() if about.get("round", 1) == 1}
+    malicious = {key for key, (label, split) in skills.items()
+                 if (label, split) == ("malicious", "holdout") and key[0] in first}
+    assert len(first) == 6 and malicious
     read = {(row["source"], row["path"]) for row in review["heldout"]["skills"]}
     assert malicious <= read
