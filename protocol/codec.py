@@ -19,6 +19,7 @@ size, depth and types. Every failure is a :class:`CodecError`.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import cbor2
@@ -143,3 +144,24 @@ def json_too_deep(body: bytes, limit: int) -> bool:
         elif byte in (0x5D, 0x7D):
             depth -= 1
     return False
+
+
+class JsonRefused(ValueError):
+    """JSON that is too large, nests too deep, does not parse, or is not an object."""
+
+
+def load_json_object(data: bytes, what: str, max_bytes: int, max_depth: int) -> dict[str, Any]:
+    """``data`` as one JSON object within ``max_bytes`` and ``max_depth``; the depth is proved
+    before ``json.loads`` recurses (py_ecc raises the recursion limit past what the C stack
+    holds). Raises :class:`JsonRefused` naming ``what`` and the limit it broke."""
+    if len(data) > max_bytes:
+        raise JsonRefused(f"{what} is larger than {max_bytes} bytes")
+    if json_too_deep(data, max_depth):
+        raise JsonRefused(f"{what} nests deeper than {max_depth} levels")
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as error:
+        raise JsonRefused(f"{what} is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise JsonRefused(f"{what} must be a JSON object")
+    return value

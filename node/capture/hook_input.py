@@ -12,7 +12,6 @@ never be talked into storing ``/proc/self/environ`` or the node's own keys as me
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from node.errors import CrystalmeshError
-from protocol.codec import json_too_deep
+from protocol import codec
 
 # Claude Code's inputs are a few hundred bytes; ``Stop`` may carry the last assistant message.
 MAX_HOOK_INPUT_BYTES = 1024 * 1024
@@ -68,19 +67,11 @@ def session_id_of(value: object) -> str:
 
 def load_json_object(data: bytes, what: str, max_bytes: int = MAX_HOOK_INPUT_BYTES,
                      max_depth: int = MAX_HOOK_INPUT_DEPTH) -> dict[str, object]:
-    """``data`` as one JSON object, within the size and depth limits (the depth proved before
-    ``json.loads`` recurses: py_ecc raises the recursion limit past what the C stack holds)."""
-    if len(data) > max_bytes:
-        raise HookInputRefused(f"{what} is larger than {max_bytes} bytes")
-    if json_too_deep(data, max_depth):
-        raise HookInputRefused(f"{what} nests deeper than {max_depth} levels")
+    """``data`` as one JSON object within the size and depth limits (``protocol.codec``)."""
     try:
-        value = json.loads(data)
-    except (ValueError, RecursionError) as error:
-        raise HookInputRefused(f"{what} is not JSON: {error}") from None
-    if not isinstance(value, dict):
-        raise HookInputRefused(f"{what} must be a JSON object")
-    return value
+        return codec.load_json_object(data, what, max_bytes, max_depth)
+    except codec.JsonRefused as refused:
+        raise HookInputRefused(str(refused)) from None
 
 
 def parse_claude_code_input(data: bytes) -> HookEvent:

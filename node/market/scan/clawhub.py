@@ -20,13 +20,12 @@ matter or add a key. Anything else is refused with what to add instead.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import yaml
 
-from protocol.codec import json_too_deep
+from protocol.codec import JsonRefused, load_json_object
 from protocol.skill_bundle import (
     MAX_DESCRIPTION_CHARS,
     MAX_RAW_NAME_CHARS,
@@ -60,18 +59,10 @@ def _text_field(meta: dict[str, Any], key: str, limit: int) -> str | None:
 
 def read_meta(data: str) -> dict[str, Any]:
     """``_meta.json`` as a JSON object, within its bounds; :class:`InvalidSkillBundle` otherwise."""
-    raw = data.encode("utf-8", "replace")
-    if len(raw) > MAX_META_BYTES:
-        raise InvalidSkillBundle(f"{META_JSON} is larger than {MAX_META_BYTES} bytes")
-    if json_too_deep(raw, MAX_META_DEPTH):
-        raise InvalidSkillBundle(f"{META_JSON} nests deeper than {MAX_META_DEPTH} levels")
     try:
-        meta = json.loads(data)
-    except (ValueError, RecursionError) as error:
-        raise InvalidSkillBundle(f"{META_JSON} is not valid JSON") from error
-    if not isinstance(meta, dict):
-        raise InvalidSkillBundle(f"{META_JSON} must be a JSON object")
-    return meta
+        return load_json_object(data.encode("utf-8", "replace"), META_JSON, MAX_META_BYTES, MAX_META_DEPTH)
+    except JsonRefused as refused:
+        raise InvalidSkillBundle(str(refused)) from None
 
 
 def first_paragraph(body: str) -> str | None:

@@ -7,6 +7,7 @@ be quarantined and no benign one (several of which quote the very patterns) may 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.market.scan import clawhub, decode, flows, rules, scanner
+from node.market.scan import decode, flows, rules, scanner
 from node.market.scan.findings import Severity
 from node.market.scan.folder import market_bundle, scan_folder
 from node.market.scan.scanner import MAX_SCAN_CHARS, scan_text
@@ -285,13 +286,14 @@ def test_without_front_matter_or_meta_json_the_refusal_names_what_to_add(tmp_pat
 ])
 def test_hostile_meta_json_is_refused_before_anything_is_built(tmp_path: Path, meta: str, reason: str,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    loads = clawhub.json.loads
+    loads = json.loads
 
-    def shallow_only(text: str) -> object:
-        assert not text.startswith("[[["), "deep JSON reached json.loads"
+    def shallow_only(text: str | bytes) -> object:
+        assert not (text.encode() if isinstance(text, str) else text).startswith(b"[[["), (
+            "deep JSON reached json.loads")
         return loads(text)
 
-    monkeypatch.setattr(clawhub.json, "loads", shallow_only)
+    monkeypatch.setattr(json, "loads", shallow_only)
     with pytest.raises(InvalidSkillBundle, match=reason):
         market_bundle(clawhub_folder(tmp_path, meta=meta))
 
