@@ -48,17 +48,17 @@ async def test_a_restarted_node_publishes_without_repeating_a_seqno(nursery: tri
     scope = trio.CancelScope()
     await nursery.start(run_until_cancelled, scope, first)
     await wait_until_async(lambda: hub.peer_id in first.mesh_peers(SKILLS)
-                           and hub.peer_id in far.mesh_peers(SKILLS), 20, "first and far in the mesh")
+                           and hub.peer_id in far.mesh_peers(SKILLS), 60, "first and far in the mesh")
     for _ in range(PUBLISHED_BEFORE):
         await first.publish(SKILLS, make_listing(identity, now_ms=now_ms()))
-    await wait_until_async(lambda: len(inbox.listings) == PUBLISHED_BEFORE, 30, "first's listings")
+    await wait_until_async(lambda: len(inbox.listings) == PUBLISHED_BEFORE, 60, "first's listings")
     await first.host.close()
     scope.cancel()
 
     again = make_net(identity=identity, bootstrap=[hub.listen_addrs()[0]], discovery=False)
     await nursery.start(again.run)
-    await wait_until_async(lambda: hub.peer_id in again.mesh_peers(SKILLS), 20, "again in the mesh")
+    await wait_until_async(lambda: hub.peer_id in again.mesh_peers(SKILLS), 60, "again in the mesh")
     sent = await again.publish(SKILLS, make_listing(identity, now_ms=now_ms()))
-    await wait_until_async(lambda: any(envelope.seq == sent.seq for envelope in inbox.listings), 20,
+    await wait_until_async(lambda: any(envelope.seq == sent.seq for envelope in inbox.listings), 60,
                            "the restarted node's listing two hops away")
     assert far.peer_id not in again.connected_peers()
