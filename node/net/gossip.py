@@ -237,7 +237,7 @@ class Gossip:
         data = message.data
         own = forwarder == self.pubsub.my_id
         try:
-            envelope = self.validator.check(topic, data, str(forwarder))
+            envelope = self.validator.check(topic, data, str(forwarder), from_self=own)
         except InvalidEnvelope as error:
             if own:
                 self._own_rejection = error

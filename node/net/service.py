@@ -127,6 +127,7 @@ class NetService:
             now_ms=now_ms,
             max_message_bytes=self.gossip_config.max_message_bytes,
             rate_limits=rate_limits(config),
+            own_key=identity.public_key,
         )
         self.router = build_router(self.gossip_config, self._app_score)
         self.pubsub = build_pubsub(self.host, self.router, self.gossip_config)

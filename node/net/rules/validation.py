@@ -249,8 +249,13 @@ class MessageValidator:
         sync_rate_limits: dict[str, tuple[float, int]] | None = None,
         batch_rate_limits: dict[str, tuple[float, int]] | None = None,
         warning_rate_limit: tuple[float, int] = WARNING_RATE_LIMIT,
+        own_key: bytes | None = None,
     ) -> None:
         self.management_keys = frozenset(bytes(key) for key in management_keys)
+        # Our own signing key: a peer passing back one of our messages (a restarted node
+        # hears its old listings again) is not our origin spending its rate; only what
+        # we publish ourselves is held to it (peers would refuse more than that).
+        self.own_key = bytes(own_key) if own_key is not None else None
         self.clock_window_ms = int(clock_window_s * 1000)
         self.max_weather_duration_ms = int(max_weather_duration_s * 1000)
         self.now_ms = now_ms
@@ -274,15 +279,18 @@ class MessageValidator:
         # Per management key: only a handful of keys, so this stays tiny.
         self._weather_high_water: dict[bytes, int] = {}
 
-    def check(self, topic: str, data: bytes, from_peer: str | None = None) -> Envelope:
+    def check(self, topic: str, data: bytes, from_peer: str | None = None,
+              from_self: bool = False) -> Envelope:
         """Return the envelope if ``data`` is acceptable on ``topic``; else raise InvalidEnvelope.
 
         ``from_peer`` is only used in log lines; counting is the caller's job
         (see ``RejectionCounter``) so that this stays a pure function of its
         inputs, the clock and the replay state.
         """
-        envelope = self.inspect(topic, data)
+        envelope = self.inspect(topic, data, from_self)
         self.replay_guard.commit(envelope.sender, envelope.seq)
+        if self._echo(envelope, from_self):
+            return envelope
         if topic in self.rate_limits:
             self.rate_limits[topic].spend(envelope.sender)
         if topic == WEATHER:
@@ -294,7 +302,11 @@ class MessageValidator:
             self.batch_rate_limits[topic].spend(envelope.sender, entries)
         return envelope
 
-    def inspect(self, topic: str, data: bytes) -> Envelope:
+    def _echo(self, envelope: Envelope, from_self: bool) -> bool:
+        """One of our own messages, passed back to us by a peer."""
+        return not from_self and self.own_key is not None and envelope.sender == self.own_key
+
+    def inspect(self, topic: str, data: bytes, from_self: bool = False) -> Envelope:
         """All checks of ``check`` without recording the (sender, seq) as seen."""
         if len(data) > self.max_message_bytes:
             raise _reject(OVERSIZE, f"{len(data)} bytes > {self.max_message_bytes}")
@@ -315,6 +327,8 @@ class MessageValidator:
             raise _reject(REPLAYED, f"seq {envelope.seq} already seen or too old", envelope.sender)
         if topic == WEATHER and envelope.seq <= self._weather_high_water.get(envelope.sender, -1):
             raise _reject(REPLAYED, f"seq {envelope.seq} older than the latest alert", envelope.sender)
+        if self._echo(envelope, from_self):  # signed with our key: ours, nothing to budget
+            return envelope
         buckets = self.rate_limits.get(topic)
         if buckets is not None and envelope.sender not in self.management_keys \
                 and not buckets.allows(envelope.sender):

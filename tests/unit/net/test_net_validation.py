@@ -317,3 +317,22 @@ def test_a_skill_warning_is_signed_fresh_new_and_well_formed() -> None:
     forged = bytearray(skill_warning(SELLER, 6))
     forged[-5] ^= 0xFF
     assert rejected(check, SKILLS, bytes(forged)) == "bad_signature"
+
+
+def test_our_own_messages_passed_back_do_not_spend_our_publishing_budget() -> None:
+    """A restarted node hears its old listings again from its peers: they are ours (signed
+    with our key), so they do not spend the budget our own publishes are held to, which
+    once refused the node's first publish after a restart as 'rate_limited'. Another
+    origin's messages still spend theirs."""
+    check = validator(rate_limits={SKILLS: (10.0, 2)}, own_key=SELLER.public_key)
+    for seq in (1, 2, 3, 4):
+        check.check(SKILLS, listing(seq, name=f"old{seq}"), "peer")  # echoes: all accepted
+    check.check(SKILLS, listing(5, name="new1"), "me", from_self=True)
+    check.check(SKILLS, listing(6, name="new2"), "me", from_self=True)
+    with pytest.raises(InvalidEnvelope, match="rate_limited"):  # our own publishes keep theirs
+        check.check(SKILLS, listing(7, name="new3"), "me", from_self=True)
+
+    stranger = validator(rate_limits={SKILLS: (10.0, 2)}, own_key=MANAGEMENT.public_key)
+    stranger.check(SKILLS, listing(1, name="a"), "peer")
+    stranger.check(SKILLS, listing(2, name="b"), "peer")
+    assert rejected(stranger, SKILLS, listing(3, name="c")) == "rate_limited"
