@@ -212,6 +212,18 @@ async def _on_window_update(self: Any, stream_id: int, flags: int, increment: in
         _end_flags(self, stream, stream_id, flags)
 
 
+async def _take_payload(self: Any, stream: Any, stream_id: int, kind: int, length: int,
+                        body: bytes | bytearray) -> None:
+    """What a SYN or ACK frame carries besides its flags: a window increment or data
+    (caller holds ``streams_lock``)."""
+    if kind == _WINDOW_UPDATE and length > 0:
+        async with stream.window_lock:
+            stream.send_window += length
+    elif kind == _DATA and length > 0:
+        _receive(self, stream, stream_id, body)
+        self.stream_events[stream_id].set()
+
+
 async def _on_new_stream(self: Any, stream_id: int, kind: int, flags: int, length: int,
                          body: bytes | bytearray) -> None:
     """A SYN: the peer opens ``stream_id`` (ACKed), or RSTs it if it exists already."""
@@ -225,12 +237,7 @@ async def _on_new_stream(self: Any, stream_id: int, kind: int, flags: int, lengt
             self.streams[stream_id] = stream
             self.stream_buffers[stream_id] = bytearray()
             self.stream_events[stream_id] = trio.Event()
-            if kind == _WINDOW_UPDATE and length > 0:
-                async with stream.window_lock:
-                    stream.send_window += length
-            elif kind == _DATA and length > 0:
-                _receive(self, stream, stream_id, body)
-                self.stream_events[stream_id].set()
+            await _take_payload(self, stream, stream_id, kind, length, body)
             if flags & _FIN:
                 stream.recv_closed = True
                 if stream.send_closed:
@@ -259,12 +266,7 @@ async def _on_ack(self: Any, stream_id: int, kind: int, length: int,
         stream = self.streams.get(stream_id)
         if stream is None:
             return
-        if kind == _WINDOW_UPDATE and length > 0:
-            async with stream.window_lock:
-                stream.send_window += length
-        elif kind == _DATA and length > 0:
-            _receive(self, stream, stream_id, body)
-            self.stream_events[stream_id].set()
+        await _take_payload(self, stream, stream_id, kind, length, body)
 
 
 async def _on_ping(self: Any, flags: int, value: int) -> None:
