@@ -274,7 +274,9 @@ async def test_frames_that_arrived_together_cost_one_read_of_the_secured_connect
     assert reads[session] - before <= 2, reads[session] - before
 
 
-async def test_an_oversized_data_frame_ends_only_its_connection(nursery: trio.Nursery) -> None:
+async def a_stream_open_at_the_reader(nursery: trio.Nursery) -> tuple[NetService, Collector, Any, Any]:
+    """A writer's stream on FRAMES, open at the reader: the reader, its collector, the
+    writer's yamux stream and the reader's connection."""
     writer, reader = await connected_pair(nursery)
     collector = Collector()
     reader.host.set_stream_handler(FRAMES, collector.handle)
@@ -282,7 +284,11 @@ async def test_an_oversized_data_frame_ends_only_its_connection(nursery: trio.Nu
     muxed = stream.muxed_stream  # type: ignore[attr-defined]
     await stream.write(b"open")
     await wait_until_async(lambda: collector.connections, 20, "the stream at the reader")
-    server_conn = collector.connections[0]
+    return reader, collector, muxed, collector.connections[0]
+
+
+async def test_an_oversized_data_frame_ends_only_its_connection(nursery: trio.Nursery) -> None:
+    reader, collector, muxed, server_conn = await a_stream_open_at_the_reader(nursery)
     announced = yamux_module.MAX_WINDOW_SIZE + 1  # announced, never sent
     await write_raw(muxed.conn, HEADER.pack(0, yamux_module.TYPE_DATA, 0, muxed.stream_id,
                                             announced))
@@ -295,14 +301,7 @@ async def test_a_data_body_that_never_comes_ends_its_connection_after_the_timeou
     nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PY_YAMUX_DATA_READ_TIMEOUT", "1")
-    writer, reader = await connected_pair(nursery)
-    collector = Collector()
-    reader.host.set_stream_handler(FRAMES, collector.handle)
-    stream = await writer.host.new_stream(ID.from_base58(reader.peer_id), [FRAMES])
-    muxed = stream.muxed_stream  # type: ignore[attr-defined]
-    await stream.write(b"open")
-    await wait_until_async(lambda: collector.connections, 20, "the stream at the reader")
-    server_conn = collector.connections[0]
+    reader, collector, muxed, server_conn = await a_stream_open_at_the_reader(nursery)
     # 1,000 bytes announced, 10 sent, and the writer's frame lock kept so that no other
     # frame (a heartbeat) follows to be taken for the rest: the reader waits, then gives up.
     conn = muxed.conn
