@@ -234,7 +234,7 @@ class PeerManager:
                 if peer in self.banned or peer in dialling or self.is_connected(peer):
                     continue
                 if entry.connected_at is not None:
-                    self._lost(entry, now)
+                    self._lost(entry, now, lived=now - entry.connected_at)
                 if entry.next_attempt <= now or (
                         now - entry.last_attempt >= MIN_ATTEMPT_GAP_S and self._fresh(peer, entry)):
                     dialling.add(peer)
@@ -244,10 +244,10 @@ class PeerManager:
             with trio.move_on_at(next_due):
                 await self._wake.wait()
 
-    def _lost(self, entry: _Kept, now: float) -> None:
-        """The connection our last dial made is gone: redial at once if it lived, else back
-        off (the peer refuses us on arrival, or the link cannot hold a connection)."""
-        lived = now - entry.connected_at if entry.connected_at is not None else 0.0
+    def _lost(self, entry: _Kept, now: float, lived: float) -> None:
+        """The connection our last dial made is gone after ``lived`` seconds: redial at once
+        if it lived long, else back off (the peer refuses us on arrival, or the link cannot
+        hold a connection)."""
         entry.connected_at = None
         if lived >= STABLE_CONNECTION_S:
             entry.backoff_s = self.initial_backoff_s
