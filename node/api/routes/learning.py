@@ -17,6 +17,7 @@ from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import Body
 from node.crystals import Source
+from node.memory import MAX_TEXT_CHARS
 
 Json = dict[str, Any]
 
@@ -40,7 +41,7 @@ class BudgetContextIn(Body):
 
     query: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"\S")]
     budget_tokens: Annotated[int, Field(strict=True, ge=0, le=1_000_000)]
-    working_memory: Annotated[str, Field(max_length=65536)] | None = None
+    working_memory: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = None
     sources: Annotated[list[Source], Field(default_factory=list, max_length=8)]  # empty: every source
 
 

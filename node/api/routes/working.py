@@ -12,6 +12,7 @@ from node.api.auth import require_auth
 from node.api.interface import NodeApi
 from node.api.models import Body
 from node.crystals import AccessScope, SemanticType
+from node.memory import MAX_TEXT_CHARS
 
 Json = dict[str, Any]
 Namespace = Annotated[str, Field(min_length=1, max_length=100)]
@@ -21,7 +22,7 @@ MAX_VERSION_NAMESPACES = 64  # node.agent.mcp_subscriptions.MAX_WATCHED_NAMESPAC
 class NoteIn(Body):
     """``POST /v1/memory/notes``: the seed's ``working_memory_note``."""
 
-    text: Annotated[str, Field(min_length=1, max_length=65536)]
+    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
     importance: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.7
     namespace: Namespace = "default"
     type: SemanticType | None = None
@@ -76,7 +77,7 @@ class VersionsQuery(BaseModel):
 class CrystallizeIn(Body):
     """``POST /v1/skills/{id}/crystallize``: an emerging skill into a skill crystal."""
 
-    text: Annotated[str, Field(min_length=1, max_length=65536)] | None = None
+    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)] | None = None
     category: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=32)]], Field(max_length=16)] | None = None
 

@@ -122,3 +122,19 @@ async def test_a_skill_may_hold_a_market_bundle_over_the_api(node: NodeService) 
     assert over.status_code in (400, 422) and "196608" in over.text
     listed = await ok(node, "GET", "/v1/crystals", types="skill")
     assert [crystal["id"] for crystal in listed["crystals"]] == [skill["id"]]
+
+
+async def test_a_note_and_a_budgeted_context_take_the_memory_text_limit(node: NodeService) -> None:
+    """The working-memory routes hold text to the memory's one limit (``MAX_TEXT_CHARS``):
+    a note of 65,537 characters, and a context request carrying that much working memory, are
+    refused before anything is stored."""
+    from node.memory import MAX_TEXT_CHARS
+
+    assert MAX_TEXT_CHARS == 65_536
+    note = await call(node, "POST", "/v1/memory/notes", {"text": "n" * (MAX_TEXT_CHARS + 1)}, None)
+    assert note.status_code == 400 and "65536" in note.text, note.text
+    ended = await call(node, "POST", "/v1/memory/context/budget",
+                       {"query": "ferry", "budget_tokens": 100, "working_memory": "w" * (MAX_TEXT_CHARS + 1)}, None)
+    assert ended.status_code == 400 and "65536" in ended.text, ended.text
+    listed = await ok(node, "GET", "/v1/crystals")
+    assert listed["crystals"] == []
