@@ -21,6 +21,10 @@ Labels and splits were decided from paths alone, before any content was read:
   projects' fixture skills, labelled by their folder names) was added and committed before any
   of them was scanned, once the first round's held-out half had been read: the second round's
   held-out half is the clean figure; the first round's held-out half now counts as tune.
+- a third round (``THIRD_ROUND``, ``"round": 3``) was added the same way once the second
+  round's held-out half had been read while tuning: its held-out half is the clean figure.
+  Some of its fixtures are one Markdown file each, not a folder (``FILE_SKILLS``): such a file
+  is one skill, read as that skill's SKILL.md.
 
 A "benign" skill of a published collection is benign *as published*: a collection may
 carry malware nobody reported, so a quarantine there is counted as a false one but is
@@ -57,6 +61,13 @@ def _cisco(path: str) -> tuple[str, str] | None:
 
 def _anthropic(path: str) -> tuple[str, str] | None:
     return ("benign", "published collection") if path.startswith("skills/") else None
+
+
+def _collection_under(prefix: str) -> Callable[[str], tuple[str, str] | None]:
+    """A published collection whose skills sit under ``prefix``: benign as published."""
+    def label(path: str) -> tuple[str, str] | None:
+        return ("benign", "published collection") if path.startswith(prefix) else None
+    return label
 
 
 def _collection(path: str) -> tuple[str, str] | None:
@@ -115,6 +126,61 @@ def _skillcamo(path: str) -> tuple[str, str] | None:
     return None
 
 
+def _malwar(path: str) -> tuple[str, str] | None:
+    """Ap6pack/malwar: one Markdown file per fixture skill under ``tests/fixtures/skills/``;
+    ``malicious/`` (synthetic) and ``real/malicious/`` (its README: real-world malicious) are malicious,
+    ``benign/`` benign. ``real/benign/`` (copies of anthropics/skills, a first-round source) and
+    ``real/clawhub/`` (real ClawHub samples with no label in the path) are left out."""
+    folder = posixpath.dirname(path)
+    if folder in ("tests/fixtures/skills/malicious", "tests/fixtures/skills/real/malicious"):
+        return "malicious", "fixture file in a folder named malicious (synthetic, or real-world per its README)"
+    if folder == "tests/fixtures/skills/benign":
+        return "benign", "fixture file in a folder named benign"
+    return None
+
+
+def _progent(path: str) -> tuple[str, str] | None:
+    """Agentic-AI-Risk-Mitigation/progent: ``datasets/skill_injection/skill_files/<NN_attack_class>/``,
+    one SKILL.md specimen per file, every one an attack specimen (its README: "realistic malicious
+    skill file specimens", ten per attack class)."""
+    if path.startswith("datasets/skill_injection/skill_files/") and path.count("/") == 4:
+        return "malicious", "SKILL.md specimen in a folder named by an attack class (dataset of attack specimens)"
+    return None
+
+
+def _skillscan(path: str) -> tuple[str, str] | None:
+    """kurtpayne/skillscan: ``tests/adversarial/cases/aNN_<attack>`` are attack cases except the
+    ``*_benign`` ones; ``tests/fixtures/malicious/*`` and ``tests/fixtures/benign/*``; the example
+    ``examples/benign_skill``. ``examples/suspicious_skill``, ``trace-demos`` and the policy and
+    dependency fixtures say neither and are left out."""
+    name = posixpath.basename(path)
+    if path.startswith("tests/adversarial/cases/"):
+        return (("benign", "fixture folder named benign") if name.endswith("_benign")
+                else ("malicious", "adversarial case folder named by an attack"))
+    if path.startswith("tests/fixtures/malicious/"):
+        return "malicious", "adversarial case folder named by an attack"
+    if path.startswith("tests/fixtures/benign/") or path == "examples/benign_skill":
+        return "benign", "fixture folder named benign"
+    return None
+
+
+CLAWHAVOC_SAMPLE = 8  # the later archive: one ClawHavoc-publisher folder in 8, chosen by a hash of its path
+
+
+def _clawhub_later(path: str) -> tuple[str, str] | None:
+    """coolboylcy/skills, a later snapshot of the ClawHub archive (2026-02-28, openclaw/skills is of
+    2026-01-31): only the folders of the publishers the ClawHavoc write-ups name (malicious by
+    publisher, as in the first round), one in ``CLAWHAVOC_SAMPLE`` by the second byte of
+    sha256("clawhavoc-sample:" + path) (the split uses the first byte of another hash). Its other
+    folders are left out (the first round's archive covers ClawHub's benign skills)."""
+    parts = path.split("/")
+    if len(parts) != 3 or parts[0] != "skills" or parts[1].lower() not in CLAWHAVOC_PUBLISHERS:
+        return None
+    if hashlib.sha256(f"clawhavoc-sample:{path}".encode()).digest()[1] % CLAWHAVOC_SAMPLE:
+        return None
+    return "malicious", CLAWHAVOC_BASIS
+
+
 LABELLERS: dict[str, Callable[[str], tuple[str, str] | None]] = {
     "anthropics/skills": _anthropic,
     "obra/superpowers": _collection,
@@ -130,14 +196,40 @@ LABELLERS: dict[str, Callable[[str], tuple[str, str] | None]] = {
         ("high-risk", "install-risk", "prompt-risk", "hidden-instruction", "companion-doc-poisoning"),
         ("/benign", "false-positive", "normal-")),
     "dongqingli6/skill-scan-aaa": _skillcamo,
+    # Added for a third clean held-out measurement (the second held-out half was read while tuning).
+    "Ap6pack/malwar": _malwar,
+    "Agentic-AI-Risk-Mitigation/progent": _progent,
+    "kurtpayne/skillscan": _skillscan,
+    "openai/skills": _collection_under("skills/"),
+    "vercel-labs/agent-skills": _collection_under("skills/"),
+    "github/awesome-copilot": _collection_under("skills/"),
+    "K-Dense-AI/claude-scientific-skills": _collection_under("scientific-skills/"),
+    "coolboylcy/skills": _clawhub_later,
 }
 # The second round of sources (2026-11-28): added after the first held-out half had been read while
 # tuning, so their held-out half is the clean measurement; the first round's held-out half counts as tune.
 SECOND_ROUND = frozenset(source for source in LABELLERS if source in {
     "1997xxx/X-Skill-Scanner", "thedevappsecguy/skill-scanner", "kkdub/skill-scan",
     "xiexie-qiuligao/openclaw-skill-guard", "dongqingli6/skill-scan-aaa"})
+# The third round (2026-11-28): added after the second held-out half had been read while
+# tuning, committed before any of its skills was scanned; its held-out half is the clean measurement.
+THIRD_ROUND = frozenset(source for source in LABELLERS if source in {
+    "Ap6pack/malwar", "Agentic-AI-Risk-Mitigation/progent", "kurtpayne/skillscan", "openai/skills",
+    "vercel-labs/agent-skills", "github/awesome-copilot", "K-Dense-AI/claude-scientific-skills", "coolboylcy/skills"})
+# A later snapshot of an earlier round's source: a folder that source already holds at the same path
+# is left out (an update of a skill the earlier round had, not a new one).
+LATER_SNAPSHOT_OF = {"coolboylcy/skills": "openclaw/skills"}
+# Sources whose fixtures are single Markdown files: every ``*.md`` under these folders (not a
+# README) is one skill, read as its SKILL.md.
+FILE_SKILLS = {"Ap6pack/malwar": ("tests/fixtures/skills/",),
+               "Agentic-AI-Risk-Mitigation/progent": ("datasets/skill_injection/skill_files/",)}
 # A source read at a commit other than its newest (kkdub/skill-scan removed its red-team corpus later).
 PINNED = {"kkdub/skill-scan": "da98f37f3367c15eefabf35c5d12482e1d3d55a7"}
+
+
+def round_of(source: str) -> int:
+    """Which round of sources ``source`` was added in (1, 2 or 3)."""
+    return 3 if source in THIRD_ROUND else 2 if source in SECOND_ROUND else 1
 
 
 def split_of(source: str, path: str) -> str:
@@ -154,29 +246,53 @@ def _git(repo: Path, *arguments: str) -> str:
 
 
 def build_manifest(mirror: Path = DEFAULT_MIRROR) -> list[dict[str, str]]:
-    """Every skill folder (a folder holding SKILL.md, not inside another one) of every source."""
+    """Every skill of every source: a folder holding SKILL.md (not inside another one), or one
+    Markdown file of a ``FILE_SKILLS`` folder. A third-round skill whose SKILL.md is byte for byte
+    one an earlier round holds (same git blob id: a copy, e.g. of an anthropics/skills skill) is left
+    out: it was tuned on already; so is a folder of a later snapshot (``LATER_SNAPSHOT_OF``) that the
+    earlier snapshot holds at the same path. Labels come from paths only."""
     entries: list[dict[str, str]] = []
-    for source, labeller in LABELLERS.items():
+    earlier: set[str] = set()  # blob ids of the SKILL.md of every first- and second-round skill
+    held: set[tuple[str, str]] = set()  # (source, path) of every skill taken so far
+    for source, labeller in sorted(LABELLERS.items(), key=lambda item: round_of(item[0]) == 3):
         assert source not in FORBIDDEN
         repo = mirror_of(mirror, source)
         if not repo.exists():
             print(f"{source}: no mirror at {repo}, not in the manifest")
             continue
         commit = PINNED.get(source) or _git(repo, "rev-parse", "HEAD").strip()
-        folders = sorted(posixpath.dirname(path) for path in _git(repo, "ls-tree", "-r", "--name-only", commit)
-                         .splitlines() if posixpath.basename(path) == "SKILL.md")
+        blobs = {path: meta.split()[2] for meta, path in (
+            line.split("\t", 1) for line in _git(repo, "ls-tree", "-r", commit).splitlines())}
+        folders = sorted(posixpath.dirname(path) for path in blobs if posixpath.basename(path) == "SKILL.md")
         kept: list[str] = []
         for folder in folders:
             if folder and not any(folder.startswith(parent + "/") for parent in kept):
                 kept.append(folder)
+        kept += sorted(path for path in blobs if path.endswith(".md") and posixpath.basename(path).lower() != "readme.md"
+                       and posixpath.basename(path) != "SKILL.md" and path.startswith(FILE_SKILLS.get(source, ("\0",))))
         for folder in kept:
             labelled = labeller(folder)
             if labelled is None:
                 continue
+            blob = blobs[folder] if folder.endswith(".md") and folder in blobs else blobs[folder + "/SKILL.md"]
+            if round_of(source) < 3:
+                earlier.add(blob)
+            elif blob in earlier:
+                print(f"{source}:{folder}: a copy of an earlier round's skill, left out")
+                continue
+            elif source in LATER_SNAPSHOT_OF and (LATER_SNAPSHOT_OF[source], folder) in held:
+                print(f"{source}:{folder}: {LATER_SNAPSHOT_OF[source]} holds this folder, left out")
+                continue
             label, basis = labelled
             entries.append({"source": source, "commit": commit, "path": folder, "label": label,
                             "label_basis": basis, "split": split_of(source, folder)})
+            held.add((source, folder))
     return entries
+
+
+def is_file_skill(entry: dict[str, str]) -> bool:
+    """Whether a manifest entry is one Markdown file (``FILE_SKILLS``) rather than a skill folder."""
+    return entry["path"].endswith(".md") and entry["path"].startswith(FILE_SKILLS.get(entry["source"], ("\0",)))
 
 
 @dataclass
@@ -201,11 +317,17 @@ def materialize(entries: list[dict[str, str]], mirror: Path, destination: Path) 
         assert batch.stdin is not None and batch.stdout is not None
         try:
             for index, entry in enumerate(group):
-                listing = _git(repo, "ls-tree", "-r", "-z", entry["commit"], "--", entry["path"] + "/")
-                target = destination / source.replace("/", "+") / str(index) / posixpath.basename(entry["path"])
+                single = is_file_skill(entry)
+                listing = _git(repo, "ls-tree", "-r", "-z", entry["commit"], "--",
+                               entry["path"] if single else entry["path"] + "/")
+                name = posixpath.basename(entry["path"])
+                target = destination / source.replace("/", "+") / str(index) / (
+                    name.removesuffix(".md") if single else name)
                 missing = 0
                 for record in filter(None, listing.split("\0")):
                     meta, path = record.split("\t", 1)
+                    if single and path != entry["path"]:
+                        continue
                     mode, kind, oid = meta.split()
                     if kind != "blob" or mode == "120000":
                         continue
@@ -217,7 +339,7 @@ def materialize(entries: list[dict[str, str]], mirror: Path, destination: Path) 
                         continue
                     data = batch.stdout.read(int(header[2]))
                     batch.stdout.read(1)
-                    out = target / posixpath.relpath(path, entry["path"])
+                    out = target / ("SKILL.md" if single else posixpath.relpath(path, entry["path"]))
                     out.parent.mkdir(parents=True, exist_ok=True)
                     out.write_bytes(data)
                 yield Materialized(entry, None if missing else target, missing)
@@ -236,7 +358,8 @@ def load(manifest: Path) -> list[dict[str, str]]:
     for row in data["skills"]:
         entry = dict(zip(FIELDS, row, strict=True))
         source = data["sources"][entry["source"]]
-        out.append(entry | {"commit": source["commit"], "label_basis": source["label_basis"][entry["label"]]})
+        out.append(entry | {"commit": source["commit"], "label_basis": source["label_basis"][entry["label"]],
+                            "round": str(source.get("round", 1))})
     return out
 
 
@@ -279,7 +402,7 @@ def save(manifest: Path, entries: list[dict[str, str]]) -> None:
     sources: dict[str, dict[str, object]] = {}
     for entry in entries:
         source = sources.setdefault(entry["source"], {
-            "commit": entry["commit"], "label_basis": {}, "round": 2 if entry["source"] in SECOND_ROUND else 1})
+            "commit": entry["commit"], "label_basis": {}, "round": round_of(entry["source"])})
         bases = source["label_basis"]
         assert isinstance(bases, dict)
         bases[entry["label"]] = entry["label_basis"]

@@ -37,10 +37,10 @@ label): the tune part's corrections, and the blind review of the held-out part (
 malicious label and a seeded sample of benign ones, decided before any scanner output of a
 held-out skill was seen; no rule changed after). A section applies to its own split only;
 ``unclear`` and ``excluded`` skills are counted apart, in neither rate. A table puts raw and
-reviewed figures side by side per split and source. ``all second round [holdout]`` is the
-clean held-out figure (sources added after the first held-out half had been read, committed
-before they were scanned); ``all first round [holdout]`` was read while tuning and counts as
-tune. The last line is one JSON object.
+reviewed figures side by side per split and source. Totals per round of sources (the manifest's
+``"round"``): ``all third round [holdout]`` is the clean held-out figure (sources added after the
+second held-out half had been read, committed before they were scanned); the first and second
+rounds' held-out halves were read while tuning and count as tune. The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -271,19 +271,20 @@ def run_public(manifest: Path, mirror: Path, show_holdout: bool, limit: int | No
                 "false_quarantine_rate": _rate(summed["false_quarantine"], summed["benign"]),
                 "benign_warned_rate": _rate(summed["benign_warned"], summed["benign"]),
                 "benign_refused_rate": _rate(summed["benign_refused"], summed["benign"])}
-    # The second round of sources (public.SECOND_ROUND) is the clean held-out figure; the first
-    # round's held-out half was read while tuning (it counts as tune in the docs).
-    for round_name, in_round in (("second round", True), ("first round", False)):
+    # Totals per round of sources (the manifest's "round"): the newest round's held-out half is the clean
+    # figure; an older round's held-out half was read while tuning (it counts as tune in the docs).
+    round_of = {entry["source"]: int(entry["round"]) for entry in entries}
+    for number, round_name in ((3, "third round"), (2, "second round"), (1, "first round")):
         for split in ("tune", "holdout"):
             chosen = [row for (source, part), row in rows.items()
-                      if part == split and (source in public.SECOND_ROUND) == in_round]
+                      if part == split and round_of.get(source, 1) == number]
             if chosen:
                 summed_round = {key: sum(int(row[key]) for row in chosen) for key in TOTAL_KEYS}  # type: ignore[call-overload]
                 result[f"all {round_name} [{split}]"] = summed_round | {
                     "detection_rate": _rate(summed_round["detected"], summed_round["malicious"]),
                     "false_quarantine_rate": _rate(summed_round["false_quarantine"], summed_round["benign"])}
             counted_round = [counted for (source, part), counted in reviewed_rows.items()
-                             if part == split and (source in public.SECOND_ROUND) == in_round]
+                             if part == split and round_of.get(source, 1) == number]
             if counted_round:
                 summed_reviewed = {key: sum(counted[key] for counted in counted_round) for key in REVIEWED_KEYS}
                 result[f"all {round_name} [{split}, reviewed labels]"] = summed_reviewed | {

@@ -48,7 +48,7 @@ def _git(repo: Path, *arguments: str) -> str:
                            *arguments], check=True, capture_output=True, text=True).stdout
 
 
-def _bench(tmp_path: Path, review: dict[str, object]) -> subprocess.CompletedProcess[str]:
+def _bench(tmp_path: Path, review: dict[str, object], round_number: int | None = None) -> subprocess.CompletedProcess[str]:
     repo = tmp_path / "mirror" / SOURCE.replace("/", "+") / "repo"
     for path, (skill_md, _, _) in SKILLS.items():
         (repo / path).mkdir(parents=True)
@@ -59,7 +59,8 @@ def _bench(tmp_path: Path, review: dict[str, object]) -> subprocess.CompletedPro
     commit = _git(repo, "rev-parse", "HEAD").strip()
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps({
-        "sources": {SOURCE: {"commit": commit, "label_basis": {"benign": "as published", "malicious": "publisher"}}},
+        "sources": {SOURCE: {"commit": commit, "label_basis": {"benign": "as published", "malicious": "publisher"}}
+                    | ({} if round_number is None else {"round": round_number})},
         "skills": [[SOURCE, path, label, split] for path, (_, label, split) in SKILLS.items()]}), encoding="utf-8")
     review_path = tmp_path / "review.json"
     review_path.write_text(json.dumps(review), encoding="utf-8")
@@ -94,6 +95,26 @@ def test_each_split_is_counted_with_its_own_review_next_to_the_raw_labels(tmp_pa
     table = [line.split() for line in run.stdout.splitlines()[:-1]]
     assert ["holdout", SOURCE, "raw", "1/4", "0", "3", "0", "1/1", "0", "0", "-", "-"] in table
     assert ["holdout", SOURCE, "reviewed", "2/2", "0", "0", "0", "0/1", "0", "0", "1", "1"] in table
+
+
+def test_each_round_of_sources_is_totalled_apart_raw_and_reviewed(tmp_path: Path) -> None:
+    # The manifest says which round a source was added in; the newest round's held-out half is the clean
+    # figure, so its totals must come out under its own name, never summed into an older round's.
+    run = _bench(tmp_path, REVIEW, round_number=3)
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    raw = result["all third round [holdout]"]
+    assert (raw["malicious"], raw["detected"], raw["benign"], raw["false_quarantine"]) == (4, 1, 1, 1)
+    reviewed = result["all third round [holdout, reviewed labels]"]
+    assert (reviewed["malicious"], reviewed["detected"], reviewed["unclear"], reviewed["excluded"]) == (2, 2, 1, 1)
+    assert result["all third round [tune]"]["malicious"] == 1
+    assert not any(name.startswith(("all first round", "all second round")) for name in result)
+    table = [line.split() for line in run.stdout.splitlines()[:-1]]
+    assert ["holdout", "all", "third", "round", "reviewed", "2/2", "0", "0", "0", "0/1", "0", "0", "1", "1"] in table
+
+    # without a round a source is of the first round (manifests written before rounds existed)
+    unrounded = _bench(tmp_path / "first", REVIEW)
+    assert json.loads(unrounded.stdout.strip().splitlines()[-1])["all first round [holdout]"]["malicious"] == 4
 
 
 def test_a_review_without_a_held_out_section_leaves_held_out_raw_only(tmp_path: Path) -> None:
