@@ -109,6 +109,17 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
                   "library (PY_YAMUX_DATA_READ_TIMEOUT)"),
     PrivateMember("libp2p.network.stream.net_stream:NetStream", "_state_lock",
                   "node.net.libp2p_tuning", "patch 25 makes our outbound pubsub stream's prompt"),
+    PrivateMember("libp2p.pubsub.pubsub:Pubsub", "_handle_dead_peer",
+                  "node.net.libp2p_tuning", "patches 4, 11 and 27 tear a peer's stream down as "
+                  "the library does"),
+    PrivateMember("libp2p.pubsub.pubsub:Pubsub", "_peer_is_connected",
+                  "node.net.libp2p_tuning", "patch 27 keeps a peer's subscriptions only while "
+                  "the library would open a new stream to it"),
+    PrivateMember("libp2p.pubsub.pubsub:Pubsub", "_peer_subscription_count",
+                  "node.net.libp2p_tuning", "patch 27 restores it with the subscriptions"),
+    PrivateMember("libp2p.pubsub.pubsub:Pubsub", "_replay_recent_messages",
+                  "node.net.libp2p_tuning", "patch 27 relies on it to resend what a dead stream "
+                  "could not"),
 )
 
 

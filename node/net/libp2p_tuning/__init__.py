@@ -19,7 +19,7 @@ Where each item lives (its text is in that module's docstring):
 - ``pubsub_send``: 8. our signed peer record; 10. one serialisation per forwarded
   message; 11. one write for what is queued together; 12. flood publishing; 13.
   sequence numbers survive a restart; 25. pubsub writes without a pass on NetStream's
-  lock.
+  lock; 27. a peer whose stream from us died keeps its subscriptions.
 - ``connections``: 14. a connection carrying a request is never trimmed; 18. one round
   trip to open a stream.
 - ``install``: ``apply()``; 5. routine failures the library logs at WARNING/ERROR (a

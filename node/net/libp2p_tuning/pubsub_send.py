@@ -60,6 +60,19 @@ Numbered as in the package's index (``node.net.libp2p_tuning``); ``patch()`` app
    reset) gets a ``_PromptLock`` (21.) when its sending task starts: same states, same
    errors, FIFO when held; one pass per write (the send). Only that stream: a
    request's stream keeps the library's lock (see 21. for the race that made prompt).
+
+27. A peer whose stream from us died keeps its subscriptions. When a write on our
+   pubsub stream to a peer fails (the stream was reset, or a duplicate connection
+   closed under it) while the peer stays connected, the library opens a new stream
+   but first forgets every subscription of that peer. Subscriptions come only on the
+   peer's own stream to us, which still runs and never repeats them: the peer was
+   never again sent a message of its topics, nor an IHAVE, until a new connection
+   (seen in the suite: a management warning never reached a seller that stayed
+   connected). Their subscriptions are now kept while the peer is connected (the
+   peer's next SUBSCRIBE/UNSUBSCRIBE still updates them). What the dead stream could
+   not send then comes too: once the new stream is up, the library replays its recent
+   messages of the topics it knows the peer follows (``_replay_recent_messages``),
+   which it could not do with the subscriptions gone.
 """
 
 from __future__ import annotations
@@ -191,7 +204,7 @@ async def _send_loop(self: Any, peer_id: Any, stream: Any, queue: Any) -> None:
                 return
     except Exception:
         logger.debug("sending loop for %s ended with an error", peer_id, exc_info=True)
-        self._handle_dead_peer(peer_id)
+        _outbound_lost(self, peer_id)
 
 
 def _prompt_state_lock(stream: Any) -> None:
@@ -208,8 +221,23 @@ async def _write_bytes(self: Any, stream: Any, data: bytes) -> bool:
     except (StreamClosed, StreamReset):
         peer_id = stream.muxed_conn.peer_id
         logger.debug("could not write to %s: stream closed or reset", peer_id)
-        self._handle_dead_peer(peer_id)
+        _outbound_lost(self, peer_id)
         return False
+
+
+def _outbound_lost(pubsub: Any, peer_id: Any) -> None:
+    """Our stream to ``peer_id`` died: the library's teardown, keeping the peer's
+    subscriptions while it stays connected (27.)."""
+    connected = pubsub._peer_is_connected(peer_id)
+    topics = [topic for topic, peers in pubsub.peer_topics.items() if peer_id in peers] if connected else []
+    count = pubsub._peer_subscription_count.get(peer_id)
+    pubsub._handle_dead_peer(peer_id)
+    if not topics or not pubsub._peer_is_connected(peer_id):
+        return
+    for topic in topics:
+        pubsub.peer_topics.setdefault(topic, set()).add(peer_id)
+    if count is not None:
+        pubsub._peer_subscription_count[peer_id] = count
 
 
 def _flood_own_publish(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -243,7 +271,7 @@ def _seqno_from_nanoseconds(original: Callable[..., None]) -> Callable[..., None
 
 
 def patch() -> None:
-    """Items 8, 10-13 and 25 (``apply()`` runs it once)."""
+    """Items 8, 10-13, 25 and 27 (``apply()`` runs it once)."""
     gossipsub_module.GossipSub.send_rpc = _shared_send_rpc(  # type: ignore[method-assign]
         gossipsub_module.GossipSub.send_rpc
     )

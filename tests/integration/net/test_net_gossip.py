@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import time
 
 import pytest
@@ -152,3 +153,30 @@ async def test_management_weather_is_accepted_and_own_rejections_raise(
         await nets[1].publish(WEATHER, make_weather(now_ms()))
     assert raised.value.reason == "not_management"
     assert nets[1].rejection_counts(nets[1].peer_id) == {}
+
+
+async def test_a_peer_whose_stream_from_us_died_still_gets_what_we_publish(nursery: trio.Nursery) -> None:
+    """Our pubsub stream to a peer dies (reset: a duplicate connection closed under it) while the
+    peer stays connected and its own stream to us runs on. py-libp2p 0.8.1 opens a new stream but
+    forgets the peer's subscriptions, which only come on the peer's stream to us, so it was never
+    sent a topic's messages again (seen in the suite: a manager's warning never reached a seller).
+    Its subscriptions are kept, and what the dead stream could not send goes on the new one."""
+    management = Identity.generate()
+    publisher, peer = await start_mesh(nursery, 2, management_keys=[management.public_key],
+                                       identities=[management])
+    inbox = Inbox()
+    inbox.attach(peer)
+    peer_id = next(p for p in publisher.pubsub.peers if str(p) == peer.peer_id)
+    # No IHAVE from the publisher (and weather has no sync): the first alert can reach the peer
+    # only as what the dead stream left unsent.
+    publisher.pubsub.router.gossip_heartbeat = lambda: collections.defaultdict(dict)
+    dead = publisher.pubsub.peers[peer_id]
+    await dead.reset()
+
+    first = await publisher.publish(WEATHER, make_weather(now_ms()))
+    await wait_until_async(lambda: publisher.pubsub.peers.get(peer_id) not in (None, dead), 30,
+                           "a new pubsub stream to the peer")
+    assert peer_id in publisher.pubsub.peer_topics.get(WEATHER, set())
+    second = await publisher.publish(WEATHER, make_weather(now_ms() + 1, level_ppm=700_000))
+    await wait_until_async(lambda: len(inbox.weather) == 2, 30, "both alerts at the peer")
+    assert sorted(envelope.seq for envelope in inbox.weather) == sorted([first.seq, second.seq])
