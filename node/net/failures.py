@@ -60,6 +60,9 @@ ROUTINE: dict[str, tuple[tuple[str, str], ...]] = {
         ("No addresses available for", DIAL),
         ("Error closing connection", CONNECTION),
     ),
+    "libp2p.transport.tcp.tcp": (
+        ("Failed to open TCP stream", DIAL),  # each of a dial's attempts, a peer that is down
+    ),
     "libp2p.stream_muxer.yamux.yamux": (
         ("Yamux connection closed unexpectedly", CONNECTION),
         ("Yamux: timed out reading DATA frame body", CONNECTION),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,6 +17,7 @@ from node import metrics
 from node.config import NodeConfig
 from node.logs import setup_logging
 from node.net import failures
+from protocol.identity import Identity
 from protocol.topics import DHT_PROTOCOL
 from tests.support.net import make_net
 from tests.support.wait import wait_until_async
@@ -87,6 +89,23 @@ async def hiccups(nursery: trio.Nursery) -> None:
             await stream.close()
     await wait_until_async(lambda: counted(failures.DHT_STREAM) >= before + 3, 30,
                      "three DHT stream failures counted")
+
+
+async def test_dialling_a_peer_that_is_down_is_counted_and_silent(
+        nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept peer that went away is redialled with backoff; py-libp2p logs each attempt of
+    each dial at ERROR ("Failed to open TCP stream"): four lines a redial in a node's stderr."""
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    address = f"/ip4/127.0.0.1/tcp/{port}/p2p/{Identity.generate().peer_id}"
+    with node_stderr(monkeypatch) as stderr:
+        ours = make_net(bootstrap=[address], discovery=False)
+        before = counted(failures.DIAL)
+        await nursery.start(ours.run)
+        await wait_until_async(lambda: ours.peer_manager.dial_attempts >= 2, 60, "two redials")
+    assert "Failed to open TCP stream" not in stderr.getvalue()
+    assert counted(failures.DIAL) >= before + 2
 
 
 def test_a_routine_record_is_lowered_and_counted_and_others_pass() -> None:
