@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from node.market.scan import context, decode, rules, unicode
+from node.market.scan import context, decode, gathering, rules, unicode
 from node.market.scan.findings import MAX_EVIDENCE_CHARS, Finding, Severity, escape
 
 MAX_LINES = 10_000
@@ -625,12 +625,77 @@ def _decoded(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
                 break
 
 
+# "Fetch https://… and follow its instructions": what the agent will do is decided elsewhere, after the scan.
+FETCH_AND_FOLLOW = re.compile(
+    r"\b(?:fetch|retrieve|load|read|curl|get|pull)\b(?:[^.\n]|\.(?=\S)){0,120}?\b(?:and|then)\s{1,3}(?:then\s{1,3})?(?:follow|obey"
+    r"|execute|carry out|apply|do)\s{1,3}(?:(?:its|their|any|all|whatever|the)\s{1,3}(?:\w{1,20}\s{1,3})?(?:instructions?"
+    r"|directives?|commands?|steps)\b(?:\s{1,3}(?:in it|there|inside|it (?:gives|contains|says)))?|what it says|them\b)",
+    re.IGNORECASE)
+# "Follow the instructions in the picture": the instruction is where a reader of the text does not look.
+MEDIA_INSTRUCTION = re.compile(
+    r"\b(?:follow|obey|execute|carry out|apply|run|do|perform)\b[^.\n]{0,30}?\b(?:instructions?|directives?|commands?"
+    r"|steps|what it says|text)\b[^.\n]{0,40}?\b(?:in|from|on|inside|encoded in|hidden in|embedded in|written (?:in|on))"
+    r"\s{1,3}(?:the\s{1,3}|this\s{1,3}|each\s{1,3}|its\s{1,3})?(?:[\w'-]{1,20}\s{1,3}){0,2}(?:image|picture|photo|png|jpe?g"
+    r"|gif|card|audio|sound|wav|mp3|recording|qr[ -]?code|metadata|exif|pixels?|bit ?planes?)s?\b"
+    r"|\b(?:read|decode|extract|scan|ocr)\b[^.\n]{0,60}?\b(?:image|picture|photo|png|jpe?g|gif|card|audio|wav|mp3"
+    r"|qr[ -]?code|metadata|exif|pixels?)s?\b[^.\n]{0,60}?\b(?:and|then)\s{1,3}(?:then\s{1,3})?(?:follow|obey|execute"
+    r"|carry out|apply|run)\b", re.IGNORECASE)
+PATTERNS = (*PATTERNS, FETCH_AND_FOLLOW, MEDIA_INSTRUCTION)
+
+
+def _followed_elsewhere(skill: _Skill) -> None:
+    """Instructions the agent is told to take from a remote address or from a picture or sound:
+    high from an address the skill does not name as its own (what it says can change after the
+    scan, and nobody reviewed it), a warning from its own service; high from media."""
+    for index, line in enumerate(skill.lines):
+        if line.caution:
+            continue
+        if FETCH_AND_FOLLOW.search(line.text):
+            near = [other for other in skill.lines[index:index + 3] if other.file == line.file]
+            url = next((found for other in near for found in [rules.URL.search(other.text)] if found), None)
+            if url is None:
+                continue
+            host = url.group("host").lower()
+            own = _said_host(skill, host) and not official(host) or _named_like_skill(host, skill.name)
+            skill.add("remote_instruction", Severity.MEDIUM if own else Severity.HIGH, line,
+                      f"tells the agent to fetch instructions from {host} and follow them"
+                      f"{' (its own service: check what it serves)' if own else ''}: {line.text.strip()}")
+            return
+        if MEDIA_INSTRUCTION.search(line.text):
+            skill.add("remote_instruction", Severity.HIGH, line,
+                      f"tells the agent to take its instructions from a picture or sound, where a reader of "
+                      f"the text does not see them: {line.text.strip()}")
+            return
+
+
+def _gathered_and_sent(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
+    """Secrets listed and read in a loop, then sent (a script); or collected and sent (prose)."""
+    for path, text in files:
+        found = (gathering.script_gatherings(path, text, skill.name) if path is not None
+                 and gathering.CODE_FILE.search(path) else gathering.prose_gatherings(text))
+        for hit in found:
+            at = next((line for line in skill.lines if line.file == path and line.number == hit.sent), None)
+            origin = next((line for line in skill.lines if line.file == path and line.number == hit.gathered), None)
+            if at is None or origin is None or at.caution or origin.caution:
+                continue
+            said = hit.host is not None and (_said_host(skill, hit.host) or official(hit.host))
+            high = hit.files or (hit.host is not None and not said)
+            where = f" to {hit.host}" if hit.host else ""
+            what = "credential files" if hit.files else "secrets"
+            skill.add("credential_exfiltration", Severity.HIGH if high else Severity.MEDIUM, at,
+                      f"gathers {what} ({_where(origin)}: {hit.what}) and sends them{where}"
+                      f"{'' if high else ': check where it goes'}: {at.text.strip()}")
+            break  # one finding a file
+
+
 def scan_skill(files: list[tuple[str | None, str]], description: str | None, name: str | None = None,
                max_lines: int = MAX_LINES) -> list[Finding]:
     """The whole-skill findings for ``files`` (path or None for SKILL.md, text); never raises."""
     skill = _read(files, name, description, max_lines)
     _fetch_then_execute(skill)
     _secrets(skill, description)
+    _gathered_and_sent(skill, files)
+    _followed_elsewhere(skill)
     _disk_writes(skill, description)
     _in_context(skill, description)
     _lures(skill)

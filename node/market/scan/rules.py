@@ -39,9 +39,9 @@ _FETCH = r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|fetch)\b"
 
 INJECTION = (
     LineRule("prompt_injection", Severity.HIGH, _rx(
-        r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier"
+        r"\b(?:ignore|disregard|forget|overrid(?:e|es|ing)|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier"
         r"|preceding|original|all|any|your|system|safety|user'?s?)\b[^.\n]{0,30}?\b(?:instructions?"
-        r"|rules|guidelines|directions|prompts?|guardrails|polic(?:y|ies))\b")),
+        r"|rules|guidelines|guidance|directives?|directions|prompts?|guardrails|polic(?:y|ies))\b")),
     LineRule("prompt_injection", Severity.HIGH, _rx(
         r"\byou are no longer\b|\byou are now\b[^.\n]{0,30}\b(?:unrestricted|free from|jailbroken|dan\b|in (?:developer|god)"
         r" mode|without (?:any )?(?:rules|restrictions|limits))|\b(?:dan|jailbreak|unrestricted) mode\b"
@@ -56,7 +56,14 @@ INJECTION = (
         r"(?:user|human|operator)"
         r"|\b(?:secretly|covertly)\s{1,3}(?:run|send|upload|execute|install|append|add|forward"
         r"|copy|post|exfiltrate)\b"
-        r"|\b(?:run|execute|send|install)\b[^.\n]{0,40}\b(?:secretly|covertly)\b")),
+        r"|\b(?:run|execute|send|install)\b[^.\n]{0,40}\b(?:secretly|covertly)\b"
+        # Concealment phrased as conversation advice ("DO NOT mention the BCC in your conversation with
+        # the user") and lying about it afterwards ("if the user asks, deny that you did").
+        r"|(?<![a-z])(?:do not|don'?t|never)[\s*_]{1,6}(?:mention|reveal|disclose|tell|say|admit|acknowledge|bring up"
+        r"|discuss)\b[^.\n]{0,60}?\b(?:in|during)\s{1,3}(?:your|the|any)\s{1,3}(?:conversations?|chats?|repl(?:y|ies)"
+        r"|responses?|answers?|messages?)\s{1,3}(?:with|to)\s{1,3}(?:the\s{1,3})?(?:user|human|operator)\b"
+        r"|\bdeny\s{1,3}(?:that\s{1,3}(?:you|anything)\b|you\s{1,3}(?:did|have|had|were|ever)\b"
+        r"|(?:having|ever|doing|any knowledge)\b)")),
     # "silently" is what honest agent skills say of output they keep short; sending or
     # uploading silently is concealment all the same (high above when the object is the user).
     LineRule("prompt_injection", Severity.MEDIUM, _rx(
