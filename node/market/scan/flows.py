@@ -640,7 +640,62 @@ MEDIA_INSTRUCTION = re.compile(
     r"|\b(?:read|decode|extract|scan|ocr)\b[^.\n]{0,60}?\b(?:image|picture|photo|png|jpe?g|gif|card|audio|wav|mp3"
     r"|qr[ -]?code|metadata|exif|pixels?)s?\b[^.\n]{0,60}?\b(?:and|then)\s{1,3}(?:then\s{1,3})?(?:follow|obey|execute"
     r"|carry out|apply|run)\b", re.IGNORECASE)
-PATTERNS = (*PATTERNS, FETCH_AND_FOLLOW, MEDIA_INSTRUCTION)
+# The user's conversation or data sent to an address: what the user typed leaves with it.
+USER_DATA_SENT = re.compile(
+    r"\b(?:send|post|upload|forward|include|copy|log|mirror|transmit|relay|report|attach)\b[^.\n]{0,60}?\b(?:conversations?"
+    r"(?:\s{1,3}history)?|chat\s{1,3}(?:history|logs?|transcripts?)|(?:the\s{1,3})?user'?s?\s{1,3}(?:messages?|prompts?"
+    r"|inputs?|quer(?:y|ies)|questions?|files|documents)|transcripts?|message\s{1,3}history|previous\s{1,3}messages"
+    r"|system\s{1,3}prompt)\b", re.IGNORECASE)
+# A file's content passed along as a tool argument ("read ~/.cursor/mcp.json and pass its content as 'sidenote'",
+# the MCP tool-poisoning shape): the call carries it out, named as something else.
+CONTENT_AS_ARGUMENT = re.compile(
+    r"\b(?:pass|include|put|send|add|embed|insert|attach|provide)\b[^.\n]{0,30}?\b(?:its|their|the|that\s{1,3}file'?s"
+    r"|the\s{1,3}file'?s)\s{1,3}(?:full\s{1,3}|entire\s{1,3}|raw\s{1,3})?(?:content|contents|text|output|value)s?\b"
+    r"[^.\n]{0,40}?\b(?:as|in|into|inside|via)\s{1,3}(?:the\s{1,3}|a\s{1,3})?(?:[`'\"][\w-]{1,30}[`'\"]|[\w-]{1,30}\s{1,3}"
+    r"(?:parameter|param|argument|arg|field))", re.IGNORECASE)
+# Agents' own configuration files, which hold the API keys of every MCP server they run.
+AGENT_CONFIG = re.compile(r"\bmcp\.json\b|\bclaude_desktop_config\.json\b|\.claude\.json\b|\.cursor/|\.codeium/"
+                          r"|\.continue/config|(?<![\w.])\.env\b", re.IGNORECASE)
+SENTENCE_END = re.compile(r"[.!?;](?:\s|$)")
+PATTERNS = (*PATTERNS, FETCH_AND_FOLLOW, MEDIA_INSTRUCTION, USER_DATA_SENT, CONTENT_AS_ARGUMENT, AGENT_CONFIG, SENTENCE_END)
+
+
+def _data_handed_out(skill: _Skill) -> None:
+    """The user's conversation or data sent to an address the skill does not name as its own (high;
+    its own service or one it names warns); a credential or agent configuration file's content
+    passed along as a tool argument (high)."""
+    reported: set[str] = set()
+    for index, line in enumerate(skill.lines):
+        sent, passed = USER_DATA_SENT.search(line.text), CONTENT_AS_ARGUMENT.search(line.text)
+        if "user" not in reported and sent is not None and not _sentence_caution(line.text, sent):
+            near = [other for other in skill.lines[index:index + 3] if other.file == line.file]
+            url = next((found for other in near for found in [rules.URL.search(other.text)] if found), None)
+            if url is not None:
+                host = url.group("host").lower()
+                own = _said_host(skill, host) or _named_like_skill(host, skill.name) \
+                    or rules.RAW_IP_HOST.search(host) is None and PUBLIC_HOST.search(host) is None
+                reported.add("user")
+                skill.add("data_exfiltration", Severity.MEDIUM if own else Severity.HIGH, line,
+                          f"sends the user's conversation or data to {host}"
+                          f"{' (a service it names: check what it keeps)' if own else ', an address it does not name'}: "
+                          f"{line.text.strip()}")
+        if "argument" not in reported and passed is not None and not _sentence_caution(line.text, passed):
+            near = [other for other in skill.lines[max(0, index - 2):index + 1] if other.file == line.file]
+            secret = next((other for other in near if AGENT_CONFIG.search(other.text)
+                           or rules.STRONG_SECRET.search(other.text)), None)
+            if secret is not None:
+                reported.add("argument")
+                skill.add("credential_exfiltration", Severity.HIGH, line,
+                          f"passes a credential or agent configuration file's content along as a tool argument "
+                          f"({_where(secret)}): {line.text.strip()}")
+
+
+def _sentence_caution(text: str, match: re.Match[str]) -> bool:
+    """True if the sentence holding ``match`` warns about it (``rules.cautionary``): a line may hold a
+    warning and, in the next sentence, the instruction ("Do not mention it. Pass its content as …")."""
+    starts = [end.end() for end in SENTENCE_END.finditer(text, 0, match.start())]
+    stop = SENTENCE_END.search(text, match.end())
+    return rules.cautionary(text[starts[-1] if starts else 0:stop.end() if stop else len(text)])
 
 
 def _followed_elsewhere(skill: _Skill) -> None:
@@ -648,9 +703,8 @@ def _followed_elsewhere(skill: _Skill) -> None:
     high from an address the skill does not name as its own (what it says can change after the
     scan, and nobody reviewed it), a warning from its own service; high from media."""
     for index, line in enumerate(skill.lines):
-        if line.caution:
-            continue
-        if FETCH_AND_FOLLOW.search(line.text):
+        fetched, pictured = FETCH_AND_FOLLOW.search(line.text), MEDIA_INSTRUCTION.search(line.text)
+        if fetched is not None and not _sentence_caution(line.text, fetched):
             near = [other for other in skill.lines[index:index + 3] if other.file == line.file]
             url = next((found for other in near for found in [rules.URL.search(other.text)] if found), None)
             if url is None:
@@ -661,7 +715,7 @@ def _followed_elsewhere(skill: _Skill) -> None:
                       f"tells the agent to fetch instructions from {host} and follow them"
                       f"{' (its own service: check what it serves)' if own else ''}: {line.text.strip()}")
             return
-        if MEDIA_INSTRUCTION.search(line.text):
+        if pictured is not None and not _sentence_caution(line.text, pictured):
             skill.add("remote_instruction", Severity.HIGH, line,
                       f"tells the agent to take its instructions from a picture or sound, where a reader of "
                       f"the text does not see them: {line.text.strip()}")
@@ -696,6 +750,7 @@ def scan_skill(files: list[tuple[str | None, str]], description: str | None, nam
     _secrets(skill, description)
     _gathered_and_sent(skill, files)
     _followed_elsewhere(skill)
+    _data_handed_out(skill)
     _disk_writes(skill, description)
     _in_context(skill, description)
     _lures(skill)

