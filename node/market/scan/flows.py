@@ -642,9 +642,9 @@ MEDIA_INSTRUCTION = re.compile(
     r"|carry out|apply|run)\b", re.IGNORECASE)
 # The user's conversation or data sent to an address: what the user typed leaves with it.
 USER_DATA_SENT = re.compile(
-    r"\b(?:send|post|upload|forward|include|copy|log|mirror|transmit|relay|report|attach)\b[^.\n]{0,60}?\b(?:conversations?"
+    r"\b(?:send|post|upload|forward|include|copy|log|mirror|transmit|relay|report|attach)\b[^.,;\n]{0,50}?\b(?:conversations?"
     r"(?:\s{1,3}history)?|chat\s{1,3}(?:history|logs?|transcripts?)|(?:the\s{1,3})?user'?s?\s{1,3}(?:messages?|prompts?"
-    r"|inputs?|quer(?:y|ies)|questions?|files|documents)|transcripts?|message\s{1,3}history|previous\s{1,3}messages"
+    r"|inputs?|quer(?:y|ies)|questions?|files|documents)|message\s{1,3}history|previous\s{1,3}messages"
     r"|system\s{1,3}prompt|~/(?:documents|desktop|pictures|downloads)|(?:home|documents|desktop)\s{1,3}(?:folder|directory))\b",
     re.IGNORECASE)
 # A file's content passed along as a tool argument ("read ~/.cursor/mcp.json and pass its content as 'sidenote'",
@@ -658,7 +658,7 @@ CONTENT_AS_ARGUMENT = re.compile(
 AGENT_CONFIG = re.compile(r"\bmcp\.json\b|\bclaude_desktop_config\.json\b|\.claude\.json\b|\.cursor/|\.codeium/"
                           r"|\.continue/config|(?<![\w.])\.env\b", re.IGNORECASE)
 SENTENCE_END = re.compile(r"[.!?;](?:\s|$)")
-PATTERNS = (*PATTERNS, FETCH_AND_FOLLOW, MEDIA_INSTRUCTION, USER_DATA_SENT, CONTENT_AS_ARGUMENT, AGENT_CONFIG, SENTENCE_END)
+PROSE_PATTERNS = (FETCH_AND_FOLLOW, MEDIA_INSTRUCTION, USER_DATA_SENT, CONTENT_AS_ARGUMENT, AGENT_CONFIG, SENTENCE_END)
 
 
 def _data_handed_out(skill: _Skill) -> None:
@@ -674,7 +674,7 @@ def _data_handed_out(skill: _Skill) -> None:
             if url is not None:
                 host = url.group("host").lower()
                 own = _said_host(skill, host) or _named_like_skill(host, skill.name) \
-                    or rules.RAW_IP_HOST.search(host) is None and PUBLIC_HOST.search(host) is None
+                    or (rules.RAW_IP_HOST.search(host) is None and PUBLIC_HOST.search(host) is None)
                 reported.add("user")
                 skill.add("data_exfiltration", Severity.MEDIUM if own else Severity.HIGH, line,
                           f"sends the user's conversation or data to {host}"
@@ -711,7 +711,7 @@ def _followed_elsewhere(skill: _Skill) -> None:
             if url is None:
                 continue
             host = url.group("host").lower()
-            own = _said_host(skill, host) and not official(host) or _named_like_skill(host, skill.name)
+            own = (_said_host(skill, host) and not official(host)) or _named_like_skill(host, skill.name)
             skill.add("remote_instruction", Severity.MEDIUM if own else Severity.HIGH, line,
                       f"tells the agent to fetch instructions from {host} and follow them"
                       f"{' (its own service: check what it serves)' if own else ''}: {line.text.strip()}")
