@@ -246,13 +246,17 @@ DNS_EXFILTRATION = LineRule("data_exfiltration", Severity.HIGH, _rx(
     r"\b(?:nslookup|dig|host|drill)\s{1,4}(?:-[\w=]{1,12}\s{1,4}){0,3}[\"']?[\w.-]{0,60}(?:\$\([^)\n]{1,200}\)|`[^`\n]{1,200}`)"
     r"[\w.$(){}-]{0,200}\.[a-z0-9-]{1,63}\.[a-z]{2,24}\b"))
 # Key files by pattern (``find / -name '*.pem' -exec curl -F f=@{} …``) on a line that uploads.
+_PERSONAL = r"(?:~|\$home|\$\{home\})/(?:documents|desktop|pictures|downloads)\b"
+# An upload on the line: curl's form, data or upload flags (``-F``/``-T`` as written: ``-f`` is another flag), scp,
+# netcat, a POST.
+_UPLOADS = (r"(?:\bcurl\b[^\n]{0,200}(?:(?-i:\s-[FTd]\s)|--form\b|--data|--upload-file)|\bscp\s|\bnc\s"
+            r"|\brequests\.post\b|\bwget\b[^\n]{0,200}--post-file)")
 KEY_GLOB_UPLOAD = LineRule("credential_exfiltration", Severity.HIGH, _rx(
-    r"\*\.(?:pem|key|p12|pfx|kdbx|ppk|jks|keystore)\b[^\n]{0,200}(?:\s-F\s|--form\b|--data|--upload-file|\s-T\s"
-    r"|\bscp\s|\bnc\s|\brequests\.post\b)"))
+    r"\*\.(?:pem|key|p12|pfx|kdbx|ppk|jks|keystore)\b[^\n]{0,200}" + _UPLOADS))
 # The user's own folders archived or copied on a line that uploads them.
 PERSONAL_FILES_UPLOAD = LineRule("data_exfiltration", Severity.HIGH, _rx(
-    r"(?:~|\$home|\$\{home\})/(?:documents|desktop|pictures|downloads)\b[^\n]{0,200}(?:\s-F\s|--form\b|--data"
-    r"|--upload-file|\s-T\s|\bscp\s|\brequests\.post\b)"))
+    _PERSONAL + r"[^\n]{0,200}" + _UPLOADS
+    + r"|\bcurl\b[^\n]{0,200}(?:(?-i:\s-[FT]\s)|--form\b|--upload-file)[^\n]{0,200}" + _PERSONAL))
 # Everything in a wallet sent to an address written in the skill: a drainer.
 WALLET_DRAIN = LineRule("wallet_drain", Severity.HIGH, _rx(
     r"\b(?:transfer|send|sweep|move|withdraw|drain)\b[^.\n]{0,40}\b(?:all|entire|full|whole|remaining|max(?:imum)?)\b"

@@ -237,6 +237,9 @@ HONEST = [
      None),
     ("documents backed up locally", head() + "\n`tar czf backup.tgz ~/Documents` and `rsync -a ~/Documents /Volumes/B/`\n",
      None),
+    ("downloads saved into ~/Downloads (-f is a format or a fail flag, not a form)",
+     head() + "\n`yt-dlp -P \"~/Downloads/yt\" -f \"best\" URL` and `curl -f -o ~/Downloads/x.zip https://x.example.org/x.zip`\n",
+     None),
     ("shell history searched", head() + "\n`history | grep docker` or `grep ssh ~/.zsh_history`\n", None),
     ("the declared homepage's installer", head("treeline", "Chat with your finances.", "https://treeline.money")
      + "\nInstall: `curl -fsSL https://treeline.money/install.sh | sh`\n", None),
