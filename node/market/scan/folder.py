@@ -7,8 +7,10 @@ folder; what it cannot or will not read is said, never passed silently:
 - images, fonts, audio/video and office documents are ``skipped`` (listed in the
   report with the reason): they are not instructions an agent follows. The text strings
   inside an image or an audio/video file (EXIF, PNG text chunks, ID3 tags, bytes after the
-  picture) and a text in the low bit of a PNG's channel are read all the same
-  (``media.media_strings``): a payload hidden in a picture is text an agent can be told to decode;
+  picture), a text in the low bit of a PNG's channel or a WAV's samples, and the text of a ZIP
+  appended to the file are read all the same (``media.media_strings``): a payload hidden in a
+  picture is text an agent can be told to decode; a ZIP inside a media file is itself a
+  ``hidden_archive`` finding (medium);
 - a native executable (ELF, PE, Mach-O) is a *finding* (``embedded_executable``,
   high): a skill that ships a binary asks to be trusted without being read;
 - an archive, any other file that is not UTF-8 text, or a folder over the limits is
