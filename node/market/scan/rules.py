@@ -83,6 +83,17 @@ INJECTION = (
         r"|\bsilently\b[^.\n]{0,40}\b(?:send|upload|forward|post)\b[^.\n]{0,60}(?:https?://|@|webhook)"
         r"|\bso\s{1,3}(?:that\s{1,3})?(?:the\s{1,3})?(?:user|human|operator)\s{1,3}(?:does not|doesn'?t|won'?t|will not"
         r"|cannot|can'?t|never)\s{1,3}(?:notice|know|see|find out|realize)")),
+    # The same injections in other languages ("instructions in languages other than English" was a known gap):
+    # ignore the previous instructions; do not tell the user; secretly run/send.
+    LineRule("prompt_injection", Severity.HIGH, _rx(
+        r"忽略(?:之前|以前|先前|上面|上述|所有|全部|任何)[^。\n]{0,10}(?:指令|指示|提示|规则|说明|要求)"
+        r"|(?:不要|别|切勿|不得|禁止)(?:告诉|通知|提醒)用户|不要让用户(?:知道|发现|察觉|看到)"
+        r"|(?:偷偷|悄悄|秘密|暗中)地?(?:执行|运行|发送|上传|安装|下载|读取|收集)"
+        r"|(?:以前|前|これまで|上記)の(?:すべての)?(?:指示|命令|指令)を(?:すべて)?無視"
+        r"|이전(?:의)?\s{0,2}(?:모든\s{0,2})?(?:지시|명령|지침)(?:을|를|사항을)?\s{0,2}무시"
+        r"|\bignora(?:r)?\s{1,3}(?:todas\s{1,3})?las\s{1,3}instrucciones\s{1,3}(?:anteriores|previas)"
+        r"|\bignore[rz]?\s{1,3}(?:toutes\s{1,3})?les\s{1,3}instructions\s{1,3}(?:pr[ée]c[ée]dentes|ant[ée]rieures)"
+        r"|\bignorier(?:e|en)?\s{1,3}(?:alle\s{1,3})?(?:vorherigen|bisherigen|obigen)\s{1,3}(?:anweisungen|instruktionen)")),
     # A tool told to loop until its result holds a secret (the MCPwn runaway-invocation pattern).
     LineRule("prompt_injection", Severity.HIGH, _rx(
         r"\b(?:retry|repeat|call|invoke|run|re-?run)\b[^.\n]{0,40}\b(?:indefinitely|forever|endlessly|infinitely)\b"
@@ -112,7 +123,8 @@ DOWNLOAD_EXEC = (
     # Code run straight from the network: ``exec(requests.get(u).text)``, ``eval(await (await fetch(u)).text())``,
     # ``python3 -c "$(curl …)"``; a hidden PowerShell window that downloads; rundll32 running script.
     LineRule("download_execute", Severity.HIGH, _rx(
-        r"\b(?:exec|eval|new\s{1,3}function)\s{0,3}\(\s{0,3}(?:await\s{1,3})?\(?\s{0,3}(?:await\s{1,3})?(?:requests\.get"
+        r"\b(?:exec|eval|new\s{1,3}function|(?:pickle|marshal|dill|cloudpickle)\.loads)\s{0,3}\(\s{0,3}(?:await\s{1,3})?"
+        r"\(?\s{0,3}(?:await\s{1,3})?(?:requests\.get"
         r"|urllib\.request\.urlopen|urlopen|httpx\.get|fetch|axios\.get)\s{0,3}\("
         r"|\b(?:python[23]?|node|perl|ruby|php)\s{1,4}-[ce]\s{1,4}[\"']?\$\(\s{0,4}(?:curl|wget)\b"
         r"|\b(?:powershell|pwsh)(?:\.exe)?\b[^\n]{0,60}\s-w(?:indowstyle)?\s{1,3}hidden\b[^\n]{0,200}\b(?:iwr|irm"
@@ -241,6 +253,15 @@ DEFENSE_EVASION = LineRule("defense_evasion", Severity.HIGH, _rx(
     r"\bset-mppreference\b[^\n]{0,80}-disable(?:realtimemonitoring|ioavprotection|behaviormonitoring"
     r"|scriptscanning|intrusionpreventionsystem)\b|\badd-mppreference\b[^\n]{0,40}-exclusion(?:path|process|extension)\b"
     r"|\bsc(?:\.exe)?\s{1,4}(?:stop|config)\s{1,4}windefend\b"))
+# The cloud instance's own credentials (IMDS, the GCP and Azure metadata token endpoints): the classic SSRF theft.
+CLOUD_CREDENTIALS = LineRule("credential_access", Severity.HIGH, _rx(
+    r"169\.254\.169\.254/latest/meta-data/iam/security-credentials|metadata\.google\.internal/computemetadata/v1/"
+    r"instance/service-accounts/[^\s\"']{0,80}/token|169\.254\.169\.254/metadata/identity/oauth2/token"))
+# A fixed SSH key appended to authorized_keys: whoever holds its private half logs in (a backdoor). Honest setup
+# docs show a placeholder (``ssh-ed25519 AAAA... you@host``), not a whole key.
+FIXED_SSH_KEY = LineRule("persistence", Severity.HIGH, _rx(
+    r"ssh-(?:rsa|ed25519|dss|ecdsa-[\w-]{1,20})\s{1,3}AAAA[0-9a-z+/]{60,2000}={0,3}[^\n]{0,120}>>\s{0,3}[^\s]{0,60}"
+    r"authorized_keys\b"))
 # A DNS lookup whose name carries a command's output (``nslookup $(whoami).x.example.net``): data out by DNS.
 DNS_EXFILTRATION = LineRule("data_exfiltration", Severity.HIGH, _rx(
     r"\b(?:nslookup|dig|host|drill)\s{1,4}(?:-[\w=]{1,12}\s{1,4}){0,3}[\"']?[\w.-]{0,60}(?:\$\([^)\n]{1,200}\)|`[^`\n]{1,200}`)"
@@ -400,7 +421,7 @@ DECLARES = {
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
                                      *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER,
                                      DYNAMIC_DISPATCH, CODE_IN_DATA, DNS_EXFILTRATION, KEY_GLOB_UPLOAD, WALLET_DRAIN,
-                                     DEFENSE_EVASION, PERSONAL_FILES_UPLOAD)
+                                     DEFENSE_EVASION, PERSONAL_FILES_UPLOAD, CLOUD_CREDENTIALS, FIXED_SSH_KEY)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SECRET_WORD, OWN_STORE, PATH_TOKEN_END, SOFT_SECRET, BULK_SECRET, AUTH_USE, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),
