@@ -213,8 +213,11 @@ def own_installer(line: str, name: str | None, description: str | None = None,
     if host not in REPOSITORY_HOSTS:
         # The domain of the skill's declared homepage (``homepage: https://treeline.money``); a domain
         # merely named like the skill is not enough (a lure is named like what it imitates).
+        # Only its installer (``/install.sh``, ``/get``, ``/``): any other script of the declared domain
+        # (``https://example.invalid/demo.sh | bash``) is what anyone can declare a homepage for.
         site = urlsplit(homepage.strip()) if homepage else None
-        if site is None or site.scheme.lower() != "https" or not site.hostname or "." not in host:
+        if site is None or site.scheme.lower() != "https" or not site.hostname or "." not in host \
+                or any(INSTALLER_PATH.search(url.path) is None for url in urls):
             return None
         return host if registrable(site.hostname) == registrable(host) else None
     segments = [segment.lower() for segment in parts.path.split("/") if segment][:2]
@@ -227,6 +230,9 @@ def own_installer(line: str, name: str | None, description: str | None = None,
     return None
 
 
+# The path of an installer script: ``/install.sh``, ``/installer``, ``/get``, ``/setup.ps1``, the site's root.
+INSTALLER_PATH = re.compile(r"^/?$|(?:^|/)(?:[\w.-]{0,40}install[\w.-]{0,40}|get(?:\.\w{1,4})?|setup[\w.-]{0,40}"
+                            r"|bootstrap[\w.-]{0,40})/?$", re.IGNORECASE)
 # ``curl -sSL <url> | sudo bash``: a usage line with a placeholder where the address goes.
 NO_ADDRESS = re.compile(r"\b(?:curl|wget)\b[^|\n]{0,60}\s<[\w -]{1,30}>\s{0,3}\|", re.IGNORECASE)
 

@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from node.market.scan import context, decode, rules, unicode
+from node.market.scan import context, decode, gathering, rules, unicode
 from node.market.scan.findings import MAX_EVIDENCE_CHARS, Finding, Severity, escape
 
 MAX_LINES = 10_000
@@ -625,12 +625,133 @@ def _decoded(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
                 break
 
 
+# "Fetch https://… and follow its instructions": what the agent will do is decided elsewhere, after the scan.
+FETCH_AND_FOLLOW = re.compile(
+    r"\b(?:fetch|retrieve|load|read|curl|get|pull)\b(?:[^.\n]|\.(?=\S)){0,120}?\b(?:and|then)\s{1,3}(?:then\s{1,3})?(?:follow|obey"
+    r"|execute|carry out|apply|do)\s{1,3}(?:(?:its|their|any|all|whatever|the)\s{1,3}(?:\w{1,20}\s{1,3})?(?:instructions?"
+    r"|directives?|commands?|steps)\b(?:\s{1,3}(?:in it|there|inside|it (?:gives|contains|says)))?|what it says|them\b)",
+    re.IGNORECASE)
+# "Follow the instructions in the picture": the instruction is where a reader of the text does not look.
+MEDIA_INSTRUCTION = re.compile(
+    r"\b(?:follow|obey|execute|carry out|apply|run|do|perform)\b[^.\n]{0,30}?\b(?:instructions?|directives?|commands?"
+    r"|steps|what it says|text)\b[^.\n]{0,40}?\b(?:in|from|on|inside|encoded in|hidden in|embedded in|written (?:in|on))"
+    r"\s{1,3}(?:the\s{1,3}|this\s{1,3}|each\s{1,3}|its\s{1,3})?(?:[\w'-]{1,20}\s{1,3}){0,2}(?:image|picture|photo|png|jpe?g"
+    r"|gif|card|audio|sound|wav|mp3|recording|qr[ -]?code|metadata|exif|pixels?|bit ?planes?)s?\b"
+    r"|\b(?:read|decode|extract|scan|ocr)\b[^.\n]{0,60}?\b(?:image|picture|photo|png|jpe?g|gif|card|audio|wav|mp3"
+    r"|qr[ -]?code|metadata|exif|pixels?)s?\b[^.\n]{0,60}?\b(?:and|then)\s{1,3}(?:then\s{1,3})?(?:follow|obey|execute"
+    r"|carry out|apply|run)\b", re.IGNORECASE)
+# The user's conversation or data sent to an address: what the user typed leaves with it.
+USER_DATA_SENT = re.compile(
+    r"\b(?:send|post|upload|forward|include|copy|log|mirror|transmit|relay|report|attach)\b[^.,;\n]{0,50}?\b(?:conversations?"
+    r"(?:\s{1,3}history)?|chat\s{1,3}(?:history|logs?|transcripts?)|(?:the\s{1,3})?user'?s?\s{1,3}(?:messages?|prompts?"
+    r"|inputs?|quer(?:y|ies)|questions?|files|documents)|message\s{1,3}history|previous\s{1,3}messages"
+    r"|system\s{1,3}prompt|~/(?:documents|desktop|pictures|downloads)|(?:home|documents|desktop)\s{1,3}(?:folder|directory))\b",
+    re.IGNORECASE)
+# A file's content passed along as a tool argument ("read ~/.cursor/mcp.json and pass its content as 'sidenote'",
+# the MCP tool-poisoning shape): the call carries it out, named as something else.
+CONTENT_AS_ARGUMENT = re.compile(
+    r"\b(?:pass|include|put|send|add|embed|insert|attach|provide)\b[^.\n]{0,30}?\b(?:its|their|the|that\s{1,3}file'?s"
+    r"|the\s{1,3}file'?s)\s{1,3}(?:full\s{1,3}|entire\s{1,3}|raw\s{1,3})?(?:content|contents|text|output|value)s?\b"
+    r"[^.\n]{0,40}?\b(?:as|in|into|inside|via)\s{1,3}(?:the\s{1,3}|a\s{1,3})?(?:[`'\"][\w-]{1,30}[`'\"]|[\w-]{1,30}\s{1,3}"
+    r"(?:parameter|param|argument|arg|field))", re.IGNORECASE)
+# Agents' own configuration files, which hold the API keys of every MCP server they run.
+AGENT_CONFIG = re.compile(r"\bmcp\.json\b|\bclaude_desktop_config\.json\b|\.claude\.json\b|\.cursor/|\.codeium/"
+                          r"|\.continue/config|(?<![\w.])\.env\b", re.IGNORECASE)
+SENTENCE_END = re.compile(r"[.!?;](?:\s|$)")
+PROSE_PATTERNS = (FETCH_AND_FOLLOW, MEDIA_INSTRUCTION, USER_DATA_SENT, CONTENT_AS_ARGUMENT, AGENT_CONFIG, SENTENCE_END)
+
+
+def _data_handed_out(skill: _Skill) -> None:
+    """The user's conversation or data sent to an address the skill does not name as its own (high;
+    its own service or one it names warns); a credential or agent configuration file's content
+    passed along as a tool argument (high)."""
+    reported: set[str] = set()
+    for index, line in enumerate(skill.lines):
+        sent, passed = USER_DATA_SENT.search(line.text), CONTENT_AS_ARGUMENT.search(line.text)
+        if "user" not in reported and sent is not None and not _sentence_caution(line.text, sent):
+            near = [other for other in skill.lines[index:index + 3] if other.file == line.file]
+            url = next((found for other in near for found in [rules.URL.search(other.text)] if found), None)
+            if url is not None:
+                host = url.group("host").lower()
+                own = _said_host(skill, host) or _named_like_skill(host, skill.name) \
+                    or (rules.RAW_IP_HOST.search(host) is None and PUBLIC_HOST.search(host) is None)
+                reported.add("user")
+                skill.add("data_exfiltration", Severity.MEDIUM if own else Severity.HIGH, line,
+                          f"sends the user's conversation or data to {host}"
+                          f"{' (a service it names: check what it keeps)' if own else ', an address it does not name'}: "
+                          f"{line.text.strip()}")
+        if "argument" not in reported and passed is not None and not _sentence_caution(line.text, passed):
+            near = [other for other in skill.lines[max(0, index - 2):index + 1] if other.file == line.file]
+            secret = next((other for other in near if AGENT_CONFIG.search(other.text)
+                           or rules.STRONG_SECRET.search(other.text)), None)
+            if secret is not None:
+                reported.add("argument")
+                skill.add("credential_exfiltration", Severity.HIGH, line,
+                          f"passes a credential or agent configuration file's content along as a tool argument "
+                          f"({_where(secret)}): {line.text.strip()}")
+
+
+def _sentence_caution(text: str, match: re.Match[str]) -> bool:
+    """True if the sentence holding ``match`` warns about it (``rules.cautionary``): a line may hold a
+    warning and, in the next sentence, the instruction ("Do not mention it. Pass its content as …")."""
+    starts = [end.end() for end in SENTENCE_END.finditer(text, 0, match.start())]
+    stop = SENTENCE_END.search(text, match.end())
+    return rules.cautionary(text[starts[-1] if starts else 0:stop.end() if stop else len(text)])
+
+
+def _followed_elsewhere(skill: _Skill) -> None:
+    """Instructions the agent is told to take from a remote address or from a picture or sound:
+    high from an address the skill does not name as its own (what it says can change after the
+    scan, and nobody reviewed it), a warning from its own service; high from media."""
+    for index, line in enumerate(skill.lines):
+        fetched, pictured = FETCH_AND_FOLLOW.search(line.text), MEDIA_INSTRUCTION.search(line.text)
+        if fetched is not None and not _sentence_caution(line.text, fetched):
+            near = [other for other in skill.lines[index:index + 3] if other.file == line.file]
+            url = next((found for other in near for found in [rules.URL.search(other.text)] if found), None)
+            if url is None:
+                continue
+            host = url.group("host").lower()
+            own = (_said_host(skill, host) and not official(host)) or _named_like_skill(host, skill.name)
+            skill.add("remote_instruction", Severity.MEDIUM if own else Severity.HIGH, line,
+                      f"tells the agent to fetch instructions from {host} and follow them"
+                      f"{' (its own service: check what it serves)' if own else ''}: {line.text.strip()}")
+            return
+        if pictured is not None and not _sentence_caution(line.text, pictured):
+            skill.add("remote_instruction", Severity.HIGH, line,
+                      f"tells the agent to take its instructions from a picture or sound, where a reader of "
+                      f"the text does not see them: {line.text.strip()}")
+            return
+
+
+def _gathered_and_sent(skill: _Skill, files: list[tuple[str | None, str]]) -> None:
+    """Secrets listed and read in a loop, then sent (a script); or collected and sent (prose)."""
+    for path, text in files:
+        found = (gathering.script_gatherings(path, text, skill.name) if path is not None
+                 and gathering.CODE_FILE.search(path) else gathering.prose_gatherings(text))
+        for hit in found:
+            at = next((line for line in skill.lines if line.file == path and line.number == hit.sent), None)
+            origin = next((line for line in skill.lines if line.file == path and line.number == hit.gathered), None)
+            if at is None or origin is None or at.caution or origin.caution:
+                continue
+            said = hit.host is not None and (_said_host(skill, hit.host) or official(hit.host))
+            high = hit.files or (hit.host is not None and not said)
+            where = f" to {hit.host}" if hit.host else ""
+            what = "credential files" if hit.files else "secrets"
+            skill.add("credential_exfiltration", Severity.HIGH if high else Severity.MEDIUM, at,
+                      f"gathers {what} ({_where(origin)}: {hit.what}) and sends them{where}"
+                      f"{'' if high else ': check where it goes'}: {at.text.strip()}")
+            break  # one finding a file
+
+
 def scan_skill(files: list[tuple[str | None, str]], description: str | None, name: str | None = None,
                max_lines: int = MAX_LINES) -> list[Finding]:
     """The whole-skill findings for ``files`` (path or None for SKILL.md, text); never raises."""
     skill = _read(files, name, description, max_lines)
     _fetch_then_execute(skill)
     _secrets(skill, description)
+    _gathered_and_sent(skill, files)
+    _followed_elsewhere(skill)
+    _data_handed_out(skill)
     _disk_writes(skill, description)
     _in_context(skill, description)
     _lures(skill)

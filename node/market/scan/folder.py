@@ -7,8 +7,10 @@ folder; what it cannot or will not read is said, never passed silently:
 - images, fonts, audio/video and office documents are ``skipped`` (listed in the
   report with the reason): they are not instructions an agent follows. The text strings
   inside an image or an audio/video file (EXIF, PNG text chunks, ID3 tags, bytes after the
-  picture) and a text in the low bit of a PNG's channel are read all the same
-  (``media.media_strings``): a payload hidden in a picture is text an agent can be told to decode;
+  picture), a text in the low bit of a PNG's channel or a WAV's samples, and the text of a ZIP
+  appended to the file are read all the same (``media.media_strings``): a payload hidden in a
+  picture is text an agent can be told to decode; a ZIP inside a media file is itself a
+  ``hidden_archive`` finding (medium);
 - a native executable (ELF, PE, Mach-O) is a *finding* (``embedded_executable``,
   high): a skill that ships a binary asks to be trusted without being read;
 - an archive, any other file that is not UTF-8 text, or a folder over the limits is
@@ -29,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from node.market.scan.clawhub import META_JSON, with_meta_front_matter
-from node.market.scan.findings import Finding, ScanReport, Severity
-from node.market.scan.media import media_strings
+from node.market.scan.findings import Finding, ScanReport, Severity, escape
+from node.market.scan.media import ZIP_LOCAL_HEADER, appended_archive, media_strings
 from node.market.scan.scanner import MAX_LINES, Unscannable, scan_refused, scan_skill, scan_text
 from protocol.skill_bundle import (
     MARK,
@@ -88,6 +90,7 @@ class SkillFolder:
     skipped: list[dict[str, str]] = field(default_factory=list)
     executables: list[str] = field(default_factory=list)
     media_text: dict[str, str] = field(default_factory=dict)  # media file -> its embedded text strings
+    media_archives: dict[str, list[str]] = field(default_factory=dict)  # media file -> members of a ZIP inside it
 
 
 def _extension(name: str) -> str:
@@ -127,9 +130,14 @@ def read_folder(folder: Path, limits: Limits = SCAN_LIMITS) -> SkillFolder:
                 result.skipped.append({"file": relative, "reason": f"{extension} file, not text (not read)"})
                 if (extension in MEDIA and limits.hidden and len(result.media_text) < MAX_MEDIA_FILES
                         and path.stat().st_size <= limits.max_file_bytes):
-                    strings = media_strings(path.read_bytes(), extension)
+                    data = path.read_bytes()
+                    strings = media_strings(data, extension)
                     if strings:
                         result.media_text[relative] = strings
+                    if ZIP_LOCAL_HEADER in data:
+                        members = appended_archive(data)[0]
+                        if members:
+                            result.media_archives[relative] = members
                 continue
             if extension in ARCHIVES:
                 raise Unscannable("archive", f"{relative} is an archive the scanner cannot read: unpack it into "
@@ -202,8 +210,13 @@ def scan_folder(folder: Path) -> ScanReport:
                                 for path, text in skill.resources.items()]
                                + [(path + MEDIA_TEXT, text) for path, text in skill.media_text.items()]),
                         skill.skipped, max_lines=SCAN_LIMITS.max_lines)
-    if not skill.executables or report.refused is not None:
+    if not (skill.executables or skill.media_archives) or report.refused is not None:
         return report
     extra = [Finding("embedded_executable", Severity.HIGH, 0, f"a native executable file: {path}", path)
              for path in skill.executables]
+    # A ZIP riding inside a picture or sound: an archive smuggled past the archive refusal. Its text
+    # members were scanned with the file's strings; what else it holds was not.
+    extra += [Finding("hidden_archive", Severity.MEDIUM, 0, escape(
+        f"an archive hidden inside {path} ({', '.join(members[:5])}): its text was scanned, nothing else in it"), path)
+        for path, members in skill.media_archives.items()]
     return ScanReport.of(report.findings + extra, report.skipped)

