@@ -120,6 +120,9 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
     PrivateMember("libp2p.pubsub.pubsub:Pubsub", "_replay_recent_messages",
                   "node.net.libp2p_tuning", "patch 27 relies on it to resend what a dead stream "
                   "could not"),
+    PrivateMember("libp2p.pubsub.pubsub:Pubsub", "_replayed_recent_topics",
+                  "node.net.libp2p_tuning", "patch 27 spends its gate: one replay per interval "
+                  "to a peer that kills our stream again and again"),
 )
 
 

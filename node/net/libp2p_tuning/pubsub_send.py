@@ -72,7 +72,10 @@ Numbered as in the package's index (``node.net.libp2p_tuning``); ``patch()`` app
    peer's next SUBSCRIBE/UNSUBSCRIBE still updates them). What the dead stream could
    not send then comes too: once the new stream is up, the library replays its recent
    messages of the topics it knows the peer follows (``_replay_recent_messages``),
-   which it could not do with the subscriptions gone.
+   which it could not do with the subscriptions gone. At most once per
+   ``_REPLAY_INTERVAL_S`` per peer: a peer that kills our stream again and again (it
+   resets it on arrival) keeps its subscriptions but is not sent the message cache
+   each time, so it cannot make us repeat it in a loop.
 """
 
 from __future__ import annotations
@@ -96,6 +99,8 @@ _RECORD_TTL_S = 1.0
 _SHARED_MAX_BYTES = 16 * 1024
 _SHARED_RPCS = 256
 _BATCH_BYTES = 32 * 1024
+_REPLAY_INTERVAL_S = 10.0
+_REPLAYED_PEERS_MAX = 4096
 logger = logging.getLogger(__name__)
 
 
@@ -227,7 +232,7 @@ async def _write_bytes(self: Any, stream: Any, data: bytes) -> bool:
 
 def _outbound_lost(pubsub: Any, peer_id: Any) -> None:
     """Our stream to ``peer_id`` died: the library's teardown, keeping the peer's
-    subscriptions while it stays connected (27.)."""
+    subscriptions while it stays connected, and its replay once per interval (27.)."""
     connected = pubsub._peer_is_connected(peer_id)
     topics = [topic for topic, peers in pubsub.peer_topics.items() if peer_id in peers] if connected else []
     count = pubsub._peer_subscription_count.get(peer_id)
@@ -238,6 +243,26 @@ def _outbound_lost(pubsub: Any, peer_id: Any) -> None:
         pubsub.peer_topics.setdefault(topic, set()).add(peer_id)
     if count is not None:
         pubsub._peer_subscription_count[peer_id] = count
+    replayed_at = _replayed_at(pubsub)
+    now = trio.current_time()
+    if now - replayed_at.get(peer_id, -_REPLAY_INTERVAL_S) < _REPLAY_INTERVAL_S:
+        pubsub._replayed_recent_topics[peer_id] = set(topics)  # the gate, spent: no replay
+        return
+    replayed_at[peer_id] = now
+
+
+def _replayed_at(pubsub: Any) -> dict[Any, float]:
+    """When each peer whose stream from us died was last let replay (27.), bounded."""
+    table: dict[Any, float] | None = getattr(pubsub, "_crystalmesh_replayed_at", None)
+    if table is None:
+        table = pubsub._crystalmesh_replayed_at = {}
+    if len(table) >= _REPLAYED_PEERS_MAX:
+        cutoff = trio.current_time() - _REPLAY_INTERVAL_S
+        for peer in [peer for peer, at in table.items() if at < cutoff]:
+            del table[peer]
+        if len(table) >= _REPLAYED_PEERS_MAX:
+            table.clear()
+    return table
 
 
 def _flood_own_publish(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import collections
 import time
+from typing import Any
 
 import pytest
 import trio
 
 from node.net.host import peer_id_from_seed
+from node.net.libp2p_tuning import pubsub_send
 from node.net.rules.scoring import ScoringConfig
 from node.net.service import NetService
 from protocol.envelope import InvalidEnvelope, seal
@@ -180,3 +182,39 @@ async def test_a_peer_whose_stream_from_us_died_still_gets_what_we_publish(nurse
     second = await publisher.publish(WEATHER, make_weather(now_ms() + 1, level_ppm=700_000))
     await wait_until_async(lambda: len(inbox.weather) == 2, 30, "both alerts at the peer")
     assert sorted(envelope.seq for envelope in inbox.weather) == sorted([first.seq, second.seq])
+
+
+async def test_a_peer_that_kills_our_stream_again_and_again_is_not_replayed_the_cache_each_time(
+        nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A peer that resets our pubsub stream each time we open one keeps its subscriptions,
+    but the library's replay of recent messages runs once per interval, not once per reset:
+    it cannot make us send the message cache in a loop."""
+    monkeypatch.setattr(pubsub_send, "_REPLAY_INTERVAL_S", 3600.0)  # however slow the machine
+    management = Identity.generate()
+    publisher, peer = await start_mesh(nursery, 2, management_keys=[management.public_key],
+                                       identities=[management])
+    inbox = Inbox()
+    inbox.attach(peer)
+    peer_id = next(p for p in publisher.pubsub.peers if str(p) == peer.peer_id)
+    router = publisher.pubsub.router
+    router.gossip_heartbeat = lambda: collections.defaultdict(dict)  # no IHAVE: replays only
+    replays: list[str] = []
+    replay = router.send_recent_messages
+
+    async def counted(to: Any, topic: str) -> None:
+        if to == peer_id:
+            replays.append(topic)
+        await replay(to, topic)
+
+    router.send_recent_messages = counted
+    for index in range(3):
+        dead = publisher.pubsub.peers[peer_id]
+        await dead.reset()
+        await publisher.publish(WEATHER, make_weather(now_ms() + index, level_ppm=700_000 + index))
+        await wait_until_async(lambda dead=dead: publisher.pubsub.peers.get(peer_id) not in (None, dead), 30,
+                               f"a new pubsub stream to the peer ({index + 1})")
+    assert replays.count(WEATHER) == 1
+    last = await publisher.publish(WEATHER, make_weather(now_ms() + 10, level_ppm=600_000))
+    await wait_until_async(lambda: any(envelope.seq == last.seq for envelope in inbox.weather), 30,
+                           "the alert published on the live stream")
+    assert len(inbox.weather) == 2  # the first death's alert (replayed) and the last one
