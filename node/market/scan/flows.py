@@ -637,7 +637,9 @@ MEDIA_INSTRUCTION = re.compile(
     r"|steps|what it says|text)\b[^.\n]{0,40}?\b(?:in|from|on|inside|encoded in|hidden in|embedded in|written (?:in|on))"
     r"\s{1,3}(?:the\s{1,3}|this\s{1,3}|each\s{1,3}|its\s{1,3})?(?:[\w'-]{1,20}\s{1,3}){0,2}(?:image|picture|photo|png|jpe?g"
     r"|gif|card|audio|sound|wav|mp3|recording|qr[ -]?code|metadata|exif|pixels?|bit ?planes?)s?\b"
-    r"|\b(?:read|decode|extract|scan|ocr)\b[^.\n]{0,60}?\b(?:image|picture|photo|png|jpe?g|gif|card|audio|wav|mp3"
+    # "extract the big picture … and apply judgment" is an idiom, not a picture.
+    r"|\b(?:read|decode|extract|scan|ocr)\b[^.\n]{0,60}?(?<!\bbig\s)(?<!\bfull\s)(?<!\bwhole\s)(?<!\bbigger\s)"
+    r"\b(?:image|picture|photo|png|jpe?g|gif|card|audio|wav|mp3"
     r"|qr[ -]?code|metadata|exif|pixels?)s?\b[^.\n]{0,60}?\b(?:and|then)\s{1,3}(?:then\s{1,3})?(?:follow|obey|execute"
     r"|carry out|apply|run)\b", re.IGNORECASE)
 # The user's conversation or data sent to an address: what the user typed leaves with it.
