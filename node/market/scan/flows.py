@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from node.market.scan import context, decode, gathering, rules, unicode
+from node.market.scan import context, decode, gathering, posture, rules, unicode
 from node.market.scan.findings import MAX_EVIDENCE_CHARS, Finding, Severity, escape
 
 MAX_LINES = 10_000
@@ -759,4 +759,6 @@ def scan_skill(files: list[tuple[str | None, str]], description: str | None, nam
     _lures(skill)
     _split_with_image(skill)
     _decoded(skill, files)
+    for hit in posture.findings(skill.lines, lambda host: _said_host(skill, host)):
+        skill.add(hit.rule, hit.severity, skill.lines[hit.index], hit.why)
     return skill.findings
