@@ -84,13 +84,13 @@ DISABLED = {
         r"|yolo(?:_mode)?)[\"']?\s{0,3}[:=]\s{0,3}[\"']?(?:true|1|yes)\b"
         r"|\b(?:file-write-)?confirmation\s{0,3}=\s{0,3}(?:disabled|off|false|none)\b"
         r"|\btrust-mode\s{0,3}=\s{0,3}permissive\b"
-        r"|\b(?:skip|disable|bypass)\w{0,3}\s{1,3}(?:the\s{1,3})?(?:user\s{1,3})?(?:confirmation|approval)\s{1,3}"
-        r"(?:prompts?|gates?|checks?|dialogs?)\b|\bpermission\s{1,3}gate\b"),
+        r"|\b(?:disable|bypass)\w{0,3}\s{1,3}(?:the\s{1,3})?(?:agent'?s?\s{1,3})?permission\s{1,3}gate\b"),
     "a security policy switch": _rx(
         r"\b[a-z][a-z0-9_]{0,40}(?:enforcement|sandbox(?:ing)?|strict_mode|audit_log(?:ging)?|security_checks?"
-        r"|validation|policy_check)\s{0,3}[=:]\s{0,3}[\"']?(?:disabled?|false|off|none|log_only|permissive)\b"),
+        r"|policy_check)\s{0,3}[=:]\s{0,3}[\"']?(?:disabled?|false|off|none|log_only|permissive)\b"),
     "security scanning": _rx(
-        r"\b(?:remov|strip|drop|delet|disabl|purg)(?:e|es|ed|ing)\b[^.\n]{0,40}\bsecurity(?:-related)?\s{1,3}"
+        r"\b(?:remov(?:e|es|ed|ing)|strip(?:s|ped|ping)?|drop(?:s|ped|ping)?|delet(?:e|es|ed|ing)|disabl(?:e|es|ed|ing)"
+        r"|purg(?:e|es|ed|ing))\b[^.\n]{0,40}\bsecurity(?:-related)?\s{1,3}"
         r"(?:scan\w{0,4}|checks?|tools?|tooling|packages?|layers?|dependencies|dev\s{1,3}dependencies)\b"
         r"|\b(?:skip|ignore|suppress)\b[^.\n]{0,20}\bsecurity\s{1,3}(?:warnings?|alerts?)\b"),
     "security software": _rx(
@@ -104,10 +104,8 @@ DISABLED = {
 def security_disablement(lines: list[Line]) -> list[Hit]:
     kinds: dict[str, int] = {}
     for index, line in enumerate(lines):
-        if line.caution:
-            continue
         for kind, pattern in DISABLED.items():
-            if kind not in kinds and pattern.search(line.text):
+            if kind not in kinds and _order(line.text, pattern):
                 kinds[kind] = index
     strong = [kind for kind in kinds if kind != "administrator rights"]
     if not strong:
@@ -127,11 +125,15 @@ MEMORY_FILE = _rx(
     r"(?<![\w-])(?:claude|agents|gemini|memory|soul|copilot-instructions|instructions)\.md\b|\.cursorrules\b"
     r"|\.windsurfrules\b|\.clinerules\b|\.cursor/rules\b|\.github/instructions\b")
 WRITES = _rx(r"\b(?:write|writes|append|add|create|save|update|insert|put|install)\w{0,3}\b|>>|\bwrite_file\b|\btee\b")
-STANDING_ORDER = _rx(
+# Not asking for confirmation is how many honest workflows run straight through; written into a memory
+# file (the fenced text a skill tells the agent to save there) it is an order for every later session.
+NO_CONFIRMATION = _rx(
     r"\b(?:do\s{1,3}not|don'?t|never|no\s{1,3}need\s{1,3}to|without)\s{1,3}(?:request(?:ing)?|ask(?:ing)?"
     r"|seek(?:ing)?|prompt(?:ing)?|wait(?:ing)?)\s{1,3}(?:the\s{1,3}user\s{1,3})?(?:for\s{1,3})?(?:user\s{1,3})?"
-    r"(?:confirmation|approval|permission)\b"
-    r"|\b(?:are|is|were|been)\s{1,3}(?:all\s{1,3})?(?:pre-?approved|pre-?vetted|already\s{1,3}approved|approved\s{1,3}in\s{1,3}advance)\b"
+    r"(?:confirmation|approval|permission)\b")
+# Orders that claim an authority over the user's own: a warning wherever they are.
+STANDING_ORDER = _rx(
+    r"\b(?:are|is|were|been)\s{1,3}(?:all\s{1,3})?(?:pre-?approved|pre-?vetted|already\s{1,3}approved|approved\s{1,3}in\s{1,3}advance)\b"
     r"|\b(?:same|equal|full)\s{1,3}authority\s{1,3}as\s{1,3}(?:the\s{1,3})?user\b"
     r"|\btreated?\s{1,3}(?:them\s{1,3}|these\s{1,3}|this\s{1,3}|it\s{1,3})?as\s{1,3}(?:persistent|standing|permanent"
     r"|system-level|system)\s{1,3}(?:instructions|directives|orders)\b"
@@ -140,19 +142,40 @@ STANDING_ORDER = _rx(
     r"|\b(?:file-write-)?confirmation\s{0,3}=\s{0,3}(?:disabled|off|false)\b|\btrust-mode\s{0,3}=\s{0,3}permissive\b")
 
 
+MEMORY_SPAN = 80  # lines after a memory file is named that hold what is written into it
+
+
+def _sentence_caution(text: str, match: re.Match[str]) -> bool:
+    """True if the sentence holding ``match`` warns about it; a line may hold several sentences."""
+    start = max(text.rfind(". ", 0, match.start()), text.rfind("! ", 0, match.start())) + 1
+    stop = text.find(". ", match.end())
+    return rules.cautionary(text[start:stop if stop >= 0 else len(text)])
+
+
+def _order(text: str, pattern: re.Pattern[str]) -> bool:
+    found = pattern.search(text)
+    return found is not None and not _sentence_caution(text, found)
+
+
 def memory_poisoning(lines: list[Line]) -> list[Hit]:
-    written = next((index for index, line in enumerate(lines) if not line.caution
-                    and MEMORY_FILE.search(line.text) and WRITES.search(line.text)), None)
-    order = next((index for index, line in enumerate(lines) if not line.caution
-                  and STANDING_ORDER.search(line.text)), None)
+    written = [index for index, line in enumerate(lines) if not line.caution
+               and MEMORY_FILE.search(line.text) and WRITES.search(line.text)][:MAX_STAGED]
+    for index, line in enumerate(lines):
+        authority = _order(line.text, STANDING_ORDER)
+        confirmation = _order(line.text, NO_CONFIRMATION) and getattr(line, "in_fence", False)
+        if not (authority or confirmation):
+            continue
+        into = next((start for start in written if lines[start].file == line.file
+                     and 0 < index - start <= MEMORY_SPAN), None)
+        if into is not None:
+            return [Hit("memory_poisoning", Severity.HIGH, index,
+                        f"writes an agent instruction file ({lines[into].text.strip()[:80]}) with standing orders "
+                        f"that take the user out of the loop: {line.text.strip()}")]
+    order = next((index for index, line in enumerate(lines) if _order(line.text, STANDING_ORDER)), None)
     if order is None:
         return []
-    if written is not None:
-        return [Hit("memory_poisoning", Severity.HIGH, order,
-                    f"writes an agent instruction file ({lines[written].text.strip()[:80]}) and gives standing "
-                    f"orders that take the user out of the loop: {lines[order].text.strip()}")]
     return [Hit("memory_poisoning", Severity.MEDIUM, order,
-                f"tells the agent to act without the user's confirmation: {lines[order].text.strip()}")]
+                f"claims an authority over the user's own instructions: {lines[order].text.strip()}")]
 
 
 # --- packages from a stranger's index --------------------------------------------------------------
@@ -304,7 +327,7 @@ def foreign_pushes(lines: list[Line], said: SaidHost) -> list[Hit]:
 
 
 PATTERNS: tuple[re.Pattern[str], ...] = (
-    *DISABLED.values(), MEMORY_FILE, WRITES, STANDING_ORDER, PIP_INDEX, PIP_URL, NPM_REGISTRY, PACKAGE_NAME,
+    *DISABLED.values(), MEMORY_FILE, WRITES, NO_CONFIRMATION, STANDING_ORDER, PIP_INDEX, PIP_URL, NPM_REGISTRY, PACKAGE_NAME,
     PLACEHOLDER_HOST, SECRET_SOURCE, LOOP, TO_FILE, TO_VARIABLE, PIPE_OUT, PROSE_SEND, GIT_PUSH, GIT_REMOTE)
 
 
