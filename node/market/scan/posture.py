@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Protocol
 
 from node.market.scan import rules
@@ -101,7 +102,7 @@ DISABLED = {
 }
 
 
-def security_disablement(lines: list[Line]) -> list[Hit]:
+def security_disablement(lines: Sequence[Line]) -> list[Hit]:
     kinds: dict[str, int] = {}
     for index, line in enumerate(lines):
         for kind, pattern in DISABLED.items():
@@ -157,7 +158,7 @@ def _order(text: str, pattern: re.Pattern[str]) -> bool:
     return found is not None and not _sentence_caution(text, found)
 
 
-def memory_poisoning(lines: list[Line]) -> list[Hit]:
+def memory_poisoning(lines: Sequence[Line]) -> list[Hit]:
     written = [index for index, line in enumerate(lines) if not line.caution
                and MEMORY_FILE.search(line.text) and WRITES.search(line.text)][:MAX_STAGED]
     for index, line in enumerate(lines):
@@ -205,7 +206,7 @@ def _known(host: str) -> bool:
     return any(host == known or host.endswith("." + known) for known in PACKAGE_HOSTS)
 
 
-def package_sources(lines: list[Line], said: SaidHost) -> list[Hit]:
+def package_sources(lines: Sequence[Line], said: SaidHost) -> list[Hit]:
     for index, line in enumerate(lines):
         if line.caution:
             continue
@@ -255,7 +256,7 @@ def _secret_on(text: str, loop_vars: set[str]) -> bool:
     return any(f"${var}" in text or f"${{{var}}}" in text for var in loop_vars)
 
 
-def staged_sends(lines: list[Line]) -> list[Hit]:
+def staged_sends(lines: Sequence[Line]) -> list[Hit]:
     loops: list[tuple[int, str, str | None]] = []  # (index, variable, file)
     staged: list[tuple[int, str, bool]] = []  # (index, name, is_variable)
     for index, line in enumerate(lines):
@@ -304,7 +305,7 @@ class SaidHost(Protocol):
     def __call__(self, host: str) -> bool: ...
 
 
-def foreign_pushes(lines: list[Line], said: SaidHost) -> list[Hit]:
+def foreign_pushes(lines: Sequence[Line], said: SaidHost) -> list[Hit]:
     remotes: dict[str, str] = {}
     for index, line in enumerate(lines):
         if line.caution:
@@ -331,7 +332,7 @@ PATTERNS: tuple[re.Pattern[str], ...] = (
     PLACEHOLDER_HOST, SECRET_SOURCE, LOOP, TO_FILE, TO_VARIABLE, PIPE_OUT, PROSE_SEND, GIT_PUSH, GIT_REMOTE)
 
 
-def findings(lines: list[Line], said: SaidHost) -> list[Hit]:
+def findings(lines: Sequence[Line], said: SaidHost) -> list[Hit]:
     """Every posture finding of a skill's lines; ``said(host)``: the skill names that host as its own."""
     return [*security_disablement(lines), *memory_poisoning(lines), *package_sources(lines, said),
             *staged_sends(lines), *foreign_pushes(lines, said)]
