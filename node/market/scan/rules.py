@@ -382,11 +382,13 @@ PATH_TOKEN_END = _rx(r"[\s\"'`()<>,;]")
 SOFT_SECRET = _rx(
     r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\$\{?[a-z_]{0,30}(?:token|secret|api_?key"
     r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b"
-    r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b|\.(?:bash|zsh|python)_history\b")
+    r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b|\.(?:bash|zsh|python)_history\b"
+    r"|/proc/(?:self|\d{1,7}|\*|\$\$)/environ\b")  # a process's whole environment, read from /proc
 # The soft secrets that are a whole file or the whole environment, not one token.
 BULK_SECRET = _rx(r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\benv\s{0,4}\||\bprintenv\b"
                   r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b"
-                  r"|\.(?:bash|zsh|python)_history\b")  # the clipboard and shell history: passwords typed or copied
+                  r"|\.(?:bash|zsh|python)_history\b|/proc/(?:self|\d{1,7}|\*|\$\$)/environ\b")  # the clipboard,
+# shell history and a process's environment: passwords typed or copied, every token at once
 # A token variable used as the credential of the request it is on: an auth header, ``-u user:$TOKEN``,
 # or a ``key=$TOKEN`` query parameter. That is what an API skill does with its own key.
 AUTH_USE = _rx(
