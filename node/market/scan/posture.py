@@ -23,6 +23,10 @@ pushed to a stranger's git server. Pure functions over a skill's lines, for ``fl
   is not a public registry or code host: a warning; high with TLS verification bypassed for it
   (``--trusted-host``) or when the file is a *well-known package* ("numpy-…-patched.whl",
   ``git+https://…/django.git``) served from a stranger's host — a replacement for what everyone installs.
+- look-alike packages (also ``untrusted_package_source``): ``pip``/``npm`` told to install a name one
+  edit, a separator or a digit away from a package everyone installs (``reqeusts``, ``crossenv``,
+  ``python3-dateutil``); known real neighbours (``scapy``, ``boto``, ``preact``) excepted. One warns,
+  two or more quarantine.
 - ``staged_send`` (reported as ``credential_exfiltration``): a shell line that copies a secret (a key
   file, ``.env``; also through a loop over such paths) into a file or a variable, and a later line
   that uploads that file (``-d @file``, ``-F x=@file``, ``--post-file=file``) or pipes that variable
@@ -38,8 +42,8 @@ Bounded: lines are the caller's (already capped); at most ``MAX_STAGED`` staged 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from node.market.scan import rules
@@ -233,6 +237,71 @@ def package_sources(lines: Sequence[Line], said: SaidHost) -> list[Hit]:
     return []
 
 
+# --- packages named like the ones everyone installs ------------------------------------------------
+INSTALL = _rx(r"\b(?P<tool>pip3?|uv\s{1,3}pip|npm|yarn|pnpm)\s{1,3}(?:install|add|i)\b(?P<args>[^\n|;&#`]{0,300})")
+POPULAR = {
+    "pip": ("requests", "urllib3", "numpy", "pandas", "beautifulsoup4", "python-dateutil", "colorama", "django",
+            "flask", "setuptools", "cryptography", "pyyaml", "matplotlib", "scipy", "pillow", "boto3", "selenium",
+            "openai", "anthropic", "httpx", "pydantic", "jinja2", "certifi", "packaging", "pytest", "tensorflow",
+            "torch", "scikit-learn", "sqlalchemy", "paramiko", "psycopg2", "pymongo", "redis", "aiohttp"),
+    "npm": ("cross-env", "lodash", "babel-cli", "express", "react", "axios", "typescript", "webpack", "chalk",
+            "commander", "dotenv", "eslint", "jquery", "moment", "react-dom", "nodemon", "mongoose", "electron"),
+}
+REAL_NEIGHBOURS = frozenset(("boto", "scapy", "pyaml", "openapi", "preact", "torchx", "requests-html", "pandas-ta",
+                             "flask-cors", "expresso", "chalk-cli", "jquery-ui", "redis-py", "pillow-heif", "numpy-financial"))
+
+
+def _one_edit(left: str, right: str) -> bool:
+    """Levenshtein distance 1, or two neighbouring letters swapped."""
+    if left == right or abs(len(left) - len(right)) > 1:
+        return False
+    if len(left) == len(right):
+        diff = [index for index in range(len(left)) if left[index] != right[index]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                   and left[diff[0]] == right[diff[1]] and left[diff[1]] == right[diff[0]])
+    short, long = sorted((left, right), key=len)
+    return any(long[:index] + long[index + 1:] == short for index in range(len(long)))
+
+
+def look_alike_package(name: str, ecosystem: str) -> str | None:
+    """The well-known package ``name`` imitates (``crossenv`` -> ``cross-env``, ``python3-dateutil``,
+    ``request`` for pip), or None."""
+    name = name.lower()
+    if name in REAL_NEIGHBOURS or len(name) < 5:
+        return None
+    flat = re.sub(r"[-_.]", "", name)
+    for known in POPULAR[ecosystem]:
+        if name == known:
+            return None
+    for known in POPULAR[ecosystem]:
+        if len(known) >= 5 and (_one_edit(name, known) or flat == re.sub(r"[-_.]", "", known)
+                                or name.replace("python3-", "python-") == known or name + "4" == known):
+            return known
+    return None
+
+
+def look_alike_packages(lines: Sequence[Line]) -> list[Hit]:
+    squats: dict[str, tuple[int, str]] = {}
+    for index, line in enumerate(lines):
+        if line.caution or len(squats) >= MAX_STAGED:
+            continue
+        for install in INSTALL.finditer(line.text):
+            ecosystem = "pip" if "pip" in install.group("tool").lower() else "npm"
+            for token in install.group("args").split()[:40]:
+                if token.startswith(("-", "@", ".", "/", "~")) or ":" in token or "/" in token:
+                    continue
+                name = re.split(r"[<>=!~\[@;,]", token.strip("\"'"), maxsplit=1)[0]
+                known = look_alike_package(name, ecosystem)
+                if known is not None and name.lower() not in squats:
+                    squats[name.lower()] = (index, known)
+    if not squats:
+        return []
+    index = min(at for at, _ in squats.values())
+    named = ", ".join(f"{name} (like {known})" for name, (_, known) in list(squats.items())[:6])
+    return [Hit("untrusted_package_source", Severity.HIGH if len(squats) >= 2 else Severity.MEDIUM, index,
+                f"installs packages named like well-known ones: {named}: {lines[index].text.strip()}")]
+
+
 # --- a secret staged in a file or a variable, then sent --------------------------------------------
 SECRET_SOURCE = _rx(r"(?<![\w.])\.env(?:\.[a-z]{1,12})?\b(?!\.(?:example|sample|template|dist))")
 LOOP = _rx(r"^\s{0,12}for\s{1,3}(?P<var>[a-z_][a-z0-9_]{0,30})\s{1,3}in\s{1,3}(?P<items>[^;\n]{1,400})")
@@ -328,11 +397,11 @@ def foreign_pushes(lines: Sequence[Line], said: SaidHost) -> list[Hit]:
 
 
 PATTERNS: tuple[re.Pattern[str], ...] = (
-    *DISABLED.values(), MEMORY_FILE, WRITES, NO_CONFIRMATION, STANDING_ORDER, PIP_INDEX, PIP_URL, NPM_REGISTRY, PACKAGE_NAME,
+    *DISABLED.values(), INSTALL, MEMORY_FILE, WRITES, NO_CONFIRMATION, STANDING_ORDER, PIP_INDEX, PIP_URL, NPM_REGISTRY, PACKAGE_NAME,
     PLACEHOLDER_HOST, SECRET_SOURCE, LOOP, TO_FILE, TO_VARIABLE, PIPE_OUT, PROSE_SEND, GIT_PUSH, GIT_REMOTE)
 
 
 def findings(lines: Sequence[Line], said: SaidHost) -> list[Hit]:
     """Every posture finding of a skill's lines; ``said(host)``: the skill names that host as its own."""
     return [*security_disablement(lines), *memory_poisoning(lines), *package_sources(lines, said),
-            *staged_sends(lines), *foreign_pushes(lines, said)]
+            *look_alike_packages(lines), *staged_sends(lines), *foreign_pushes(lines, said)]
