@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from node.market.scan import rules
+from node.market.scan import context, rules
 from node.market.scan.findings import Severity
 
 MAX_STAGED = 64
@@ -106,9 +106,21 @@ DISABLED = {
 }
 
 
+def _given(line: Line) -> bool:
+    """True if the line is something the agent is told to do or a file it runs or loads: SKILL.md, a
+    script or a configuration file; a document (a threat write-up in ``examples/``, a reference page,
+    fenced or not) describes."""
+    if line.file is None:
+        return True
+    lowered = line.file.lower()
+    return not (lowered.startswith(context.DOC_DIRS) or lowered.endswith((".md", ".markdown", ".rst", ".txt")))
+
+
 def security_disablement(lines: Sequence[Line]) -> list[Hit]:
     kinds: dict[str, int] = {}
     for index, line in enumerate(lines):
+        if not _given(line):
+            continue
         for kind, pattern in DISABLED.items():
             if kind not in kinds and _order(line.text, pattern):
                 kinds[kind] = index
@@ -136,6 +148,10 @@ NO_CONFIRMATION = _rx(
     r"\b(?:do\s{1,3}not|don'?t|never|no\s{1,3}need\s{1,3}to|without)\s{1,3}(?:request(?:ing)?|ask(?:ing)?"
     r"|seek(?:ing)?|prompt(?:ing)?|wait(?:ing)?)\s{1,3}(?:the\s{1,3}user\s{1,3})?(?:for\s{1,3})?(?:user\s{1,3})?"
     r"(?:confirmation|approval|permission)\b")
+# What the skipped confirmation is for: running, writing, deleting ("Don't ask permission. Just do it."
+# in a memory skill's notes names no action).
+ACTION = _rx(r"\b(?:run(?:ning|s)?|execut\w{0,4}|commands?|shell|writes?|writing|deletes?|deleting|edits?|editing"
+             r"|file\s{1,3}operations|tool\s{1,3}calls?|install\w{0,3}|push\w{0,3}|deploy\w{0,3}|reads?)\b")
 # Orders that claim an authority over the user's own: a warning wherever they are.
 STANDING_ORDER = _rx(
     r"\b(?:are|is|were|been)\s{1,3}(?:all\s{1,3})?(?:pre-?approved|pre-?vetted|already\s{1,3}approved|approved\s{1,3}in\s{1,3}advance)\b"
@@ -166,8 +182,11 @@ def memory_poisoning(lines: Sequence[Line]) -> list[Hit]:
     written = [index for index, line in enumerate(lines) if not line.caution
                and MEMORY_FILE.search(line.text) and WRITES.search(line.text)][:MAX_STAGED]
     for index, line in enumerate(lines):
+        if not _given(line):
+            continue
         authority = _order(line.text, STANDING_ORDER)
-        confirmation = _order(line.text, NO_CONFIRMATION) and getattr(line, "in_fence", False)
+        confirmation = _order(line.text, NO_CONFIRMATION) and getattr(line, "in_fence", False) \
+            and ACTION.search(line.text) is not None
         if not (authority or confirmation):
             continue
         into = next((start for start in written if lines[start].file == line.file
@@ -176,7 +195,7 @@ def memory_poisoning(lines: Sequence[Line]) -> list[Hit]:
             return [Hit("memory_poisoning", Severity.HIGH, index,
                         f"writes an agent instruction file ({lines[into].text.strip()[:80]}) with standing orders "
                         f"that take the user out of the loop: {line.text.strip()}")]
-    order = next((index for index, line in enumerate(lines) if _order(line.text, STANDING_ORDER)), None)
+    order = next((index for index, line in enumerate(lines) if _given(line) and _order(line.text, STANDING_ORDER)), None)
     if order is None:
         return []
     return [Hit("memory_poisoning", Severity.MEDIUM, order,
@@ -397,7 +416,7 @@ def foreign_pushes(lines: Sequence[Line], said: SaidHost) -> list[Hit]:
 
 
 PATTERNS: tuple[re.Pattern[str], ...] = (
-    *DISABLED.values(), INSTALL, MEMORY_FILE, WRITES, NO_CONFIRMATION, STANDING_ORDER, PIP_INDEX, PIP_URL, NPM_REGISTRY, PACKAGE_NAME,
+    *DISABLED.values(), INSTALL, MEMORY_FILE, WRITES, NO_CONFIRMATION, ACTION, STANDING_ORDER, PIP_INDEX, PIP_URL, NPM_REGISTRY, PACKAGE_NAME,
     PLACEHOLDER_HOST, SECRET_SOURCE, LOOP, TO_FILE, TO_VARIABLE, PIPE_OUT, PROSE_SEND, GIT_PUSH, GIT_REMOTE)
 
 
