@@ -266,6 +266,7 @@ POPULAR = {
     "npm": ("cross-env", "lodash", "babel-cli", "express", "react", "axios", "typescript", "webpack", "chalk",
             "commander", "dotenv", "eslint", "jquery", "moment", "react-dom", "nodemon", "mongoose", "electron"),
 }
+PACKAGE_TOKEN = _rx(r"[a-z0-9][a-z0-9._-]{0,80}")
 REAL_NEIGHBOURS = frozenset(("boto", "scapy", "pyaml", "openapi", "preact", "torchx", "requests-html", "pandas-ta",
                              "flask-cors", "expresso", "chalk-cli", "jquery-ui", "redis-py", "pillow-heif", "numpy-financial"))
 
@@ -285,7 +286,7 @@ def _one_edit(left: str, right: str) -> bool:
 def look_alike_package(name: str, ecosystem: str) -> str | None:
     """The well-known package ``name`` imitates (``crossenv`` -> ``cross-env``, ``python3-dateutil``,
     ``request`` for pip), or None."""
-    name = name.lower()
+    name = re.sub(r"[-_.]+", "-", name.lower()).strip("-")  # PEP 503: ``PyYAML``, ``py_yaml.`` are one name
     if name in REAL_NEIGHBOURS or len(name) < 5:
         return None
     flat = re.sub(r"[-_.]", "", name)
@@ -309,7 +310,10 @@ def look_alike_packages(lines: Sequence[Line]) -> list[Hit]:
             for token in install.group("args").split()[:40]:
                 if token.startswith(("-", "@", ".", "/", "~")) or ":" in token or "/" in token:
                     continue
-                name = re.split(r"[<>=!~\[@;,]", token.strip("\"'"), maxsplit=1)[0]
+                spelled = PACKAGE_TOKEN.match(token.lstrip("\"'(["))  # ``pyyaml",`` in a message is pyyaml
+                if spelled is None:
+                    continue
+                name = spelled.group(0)
                 known = look_alike_package(name, ecosystem)
                 if known is not None and name.lower() not in squats:
                     squats[name.lower()] = (index, known)
@@ -416,7 +420,7 @@ def foreign_pushes(lines: Sequence[Line], said: SaidHost) -> list[Hit]:
 
 
 PATTERNS: tuple[re.Pattern[str], ...] = (
-    *DISABLED.values(), INSTALL, MEMORY_FILE, WRITES, NO_CONFIRMATION, ACTION, STANDING_ORDER, PIP_INDEX, PIP_URL, NPM_REGISTRY, PACKAGE_NAME,
+    *DISABLED.values(), INSTALL, PACKAGE_TOKEN, MEMORY_FILE, WRITES, NO_CONFIRMATION, ACTION, STANDING_ORDER, PIP_INDEX, PIP_URL, NPM_REGISTRY, PACKAGE_NAME,
     PLACEHOLDER_HOST, SECRET_SOURCE, LOOP, TO_FILE, TO_VARIABLE, PIPE_OUT, PROSE_SEND, GIT_PUSH, GIT_REMOTE)
 
 

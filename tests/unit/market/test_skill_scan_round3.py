@@ -556,6 +556,9 @@ def test_packages_named_like_well_known_ones_are_caught_and_the_real_ones_are_no
     assert any("reqeusts (like requests)" in f.excerpt for f in found.findings)
     single = report(head() + "\n```bash\npip install reqeusts\n```\n")
     assert "untrusted_package_source" in _rules_at(single, Severity.MEDIUM)
+    message = {"scripts/tool.py": 'print("PyYAML required. Install with: pip install pyyaml", file=sys.stderr)\n'
+                                  'print("Then: pip install flask.")\n'}
+    assert "untrusted_package_source" not in {f.rule for f in report(head(), message).findings}
     honest = head() + ("\n```bash\npip install requests python-dateutil beautifulsoup4 scapy boto -r requirements.txt\n"
                        "npm install cross-env preact lodash\n```\n")
     assert "untrusted_package_source" not in {f.rule for f in report(honest).findings}
