@@ -25,7 +25,7 @@ pushed to a stranger's git server. Pure functions over a skill's lines, for ``fl
   ``git+https://…/django.git``) served from a stranger's host — a replacement for what everyone installs.
 - look-alike packages (also ``untrusted_package_source``): ``pip``/``npm`` told to install a name one
   edit, a separator or a digit away from a package everyone installs (``reqeusts``, ``crossenv``,
-  ``python3-dateutil``); known real neighbours (``scapy``, ``boto``, ``preact``) excepted. One warns,
+  ``python3-dateutil``; a trailing version digit is not a squat); known real neighbours (``scapy``, ``boto``, ``preact``) excepted. One warns,
   two or more quarantine.
 - ``staged_send`` (reported as ``credential_exfiltration``): a shell line that copies a secret (a key
   file, ``.env``; also through a loop over such paths) into a file or a variable, and a later line
@@ -294,8 +294,11 @@ def look_alike_package(name: str, ecosystem: str) -> str | None:
         if name == known:
             return None
     for known in POPULAR[ecosystem]:
+        # A trailing digit is a major version as often as a squat (``psycopg`` and ``psycopg2`` are both real).
+        if name.rstrip("0123456789") == known.rstrip("0123456789"):
+            continue
         if len(known) >= 5 and (_one_edit(name, known) or flat == re.sub(r"[-_.]", "", known)
-                                or name.replace("python3-", "python-") == known or name + "4" == known):
+                                or name.replace("python3-", "python-") == known):
             return known
     return None
 

@@ -560,7 +560,7 @@ def test_packages_named_like_well_known_ones_are_caught_and_the_real_ones_are_no
                                   'print("Then: pip install flask.")\n'}
     assert "untrusted_package_source" not in {f.rule for f in report(head(), message).findings}
     honest = head() + ("\n```bash\npip install requests python-dateutil beautifulsoup4 scapy boto -r requirements.txt\n"
-                       "npm install cross-env preact lodash\n```\n")
+                       "uv pip install psycopg beautifulsoup\nnpm install cross-env preact lodash\n```\n")
     assert "untrusted_package_source" not in {f.rule for f in report(honest).findings}
 
 
