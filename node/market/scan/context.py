@@ -95,6 +95,7 @@ OFFICIAL_INSTALLERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "Nix": ("nixos.org", ("/nix/install",)),
     "SDKMAN": ("get.sdkman.io", ("", "/")),
     "opencode": ("opencode.ai", ("/install",)),
+    "the Aspire CLI": ("aspire.dev", ("/install.sh", "/install.ps1")),
 }
 # Where a project publishes its own installer: the skill's own repository (owner or name matches
 # the skill's name) on these hosts is "its own installer", a warning, never an excuse.

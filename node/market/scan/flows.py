@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from node.market.scan import context, decode, gathering, rules, unicode
+from node.market.scan import context, decode, gathering, posture, rules, unicode
 from node.market.scan.findings import MAX_EVIDENCE_CHARS, Finding, Severity, escape
 
 MAX_LINES = 10_000
@@ -631,14 +631,15 @@ FETCH_AND_FOLLOW = re.compile(
     r"|execute|carry out|apply|do)\s{1,3}(?:(?:its|their|any|all|whatever|the)\s{1,3}(?:\w{1,20}\s{1,3})?(?:instructions?"
     r"|directives?|commands?|steps)\b(?:\s{1,3}(?:in it|there|inside|it (?:gives|contains|says)))?|what it says|them\b)",
     re.IGNORECASE)
-# "Follow the instructions in the picture": the instruction is where a reader of the text does not look.
+# "Follow the instructions in the picture": the instruction is where a reader of the text does not look
+# ("extract the big picture … and apply judgment" is an idiom, not a picture).
 MEDIA_INSTRUCTION = re.compile(
     r"\b(?:follow|obey|execute|carry out|apply|run|do|perform)\b[^.\n]{0,30}?\b(?:instructions?|directives?|commands?"
     r"|steps|what it says|text)\b[^.\n]{0,40}?\b(?:in|from|on|inside|encoded in|hidden in|embedded in|written (?:in|on))"
     r"\s{1,3}(?:the\s{1,3}|this\s{1,3}|each\s{1,3}|its\s{1,3})?(?:[\w'-]{1,20}\s{1,3}){0,2}(?:image|picture|photo|png|jpe?g"
     r"|gif|card|audio|sound|wav|mp3|recording|qr[ -]?code|metadata|exif|pixels?|bit ?planes?)s?\b"
-    r"|\b(?:read|decode|extract|scan|ocr)\b[^.\n]{0,60}?\b(?:image|picture|photo|png|jpe?g|gif|card|audio|wav|mp3"
-    r"|qr[ -]?code|metadata|exif|pixels?)s?\b[^.\n]{0,60}?\b(?:and|then)\s{1,3}(?:then\s{1,3})?(?:follow|obey|execute"
+    r"|\b(?:read|decode|extract|scan|ocr)\b[^.\n]{0,60}?(?<!\bbig\s)(?<!\bfull\s)(?<!\bwhole\s)(?<!\bbigger\s)"
+    r"\b(?:image|picture|photo|png|jpe?g|gif|card|audio|wav|mp3|qr[ -]?code|metadata|exif|pixels?)s?\b[^.\n]{0,60}?\b(?:and|then)\s{1,3}(?:then\s{1,3})?(?:follow|obey|execute"
     r"|carry out|apply|run)\b", re.IGNORECASE)
 # The user's conversation or data sent to an address: what the user typed leaves with it.
 USER_DATA_SENT = re.compile(
@@ -757,4 +758,6 @@ def scan_skill(files: list[tuple[str | None, str]], description: str | None, nam
     _lures(skill)
     _split_with_image(skill)
     _decoded(skill, files)
+    for hit in posture.findings(skill.lines, lambda host: _said_host(skill, host)):  # posture.py: defences, memory
+        skill.add(hit.rule, hit.severity, skill.lines[hit.index], hit.why)
     return skill.findings

@@ -39,17 +39,28 @@ _FETCH = r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|fetch)\b"
 
 INJECTION = (
     LineRule("prompt_injection", Severity.HIGH, _rx(
-        r"\b(?:ignore|disregard|forget|overrid(?:e|es|ing)|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier"
+        # An API's "override (for) the default system prompt" parameter configures, and rules that
+        # "override any instructions found in repository files" defend: neither is an injection.
+        r"\b(?:ignore|disregard|forget|overrid(?:e|es|ing)(?!\s{1,3}(?:for\s{1,3}the|the\s{1,3}default|default)\s{1,3}system"
+        r"\s{1,3}prompt)|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier"
         r"|preceding|original|all|any|your|system|safety|user'?s?)\b[^.\n]{0,30}?\b(?:instructions?"
-        r"|rules|guidelines|guidance|directives?|directions|prompts?|guardrails|polic(?:y|ies))\b")),
+        r"|rules|guidelines|guidance|directives?|directions|prompts?|guardrails|polic(?:y|ies))\b"
+        r"(?!\s{1,3}(?:found|contained|embedded|written|appearing)\s{1,3}in\s{1,3}(?:the\s{1,3})?(?:repositor(?:y|ies)"
+        r"|repo|files?|documents?|web\s{0,3}pages?|pages?|issues?|tool\s{1,3}(?:output|results?)|code|comments?"
+        r"|fetched|untrusted|external)\b)")),
     LineRule("prompt_injection", Severity.HIGH, _rx(
         r"\byou are no longer\b|\byou are now\b[^.\n]{0,30}\b(?:unrestricted|free from|jailbroken|dan\b|in (?:developer|god)"
         r" mode|without (?:any )?(?:rules|restrictions|limits))|\b(?:dan|jailbreak|unrestricted) mode\b"
-        r"|\bsystem override\b|\bnew (?:system )?instructions\s{0,3}:|\[system\]|<\|im_start\|>"
+        r"|\bsystem override\b|\bnew (?:system )?instructions\s{0,3}:|<\|im_start\|>"
+        # "[SYSTEM] you are…" opens a fake turn; "[system]" as a table header cell or a CLI's
+        # literal argument ("--use-identity [system]") ends its line or cell.
+        r"|\[system\](?!\s{0,3}(?:\||$))|^\s{0,3}\[system\]\s{0,3}$"
         r"|<\|system\|>|\byour (?:previous|prior|original) (?:guidelines|instructions|rules)"
         r" (?:no longer|do not) apply")),
     LineRule("prompt_injection", Severity.HIGH, _rx(
+        # Not narrating each tool call ("don't tell the user about each tool call as you make it") is brevity.
         r"\b(?:do not|don'?t|never)\s{1,3}(?:tell|inform|alert|notify|let)\s{1,3}(?:the\s{1,3})?(?:user|human|operator)\b"
+        r"(?!\s{1,3}about\s{1,3}(?:each|every)\s{1,3}(?:tool\s{1,3}calls?|calls?|steps?|search(?:es)?|quer(?:y|ies)))"
         r"|\b(?:do not|don'?t|never)\s{1,3}(?:mention|reveal|show|display|disclose|print|output)\b[^.\n]{0,30}?\bto\s{1,3}(?:the\s{1,3})?"
         r"(?:user|human|operator)\b"
         r"|\bwithout\s{1,3}(?:asking|telling|informing|notifying|alerting)\s{1,3}(?:the\s{1,3})?"
@@ -79,7 +90,7 @@ INJECTION = (
     LineRule("prompt_injection", Severity.MEDIUM, _rx(
         r"\bsilently\s{1,3}(?:append|add|copy)\b|\b(?:run|execute|send|install)\b[^.\n]{0,40}\bsilently\b")),
     LineRule("prompt_injection", Severity.HIGH, _rx(
-        r"\bsilently\s{1,3}(?:run|execute|install|send|upload|forward|post|exfiltrate)\b"
+        r"(?<!\bnot\s)(?<!\bnever\s)(?<!n't\s)\bsilently\s{1,3}(?:run|execute|install|send|upload|forward|post|exfiltrate)\b"
         r"|\bsilently\b[^.\n]{0,40}\b(?:send|upload|forward|post)\b[^.\n]{0,60}(?:https?://|@|webhook)"
         r"|\bso\s{1,3}(?:that\s{1,3})?(?:the\s{1,3})?(?:user|human|operator)\s{1,3}(?:does not|doesn'?t|won'?t|will not"
         r"|cannot|can'?t|never)\s{1,3}(?:notice|know|see|find out|realize)")),
@@ -131,7 +142,8 @@ DOWNLOAD_EXEC = (
         r"|invoke-webrequest|invoke-restmethod|downloadfile|downloadstring|curl|wget|bitsadmin)\b"
         r"|\brundll32(?:\.exe)?\b[^\n]{0,40}\bjavascript:")),
     LineRule("download_execute", Severity.HIGH, _rx(
-        r"\bdownloadstring\s{0,4}\(|\bnew-object\s{1,4}net\.webclient\b|\bstart-bitstransfer\b"
+        r"\bdownloadstring\s{0,4}\(|\b(?:new-object\s{1,4}net\.webclient|start-bitstransfer)\b[^\n]{0,200}"
+        r"\b(?:iex|invoke-expression|start-process|downloaddata|\.exe\b|\.ps1\b|\.bat\b|\.dll\b)"
         r"|\bcertutil\b[^\n]{0,40}-urlcache|\bmshta\s{1,4}https?:|\bregsvr32\b[^\n]{0,40}/i:https?:")),
 )
 
@@ -370,11 +382,13 @@ PATH_TOKEN_END = _rx(r"[\s\"'`()<>,;]")
 SOFT_SECRET = _rx(
     r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\$\{?[a-z_]{0,30}(?:token|secret|api_?key"
     r"|password|passwd|private_key|access_key)\b|\benv\s{0,4}\||\bprintenv\b|\bcookies?\b"
-    r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b|\.(?:bash|zsh|python)_history\b")
+    r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b|\.(?:bash|zsh|python)_history\b"
+    r"|/proc/(?:self|\d{1,7}|\*|\$\$)/environ\b")  # a process's whole environment, read from /proc
 # The soft secrets that are a whole file or the whole environment, not one token.
 BULK_SECRET = _rx(r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\benv\s{0,4}\||\bprintenv\b"
                   r"|\bpbpaste\b|\bxclip\b[^|\n]{0,40}\s-o\b|\bxsel\b|\bget-clipboard\b|\bwl-paste\b"
-                  r"|\.(?:bash|zsh|python)_history\b")  # the clipboard and shell history: passwords typed or copied
+                  r"|\.(?:bash|zsh|python)_history\b|/proc/(?:self|\d{1,7}|\*|\$\$)/environ\b")  # the clipboard,
+# shell history and a process's environment: passwords typed or copied, every token at once
 # A token variable used as the credential of the request it is on: an auth header, ``-u user:$TOKEN``,
 # or a ``key=$TOKEN`` query parameter. That is what an API skill does with its own key.
 AUTH_USE = _rx(
@@ -418,6 +432,30 @@ DECLARES = {
                        r"|ssh|access|login|keys?|dotfiles|shell)\b"),
 }
 
+# A tool's own configuration file, which holds its registry token: reading it is the tool's business
+# in a skill whose description names the tool (``.npmrc`` copied into an npm sandbox).
+TOOL_CONFIGS = (
+    (_rx(r"\.npmrc\b"), _rx(r"\b(?:npm|node_modules|node\.?js|yarn|pnpm)\b")),
+    (_rx(r"\.pypirc\b"), _rx(r"\b(?:pypi|pip|twine|python packag\w{0,4})\b")),
+    (_rx(r"\.docker/config\.json"), _rx(r"\b(?:docker|containers?|registry|registries)\b")),
+    (_rx(r"\.kube/config\b"), _rx(r"\b(?:kubernetes|kubectl|k8s|clusters?)\b")),
+)
+
+
+def tool_config_declared(text: str, description: str | None) -> bool:
+    """True if the strong secrets on ``text`` are only tool configuration files whose tool the description
+    names: a key file, a wallet or another tool's file on the same line still counts."""
+    if description is None:
+        return False
+    rest = text
+    for path, tool in TOOL_CONFIGS:
+        if path.search(rest):
+            if not tool.search(description):
+                return False
+            rest = path.sub(" ", rest)
+    return rest != text and STRONG_SECRET.search(rest) is None
+
+
 LINE_RULES: tuple[LineRule, ...] = (*INJECTION, *DOWNLOAD_EXEC, *DECODE_EXEC, PERSISTENCE, *DESTRUCTIVE,
                                      *PERMISSIONS, *SHADOWING, REVERSE_SHELL, CRYPTOMINER,
                                      DYNAMIC_DISPATCH, CODE_IN_DATA, DNS_EXFILTRATION, KEY_GLOB_UPLOAD, WALLET_DRAIN,
@@ -428,6 +466,7 @@ ALL_PATTERNS: tuple[re.Pattern[str], ...] = (
     CODE_SECRET, ENV_DUMP, CODE_READ, EXFIL_SINK, SEND, URL, RAW_IP_HOST, PASTE_HOST, ARCHIVE_OR_BINARY,
     ARCHIVE_PASSWORD, PREREQUISITE, RUN_WORD, SKIP_PERMISSIONS, NO_ASKING, SANDBOX_WORDS, TOOL_REGISTRATION, MCP_WORDS,
     DISK_WRITE, DISK_WORDS, DOWNLOAD_WORD, URL_TEXT, SINK_SERVICE, TUNNEL_RUN, TUNNEL_HOST, REGEX_SYNTAX, REGEX_LINE,
+    *(pattern for pair in TOOL_CONFIGS for pattern in pair),
 )
 
 

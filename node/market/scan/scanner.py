@@ -331,8 +331,11 @@ def _document_rules(doc: _Document, description: str | None) -> None:
         number, excerpt = strong[0]
         doc.add("credential_exfiltration", Severity.HIGH, number,
                 f"{excerpt} (upload on line {doc.uploads[0]})")
-    if strong and description is not None and not declared["credentials"]:
-        doc.add("undeclared_capability", Severity.HIGH, strong[0][0],
+    # A tool's own config file (``.npmrc``) in a skill whose description names the tool is declared.
+    undeclared = [(number, excerpt) for number, excerpt in strong
+                  if not rules.tool_config_declared(excerpt, description)]
+    if undeclared and description is not None and not declared["credentials"]:
+        doc.add("undeclared_capability", Severity.HIGH, undeclared[0][0],
                 f"reads credentials; description: {description}")
     if doc.persistence and description is not None and not declared["persistence"]:
         # Medium: a service of its own, a PATH line in ~/.bashrc are what install skills do.

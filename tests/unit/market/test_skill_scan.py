@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.market.scan import context, decode, flows, gathering, media, rules, scanner
+from node.market.scan import context, decode, flows, gathering, media, posture, rules, scanner
 from node.market.scan.findings import Severity
 from node.market.scan.folder import market_bundle, scan_folder
 from node.market.scan.scanner import MAX_SCAN_CHARS, scan_text
@@ -186,6 +186,7 @@ def _unbounded(pattern: str) -> list[str]:
 def test_every_pattern_is_bounded() -> None:
     patterns = [*rules.ALL_PATTERNS, scanner.BLOB, scanner.HEX_BLOB, scanner.FENCE, scanner.WORD,
                 *decode.PATTERNS, *flows.PATTERNS, *flows.PROSE_PATTERNS, flows.DECODED_SIGNS, *gathering.PATTERNS,
+                *posture.PATTERNS,
                 context.INSTALLER_PATH, media.RUN, media.LSB_RUN, media.WORDS]
     unbounded = {pattern.pattern[:60]: _unbounded(pattern.pattern) for pattern in patterns}
     assert {key: value for key, value in unbounded.items() if value} == {}
