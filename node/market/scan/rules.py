@@ -267,7 +267,7 @@ DEFENSE_EVASION = LineRule("defense_evasion", Severity.HIGH, _rx(
     r"|\bsc(?:\.exe)?\s{1,4}(?:stop|config)\s{1,4}windefend\b"))
 # The cloud instance's own credentials (IMDS, the GCP and Azure metadata token endpoints): the classic SSRF theft.
 CLOUD_CREDENTIALS = LineRule("credential_access", Severity.HIGH, _rx(
-    r"169\.254\.169\.254/latest/meta-data/iam/security-credentials|metadata\.google\.internal/computemetadata/v1/"
+    r"169\.254\.169\.254/latest/meta-data/iam/security-credentials|metadata\.google\.internal/computemetadata/v[1]/"
     r"instance/service-accounts/[^\s\"']{0,80}/token|169\.254\.169\.254/metadata/identity/oauth2/token"))
 # A fixed SSH key appended to authorized_keys: whoever holds its private half logs in (a backdoor). Honest setup
 # docs show a placeholder (``ssh-ed25519 AAAA... you@host``), not a whole key.
