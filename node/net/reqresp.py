@@ -94,6 +94,11 @@ NO_REQUEST_ID = "0" * 32
 # come back in lockstep.
 BUSY_RETRY_AFTER_MS = 250
 BUSY_JITTER = 0.5
+# A request whose stream never opened (nothing was sent) is tried again after dialling anew,
+# up to this many times, pausing 0.1, 0.2, 0.4 s: a fresh connection can be closed under us
+# while both ends settle which one to keep (two dials crossing, a peer that restarts).
+NOT_SENT_RETRIES = 3
+NOT_SENT_PAUSE_S = 0.1
 
 
 class ReqRespError(Exception):
@@ -318,7 +323,7 @@ class PurchaseTransport:
         deadline = trio.current_time() + timeout_s
         peer_id = await self._reach(peer, timeout_s)
         was_busy = False
-        redialled = False
+        redials = 0
         while True:
             remaining = deadline - trio.current_time()
             if remaining <= 0:
@@ -330,12 +335,15 @@ class PurchaseTransport:
                 raw = await self._send(peer_id, data, remaining, timeout_s)
             except _NotSent as not_sent:
                 # The stream never opened, so nothing was sent: the connection died under
-                # us (two peers dialling each other through relays at once keep one
-                # connection each, and each closes the other's). Reach the peer again, once.
-                if redialled:
+                # us (two peers dialling each other at once keep one connection each, and
+                # each closes the other's). Reach the peer again, a few times, after a pause.
+                pause = NOT_SENT_PAUSE_S * 2 ** redials
+                if redials >= NOT_SENT_RETRIES or trio.current_time() + pause >= deadline:
                     raise not_sent.error from not_sent.error.__cause__
-                redialled = True
-                logger.info("stream to %s did not open, redialling once", peer_id)
+                redials += 1
+                logger.info("stream to %s did not open, redialling (%d of %d)", peer_id, redials,
+                            NOT_SENT_RETRIES)
+                await trio.sleep(pause)
                 peer_id = await self._reach(peer, max(deadline - trio.current_time(), 0.01))
                 continue
             except RequestTimeout as error:
