@@ -233,11 +233,11 @@ async def _write_bytes(self: Any, stream: Any, data: bytes) -> bool:
 def _outbound_lost(pubsub: Any, peer_id: Any) -> None:
     """Our stream to ``peer_id`` died: the library's teardown, keeping the peer's
     subscriptions while it stays connected, and its replay once per interval (27.)."""
-    connected = pubsub._peer_is_connected(peer_id)
+    connected = pubsub._peer_is_connected(peer_id)  # no await below: it stays true or false
     topics = [topic for topic, peers in pubsub.peer_topics.items() if peer_id in peers] if connected else []
     count = pubsub._peer_subscription_count.get(peer_id)
     pubsub._handle_dead_peer(peer_id)
-    if not topics or not pubsub._peer_is_connected(peer_id):
+    if not topics:
         return
     for topic in topics:
         pubsub.peer_topics.setdefault(topic, set()).add(peer_id)

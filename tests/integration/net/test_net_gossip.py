@@ -157,21 +157,27 @@ async def test_management_weather_is_accepted_and_own_rejections_raise(
     assert nets[1].rejection_counts(nets[1].peer_id) == {}
 
 
-async def test_a_peer_whose_stream_from_us_died_still_gets_what_we_publish(nursery: trio.Nursery) -> None:
-    """Our pubsub stream to a peer dies (reset: a duplicate connection closed under it) while the
-    peer stays connected and its own stream to us runs on. py-libp2p 0.8.1 opens a new stream but
-    forgets the peer's subscriptions, which only come on the peer's stream to us, so it was never
-    sent a topic's messages again (seen in the suite: a manager's warning never reached a seller).
-    Its subscriptions are kept, and what the dead stream could not send goes on the new one."""
+async def _weather_pair_without_ihave(nursery: trio.Nursery) -> tuple[NetService, Inbox, Any]:
+    """A management publisher meshed with one peer (its weather inbox attached) that emits no
+    IHAVE: weather has no sync, so an alert reaches the peer only over a live stream or as the
+    library's replay on a new one. Returns (publisher, the peer's inbox, the peer's libp2p id)."""
     management = Identity.generate()
     publisher, peer = await start_mesh(nursery, 2, management_keys=[management.public_key],
                                        identities=[management])
     inbox = Inbox()
     inbox.attach(peer)
     peer_id = next(p for p in publisher.pubsub.peers if str(p) == peer.peer_id)
-    # No IHAVE from the publisher (and weather has no sync): the first alert can reach the peer
-    # only as what the dead stream left unsent.
     publisher.pubsub.router.gossip_heartbeat = lambda: collections.defaultdict(dict)
+    return publisher, inbox, peer_id
+
+
+async def test_a_peer_whose_stream_from_us_died_still_gets_what_we_publish(nursery: trio.Nursery) -> None:
+    """Our pubsub stream to a peer dies (reset: a duplicate connection closed under it) while the
+    peer stays connected and its own stream to us runs on. py-libp2p 0.8.1 opens a new stream but
+    forgets the peer's subscriptions, which only come on the peer's stream to us, so it was never
+    sent a topic's messages again (seen in the suite: a manager's warning never reached a seller).
+    Its subscriptions are kept, and what the dead stream could not send goes on the new one."""
+    publisher, inbox, peer_id = await _weather_pair_without_ihave(nursery)
     dead = publisher.pubsub.peers[peer_id]
     await dead.reset()
 
@@ -190,14 +196,8 @@ async def test_a_peer_that_kills_our_stream_again_and_again_is_not_replayed_the_
     but the library's replay of recent messages runs once per interval, not once per reset:
     it cannot make us send the message cache in a loop."""
     monkeypatch.setattr(pubsub_send, "_REPLAY_INTERVAL_S", 3600.0)  # however slow the machine
-    management = Identity.generate()
-    publisher, peer = await start_mesh(nursery, 2, management_keys=[management.public_key],
-                                       identities=[management])
-    inbox = Inbox()
-    inbox.attach(peer)
-    peer_id = next(p for p in publisher.pubsub.peers if str(p) == peer.peer_id)
+    publisher, inbox, peer_id = await _weather_pair_without_ihave(nursery)
     router = publisher.pubsub.router
-    router.gossip_heartbeat = lambda: collections.defaultdict(dict)  # no IHAVE: replays only
     replays: list[str] = []
     replay = router.send_recent_messages
 
