@@ -81,19 +81,28 @@ def free_port() -> int:
     same range outgoing connections take their source ports from: between choosing
     such a port and a node binding it, another node's dial could take it (seen as a
     node exiting at start-up). So pick from below that range and check it is free.
+    A port is handed out once per process: a devnet asks for all its ports before any
+    process binds one, and the probe alone gave one node the same port for its libp2p
+    listener and its API (seen in the suite: the node exited at start-up).
     """
     low, _high = _ephemeral_range()
     for _ in range(200):
         port = random.randint(max(1024, low - 12000), low - 1)
+        if port in _HANDED_OUT:
+            continue
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _HANDED_OUT.add(port)
+        return port
     with socket.socket() as probe:  # a crowded machine: fall back to the kernel's choice
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+_HANDED_OUT: set[int] = set()  # at most 12,000 ports: bounded by the range drawn from
 
 
 def _ephemeral_range() -> tuple[int, int]:

@@ -67,3 +67,16 @@ def test_rebuild_gives_identical_bytecode(tmp_path: Path) -> None:
         assert rebuilt["deployedBytecode"] == committed["deployedBytecode"], name
         assert rebuilt["abi"] == committed["abi"], name
         assert rebuilt.get("immutableOffsets") == committed.get("immutableOffsets"), name
+
+
+def test_a_devnet_port_is_handed_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``free_port`` drew the same free port twice before either was bound (one node got it for
+    both its libp2p listener and its API, and exited at start-up): a port it handed out is
+    never handed out again in this process, though the probe would find it free."""
+    from node.chain import localchain
+
+    draws = iter([40001, 40001, 40002])
+    monkeypatch.setattr(localchain.random, "randint", lambda low, high: next(draws))
+    monkeypatch.setattr(localchain, "_ephemeral_range", lambda: (50000, 60000))
+    monkeypatch.setattr(localchain, "_HANDED_OUT", set())
+    assert [localchain.free_port(), localchain.free_port()] == [40001, 40002]
